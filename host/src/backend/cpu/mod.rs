@@ -1,0 +1,442 @@
+//! The CPU backend: f32 tensors in host memory, GEMMs through the `gemm`
+//! crate, everything else row-parallel with rayon. It is the reference the
+//! CUDA backend is checked against, so clarity wins over speed where they
+//! disagree.
+
+mod attention;
+pub mod sampling;
+
+use rayon::prelude::*;
+
+use super::{
+    Backend, BackendError, DeviceTensor, HostData, KvLayout, Sampled, StepMeta,
+};
+use crate::batch::SampleSpec;
+
+/// A dense row-major f32 tensor.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CpuTensor {
+    pub shape: Vec<usize>,
+    pub data: Vec<f32>,
+}
+
+impl DeviceTensor for CpuTensor {
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+}
+
+impl CpuTensor {
+    fn rows_cols(&self, op: &'static str) -> Result<(usize, usize), BackendError> {
+        match self.shape.as_slice() {
+            [r, c] => Ok((*r, *c)),
+            [c] => Ok((1, *c)),
+            s => Err(BackendError::Shape {
+                op,
+                detail: format!("expected a 2-D tensor, got {s:?}"),
+            }),
+        }
+    }
+}
+
+/// Paged KV cache: per layer a K and a V buffer `[pages, page_size, kv_heads, head_dim]`.
+#[derive(Debug)]
+pub struct CpuKv {
+    pub layout: KvLayout,
+    pub k: Vec<Vec<f32>>,
+    pub v: Vec<Vec<f32>>,
+}
+
+/// Per-step metadata (the host copy is all the CPU needs).
+#[derive(Debug)]
+pub struct CpuStep {
+    pub meta: StepMeta,
+}
+
+/// The CPU backend. `threads` bounds GEMM parallelism (0 = rayon's pool size).
+#[derive(Clone, Debug, Default)]
+pub struct CpuBackend {
+    threads: usize,
+}
+
+impl CpuBackend {
+    /// A backend using rayon's global pool.
+    pub fn new() -> Self {
+        CpuBackend { threads: 0 }
+    }
+
+    fn par(&self) -> gemm::Parallelism {
+        let n = if self.threads == 0 {
+            rayon::current_num_threads()
+        } else {
+            self.threads
+        };
+        if n <= 1 {
+            gemm::Parallelism::None
+        } else {
+            gemm::Parallelism::Rayon(n)
+        }
+    }
+}
+
+fn shape_err(op: &'static str, detail: String) -> BackendError {
+    BackendError::Shape { op, detail }
+}
+
+fn rms_row(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    let ss: f32 = x.iter().map(|v| v * v).sum::<f32>() / x.len() as f32;
+    let inv = 1.0 / (ss + eps).sqrt();
+    for ((o, &xv), &wv) in out.iter_mut().zip(x).zip(w) {
+        *o = xv * inv * wv;
+    }
+}
+
+impl Backend for CpuBackend {
+    type Tensor = CpuTensor;
+    type Step = CpuStep;
+    type Kv = CpuKv;
+
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn upload(&self, shape: &[usize], data: HostData<'_>) -> Result<CpuTensor, BackendError> {
+        let n: usize = shape.iter().product();
+        if data.len() != n || data.bytes.len() % data.dtype.size() != 0 {
+            return Err(shape_err(
+                "upload",
+                format!("shape {shape:?} needs {n} elements, data has {}", data.len()),
+            ));
+        }
+        Ok(CpuTensor {
+            shape: shape.to_vec(),
+            data: data.to_f32(),
+        })
+    }
+
+    fn to_host(&self, t: &CpuTensor) -> Result<Vec<f32>, BackendError> {
+        Ok(t.data.clone())
+    }
+
+    fn alloc_kv(&self, layout: KvLayout) -> Result<CpuKv, BackendError> {
+        let n = layout.layer_elems();
+        let mut k = Vec::new();
+        let mut v = Vec::new();
+        for _ in 0..layout.num_layers {
+            let mut kb = Vec::new();
+            let mut vb = Vec::new();
+            kb.try_reserve_exact(n)
+                .and_then(|_| vb.try_reserve_exact(n))
+                .map_err(|e| BackendError::OutOfMemory(format!("KV cache {layout:?}: {e}")))?;
+            kb.resize(n, 0.0);
+            vb.resize(n, 0.0);
+            k.push(kb);
+            v.push(vb);
+        }
+        Ok(CpuKv { layout, k, v })
+    }
+
+    fn prepare_step(&self, meta: &StepMeta) -> Result<CpuStep, BackendError> {
+        Ok(CpuStep { meta: meta.clone() })
+    }
+
+    fn embedding(&self, table: &CpuTensor, step: &CpuStep) -> Result<CpuTensor, BackendError> {
+        let (vocab, hidden) = table.rows_cols("embedding")?;
+        let toks = &step.meta.tokens;
+        if let Some(t) = toks.iter().find(|&&t| t as usize >= vocab) {
+            return Err(BackendError::InvalidInput(format!(
+                "token id {t} out of range (vocab {vocab})"
+            )));
+        }
+        let mut data = vec![0.0f32; toks.len() * hidden];
+        data.par_chunks_mut(hidden.max(1))
+            .zip(toks.par_iter())
+            .for_each(|(row, &t)| {
+                let s = t as usize * hidden;
+                row.copy_from_slice(&table.data[s..s + hidden]);
+            });
+        Ok(CpuTensor {
+            shape: vec![toks.len(), hidden],
+            data,
+        })
+    }
+
+    fn rms_norm(&self, x: &CpuTensor, w: &CpuTensor, eps: f32) -> Result<CpuTensor, BackendError> {
+        let (rows, n) = x.rows_cols("rms_norm")?;
+        if w.data.len() != n {
+            return Err(shape_err("rms_norm", format!("x {:?} weight {:?}", x.shape, w.shape)));
+        }
+        let mut data = vec![0.0f32; rows * n];
+        data.par_chunks_mut(n.max(1))
+            .zip(x.data.par_chunks(n.max(1)))
+            .for_each(|(o, xr)| rms_row(xr, &w.data, eps, o));
+        Ok(CpuTensor {
+            shape: vec![rows, n],
+            data,
+        })
+    }
+
+    fn add_rms_norm(
+        &self,
+        residual: &mut CpuTensor,
+        x: &CpuTensor,
+        w: &CpuTensor,
+        eps: f32,
+    ) -> Result<CpuTensor, BackendError> {
+        if residual.shape != x.shape {
+            return Err(shape_err(
+                "add_rms_norm",
+                format!("residual {:?} x {:?}", residual.shape, x.shape),
+            ));
+        }
+        residual
+            .data
+            .par_iter_mut()
+            .zip(x.data.par_iter())
+            .for_each(|(r, &v)| *r += v);
+        self.rms_norm(residual, w, eps)
+    }
+
+    fn linear(
+        &self,
+        x: &CpuTensor,
+        w: &CpuTensor,
+        bias: Option<&CpuTensor>,
+    ) -> Result<CpuTensor, BackendError> {
+        let (m, k) = x.rows_cols("linear")?;
+        let (n, kw) = w.rows_cols("linear")?;
+        if k != kw {
+            return Err(shape_err("linear", format!("x {:?} w {:?}", x.shape, w.shape)));
+        }
+        if let Some(b) = bias {
+            if b.data.len() != n {
+                return Err(shape_err("linear", format!("bias {:?} for {n} outputs", b.shape)));
+            }
+        }
+        let mut out = vec![0.0f32; m * n];
+        if m > 0 && n > 0 && k > 0 {
+            // SAFETY: dst is m×n row-major (col stride 1, row stride n); lhs is
+            // x, m×k row-major; rhs is Wᵀ, k×n, read from W (n×k row-major) with
+            // row stride 1 and column stride k. All buffers have exactly those
+            // extents (checked above) and do not alias.
+            unsafe {
+                gemm::gemm(
+                    m,
+                    n,
+                    k,
+                    out.as_mut_ptr(),
+                    1,
+                    n as isize,
+                    false,
+                    x.data.as_ptr(),
+                    1,
+                    k as isize,
+                    w.data.as_ptr(),
+                    k as isize,
+                    1,
+                    0.0,
+                    1.0,
+                    false,
+                    false,
+                    false,
+                    self.par(),
+                );
+            }
+        }
+        if let Some(b) = bias {
+            out.par_chunks_mut(n.max(1)).for_each(|row| {
+                for (o, &bv) in row.iter_mut().zip(&b.data) {
+                    *o += bv;
+                }
+            });
+        }
+        Ok(CpuTensor {
+            shape: vec![m, n],
+            data: out,
+        })
+    }
+
+    fn split_cols(&self, x: &CpuTensor, widths: &[usize]) -> Result<Vec<CpuTensor>, BackendError> {
+        let (rows, cols) = x.rows_cols("split_cols")?;
+        if widths.iter().sum::<usize>() != cols {
+            return Err(shape_err("split_cols", format!("{widths:?} do not sum to {cols}")));
+        }
+        let mut outs = Vec::with_capacity(widths.len());
+        let mut off = 0;
+        for &wd in widths {
+            let mut data = Vec::with_capacity(rows * wd);
+            for r in 0..rows {
+                data.extend_from_slice(&x.data[r * cols + off..r * cols + off + wd]);
+            }
+            outs.push(CpuTensor {
+                shape: vec![rows, wd],
+                data,
+            });
+            off += wd;
+        }
+        Ok(outs)
+    }
+
+    fn head_rms_norm(
+        &self,
+        x: &mut CpuTensor,
+        w: &CpuTensor,
+        head_dim: usize,
+        eps: f32,
+    ) -> Result<(), BackendError> {
+        let (_, cols) = x.rows_cols("head_rms_norm")?;
+        if head_dim == 0 || cols % head_dim != 0 || w.data.len() != head_dim {
+            return Err(shape_err(
+                "head_rms_norm",
+                format!("x {:?}, weight {:?}, head_dim {head_dim}", x.shape, w.shape),
+            ));
+        }
+        x.data.par_chunks_mut(head_dim).for_each(|h| {
+            let mut tmp = vec![0.0f32; head_dim];
+            rms_row(h, &w.data, eps, &mut tmp);
+            h.copy_from_slice(&tmp);
+        });
+        Ok(())
+    }
+
+    fn rope(
+        &self,
+        x: &mut CpuTensor,
+        head_dim: usize,
+        inv_freq: &CpuTensor,
+        step: &CpuStep,
+    ) -> Result<(), BackendError> {
+        let (rows, cols) = x.rows_cols("rope")?;
+        let half = head_dim / 2;
+        if head_dim == 0
+            || head_dim % 2 != 0
+            || cols % head_dim != 0
+            || inv_freq.data.len() != half
+            || rows != step.meta.positions.len()
+        {
+            return Err(shape_err(
+                "rope",
+                format!(
+                    "x {:?}, head_dim {head_dim}, inv_freq {:?}, {} positions",
+                    x.shape,
+                    inv_freq.shape,
+                    step.meta.positions.len()
+                ),
+            ));
+        }
+        let pos = &step.meta.positions;
+        x.data
+            .par_chunks_mut(cols)
+            .zip(pos.par_iter())
+            .for_each(|(row, &p)| {
+                let (sin, cos): (Vec<f32>, Vec<f32>) = inv_freq
+                    .data
+                    .iter()
+                    .map(|&f| (p as f32 * f).sin_cos())
+                    .unzip();
+                for h in row.chunks_mut(head_dim) {
+                    for i in 0..half {
+                        let (a, b) = (h[i], h[i + half]);
+                        h[i] = a * cos[i] - b * sin[i];
+                        h[i + half] = b * cos[i] + a * sin[i];
+                    }
+                }
+            });
+        Ok(())
+    }
+
+    fn silu_mul(&self, gate_up: &CpuTensor) -> Result<CpuTensor, BackendError> {
+        let (rows, cols) = gate_up.rows_cols("silu_mul")?;
+        if cols % 2 != 0 {
+            return Err(shape_err("silu_mul", format!("odd width {cols}")));
+        }
+        let n = cols / 2;
+        let mut data = vec![0.0f32; rows * n];
+        data.par_chunks_mut(n.max(1))
+            .zip(gate_up.data.par_chunks(cols.max(1)))
+            .for_each(|(o, gu)| {
+                let (g, u) = gu.split_at(n);
+                for ((o, &g), &u) in o.iter_mut().zip(g).zip(u) {
+                    *o = g / (1.0 + (-g).exp()) * u;
+                }
+            });
+        Ok(CpuTensor {
+            shape: vec![rows, n],
+            data,
+        })
+    }
+
+    fn store_kv(
+        &self,
+        kv: &mut CpuKv,
+        layer: usize,
+        k: &CpuTensor,
+        v: &CpuTensor,
+        step: &CpuStep,
+    ) -> Result<(), BackendError> {
+        let l = kv.layout;
+        let width = l.kv_heads * l.head_dim;
+        let (rows, cols) = k.rows_cols("store_kv")?;
+        if layer >= l.num_layers || cols != width || v.shape != k.shape {
+            return Err(shape_err(
+                "store_kv",
+                format!("layer {layer}, k {:?}, v {:?}, cache {l:?}", k.shape, v.shape),
+            ));
+        }
+        let slots = &step.meta.slots;
+        if slots.len() != rows {
+            return Err(shape_err("store_kv", format!("{} slots for {rows} rows", slots.len())));
+        }
+        let cap = l.num_pages * l.page_size;
+        for (r, &s) in slots.iter().enumerate() {
+            let s = s as usize;
+            if s >= cap {
+                return Err(BackendError::InvalidInput(format!("slot {s} out of range ({cap})")));
+            }
+            kv.k[layer][s * width..(s + 1) * width].copy_from_slice(&k.data[r * width..(r + 1) * width]);
+            kv.v[layer][s * width..(s + 1) * width].copy_from_slice(&v.data[r * width..(r + 1) * width]);
+        }
+        Ok(())
+    }
+
+    fn attention(
+        &self,
+        q: &CpuTensor,
+        kv: &CpuKv,
+        layer: usize,
+        step: &CpuStep,
+        scale: f32,
+    ) -> Result<CpuTensor, BackendError> {
+        attention::paged_attention(q, kv, layer, &step.meta, scale)
+    }
+
+    fn gather_rows(&self, x: &CpuTensor, step: &CpuStep) -> Result<CpuTensor, BackendError> {
+        let (rows, cols) = x.rows_cols("gather_rows")?;
+        let idx = &step.meta.sample_rows;
+        let mut data = Vec::with_capacity(idx.len() * cols);
+        for &r in idx {
+            let r = r as usize;
+            if r >= rows {
+                return Err(BackendError::InvalidInput(format!("row {r} out of {rows}")));
+            }
+            data.extend_from_slice(&x.data[r * cols..(r + 1) * cols]);
+        }
+        Ok(CpuTensor {
+            shape: vec![idx.len(), cols],
+            data,
+        })
+    }
+
+    fn sample(&self, logits: &CpuTensor, specs: &[SampleSpec]) -> Result<Vec<Sampled>, BackendError> {
+        let (rows, vocab) = logits.rows_cols("sample")?;
+        if rows != specs.len() {
+            return Err(shape_err("sample", format!("{rows} rows for {} specs", specs.len())));
+        }
+        Ok(logits
+            .data
+            .par_chunks(vocab.max(1))
+            .zip(specs.par_iter())
+            .map(|(row, spec)| sampling::sample_row(row, spec))
+            .collect())
+    }
+}

@@ -1,0 +1,217 @@
+//! One CUDA device: context, stream, cuBLAS handle and the loaded kernels.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cudarc::cublas::CudaBlas;
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr};
+
+use super::error::CudaError;
+use super::{libs, nvrtc};
+
+/// Which attention kernels to use (`--attention-backend`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum AttentionBackend {
+    /// `flash` on sm_80 and newer, else `simple`.
+    #[default]
+    Auto,
+    /// Tensor-core prefill + split-KV decode kernels (head_dim 64/128).
+    Flash,
+    /// The portable reference kernel for everything.
+    Simple,
+}
+
+impl std::str::FromStr for AttentionBackend {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "flash" => Ok(Self::Flash),
+            "simple" => Ok(Self::Simple),
+            o => Err(format!("attention backend must be auto, flash or simple, got {o:?}")),
+        }
+    }
+}
+
+/// How to open a device.
+#[derive(Clone, Debug, Default)]
+pub struct CudaOptions {
+    /// Device ordinal.
+    pub ordinal: usize,
+    pub attention: AttentionBackend,
+}
+
+/// Kernel functions by name, plus the families that failed to build here.
+pub struct Kernels {
+    funcs: HashMap<String, CudaFunction>,
+    pub failed: Vec<(String, String)>,
+    /// Families served from the on-disk cache / compiled now.
+    pub cache_hits: usize,
+    pub compiled: usize,
+}
+
+impl Kernels {
+    /// The named kernel, or why it is unavailable.
+    pub fn get(&self, name: &str) -> Result<&CudaFunction, CudaError> {
+        self.funcs.get(name).ok_or_else(|| {
+            CudaError::Unsupported(format!(
+                "kernel {name} is not available on this device (failed families: {:?})",
+                self.failed.iter().map(|f| &f.0).collect::<Vec<_>>()
+            ))
+        })
+    }
+}
+
+/// Kernel names of each family (loaded from its module after compilation).
+fn kernel_names(family: &str) -> Vec<String> {
+    let v: Vec<&str> = match family {
+        "embedding" => vec!["embedding_gather"],
+        "norm" => vec!["add_rmsnorm"],
+        "rope" => vec!["norm_rope_hd64", "norm_rope_hd128", "norm_rope_hd256"],
+        "activation" => vec!["silu_mul"],
+        "kv_store" => vec!["kv_store"],
+        "tensor" => vec!["copy_cols", "copy_cols_scalar", "gather_rows", "bcast_rows_bf16", "bcast_rows_f32", "bf16_to_f32"],
+        "attention_simple" => vec!["attn_simple"],
+        "attention_decode" => {
+            let mut v = vec!["attn_decode_combine".to_string()];
+            for hd in [64, 128] {
+                for g in [1, 2, 4, 8] {
+                    v.push(format!("attn_decode_hd{hd}_g{g}"));
+                }
+            }
+            return v;
+        }
+        "attention_prefill" => vec!["attn_prefill_hd64", "attn_prefill_hd128"],
+        "sampling" => vec!["row_argmax", "process_logits", "row_select", "topk_rows"],
+        _ => vec![],
+    };
+    v.into_iter().map(String::from).collect()
+}
+
+/// An opened device.
+pub struct Device {
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    pub blas: CudaBlas,
+    pub kernels: Kernels,
+    pub name: String,
+    pub cc: (i32, i32),
+    pub num_sms: usize,
+    /// Resolved attention choice: true = flash kernels where shapes allow.
+    pub flash: bool,
+}
+
+impl Device {
+    /// Open device `opts.ordinal`: probe libraries, create the context, compile
+    /// (or load from cache) every kernel family for its architecture.
+    pub fn open(opts: &CudaOptions) -> Result<Device, CudaError> {
+        libs::require_all()?;
+        let n = CudaContext::device_count()?;
+        if n <= 0 {
+            return Err(CudaError::Missing("the CUDA driver reports no GPU; use --device cpu".into()));
+        }
+        if opts.ordinal >= n as usize {
+            return Err(CudaError::Missing(format!(
+                "device ordinal {} out of range ({n} GPUs)",
+                opts.ordinal
+            )));
+        }
+        let ctx = CudaContext::new(opts.ordinal)?;
+        // One stream, in order: the per-buffer events cudarc records for multi-stream
+        // safety are pure overhead here.
+        // SAFETY: every op of this backend runs on `stream`, so no cross-stream hazards.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.default_stream();
+        let blas = CudaBlas::new(stream.clone())?;
+        let cc = ctx.compute_capability()?;
+        let num_sms = ctx
+            .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?
+            as usize;
+        let name = ctx.name()?;
+        let arch = format!("sm_{}{}", cc.0, cc.1);
+        let kernels = load_kernels(&ctx, &arch);
+        let flash_ok = kernels.failed.iter().all(|(f, _)| !f.starts_with("attention_"));
+        let flash = match opts.attention {
+            AttentionBackend::Simple => false,
+            AttentionBackend::Flash => {
+                if cc.0 < 8 || !flash_ok {
+                    return Err(CudaError::Unsupported(format!(
+                        "--attention-backend flash needs sm_80+ and its kernels (device {arch}, failed: {:?})",
+                        kernels.failed
+                    )));
+                }
+                true
+            }
+            AttentionBackend::Auto => cc.0 >= 8 && flash_ok,
+        };
+        for (f, e) in &kernels.failed {
+            tracing::warn!("kernel family {f} unavailable on {arch}: {e}");
+        }
+        tracing::info!(
+            "CUDA device {} ({name}, {arch}, {num_sms} SMs): attention backend {}",
+            opts.ordinal,
+            if flash { "flash" } else { "simple" }
+        );
+        Ok(Device {
+            ctx,
+            stream,
+            blas,
+            kernels,
+            name,
+            cc,
+            num_sms,
+            flash,
+        })
+    }
+}
+
+fn load_kernels(ctx: &Arc<CudaContext>, arch: &str) -> Kernels {
+    // NVRTC programs are independent: compile the families in parallel.
+    let results: Vec<(&'static str, Result<(Vec<u8>, bool), CudaError>)> = std::thread::scope(|s| {
+        let hs: Vec<_> = nvrtc::FAMILIES
+            .iter()
+            .map(|&(fam, src)| (fam, s.spawn(move || nvrtc::compile_cached(fam, src, arch))))
+            .collect();
+        hs.into_iter()
+            .map(|(fam, h)| {
+                (
+                    fam,
+                    h.join()
+                        .unwrap_or_else(|_| Err(CudaError::Compile { family: fam, arch: arch.into(), log: "compiler thread panicked".into() })),
+                )
+            })
+            .collect()
+    });
+    let mut k = Kernels {
+        funcs: HashMap::new(),
+        failed: Vec::new(),
+        cache_hits: 0,
+        compiled: 0,
+    };
+    for (fam, r) in results {
+        let loaded = r.and_then(|(bin, hit)| {
+            if hit {
+                k.cache_hits += 1;
+            } else {
+                k.compiled += 1;
+            }
+            let m = ctx.load_module(cudarc::nvrtc::Ptx::from_binary(bin))?;
+            let mut fs = Vec::new();
+            for name in kernel_names(fam) {
+                fs.push((name.clone(), m.load_function(&name)?));
+            }
+            Ok::<_, CudaError>(fs)
+        });
+        match loaded {
+            Ok(fs) => k.funcs.extend(fs),
+            Err(e) => k.failed.push((fam.to_string(), e.to_string())),
+        }
+    }
+    k
+}
+
+/// Raw device address of a buffer (event tracking is off, so no guard is needed).
+pub fn dptr<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
+    let (p, _g) = s.device_ptr(stream);
+    p
+}

@@ -1,0 +1,197 @@
+//! The CUDA backend: bf16 weights and activations on one GPU, GEMMs through
+//! cuBLAS (bf16 in, f32 accumulate), every other op a kernel from `kernels/`
+//! compiled by NVRTC for the device (see [`nvrtc`]), sampling on the device.
+//!
+//! Everything is enqueued in order on one stream; only [`Backend::sample`] and
+//! [`Backend::to_host`] wait for the device. Libraries are loaded dynamically
+//! ([`libs`]): on a machine without a driver, [`CudaBackend::new`] returns a
+//! clear error instead of panicking.
+
+pub mod device;
+pub mod error;
+pub mod libs;
+pub mod nvrtc;
+mod ops;
+mod sample;
+
+use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+
+pub use device::{AttentionBackend, CudaOptions, Device};
+pub use error::CudaError;
+
+use super::{BackendError, DeviceTensor, KvLayout, StepMeta};
+
+/// Storage of a tensor.
+pub enum Buf {
+    Bf16(CudaSlice<u16>),
+    F32(CudaSlice<f32>),
+}
+
+/// A device tensor: bf16 (weights, activations) or f32 (logits).
+pub struct CudaTensor {
+    pub shape: Vec<usize>,
+    pub buf: Buf,
+    /// f32 copy of a 1-D upload (RoPE frequency tables need full precision).
+    pub f32_copy: Option<CudaSlice<f32>>,
+    /// Rows gathered for the LM head: a `linear` on this input writes f32 logits.
+    pub(crate) logits_input: bool,
+}
+
+impl DeviceTensor for CudaTensor {
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+}
+
+impl CudaTensor {
+    fn rows_cols(&self, op: &'static str) -> Result<(usize, usize), BackendError> {
+        match self.shape.as_slice() {
+            [r, c] => Ok((*r, *c)),
+            [c] => Ok((1, *c)),
+            s => Err(BackendError::Shape {
+                op,
+                detail: format!("expected a 2-D tensor, got {s:?}"),
+            }),
+        }
+    }
+
+    fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+/// Paged KV cache: per layer a K and a V buffer `[pages, page_size, kv_heads, head_dim]` (bf16).
+pub struct CudaKv {
+    pub layout: KvLayout,
+    pub k: Vec<CudaSlice<u16>>,
+    pub v: Vec<CudaSlice<u16>>,
+}
+
+/// One step's metadata on the device (a single i32 buffer) plus its host copy.
+pub struct CudaStep {
+    pub meta: StepMeta,
+    pub(crate) buf: CudaSlice<i32>,
+    pub(crate) off: StepOffsets,
+    /// Every sequence has exactly one new token (the decode kernel applies).
+    pub(crate) decode_only: bool,
+    pub(crate) num_tiles: usize,
+}
+
+/// Element offsets of each array inside [`CudaStep::buf`].
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct StepOffsets {
+    pub tokens: usize,
+    pub positions: usize,
+    pub slots: usize,
+    pub q_start: usize,
+    pub kv_len: usize,
+    pub page_start: usize,
+    pub page_ids: usize,
+    pub tok_seq: usize,
+    pub sample_rows: usize,
+    pub tile_seq: usize,
+    pub tile_q0: usize,
+}
+
+/// Query rows per prefill tile (PF_BQ in attention_prefill.cu).
+pub(crate) const PREFILL_TILE: usize = 64;
+
+/// The CUDA backend.
+pub struct CudaBackend {
+    pub dev: Device,
+}
+
+impl CudaBackend {
+    /// Open a device. Fails cleanly (no panic) when no driver or library is present.
+    pub fn new(opts: &CudaOptions) -> Result<Self, CudaError> {
+        Ok(CudaBackend {
+            dev: Device::open(opts)?,
+        })
+    }
+
+    /// Whether the flash attention kernels are in use.
+    pub fn uses_flash(&self) -> bool {
+        self.dev.flash
+    }
+
+    /// Wait for all queued work and surface any asynchronous error.
+    pub fn synchronize(&self) -> Result<(), BackendError> {
+        self.dev.stream.synchronize()?;
+        Ok(())
+    }
+
+    fn ptr<T>(&self, s: &CudaSlice<T>) -> u64 {
+        device::dptr(s, &self.dev.stream)
+    }
+
+    fn tptr(&self, t: &CudaTensor) -> u64 {
+        match &t.buf {
+            Buf::Bf16(s) => self.ptr(s),
+            Buf::F32(s) => self.ptr(s),
+        }
+    }
+
+    fn bf16_ptr(&self, t: &CudaTensor, op: &'static str) -> Result<u64, BackendError> {
+        match &t.buf {
+            Buf::Bf16(s) => Ok(self.ptr(s)),
+            Buf::F32(_) => Err(BackendError::Shape {
+                op,
+                detail: format!("expected a bf16 tensor, got f32 {:?}", t.shape),
+            }),
+        }
+    }
+
+    fn alloc_bf16(&self, n: usize) -> Result<CudaSlice<u16>, BackendError> {
+        // SAFETY: every caller writes all `n` elements before they are read.
+        Ok(unsafe { self.dev.stream.alloc::<u16>(n.max(1)) }?)
+    }
+
+    fn alloc_f32(&self, n: usize) -> Result<CudaSlice<f32>, BackendError> {
+        // SAFETY: as above.
+        Ok(unsafe { self.dev.stream.alloc::<f32>(n.max(1)) }?)
+    }
+
+    fn new_bf16(&self, rows: usize, cols: usize) -> Result<CudaTensor, BackendError> {
+        Ok(CudaTensor {
+            shape: vec![rows, cols],
+            buf: Buf::Bf16(self.alloc_bf16(rows * cols)?),
+            f32_copy: None,
+            logits_input: false,
+        })
+    }
+
+    /// Launch `name` with `cfg` and `args` (by value, in the kernel's order).
+    fn launch(&self, name: &str, cfg: LaunchConfig, args: &[Arg]) -> Result<(), BackendError> {
+        let f = self.dev.kernels.get(name)?;
+        let mut b = self.dev.stream.launch_builder(f);
+        for a in args {
+            match a {
+                Arg::U64(v) => b.arg(v),
+                Arg::I32(v) => b.arg(v),
+                Arg::F32(v) => b.arg(v),
+                Arg::I64(v) => b.arg(v),
+            };
+        }
+        // SAFETY: every kernel's argument list is documented in its .cu file and the
+        // callers in ops.rs/sample.rs push exactly those, with buffers sized for them.
+        unsafe { b.launch(cfg) }?;
+        Ok(())
+    }
+}
+
+fn cfg(grid: (u32, u32, u32), block: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: grid,
+        block_dim: (block, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// A kernel argument by value.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Arg {
+    U64(u64),
+    I32(i32),
+    F32(f32),
+    I64(i64),
+}

@@ -1,0 +1,173 @@
+//! Kernel sources (embedded from `kernels/`) and their NVRTC compilation to a
+//! CUBIN for one architecture, cached on disk. Needs libnvrtc only, no GPU: CI
+//! compiles every family for `sm_90` through [`compile`].
+
+use std::ffi::{CStr, CString};
+use std::path::PathBuf;
+
+use sha2::{Digest, Sha256};
+
+use super::error::CudaError;
+use super::libs;
+
+const COMMON: &str = include_str!("../../../../kernels/common.cuh");
+
+/// Every kernel family: (name, source). Each is compiled as its own program so
+/// that one that fails to build for a device costs only its own ops.
+pub const FAMILIES: &[(&str, &str)] = &[
+    ("embedding", include_str!("../../../../kernels/embedding.cu")),
+    ("norm", include_str!("../../../../kernels/norm.cu")),
+    ("rope", include_str!("../../../../kernels/rope.cu")),
+    ("activation", include_str!("../../../../kernels/activation.cu")),
+    ("kv_store", include_str!("../../../../kernels/kv_store.cu")),
+    ("tensor", include_str!("../../../../kernels/tensor.cu")),
+    ("attention_simple", include_str!("../../../../kernels/attention_simple.cu")),
+    ("attention_decode", include_str!("../../../../kernels/attention_decode.cu")),
+    ("attention_prefill", include_str!("../../../../kernels/attention_prefill.cu")),
+    ("sampling", include_str!("../../../../kernels/sampling.cu")),
+];
+
+/// Options passed to NVRTC besides the architecture (part of the cache key).
+const OPTIONS: &[&str] = &["-std=c++17", "--fmad=true"];
+
+/// The full translation unit of a family: the shared header pasted in place of
+/// its `#include "common.cuh"` line.
+pub fn translation_unit(src: &str) -> String {
+    let mut out = String::with_capacity(COMMON.len() + src.len() + 64);
+    for line in src.lines() {
+        if line.trim() == "#include \"common.cuh\"" {
+            out.push_str(COMMON);
+            out.push('\n');
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn nvrtc_version() -> (i32, i32) {
+    let (mut a, mut b) = (0, 0);
+    // SAFETY: plain out-parameters; the library was checked present.
+    unsafe {
+        let _ = cudarc::nvrtc::sys::nvrtcVersion(&mut a, &mut b);
+    }
+    (a, b)
+}
+
+/// Compile `src` of `family` to a CUBIN for `arch` (e.g. "sm_90"). No cache.
+pub fn compile(family: &'static str, src: &str, arch: &str) -> Result<Vec<u8>, CudaError> {
+    use cudarc::nvrtc::{result, sys};
+    libs::require_nvrtc()?;
+    let tu = CString::new(translation_unit(src)).map_err(|_| CudaError::Compile {
+        family,
+        arch: arch.into(),
+        log: "source contains a NUL byte".into(),
+    })?;
+    let name = CString::new(format!("{family}.cu")).unwrap_or_default();
+    let prog = result::create_program(&tu, Some(&name)).map_err(|e| CudaError::Compile {
+        family,
+        arch: arch.into(),
+        log: format!("create program: {e:?}"),
+    })?;
+    let mut opts: Vec<String> = OPTIONS.iter().map(|s| s.to_string()).collect();
+    opts.push(format!("--gpu-architecture={arch}"));
+    // SAFETY: `prog` was just created and is destroyed exactly once below.
+    let res = unsafe { result::compile_program(prog, &opts) };
+    let out = match res {
+        Err(e) => {
+            // SAFETY: `prog` is live; the log is NUL-terminated by NVRTC.
+            let log = unsafe { result::get_program_log(prog) }
+                .map(|l| unsafe { CStr::from_ptr(l.as_ptr()) }.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            Err(CudaError::Compile {
+                family,
+                arch: arch.into(),
+                log: format!("{e:?}: {log}"),
+            })
+        }
+        Ok(()) => {
+            let mut size = 0usize;
+            // SAFETY: `prog` compiled successfully; buffer sized by NVRTC.
+            unsafe {
+                let r = sys::nvrtcGetCUBINSize(prog, &mut size);
+                if r != sys::nvrtcResult::NVRTC_SUCCESS || size == 0 {
+                    Err(CudaError::Compile {
+                        family,
+                        arch: arch.into(),
+                        log: format!("no CUBIN ({r:?}); is `{arch}` a real architecture?"),
+                    })
+                } else {
+                    let mut buf = vec![0u8; size];
+                    let r = sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr() as *mut _);
+                    if r != sys::nvrtcResult::NVRTC_SUCCESS {
+                        Err(CudaError::Compile {
+                            family,
+                            arch: arch.into(),
+                            log: format!("get CUBIN: {r:?}"),
+                        })
+                    } else {
+                        Ok(buf)
+                    }
+                }
+            }
+        }
+    };
+    // SAFETY: destroyed once.
+    unsafe {
+        let _ = result::destroy_program(prog);
+    }
+    out
+}
+
+/// Where compiled kernels are cached: `$MINISGL_KERNEL_CACHE`, else
+/// `$XDG_CACHE_HOME/minisgl/kernels`, else `~/.cache/minisgl/kernels`.
+pub fn cache_dir() -> Option<PathBuf> {
+    if let Ok(d) = std::env::var("MINISGL_KERNEL_CACHE") {
+        return Some(PathBuf::from(d));
+    }
+    if let Ok(d) = std::env::var("XDG_CACHE_HOME") {
+        return Some(PathBuf::from(d).join("minisgl/kernels"));
+    }
+    std::env::var("HOME")
+        .ok()
+        .map(|h| PathBuf::from(h).join(".cache/minisgl/kernels"))
+}
+
+/// Cache key: source hash + architecture + options + NVRTC version.
+pub fn cache_key(family: &str, src: &str, arch: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(translation_unit(src).as_bytes());
+    h.update(arch.as_bytes());
+    for o in OPTIONS {
+        h.update(o.as_bytes());
+    }
+    h.update(format!("{:?}", nvrtc_version()).as_bytes());
+    let d = h.finalize();
+    format!("{family}-{arch}-{}", hex::encode(&d[..12]))
+}
+
+/// [`compile`] through the on-disk cache. Returns the CUBIN and whether it was a hit.
+pub fn compile_cached(family: &'static str, src: &str, arch: &str) -> Result<(Vec<u8>, bool), CudaError> {
+    libs::require_nvrtc()?;
+    let key = cache_key(family, src, arch);
+    let dir = cache_dir();
+    if let Some(d) = &dir {
+        if let Ok(b) = std::fs::read(d.join(format!("{key}.cubin"))) {
+            if !b.is_empty() {
+                return Ok((b, true));
+            }
+        }
+    }
+    let bin = compile(family, src, arch)?;
+    if let Some(d) = &dir {
+        // A cache that cannot be written only costs a recompile next time.
+        if std::fs::create_dir_all(d).is_ok() {
+            let tmp = d.join(format!("{key}.tmp{}", std::process::id()));
+            if std::fs::write(&tmp, &bin).is_ok() {
+                let _ = std::fs::rename(&tmp, d.join(format!("{key}.cubin")));
+            }
+        }
+    }
+    Ok((bin, false))
+}

@@ -1,0 +1,366 @@
+//! Device sampling following the CPU reference recipe (`backend/cpu/sampling.rs`):
+//! process logits in place, one `row_select` pass (argmax, log-sum-exp, truncation
+//! threshold, Gumbel-max draw), then top-K extraction only when asked. Only the
+//! per-row results (O(rows × K)) come back.
+
+use std::collections::HashMap;
+
+use super::{cfg, Arg, Buf, CudaBackend, CudaTensor};
+use crate::backend::{BackendError, Sampled};
+use crate::batch::{ResolvedSampling, SampleMode, SampleSpec, TokenLogprob};
+
+/// Largest top-K (candidates or top_logprobs) the device kernel extracts.
+pub const MAX_TOPK: usize = 256;
+
+#[derive(Default)]
+struct RowParams {
+    pen_start: Vec<i32>,
+    pen_tok: Vec<i32>,
+    pen_cnt: Vec<i32>,
+    rep: Vec<f32>,
+    presence: Vec<f32>,
+    frequency: Vec<f32>,
+    bias_start: Vec<i32>,
+    bias_tok: Vec<i32>,
+    bias_val: Vec<f32>,
+    allowed_start: Vec<i32>,
+    allowed_tok: Vec<i32>,
+    temperature: Vec<f32>,
+    truncate: Vec<i32>,
+    top_k: Vec<i32>,
+    top_p: Vec<f32>,
+    min_p: Vec<f32>,
+    seed_on: Vec<i32>,
+    seed: Vec<u64>,
+}
+
+impl RowParams {
+    fn push_processing(&mut self, r: &ResolvedSampling, vocab: usize, temperature: f32) {
+        if let Some(allowed) = &r.allowed_tokens {
+            let mut a: Vec<i32> = allowed.iter().filter(|&&t| (t as usize) < vocab).map(|&t| t as i32).collect();
+            a.sort_unstable();
+            a.dedup();
+            // An allowed list with no valid id masks everything: encode as one
+            // impossible entry is not possible, so mask with a list of one -inf token
+            // by allowing nothing but keeping the argmax rule (the CPU keeps argmax too).
+            if a.is_empty() && !allowed.is_empty() {
+                a.push(-1);
+            }
+            self.allowed_tok.extend(a.into_iter().filter(|&t| t >= 0));
+        }
+        // Biases with the same id add up in order, as the CPU loop does.
+        let mut bias: Vec<(i32, f32)> = Vec::new();
+        let mut at: HashMap<u32, usize> = HashMap::new();
+        for b in &r.logit_bias {
+            if (b.token as usize) < vocab {
+                if let Some(&i) = at.get(&b.token) {
+                    bias[i].1 += b.bias;
+                } else {
+                    at.insert(b.token, bias.len());
+                    bias.push((b.token as i32, b.bias));
+                }
+            }
+        }
+        for (t, v) in bias {
+            self.bias_tok.push(t);
+            self.bias_val.push(v);
+        }
+        let p = &r.params;
+        let rep_on = p.repetition_penalty != 1.0 && p.repetition_penalty > 0.0;
+        let freq_on = p.frequency_penalty != 0.0 || p.presence_penalty != 0.0;
+        let mut counts: HashMap<u32, i32> = HashMap::new();
+        let mut order: Vec<u32> = Vec::new();
+        if rep_on {
+            for &t in r.prompt_tokens.iter().chain(&r.output_tokens) {
+                if (t as usize) < vocab && !counts.contains_key(&t) {
+                    counts.insert(t, 0);
+                    order.push(t);
+                }
+            }
+        }
+        if freq_on {
+            for &t in &r.output_tokens {
+                if (t as usize) < vocab {
+                    let c = counts.entry(t).or_insert_with(|| {
+                        order.push(t);
+                        0
+                    });
+                    *c += 1;
+                }
+            }
+        }
+        for t in order {
+            self.pen_tok.push(t as i32);
+            self.pen_cnt.push(if freq_on { counts[&t] } else { 0 });
+        }
+        self.rep.push(if rep_on { p.repetition_penalty } else { 1.0 });
+        self.presence.push(if freq_on { p.presence_penalty } else { 0.0 });
+        self.frequency.push(if freq_on { p.frequency_penalty } else { 0.0 });
+        self.temperature.push(temperature);
+        self.top_k.push(p.top_k as i32);
+        self.top_p.push(p.top_p);
+        self.min_p.push(p.min_p);
+        self.seed.push(r.seed);
+    }
+
+    fn push_identity(&mut self) {
+        self.rep.push(1.0);
+        self.presence.push(0.0);
+        self.frequency.push(0.0);
+        self.temperature.push(1.0);
+        self.top_k.push(0);
+        self.top_p.push(1.0);
+        self.min_p.push(0.0);
+        self.seed.push(0);
+    }
+
+    fn close_row(&mut self) {
+        self.pen_start.push(self.pen_tok.len() as i32);
+        self.bias_start.push(self.bias_tok.len() as i32);
+        self.allowed_start.push(self.allowed_tok.len() as i32);
+    }
+}
+
+impl CudaBackend {
+    pub(crate) fn sample_impl(&self, logits: &CudaTensor, specs: &[SampleSpec]) -> Result<Vec<Sampled>, BackendError> {
+        let (rows, vocab) = logits.rows_cols("sample")?;
+        if rows != specs.len() {
+            return Err(BackendError::Shape {
+                op: "sample",
+                detail: format!("{rows} rows for {} specs", specs.len()),
+            });
+        }
+        if rows == 0 {
+            return Ok(Vec::new());
+        }
+        let st = &self.dev.stream;
+        // Processed logits live in a fresh f32 buffer (the input stays intact).
+        let lg = self.alloc_f32(rows * vocab)?;
+        match &logits.buf {
+            Buf::F32(s) => {
+                let mut dst = lg.clone();
+                st.memcpy_dtod(&s.slice(0..rows * vocab), &mut dst.slice_mut(0..rows * vocab))?;
+                return self.sample_rows(dst, rows, vocab, specs);
+            }
+            Buf::Bf16(s) => {
+                let n = (rows * vocab) as i64;
+                self.launch(
+                    "bf16_to_f32",
+                    cfg((((n + 255) / 256) as u32, 1, 1), 256),
+                    &[Arg::U64(self.ptr(s)), Arg::U64(self.ptr(&lg)), Arg::I64(n)],
+                )?;
+            }
+        }
+        self.sample_rows(lg, rows, vocab, specs)
+    }
+
+    fn sample_rows(
+        &self,
+        lg: cudarc::driver::CudaSlice<f32>,
+        rows: usize,
+        vocab: usize,
+        specs: &[SampleSpec],
+    ) -> Result<Vec<Sampled>, BackendError> {
+        let st = &self.dev.stream;
+        let mut p = RowParams::default();
+        p.pen_start.push(0);
+        p.bias_start.push(0);
+        p.allowed_start.push(0);
+        let mut any_processing = false;
+        let mut cand_k = 0usize;
+        let mut top_n = 0usize;
+        for spec in specs {
+            match &spec.mode {
+                SampleMode::Greedy => {
+                    p.push_identity();
+                    p.truncate.push(0);
+                    p.seed_on.push(0);
+                }
+                SampleMode::Sample(r) => {
+                    any_processing = true;
+                    let t = r.params.temperature;
+                    p.push_processing(r, vocab, if t > 0.0 { t } else { 1.0 });
+                    p.truncate.push((t > 0.0) as i32);
+                    p.seed_on.push((t > 0.0) as i32);
+                }
+                SampleMode::Candidates { k, processing: r } => {
+                    any_processing = true;
+                    let t = r.params.temperature;
+                    p.push_processing(r, vocab, if t > 0.0 { t } else { 1.0 });
+                    p.truncate.push(1);
+                    p.seed_on.push(0);
+                    cand_k = cand_k.max((*k).max(1) as usize);
+                }
+            }
+            if let Some(n) = spec.logprobs {
+                top_n = top_n.max(n as usize);
+            }
+            p.close_row();
+        }
+        if cand_k > MAX_TOPK || top_n > MAX_TOPK {
+            return Err(BackendError::Unsupported(format!(
+                "top-K of {} exceeds the device limit {MAX_TOPK}",
+                cand_k.max(top_n)
+            )));
+        }
+        cand_k = cand_k.min(vocab);
+        top_n = top_n.min(vocab);
+        let lgp = self.ptr(&lg);
+        let up_i = |v: &Vec<i32>| st.clone_htod(&if v.is_empty() { vec![0] } else { v.clone() });
+        let up_f = |v: &Vec<f32>| st.clone_htod(&if v.is_empty() { vec![0.0] } else { v.clone() });
+        let r = rows as u32;
+        let mut _keep = Vec::new();
+        if any_processing {
+            let bufs_i = [
+                up_i(&p.pen_start)?,
+                up_i(&p.pen_tok)?,
+                up_i(&p.pen_cnt)?,
+                up_i(&p.bias_start)?,
+                up_i(&p.bias_tok)?,
+                up_i(&p.allowed_start)?,
+                up_i(&p.allowed_tok)?,
+            ];
+            let bufs_f = [up_f(&p.rep)?, up_f(&p.presence)?, up_f(&p.frequency)?, up_f(&p.bias_val)?, up_f(&p.temperature)?];
+            let words = vocab.div_ceil(32);
+            // SAFETY: process_logits zeroes each masked row's words before use.
+            let mask = unsafe { st.alloc::<u32>((rows * words).max(1)) }?;
+            self.launch(
+                "process_logits",
+                cfg((r, 1, 1), 1024),
+                &[
+                    Arg::U64(lgp),
+                    Arg::I32(vocab as i32),
+                    Arg::I32(vocab as i32),
+                    Arg::U64(self.ptr(&bufs_i[0])),
+                    Arg::U64(self.ptr(&bufs_i[1])),
+                    Arg::U64(self.ptr(&bufs_i[2])),
+                    Arg::U64(self.ptr(&bufs_f[0])),
+                    Arg::U64(self.ptr(&bufs_f[1])),
+                    Arg::U64(self.ptr(&bufs_f[2])),
+                    Arg::U64(self.ptr(&bufs_i[3])),
+                    Arg::U64(self.ptr(&bufs_i[4])),
+                    Arg::U64(self.ptr(&bufs_f[3])),
+                    Arg::U64(self.ptr(&bufs_i[5])),
+                    Arg::U64(self.ptr(&bufs_i[6])),
+                    Arg::U64(self.ptr(&mask)),
+                    Arg::U64(self.ptr(&bufs_f[4])),
+                ],
+            )?;
+            _keep.push((bufs_i, bufs_f, mask));
+        }
+        let trunc = up_i(&p.truncate)?;
+        let topk = up_i(&p.top_k)?;
+        let topp = up_f(&p.top_p)?;
+        let minp = up_f(&p.min_p)?;
+        let seed_on = up_i(&p.seed_on)?;
+        let seed = st.clone_htod(&p.seed)?;
+        // Outputs: argmax, lse, thr, lkept, drawn — packed in one u32 buffer.
+        // SAFETY: row_select writes all 5 * rows entries.
+        let outb = unsafe { st.alloc::<u32>(5 * rows) }?;
+        let ob = self.ptr(&outb);
+        let at = |i: usize| ob + (i * rows * 4) as u64;
+        self.launch(
+            "row_select",
+            cfg((r, 1, 1), 1024),
+            &[
+                Arg::U64(lgp),
+                Arg::I32(vocab as i32),
+                Arg::I32(vocab as i32),
+                Arg::U64(self.ptr(&trunc)),
+                Arg::U64(self.ptr(&topk)),
+                Arg::U64(self.ptr(&topp)),
+                Arg::U64(self.ptr(&minp)),
+                Arg::U64(self.ptr(&seed_on)),
+                Arg::U64(self.ptr(&seed)),
+                Arg::U64(at(0)),
+                Arg::U64(at(1)),
+                Arg::U64(at(2)),
+                Arg::U64(at(3)),
+                Arg::U64(at(4)),
+            ],
+        )?;
+        let topk_launch = |k: usize, floor: u64| -> Result<(Vec<u32>, Vec<f32>), BackendError> {
+            // SAFETY: topk_rows writes all rows * k entries of both outputs.
+            let tok = unsafe { st.alloc::<u32>(rows * k) }?;
+            let val = unsafe { st.alloc::<f32>(rows * k) }?;
+            self.launch(
+                "topk_rows",
+                cfg((r, 1, 1), 1024),
+                &[
+                    Arg::U64(lgp),
+                    Arg::I32(vocab as i32),
+                    Arg::I32(vocab as i32),
+                    Arg::I32(k as i32),
+                    Arg::U64(floor),
+                    Arg::U64(self.ptr(&tok)),
+                    Arg::U64(self.ptr(&val)),
+                ],
+            )?;
+            Ok((st.clone_dtoh(&tok)?, st.clone_dtoh(&val)?))
+        };
+        let cands = if cand_k > 0 { Some(topk_launch(cand_k, at(2))?) } else { None };
+        let tops = if top_n > 0 { Some(topk_launch(top_n, 0)?) } else { None };
+        let out: Vec<u32> = st.clone_dtoh(&outb)?;
+        let lgv = |i: usize| f32::from_bits(out[rows + i]);
+        let mut res = Vec::with_capacity(rows);
+        for (i, spec) in specs.iter().enumerate() {
+            let argmax = out[i];
+            let lse = lgv(i);
+            let lkept = f32::from_bits(out[3 * rows + i]);
+            let drawn = out[4 * rows + i];
+            let mut s = Sampled::default();
+            let mut chosen_val: Option<f32> = None;
+            match &spec.mode {
+                SampleMode::Greedy => s.token = argmax,
+                SampleMode::Sample(r) => {
+                    s.token = if r.params.temperature > 0.0 { drawn } else { argmax };
+                }
+                SampleMode::Candidates { k, .. } => {
+                    let (ct, cv) = cands.as_ref().expect("candidates launched");
+                    for j in 0..(*k as usize).min(cand_k) {
+                        let t = ct[i * cand_k + j];
+                        if t == u32::MAX {
+                            break;
+                        }
+                        s.candidates.push(TokenLogprob {
+                            token: t,
+                            logprob: cv[i * cand_k + j] - lse - lkept,
+                        });
+                    }
+                    s.token = s.candidates.first().map(|c| c.token).unwrap_or(argmax);
+                    if let Some(c) = s.candidates.first() {
+                        chosen_val = Some(c.logprob + lkept);
+                    }
+                }
+            }
+            if let Some(n) = spec.logprobs {
+                let (tt, tv) = tops.as_ref().map(|(a, b)| (a.as_slice(), b.as_slice())).unwrap_or((&[], &[]));
+                let mut lp_tok = chosen_val;
+                for j in 0..(n as usize).min(top_n) {
+                    let t = tt[i * top_n + j];
+                    if t == u32::MAX {
+                        break;
+                    }
+                    let lp = tv[i * top_n + j] - lse;
+                    if t == s.token && lp_tok.is_none() {
+                        lp_tok = Some(lp);
+                    }
+                    s.top_logprobs.push(TokenLogprob { token: t, logprob: lp });
+                }
+                s.logprob = Some(match lp_tok {
+                    Some(v) => v,
+                    None => self.value_at(&lg, i * vocab + s.token as usize)? - lse,
+                });
+            }
+            res.push(s);
+        }
+        Ok(res)
+    }
+
+    /// One f32 from the device (only for a log-probability of a token outside the top list).
+    fn value_at(&self, s: &cudarc::driver::CudaSlice<f32>, i: usize) -> Result<f32, BackendError> {
+        let mut v = [0.0f32];
+        self.dev.stream.memcpy_dtoh(&s.slice(i..i + 1), &mut v)?;
+        Ok(v[0])
+    }
+}

@@ -1,0 +1,444 @@
+//! Compute backends: `cpu` (pure Rust, the reference) and `cuda`.
+//!
+//! The model (`crate::model::llama`) is written once against [`Backend`]; a
+//! backend only knows tensors, pages and per-step metadata, never requests or
+//! policies.
+//!
+//! # Memory model
+//! * Every tensor is an opaque, backend-owned [`Backend::Tensor`]. The CPU
+//!   backend keeps f32 on the host; the CUDA backend keeps weights in bf16 and
+//!   activations in whatever it likes (bf16 with f32 accumulation is the
+//!   intended choice) on the device. Nothing crosses back to the host during a
+//!   forward pass: the only device → host traffic of a step is the result of
+//!   [`Backend::sample`] (tokens, requested log-probabilities, top-K
+//!   candidates). [`Backend::to_host`] exists for tests and debugging only.
+//! * Activations are always 2-D `[rows, cols]`, row-major. A step processes a
+//!   flat, ragged batch of `T = StepMeta::tokens.len()` tokens: sequence `s`
+//!   owns rows `q_indptr[s] .. q_indptr[s + 1]`.
+//!   Multi-head activations are `[T, heads * head_dim]` (head-major within a row).
+//! * Weights are uploaded once from host data ([`HostData`]) in the HF layout:
+//!   a linear weight is `[out_features, in_features]`; the model fuses q/k/v and
+//!   gate/up by concatenating rows before upload.
+//! * The paged KV cache ([`Backend::Kv`]) holds, per layer, a K and a V buffer of
+//!   shape `[num_pages, page_size, kv_heads, head_dim]`. Token position `p` of a
+//!   sequence lives in page `page_table[p / page_size]`, slot `p % page_size`;
+//!   its flat slot id is `page * page_size + p % page_size`.
+//!
+//! # Per-step metadata
+//! The runner builds one host-side [`StepMeta`] per step and calls
+//! [`Backend::prepare_step`] once; the returned [`Backend::Step`] (positions,
+//! slot ids, page tables, lengths — uploaded once) is passed by reference to
+//! every layer's ops.
+//!
+//! # Call sequence of one step (what the model does)
+//! ```text
+//! step   = prepare_step(meta)
+//! h      = embedding(embed, step)                       // [T, hidden]
+//! x      = rms_norm(h, ln1[0]); residual = h
+//! for each layer l:
+//!     qkv      = linear(x, w_qkv[l], b_qkv[l])           // [T, (Hq+2Hkv)·D]
+//!     [q,k,v]  = split_cols(qkv, [Hq·D, Hkv·D, Hkv·D])
+//!     head_rms_norm(q, q_norm[l]); head_rms_norm(k, k_norm[l])   // Qwen3 only
+//!     rope(q, D, inv_freq, step); rope(k, D, inv_freq, step)
+//!     store_kv(kv, l, k, v, step)
+//!     a        = attention(q, kv, l, step, 1/sqrt(D))    // [T, Hq·D]
+//!     o        = linear(a, w_o[l], None)
+//!     x        = add_rms_norm(residual, o, ln2[l])       // residual += o
+//!     gu       = linear(x, w_gate_up[l], None)           // [T, 2·I]
+//!     m        = linear(silu_mul(gu), w_down[l], None)
+//!     x        = add_rms_norm(residual, m, ln1[l+1] or final_norm)
+//! last   = gather_rows(x, step)                          // [S_sample, hidden]
+//! logits = linear(last, lm_head, None)                   // [S_sample, vocab]
+//! out    = sample(logits, specs)                         // host results
+//! ```
+
+pub mod cpu;
+pub mod cuda;
+
+use crate::batch::{SampleSpec, TokenLogprob};
+
+/// Element type of host data handed to [`Backend::upload`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DType {
+    F32,
+    BF16,
+    F16,
+}
+
+impl DType {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            DType::F32 => 4,
+            DType::BF16 | DType::F16 => 2,
+        }
+    }
+}
+
+/// Host-side tensor data, little-endian bytes (possibly unaligned, e.g. straight
+/// from a memory-mapped safetensors file).
+#[derive(Clone, Copy, Debug)]
+pub struct HostData<'a> {
+    pub dtype: DType,
+    pub bytes: &'a [u8],
+}
+
+impl<'a> HostData<'a> {
+    /// Wrap an f32 slice.
+    pub fn f32(data: &'a [f32]) -> Self {
+        HostData {
+            dtype: DType::F32,
+            bytes: bytemuck::cast_slice(data),
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.bytes.len() / self.dtype.size()
+    }
+
+    /// True when there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// Convert to f32 (copies).
+    pub fn to_f32(&self) -> Vec<f32> {
+        let b = self.bytes;
+        match self.dtype {
+            DType::F32 => b
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+            DType::BF16 => b
+                .chunks_exact(2)
+                .map(|c| half::bf16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32())
+                .collect(),
+            DType::F16 => b
+                .chunks_exact(2)
+                .map(|c| half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32())
+                .collect(),
+        }
+    }
+}
+
+/// Shape of the paged KV cache, fixed at allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KvLayout {
+    pub num_layers: usize,
+    pub num_pages: usize,
+    pub page_size: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+}
+
+impl KvLayout {
+    /// Elements of one layer's K (or V) buffer.
+    pub fn layer_elems(&self) -> usize {
+        self.num_pages * self.page_size * self.kv_heads * self.head_dim
+    }
+}
+
+/// Host description of one step's ragged batch, built by the runner.
+///
+/// `S` sequences, `T` tokens in all. Invariants (checked by
+/// [`StepMeta::validate`], which the runner calls before `prepare_step`):
+/// * `tokens`, `positions`, `slots` have length `T`;
+/// * `q_indptr` and `page_indptr` have length `S + 1`, start at 0, are
+///   non-decreasing, and end at `T` and `page_table.len()`;
+/// * sequence `s` has `q_len = q_indptr[s+1] - q_indptr[s]` new tokens at
+///   positions `kv_lens[s] - q_len .. kv_lens[s]`, and its pages are
+///   `page_table[page_indptr[s] .. page_indptr[s+1]]`, enough to hold `kv_lens[s]`
+///   tokens;
+/// * `sample_rows` lists rows (indices into `0..T`) whose hidden state goes to
+///   the LM head, one per sampling sequence, in output order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StepMeta {
+    pub tokens: Vec<u32>,
+    /// Absolute position of each token within its sequence (for RoPE).
+    pub positions: Vec<u32>,
+    /// Flat KV slot of each token: `page * page_size + position % page_size`.
+    pub slots: Vec<u32>,
+    /// Row offsets of each sequence's new tokens (CSR style).
+    pub q_indptr: Vec<u32>,
+    /// Tokens of each sequence in the cache after this step (`start_pos + q_len`).
+    pub kv_lens: Vec<u32>,
+    /// Concatenated page tables of all sequences.
+    pub page_table: Vec<u32>,
+    /// Offsets into `page_table` (CSR style).
+    pub page_indptr: Vec<u32>,
+    /// Rows gathered by [`Backend::gather_rows`].
+    pub sample_rows: Vec<u32>,
+    /// Page size of the cache these slots address.
+    pub page_size: u32,
+}
+
+impl StepMeta {
+    /// Number of sequences.
+    pub fn num_seqs(&self) -> usize {
+        self.kv_lens.len()
+    }
+
+    /// Number of tokens.
+    pub fn num_tokens(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// Longest query chunk of any sequence (useful for kernel launch shapes).
+    pub fn max_q_len(&self) -> u32 {
+        self.q_indptr
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Longest KV length of any sequence.
+    pub fn max_kv_len(&self) -> u32 {
+        self.kv_lens.iter().copied().max().unwrap_or(0)
+    }
+
+    /// Check the invariants listed on the type against a cache of `num_pages`.
+    pub fn validate(&self, num_pages: u32) -> Result<(), BackendError> {
+        let bad = |m: String| Err(BackendError::InvalidInput(m));
+        let t = self.tokens.len();
+        let s = self.kv_lens.len();
+        if self.page_size == 0 {
+            return bad("page_size is 0".into());
+        }
+        if self.positions.len() != t || self.slots.len() != t {
+            return bad(format!(
+                "tokens/positions/slots lengths differ: {t}/{}/{}",
+                self.positions.len(),
+                self.slots.len()
+            ));
+        }
+        if self.q_indptr.len() != s + 1 || self.page_indptr.len() != s + 1 {
+            return bad(format!(
+                "q_indptr/page_indptr must have {} entries, got {}/{}",
+                s + 1,
+                self.q_indptr.len(),
+                self.page_indptr.len()
+            ));
+        }
+        if self.q_indptr[0] != 0 || self.q_indptr[s] as usize != t {
+            return bad(format!("q_indptr must span 0..{t}: {:?}", self.q_indptr));
+        }
+        if self.page_indptr[0] != 0 || self.page_indptr[s] as usize != self.page_table.len() {
+            return bad("page_indptr must span the page table".into());
+        }
+        for i in 0..s {
+            let (q0, q1) = (self.q_indptr[i], self.q_indptr[i + 1]);
+            let (p0, p1) = (self.page_indptr[i], self.page_indptr[i + 1]);
+            if q1 < q0 || p1 < p0 {
+                return bad(format!("indptr decreases at sequence {i}"));
+            }
+            let q_len = q1 - q0;
+            let kv = self.kv_lens[i];
+            if kv < q_len {
+                return bad(format!("sequence {i}: kv_len {kv} < q_len {q_len}"));
+            }
+            let pages_needed = kv.div_ceil(self.page_size);
+            if p1 - p0 < pages_needed {
+                return bad(format!(
+                    "sequence {i}: {} pages cannot hold {kv} tokens at page size {}",
+                    p1 - p0,
+                    self.page_size
+                ));
+            }
+        }
+        if let Some(p) = self.page_table.iter().find(|&&p| p >= num_pages) {
+            return bad(format!("page id {p} out of range (num_pages {num_pages})"));
+        }
+        if let Some(r) = self.sample_rows.iter().find(|&&r| r as usize >= t) {
+            return bad(format!("sample row {r} out of range (tokens {t})"));
+        }
+        Ok(())
+    }
+}
+
+/// What [`Backend::sample`] returns for one row.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Sampled {
+    /// The chosen token (for `Candidates`, the most likely candidate).
+    pub token: u32,
+    /// Log-probability of `token`, when `spec.logprobs` is `Some`.
+    pub logprob: Option<f32>,
+    /// `n` most likely tokens with log-probabilities, for `logprobs: Some(n)`.
+    pub top_logprobs: Vec<TokenLogprob>,
+    /// For `SampleMode::Candidates { k, .. }`: up to `k` tokens, most likely first.
+    pub candidates: Vec<TokenLogprob>,
+}
+
+/// Errors from a backend.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// An op got tensors whose shapes do not fit together.
+    #[error("{op}: shape mismatch: {detail}")]
+    Shape { op: &'static str, detail: String },
+    /// Metadata or arguments that violate an invariant.
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// Device memory exhausted.
+    #[error("out of device memory: {0}")]
+    OutOfMemory(String),
+    /// The device (driver, kernel launch, library call) failed.
+    #[error("device error: {0}")]
+    Device(String),
+    /// The backend cannot do this (e.g. a dtype or head size it has no kernel for).
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+}
+
+/// Shapes of a tensor as seen by the model.
+pub trait DeviceTensor {
+    /// Dimensions, row-major. Activations are always `[rows, cols]`.
+    fn shape(&self) -> &[usize];
+}
+
+/// One compute device. The model calls these ops in the order sketched in the
+/// module docs; every op is enqueued in order on the backend's single stream,
+/// so only [`Backend::sample`] and [`Backend::to_host`] synchronise.
+///
+/// Ops take `&self` (a backend is used by one thread at a time, but may hold
+/// interior state such as an allocator or a cuBLAS handle) and return fresh
+/// output tensors unless they are documented as in-place. Numerical contract:
+/// f32 accumulation everywhere (GEMMs, norms, softmax); the CPU backend is the
+/// reference the CUDA backend is checked against.
+pub trait Backend: Send + 'static {
+    /// A device-resident tensor.
+    type Tensor: DeviceTensor + Send;
+    /// Per-step metadata after [`Backend::prepare_step`] (uploaded once per step).
+    type Step: Send;
+    /// The paged KV cache of all layers.
+    type Kv: Send;
+
+    /// Short name for logs ("cpu", "cuda").
+    fn name(&self) -> &'static str;
+
+    /// Upload a weight (or any constant) of `shape` from host data in any
+    /// [`DType`]; the backend converts to its storage type. `data.len()` must
+    /// equal the product of `shape`.
+    fn upload(&self, shape: &[usize], data: HostData<'_>) -> Result<Self::Tensor, BackendError>;
+
+    /// Copy a tensor back as f32 (tests and debugging only; synchronises).
+    fn to_host(&self, t: &Self::Tensor) -> Result<Vec<f32>, BackendError>;
+
+    /// Allocate a zeroed paged KV cache.
+    fn alloc_kv(&self, layout: KvLayout) -> Result<Self::Kv, BackendError>;
+
+    /// Upload one step's metadata; called once per step, before any op that
+    /// takes a `step`. `meta` has been validated.
+    fn prepare_step(&self, meta: &StepMeta) -> Result<Self::Step, BackendError>;
+
+    /// Rows of `table` (`[vocab, hidden]`) for `meta.tokens` → `[T, hidden]`.
+    fn embedding(&self, table: &Self::Tensor, step: &Self::Step)
+        -> Result<Self::Tensor, BackendError>;
+
+    /// `y = x / sqrt(mean(x²) + eps) * weight`, per row. `x`: `[rows, n]`, weight `[n]`.
+    fn rms_norm(
+        &self,
+        x: &Self::Tensor,
+        weight: &Self::Tensor,
+        eps: f32,
+    ) -> Result<Self::Tensor, BackendError>;
+
+    /// Fused residual add + RMSNorm: `residual += x` (in place), then returns
+    /// `rms_norm(residual, weight, eps)`. The residual stream keeps the
+    /// backend's activation precision (HF adds in the model dtype).
+    fn add_rms_norm(
+        &self,
+        residual: &mut Self::Tensor,
+        x: &Self::Tensor,
+        weight: &Self::Tensor,
+        eps: f32,
+    ) -> Result<Self::Tensor, BackendError>;
+
+    /// `y = x · Wᵀ (+ bias)`. `x`: `[rows, in]`, `w`: `[out, in]`, bias `[out]`
+    /// → `[rows, out]`.
+    fn linear(
+        &self,
+        x: &Self::Tensor,
+        w: &Self::Tensor,
+        bias: Option<&Self::Tensor>,
+    ) -> Result<Self::Tensor, BackendError>;
+
+    /// Split `[rows, sum(widths)]` by columns into contiguous `[rows, widths[i]]`.
+    fn split_cols(
+        &self,
+        x: &Self::Tensor,
+        widths: &[usize],
+    ) -> Result<Vec<Self::Tensor>, BackendError>;
+
+    /// In place, per head: `x` is `[rows, heads * head_dim]`; every
+    /// `head_dim`-long head vector is RMS-normalised and scaled by `weight`
+    /// (`[head_dim]`). Qwen3's q/k norm.
+    fn head_rms_norm(
+        &self,
+        x: &mut Self::Tensor,
+        weight: &Self::Tensor,
+        head_dim: usize,
+        eps: f32,
+    ) -> Result<(), BackendError>;
+
+    /// In place rotary embedding, HF "rotate half" (NeoX) layout, full rotary
+    /// dimension. `x`: `[T, heads * head_dim]`; `inv_freq`: `[head_dim / 2]`
+    /// (already includes any Llama-3 scaling; computed by the model). For token
+    /// `t` at position `p = positions[t]` and pair `i < head_dim/2`:
+    /// `θ = (p as f32) * inv_freq[i]` (f32 product, as HF computes it),
+    /// `x[i], x[i + d/2] = x[i]·cosθ − x[i+d/2]·sinθ, x[i+d/2]·cosθ + x[i]·sinθ`.
+    fn rope(
+        &self,
+        x: &mut Self::Tensor,
+        head_dim: usize,
+        inv_freq: &Self::Tensor,
+        step: &Self::Step,
+    ) -> Result<(), BackendError>;
+
+    /// `gate_up`: `[rows, 2 * n]` with gate in columns `0..n` and up in `n..2n`
+    /// → `silu(gate) * up`, `[rows, n]`.
+    fn silu_mul(&self, gate_up: &Self::Tensor) -> Result<Self::Tensor, BackendError>;
+
+    /// Write `k`, `v` (`[T, kv_heads * head_dim]`) of layer `layer` into the
+    /// cache at `meta.slots`.
+    fn store_kv(
+        &self,
+        kv: &mut Self::Kv,
+        layer: usize,
+        k: &Self::Tensor,
+        v: &Self::Tensor,
+        step: &Self::Step,
+    ) -> Result<(), BackendError>;
+
+    /// Causal paged attention over the ragged batch, after `store_kv` of the
+    /// same layer. `q`: `[T, q_heads * head_dim]` (`q_heads` = cols / head_dim,
+    /// a multiple of `kv_heads`; query head `h` reads KV head
+    /// `h / (q_heads / kv_heads)`). The query at position `p` of sequence `s`
+    /// attends to that sequence's cached keys at positions `0..=p`, read
+    /// through its page table (so a chunk continues any earlier prefix).
+    /// Softmax of `scale · q·k` in f32. Returns `[T, q_heads * head_dim]`.
+    fn attention(
+        &self,
+        q: &Self::Tensor,
+        kv: &Self::Kv,
+        layer: usize,
+        step: &Self::Step,
+        scale: f32,
+    ) -> Result<Self::Tensor, BackendError>;
+
+    /// Rows `meta.sample_rows` of `x` → `[sample_rows.len(), cols]`.
+    fn gather_rows(&self, x: &Self::Tensor, step: &Self::Step)
+        -> Result<Self::Tensor, BackendError>;
+
+    /// Choose one token per row of `logits` (`[rows, vocab]`, `rows ==
+    /// specs.len()`), following exactly the recipe of
+    /// [`cpu::sampling::sample_row`] (the reference implementation and the
+    /// documentation of the algorithm: processing order, tie rules, the
+    /// counter-based Gumbel noise derived from the seed). Only the results
+    /// cross to the host.
+    fn sample(
+        &self,
+        logits: &Self::Tensor,
+        specs: &[SampleSpec],
+    ) -> Result<Vec<Sampled>, BackendError>;
+}

@@ -1,0 +1,73 @@
+//! Command line: `minisgl-host [serve flags]` serves (the default action);
+//! subcommands do the rest. Each subcommand lives in its own file with its own
+//! flags; this file only parses and dispatches.
+
+mod bench_offline;
+mod bench_online;
+mod bench_plugins;
+mod generate;
+mod gpu_check;
+mod plugin_harness;
+pub mod serve;
+mod shell;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "minisgl-host",
+    version,
+    about = "LLM inference engine where policy is a Wasm plugin",
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Serving flags, used when no subcommand is given.
+    #[command(flatten)]
+    pub serve: serve::ServeArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Serve the OpenAI-compatible API (the default action).
+    Serve(serve::ServeArgs),
+    /// Chat with the model in the terminal.
+    Shell(shell::ShellArgs),
+    /// Generate from one prompt, for quick checks.
+    Generate(generate::GenerateArgs),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+    /// Test, diff and time a policy plugin without a model.
+    #[command(subcommand)]
+    Plugin(plugin_harness::PluginCommand),
+    /// Check the CUDA backend on this machine's GPU against the CPU backend.
+    GpuCheck(gpu_check::GpuCheckArgs),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Offline throughput (Mini-SGLang / nano-vllm workload).
+    Offline(bench_offline::BenchOfflineArgs),
+    /// Replay arrival times against a running server; TTFT/TPOT percentiles.
+    Online(bench_online::BenchOnlineArgs),
+    /// Call cost of each plugin kind, Wasm vs native.
+    Plugins(bench_plugins::BenchPluginsArgs),
+}
+
+/// Parse arguments and run.
+pub fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        None => serve::run(cli.serve),
+        Some(Command::Serve(args)) => serve::run(args),
+        Some(Command::Shell(args)) => shell::run(args),
+        Some(Command::Generate(args)) => generate::run(args),
+        Some(Command::Bench(BenchCommand::Offline(args))) => bench_offline::run(args),
+        Some(Command::Bench(BenchCommand::Online(args))) => bench_online::run(args),
+        Some(Command::Bench(BenchCommand::Plugins(args))) => bench_plugins::run(args),
+        Some(Command::Plugin(cmd)) => plugin_harness::run(cmd),
+        Some(Command::GpuCheck(args)) => gpu_check::run(args),
+    }
+}

@@ -1,0 +1,1 @@
+//! The engine: offline API and the model runner with overlap.

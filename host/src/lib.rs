@@ -1,0 +1,17 @@
+//! minisgl host: an LLM inference engine where policy is a plugin.
+//!
+//! Dependencies point one way:
+//! `server → engine/scheduler → {plugin, kv, model} → backend (cpu | cuda) → kernels`.
+//! The server knows requests and streams; the backend knows tensors and pages;
+//! plugins only ever see the compact views of `minisgl_plugin_sdk`.
+
+pub mod backend;
+pub mod batch;
+pub mod cli;
+pub mod config;
+pub mod engine;
+pub mod kv;
+pub mod model;
+pub mod plugin;
+pub mod scheduler;
+pub mod server;

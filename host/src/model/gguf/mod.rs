@@ -1,0 +1,120 @@
+//! GGUF (llama.cpp's format) loading: the file is parsed and memory-mapped,
+//! its metadata becomes a Hugging Face `config.json` equivalent, its tensors
+//! are dequantised to f32 under their Hugging Face names and layouts, and its
+//! embedded vocabulary becomes a `tokenizers::Tokenizer`.
+//!
+//! The model code consumes a [`GgufModel`] exactly like an HF directory, so
+//! the GGUF path needs no model code of its own.
+
+pub mod config;
+pub mod dequant;
+pub mod error;
+pub mod reader;
+pub mod tensors;
+pub mod tokenizer;
+pub mod value;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+pub use dequant::GgmlType;
+pub use error::GgufError;
+pub use reader::{GgufFile, TensorInfo};
+pub use value::MetadataValue;
+
+use config::{build_config, infer_llama3_rope, Arch, Meta};
+
+/// A dense row-major f32 tensor with its Hugging Face shape (`[out, in]`
+/// for linear weights).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DenseTensor {
+    pub shape: Vec<usize>,
+    pub data: Vec<f32>,
+}
+
+/// Everything a model needs, taken from one GGUF file.
+pub struct GgufModel {
+    /// An HF `config.json` equivalent (architectures, hidden_size,
+    /// intermediate_size, num_hidden_layers, num_attention_heads,
+    /// num_key_value_heads, head_dim, rms_norm_eps, rope_theta, rope_scaling,
+    /// max_position_embeddings, vocab_size, tie_word_embeddings,
+    /// bos_token_id, eos_token_id, torch_dtype).
+    pub config: serde_json::Value,
+    /// HF names (`model.embed_tokens.weight`,
+    /// `model.layers.N.self_attn.q_proj.weight`, …, `model.norm.weight`,
+    /// `lm_head.weight` when untied), HF shapes and layouts.
+    pub tensors: HashMap<String, DenseTensor>,
+    pub tokenizer: tokenizers::Tokenizer,
+    /// `tokenizer.chat_template` (a Jinja template, as in HF's tokenizer config).
+    pub chat_template: Option<String>,
+    pub bos_token: Option<String>,
+    pub eos_token: Option<String>,
+}
+
+impl std::fmt::Debug for GgufModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GgufModel")
+            .field("config", &self.config)
+            .field("tensors", &self.tensors.len())
+            .field("chat_template", &self.chat_template.is_some())
+            .field("bos_token", &self.bos_token)
+            .field("eos_token", &self.eos_token)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Loads a GGUF model: config, dequantised tensors and tokenizer.
+pub fn load(path: &Path) -> Result<GgufModel, GgufError> {
+    let file = GgufFile::open(path)?;
+    let m = Meta(&file);
+    let arch_name = m.str("general.architecture")?;
+    let arch = Arch::parse(arch_name)?;
+
+    let tok = tokenizer::build_tokenizer(&file)?;
+    let chat_template = m.str_opt("tokenizer.chat_template")?.map(str::to_string);
+
+    let heads = m.u64(&format!("{arch_name}.attention.head_count"))? as usize;
+    let kv_heads = m
+        .u64_opt(&format!("{arch_name}.attention.head_count_kv"))?
+        .unwrap_or(heads as u64) as usize;
+    if heads == 0 || kv_heads == 0 {
+        return Err(GgufError::BadValue {
+            key: format!("{arch_name}.attention.head_count"),
+            value: format!("{heads} (kv {kv_heads})"),
+            detail: "head counts must be positive".into(),
+        });
+    }
+    let (tensors, rope_freqs) = tensors::load_tensors(&file, arch, heads, kv_heads)?;
+    for required in ["model.embed_tokens.weight", "model.norm.weight"] {
+        if !tensors.contains_key(required) {
+            return Err(GgufError::MissingTensor(required.into()));
+        }
+    }
+    let tied = !tensors.contains_key("lm_head.weight");
+
+    // Head dim for the rope check comes from the same rule as the config.
+    let llama3 = match rope_freqs {
+        None => None,
+        Some(freqs) => {
+            let hidden = m.u64(&format!("{arch_name}.embedding_length"))? as usize;
+            let head_dim = m
+                .u64_opt(&format!("{arch_name}.attention.key_length"))?
+                .map(|d| d as usize)
+                .unwrap_or(hidden / heads);
+            let theta = m
+                .f64_opt(&format!("{arch_name}.rope.freq_base"))?
+                .unwrap_or(10000.0);
+            Some(infer_llama3_rope(&freqs, theta, head_dim)?)
+        }
+    };
+    let config = build_config(&file, arch, tied, tok.vocab_len, llama3)?;
+
+    Ok(GgufModel {
+        config,
+        tensors,
+        tokenizer: tok.tokenizer,
+        chat_template,
+        bos_token: tok.bos_token,
+        eos_token: tok.eos_token,
+    })
+}

@@ -1,0 +1,214 @@
+//! A `tokenizers::Tokenizer` rebuilt from the vocabulary, merges and special
+//! tokens embedded in a GGUF file (`tokenizer.ggml.*`).
+
+use std::collections::HashMap;
+
+use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
+use tokenizers::models::bpe::BPE;
+use tokenizers::normalizers::unicode::NFC;
+use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+use tokenizers::pre_tokenizers::digits::Digits;
+use tokenizers::pre_tokenizers::sequence::Sequence;
+use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
+use tokenizers::pre_tokenizers::PreTokenizerWrapper;
+use tokenizers::processors::template::TemplateProcessing;
+use tokenizers::processors::PostProcessorWrapper;
+use tokenizers::{AddedToken, SplitDelimiterBehavior, Tokenizer};
+
+use super::config::Meta;
+use super::error::GgufError;
+use super::reader::GgufFile;
+
+/// llama.cpp's `token_type` values that matter here.
+const TOKEN_CONTROL: i64 = 3;
+const TOKEN_USER_DEFINED: i64 = 4;
+
+/// The split regexes of the BPE pre-tokenizers llama.cpp names in
+/// `tokenizer.ggml.pre` (the published patterns of those tokenizers).
+const LLAMA3_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+const QWEN2_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// Pre-tokenizer names this loader knows (for the error message).
+const KNOWN_PRE: &str = "default, gpt2, gpt-2, smollm, llama-bpe, llama3, qwen2";
+
+/// What the rest of the loader needs besides the tokenizer itself.
+pub struct GgufTokenizer {
+    pub tokenizer: Tokenizer,
+    pub vocab_len: usize,
+    pub bos_token: Option<String>,
+    pub eos_token: Option<String>,
+}
+
+fn tok_err(e: impl std::fmt::Display) -> GgufError {
+    GgufError::Tokenizer(e.to_string())
+}
+
+/// Builds the tokenizer described by the file's `tokenizer.ggml.*` keys.
+pub fn build_tokenizer(file: &GgufFile) -> Result<GgufTokenizer, GgufError> {
+    let m = Meta(file);
+    let model = m.str("tokenizer.ggml.model")?;
+    if model != "gpt2" {
+        return Err(GgufError::BadValue {
+            key: "tokenizer.ggml.model".into(),
+            value: format!("{model:?}"),
+            detail: "only byte-level BPE (\"gpt2\") tokenizers are supported".into(),
+        });
+    }
+    let tokens: Vec<&str> = m.array("tokenizer.ggml.tokens", "an array of strings", |v| v.as_str())?;
+    let types: Vec<i64> = if m.has("tokenizer.ggml.token_type") {
+        m.array("tokenizer.ggml.token_type", "an array of integers", |v| v.as_i64())?
+    } else {
+        vec![1; tokens.len()]
+    };
+    if types.len() != tokens.len() {
+        return Err(GgufError::BadValue {
+            key: "tokenizer.ggml.token_type".into(),
+            value: format!("[{} entries]", types.len()),
+            detail: format!("expected one per token ({})", tokens.len()),
+        });
+    }
+    let merges_raw: Vec<&str> = m.array("tokenizer.ggml.merges", "an array of strings", |v| v.as_str())?;
+    let mut merges = Vec::with_capacity(merges_raw.len());
+    for (i, mg) in merges_raw.iter().enumerate() {
+        let (a, b) = mg.split_once(' ').ok_or_else(|| GgufError::BadValue {
+            key: "tokenizer.ggml.merges".into(),
+            value: format!("{mg:?} (entry {i})"),
+            detail: "a merge is two tokens separated by a space".into(),
+        })?;
+        merges.push((a.to_string(), b.to_string()));
+    }
+    let mut vocab: HashMap<String, u32> = HashMap::with_capacity(tokens.len());
+    for (id, t) in tokens.iter().enumerate() {
+        // Keep the first id of a duplicated string, as llama.cpp's lookup does.
+        vocab.entry(t.to_string()).or_insert(id as u32);
+    }
+
+    let pre = m.str_opt("tokenizer.ggml.pre")?.unwrap_or("default");
+    let byte_level = |use_regex| ByteLevel::new(false, true, use_regex);
+    let split = |re: &str| -> Result<PreTokenizerWrapper, GgufError> {
+        Ok(Split::new(SplitPattern::Regex(re.into()), SplitDelimiterBehavior::Isolated, false)
+            .map_err(tok_err)?
+            .into())
+    };
+    let (pre_tokenizer, ignore_merges, nfc): (PreTokenizerWrapper, bool, bool) = match pre {
+        "default" | "gpt2" | "gpt-2" => (byte_level(true).into(), false, false),
+        // SmolLM splits every digit, then applies GPT-2's split.
+        "smollm" => (
+            Sequence::new(vec![Digits::new(true).into(), byte_level(true).into()]).into(),
+            false,
+            false,
+        ),
+        "llama-bpe" | "llama3" => (
+            Sequence::new(vec![split(LLAMA3_REGEX)?, byte_level(false).into()]).into(),
+            true,
+            false,
+        ),
+        "qwen2" => (
+            Sequence::new(vec![split(QWEN2_REGEX)?, byte_level(false).into()]).into(),
+            false,
+            true,
+        ),
+        other => {
+            return Err(GgufError::BadValue {
+                key: "tokenizer.ggml.pre".into(),
+                value: format!("{other:?}"),
+                detail: format!("unknown pre-tokenizer (known: {KNOWN_PRE})"),
+            })
+        }
+    };
+
+    let bpe = BPE::builder()
+        .vocab_and_merges(vocab, merges)
+        .ignore_merges(ignore_merges)
+        .build()
+        .map_err(tok_err)?;
+    let mut tokenizer = Tokenizer::new(bpe);
+    tokenizer.with_pre_tokenizer(Some(pre_tokenizer));
+    tokenizer.with_decoder(Some(ByteLevelDecoder::default()));
+    if nfc {
+        tokenizer.with_normalizer(Some(NFC));
+    }
+
+    let token_at = |key: &str| -> Result<Option<(u32, String)>, GgufError> {
+        match m.u64_opt(key)? {
+            None => Ok(None),
+            Some(id) => match tokens.get(id as usize) {
+                Some(t) => Ok(Some((id as u32, t.to_string()))),
+                None => Err(GgufError::BadValue {
+                    key: key.into(),
+                    value: id.to_string(),
+                    detail: format!("token id out of range (vocabulary has {})", tokens.len()),
+                }),
+            },
+        }
+    };
+    let bos = token_at("tokenizer.ggml.bos_token_id")?;
+    let eos = token_at("tokenizer.ggml.eos_token_id")?;
+    let unk = token_at("tokenizer.ggml.unknown_token_id")?;
+    let pad = token_at("tokenizer.ggml.padding_token_id")?;
+
+    // Control tokens (and the declared special ids) are matched whole and
+    // skipped when decoding with skip_special_tokens; user-defined tokens are
+    // matched whole but decoded as text.
+    let mut special: Vec<AddedToken> = Vec::new();
+    let mut user: Vec<AddedToken> = Vec::new();
+    for (id, (&t, &ty)) in tokens.iter().zip(&types).enumerate() {
+        let declared = [&bos, &eos, &unk, &pad]
+            .iter()
+            .any(|s| s.as_ref().is_some_and(|(i, _)| *i as usize == id));
+        if ty == TOKEN_CONTROL || declared {
+            special.push(AddedToken::from(t, true));
+        } else if ty == TOKEN_USER_DEFINED {
+            user.push(AddedToken::from(t, false).normalized(false));
+        }
+    }
+    tokenizer.add_special_tokens(&special);
+    tokenizer.add_tokens(&user);
+
+    let add_bos = m.bool_opt("tokenizer.ggml.add_bos_token")?.unwrap_or(false);
+    let add_eos = m.bool_opt("tokenizer.ggml.add_eos_token")?.unwrap_or(false);
+    let processor: PostProcessorWrapper = if add_bos || add_eos {
+        let need = |t: &Option<(u32, String)>, key: &str| {
+            t.clone().ok_or_else(|| GgufError::MissingKey { key: key.into() })
+        };
+        let mut single = String::new();
+        let mut pair = String::new();
+        let mut specials = Vec::new();
+        if add_bos {
+            let (id, t) = need(&bos, "tokenizer.ggml.bos_token_id")?;
+            single.push_str(&format!("{t}:0 "));
+            pair.push_str(&format!("{t}:0 "));
+            specials.push((t, id));
+        }
+        single.push_str("$A:0");
+        pair.push_str("$A:0");
+        if add_eos {
+            let (id, t) = need(&eos, "tokenizer.ggml.eos_token_id")?;
+            single.push_str(&format!(" {t}:0"));
+            pair.push_str(&format!(" {t}:0"));
+            if !specials.iter().any(|(s, _)| *s == t) {
+                specials.push((t, id));
+            }
+        }
+        pair.push_str(" $B:1");
+        TemplateProcessing::builder()
+            .try_single(single)
+            .map_err(tok_err)?
+            .try_pair(pair)
+            .map_err(tok_err)?
+            .special_tokens(specials)
+            .build()
+            .map_err(tok_err)?
+            .into()
+    } else {
+        ByteLevel::new(true, false, true).into()
+    };
+    tokenizer.with_post_processor(Some(processor));
+
+    Ok(GgufTokenizer {
+        tokenizer,
+        vocab_len: tokens.len(),
+        bos_token: bos.map(|(_, t)| t),
+        eos_token: eos.map(|(_, t)| t),
+    })
+}

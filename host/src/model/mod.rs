@@ -1,0 +1,2 @@
+//! Model definitions and loaders (HF directories, GGUF).
+pub mod gguf;

@@ -1,0 +1,1 @@
+//! The scheduler loop: the request lifecycle, step by step.

@@ -1,0 +1,284 @@
+// Logits processing and sampling on the device, exact over the full vocabulary.
+// Rows are f32 logits, `vocab` long, `row_stride` elements apart; one block of
+// 1024 threads per row. Ties in argmax and top-K go to the lower token id.
+#include "common.cuh"
+
+#define SAMPLE_THREADS 1024
+#define TOPK_CAP 1024
+
+struct ValIdx { float v; int i; };
+
+__device__ __forceinline__ ValIdx better(ValIdx a, ValIdx b) {
+    if (b.v > a.v || (b.v == a.v && b.i < a.i)) return b;
+    return a;
+}
+
+// Block-wide argmax (NaN counts as -inf); every thread gets the result.
+__device__ __forceinline__ ValIdx block_argmax(ValIdx x, float* sv, int* si) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        ValIdx y = {__shfl_xor_sync(0xffffffffu, x.v, o), __shfl_xor_sync(0xffffffffu, x.i, o)};
+        x = better(x, y);
+    }
+    __syncthreads();
+    if (lane == 0) { sv[warp] = x.v; si[warp] = x.i; }
+    __syncthreads();
+    ValIdx r = lane < nwarps ? ValIdx{sv[lane], si[lane]} : ValIdx{NEG_INF, 0x7fffffff};
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        ValIdx y = {__shfl_xor_sync(0xffffffffu, r.v, o), __shfl_xor_sync(0xffffffffu, r.i, o)};
+        r = better(r, y);
+    }
+    return r;
+}
+
+__device__ __forceinline__ float clean(float v) { return v != v ? NEG_INF : v; }
+
+// Row max, argmax and (when lse != null) log-sum-exp. grid: B; block: 1024.
+extern "C" __global__ void row_argmax(const float* __restrict__ logits, int vocab, int row_stride,
+                                      u32* __restrict__ token, float* __restrict__ lse) {
+    __shared__ float sv[32];
+    __shared__ int si[32];
+    const float* x = logits + (size_t)blockIdx.x * row_stride;
+    ValIdx best = {NEG_INF, 0x7fffffff};
+    for (int i = threadIdx.x; i < vocab; i += blockDim.x) best = better(best, ValIdx{clean(x[i]), i});
+    best = block_argmax(best, sv, si);
+    if (threadIdx.x == 0) token[blockIdx.x] = (u32)(best.i == 0x7fffffff ? 0 : best.i);
+    if (lse != nullptr) {
+        float s = 0.0f;
+        for (int i = threadIdx.x; i < vocab; i += blockDim.x) s += __expf(clean(x[i]) - best.v);
+        s = block_sum(s, sv);
+        if (threadIdx.x == 0) lse[blockIdx.x] = best.v + logf(s);
+    }
+}
+
+// In-place logits processing, the CPU reference's order (backend/cpu/sampling.rs), row b:
+//   1. allowed tokens: when allowed_start[b + 1] > allowed_start[b], every other token
+//      becomes -inf (`mask` is a [B, ceil(vocab / 32)] u32 scratch);
+//   2. logit bias entries bias_start[b] ..: x += bias (ids unique per row, < vocab);
+//   3. penalties over the distinct history tokens pen_start[b] .. pen_start[b + 1]
+//      (prompt and output): repetition (x > 0 ? x / rep : x * rep) when rep != 1, then
+//      x -= frequency * out_count + presence when out_count > 0;
+//   4. x /= temperature[b] (1 for none).
+// grid: B; block: 1024.
+extern "C" __global__ void process_logits(
+    float* __restrict__ logits, int vocab, int row_stride, const int* __restrict__ pen_start,
+    const int* __restrict__ pen_tok, const int* __restrict__ pen_out_count,
+    const float* __restrict__ rep_pen, const float* __restrict__ presence,
+    const float* __restrict__ frequency, const int* __restrict__ bias_start,
+    const int* __restrict__ bias_tok, const float* __restrict__ bias_val,
+    const int* __restrict__ allowed_start, const int* __restrict__ allowed_tok,
+    u32* __restrict__ mask, const float* __restrict__ temperature) {
+    int b = blockIdx.x;
+    float* x = logits + (size_t)b * row_stride;
+    int a0 = allowed_start[b], a1 = allowed_start[b + 1];
+    if (a1 > a0) {
+        int words = (vocab + 31) / 32;
+        u32* mrow = mask + (size_t)b * words;
+        for (int i = threadIdx.x; i < words; i += blockDim.x) mrow[i] = 0u;
+        __syncthreads();
+        for (int e = a0 + threadIdx.x; e < a1; e += blockDim.x) {
+            int tok = allowed_tok[e];
+            atomicOr(&mrow[tok >> 5], 1u << (tok & 31));
+        }
+        __syncthreads();
+        for (int i = threadIdx.x; i < vocab; i += blockDim.x)
+            if (!((mrow[i >> 5] >> (i & 31)) & 1u)) x[i] = NEG_INF;
+    }
+    __syncthreads();
+    for (int e = bias_start[b] + threadIdx.x; e < bias_start[b + 1]; e += blockDim.x)
+        x[bias_tok[e]] += bias_val[e];
+    __syncthreads();
+    float rep = rep_pen[b], pres = presence[b], freq = frequency[b];
+    for (int e = pen_start[b] + threadIdx.x; e < pen_start[b + 1]; e += blockDim.x) {
+        int tok = pen_tok[e];
+        float v = x[tok];
+        if (rep != 1.0f) v = v > 0.0f ? v / rep : v * rep;
+        int c = pen_out_count[e];
+        if (c > 0) v -= freq * (float)c + pres;
+        x[tok] = v;
+    }
+    __syncthreads();
+    float t = temperature[b];
+    if (t != 1.0f)
+        for (int i = threadIdx.x; i < vocab; i += blockDim.x) x[i] = x[i] / t;
+}
+
+// Largest key K such that the weight of elements with key(x) >= max(K, floor) reaches
+// `target` (weight 1 per element when `mass` is false, exp(x - mx) when true), by a
+// 4-pass most-significant-digit radix select over 8-bit digits.
+__device__ u32 radix_select(const float* __restrict__ x, int vocab, u32 floor_key, bool mass,
+                            float mx, float target, float* hist, u32* shared_prefix) {
+    u32 prefix = 0, prefix_mask = 0;
+    float above = 0.0f;  // weight already known to lie above the current bin range
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0.0f;
+        __syncthreads();
+        for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+            float v = clean(x[i]);
+            u32 k = float_key(v);
+            if (k < floor_key || (k & prefix_mask) != prefix) continue;
+            atomicAdd(&hist[(k >> shift) & 255u], mass ? __expf(v - mx) : 1.0f);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float acc = above;
+            int bin = 0;
+            for (int d = 255; d >= 0; d--) {
+                if (acc + hist[d] >= target) { bin = d; break; }
+                acc += hist[d];
+            }
+            shared_prefix[0] = prefix | ((u32)bin << shift);
+            reinterpret_cast<float*>(shared_prefix)[1] = acc;
+        }
+        __syncthreads();
+        prefix = shared_prefix[0];
+        above = reinterpret_cast<float*>(shared_prefix)[1];
+        prefix_mask |= 255u << shift;
+        __syncthreads();
+    }
+    return prefix;
+}
+
+__device__ __forceinline__ u64 splitmix64(u64 z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+// The CPU reference's counter-based Gumbel noise for token t under `seed`.
+__device__ __forceinline__ float gumbel(u64 seed, u32 t) {
+    u64 bits = splitmix64(seed ^ ((u64)t * 0x9e3779b97f4a7c15ull));
+    float u = ((float)(bits >> 40) + 0.5f) * (1.0f / 16777216.0f);
+    return -logf(-logf(u));
+}
+
+// Per row of processed logits l: argmax (ties lowest id), log-sum-exp, and when
+// `truncate[b]` the truncation threshold (a float_key: a token is kept when its key is
+// >= thr[b]; top-k ties at the boundary all kept; top-p keeps a token when the kept mass
+// strictly above it is < top_p; min-p keeps p >= min_p * max p; the argmax is always
+// kept), the log of the kept probability mass, and when `seed_on[b]` the Gumbel-max
+// draw over the kept tokens. top_k <= 0 or >= vocab, top_p >= 1, min_p <= 0: off.
+// grid: B; block: 1024.
+extern "C" __global__ void row_select(const float* __restrict__ logits, int vocab, int row_stride,
+                                      const int* __restrict__ truncate,
+                                      const int* __restrict__ top_k,
+                                      const float* __restrict__ top_p,
+                                      const float* __restrict__ min_p,
+                                      const int* __restrict__ seed_on,
+                                      const u64* __restrict__ seed, u32* __restrict__ argmax_tok,
+                                      float* __restrict__ lse_out, u32* __restrict__ thr_out,
+                                      float* __restrict__ lkept_out, u32* __restrict__ drawn) {
+    __shared__ float sv[32];
+    __shared__ int si[32];
+    __shared__ float hist[256];
+    __shared__ u32 sp[2];
+    int b = blockIdx.x;
+    const float* x = logits + (size_t)b * row_stride;
+    ValIdx best = {NEG_INF, 0x7fffffff};
+    for (int i = threadIdx.x; i < vocab; i += blockDim.x) best = better(best, ValIdx{clean(x[i]), i});
+    best = block_argmax(best, sv, si);
+    int am = best.i == 0x7fffffff ? 0 : best.i;
+    float mx = best.v;
+    float z = 0.0f;
+    if (mx != NEG_INF)
+        for (int i = threadIdx.x; i < vocab; i += blockDim.x) z += __expf(clean(x[i]) - mx);
+    z = block_sum(z, sv);
+    float lse = mx + logf(z);
+    if (threadIdx.x == 0) {
+        argmax_tok[b] = (u32)am;
+        lse_out[b] = lse;
+    }
+    if (!truncate[b] || mx == NEG_INF) {
+        if (threadIdx.x == 0) {
+            thr_out[b] = float_key(NEG_INF) + 1u;
+            lkept_out[b] = 0.0f;
+            drawn[b] = (u32)am;
+        }
+        return;
+    }
+    // Tokens at -inf are never kept.
+    u32 thr = float_key(NEG_INF) + 1u;
+    int k = top_k[b];
+    if (k > 0 && k < vocab) thr = max(thr, radix_select(x, vocab, 0u, false, mx, (float)k, hist, sp));
+    float p = top_p[b];
+    if (p < 1.0f) {
+        float zk = 0.0f;
+        for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+            float v = clean(x[i]);
+            if (float_key(v) >= thr) zk += __expf(v - mx);
+        }
+        zk = block_sum(zk, sv);
+        thr = max(thr, radix_select(x, vocab, thr, true, mx, p * zk, hist, sp));
+    }
+    float mp = min_p[b];
+    if (mp > 0.0f) thr = max(thr, float_key(mx + logf(mp)));
+    thr = min(thr, float_key(mx));
+    float kept = 0.0f;
+    ValIdx pick = {NEG_INF, 0x7fffffff};
+    bool draw = seed_on[b] != 0;
+    u64 sd = seed[b];
+    for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+        float v = clean(x[i]);
+        if (float_key(v) < thr) continue;
+        kept += __expf(v - mx);
+        if (draw) pick = better(pick, ValIdx{v + gumbel(sd, (u32)i), i});
+    }
+    kept = block_sum(kept, sv);
+    if (draw) pick = block_argmax(pick, sv, si);
+    if (threadIdx.x == 0) {
+        thr_out[b] = thr;
+        lkept_out[b] = logf(kept) + mx - lse;
+        drawn[b] = (u32)(draw && pick.i != 0x7fffffff ? pick.i : am);
+    }
+}
+
+// The k most likely tokens of each row (k <= 256) among those with key >= floor[b]
+// (floor null: all), with their raw values, most likely first, ties to the lower id.
+// Fewer than k qualifying tokens leave id 0xffffffff. out_tok / out_val: [B, k].
+// grid: B; block: 1024.
+extern "C" __global__ void topk_rows(const float* __restrict__ logits, int vocab, int row_stride,
+                                     int k, const u32* __restrict__ floor,
+                                     u32* __restrict__ out_tok, float* __restrict__ out_val) {
+    __shared__ float hist[256];
+    __shared__ u32 sp[2];
+    __shared__ u64 cand[TOPK_CAP];
+    __shared__ int count;
+    int b = blockIdx.x;
+    const float* x = logits + (size_t)b * row_stride;
+    u32 fl = floor != nullptr ? floor[b] : 0u;
+    u32 thr = k < vocab ? max(fl, radix_select(x, vocab, fl, false, 0.0f, (float)k, hist, sp)) : fl;
+    if (threadIdx.x == 0) count = 0;
+    for (int i = threadIdx.x; i < TOPK_CAP; i += blockDim.x) cand[i] = 0ull;
+    __syncthreads();
+    for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+        u32 key = float_key(clean(x[i]));
+        if (key >= thr) {
+            int slot = atomicAdd(&count, 1);
+            // Key high, inverted id low: sorting descending puts ties in id order.
+            if (slot < TOPK_CAP) cand[slot] = ((u64)key << 32) | (u64)(0xffffffffu - (u32)i);
+        }
+    }
+    __syncthreads();
+    // Bitonic sort, descending, of TOPK_CAP entries.
+    for (int size = 2; size <= TOPK_CAP; size <<= 1) {
+        for (int stride = size >> 1; stride > 0; stride >>= 1) {
+            for (int i = threadIdx.x; i < TOPK_CAP; i += blockDim.x) {
+                int j = i ^ stride;
+                if (j > i) {
+                    bool desc = (i & size) == 0;
+                    u64 a = cand[i], c = cand[j];
+                    if ((a < c) == desc) { cand[i] = c; cand[j] = a; }
+                }
+            }
+            __syncthreads();
+        }
+    }
+    for (int i = threadIdx.x; i < k; i += blockDim.x) {
+        u64 c = cand[i];
+        out_tok[(size_t)b * k + i] = c == 0ull ? 0xffffffffu : 0xffffffffu - (u32)(c & 0xffffffffull);
+        out_val[(size_t)b * k + i] = c == 0ull ? NEG_INF : key_float((u32)(c >> 32));
+    }
+}
