@@ -160,7 +160,7 @@ __device__ __forceinline__ float gumbel(u64 seed, u32 t) {
 // >= thr[b]; top-k ties at the boundary all kept; top-p keeps a token when the kept mass
 // strictly above it is < top_p; min-p keeps p >= min_p * max p; the argmax is always
 // kept), the log of the kept probability mass, and when `seed_on[b]` the Gumbel-max
-// draw over the kept tokens. top_k <= 0 or >= vocab, top_p >= 1, min_p <= 0: off.
+// draw over the kept tokens; chosen_lp[b] = log-softmax at the drawn (else argmax) token. top_k <= 0 or >= vocab, top_p >= 1, min_p <= 0: off.
 // grid: B; block: 1024.
 extern "C" __global__ void row_select(const float* __restrict__ logits, int vocab, int row_stride,
                                       const int* __restrict__ truncate,
@@ -170,7 +170,8 @@ extern "C" __global__ void row_select(const float* __restrict__ logits, int voca
                                       const int* __restrict__ seed_on,
                                       const u64* __restrict__ seed, u32* __restrict__ argmax_tok,
                                       float* __restrict__ lse_out, u32* __restrict__ thr_out,
-                                      float* __restrict__ lkept_out, u32* __restrict__ drawn) {
+                                      float* __restrict__ lkept_out, u32* __restrict__ drawn,
+                                      float* __restrict__ chosen_lp) {
     __shared__ float sv[32];
     __shared__ int si[32];
     __shared__ float hist[256];
@@ -196,6 +197,7 @@ extern "C" __global__ void row_select(const float* __restrict__ logits, int voca
             thr_out[b] = float_key(NEG_INF) + 1u;
             lkept_out[b] = 0.0f;
             drawn[b] = (u32)am;
+            chosen_lp[b] = clean(x[am]) - lse;
         }
         return;
     }
@@ -231,7 +233,9 @@ extern "C" __global__ void row_select(const float* __restrict__ logits, int voca
     if (threadIdx.x == 0) {
         thr_out[b] = thr;
         lkept_out[b] = logf(kept) + mx - lse;
-        drawn[b] = (u32)(draw && pick.i != 0x7fffffff ? pick.i : am);
+        int c = draw && pick.i != 0x7fffffff ? pick.i : am;
+        drawn[b] = (u32)c;
+        chosen_lp[b] = clean(x[c]) - lse;
     }
 }
 

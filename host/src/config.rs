@@ -41,46 +41,7 @@ pub enum ConfigError {
     },
 }
 
-/// Which policy slot a plugin fills.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PluginKind {
-    Scheduler,
-    Evictor,
-    Sampler,
-}
-
-impl PluginKind {
-    pub const ALL: [PluginKind; 3] = [
-        PluginKind::Scheduler,
-        PluginKind::Evictor,
-        PluginKind::Sampler,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PluginKind::Scheduler => "scheduler",
-            PluginKind::Evictor => "evictor",
-            PluginKind::Sampler => "sampler",
-        }
-    }
-
-    /// Parses `scheduler`, `evictor` or `sampler` (case-insensitive).
-    pub fn parse(s: &str) -> Option<PluginKind> {
-        match s.to_ascii_lowercase().as_str() {
-            "scheduler" => Some(PluginKind::Scheduler),
-            "evictor" => Some(PluginKind::Evictor),
-            "sampler" => Some(PluginKind::Sampler),
-            _ => None,
-        }
-    }
-}
-
-impl std::fmt::Display for PluginKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use crate::plugin::PluginKind;
 
 /// The frozen server configuration.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -92,30 +53,45 @@ pub struct Config {
     pub model: Option<PathBuf>,
     /// Name clients must send as `model`; defaults to the model's file stem.
     pub served_model_name: Option<String>,
-    /// `cpu`, `cuda` or `cuda:N`.
+    /// `cpu`, `cuda` or `auto` (CUDA when available, else CPU).
     pub device: String,
     /// Plugin components per slot; `None` runs the built-in policy.
     pub plugins: BTreeMap<PluginKind, PathBuf>,
     /// Components whose kind is inferred from the world they export.
     pub plugins_untyped: Vec<PathBuf>,
     /// Tokens per KV page.
-    pub page_size: Option<u32>,
-    /// KV cache size in MiB (the engine turns it into a page count).
-    pub kv_memory_mb: Option<u64>,
+    pub page_size: u32,
+    /// KV cache size in MiB (turned into a page count for the model).
+    pub kv_memory_mb: u64,
     /// Most requests decoding at once.
-    pub max_running: Option<u32>,
+    pub max_running: u32,
     /// Prefill token budget per step (chunked prefill).
-    pub chunk_size: Option<u32>,
+    pub chunk_size: u32,
+    /// Longest prompt + completion; `None`: what the model and KV pool allow.
+    pub max_context: Option<u32>,
+    /// Per-call plugin deadline in milliseconds (`None`: the runtime's default).
+    pub plugin_deadline_ms: Option<u64>,
+    /// Where compiled plugins are cached (`None`: no cache).
+    pub plugin_cache_dir: Option<PathBuf>,
     /// Overlap scheduling (CPU schedules step N+1 while step N runs).
     pub overlap: bool,
     /// Most requests waiting for admission; beyond it new requests get 429.
     pub max_waiting: u32,
     /// Bearer token for `/admin/*`; without it admin is loopback-only.
+    #[serde(serialize_with = "mask")]
     pub admin_token: Option<String>,
     /// Seconds in-flight requests get to finish after SIGINT/SIGTERM.
     pub shutdown_timeout_s: u64,
     /// `max_tokens` when a request does not say.
     pub default_max_tokens: u32,
+}
+
+/// Never print the admin token (`--print-config`, logs).
+fn mask<S: serde::Serializer>(v: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(_) => s.serialize_str("<set>"),
+        None => s.serialize_none(),
+    }
 }
 
 impl Default for Config {
@@ -128,10 +104,13 @@ impl Default for Config {
             device: "cpu".to_string(),
             plugins: BTreeMap::new(),
             plugins_untyped: Vec::new(),
-            page_size: None,
-            kv_memory_mb: None,
-            max_running: None,
-            chunk_size: None,
+            page_size: 16,
+            kv_memory_mb: 1024,
+            max_running: 256,
+            chunk_size: 8192,
+            max_context: None,
+            plugin_deadline_ms: None,
+            plugin_cache_dir: None,
             overlap: true,
             max_waiting: 1024,
             admin_token: None,
@@ -155,6 +134,9 @@ pub struct ConfigLayer {
     pub kv_memory_mb: Option<u64>,
     pub max_running: Option<u32>,
     pub chunk_size: Option<u32>,
+    pub max_context: Option<u32>,
+    pub plugin_deadline_ms: Option<u64>,
+    pub plugin_cache_dir: Option<PathBuf>,
     pub overlap: Option<bool>,
     pub max_waiting: Option<u32>,
     pub admin_token: Option<String>,
@@ -227,6 +209,11 @@ impl ConfigLayer {
                 }
                 "MAX_RUNNING" => l.max_running = Some(env_parse(&k, &v, "a positive integer")?),
                 "CHUNK_SIZE" => l.chunk_size = Some(env_parse(&k, &v, "a positive integer")?),
+                "MAX_CONTEXT" => l.max_context = Some(env_parse(&k, &v, "a positive integer")?),
+                "PLUGIN_DEADLINE_MS" => {
+                    l.plugin_deadline_ms = Some(env_parse(&k, &v, "milliseconds")?);
+                }
+                "PLUGIN_CACHE_DIR" => l.plugin_cache_dir = Some(PathBuf::from(v)),
                 "MAX_WAITING" => l.max_waiting = Some(env_parse(&k, &v, "a positive integer")?),
                 "ADMIN_TOKEN" => l.admin_token = Some(v),
                 "SHUTDOWN_TIMEOUT_S" => {
@@ -298,6 +285,10 @@ impl Config {
             host,
             port,
             device,
+            page_size,
+            kv_memory_mb,
+            max_running,
+            chunk_size,
             overlap,
             max_waiting,
             shutdown_timeout_s,
@@ -306,10 +297,9 @@ impl Config {
         set_opt!(
             model,
             served_model_name,
-            page_size,
-            kv_memory_mb,
-            max_running,
-            chunk_size,
+            max_context,
+            plugin_deadline_ms,
+            plugin_cache_dir,
             admin_token
         );
         for (kind, p) in [
@@ -353,31 +343,26 @@ impl Config {
             }),
             _ => Ok(()),
         };
-        positive("page_size", self.page_size.map(u64::from))?;
-        positive("kv_memory_mb", self.kv_memory_mb)?;
-        positive("max_running", self.max_running.map(u64::from))?;
-        positive("chunk_size", self.chunk_size.map(u64::from))?;
+        positive("page_size", Some(u64::from(self.page_size)))?;
+        positive("kv_memory_mb", Some(self.kv_memory_mb))?;
+        positive("max_running", Some(u64::from(self.max_running)))?;
+        positive("chunk_size", Some(u64::from(self.chunk_size)))?;
+        positive("max_context", self.max_context.map(u64::from))?;
         positive("max_waiting", Some(u64::from(self.max_waiting)))?;
         positive("default_max_tokens", Some(u64::from(self.default_max_tokens)))?;
-        if let Some(ps) = self.page_size {
-            if !ps.is_power_of_two() {
-                return Err(ConfigError::Invalid {
-                    field: "page_size",
-                    value: ps.to_string(),
-                    reason: "must be a power of two",
-                });
-            }
+        positive("plugin_deadline_ms", self.plugin_deadline_ms)?;
+        if !self.page_size.is_power_of_two() || self.page_size > 256 {
+            return Err(ConfigError::Invalid {
+                field: "page_size",
+                value: self.page_size.to_string(),
+                reason: "must be a power of two between 1 and 256",
+            });
         }
-        let dev = self.device.as_str();
-        let cuda_ok = dev == "cuda"
-            || dev
-                .strip_prefix("cuda:")
-                .is_some_and(|n| n.parse::<u32>().is_ok());
-        if dev != "cpu" && !cuda_ok {
+        if !["cpu", "cuda", "auto"].contains(&self.device.as_str()) {
             return Err(ConfigError::Invalid {
                 field: "device",
                 value: self.device.clone(),
-                reason: "expected cpu, cuda or cuda:N",
+                reason: "expected cpu, cuda or auto",
             });
         }
         if let Some(t) = &self.admin_token {
@@ -444,10 +429,11 @@ mod tests {
             max_running: Some(9),
             ..Default::default()
         };
+        assert_eq!(Config::default().max_running, 256);
         let c = Config::build(env, Some(&file), flags).unwrap();
         assert_eq!(c.port, 9001, "file beats env");
         assert_eq!(c.max_waiting, 5, "env beats default");
-        assert_eq!(c.max_running, Some(9), "flag beats file");
+        assert_eq!(c.max_running, 9, "flag beats file");
         assert!(!c.overlap);
         assert_eq!(
             c.plugins[&PluginKind::Scheduler],
@@ -470,7 +456,7 @@ mod tests {
         assert!(e.contains("port"), "{e}");
 
         let c = Config {
-            page_size: Some(12),
+            page_size: 12,
             ..Default::default()
         };
         let msg = c.validate().unwrap_err().to_string();
@@ -482,6 +468,16 @@ mod tests {
         };
         let msg = c.validate().unwrap_err().to_string();
         assert!(msg.contains("device") && msg.contains("tpu"), "{msg}");
+    }
+
+    #[test]
+    fn example_file_parses() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/minisgl.toml");
+        let layer = ConfigLayer::from_toml_file(&path).unwrap();
+        let c = Config::build(ConfigLayer::default(), Some(&path), ConfigLayer::default());
+        let c = c.unwrap();
+        assert!(layer.plugins.scheduler.is_some());
+        assert_eq!(c.served_model_name.as_deref(), Some("default"));
     }
 
     #[test]

@@ -4,8 +4,50 @@
 //! [`types`]; `export_scheduler!`, `export_evictor!` or `export_sampler!` turn
 //! it into a Wasm component for the matching world of `wit/`. The same policy
 //! type can be linked natively (the host does this for its built-in fallbacks).
+//!
+//! A complete plugin crate (`crate-type = ["cdylib"]`, built with
+//! `cargo build --target wasm32-wasip2`):
+//!
+//! ```ignore
+//! use minisgl_plugin_sdk::{export_evictor, CacheLeaf, Evictor};
+//!
+//! #[derive(Default)]
+//! struct Newest;
+//!
+//! impl Evictor for Newest {
+//!     fn name(&self) -> String { "newest-first".into() }
+//!     fn pick_victims(&mut self, leaves: &[CacheLeaf], _pages: u32) -> Vec<u64> {
+//!         let mut l = leaves.to_vec();
+//!         l.sort_by_key(|l| std::cmp::Reverse(l.created_us));
+//!         l.iter().map(|l| l.node).collect()
+//!     }
+//! }
+//!
+//! export_evictor!(Newest);
+//! ```
+//!
+//! The policy value is created once per instance with `Default` and kept in a
+//! thread-local, so `&mut self` state survives from call to call (the host
+//! re-creates the instance, and so the state, after a trap).
+
+extern crate self as minisgl_plugin_sdk;
 
 pub mod types;
+
+#[cfg(target_arch = "wasm32")]
+mod convert;
+#[cfg(target_arch = "wasm32")]
+#[doc(hidden)]
+pub mod wit;
+
+/// Used by the export macros; not a stable interface.
+#[doc(hidden)]
+pub mod __private {
+    #[cfg(target_arch = "wasm32")]
+    pub use crate::convert::all;
+    #[cfg(target_arch = "wasm32")]
+    pub use wit_bindgen;
+}
 
 pub use types::*;
 
@@ -38,4 +80,131 @@ pub trait Sampler {
     fn plan(&mut self, requests: &[SampleRequest], vocab_size: u32) -> Vec<SamplePlan>;
     /// One token per candidate list, same order.
     fn pick(&mut self, lists: &[CandidateList]) -> Vec<u32>;
+}
+
+/// Exports `$ty` (a [`Scheduler`] + `Default`) as the `scheduler` world of
+/// this component. Also defines `pub fn __minisgl_policy() -> $ty`, which
+/// native code (tests) can call. Use once per crate.
+#[macro_export]
+macro_rules! export_scheduler {
+    ($ty:ty) => {
+        /// The policy this crate exports, for native use.
+        #[doc(hidden)]
+        pub fn __minisgl_policy() -> $ty {
+            <$ty as ::core::default::Default>::default()
+        }
+
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            use $crate::wit::types as w;
+            struct Export;
+            ::std::thread_local! {
+                static POLICY: ::core::cell::RefCell<$ty> =
+                    ::core::cell::RefCell::new(<$ty as ::core::default::Default>::default());
+            }
+            impl $crate::wit::scheduler::Guest for Export {
+                fn name() -> ::std::string::String {
+                    POLICY.with_borrow(|p| <$ty as $crate::Scheduler>::name(p))
+                }
+                fn schedule(
+                    waiting: ::std::vec::Vec<w::RequestView>,
+                    running: ::std::vec::Vec<w::RequestView>,
+                    budget: w::Budget,
+                ) -> w::ScheduleDecision {
+                    let waiting: ::std::vec::Vec<$crate::RequestView> =
+                        $crate::__private::all(waiting);
+                    let running: ::std::vec::Vec<$crate::RequestView> =
+                        $crate::__private::all(running);
+                    let budget: $crate::Budget = budget.into();
+                    POLICY
+                        .with_borrow_mut(|p| {
+                            <$ty as $crate::Scheduler>::schedule(p, &waiting, &running, &budget)
+                        })
+                        .into()
+                }
+            }
+            $crate::wit::scheduler::export_world!(Export with_types_in $crate::wit::scheduler);
+        };
+    };
+}
+
+/// Exports `$ty` (an [`Evictor`] + `Default`) as the `evictor` world of this
+/// component. Also defines `pub fn __minisgl_policy() -> $ty`. Use once per crate.
+#[macro_export]
+macro_rules! export_evictor {
+    ($ty:ty) => {
+        /// The policy this crate exports, for native use.
+        #[doc(hidden)]
+        pub fn __minisgl_policy() -> $ty {
+            <$ty as ::core::default::Default>::default()
+        }
+
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            use $crate::wit::types as w;
+            struct Export;
+            ::std::thread_local! {
+                static POLICY: ::core::cell::RefCell<$ty> =
+                    ::core::cell::RefCell::new(<$ty as ::core::default::Default>::default());
+            }
+            impl $crate::wit::evictor::Guest for Export {
+                fn name() -> ::std::string::String {
+                    POLICY.with_borrow(|p| <$ty as $crate::Evictor>::name(p))
+                }
+                fn pick_victims(
+                    leaves: ::std::vec::Vec<w::CacheLeaf>,
+                    pages_needed: u32,
+                ) -> ::std::vec::Vec<u64> {
+                    let leaves: ::std::vec::Vec<$crate::CacheLeaf> = $crate::__private::all(leaves);
+                    POLICY.with_borrow_mut(|p| {
+                        <$ty as $crate::Evictor>::pick_victims(p, &leaves, pages_needed)
+                    })
+                }
+            }
+            $crate::wit::evictor::export_world!(Export with_types_in $crate::wit::evictor);
+        };
+    };
+}
+
+/// Exports `$ty` (a [`Sampler`] + `Default`) as the `sampler` world of this
+/// component. Also defines `pub fn __minisgl_policy() -> $ty`. Use once per crate.
+#[macro_export]
+macro_rules! export_sampler {
+    ($ty:ty) => {
+        /// The policy this crate exports, for native use.
+        #[doc(hidden)]
+        pub fn __minisgl_policy() -> $ty {
+            <$ty as ::core::default::Default>::default()
+        }
+
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            use $crate::wit::types as w;
+            struct Export;
+            ::std::thread_local! {
+                static POLICY: ::core::cell::RefCell<$ty> =
+                    ::core::cell::RefCell::new(<$ty as ::core::default::Default>::default());
+            }
+            impl $crate::wit::sampler::Guest for Export {
+                fn name() -> ::std::string::String {
+                    POLICY.with_borrow(|p| <$ty as $crate::Sampler>::name(p))
+                }
+                fn plan(
+                    requests: ::std::vec::Vec<w::SampleRequest>,
+                    vocab_size: u32,
+                ) -> ::std::vec::Vec<w::SamplePlan> {
+                    let requests: ::std::vec::Vec<$crate::SampleRequest> =
+                        $crate::__private::all(requests);
+                    let plans = POLICY
+                        .with_borrow_mut(|p| <$ty as $crate::Sampler>::plan(p, &requests, vocab_size));
+                    $crate::__private::all(plans)
+                }
+                fn pick(lists: ::std::vec::Vec<w::CandidateList>) -> ::std::vec::Vec<u32> {
+                    let lists: ::std::vec::Vec<$crate::CandidateList> = $crate::__private::all(lists);
+                    POLICY.with_borrow_mut(|p| <$ty as $crate::Sampler>::pick(p, &lists))
+                }
+            }
+            $crate::wit::sampler::export_world!(Export with_types_in $crate::wit::sampler);
+        };
+    };
 }

@@ -1,8 +1,357 @@
-//! `bench_offline` subcommand (work in progress).
+//! `minisgl-host bench offline`: offline throughput on the Mini-SGLang /
+//! nano-vllm workload (256 requests, seed 0, random token ids in [0, 10000),
+//! input and output lengths uniform in [100, 1024], ignore_eos), or a
+//! shared-prefix workload that shows the radix cache. Optional comparisons
+//! in the same run: overlap on vs off, radix vs naive cache.
 
-#[derive(clap::Args, Debug, Clone, Default)]
-pub struct BenchOfflineArgs {}
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
 
-pub fn run(_args: BenchOfflineArgs) -> anyhow::Result<()> {
-    anyhow::bail!("`bench_offline` is not implemented yet")
+use anyhow::{bail, Context};
+use indicatif::{ProgressBar, ProgressStyle};
+use minisgl_plugin_sdk::SamplingParams;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::engine::{CacheMode, Engine, EngineConfig, EngineMetrics, GenerateRequest};
+use crate::kv::pool::{bytes_per_page, pages_for_budget};
+use crate::model::runner::{build_runner, DeviceKind};
+use crate::model::{load, load_random, LoadedModel};
+use crate::plugin::PluginSet;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchOfflineArgs {
+    /// Model: an HF directory or a GGUF file.
+    #[arg(long, conflicts_with = "random_weights")]
+    pub model: Option<PathBuf>,
+    /// Random weights of the shape in this config.json (or its directory).
+    #[arg(long, value_name = "CONFIG_DIR")]
+    pub random_weights: Option<PathBuf>,
+    /// cpu, cuda or auto.
+    #[arg(long, default_value = "auto")]
+    pub device: DeviceKind,
+    /// Number of requests.
+    #[arg(long, default_value_t = 256)]
+    pub num_seqs: usize,
+    #[arg(long, default_value_t = 100)]
+    pub min_input_len: u32,
+    #[arg(long, default_value_t = 1024)]
+    pub max_input_len: u32,
+    #[arg(long, default_value_t = 100)]
+    pub min_output_len: u32,
+    #[arg(long, default_value_t = 1024)]
+    pub max_output_len: u32,
+    /// `random` (nano-vllm) or `shared-prefix` (groups sharing a system prompt).
+    #[arg(long, default_value = "random")]
+    pub workload: Workload,
+    /// shared-prefix: number of groups (requests are dealt round-robin).
+    #[arg(long, default_value_t = 8)]
+    pub num_groups: usize,
+    /// shared-prefix: tokens of each group's shared prompt.
+    #[arg(long, default_value_t = 512)]
+    pub prefix_len: u32,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Tokens per KV page.
+    #[arg(long, default_value_t = 16)]
+    pub page_size: u32,
+    /// KV pages (default: from --kv-memory-mb, capped at what the workload needs).
+    #[arg(long)]
+    pub num_pages: Option<u32>,
+    /// KV memory budget in MiB (f32 KV) when --num-pages is not given.
+    #[arg(long, default_value_t = 4096)]
+    pub kv_memory_mb: u64,
+    #[arg(long, default_value_t = 256)]
+    pub max_running: u32,
+    /// Prefill token budget per step (chunk size).
+    #[arg(long, default_value_t = 8192)]
+    pub max_prefill_tokens: u32,
+    /// radix or naive.
+    #[arg(long, default_value = "radix")]
+    pub cache: CacheMode,
+    /// Run serially (no overlap scheduling).
+    #[arg(long)]
+    pub no_overlap: bool,
+    /// Run twice, overlap on and off, and print the ratio.
+    #[arg(long)]
+    pub compare_overlap: bool,
+    /// Run twice, radix and naive cache, and print both hit rates.
+    #[arg(long)]
+    pub compare_cache: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    Random,
+    SharedPrefix,
+}
+
+impl std::str::FromStr for Workload {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "random" => Ok(Workload::Random),
+            "shared-prefix" => Ok(Workload::SharedPrefix),
+            o => Err(format!("workload must be `random` or `shared-prefix`, got `{o}`")),
+        }
+    }
+}
+
+/// One measured run.
+struct RunResult {
+    label: String,
+    seconds: f64,
+    input_tokens: u64,
+    output_tokens: u64,
+    metrics: EngineMetrics,
+}
+
+impl RunResult {
+    fn out_tps(&self) -> f64 {
+        self.output_tokens as f64 / self.seconds
+    }
+}
+
+pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
+    let model = load_model(&args)?;
+    let vocab = model.config.vocab_size() as u32;
+    let reqs = workload(&args, vocab)?;
+    let input_tokens: u64 = reqs.iter().map(|r| r.prompt_tokens.len() as u64).sum();
+    let output_tokens: u64 = reqs.iter().map(|r| u64::from(r.max_new_tokens)).sum();
+    let num_pages = num_pages(&args, &model, &reqs)?;
+    println!(
+        "model {} ({} layers, hidden {}, vocab {vocab}); {} requests, {input_tokens} input + {output_tokens} output tokens; \
+         {num_pages} KV pages of {} tokens",
+        model.source.display(),
+        model.config.num_layers(),
+        model.config.hidden_size(),
+        reqs.len(),
+        args.page_size
+    );
+
+    let mut plans: Vec<(String, bool, CacheMode)> = Vec::new();
+    let overlap = !args.no_overlap;
+    match (args.compare_overlap, args.compare_cache) {
+        (false, false) => plans.push((label(overlap, args.cache), overlap, args.cache)),
+        (true, false) => {
+            plans.push((label(true, args.cache), true, args.cache));
+            plans.push((label(false, args.cache), false, args.cache));
+        }
+        (false, true) => {
+            plans.push((label(overlap, CacheMode::Radix), overlap, CacheMode::Radix));
+            plans.push((label(overlap, CacheMode::Naive), overlap, CacheMode::Naive));
+        }
+        (true, true) => {
+            for cache in [CacheMode::Radix, CacheMode::Naive] {
+                for o in [true, false] {
+                    plans.push((label(o, cache), o, cache));
+                }
+            }
+        }
+    }
+
+    let mut results = Vec::new();
+    for (label, overlap, cache) in plans {
+        let runner = build_runner(&model, args.device, num_pages, args.page_size)
+            .context("building the model runner")?;
+        let cfg = EngineConfig {
+            num_pages: Some(num_pages),
+            max_running: args.max_running,
+            max_prefill_tokens: args.max_prefill_tokens,
+            max_waiting: reqs.len().max(1),
+            cache,
+            overlap,
+            seed: args.seed,
+            ..EngineConfig::default()
+        };
+        if overlap && !cfg.overlap_enabled() {
+            println!("note: MINISGL_DISABLE_OVERLAP_SCHEDULING is set; `{label}` runs serially");
+        }
+        let engine = Engine::new(
+            runner,
+            Arc::new(PluginSet::native()),
+            cfg,
+            model.config.eos_token_ids().to_vec(),
+        )
+        .map_err(anyhow::Error::msg)?;
+        let bar = ProgressBar::new(output_tokens).with_style(
+            ProgressStyle::with_template(
+                "{prefix:>22} [{bar:30}] {pos}/{len} tok {per_sec} eta {eta}",
+            )
+            .expect("static template")
+            .progress_chars("=> "),
+        );
+        bar.set_prefix(label.clone());
+        let start = Instant::now();
+        let outs = engine.generate_with_progress(reqs.clone(), &mut |_, tokens| {
+            bar.set_position(tokens)
+        });
+        let seconds = start.elapsed().as_secs_f64();
+        bar.finish_and_clear();
+        if let Some(e) = outs.iter().find_map(|o| o.error.clone()) {
+            bail!("a request failed: {e}");
+        }
+        let produced: u64 = outs.iter().map(|o| u64::from(o.usage.completion_tokens)).sum();
+        let metrics = engine.metrics();
+        engine.shutdown();
+        let r = RunResult {
+            label,
+            seconds,
+            input_tokens,
+            output_tokens: produced,
+            metrics,
+        };
+        print_run(&r);
+        results.push(r);
+    }
+    print_comparisons(&results);
+    Ok(())
+}
+
+fn label(overlap: bool, cache: CacheMode) -> String {
+    format!(
+        "{}, overlap {}",
+        match cache {
+            CacheMode::Radix => "radix",
+            CacheMode::Naive => "naive",
+        },
+        if overlap { "on" } else { "off" }
+    )
+}
+
+fn load_model(args: &BenchOfflineArgs) -> anyhow::Result<LoadedModel> {
+    match (&args.model, &args.random_weights) {
+        (Some(p), None) => load(p).with_context(|| format!("loading --model {}", p.display())),
+        (None, Some(p)) => load_random(p, args.seed)
+            .with_context(|| format!("building --random-weights {}", p.display())),
+        _ => bail!("give exactly one of --model PATH or --random-weights CONFIG_DIR"),
+    }
+}
+
+/// The requests of the chosen workload (deterministic for a seed).
+fn workload(args: &BenchOfflineArgs, vocab: u32) -> anyhow::Result<Vec<GenerateRequest>> {
+    if args.num_seqs == 0 {
+        bail!("--num-seqs must be at least 1, got 0");
+    }
+    if args.max_input_len == 0 || args.max_output_len == 0 {
+        bail!(
+            "--max-input-len ({}) and --max-output-len ({}) must be at least 1",
+            args.max_input_len,
+            args.max_output_len
+        );
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
+    let token_range = 10_000.min(vocab);
+    let in_lo = args.min_input_len.clamp(1, args.max_input_len);
+    let out_lo = args.min_output_len.clamp(1, args.max_output_len);
+    let prefixes: Vec<Vec<u32>> = match args.workload {
+        Workload::Random => Vec::new(),
+        Workload::SharedPrefix => {
+            if args.num_groups == 0 {
+                bail!("--num-groups must be at least 1, got 0");
+            }
+            (0..args.num_groups)
+                .map(|_| {
+                    (0..args.prefix_len)
+                        .map(|_| rng.random_range(0..token_range))
+                        .collect()
+                })
+                .collect()
+        }
+    };
+    Ok((0..args.num_seqs)
+        .map(|i| {
+            let input_len = rng.random_range(in_lo..=args.max_input_len);
+            let output_len = rng.random_range(out_lo..=args.max_output_len);
+            let mut prompt = prefixes
+                .get(i % prefixes.len().max(1))
+                .cloned()
+                .unwrap_or_default();
+            prompt.extend((0..input_len).map(|_| rng.random_range(0..token_range)));
+            GenerateRequest {
+                ignore_eos: true,
+                params: SamplingParams {
+                    temperature: 0.0,
+                    ..SamplingParams::default()
+                },
+                ..GenerateRequest::greedy(prompt, output_len)
+            }
+        })
+        .collect())
+}
+
+/// Explicit, or what the memory budget holds, capped at what the whole
+/// workload could ever use (every request resident at once).
+fn num_pages(
+    args: &BenchOfflineArgs,
+    model: &LoadedModel,
+    reqs: &[GenerateRequest],
+) -> anyhow::Result<u32> {
+    if let Some(n) = args.num_pages {
+        return Ok(n);
+    }
+    let c = &model.config;
+    let per_page = bytes_per_page(
+        args.page_size,
+        c.num_layers() as u32,
+        c.num_kv_heads() as u32,
+        c.head_dim() as u32,
+        4,
+    );
+    let budget = pages_for_budget(args.kv_memory_mb << 20, per_page)?;
+    let needed: u64 = reqs
+        .iter()
+        .map(|r| {
+            u64::from((r.prompt_tokens.len() as u32 + r.max_new_tokens).div_ceil(args.page_size))
+        })
+        .sum();
+    Ok(budget.min(needed.min(u64::from(u32::MAX)) as u32))
+}
+
+fn print_run(r: &RunResult) {
+    let m = &r.metrics;
+    println!(
+        "{:>22}: {:>8.1} output tok/s, {:>8.1} total tok/s, {:.2} s; cache hit {:.1}% ({} / {} prompt tokens); \
+         {} steps, {} preemptions, {} evicted pages, {} discarded overlap tokens",
+        r.label,
+        r.out_tps(),
+        (r.input_tokens + r.output_tokens) as f64 / r.seconds,
+        r.seconds,
+        100.0 * m.cache_hit_rate(),
+        m.cache_hit_tokens,
+        m.cache_prompt_tokens,
+        m.steps,
+        m.preemptions,
+        m.evicted_pages,
+        m.wasted_tokens,
+    );
+}
+
+fn print_comparisons(results: &[RunResult]) {
+    let find = |l: &str| results.iter().find(|r| r.label == l);
+    for cache in ["radix", "naive"] {
+        if let (Some(on), Some(off)) = (
+            find(&format!("{cache}, overlap on")),
+            find(&format!("{cache}, overlap off")),
+        ) {
+            println!(
+                "overlap on / off ({cache}): {:.3}x output tok/s",
+                on.out_tps() / off.out_tps()
+            );
+        }
+    }
+    for o in ["on", "off"] {
+        if let (Some(radix), Some(naive)) = (
+            find(&format!("radix, overlap {o}")),
+            find(&format!("naive, overlap {o}")),
+        ) {
+            println!(
+                "radix vs naive (overlap {o}): hit rate {:.1}% vs {:.1}%, {:.3}x output tok/s",
+                100.0 * radix.metrics.cache_hit_rate(),
+                100.0 * naive.metrics.cache_hit_rate(),
+                radix.out_tps() / naive.out_tps()
+            );
+        }
+    }
 }

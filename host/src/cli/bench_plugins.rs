@@ -1,8 +1,213 @@
-//! `bench_plugins` subcommand (work in progress).
+//! `minisgl-host bench plugins`: what a plugin call costs, Wasm vs native.
+//!
+//! For each plugin kind and batch size, calls the default Wasm plugin through
+//! the host's [`PluginSet`] (argument conversion, the sandboxed call and the
+//! host's validation included: what the engine pays) and the same policy
+//! linked natively, on identical seeded inputs, and prints the median and p99
+//! cost per call and their ratio.
 
-#[derive(clap::Args, Debug, Clone, Default)]
-pub struct BenchPluginsArgs {}
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
-pub fn run(_args: BenchPluginsArgs) -> anyhow::Result<()> {
-    anyhow::bail!("`bench_plugins` is not implemented yet")
+use anyhow::{bail, Context};
+use crate::plugin::{synth, Deadlines, PluginConfig, PluginSet};
+use minisgl_plugin_sdk::{Evictor, Sampler, Scheduler};
+use minisgl_policies::{DefaultSampler, Fcfs, Lru};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchPluginsArgs {
+    /// Batch sizes: waiting and running requests for the scheduler, leaves
+    /// for the evictor, requests/lists for the sampler.
+    #[arg(long, value_delimiter = ',', default_value = "8,256")]
+    pub batches: Vec<usize>,
+    /// Timed calls per kind, batch size and implementation.
+    #[arg(long, default_value_t = 2000)]
+    pub iterations: usize,
+    /// Scheduler component (default: the built minisgl-fcfs-scheduler).
+    #[arg(long)]
+    pub scheduler: Option<PathBuf>,
+    /// Evictor component (default: the built minisgl-lru-evictor).
+    #[arg(long)]
+    pub evictor: Option<PathBuf>,
+    /// Sampler component (default: the built minisgl-default-sampler).
+    #[arg(long)]
+    pub sampler: Option<PathBuf>,
+    /// Vocabulary size for sampler inputs (Qwen3's by default).
+    #[arg(long, default_value_t = 151_936)]
+    pub vocab: u32,
+    /// Seed of the generated inputs.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+impl Default for BenchPluginsArgs {
+    fn default() -> Self {
+        BenchPluginsArgs {
+            batches: vec![8, 256],
+            iterations: 2000,
+            scheduler: None,
+            evictor: None,
+            sampler: None,
+            vocab: 151_936,
+            seed: 0,
+        }
+    }
+}
+
+/// Median and 99th percentile of a set of call durations, in microseconds.
+struct Summary {
+    median_us: f64,
+    p99_us: f64,
+}
+
+fn summarize(mut samples: Vec<Duration>) -> Summary {
+    samples.sort_unstable();
+    let at = |q: f64| {
+        let i = ((samples.len() as f64 - 1.0) * q).round() as usize;
+        samples[i].as_secs_f64() * 1e6
+    };
+    Summary {
+        median_us: at(0.5),
+        p99_us: at(0.99),
+    }
+}
+
+/// Times `call` on each input in turn, `iterations` calls in total, after a
+/// short warm-up; returns the summary and how many answers differed from
+/// `expected`.
+fn time_calls<I, R: PartialEq>(
+    inputs: &[I],
+    iterations: usize,
+    expected: &[R],
+    mut call: impl FnMut(&I) -> R,
+) -> (Summary, usize) {
+    for input in inputs.iter().take(16) {
+        std::hint::black_box(call(input));
+    }
+    let mut samples = Vec::with_capacity(iterations);
+    let mut mismatches = 0;
+    for i in 0..iterations {
+        let k = i % inputs.len();
+        let start = Instant::now();
+        let out = std::hint::black_box(call(&inputs[k]));
+        samples.push(start.elapsed());
+        mismatches += usize::from(out != expected[k]);
+    }
+    (summarize(samples), mismatches)
+}
+
+struct Row {
+    kind: &'static str,
+    batch: usize,
+    native: Summary,
+    wasm: Summary,
+    mismatches: usize,
+}
+
+fn plugin_path(given: &Option<PathBuf>, crate_name: &str) -> anyhow::Result<PathBuf> {
+    match given {
+        Some(p) => Ok(p.clone()),
+        None => synth::built_plugin(crate_name).map_err(anyhow::Error::msg),
+    }
+}
+
+pub fn run(args: BenchPluginsArgs) -> anyhow::Result<()> {
+    if args.iterations == 0 || args.batches.is_empty() {
+        bail!("--iterations and --batches must be non-empty (got {} and {:?})", args.iterations, args.batches);
+    }
+    let cfg = PluginConfig {
+        scheduler: Some(plugin_path(&args.scheduler, "minisgl-fcfs-scheduler")?),
+        evictor: Some(plugin_path(&args.evictor, "minisgl-lru-evictor")?),
+        sampler: Some(plugin_path(&args.sampler, "minisgl-default-sampler")?),
+        // Generous: a benchmark measures, it does not police.
+        deadlines: Deadlines::all(Duration::from_secs(1)),
+        ..PluginConfig::default()
+    };
+    let set = PluginSet::load(&cfg).context("loading the plugins to benchmark")?;
+    const DISTINCT_INPUTS: usize = 64;
+    let mut rows = Vec::new();
+    for &batch in &args.batches {
+        let mut rng = ChaCha8Rng::seed_from_u64(args.seed ^ batch as u64);
+
+        let inputs: Vec<_> = (0..DISTINCT_INPUTS)
+            .map(|_| synth::schedule_input(&mut rng, batch, true))
+            .collect();
+        let expected: Vec<_> = inputs
+            .iter()
+            .map(|i| Fcfs.schedule(&i.waiting, &i.running, &i.budget))
+            .collect();
+        let (native, _) = time_calls(&inputs, args.iterations, &expected, |i| {
+            Fcfs.schedule(&i.waiting, &i.running, &i.budget)
+        });
+        let (wasm, mismatches) = time_calls(&inputs, args.iterations, &expected, |i| {
+            set.schedule(&i.waiting, &i.running, &i.budget)
+        });
+        rows.push(Row { kind: "schedule", batch, native, wasm, mismatches });
+
+        let inputs: Vec<_> = (0..DISTINCT_INPUTS)
+            .map(|_| synth::evict_input(&mut rng, batch, true))
+            .collect();
+        let expected: Vec<_> = inputs.iter().map(|i| Lru.pick_victims(&i.0, i.1)).collect();
+        let (native, _) = time_calls(&inputs, args.iterations, &expected, |i| {
+            Lru.pick_victims(&i.0, i.1)
+        });
+        let (wasm, mismatches) = time_calls(&inputs, args.iterations, &expected, |i| {
+            set.pick_victims(&i.0, i.1)
+        });
+        rows.push(Row { kind: "pick-victims", batch, native, wasm, mismatches });
+
+        let vocab = args.vocab;
+        let inputs: Vec<_> = (0..DISTINCT_INPUTS)
+            .map(|_| synth::sample_input(&mut rng, batch, true, vocab))
+            .collect();
+        let expected: Vec<_> = inputs.iter().map(|r| DefaultSampler.plan(r, vocab)).collect();
+        let (native, _) = time_calls(&inputs, args.iterations, &expected, |r: &Vec<_>| {
+            DefaultSampler.plan(r, vocab)
+        });
+        let (wasm, mismatches) =
+            time_calls(&inputs, args.iterations, &expected, |r: &Vec<_>| set.plan(r, vocab));
+        rows.push(Row { kind: "plan", batch, native, wasm, mismatches });
+
+        let inputs: Vec<_> = (0..DISTINCT_INPUTS)
+            .map(|_| synth::candidate_input(&mut rng, batch, true, vocab))
+            .collect();
+        let expected: Vec<_> = inputs.iter().map(|l| DefaultSampler.pick(l)).collect();
+        let (native, _) = time_calls(&inputs, args.iterations, &expected, |l: &Vec<_>| {
+            DefaultSampler.pick(l)
+        });
+        let (wasm, mismatches) =
+            time_calls(&inputs, args.iterations, &expected, |l: &Vec<_>| set.pick(l));
+        rows.push(Row { kind: "pick", batch, native, wasm, mismatches });
+    }
+
+    println!(
+        "{:<13} {:>5} {:>12} {:>12} {:>12} {:>12} {:>9} {:>9}",
+        "call", "batch", "native p50", "native p99", "wasm p50", "wasm p99", "p50 ratio", "p99 ratio"
+    );
+    for r in &rows {
+        println!(
+            "{:<13} {:>5} {:>10.2}us {:>10.2}us {:>10.2}us {:>10.2}us {:>8.1}x {:>8.1}x",
+            r.kind,
+            r.batch,
+            r.native.median_us,
+            r.native.p99_us,
+            r.wasm.median_us,
+            r.wasm.p99_us,
+            r.wasm.median_us / r.native.median_us.max(1e-3),
+            r.wasm.p99_us / r.native.p99_us.max(1e-3),
+        );
+    }
+    println!(
+        "({} calls per cell, {DISTINCT_INPUTS} distinct seeded inputs; wasm = through PluginSet: \
+         conversion + sandboxed call + validation)",
+        args.iterations
+    );
+    let failures: u64 = set.stats().iter().map(|s| s.failures.total() + s.fallbacks).sum();
+    let mismatches: usize = rows.iter().map(|r| r.mismatches).sum();
+    if failures > 0 || mismatches > 0 {
+        bail!("plugin calls failed ({failures}) or differed from native ({mismatches}): {:?}", set.stats());
+    }
+    Ok(())
 }

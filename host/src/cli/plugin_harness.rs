@@ -1,8 +1,402 @@
-//! `plugin` subcommands (work in progress).
+//! `minisgl-host plugin check|diff|cost|gen`: what a policy author runs before
+//! deploying a plugin, with no model and no GPU.
+//!
+//! - `check` feeds a plugin seeded synthetic views (or recorded ones) through
+//!   the host's own plugin runtime, in `fail` mode, and stops at the first
+//!   call that traps, runs past its deadline, hits its memory cap or returns a
+//!   decision the host's validation rejects — printing the rule it broke and
+//!   the case, ready to replay with `--views`.
+//! - `diff` gives two plugins (or a plugin and `native`, the built-in) the
+//!   same inputs and reports every call where their decisions differ.
+//! - `cost` times calls at fixed batch sizes (default 8 and 256) and prints
+//!   p50/p99 next to the native built-in's, which tells which `--deadline-ms`
+//!   a plugin needs.
+//! - `gen` writes the synthetic cases as JSON lines, the `--views` format.
+
+mod views;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use minisgl_plugin_sdk::{
+    Budget, CacheLeaf, CandidateList, RequestView, SamplePlan, SampleRequest, ScheduleDecision,
+};
+
+use crate::plugin::{Deadlines, FailureMode, PluginConfig, PluginKind, PluginSet};
+use views::{Case, Size};
 
 #[derive(clap::Subcommand, Debug)]
-pub enum PluginCommand {}
+pub enum PluginCommand {
+    /// Check that every decision of PLUGIN passes the host's validation.
+    Check(CheckArgs),
+    /// Compare the decisions of two plugins (`native` names the built-in).
+    Diff(DiffArgs),
+    /// Time calls at fixed batch sizes; p50/p99 against the built-in.
+    Cost(CostArgs),
+    /// Write the synthetic cases as JSON lines (the `--views` format).
+    Gen(GenArgs),
+}
 
-pub fn run(cmd: PluginCommand) -> anyhow::Result<()> {
-    match cmd {}
+/// Inputs and runtime settings shared by the subcommands.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Inputs {
+    /// Which world the plugin implements: scheduler, evictor or sampler.
+    #[arg(long, default_value = "scheduler")]
+    pub kind: PluginKind,
+    /// Number of synthetic cases.
+    #[arg(long, default_value_t = 2000)]
+    pub cases: u64,
+    /// Seed of the synthetic cases.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Replay recorded cases (JSON lines, see `plugin gen`) instead.
+    #[arg(long)]
+    pub views: Option<PathBuf>,
+    /// Per-call deadline; the host's default is 20 ms.
+    #[arg(long)]
+    pub deadline_ms: Option<u64>,
+    /// Where compiled components are cached (a 17 MB Python component takes
+    /// ~10-20 s to compile once, then loads in tens of milliseconds).
+    #[arg(long, env = "MINISGL_PLUGIN_CACHE")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CheckArgs {
+    /// The component (`.wasm` or precompiled `.cwasm`).
+    pub plugin: PathBuf,
+    #[command(flatten)]
+    pub inputs: Inputs,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct DiffArgs {
+    /// First plugin, or `native`.
+    pub a: String,
+    /// Second plugin, or `native`.
+    pub b: String,
+    #[command(flatten)]
+    pub inputs: Inputs,
+    /// Differences printed in full.
+    #[arg(long, default_value_t = 3)]
+    pub show: usize,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CostArgs {
+    /// The plugin to time, or `native`.
+    pub plugin: String,
+    #[command(flatten)]
+    pub inputs: Inputs,
+    /// Batch sizes (waiting = running = N views; N leaves; N requests).
+    #[arg(long, value_delimiter = ',', default_value = "8,256")]
+    pub batch: Vec<usize>,
+    /// Timed calls per batch size (after 20 warm-up calls).
+    #[arg(long, default_value_t = 500)]
+    pub iters: usize,
+    /// Print one JSON object per batch size instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct GenArgs {
+    /// Output file (JSON lines).
+    #[arg(long, short)]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub inputs: Inputs,
+}
+
+pub fn run(cmd: PluginCommand) -> Result<()> {
+    match cmd {
+        PluginCommand::Check(args) => check(args),
+        PluginCommand::Diff(args) => diff(args),
+        PluginCommand::Cost(args) => cost(args),
+        PluginCommand::Gen(args) => gen(args),
+    }
+}
+
+/// Loads `spec` (a path, or `native`) into the slot of `kind`.
+fn load(spec: &str, inputs: &Inputs, mode: FailureMode) -> Result<PluginSet> {
+    if spec == "native" {
+        return Ok(PluginSet::native());
+    }
+    let path = PathBuf::from(spec);
+    if !path.is_file() {
+        bail!("plugin {spec:?}: no such file (give a .wasm/.cwasm path or `native`)");
+    }
+    let mut cfg = PluginConfig {
+        failure_mode: mode,
+        cache_dir: inputs.cache_dir.clone(),
+        ..PluginConfig::default()
+    };
+    if let Some(ms) = inputs.deadline_ms {
+        cfg.deadlines = Deadlines::all(Duration::from_millis(ms));
+    }
+    match inputs.kind {
+        PluginKind::Scheduler => cfg.scheduler = Some(path),
+        PluginKind::Evictor => cfg.evictor = Some(path),
+        PluginKind::Sampler => cfg.sampler = Some(path),
+    }
+    PluginSet::load(&cfg).with_context(|| format!("loading {spec} as a {} plugin", inputs.kind))
+}
+
+/// The cases to feed, recorded or synthetic.
+fn cases(inputs: &Inputs) -> Result<Box<dyn Iterator<Item = Case>>> {
+    if let Some(path) = &inputs.views {
+        let cases = views::read_jsonl(path)?;
+        let kind = inputs.kind;
+        if let Some((i, _)) = cases.iter().enumerate().find(|(_, c)| case_kind(c) != kind) {
+            bail!("{}: case {} is not a {kind} case", path.display(), i + 1);
+        }
+        return Ok(Box::new(cases.into_iter()));
+    }
+    let (kind, seed) = (inputs.kind, inputs.seed);
+    Ok(Box::new((0..inputs.cases).map(move |i| {
+        views::synthetic(kind, seed, i, Size::Varied)
+    })))
+}
+
+fn case_kind(case: &Case) -> PluginKind {
+    match case {
+        Case::Schedule { .. } => PluginKind::Scheduler,
+        Case::Evict { .. } => PluginKind::Evictor,
+        Case::Sample { .. } => PluginKind::Sampler,
+    }
+}
+
+/// A case converted to the SDK's types once, so timing measures the call.
+enum Prepared {
+    Schedule(Vec<RequestView>, Vec<RequestView>, Budget),
+    Evict(Vec<CacheLeaf>, u32),
+    Sample(Vec<SampleRequest>, u32, Vec<CandidateList>),
+}
+
+impl From<&Case> for Prepared {
+    fn from(case: &Case) -> Self {
+        match case {
+            Case::Schedule {
+                waiting,
+                running,
+                budget,
+            } => Prepared::Schedule(
+                waiting.iter().map(Into::into).collect(),
+                running.iter().map(Into::into).collect(),
+                budget.into(),
+            ),
+            Case::Evict {
+                leaves,
+                pages_needed,
+            } => Prepared::Evict(leaves.iter().map(Into::into).collect(), *pages_needed),
+            Case::Sample {
+                requests,
+                vocab_size,
+                lists,
+            } => Prepared::Sample(
+                requests.iter().map(Into::into).collect(),
+                *vocab_size,
+                lists.iter().map(Into::into).collect(),
+            ),
+        }
+    }
+}
+
+/// What a plugin answered to one case.
+#[derive(Debug, PartialEq)]
+enum Answer {
+    Schedule(ScheduleDecision),
+    Evict(Vec<u64>),
+    Sample(Vec<SamplePlan>, Vec<u32>),
+}
+
+fn call(set: &PluginSet, case: &Prepared) -> Answer {
+    match case {
+        Prepared::Schedule(w, r, b) => Answer::Schedule(set.schedule(w, r, b)),
+        Prepared::Evict(leaves, need) => Answer::Evict(set.pick_victims(leaves, *need)),
+        Prepared::Sample(reqs, vocab, lists) => {
+            Answer::Sample(set.plan(reqs, *vocab), set.pick(lists))
+        }
+    }
+}
+
+/// Failed calls (any cause) of the slot `kind` so far.
+fn failures(set: &PluginSet, kind: PluginKind) -> u64 {
+    set.stats()
+        .iter()
+        .find(|s| s.kind == kind)
+        .map_or(0, |s| s.failures.total())
+}
+
+fn check(args: CheckArgs) -> Result<()> {
+    let inputs = &args.inputs;
+    let spec = args.plugin.to_string_lossy().into_owned();
+    let set = load(&spec, inputs, FailureMode::Fail)?;
+    let mut n = 0u64;
+    for (i, case) in cases(inputs)?.enumerate() {
+        call(&set, &Prepared::from(&case));
+        n += 1;
+        if let Err(err) = set.check() {
+            let json = serde_json::to_string(&case)?;
+            bail!(
+                "case {i} (seed {}): {err}\nthe case, replayable with --views FILE:\n{json}",
+                inputs.seed
+            );
+        }
+    }
+    println!(
+        "ok: {n} {} calls of {spec} passed the host's validation",
+        inputs.kind
+    );
+    Ok(())
+}
+
+fn diff(args: DiffArgs) -> Result<()> {
+    let inputs = &args.inputs;
+    let a = load(&args.a, inputs, FailureMode::Fallback)?;
+    let b = load(&args.b, inputs, FailureMode::Fallback)?;
+    let (mut n, mut differ) = (0u64, 0u64);
+    for (i, case) in cases(inputs)?.enumerate() {
+        let prepared = Prepared::from(&case);
+        let (x, y) = (call(&a, &prepared), call(&b, &prepared));
+        n += 1;
+        if x != y {
+            differ += 1;
+            if differ as usize <= args.show {
+                println!(
+                    "case {i} differs:\n  {}: {x:?}\n  {}: {y:?}\n  case: {}",
+                    args.a,
+                    args.b,
+                    serde_json::to_string(&case)?
+                );
+            }
+        }
+    }
+    let (fa, fb) = (failures(&a, inputs.kind), failures(&b, inputs.kind));
+    println!(
+        "{n} cases (seed {}): {differ} differ; failed calls: {fa} in {}, {fb} in {}",
+        inputs.seed, args.a, args.b
+    );
+    if differ > 0 || fa > 0 || fb > 0 {
+        bail!("the plugins disagree on {differ} of {n} cases ({fa} + {fb} failed calls, answered by the built-in)");
+    }
+    Ok(())
+}
+
+/// Call-time percentiles, in microseconds.
+#[derive(Debug, serde::Serialize)]
+struct Timing {
+    plugin: String,
+    kind: PluginKind,
+    batch: usize,
+    calls: usize,
+    p50_us: f64,
+    p99_us: f64,
+    mean_us: f64,
+    native_p50_us: f64,
+    ratio_p50: f64,
+}
+
+fn time_calls(set: &PluginSet, cases: &[Prepared], iters: usize) -> Vec<f64> {
+    for case in cases.iter().cycle().take(20) {
+        call(set, case);
+    }
+    let mut us: Vec<f64> = cases
+        .iter()
+        .cycle()
+        .take(iters)
+        .map(|case| {
+            let t = Instant::now();
+            std::hint::black_box(call(set, case));
+            t.elapsed().as_secs_f64() * 1e6
+        })
+        .collect();
+    us.sort_by(f64::total_cmp);
+    us
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn cost(args: CostArgs) -> Result<()> {
+    let inputs = &args.inputs;
+    if args.iters == 0 {
+        bail!("--iters must be at least 1 (got 0)");
+    }
+    let set = load(&args.plugin, inputs, FailureMode::Fallback)?;
+    let native = PluginSet::native();
+    if !args.json {
+        println!(
+            "{:<28} {:>6} {:>10} {:>10} {:>10} {:>12} {:>8}",
+            "plugin", "batch", "p50 µs", "p99 µs", "mean µs", "native p50", "ratio"
+        );
+    }
+    for &batch in &args.batch {
+        // 16 distinct cases per size, cycled, so a plugin cannot cache one answer.
+        let cases: Vec<Prepared> = (0..16)
+            .map(|i| {
+                Prepared::from(&views::synthetic(
+                    inputs.kind,
+                    inputs.seed,
+                    i,
+                    Size::Batch(batch),
+                ))
+            })
+            .collect();
+        let failed_before = failures(&set, inputs.kind);
+        let us = time_calls(&set, &cases, args.iters);
+        let failed = failures(&set, inputs.kind) - failed_before;
+        if failed > 0 {
+            bail!("{} failed {failed} of its timed calls at batch {batch} (deadline too short? see --deadline-ms); timings would be the built-in's", args.plugin);
+        }
+        let native_us = time_calls(&native, &cases, args.iters);
+        let t = Timing {
+            plugin: args.plugin.clone(),
+            kind: inputs.kind,
+            batch,
+            calls: us.len(),
+            p50_us: percentile(&us, 0.5),
+            p99_us: percentile(&us, 0.99),
+            mean_us: us.iter().sum::<f64>() / us.len() as f64,
+            native_p50_us: percentile(&native_us, 0.5),
+            ratio_p50: percentile(&us, 0.5) / percentile(&native_us, 0.5),
+        };
+        if args.json {
+            println!("{}", serde_json::to_string(&t)?);
+        } else {
+            let name = std::path::Path::new(&t.plugin)
+                .file_name()
+                .map_or(t.plugin.clone(), |f| f.to_string_lossy().into_owned());
+            println!(
+                "{name:<28} {:>6} {:>10.1} {:>10.1} {:>10.1} {:>12.2} {:>7.0}x",
+                t.batch, t.p50_us, t.p99_us, t.mean_us, t.native_p50_us, t.ratio_p50
+            );
+        }
+    }
+    Ok(())
+}
+
+fn gen(args: GenArgs) -> Result<()> {
+    let file = std::fs::File::create(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let mut w = std::io::BufWriter::new(file);
+    let mut n = 0;
+    for case in cases(&args.inputs)? {
+        serde_json::to_writer(&mut w, &case)?;
+        w.write_all(b"\n")?;
+        n += 1;
+    }
+    w.flush()?;
+    println!(
+        "wrote {n} {} cases to {}",
+        args.inputs.kind,
+        args.out.display()
+    );
+    Ok(())
 }

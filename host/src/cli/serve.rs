@@ -1,8 +1,297 @@
-//! `serve` subcommand (work in progress).
+//! `minisgl-host [serve] --model PATH [flags]`: the OpenAI-compatible server
+//! (the default action).
+//!
+//! Settings come from, lowest precedence first: built-in defaults,
+//! `MINISGL_*` environment variables, the `--config` TOML file, then these
+//! flags (see `crate::config`).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+
+use crate::config::{Config, ConfigLayer, PluginsLayer};
+use crate::engine::{try_spawn, CacheMode, EngineConfig, EngineHandle};
+use crate::model::runner::{build_runner, DeviceKind};
+use crate::model::Tokenizer;
+use crate::plugin::{Deadlines, PluginConfig, PluginKind, PluginSet};
+use crate::server::protocol::Limits;
+use crate::server::AppState;
 
 #[derive(clap::Args, Debug, Clone, Default)]
-pub struct ServeArgs {}
+pub struct ServeArgs {
+    /// TOML config file (flags override it; it overrides MINISGL_* variables).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Address to bind [default: 127.0.0.1].
+    #[arg(long)]
+    pub host: Option<std::net::IpAddr>,
+    /// Port [default: 8000].
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// HF model directory or .gguf file.
+    #[arg(long, value_name = "PATH")]
+    pub model: Option<PathBuf>,
+    /// Model name clients send [default: the model's file or folder name].
+    #[arg(long)]
+    pub served_model_name: Option<String>,
+    /// cpu, cuda or auto [default: cpu].
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Plugin component(s) whose kind is read from the world they implement.
+    #[arg(long = "plugin", value_name = "WASM")]
+    pub plugins: Vec<PathBuf>,
+    /// Scheduler plugin component.
+    #[arg(long, value_name = "WASM")]
+    pub scheduler: Option<PathBuf>,
+    /// Evictor plugin component.
+    #[arg(long, value_name = "WASM")]
+    pub evictor: Option<PathBuf>,
+    /// Sampler plugin component.
+    #[arg(long, value_name = "WASM")]
+    pub sampler: Option<PathBuf>,
+    /// Tokens per KV page [default: 16].
+    #[arg(long)]
+    pub page_size: Option<u32>,
+    /// KV cache memory in MiB [default: 1024].
+    #[arg(long, value_name = "MIB")]
+    pub kv_memory_mb: Option<u64>,
+    /// Most requests decoding at once [default: 256].
+    #[arg(long)]
+    pub max_running: Option<u32>,
+    /// Prefill token budget per step (chunked prefill) [default: 8192].
+    #[arg(long)]
+    pub chunk_size: Option<u32>,
+    /// Longest prompt + completion [default: what the model and KV allow].
+    #[arg(long)]
+    pub max_context: Option<u32>,
+    /// Run the engine steps in series (no overlap scheduling).
+    #[arg(long)]
+    pub no_overlap: bool,
+    /// Most waiting requests; beyond it requests get 429 [default: 1024].
+    #[arg(long)]
+    pub max_waiting: Option<u32>,
+    /// Bearer token for /admin/* (without it admin is loopback-only).
+    #[arg(long)]
+    pub admin_token: Option<String>,
+    /// Seconds in-flight requests get after SIGINT/SIGTERM [default: 30].
+    #[arg(long, value_name = "SECONDS")]
+    pub shutdown_timeout: Option<u64>,
+    /// max_tokens when a request gives none [default: 256].
+    #[arg(long)]
+    pub default_max_tokens: Option<u32>,
+    /// Per-call plugin deadline in milliseconds.
+    #[arg(long, value_name = "MS")]
+    pub plugin_deadline_ms: Option<u64>,
+    /// Cache compiled plugins in this folder.
+    #[arg(long, value_name = "DIR")]
+    pub plugin_cache_dir: Option<PathBuf>,
+    /// Chat in the terminal instead of serving HTTP.
+    #[arg(long)]
+    pub shell: bool,
+    /// Print the resolved configuration as JSON and exit.
+    #[arg(long)]
+    pub print_config: bool,
+}
 
-pub fn run(_args: ServeArgs) -> anyhow::Result<()> {
-    anyhow::bail!("`serve` is not implemented yet")
+impl ServeArgs {
+    /// The command-line layer of the configuration.
+    pub fn layer(&self) -> ConfigLayer {
+        ConfigLayer {
+            host: self.host,
+            port: self.port,
+            model: self.model.clone(),
+            served_model_name: self.served_model_name.clone(),
+            device: self.device.clone(),
+            page_size: self.page_size,
+            kv_memory_mb: self.kv_memory_mb,
+            max_running: self.max_running,
+            chunk_size: self.chunk_size,
+            max_context: self.max_context,
+            plugin_deadline_ms: self.plugin_deadline_ms,
+            plugin_cache_dir: self.plugin_cache_dir.clone(),
+            overlap: self.no_overlap.then_some(false),
+            max_waiting: self.max_waiting,
+            admin_token: self.admin_token.clone(),
+            shutdown_timeout_s: self.shutdown_timeout,
+            default_max_tokens: self.default_max_tokens,
+            plugins: PluginsLayer {
+                scheduler: self.scheduler.clone(),
+                evictor: self.evictor.clone(),
+                sampler: self.sampler.clone(),
+                extra: self.plugins.clone(),
+            },
+        }
+    }
+
+    /// Defaults < environment < config file < flags.
+    pub fn resolve(&self) -> anyhow::Result<Config> {
+        Ok(Config::build(
+            ConfigLayer::from_env()?,
+            self.config.as_deref(),
+            self.layer(),
+        )?)
+    }
+}
+
+/// A started engine and what the front ends need beside it.
+pub struct Started {
+    pub engine: EngineHandle,
+    pub tokenizer: Arc<Tokenizer>,
+    pub limits: Limits,
+}
+
+/// Which world a component implements: try each kind on a scratch plugin
+/// set (so the serving set's counters stay clean).
+fn infer_kind(path: &std::path::Path) -> anyhow::Result<PluginKind> {
+    let scratch = PluginSet::native();
+    let mut errors = Vec::new();
+    for kind in PluginKind::ALL {
+        match scratch.swap(kind, path) {
+            Ok(_) => return Ok(kind),
+            Err(e) => errors.push(format!("{kind}: {e}")),
+        }
+    }
+    bail!(
+        "cannot tell which plugin kind {} is (it loads as none of scheduler, evictor, sampler; \
+         pass it with --scheduler/--evictor/--sampler to see one error):\n  {}",
+        path.display(),
+        errors.join("\n  ")
+    )
+}
+
+/// Loads the model and plugins and starts the engine.
+pub fn start_engine(cfg: &Config) -> anyhow::Result<Started> {
+    let Some(model_path) = &cfg.model else {
+        bail!(
+            "no model given: pass --model PATH (an HF directory or a .gguf file), set MINISGL_MODEL, \
+             or put `model = \"...\"` in the --config file (scripts/fetch_default_model.sh fetches \
+             the default SmolLM2-135M-Instruct)"
+        );
+    };
+    let mut plugin_cfg = PluginConfig {
+        scheduler: cfg.plugins.get(&PluginKind::Scheduler).cloned(),
+        evictor: cfg.plugins.get(&PluginKind::Evictor).cloned(),
+        sampler: cfg.plugins.get(&PluginKind::Sampler).cloned(),
+        cache_dir: cfg.plugin_cache_dir.clone(),
+        ..PluginConfig::default()
+    };
+    if let Some(ms) = cfg.plugin_deadline_ms {
+        plugin_cfg.deadlines = Deadlines::all(Duration::from_millis(ms));
+    }
+    for p in &cfg.plugins_untyped {
+        let kind = infer_kind(p)?;
+        let slot = match kind {
+            PluginKind::Scheduler => &mut plugin_cfg.scheduler,
+            PluginKind::Evictor => &mut plugin_cfg.evictor,
+            PluginKind::Sampler => &mut plugin_cfg.sampler,
+        };
+        if let Some(prev) = slot {
+            bail!(
+                "two {kind} plugins given: {} and {}",
+                prev.display(),
+                p.display()
+            );
+        }
+        *slot = Some(p.clone());
+    }
+    let plugins = PluginSet::load(&plugin_cfg).context("loading plugins")?;
+
+    let t0 = std::time::Instant::now();
+    let mut loaded = crate::model::load(model_path)
+        .with_context(|| format!("loading model {}", model_path.display()))?;
+    let Some(tokenizer) = loaded.tokenizer.take() else {
+        bail!(
+            "{} has no tokenizer; the server needs one to turn text into tokens",
+            model_path.display()
+        );
+    };
+    let device: DeviceKind = cfg.device.parse().map_err(anyhow::Error::msg)?;
+    // KV is f32 on the CPU backend and 16-bit on CUDA.
+    let elem_bytes: u64 = if device == DeviceKind::Cpu { 4 } else { 2 };
+    let per_page =
+        loaded.config.kv_elems_per_token() as u64 * elem_bytes * u64::from(cfg.page_size);
+    let num_pages = crate::kv::pool::pages_for_budget(cfg.kv_memory_mb << 20, per_page)
+        .with_context(|| format!("kv_memory_mb = {}", cfg.kv_memory_mb))?;
+    let runner = build_runner(&loaded, device, num_pages, cfg.page_size)
+        .context("building the model runner")?;
+    let device_name = runner.device_name();
+    drop(loaded);
+    let engine_cfg = EngineConfig {
+        num_pages: None,
+        max_running: cfg.max_running,
+        max_prefill_tokens: cfg.chunk_size,
+        max_waiting: cfg.max_waiting as usize,
+        max_context: cfg.max_context,
+        cache: CacheMode::Radix,
+        overlap: cfg.overlap,
+        ..EngineConfig::default()
+    };
+    let eos = tokenizer.eos_ids();
+    let engine = try_spawn(runner, Arc::new(plugins), engine_cfg, eos)
+        .map_err(|e| anyhow::anyhow!("starting the engine: {e}"))?;
+    tracing::info!(
+        model = %model_path.display(),
+        device = device_name,
+        kv_pages = num_pages,
+        page_size = cfg.page_size,
+        max_context = engine.max_context(),
+        load_s = format!("{:.1}", t0.elapsed().as_secs_f64()),
+        "engine ready"
+    );
+    let limits = Limits {
+        model_name: cfg.model_name(),
+        vocab_size: engine.vocab_size(),
+        max_context: engine.max_context(),
+        default_max_tokens: cfg.default_max_tokens,
+    };
+    Ok(Started {
+        engine,
+        tokenizer: Arc::new(tokenizer),
+        limits,
+    })
+}
+
+/// Logs to stderr; `RUST_LOG` overrides the `info` default.
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let cfg = args.resolve()?;
+    if args.print_config {
+        println!("{}", serde_json::to_string_pretty(&cfg)?);
+        return Ok(());
+    }
+    if args.shell {
+        return super::shell::run_with(&cfg, &super::shell::ChatOptions::default());
+    }
+    init_logging();
+    let started = start_engine(&cfg)?;
+    let cfg = Arc::new(cfg);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(async move {
+        let addr = SocketAddr::new(cfg.host, cfg.port);
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr}"))?;
+        let local = listener.local_addr()?;
+        let state = AppState::new(started.engine, started.tokenizer, started.limits, cfg);
+        // The test harness and scripts wait for this exact line.
+        tracing::info!("listening on http://{local}");
+        eprintln!("minisgl: serving {} on http://{local}", state.limits.model_name);
+        crate::server::serve(listener, state, crate::server::shutdown_signal()).await?;
+        Ok::<_, anyhow::Error>(())
+    })?;
+    Ok(())
 }

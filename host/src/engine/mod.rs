@@ -1,1 +1,22 @@
-//! The engine: offline API and the model runner with overlap.
+//! The engine: the loop thread with overlap scheduling, the handle the server
+//! uses, and the offline batch API.
+//!
+//! * [`api`]: configuration, requests, events, metrics (the public vocabulary).
+//! * [`handle`]: [`spawn`] starts the loop thread; [`EngineHandle`] submits,
+//!   aborts, reads metrics, shuts down.
+//! * [`worker`]: the model runner on its own thread (overlap).
+//! * [`offline`]: [`Engine::generate`] for batches.
+//! * [`testing`]: a deterministic hash "model" for tests.
+
+pub mod api;
+pub mod handle;
+pub mod offline;
+pub mod testing;
+mod worker;
+
+pub use api::{
+    CacheMode, EngineConfig, EngineMetrics, Event, FinishReason, GenerateOutput, GenerateRequest,
+    SubmitError, Usage,
+};
+pub use handle::{spawn, spawn_with_policy, try_spawn, EngineHandle};
+pub use offline::Engine;

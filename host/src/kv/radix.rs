@@ -417,9 +417,8 @@ impl RadixTree {
         let freed = n.pages.len() as u32;
         self.cached_pages -= freed;
         self.evictable_pages -= freed;
-        let removed = self.nodes[n.parent as usize]
-            .children
-            .remove(&n.key[..self.ps()]);
+        let ps = self.ps();
+        let removed = self.nodes[n.parent as usize].children.remove(&n.key[..ps]);
         debug_assert_eq!(removed, Some(index));
         // Keep the generation so the next occupant of the slot gets a new id.
         self.nodes[index as usize].generation = n.generation;

@@ -34,6 +34,12 @@ pub enum PluginError {
     },
     #[error("cannot set up the plugin engine: {0}")]
     Engine(String),
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("plugin cache directory {path}: {source}")]
     Cache {
         path: PathBuf,

@@ -57,6 +57,9 @@ pub struct SlotStats {
     pub swaps: u64,
     /// Swaps refused because the new plugin could not be loaded.
     pub refused_swaps: u64,
+    /// The most recent failure: `cause: detail` (for an invalid decision,
+    /// the detail starts with the broken rule, e.g. `S5`).
+    pub last_failure: Option<String>,
     /// Set when the failure mode is `fail` and the plugin was retired.
     pub retired: Option<String>,
 }

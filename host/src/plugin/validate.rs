@@ -336,3 +336,221 @@ pub fn picks(picks: &[u32], lists: &[CandidateList]) -> Result<(), InvalidDecisi
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use minisgl_plugin_sdk::{Candidate, PrefillChunk, TokenBias};
+
+    fn view(id: u64, prompt: u32, computed: u32, held: u32) -> RequestView {
+        RequestView {
+            id,
+            prompt_len: prompt,
+            computed_len: computed,
+            pages_held: held,
+            ..RequestView::default()
+        }
+    }
+
+    /// Waiting 1 (100 tokens, new) and 2 (64 of 100 done, 4 pages); running
+    /// 10 (computed 32: needs a page to decode) and 11 (computed 40).
+    fn state() -> (Vec<RequestView>, Vec<RequestView>, Budget) {
+        let waiting = vec![view(1, 100, 0, 0), view(2, 100, 64, 4)];
+        let running = vec![view(10, 32, 32, 2), view(11, 40, 40, 3)];
+        let budget = Budget {
+            max_prefill_tokens: 128,
+            max_running: 3,
+            free_pages: 10,
+            evictable_pages: 0,
+            page_size: 16,
+            ..Budget::default()
+        };
+        (waiting, running, budget)
+    }
+
+    fn check(d: ScheduleDecision) -> Result<(), String> {
+        let (w, r, b) = state();
+        schedule(&d, &w, &r, &b).map_err(|e| e.0)
+    }
+
+    fn prefill(chunks: &[(u64, u32)]) -> ScheduleDecision {
+        ScheduleDecision {
+            prefill: chunks
+                .iter()
+                .map(|&(id, tokens)| PrefillChunk { id, tokens })
+                .collect(),
+            ..ScheduleDecision::default()
+        }
+    }
+
+    fn rule(r: Result<(), String>, prefix: &str) {
+        match r {
+            Err(e) => assert!(e.starts_with(prefix), "expected {prefix}, got {e}"),
+            Ok(()) => panic!("expected {prefix}, decision accepted"),
+        }
+    }
+
+    #[test]
+    fn accepts_valid_mixed_step() {
+        // 36 tokens finish request 2 (needs 3 pages: ceil(100/16)=7 - 4),
+        // 16 tokens of request 1 (1 page), decode 10 (1 page) and 11.
+        let mut d = prefill(&[(2, 36), (1, 16)]);
+        d.decode = vec![10, 11];
+        assert_eq!(check(d), Ok(()));
+        assert_eq!(check(ScheduleDecision::default()), Ok(()));
+    }
+
+    #[test]
+    fn scheduler_rules() {
+        rule(check(prefill(&[(99, 1)])), "S1");
+        let d = |decode: Vec<u64>, preempt: Vec<u64>| ScheduleDecision {
+            prefill: vec![],
+            decode,
+            preempt,
+        };
+        rule(check(d(vec![10, 10], vec![])), "S2");
+        rule(check(prefill(&[(1, 1), (1, 1)])), "S2");
+        rule(check(d(vec![], vec![10, 10])), "S2");
+        rule(check(prefill(&[(10, 1)])), "S3");
+        rule(check(prefill(&[(1, 0)])), "S4");
+        rule(check(prefill(&[(2, 37)])), "S4");
+        rule(check(prefill(&[(1, 100), (2, 36)])), "S5");
+        rule(check(d(vec![1], vec![])), "S6");
+        rule(check(d(vec![], vec![1])), "S7");
+        assert_eq!(check(d(vec![], vec![2, 10])), Ok(()));
+        rule(check(d(vec![10], vec![10])), "S8");
+        let mut p = prefill(&[(2, 1)]);
+        p.preempt = vec![2];
+        rule(check(p), "S8");
+    }
+
+    #[test]
+    fn max_running_counts_only_completed_chunks() {
+        let (w, r, mut b) = state();
+        b.max_running = 2;
+        // Request 2 would finish its input: 3 running > 2.
+        let err = schedule(&prefill(&[(2, 36)]), &w, &r, &b).unwrap_err();
+        assert!(err.0.starts_with("S9"), "{err}");
+        // A partial chunk starts nobody running.
+        assert!(schedule(&prefill(&[(2, 35)]), &w, &r, &b).is_ok());
+        // Preempting a running request makes room.
+        let mut d = prefill(&[(2, 36)]);
+        d.preempt = vec![11];
+        assert!(schedule(&d, &w, &r, &b).is_ok());
+    }
+
+    #[test]
+    fn pages_fit_free_plus_evictable() {
+        let (w, r, mut b) = state();
+        b.free_pages = 3;
+        b.evictable_pages = 1;
+        // 36 tokens of request 2: 3 pages; decode of 10: 1 page. Exactly 4.
+        let mut d = prefill(&[(2, 36)]);
+        d.decode = vec![10, 11];
+        assert!(schedule(&d, &w, &r, &b).is_ok());
+        b.evictable_pages = 0;
+        let err = schedule(&d, &w, &r, &b).unwrap_err();
+        assert!(err.0.starts_with("S10"), "{err}");
+        // A prefix hit counts as computed: request 1 with 96 cached tokens
+        // needs ceil(100/16) = 7 pages minus the 6 it holds.
+        let w = vec![RequestView {
+            prefix_hit_len: 96,
+            pages_held: 6,
+            ..view(1, 100, 0, 6)
+        }];
+        b.free_pages = 1;
+        assert!(schedule(&prefill(&[(1, 4)]), &w, &[], &b).is_ok());
+        rule(
+            schedule(&prefill(&[(1, 5)]), &w, &[], &b).map_err(|e| e.0),
+            "S4",
+        );
+    }
+
+    fn leaf(node: u64, pages: u32) -> CacheLeaf {
+        CacheLeaf {
+            node,
+            pages,
+            ..CacheLeaf::default()
+        }
+    }
+
+    #[test]
+    fn evictor_rules() {
+        let leaves = [leaf(1, 2), leaf(2, 3), leaf(3, 4)];
+        assert_eq!(victims(vec![2, 1, 3], &leaves, 4), Ok(vec![2, 1]));
+        assert_eq!(victims(vec![], &leaves, 0), Ok(vec![]));
+        assert_eq!(victims(vec![1, 2, 3], &leaves, 100), Ok(vec![1, 2, 3]));
+        let e = |v: Vec<u64>, n| victims(v, &leaves, n).unwrap_err().0;
+        assert!(e(vec![7], 1).starts_with("E1"));
+        assert!(e(vec![1, 1], 1).starts_with("E2"));
+        assert!(e(vec![1], 3).starts_with("E3"));
+        assert!(e(vec![1, 2], 100).starts_with("E3"));
+    }
+
+    fn req(id: u64) -> SampleRequest {
+        SampleRequest {
+            id,
+            ..SampleRequest::default()
+        }
+    }
+
+    fn plan(id: u64) -> SamplePlan {
+        SamplePlan {
+            id,
+            params: SamplingParams::default(),
+            ..SamplePlan::default()
+        }
+    }
+
+    #[test]
+    fn sampler_plan_rules() {
+        let reqs = [req(1), req(2)];
+        let ok = plans(vec![plan(2), plan(1)], &reqs, 100).unwrap();
+        assert_eq!(ok.iter().map(|p| p.id).collect::<Vec<_>>(), vec![1, 2]);
+        let e = |mut p: SamplePlan, f: &dyn Fn(&mut SamplePlan)| {
+            f(&mut p);
+            plans(vec![p, plan(2)], &reqs, 100).unwrap_err().0
+        };
+        assert!(plans(vec![plan(1)], &reqs, 100).unwrap_err().0.starts_with("P1"));
+        assert!(plans(vec![plan(1), plan(1)], &reqs, 100).unwrap_err().0.starts_with("P1"));
+        assert!(plans(vec![plan(1), plan(3)], &reqs, 100).unwrap_err().0.starts_with("P1"));
+        assert!(e(plan(1), &|p| p.params.temperature = f32::NAN).starts_with("P2"));
+        assert!(e(plan(1), &|p| p.params.temperature = -0.5).starts_with("P2"));
+        assert!(e(plan(1), &|p| p.params.top_p = 0.0).starts_with("P2"));
+        assert!(e(plan(1), &|p| p.params.min_p = 1.5).starts_with("P2"));
+        assert!(e(plan(1), &|p| p.params.presence_penalty = 2.5).starts_with("P2"));
+        assert!(e(plan(1), &|p| p.params.frequency_penalty = f32::INFINITY).starts_with("P2"));
+        assert!(e(plan(1), &|p| p.params.repetition_penalty = 0.0).starts_with("P2"));
+        let bias = |token, bias| TokenBias { token, bias };
+        assert!(e(plan(1), &|p| p.logit_bias = vec![bias(100, 1.0)]).starts_with("P3"));
+        assert!(e(plan(1), &|p| p.logit_bias = vec![bias(5, 101.0)]).starts_with("P3"));
+        assert!(e(plan(1), &|p| p.allowed_tokens = Some(vec![])).starts_with("P4"));
+        assert!(e(plan(1), &|p| p.allowed_tokens = Some(vec![3, 100])).starts_with("P4"));
+        assert!(e(plan(1), &|p| p.pick_from_top = 65).starts_with("P5"));
+        let mut good = plan(1);
+        good.pick_from_top = 64;
+        good.allowed_tokens = Some(vec![0, 99]);
+        good.logit_bias = vec![bias(99, -100.0)];
+        good.params.temperature = 0.0;
+        assert!(plans(vec![good, plan(2)], &reqs, 100).is_ok());
+    }
+
+    #[test]
+    fn sampler_pick_rules() {
+        let list = |id, tokens: &[u32]| CandidateList {
+            id,
+            seed: 0,
+            candidates: tokens
+                .iter()
+                .map(|&token| Candidate {
+                    token,
+                    logprob: -1.0,
+                })
+                .collect(),
+        };
+        let lists = [list(1, &[5, 6]), list(2, &[7])];
+        assert!(picks(&[6, 7], &lists).is_ok());
+        assert!(picks(&[6], &lists).unwrap_err().0.starts_with("K1"));
+        assert!(picks(&[6, 5], &lists).unwrap_err().0.starts_with("K2"));
+    }
+}

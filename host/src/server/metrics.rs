@@ -70,8 +70,8 @@ pub struct ServerMetrics {
     responses: Mutex<BTreeMap<(&'static str, u16), u64>>,
     /// finish reason → finished sequences.
     finished: Mutex<BTreeMap<&'static str, u64>>,
-    /// (kind, result) → swap attempts, result `ok` or `refused`.
-    swaps: Mutex<BTreeMap<(String, &'static str), u64>>,
+    /// (kind, result, path) → admin swap requests, result `ok` or `refused`.
+    swaps: Mutex<BTreeMap<(String, &'static str, String), u64>>,
     pub prompt_tokens: AtomicU64,
     pub generation_tokens: AtomicU64,
     pub cached_tokens: AtomicU64,
@@ -109,12 +109,13 @@ impl ServerMetrics {
         *self.finished.lock().entry(reason).or_default() += 1;
     }
 
-    pub fn swap(&self, kind: &str, ok: bool) {
+    /// Records an admin swap request for `kind` loading `path`.
+    pub fn swap(&self, kind: &str, path: &str, ok: bool) {
         let result = if ok { "ok" } else { "refused" };
         *self
             .swaps
             .lock()
-            .entry((kind.to_string(), result))
+            .entry((kind.to_string(), result, path.to_string()))
             .or_default() += 1;
     }
 
@@ -144,13 +145,14 @@ impl ServerMetrics {
         }
         let _ = writeln!(
             out,
-            "# HELP minisgl_plugin_swaps_total Plugin swap attempts through the admin API.\n\
-             # TYPE minisgl_plugin_swaps_total counter"
+            "# HELP minisgl_admin_plugin_swaps_total Plugin swap requests through the admin API, by file.\n\
+             # TYPE minisgl_admin_plugin_swaps_total counter"
         );
-        for ((k, r), n) in self.swaps.lock().iter() {
+        for ((k, r, p), n) in self.swaps.lock().iter() {
             let _ = writeln!(
                 out,
-                "minisgl_plugin_swaps_total{{kind=\"{k}\",result=\"{r}\"}} {n}"
+                "minisgl_admin_plugin_swaps_total{{kind=\"{k}\",result=\"{r}\",path=\"{}\"}} {n}",
+                label(p)
             );
         }
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -196,11 +198,13 @@ mod tests {
     #[test]
     fn render_has_swaps_and_responses() {
         let m = ServerMetrics::default();
-        m.swap("scheduler", false);
+        m.swap("scheduler", "/x/b\"ad.wasm", false);
         m.response("completions", 400);
         let mut s = String::new();
         m.render(&mut s);
-        assert!(s.contains("minisgl_plugin_swaps_total{kind=\"scheduler\",result=\"refused\"} 1"));
+        assert!(s.contains(
+            "minisgl_admin_plugin_swaps_total{kind=\"scheduler\",result=\"refused\",path=\"/x/b\\\"ad.wasm\"} 1"
+        ), "{s}");
         assert!(s.contains("minisgl_http_responses_total{endpoint=\"completions\",status=\"400\"} 1"));
     }
 }

@@ -45,9 +45,12 @@ fn exp_portable(x: f64) -> f64 {
     if x > 709.0 {
         return f64::INFINITY;
     }
-    const LN2: f64 = std::f64::consts::LN_2;
-    let k = (x / LN2).round();
-    let r = x - k * LN2;
+    // Cody-Waite reduction: ln 2 split in a high part with trailing zero bits
+    // (so `k * LN2_HI` is exact) and the remainder.
+    const LN2_HI: f64 = 6.931_471_803_691_238_164_9e-1;
+    const LN2_LO: f64 = 1.908_214_929_270_587_700_0e-10;
+    let k = (x / std::f64::consts::LN_2).round();
+    let r = (x - k * LN2_HI) - k * LN2_LO;
     // Taylor series of e^r for |r| <= ln2/2: 14 terms reach double precision.
     let mut term = 1.0;
     let mut sum = 1.0;

@@ -34,11 +34,28 @@ impl std::str::FromStr for AttentionBackend {
 }
 
 /// How to open a device.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct CudaOptions {
     /// Device ordinal.
     pub ordinal: usize,
     pub attention: AttentionBackend,
+}
+
+impl Default for CudaOptions {
+    /// Device 0 and `auto` attention, overridden by `MINISGL_CUDA_DEVICE` and
+    /// `MINISGL_ATTENTION_BACKEND` (auto|flash|simple) when set, so that code that
+    /// opens a default device can still be steered from the command line.
+    fn default() -> Self {
+        let ordinal = std::env::var("MINISGL_CUDA_DEVICE")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let attention = std::env::var("MINISGL_ATTENTION_BACKEND")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_default();
+        CudaOptions { ordinal, attention }
+    }
 }
 
 /// Kernel functions by name, plus the families that failed to build here.

@@ -39,7 +39,7 @@ fn load_one(names: &[&str]) -> Result<(), String> {
     for n in names {
         // SAFETY: loading a CUDA library runs its initialisers, which is what cudarc
         // would do anyway; the handle is leaked so the library stays resident.
-        if let Ok(lib) = unsafe { libloading::Library::new(n) } {
+        if let Ok(lib) = unsafe { libloading::Library::new(*n) } {
             std::mem::forget(lib);
             return Ok(());
         }

@@ -11,7 +11,7 @@ pub mod device;
 pub mod error;
 pub mod libs;
 pub mod nvrtc;
-mod ops;
+pub mod ops;
 mod sample;
 
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
@@ -149,6 +149,21 @@ impl CudaBackend {
     fn alloc_f32(&self, n: usize) -> Result<CudaSlice<f32>, BackendError> {
         // SAFETY: as above.
         Ok(unsafe { self.dev.stream.alloc::<f32>(n.max(1)) }?)
+    }
+
+    /// A fresh bf16 `[rows, cols]` tensor (contents undefined until written).
+    pub fn new_output(&self, rows: usize, cols: usize) -> Result<CudaTensor, BackendError> {
+        self.new_bf16(rows, cols)
+    }
+
+    /// Upload f32 data as an f32 tensor (logits in tests; `upload` stores bf16).
+    pub fn upload_f32(&self, shape: &[usize], data: &[f32]) -> Result<CudaTensor, BackendError> {
+        Ok(CudaTensor {
+            shape: shape.to_vec(),
+            buf: Buf::F32(self.dev.stream.clone_htod(data)?),
+            f32_copy: None,
+            logits_input: false,
+        })
     }
 
     fn new_bf16(&self, rows: usize, cols: usize) -> Result<CudaTensor, BackendError> {

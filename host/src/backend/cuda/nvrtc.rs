@@ -48,6 +48,9 @@ pub fn translation_unit(src: &str) -> String {
 
 fn nvrtc_version() -> (i32, i32) {
     let (mut a, mut b) = (0, 0);
+    if libs::probe().nvrtc.is_err() {
+        return (a, b);
+    }
     // SAFETY: plain out-parameters; the library was checked present.
     unsafe {
         let _ = cudarc::nvrtc::sys::nvrtcVersion(&mut a, &mut b);

@@ -37,16 +37,12 @@ struct RowParams {
 impl RowParams {
     fn push_processing(&mut self, r: &ResolvedSampling, vocab: usize, temperature: f32) {
         if let Some(allowed) = &r.allowed_tokens {
+            // Ids >= vocab are dropped. (A list with no valid id at all acts as no
+            // list here, where the CPU masks every token; the host rejects such lists.)
             let mut a: Vec<i32> = allowed.iter().filter(|&&t| (t as usize) < vocab).map(|&t| t as i32).collect();
             a.sort_unstable();
             a.dedup();
-            // An allowed list with no valid id masks everything: encode as one
-            // impossible entry is not possible, so mask with a list of one -inf token
-            // by allowing nothing but keeping the argmax rule (the CPU keeps argmax too).
-            if a.is_empty() && !allowed.is_empty() {
-                a.push(-1);
-            }
-            self.allowed_tok.extend(a.into_iter().filter(|&t| t >= 0));
+            self.allowed_tok.extend(a);
         }
         // Biases with the same id add up in order, as the CPU loop does.
         let mut bias: Vec<(i32, f32)> = Vec::new();
@@ -135,12 +131,10 @@ impl CudaBackend {
         }
         let st = &self.dev.stream;
         // Processed logits live in a fresh f32 buffer (the input stays intact).
-        let lg = self.alloc_f32(rows * vocab)?;
+        let mut lg = self.alloc_f32(rows * vocab)?;
         match &logits.buf {
             Buf::F32(s) => {
-                let mut dst = lg.clone();
-                st.memcpy_dtod(&s.slice(0..rows * vocab), &mut dst.slice_mut(0..rows * vocab))?;
-                return self.sample_rows(dst, rows, vocab, specs);
+                st.memcpy_dtod(&s.slice(0..rows * vocab), &mut lg.slice_mut(0..rows * vocab))?;
             }
             Buf::Bf16(s) => {
                 let n = (rows * vocab) as i64;
@@ -254,9 +248,9 @@ impl CudaBackend {
         let minp = up_f(&p.min_p)?;
         let seed_on = up_i(&p.seed_on)?;
         let seed = st.clone_htod(&p.seed)?;
-        // Outputs: argmax, lse, thr, lkept, drawn — packed in one u32 buffer.
-        // SAFETY: row_select writes all 5 * rows entries.
-        let outb = unsafe { st.alloc::<u32>(5 * rows) }?;
+        // Outputs: argmax, lse, thr, lkept, drawn, chosen_lp — packed in one u32 buffer.
+        // SAFETY: row_select writes all 6 * rows entries.
+        let outb = unsafe { st.alloc::<u32>(6 * rows) }?;
         let ob = self.ptr(&outb);
         let at = |i: usize| ob + (i * rows * 4) as u64;
         self.launch(
@@ -277,6 +271,7 @@ impl CudaBackend {
                 Arg::U64(at(2)),
                 Arg::U64(at(3)),
                 Arg::U64(at(4)),
+                Arg::U64(at(5)),
             ],
         )?;
         let topk_launch = |k: usize, floor: u64| -> Result<(Vec<u32>, Vec<f32>), BackendError> {
@@ -308,8 +303,8 @@ impl CudaBackend {
             let lse = lgv(i);
             let lkept = f32::from_bits(out[3 * rows + i]);
             let drawn = out[4 * rows + i];
+            let chosen_lp = f32::from_bits(out[5 * rows + i]);
             let mut s = Sampled::default();
-            let mut chosen_val: Option<f32> = None;
             match &spec.mode {
                 SampleMode::Greedy => s.token = argmax,
                 SampleMode::Sample(r) => {
@@ -328,39 +323,23 @@ impl CudaBackend {
                         });
                     }
                     s.token = s.candidates.first().map(|c| c.token).unwrap_or(argmax);
-                    if let Some(c) = s.candidates.first() {
-                        chosen_val = Some(c.logprob + lkept);
-                    }
                 }
             }
             if let Some(n) = spec.logprobs {
                 let (tt, tv) = tops.as_ref().map(|(a, b)| (a.as_slice(), b.as_slice())).unwrap_or((&[], &[]));
-                let mut lp_tok = chosen_val;
                 for j in 0..(n as usize).min(top_n) {
                     let t = tt[i * top_n + j];
                     if t == u32::MAX {
                         break;
                     }
-                    let lp = tv[i * top_n + j] - lse;
-                    if t == s.token && lp_tok.is_none() {
-                        lp_tok = Some(lp);
-                    }
-                    s.top_logprobs.push(TokenLogprob { token: t, logprob: lp });
+                    s.top_logprobs.push(TokenLogprob { token: t, logprob: tv[i * top_n + j] - lse });
                 }
-                s.logprob = Some(match lp_tok {
-                    Some(v) => v,
-                    None => self.value_at(&lg, i * vocab + s.token as usize)? - lse,
-                });
+                // row_select's chosen token is the drawn one (Sample, T > 0) or the argmax
+                // of the processed row, which is also the first candidate.
+                s.logprob = Some(chosen_lp);
             }
             res.push(s);
         }
         Ok(res)
-    }
-
-    /// One f32 from the device (only for a log-probability of a token outside the top list).
-    fn value_at(&self, s: &cudarc::driver::CudaSlice<f32>, i: usize) -> Result<f32, BackendError> {
-        let mut v = [0.0f32];
-        self.dev.stream.memcpy_dtoh(&s.slice(i..i + 1), &mut v)?;
-        Ok(v[0])
     }
 }

@@ -67,7 +67,10 @@ impl<'a> Meta<'a> {
 
     pub fn u64_opt(&self, key: &str) -> Result<Option<u64>, GgufError> {
         self.opt(key)
-            .map(|v| v.as_u64().ok_or_else(|| Self::wrong(key, "an unsigned integer", v)))
+            .map(|v| {
+                v.as_u64()
+                    .ok_or_else(|| Self::wrong(key, "an unsigned integer", v))
+            })
             .transpose()
     }
 
@@ -174,9 +177,7 @@ pub fn build_config(
         None => hidden / heads,
     };
     let (arch_name, model_type) = arch.hf();
-    let vocab_size = m
-        .u64_opt(&key("vocab_size"))?
-        .unwrap_or(vocab_len as u64);
+    let vocab_size = m.u64_opt(&key("vocab_size"))?.unwrap_or(vocab_len as u64);
 
     let mut c = Map::new();
     c.insert("architectures".into(), json!([arch_name]));
@@ -263,7 +264,9 @@ fn rope_scaling(m: &Meta, a: &str, llama3: Option<Llama3Rope>) -> Result<Value, 
     match (ty, factor) {
         (None | Some("none"), None) => Ok(Value::Null),
         (None | Some("none"), Some(f)) if f == 1.0 => Ok(Value::Null),
-        (None | Some("linear"), Some(f)) => Ok(json!({"rope_type": "linear", "factor": f32_clean(f)})),
+        (None | Some("linear"), Some(f)) => {
+            Ok(json!({"rope_type": "linear", "factor": f32_clean(f)}))
+        }
         (Some("yarn"), Some(f)) => {
             let mut r = Map::new();
             r.insert("rope_type".into(), json!("yarn"));
@@ -276,10 +279,10 @@ fn rope_scaling(m: &Meta, a: &str, llama3: Option<Llama3Rope>) -> Result<Value, 
         (Some(t), _) => Err(GgufError::BadValue {
             key: key("type"),
             value: format!("{t:?}"),
-            detail: "unsupported rope scaling type (supported: none, linear, yarn) or missing factor"
-                .into(),
+            detail:
+                "unsupported rope scaling type (supported: none, linear, yarn) or missing factor"
+                    .into(),
         }),
-        (None, None) => unreachable!("handled above"),
     }
 }
 
@@ -322,8 +325,8 @@ pub fn infer_llama3_rope(
         } else if wavelen > low_wavelen {
             factor
         } else {
-            let smooth = (old / wavelen - r.low_freq_factor)
-                / (r.high_freq_factor - r.low_freq_factor);
+            let smooth =
+                (old / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
             1.0 / ((1.0 - smooth) / factor + smooth)
         };
         if (divisor - stored as f64).abs() > 1e-3 * divisor.abs().max(1.0) {

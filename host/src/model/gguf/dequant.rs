@@ -124,11 +124,13 @@ pub fn dequantize(
     bytes: &[u8],
     n_elements: usize,
 ) -> Result<Vec<f32>, GgufError> {
-    let f = ty.block_fn().ok_or_else(|| GgufError::UnsupportedTensorType {
-        tensor: tensor.to_string(),
-        ggml_type: ty.name().to_string(),
-        supported: SUPPORTED,
-    })?;
+    let f = ty
+        .block_fn()
+        .ok_or_else(|| GgufError::UnsupportedTensorType {
+            tensor: tensor.to_string(),
+            ggml_type: ty.name().to_string(),
+            supported: SUPPORTED,
+        })?;
     let (block, block_bytes) = ty.block();
     if n_elements % block != 0 || bytes.len() != n_elements / block * block_bytes {
         return Err(GgufError::BadTensor {

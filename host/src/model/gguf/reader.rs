@@ -305,16 +305,17 @@ impl<'a> Cursor<'a> {
         Ok(u64::from_le_bytes(self.array(what)?))
     }
 
-    /// Rejects element counts that cannot possibly fit in the rest of the file.
+    /// Rejects element counts that cannot possibly fit in the rest of the
+    /// file (a truncated file or a corrupt count) before allocating for them.
     fn check_count(&self, count: u64, min_size: u64, what: &str) -> Result<(), GgufError> {
         let remaining = (self.bytes.len() - self.pos) as u64;
-        if count.saturating_mul(min_size) > remaining {
-            return Err(GgufError::Corrupt {
-                what: what.to_string(),
+        let needed = count.saturating_mul(min_size);
+        if needed > remaining {
+            return Err(GgufError::Truncated {
+                what: format!("{what} ({count} entries of at least {min_size} bytes each)"),
                 offset: self.pos as u64,
-                detail: format!(
-                    "{count} entries of at least {min_size} bytes cannot fit in the remaining {remaining} bytes"
-                ),
+                needed,
+                file_len: self.bytes.len() as u64,
             });
         }
         Ok(())

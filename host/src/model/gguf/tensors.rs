@@ -95,7 +95,9 @@ pub fn load_tensors(
             )?;
             let shape = t.shape();
             let data = if arch.qk_permuted() {
-                let heads = if t.name.ends_with(".attn_q.weight") || t.name.ends_with(".attn_q.bias") {
+                let heads = if t.name.ends_with(".attn_q.weight")
+                    || t.name.ends_with(".attn_q.bias")
+                {
                     Some(n_heads)
                 } else if t.name.ends_with(".attn_k.weight") || t.name.ends_with(".attn_k.bias") {
                     Some(n_kv_heads)

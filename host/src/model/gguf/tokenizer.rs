@@ -1,10 +1,8 @@
 //! A `tokenizers::Tokenizer` rebuilt from the vocabulary, merges and special
 //! tokens embedded in a GGUF file (`tokenizer.ggml.*`).
 
-use std::collections::HashMap;
-
 use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
-use tokenizers::models::bpe::BPE;
+use tokenizers::models::bpe::{Vocab, BPE};
 use tokenizers::normalizers::unicode::NFC;
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::pre_tokenizers::digits::Digits;
@@ -54,9 +52,13 @@ pub fn build_tokenizer(file: &GgufFile) -> Result<GgufTokenizer, GgufError> {
             detail: "only byte-level BPE (\"gpt2\") tokenizers are supported".into(),
         });
     }
-    let tokens: Vec<&str> = m.array("tokenizer.ggml.tokens", "an array of strings", |v| v.as_str())?;
+    let tokens: Vec<&str> = m.array("tokenizer.ggml.tokens", "an array of strings", |v| {
+        v.as_str()
+    })?;
     let types: Vec<i64> = if m.has("tokenizer.ggml.token_type") {
-        m.array("tokenizer.ggml.token_type", "an array of integers", |v| v.as_i64())?
+        m.array("tokenizer.ggml.token_type", "an array of integers", |v| {
+            v.as_i64()
+        })?
     } else {
         vec![1; tokens.len()]
     };
@@ -67,7 +69,9 @@ pub fn build_tokenizer(file: &GgufFile) -> Result<GgufTokenizer, GgufError> {
             detail: format!("expected one per token ({})", tokens.len()),
         });
     }
-    let merges_raw: Vec<&str> = m.array("tokenizer.ggml.merges", "an array of strings", |v| v.as_str())?;
+    let merges_raw: Vec<&str> = m.array("tokenizer.ggml.merges", "an array of strings", |v| {
+        v.as_str()
+    })?;
     let mut merges = Vec::with_capacity(merges_raw.len());
     for (i, mg) in merges_raw.iter().enumerate() {
         let (a, b) = mg.split_once(' ').ok_or_else(|| GgufError::BadValue {
@@ -77,7 +81,8 @@ pub fn build_tokenizer(file: &GgufFile) -> Result<GgufTokenizer, GgufError> {
         })?;
         merges.push((a.to_string(), b.to_string()));
     }
-    let mut vocab: HashMap<String, u32> = HashMap::with_capacity(tokens.len());
+    let mut vocab = Vocab::default();
+    vocab.reserve(tokens.len());
     for (id, t) in tokens.iter().enumerate() {
         // Keep the first id of a duplicated string, as llama.cpp's lookup does.
         vocab.entry(t.to_string()).or_insert(id as u32);
@@ -86,9 +91,13 @@ pub fn build_tokenizer(file: &GgufFile) -> Result<GgufTokenizer, GgufError> {
     let pre = m.str_opt("tokenizer.ggml.pre")?.unwrap_or("default");
     let byte_level = |use_regex| ByteLevel::new(false, true, use_regex);
     let split = |re: &str| -> Result<PreTokenizerWrapper, GgufError> {
-        Ok(Split::new(SplitPattern::Regex(re.into()), SplitDelimiterBehavior::Isolated, false)
-            .map_err(tok_err)?
-            .into())
+        Ok(Split::new(
+            SplitPattern::Regex(re.into()),
+            SplitDelimiterBehavior::Isolated,
+            false,
+        )
+        .map_err(tok_err)?
+        .into())
     };
     let (pre_tokenizer, ignore_merges, nfc): (PreTokenizerWrapper, bool, bool) = match pre {
         "default" | "gpt2" | "gpt-2" => (byte_level(true).into(), false, false),
@@ -169,7 +178,8 @@ pub fn build_tokenizer(file: &GgufFile) -> Result<GgufTokenizer, GgufError> {
     let add_eos = m.bool_opt("tokenizer.ggml.add_eos_token")?.unwrap_or(false);
     let processor: PostProcessorWrapper = if add_bos || add_eos {
         let need = |t: &Option<(u32, String)>, key: &str| {
-            t.clone().ok_or_else(|| GgufError::MissingKey { key: key.into() })
+            t.clone()
+                .ok_or_else(|| GgufError::MissingKey { key: key.into() })
         };
         let mut single = String::new();
         let mut pair = String::new();

@@ -146,12 +146,7 @@ impl fmt::Display for MetadataValue {
                 write!(f, "{head:?}…")
             }
             Self::String(s) => write!(f, "{s:?}"),
-            Self::Array(a) => write!(
-                f,
-                "[{} × {}]",
-                a.values.len(),
-                type_id_name(a.element_type)
-            ),
+            Self::Array(a) => write!(f, "[{} × {}]", a.values.len(), type_id_name(a.element_type)),
             Self::U64(v) => write!(f, "{v}"),
             Self::I64(v) => write!(f, "{v}"),
             Self::F64(v) => write!(f, "{v}"),

@@ -49,7 +49,6 @@ impl Scheduler for DfsWeight {
     }
 }
 
-#[cfg(target_arch = "wasm32")]
 minisgl_plugin_sdk::export_scheduler!(DfsWeight);
 
 #[cfg(test)]

@@ -40,7 +40,6 @@ fn take_until_covered(order: Vec<&CacheLeaf>, pages_needed: u32) -> Vec<u64> {
     victims
 }
 
-#[cfg(target_arch = "wasm32")]
 minisgl_plugin_sdk::export_evictor!(Lfu);
 
 #[cfg(test)]

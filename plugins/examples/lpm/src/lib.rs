@@ -67,7 +67,6 @@ impl Scheduler for Lpm {
     }
 }
 
-#[cfg(target_arch = "wasm32")]
 minisgl_plugin_sdk::export_scheduler!(Lpm);
 
 #[cfg(test)]

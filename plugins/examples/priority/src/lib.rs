@@ -106,5 +106,4 @@ fn preempt_for(
     Some(decision)
 }
 
-#[cfg(target_arch = "wasm32")]
 minisgl_plugin_sdk::export_scheduler!(Priority);

@@ -53,7 +53,6 @@ impl Scheduler for Sarathi {
     }
 }
 
-#[cfg(target_arch = "wasm32")]
 minisgl_plugin_sdk::export_scheduler!(Sarathi);
 
 #[cfg(test)]

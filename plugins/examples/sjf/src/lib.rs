@@ -32,5 +32,4 @@ impl Scheduler for Sjf {
     }
 }
 
-#[cfg(target_arch = "wasm32")]
 minisgl_plugin_sdk::export_scheduler!(Sjf);

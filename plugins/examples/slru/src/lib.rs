@@ -58,5 +58,4 @@ impl Evictor for Slru {
     }
 }
 
-#[cfg(target_arch = "wasm32")]
 minisgl_plugin_sdk::export_evictor!(Slru);

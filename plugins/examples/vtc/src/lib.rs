@@ -118,5 +118,4 @@ impl Scheduler for Vtc {
     }
 }
 
-#[cfg(target_arch = "wasm32")]
 minisgl_plugin_sdk::export_scheduler!(Vtc);

@@ -1,0 +1,114 @@
+//! Paged attention: CUDA (the selected path and the `simple` kernel) vs the CPU
+//! backend on ragged batches, prefix + extend, long contexts, page sizes 1/16/256.
+
+use anyhow::Result;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::ops::{randn, up};
+use super::report::Report;
+use crate::backend::cpu::CpuBackend;
+use crate::backend::cuda::ops::AttnPath;
+use crate::backend::cuda::CudaBackend;
+use crate::backend::{Backend, KvLayout, StepMeta};
+
+/// One attention scenario: sequences as (cached prefix, new tokens).
+pub struct Case {
+    pub name: &'static str,
+    pub page_size: usize,
+    pub head_dim: usize,
+    pub q_heads: usize,
+    pub kv_heads: usize,
+    pub seqs: Vec<(usize, usize)>,
+}
+
+/// Page tables (random distinct pages) and the two step metas: `fill` writes K/V for
+/// every position of every sequence, `attn` runs the new tokens.
+pub fn metas(c: &Case, rng: &mut ChaCha8Rng) -> (usize, StepMeta, StepMeta) {
+    let ps = c.page_size;
+    let need: Vec<usize> = c.seqs.iter().map(|&(p, n)| (p + n).div_ceil(ps)).collect();
+    let total: usize = need.iter().sum();
+    let num_pages = total + 3;
+    let mut pool: Vec<u32> = (0..num_pages as u32).collect();
+    pool.shuffle(rng);
+    let mut fill = StepMeta { page_size: ps as u32, q_indptr: vec![0], page_indptr: vec![0], ..Default::default() };
+    let mut attn = fill.clone();
+    let mut next = 0;
+    for (&(prefix, new), &np) in c.seqs.iter().zip(&need) {
+        let pages = &pool[next..next + np];
+        next += np;
+        let ctx = prefix + new;
+        for (m, range) in [(&mut fill, 0..ctx), (&mut attn, prefix..ctx)] {
+            for p in range.clone() {
+                m.tokens.push(0);
+                m.positions.push(p as u32);
+                m.slots.push(pages[p / ps] * ps as u32 + (p % ps) as u32);
+            }
+            m.q_indptr.push(m.tokens.len() as u32);
+            m.kv_lens.push(ctx as u32);
+            m.page_table.extend_from_slice(pages);
+            m.page_indptr.push(m.page_table.len() as u32);
+        }
+    }
+    (num_pages, fill, attn)
+}
+
+pub fn cases() -> Vec<Case> {
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let mut decode = |n: usize, max: usize| -> Vec<(usize, usize)> { (0..n).map(|_| (rng.random_range(0..max), 1)).collect() };
+    vec![
+        Case { name: "prefill ragged", page_size: 16, head_dim: 128, q_heads: 16, kv_heads: 8, seqs: vec![(0, 1), (0, 17), (0, 64), (0, 100), (0, 300)] },
+        Case { name: "prefix+extend", page_size: 1, head_dim: 64, q_heads: 9, kv_heads: 3, seqs: vec![(5, 3), (100, 37), (1000, 130), (63, 1), (0, 65)] },
+        Case { name: "prefix+extend", page_size: 256, head_dim: 128, q_heads: 32, kv_heads: 8, seqs: vec![(300, 200), (0, 513), (255, 2)] },
+        Case { name: "mixed prefill+decode", page_size: 16, head_dim: 128, q_heads: 40, kv_heads: 8, seqs: vec![(700, 1), (0, 90), (33, 1), (1200, 64)] },
+        Case { name: "decode", page_size: 16, head_dim: 128, q_heads: 16, kv_heads: 8, seqs: decode(32, 2000) },
+        Case { name: "decode", page_size: 1, head_dim: 64, q_heads: 9, kv_heads: 3, seqs: decode(17, 3000) },
+        Case { name: "decode", page_size: 256, head_dim: 128, q_heads: 64, kv_heads: 8, seqs: decode(9, 5000) },
+        Case { name: "decode", page_size: 16, head_dim: 128, q_heads: 40, kv_heads: 8, seqs: decode(5, 1500) },
+        Case { name: "decode", page_size: 16, head_dim: 64, q_heads: 8, kv_heads: 8, seqs: decode(64, 700) },
+        Case { name: "decode long", page_size: 16, head_dim: 128, q_heads: 16, kv_heads: 8, seqs: vec![(32767, 1), (20000, 1), (9, 1), (16383, 1)] },
+        Case { name: "prefill long prefix", page_size: 16, head_dim: 128, q_heads: 16, kv_heads: 8, seqs: vec![(8000, 512)] },
+    ]
+}
+
+pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Result<()> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xa77);
+    for c in cases() {
+        let (num_pages, fill, attn) = metas(&c, &mut rng);
+        let layout = KvLayout { num_layers: 1, num_pages, page_size: c.page_size, kv_heads: c.kv_heads, head_dim: c.head_dim };
+        let kvw = c.kv_heads * c.head_dim;
+        let nf = fill.tokens.len();
+        let k = randn(&mut rng, nf * kvw, 1.0);
+        let v = randn(&mut rng, nf * kvw, 1.0);
+        let t = attn.tokens.len();
+        let q = randn(&mut rng, t * c.q_heads * c.head_dim, 1.0);
+        let scale = 1.0 / (c.head_dim as f32).sqrt();
+        // CPU reference.
+        let mut kvc = cpu.alloc_kv(layout)?;
+        let fc = cpu.prepare_step(&fill)?;
+        cpu.store_kv(&mut kvc, 0, &up(cpu, &[nf, kvw], &k)?, &up(cpu, &[nf, kvw], &v)?, &fc)?;
+        let ac = cpu.prepare_step(&attn)?;
+        let oc = cpu.to_host(&cpu.attention(&up(cpu, &[t, c.q_heads * c.head_dim], &q)?, &kvc, 0, &ac, scale)?)?;
+        // GPU: the path the backend picks, then the simple kernel.
+        let mut kvg = gpu.alloc_kv(layout)?;
+        let fg = gpu.prepare_step(&fill)?;
+        gpu.store_kv(&mut kvg, 0, &up(gpu, &[nf, kvw], &k)?, &up(gpu, &[nf, kvw], &v)?, &fg)?;
+        let ag = gpu.prepare_step(&attn)?;
+        let qg = up(gpu, &[t, c.q_heads * c.head_dim], &q)?;
+        let path = gpu.attention_path(&ag, c.head_dim);
+        let og = gpu.attention(&qg, &kvg, 0, &ag, scale)?;
+        let max_ctx = attn.kv_lens.iter().max().copied().unwrap_or(0);
+        let desc = format!(
+            "{} ps={} hd={} {}q/{}kv seqs={} T={t} max_ctx={max_ctx}",
+            c.name, c.page_size, c.head_dim, c.q_heads, c.kv_heads, c.seqs.len()
+        );
+        rep.check("attention", format!("{desc} [{path:?}]"), &gpu.to_host(&og)?, &oc, 2e-2);
+        if path != AttnPath::Simple {
+            let os = gpu.new_output(t, c.q_heads * c.head_dim)?;
+            gpu.attention_into(&qg, &kvg, 0, &ag, scale, &os, Some(AttnPath::Simple))?;
+            rep.check("attention", format!("{desc} [Simple]"), &gpu.to_host(&os)?, &oc, 2e-2);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,124 @@
+//! Short benchmark: decode attention bandwidth against the 4.28 TB/s copy ceiling,
+//! prefill attention throughput, and full decode steps of a random-weight model.
+
+use std::path::Path;
+
+use anyhow::Result;
+use cudarc::driver::sys::CUevent_flags;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use super::attn::{metas, Case};
+use super::ops::randn;
+use super::report::Report;
+use crate::backend::cuda::CudaBackend;
+use crate::backend::{Backend, KvLayout, StepMeta};
+use crate::model::runner::{build_runner, DeviceKind};
+
+/// Measured device-to-device copy bandwidth on the H200 (TOOLCHAIN.md), bytes/s.
+const COPY_CEILING: f64 = 4.28e12;
+
+/// Fill every slot of the cache with random K/V by repeating one random chunk.
+fn fill_random(gpu: &CudaBackend, kv: &mut <CudaBackend as Backend>::Kv, fill: &StepMeta, kvw: usize) -> Result<()> {
+    let chunk = 8192usize;
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let k = randn(&mut rng, chunk * kvw, 1.0);
+    let v = randn(&mut rng, chunk * kvw, 1.0);
+    let kt = gpu.upload(&[chunk, kvw], crate::backend::HostData::f32(&k))?;
+    let vt = gpu.upload(&[chunk, kvw], crate::backend::HostData::f32(&v))?;
+    for s in fill.slots.chunks(chunk) {
+        let mut m = fill.clone();
+        m.slots = s.to_vec();
+        m.tokens = vec![0; s.len()];
+        m.positions = vec![0; s.len()];
+        m.q_indptr = vec![0, s.len() as u32];
+        m.kv_lens = vec![s.len() as u32];
+        m.page_table = vec![];
+        m.page_indptr = vec![0, 0];
+        m.sample_rows = vec![];
+        // store_kv only reads slots; page tables are irrelevant here.
+        let st = gpu.prepare_step(&m)?;
+        if s.len() == chunk {
+            gpu.store_kv(kv, 0, &kt, &vt, &st)?;
+        } else {
+            let kk = gpu.upload(&[s.len(), kvw], crate::backend::HostData::f32(&k[..s.len() * kvw]))?;
+            let vv = gpu.upload(&[s.len(), kvw], crate::backend::HostData::f32(&v[..s.len() * kvw]))?;
+            gpu.store_kv(kv, 0, &kk, &vv, &st)?;
+        }
+    }
+    Ok(())
+}
+
+fn time_ms(gpu: &CudaBackend, iters: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    for _ in 0..3 {
+        f()?;
+    }
+    let ctx = &gpu.dev.ctx;
+    let e0 = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+    let e1 = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+    e0.record(&gpu.dev.stream)?;
+    for _ in 0..iters {
+        f()?;
+    }
+    e1.record(&gpu.dev.stream)?;
+    e1.synchronize()?;
+    Ok(e0.elapsed_ms(&e1)? as f64 / iters as f64)
+}
+
+pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> Result<()> {
+    let mut rng = ChaCha8Rng::seed_from_u64(99);
+    let shapes: &[(&str, usize, usize, usize)] = &[("decode", 256, 1100, 1), ("decode", 8, 16384, 1), ("decode", 64, 4096, 1), ("prefill", 8, 2048, 2048)];
+    for &(kind, batch, ctx, new) in shapes {
+        let c = Case { name: "bench", page_size: 16, head_dim: 128, q_heads: 16, kv_heads: 8, seqs: vec![(ctx - new, new); batch] };
+        let (num_pages, fill, attn) = metas(&c, &mut rng);
+        let layout = KvLayout { num_layers: 1, num_pages, page_size: 16, kv_heads: 8, head_dim: 128 };
+        let mut kv = gpu.alloc_kv(layout)?;
+        fill_random(gpu, &mut kv, &fill, 1024)?;
+        let t = attn.tokens.len();
+        let q = randn(&mut rng, t * 16 * 128, 1.0);
+        let qg = gpu.upload(&[t, 2048], crate::backend::HostData::f32(&q))?;
+        let st = gpu.prepare_step(&attn)?;
+        let out = gpu.new_output(t, 2048)?;
+        let path = gpu.attention_path(&st, 128);
+        let ms = time_ms(gpu, 20, || Ok(gpu.attention_into(&qg, &kv, 0, &st, 0.088, &out, None)?))?;
+        let ms_simple = time_ms(gpu, 3, || {
+            Ok(gpu.attention_into(&qg, &kv, 0, &st, 0.088, &out, Some(crate::backend::cuda::ops::AttnPath::Simple))?)
+        })?;
+        if kind == "decode" {
+            let bytes = (batch * ctx * 8 * 128 * 2 * 2) as f64;
+            let bw = bytes / (ms * 1e-3);
+            rep.bench.push(format!(
+                "decode attention [{path:?}] batch {batch} x ctx {ctx}, 16q/8kv x 128, page 16: {:.3} ms, {:.2} TB/s = {:.0}% of the 4.28 TB/s copy ceiling (simple kernel: {:.3} ms, {:.2} TB/s)",
+                ms,
+                bw / 1e12,
+                100.0 * bw / COPY_CEILING,
+                ms_simple,
+                bytes / (ms_simple * 1e-3) / 1e12
+            ));
+        } else {
+            let flops = 4.0 * 128.0 * 16.0 * batch as f64 * (new * (new + 1) / 2) as f64;
+            rep.bench.push(format!(
+                "prefill attention [{path:?}] {batch} x {new} new tokens causal, 16q/8kv x 128: {:.3} ms, {:.0} TFLOP/s (simple kernel: {:.3} ms)",
+                ms,
+                flops / (ms * 1e-3) / 1e12,
+                ms_simple
+            ));
+        }
+    }
+    if let Some(p) = bench_model {
+        let lm = crate::model::load_random(p, 1)?;
+        let (prompt, steps, ps) = (256usize, 16usize, 16u32);
+        let pages = ((prompt + steps + 2).div_ceil(16) * 256) as u32 + 1;
+        let mut r = build_runner(&lm, DeviceKind::Cuda, pages, ps)?;
+        for &batch in &[64usize, 256] {
+            let (tps, prefill_s) = super::model::decode_throughput(r.as_mut(), batch, prompt, steps)?;
+            rep.bench.push(format!(
+                "{} random weights, runner.step greedy decode, batch {batch}, context ~{prompt}: {tps:.0} tokens/s ({:.2} ms/step; prefill of {batch}x{prompt} tokens {:.3} s incl. first-use costs); no CUDA graphs",
+                p.display(),
+                1e3 * batch as f64 / tps,
+                prefill_s
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,161 @@
+//! Whole models, CPU vs GPU: logits cosine per step and greedy tokens (teacher-forced
+//! on the CPU's choice so both sides stay on the same sequence).
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::report::Report;
+use crate::batch::{SampleMode, SampleSpec, SeqInput, StepInput};
+use crate::model::runner::{build_runner, cpu_runner, DeviceKind};
+use crate::model::{load, load_random, ModelRunner};
+
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let (mut ab, mut aa, mut bb) = (0.0f64, 0.0f64, 0.0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        ab += x as f64 * y as f64;
+        aa += x as f64 * x as f64;
+        bb += y as f64 * y as f64;
+    }
+    ab / (aa.sqrt() * bb.sqrt()).max(1e-30)
+}
+
+fn top2(v: &[f32]) -> (u32, f32, f32) {
+    let (mut i1, mut v1, mut v2) = (0u32, f32::NEG_INFINITY, f32::NEG_INFINITY);
+    for (i, &x) in v.iter().enumerate() {
+        if x > v1 {
+            v2 = v1;
+            v1 = x;
+            i1 = i as u32;
+        } else if x > v2 {
+            v2 = x;
+        }
+    }
+    (i1, v1, v2)
+}
+
+pub fn compare(path: &Path, random: bool, steps: usize, rep: &mut Report) -> Result<()> {
+    let lm = if random { load_random(path, 1) } else { load(path) }.with_context(|| format!("loading {}", path.display()))?;
+    let name = format!("{}{}", path.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(), if random { " (random weights)" } else { "" });
+    let vocab = lm.config.vocab_size() as u32;
+    let ps = 16u32;
+    let prompts = [37usize, 11, 64];
+    let per_seq = (prompts.iter().max().unwrap() + steps + 1).div_ceil(ps as usize) as u32;
+    let pages = per_seq * prompts.len() as u32 + 1;
+    let mut cpu = cpu_runner(&lm, pages, ps)?;
+    let mut gpu = build_runner(&lm, DeviceKind::Cuda, pages, ps)?;
+    let mut rng = ChaCha8Rng::seed_from_u64(42);
+    let mut seqs: Vec<(Vec<u32>, Vec<u32>)> = prompts
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            let toks = (0..n).map(|_| rng.random_range(0..vocab.min(32000))).collect();
+            let pt = (0..per_seq).map(|p| i as u32 * per_seq + p).collect();
+            (toks, pt)
+        })
+        .collect();
+    let mut min_cos = 1.0f64;
+    let mut first_diff: Option<String> = None;
+    let mut low_margin_diff = true;
+    let mut compared = 0usize;
+    let mut done = vec![0usize; seqs.len()]; // tokens already in the cache
+    for step in 0..=steps {
+        let input = StepInput {
+            seqs: seqs
+                .iter()
+                .enumerate()
+                .map(|(i, (toks, pt))| SeqInput {
+                    id: i as u64,
+                    tokens: toks[done[i]..].to_vec(),
+                    first_from_last_step: false,
+                    start_pos: done[i] as u32,
+                    page_table: pt.clone(),
+                    sample: Some(SampleSpec { mode: SampleMode::Greedy, logprobs: None }),
+                })
+                .collect(),
+        };
+        let lc = cpu.logits(&input)?;
+        let lg = gpu.logits(&input)?;
+        for (i, (c, g)) in lc.iter().zip(&lg).enumerate() {
+            let cos = cosine(g, c);
+            min_cos = min_cos.min(cos);
+            let (tc, v1, v2) = top2(c);
+            let (tg, _, _) = top2(g);
+            let max_diff = c.iter().zip(g).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+            compared += 1;
+            if tc != tg && first_diff.is_none() {
+                let margin = v1 - v2;
+                // A flip is explained by precision when the CPU's own top-2 margin is within
+                // twice the largest logit difference between the backends at this step.
+                low_margin_diff = margin <= 2.0 * max_diff;
+                first_diff = Some(format!(
+                    "first greedy difference at step {step} seq {i}: cpu {tc} gpu {tg}, cpu margin {margin:.4}, max |Δlogit| {max_diff:.4}"
+                ));
+            }
+            done[i] = seqs[i].0.len();
+            seqs[i].0.push(tc);
+        }
+    }
+    let pass = min_cos > 0.999 && low_margin_diff;
+    rep.fact(
+        "model",
+        format!("{name}: {} seqs, prefill {:?} + {steps} decode steps", prompts.len(), prompts),
+        pass,
+        format!(
+            "min logits cosine {min_cos:.6} over {compared} rows; {}",
+            first_diff.unwrap_or_else(|| "greedy tokens identical at every step".into())
+        ),
+    );
+    Ok(())
+}
+
+/// Greedy decode throughput of a runner: `batch` sequences with `prompt` tokens, then
+/// `steps` decode steps through `ModelRunner::step` (device sampling, one sync per step).
+pub fn decode_throughput(r: &mut dyn ModelRunner, batch: usize, prompt: usize, steps: usize) -> Result<(f64, f64)> {
+    let ps = r.page_size() as usize;
+    let per_seq = (prompt + steps + 2).div_ceil(ps);
+    anyhow::ensure!(per_seq * batch <= r.num_pages() as usize, "not enough KV pages");
+    let vocab = r.vocab_size();
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let mut seqs: Vec<(Vec<u32>, Vec<u32>, usize)> = (0..batch)
+        .map(|i| {
+            let toks = (0..prompt).map(|_| rng.random_range(0..vocab.min(32000))).collect();
+            let pt = (0..per_seq as u32).map(|p| i as u32 * per_seq as u32 + p).collect();
+            (toks, pt, 0)
+        })
+        .collect();
+    let run = |seqs: &mut Vec<(Vec<u32>, Vec<u32>, usize)>, r: &mut dyn ModelRunner| -> Result<()> {
+        let input = StepInput {
+            seqs: seqs
+                .iter()
+                .enumerate()
+                .map(|(i, (t, pt, done))| SeqInput {
+                    id: i as u64,
+                    tokens: t[*done..].to_vec(),
+                    first_from_last_step: false,
+                    start_pos: *done as u32,
+                    page_table: pt.clone(),
+                    sample: Some(SampleSpec { mode: SampleMode::Greedy, logprobs: None }),
+                })
+                .collect(),
+        };
+        let out = r.step(&input)?;
+        for (s, o) in seqs.iter_mut().zip(out.outputs) {
+            s.2 = s.0.len();
+            s.0.push(o.token);
+        }
+        Ok(())
+    };
+    let t0 = std::time::Instant::now();
+    run(&mut seqs, r)?; // prefill
+    let prefill_s = t0.elapsed().as_secs_f64();
+    run(&mut seqs, r)?; // warm-up decode
+    let t1 = std::time::Instant::now();
+    for _ in 0..steps {
+        run(&mut seqs, r)?;
+    }
+    let dt = t1.elapsed().as_secs_f64();
+    Ok(((batch * steps) as f64 / dt, prefill_s))
+}

@@ -1,0 +1,251 @@
+//! The one decoder-only model definition: Llama (incl. Llama-3 RoPE scaling,
+//! tied or untied embeddings, GQA), Qwen2 (q/k/v bias), Qwen3 (per-head q/k
+//! RMSNorm, free `head_dim`) and Mistral, written once against [`Backend`].
+//!
+//! Weights use the HF names (`model.layers.N.self_attn.q_proj.weight`, …);
+//! q/k/v and gate/up are fused at load time (rows concatenated) so a layer
+//! runs four GEMMs.
+
+use super::config::ModelConfig;
+use super::weights::{WeightTensor, Weights};
+use super::ModelError;
+use crate::backend::{Backend, DType, HostData, KvLayout};
+
+/// One transformer block's weights on the device.
+pub struct Layer<B: Backend> {
+    input_norm: B::Tensor,
+    post_attn_norm: B::Tensor,
+    w_qkv: B::Tensor,
+    b_qkv: Option<B::Tensor>,
+    w_o: B::Tensor,
+    b_o: Option<B::Tensor>,
+    q_norm: Option<B::Tensor>,
+    k_norm: Option<B::Tensor>,
+    w_gate_up: B::Tensor,
+    w_down: B::Tensor,
+}
+
+/// A loaded model: weights on the device plus the frozen config.
+pub struct Model<B: Backend> {
+    cfg: ModelConfig,
+    embed: B::Tensor,
+    layers: Vec<Layer<B>>,
+    final_norm: B::Tensor,
+    /// `None` when the LM head is tied to the embedding.
+    lm_head: Option<B::Tensor>,
+    inv_freq: B::Tensor,
+}
+
+/// Every tensor the definition reads, with its HF shape.
+pub fn expected_tensors(cfg: &ModelConfig) -> Vec<(String, Vec<usize>)> {
+    let h = cfg.hidden_size();
+    let d = cfg.head_dim();
+    let (qd, kvd) = (cfg.num_heads() * d, cfg.num_kv_heads() * d);
+    let i = cfg.intermediate_size();
+    let mut v = vec![("model.embed_tokens.weight".to_string(), vec![cfg.vocab_size(), h])];
+    for l in 0..cfg.num_layers() {
+        let p = format!("model.layers.{l}");
+        v.push((format!("{p}.input_layernorm.weight"), vec![h]));
+        v.push((format!("{p}.post_attention_layernorm.weight"), vec![h]));
+        for (n, out) in [("q", qd), ("k", kvd), ("v", kvd)] {
+            v.push((format!("{p}.self_attn.{n}_proj.weight"), vec![out, h]));
+            if cfg.qkv_bias() {
+                v.push((format!("{p}.self_attn.{n}_proj.bias"), vec![out]));
+            }
+        }
+        v.push((format!("{p}.self_attn.o_proj.weight"), vec![h, qd]));
+        if cfg.o_bias() {
+            v.push((format!("{p}.self_attn.o_proj.bias"), vec![h]));
+        }
+        if cfg.qk_norm() {
+            v.push((format!("{p}.self_attn.q_norm.weight"), vec![d]));
+            v.push((format!("{p}.self_attn.k_norm.weight"), vec![d]));
+        }
+        v.push((format!("{p}.mlp.gate_proj.weight"), vec![i, h]));
+        v.push((format!("{p}.mlp.up_proj.weight"), vec![i, h]));
+        v.push((format!("{p}.mlp.down_proj.weight"), vec![h, i]));
+    }
+    v.push(("model.norm.weight".to_string(), vec![h]));
+    if !cfg.tie_word_embeddings() {
+        v.push(("lm_head.weight".to_string(), vec![cfg.vocab_size(), h]));
+    }
+    v
+}
+
+/// Concatenate tensors along dim 0 (row-major, so bytes append). Mixed dtypes
+/// fall back to f32.
+fn concat_rows(parts: &[WeightTensor<'_>]) -> (Vec<usize>, DType, Vec<u8>) {
+    let rows: usize = parts.iter().map(|p| p.shape[0]).sum();
+    let mut shape = parts[0].shape.clone();
+    shape[0] = rows;
+    let dtype = parts[0].dtype;
+    if parts.iter().all(|p| p.dtype == dtype) {
+        let mut bytes = Vec::with_capacity(parts.iter().map(|p| p.bytes.len()).sum());
+        for p in parts {
+            bytes.extend_from_slice(&p.bytes);
+        }
+        (shape, dtype, bytes)
+    } else {
+        let mut f = Vec::new();
+        for p in parts {
+            f.extend(p.host().to_f32());
+        }
+        (shape, DType::F32, bytemuck::cast_slice(&f).to_vec())
+    }
+}
+
+impl<B: Backend> Model<B> {
+    /// Upload all weights of `cfg` from `weights` (shapes checked).
+    pub fn load(backend: &B, cfg: &ModelConfig, weights: &Weights) -> Result<Self, ModelError> {
+        let h = cfg.hidden_size();
+        let d = cfg.head_dim();
+        let (qd, kvd) = (cfg.num_heads() * d, cfg.num_kv_heads() * d);
+        let i = cfg.intermediate_size();
+        let up = |name: &str, shape: &[usize]| -> Result<B::Tensor, ModelError> {
+            let t = weights.get(name, shape)?;
+            Ok(backend.upload(shape, t.host())?)
+        };
+        let fused = |names: &[(String, Vec<usize>)]| -> Result<B::Tensor, ModelError> {
+            let parts = names
+                .iter()
+                .map(|(n, s)| weights.get(n, s))
+                .collect::<Result<Vec<_>, _>>()?;
+            let (shape, dtype, bytes) = concat_rows(&parts);
+            Ok(backend.upload(&shape, HostData { dtype, bytes: &bytes })?)
+        };
+        let embed = up("model.embed_tokens.weight", &[cfg.vocab_size(), h])?;
+        let mut layers = Vec::with_capacity(cfg.num_layers());
+        for l in 0..cfg.num_layers() {
+            let p = format!("model.layers.{l}");
+            let a = format!("{p}.self_attn");
+            let qkv_names = |kind: &str, w: bool| -> Vec<(String, Vec<usize>)> {
+                [("q", qd), ("k", kvd), ("v", kvd)]
+                    .iter()
+                    .map(|(n, out)| {
+                        let shape = if w { vec![*out, h] } else { vec![*out] };
+                        (format!("{a}.{n}_proj.{kind}"), shape)
+                    })
+                    .collect()
+            };
+            layers.push(Layer {
+                input_norm: up(&format!("{p}.input_layernorm.weight"), &[h])?,
+                post_attn_norm: up(&format!("{p}.post_attention_layernorm.weight"), &[h])?,
+                w_qkv: fused(&qkv_names("weight", true))?,
+                b_qkv: if cfg.qkv_bias() {
+                    Some(fused(&qkv_names("bias", false))?)
+                } else {
+                    None
+                },
+                w_o: up(&format!("{a}.o_proj.weight"), &[h, qd])?,
+                b_o: if cfg.o_bias() {
+                    Some(up(&format!("{a}.o_proj.bias"), &[h])?)
+                } else {
+                    None
+                },
+                q_norm: if cfg.qk_norm() {
+                    Some(up(&format!("{a}.q_norm.weight"), &[d])?)
+                } else {
+                    None
+                },
+                k_norm: if cfg.qk_norm() {
+                    Some(up(&format!("{a}.k_norm.weight"), &[d])?)
+                } else {
+                    None
+                },
+                w_gate_up: fused(&[
+                    (format!("{p}.mlp.gate_proj.weight"), vec![i, h]),
+                    (format!("{p}.mlp.up_proj.weight"), vec![i, h]),
+                ])?,
+                w_down: up(&format!("{p}.mlp.down_proj.weight"), &[h, i])?,
+            });
+        }
+        let final_norm = up("model.norm.weight", &[h])?;
+        let lm_head = if cfg.tie_word_embeddings() {
+            None
+        } else {
+            Some(up("lm_head.weight", &[cfg.vocab_size(), h])?)
+        };
+        let inv = cfg.rope_inv_freq();
+        let inv_freq = backend.upload(&[inv.len()], HostData::f32(&inv))?;
+        Ok(Model {
+            cfg: cfg.clone(),
+            embed,
+            layers,
+            final_norm,
+            lm_head,
+            inv_freq,
+        })
+    }
+
+    /// The model's config.
+    pub fn config(&self) -> &ModelConfig {
+        &self.cfg
+    }
+
+    /// KV cache shape for this model.
+    pub fn kv_layout(&self, num_pages: usize, page_size: usize) -> KvLayout {
+        KvLayout {
+            num_layers: self.cfg.num_layers(),
+            num_pages,
+            page_size,
+            kv_heads: self.cfg.num_kv_heads(),
+            head_dim: self.cfg.head_dim(),
+        }
+    }
+
+    /// Run one step's tokens through the model, writing their K/V into `kv`,
+    /// and return the logits `[sample_rows, vocab]` of the rows the step
+    /// samples from (`None` when no row samples).
+    pub fn forward(
+        &self,
+        b: &B,
+        kv: &mut B::Kv,
+        step: &B::Step,
+        num_sample_rows: usize,
+    ) -> Result<Option<B::Tensor>, ModelError> {
+        let cfg = &self.cfg;
+        let eps = cfg.rms_norm_eps();
+        let d = cfg.head_dim();
+        let (qd, kvd) = (cfg.num_heads() * d, cfg.num_kv_heads() * d);
+        let scale = 1.0 / (d as f32).sqrt();
+
+        let mut residual = b.embedding(&self.embed, step)?;
+        let mut x = b.rms_norm(&residual, &self.layers[0].input_norm, eps)?;
+        for (l, layer) in self.layers.iter().enumerate() {
+            let qkv = b.linear(&x, &layer.w_qkv, layer.b_qkv.as_ref())?;
+            let mut parts = b.split_cols(&qkv, &[qd, kvd, kvd])?.into_iter();
+            let (mut q, mut k, v) = match (parts.next(), parts.next(), parts.next()) {
+                (Some(q), Some(k), Some(v)) => (q, k, v),
+                _ => {
+                    return Err(ModelError::Backend(crate::backend::BackendError::Shape {
+                        op: "split_cols",
+                        detail: "expected three parts".into(),
+                    }))
+                }
+            };
+            if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
+                b.head_rms_norm(&mut q, qn, d, eps)?;
+                b.head_rms_norm(&mut k, kn, d, eps)?;
+            }
+            b.rope(&mut q, d, &self.inv_freq, step)?;
+            b.rope(&mut k, d, &self.inv_freq, step)?;
+            b.store_kv(kv, l, &k, &v, step)?;
+            let attn = b.attention(&q, kv, l, step, scale)?;
+            let o = b.linear(&attn, &layer.w_o, layer.b_o.as_ref())?;
+            x = b.add_rms_norm(&mut residual, &o, &layer.post_attn_norm, eps)?;
+            let gu = b.linear(&x, &layer.w_gate_up, None)?;
+            let m = b.linear(&b.silu_mul(&gu)?, &layer.w_down, None)?;
+            let next_norm = match self.layers.get(l + 1) {
+                Some(n) => &n.input_norm,
+                None => &self.final_norm,
+            };
+            x = b.add_rms_norm(&mut residual, &m, next_norm, eps)?;
+        }
+        if num_sample_rows == 0 {
+            return Ok(None);
+        }
+        let last = b.gather_rows(&x, step)?;
+        let head = self.lm_head.as_ref().unwrap_or(&self.embed);
+        Ok(Some(b.linear(&last, head, None)?))
+    }
+}

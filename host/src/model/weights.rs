@@ -1,0 +1,240 @@
+//! Where weights come from: memory-mapped safetensors shards, dense f32
+//! tensors (dequantised GGUF), or deterministic random values of a real shape.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+use rayon::prelude::*;
+
+use super::ModelError;
+use crate::backend::{DType, HostData};
+
+/// One tensor's data, borrowed from a mapped file or owned.
+#[derive(Clone, Debug)]
+pub struct WeightTensor<'a> {
+    pub shape: Vec<usize>,
+    pub dtype: DType,
+    /// Little-endian element bytes.
+    pub bytes: Cow<'a, [u8]>,
+}
+
+impl WeightTensor<'_> {
+    /// View for [`crate::backend::Backend::upload`].
+    pub fn host(&self) -> HostData<'_> {
+        HostData {
+            dtype: self.dtype,
+            bytes: &self.bytes,
+        }
+    }
+}
+
+/// A dense row-major f32 tensor held in memory.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DenseF32 {
+    pub shape: Vec<usize>,
+    pub data: Vec<f32>,
+}
+
+struct StEntry {
+    file: usize,
+    dtype: DType,
+    shape: Vec<usize>,
+    start: usize,
+    end: usize,
+}
+
+/// Every `*.safetensors` file of a directory, memory-mapped and indexed.
+pub struct SafetensorsWeights {
+    maps: Vec<Mmap>,
+    files: Vec<PathBuf>,
+    index: HashMap<String, StEntry>,
+}
+
+impl SafetensorsWeights {
+    /// Map and validate the given files (headers, offsets, file lengths).
+    pub fn open(files: &[PathBuf]) -> Result<Self, ModelError> {
+        if files.is_empty() {
+            return Err(ModelError::Weights("no *.safetensors files found".into()));
+        }
+        let mut maps = Vec::new();
+        let mut index = HashMap::new();
+        for (fi, path) in files.iter().enumerate() {
+            let f = File::open(path).map_err(|e| ModelError::io(path, e))?;
+            // SAFETY: the map is read-only; model files are not expected to be
+            // modified while the server runs (the same assumption every
+            // safetensors loader makes).
+            let map = unsafe { Mmap::map(&f) }.map_err(|e| ModelError::io(path, e))?;
+            let (n, meta) = safetensors::SafeTensors::read_metadata(&map).map_err(|e| {
+                ModelError::Weights(format!(
+                    "{}: corrupt or truncated safetensors file ({e:?})",
+                    path.display()
+                ))
+            })?;
+            for (name, info) in meta.tensors() {
+                let dtype = match info.dtype {
+                    safetensors::Dtype::F32 => DType::F32,
+                    safetensors::Dtype::BF16 => DType::BF16,
+                    safetensors::Dtype::F16 => DType::F16,
+                    other => {
+                        return Err(ModelError::Unsupported(format!(
+                            "tensor dtype {other:?} of `{name}` in {} (supported: F32, BF16, F16)",
+                            path.display()
+                        )))
+                    }
+                };
+                let base = 8 + n;
+                let entry = StEntry {
+                    file: fi,
+                    dtype,
+                    shape: info.shape.clone(),
+                    start: base + info.data_offsets.0,
+                    end: base + info.data_offsets.1,
+                };
+                if index.insert(name.clone(), entry).is_some() {
+                    return Err(ModelError::Weights(format!(
+                        "tensor `{name}` appears in more than one shard"
+                    )));
+                }
+            }
+            maps.push(map);
+        }
+        Ok(SafetensorsWeights {
+            maps,
+            files: files.to_vec(),
+            index,
+        })
+    }
+
+    fn get(&self, name: &str) -> Option<WeightTensor<'_>> {
+        let e = self.index.get(name)?;
+        Some(WeightTensor {
+            shape: e.shape.clone(),
+            dtype: e.dtype,
+            bytes: Cow::Borrowed(&self.maps[e.file][e.start..e.end]),
+        })
+    }
+
+    /// The files that were opened.
+    pub fn files(&self) -> &[PathBuf] {
+        &self.files
+    }
+}
+
+/// Deterministic random weights: `normal(0, 0.02)` for matrices, 1 for norm
+/// weights, 0 for biases; stored as bf16 (half the host memory of f32, and what
+/// a GPU backend keeps anyway).
+pub struct RandomWeights {
+    pub seed: u64,
+}
+
+fn fnv1a(s: &str) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for b in s.bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x1000_0000_01b3);
+    }
+    h
+}
+
+impl RandomWeights {
+    fn get(&self, name: &str, shape: &[usize]) -> WeightTensor<'static> {
+        let n: usize = shape.iter().product();
+        let fill = if name.ends_with("norm.weight") {
+            Some(1.0f32)
+        } else if name.ends_with(".bias") {
+            Some(0.0)
+        } else {
+            None
+        };
+        let mut out = vec![0u16; n];
+        let seed = self.seed ^ fnv1a(name);
+        const CHUNK: usize = 1 << 14;
+        out.par_chunks_mut(CHUNK).enumerate().for_each(|(ci, chunk)| {
+            if let Some(v) = fill {
+                chunk.fill(half::bf16::from_f32(v).to_bits());
+                return;
+            }
+            let mut state = crate::backend::cpu::sampling::splitmix64(seed ^ (ci as u64) << 20);
+            let mut next = || {
+                state = crate::backend::cpu::sampling::splitmix64(state);
+                ((state >> 11) as f64 + 0.5) * (1.0 / (1u64 << 53) as f64)
+            };
+            for pair in chunk.chunks_mut(2) {
+                // Box–Muller: two normals per two uniforms.
+                let (u1, u2) = (next(), next());
+                let r = (-2.0 * u1.ln()).sqrt() * 0.02;
+                let t = 2.0 * std::f64::consts::PI * u2;
+                pair[0] = half::bf16::from_f64(r * t.cos()).to_bits();
+                if pair.len() > 1 {
+                    pair[1] = half::bf16::from_f64(r * t.sin()).to_bits();
+                }
+            }
+        });
+        let bytes: Vec<u8> = out.iter().flat_map(|b| b.to_le_bytes()).collect();
+        WeightTensor {
+            shape: shape.to_vec(),
+            dtype: DType::BF16,
+            bytes: Cow::Owned(bytes),
+        }
+    }
+}
+
+/// A model's tensors, by HF name.
+pub enum Weights {
+    Safetensors(SafetensorsWeights),
+    Dense(HashMap<String, DenseF32>),
+    Random(RandomWeights),
+}
+
+impl Weights {
+    /// Whether a tensor is present (random weights have every tensor).
+    pub fn contains(&self, name: &str) -> bool {
+        match self {
+            Weights::Safetensors(s) => s.index.contains_key(name),
+            Weights::Dense(d) => d.contains_key(name),
+            Weights::Random(_) => true,
+        }
+    }
+
+    /// Fetch tensor `name`, checking it has `shape`.
+    pub fn get(&self, name: &str, shape: &[usize]) -> Result<WeightTensor<'_>, ModelError> {
+        let t = match self {
+            Weights::Safetensors(s) => s.get(name),
+            Weights::Dense(d) => d.get(name).map(|t| WeightTensor {
+                shape: t.shape.clone(),
+                dtype: DType::F32,
+                bytes: Cow::Borrowed(bytemuck::cast_slice(&t.data)),
+            }),
+            Weights::Random(r) => Some(r.get(name, shape)),
+        }
+        .ok_or_else(|| ModelError::Weights(format!("missing tensor `{name}`")))?;
+        if t.shape != shape {
+            return Err(ModelError::Weights(format!(
+                "tensor `{name}` has shape {:?}, the config implies {shape:?}",
+                t.shape
+            )));
+        }
+        let want = shape.iter().product::<usize>() * t.dtype.size();
+        if t.bytes.len() != want {
+            return Err(ModelError::Weights(format!(
+                "tensor `{name}` has {} bytes, shape {shape:?} needs {want}",
+                t.bytes.len()
+            )));
+        }
+        Ok(t)
+    }
+}
+
+/// Sorted `*.safetensors` files directly inside `dir`.
+pub fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>, ModelError> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| ModelError::io(dir, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+        .collect();
+    files.sort();
+    Ok(files)
+}

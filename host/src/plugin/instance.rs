@@ -1,0 +1,235 @@
+//! One live plugin: its compiled component, a store with the sandbox limits,
+//! and an instance that is re-created after any trap (wasmtime poisons an
+//! instance that trapped: every later call would fail).
+
+use std::path::Path;
+use std::time::Duration;
+
+use minisgl_plugin_sdk as plain;
+use wasmtime::component::Component;
+use wasmtime::Store;
+
+use super::bindings::{self, evictor, sampler, scheduler};
+use super::runtime::{HostState, Runtime, TICK};
+use super::{FailureCause, PluginError, PluginKind, PluginSource};
+
+/// Pre-linked component of one world: instantiating it again costs ~10 µs.
+enum Pre {
+    Scheduler(scheduler::SchedulerPre<HostState>),
+    Evictor(evictor::EvictorPre<HostState>),
+    Sampler(sampler::SamplerPre<HostState>),
+}
+
+enum Exports {
+    Scheduler(scheduler::Scheduler),
+    Evictor(evictor::Evictor),
+    Sampler(sampler::Sampler),
+}
+
+/// Why a call's result could not be used.
+pub(crate) struct CallFailure {
+    pub cause: FailureCause,
+    pub detail: String,
+}
+
+pub(crate) struct WasmPlugin {
+    pub name: String,
+    pub source: PluginSource,
+    engine: wasmtime::Engine,
+    pre: Pre,
+    store: Store<HostState>,
+    /// `None` after a failure whose re-instantiation also failed; the next
+    /// call tries again.
+    exports: Option<Exports>,
+    deadline_ticks: u64,
+    memory_limit_bytes: usize,
+}
+
+/// Ticks to allow so that at least `deadline` passes before the interrupt:
+/// the first tick may come at once.
+fn ticks(deadline: Duration) -> u64 {
+    (deadline.as_nanos().div_ceil(TICK.as_nanos()) as u64).max(1) + 1
+}
+
+impl WasmPlugin {
+    /// Links `component` for `kind`'s world, instantiates it and calls
+    /// `name()` once (under a generous deadline: first calls may warm up).
+    pub fn new(
+        rt: &Runtime,
+        kind: PluginKind,
+        path: &Path,
+        component: &Component,
+        sha256: String,
+        deadline: Duration,
+        memory_limit_bytes: usize,
+    ) -> Result<WasmPlugin, PluginError> {
+        let link_err = |e: wasmtime::Error| PluginError::Instantiate {
+            kind,
+            path: path.to_owned(),
+            reason: format!("{e:#}"),
+        };
+        let instance_pre = rt.linker.instantiate_pre(component).map_err(link_err)?;
+        let pre = match kind {
+            PluginKind::Scheduler => {
+                Pre::Scheduler(scheduler::SchedulerPre::new(instance_pre).map_err(link_err)?)
+            }
+            PluginKind::Evictor => {
+                Pre::Evictor(evictor::EvictorPre::new(instance_pre).map_err(link_err)?)
+            }
+            PluginKind::Sampler => {
+                Pre::Sampler(sampler::SamplerPre::new(instance_pre).map_err(link_err)?)
+            }
+        };
+        let mut plugin = WasmPlugin {
+            name: String::new(),
+            source: PluginSource::Wasm {
+                path: path.to_owned(),
+                sha256,
+            },
+            engine: rt.engine.clone(),
+            pre,
+            store: new_store(&rt.engine, memory_limit_bytes),
+            exports: None,
+            deadline_ticks: ticks(deadline),
+            memory_limit_bytes,
+        };
+        plugin.instantiate().map_err(|reason| PluginError::Instantiate {
+            kind,
+            path: path.to_owned(),
+            reason,
+        })?;
+        let probe_ticks = ticks(deadline.max(Duration::from_secs(1)));
+        plugin.name = plugin
+            .call_with(probe_ticks, |store, exports| match exports {
+                Exports::Scheduler(e) => e.call_name(store),
+                Exports::Evictor(e) => e.call_name(store),
+                Exports::Sampler(e) => e.call_name(store),
+            })
+            .map_err(|f| PluginError::Probe {
+                kind,
+                path: path.to_owned(),
+                reason: format!("{}: {}", f.cause, f.detail),
+            })?;
+        Ok(plugin)
+    }
+
+    /// A fresh store (the old one may hold a poisoned instance and its
+    /// memory) and a fresh instance.
+    fn instantiate(&mut self) -> Result<(), String> {
+        self.exports = None;
+        self.store = new_store(&self.engine, self.memory_limit_bytes);
+        // Instantiation runs guest start code: bound it like a call.
+        self.store.set_epoch_deadline(self.deadline_ticks.max(ticks(Duration::from_secs(1))));
+        let store = &mut self.store;
+        let exports = match &self.pre {
+            Pre::Scheduler(p) => p.instantiate(store).map(Exports::Scheduler),
+            Pre::Evictor(p) => p.instantiate(store).map(Exports::Evictor),
+            Pre::Sampler(p) => p.instantiate(store).map(Exports::Sampler),
+        }
+        .map_err(|e| format!("{e:#}"))?;
+        self.exports = Some(exports);
+        Ok(())
+    }
+
+    fn call_with<R>(
+        &mut self,
+        deadline_ticks: u64,
+        f: impl FnOnce(&mut Store<HostState>, &Exports) -> wasmtime::Result<R>,
+    ) -> Result<R, CallFailure> {
+        if self.exports.is_none() {
+            self.instantiate().map_err(|e| CallFailure {
+                cause: FailureCause::Trap,
+                detail: format!("cannot re-instantiate after an earlier failure: {e}"),
+            })?;
+        }
+        let Some(exports) = &self.exports else {
+            return Err(CallFailure {
+                cause: FailureCause::Trap,
+                detail: "no instance".into(),
+            });
+        };
+        self.store.data_mut().limiter.denied = false;
+        self.store.set_epoch_deadline(deadline_ticks);
+        match f(&mut self.store, exports) {
+            Ok(r) => Ok(r),
+            Err(e) => {
+                let cause = if self.store.data().limiter.denied {
+                    FailureCause::Memory
+                } else if e.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt) {
+                    FailureCause::Timeout
+                } else {
+                    FailureCause::Trap
+                };
+                let detail = format!("{e:#}");
+                // Re-create the instance now, so the next call finds it ready.
+                if let Err(again) = self.instantiate() {
+                    tracing::warn!(plugin = %self.name, "re-instantiation failed: {again}");
+                }
+                Err(CallFailure { cause, detail })
+            }
+        }
+    }
+
+    fn call<R>(
+        &mut self,
+        f: impl FnOnce(&mut Store<HostState>, &Exports) -> wasmtime::Result<R>,
+    ) -> Result<R, CallFailure> {
+        self.call_with(self.deadline_ticks, f)
+    }
+
+    pub fn schedule(
+        &mut self,
+        waiting: &[plain::RequestView],
+        running: &[plain::RequestView],
+        budget: &plain::Budget,
+    ) -> Result<plain::ScheduleDecision, CallFailure> {
+        let waiting: Vec<_> = waiting.iter().map(bindings::request_view).collect();
+        let running: Vec<_> = running.iter().map(bindings::request_view).collect();
+        let budget = bindings::budget(budget);
+        self.call(|store, exports| match exports {
+            Exports::Scheduler(e) => e.call_schedule(store, &waiting, &running, budget),
+            _ => Err(wasmtime::Error::msg("scheduler slot holds a scheduler")),
+        })
+        .map(bindings::decision)
+    }
+
+    pub fn pick_victims(
+        &mut self,
+        leaves: &[plain::CacheLeaf],
+        pages_needed: u32,
+    ) -> Result<Vec<u64>, CallFailure> {
+        let leaves: Vec<_> = leaves.iter().map(bindings::cache_leaf).collect();
+        self.call(|store, exports| match exports {
+            Exports::Evictor(e) => e.call_pick_victims(store, &leaves, pages_needed),
+            _ => Err(wasmtime::Error::msg("evictor slot holds an evictor")),
+        })
+    }
+
+    pub fn plan(
+        &mut self,
+        reqs: &[plain::SampleRequest],
+        vocab_size: u32,
+    ) -> Result<Vec<plain::SamplePlan>, CallFailure> {
+        let reqs: Vec<_> = reqs.iter().map(bindings::sample_request).collect();
+        self.call(|store, exports| match exports {
+            Exports::Sampler(e) => e.call_plan(store, &reqs, vocab_size),
+            _ => Err(wasmtime::Error::msg("sampler slot holds a sampler")),
+        })
+        .map(|plans| plans.into_iter().map(bindings::sample_plan).collect())
+    }
+
+    pub fn pick(&mut self, lists: &[plain::CandidateList]) -> Result<Vec<u32>, CallFailure> {
+        let lists: Vec<_> = lists.iter().map(bindings::candidate_list).collect();
+        self.call(|store, exports| match exports {
+            Exports::Sampler(e) => e.call_pick(store, &lists),
+            _ => Err(wasmtime::Error::msg("sampler slot holds a sampler")),
+        })
+    }
+}
+
+fn new_store(engine: &wasmtime::Engine, memory_limit_bytes: usize) -> Store<HostState> {
+    let mut store = Store::new(engine, HostState::new(memory_limit_bytes));
+    store.limiter(|s| &mut s.limiter);
+    store.epoch_deadline_trap();
+    store
+}

