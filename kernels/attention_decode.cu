@@ -75,7 +75,11 @@ __device__ __forceinline__ void decode_impl(
         for (int e = 0; e < 8; e++) acc[g][e] = 0.0f;
     }
 
-    for (int base = c0 + rg * R; base < c1; base += RG * R) {
+    // The trip count must be the same for every lane of a warp (the shuffles below
+    // use a full mask), so iterate per warp and mask rows past the end instead.
+    int rgw = lane / LPR;  // row group within the warp
+    for (int wbase = c0 + warp * RGW * R; wbase < c1; wbase += RG * R) {
+        int base = wbase + rgw * R;
         u32x4 kr[R], vr[R];
 #pragma unroll
         for (int r = 0; r < R; r++) {

@@ -57,3 +57,42 @@ __device__ __forceinline__ void norm_rope_impl(bf16_t* __restrict__ x, int T, in
 NORM_ROPE(64)
 NORM_ROPE(128)
 NORM_ROPE(256)
+
+// Any even head_dim up to 1024 (tiny test models use 16 and 32): same contract as
+// norm_rope_hd*, reading each element from memory instead of keeping the head in registers.
+extern "C" __global__ void norm_rope_generic(bf16_t* x, int T, int heads, int row_stride,
+                                             const bf16_t* norm_w, const int* pos,
+                                             const float* inv_freq, float eps, int hd) {
+    int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int lane = threadIdx.x & 31;
+    if (warp >= T * heads) return;
+    int t = warp / heads, h = warp % heads;
+    bf16_t* p = x + (size_t)t * row_stride + (size_t)h * hd;
+    float inv = 1.0f;
+    if (norm_w != nullptr) {
+        float ss = 0.0f;
+        for (int i = lane; i < hd; i += 32) {
+            float v = bf2f(p[i]);
+            ss += v * v;
+        }
+        inv = rsqrtf(warp_sum(ss) / (float)hd + eps);
+    }
+    int half = hd / 2;
+    float fp = pos != nullptr ? (float)pos[t] : 0.0f;
+    for (int i = lane; i < half; i += 32) {
+        float a = bf2f(p[i]), b = bf2f(p[i + half]);
+        if (norm_w != nullptr) {
+            a = a * inv * bf2f(norm_w[i]);
+            b = b * inv * bf2f(norm_w[i + half]);
+        }
+        if (inv_freq != nullptr) {
+            float s, c;
+            sincosf(fp * inv_freq[i], &s, &c);
+            float ra = a * c - b * s, rb = b * c + a * s;
+            a = ra;
+            b = rb;
+        }
+        p[i] = f2bf(a);
+        p[i + half] = f2bf(b);
+    }
+}

@@ -63,6 +63,10 @@ build_js() {
     if up_to_date "$stamp" "$fp" && [[ -f "$out/fcfs_js.wasm" ]]; then
         echo "== fcfs_js.wasm is up to date"; return
     fi
+    if ! command -v npm >/dev/null; then
+        echo "== npm not found: installing Debian's nodejs and npm"
+        apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null
+    fi
     if [[ ! -x "$dir/node_modules/.bin/jco" ]]; then
         echo "== installing jco and componentize-js (npm ci)"
         (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)

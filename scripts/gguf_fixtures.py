@@ -17,8 +17,16 @@ Files (all seeded, so re-running reproduces them byte for byte):
                      converter, weights in many quant types) + BPE tokenizer
   tiny_qwen3.gguf    1-layer qwen3 (q/k norm, head_dim != hidden/heads, tied)
   tiny_qwen2.gguf    1-layer qwen2 (q/k/v bias)
+  tiny_llama3.gguf   1-layer llama with Llama-3 rope scaling stored the way
+                     llama.cpp's converter stores it (a rope_freqs tensor)
+  tiny_spm.gguf      1-layer llama with a SentencePiece-style vocabulary
+                     (tokenizer.ggml.model "llama": tokens + scores, byte
+                     tokens, no merges), as in Llama-2 / Mistral GGUFs
   tiny_models.json   configs and sampled tensor values from transformers,
-                     tokenizer cases
+                     tokenizer cases, and the rope scaling each file encodes
+                     (transformers' GGUF loader ignores rope scaling for these
+                     architectures, so that part is the HF config the file was
+                     written from)
 
 Needs: pip install gguf numpy torch transformers (not in CI).
 Run:   python3 scripts/gguf_fixtures.py
@@ -36,15 +44,17 @@ from gguf.quants import dequantize, quantize
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "gguf")
 ROWS, COLS = 2, 512
 
-# Byte offsets of the f16 scale fields inside one block, for the K-quants
-# whose quantiser the gguf package does not implement: their blocks are
-# random bytes with these fields set to sane scales.
+# Byte offsets of the f16 scale fields inside one block, for the types whose
+# quantiser the gguf package does not implement (K-quants, IQ4): their blocks
+# are random bytes with these fields set to sane scales.
 K_SCALE_FIELDS = {
     T.Q2_K: [80, 82],
     T.Q3_K: [108],
     T.Q4_K: [0, 2],
     T.Q5_K: [0, 2],
     T.Q6_K: [208],
+    T.IQ4_NL: [0],
+    T.IQ4_XS: [0],
 }
 
 
@@ -102,7 +112,7 @@ def write_quant_types(rng):
     w.add_array("test.array_nested", [[1, 2], [3]])
     refs = {}
     for qtype in [T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0,
-                  T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.Q8_K]:
+                  T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.Q8_K, T.IQ4_NL, T.IQ4_XS]:
         name = f"q.{qtype.name}"
         values = (rng.standard_normal((ROWS, COLS)) * 0.1).astype(np.float32)
         if qtype == T.F32:
@@ -120,8 +130,8 @@ def write_quant_types(rng):
         refs[name] = {"type": qtype.name, "shape": [ROWS, COLS],
                       "values": [float(x) for x in ref.reshape(-1)]}
     # An unsupported type, to check the error names type and tensor.
-    iq = np.zeros((1, gguf.GGML_QUANT_SIZES[T.IQ4_NL][1] * 8), dtype=np.uint8)
-    w.add_tensor("q.IQ4_NL", iq, raw_dtype=T.IQ4_NL)
+    iq = np.zeros((1, gguf.GGML_QUANT_SIZES[T.IQ2_XXS][1]), dtype=np.uint8)
+    w.add_tensor("q.IQ2_XXS", iq, raw_dtype=T.IQ2_XXS)
     finish(w)
     with open(os.path.join(OUT, "quant_types.json"), "w") as f:
         json.dump(refs, f)
@@ -222,6 +232,64 @@ def put(w, rng, name, hf_weight, qtype):
 
 
 HEAD_DIM = {}
+LINEAR = {"rope_type": "linear", "factor": 2.0}
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768,
+        "beta_fast": 32.0}
+LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 8192}
+
+
+def llama3_rope_freqs(theta, head_dim, p):
+    """The per-dimension divisors llama.cpp's converter stores as rope_freqs
+    for a Llama-3 `rope_scaling` (its generate_extra_tensors, in float32)."""
+    import math
+    freqs = 1.0 / (theta ** (np.arange(0, head_dim, 2, dtype=np.float32) / head_dim))
+    low_wavelen = p["original_max_position_embeddings"] / p["low_freq_factor"]
+    high_wavelen = p["original_max_position_embeddings"] / p["high_freq_factor"]
+    out = []
+    for freq in freqs:
+        wavelen = 2 * math.pi / freq
+        if wavelen < high_wavelen:
+            out.append(1.0)
+        elif wavelen > low_wavelen:
+            out.append(p["factor"])
+        else:
+            smooth = ((p["original_max_position_embeddings"] / wavelen - p["low_freq_factor"])
+                      / (p["high_freq_factor"] - p["low_freq_factor"]))
+            out.append(1 / ((1 - smooth) / p["factor"] + smooth))
+    return np.array(out, dtype=np.float32)
+
+
+def write_tiny_llama3(rng, tokens, merges):
+    """Llama-3-style rope scaling; head_dim 16 and theta 5e5 put the eight
+    frequencies in all three bands (kept, smoothed, divided by the factor)."""
+    vocab, hidden, heads, kv, head_dim, ffn, theta = len(tokens), 64, 4, 2, 16, 128, 500000.0
+    path = os.path.join(OUT, "tiny_llama3.gguf")
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_block_count(1)
+    w.add_context_length(131072)
+    w.add_embedding_length(hidden)
+    w.add_feed_forward_length(ffn)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_freq_base(theta)
+    w.add_rope_dimension_count(head_dim)
+    add_tokenizer(w, tokens, merges)
+    g = lambda *s: (rng.standard_normal(s) * 0.05).astype(np.float32)
+    freqs = llama3_rope_freqs(theta, head_dim, LLAMA3)
+    w.add_tensor("rope_freqs.weight", freqs)
+    w.add_tensor("token_embd.weight", g(vocab, hidden).astype(np.float16))
+    for name, shape in [("attn_q", (heads * head_dim, hidden)), ("attn_k", (kv * head_dim, hidden)),
+                        ("attn_v", (kv * head_dim, hidden)), ("attn_output", (hidden, heads * head_dim)),
+                        ("ffn_gate", (ffn, hidden)), ("ffn_up", (ffn, hidden)),
+                        ("ffn_down", (hidden, ffn))]:
+        w.add_tensor(f"blk.0.{name}.weight", g(*shape).astype(np.float16))
+    for name in ["blk.0.attn_norm.weight", "blk.0.ffn_norm.weight", "output_norm.weight"]:
+        w.add_tensor(name, 1 + g(hidden))
+    finish(w)
+    return {"file": os.path.basename(path), "rope_scaling": LLAMA3, "rope_theta": theta,
+            "head_dim": head_dim, "rope_freqs": [float(x) for x in freqs]}
 
 
 def write_tiny(rng, arch, tokens, merges):
@@ -248,6 +316,17 @@ def write_tiny(rng, arch, tokens, merges):
         w.add_vocab_size(vocab)
         w.add_rope_dimension_count(head_dim)
     else:
+        if arch == "qwen3":
+            w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+            w.add_rope_scaling_factor(LINEAR["factor"])
+        if arch == "qwen2":
+            # A non-default data alignment, to exercise the offset arithmetic.
+            w.add_custom_alignment(64)
+            # Qwen2.5's long-context setting, as llama.cpp's converter writes it.
+            w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+            w.add_rope_scaling_factor(YARN["factor"])
+            w.add_rope_scaling_orig_ctx_len(YARN["original_max_position_embeddings"])
+            w.add_rope_scaling_yarn_beta_fast(YARN["beta_fast"])
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)
     add_tokenizer(w, tokens, merges)
@@ -328,6 +407,69 @@ def transformers_reference(path, rng, head_dim):
     return config, samples, tok_ids, overrides
 
 
+SPM_EXTRA_CASES = [" one leading space", "<tool> call\ttab", "\u00e9\u00e9\u00e9 \U0001F600"]
+
+
+def train_spm_vocab():
+    """A SentencePiece-style vocabulary: <unk>, <s>, </s>, the 256 byte
+    tokens, then pieces (with the \u2581 word marker) in the order a BPE
+    trainer learned them; each piece's score is minus its position, so
+    earlier merges rank first, as in a real SentencePiece model."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    tok = Tokenizer(models.BPE(byte_fallback=True))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first")
+    trainer = trainers.BpeTrainer(vocab_size=300, show_progress=False)
+    tok.train_from_iterator([CORPUS], trainer)
+    vocab = json.loads(tok.to_str())["model"]["vocab"]
+    pieces = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + pieces + ["<tool>"]
+    types = [2, 3, 3] + [6] * 256 + [1] * len(pieces) + [4]
+    scores = [0.0, 0.0, 0.0] + [0.0] * 256 + [-float(i) for i in range(len(pieces))] + [0.0]
+    return tokens, types, scores
+
+
+def write_tiny_spm(rng):
+    tokens, types, scores = train_spm_vocab()
+    vocab, hidden, heads, kv, head_dim, ffn = len(tokens), 64, 4, 2, 16, 128
+    path = os.path.join(OUT, "tiny_spm.gguf")
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_block_count(1)
+    w.add_context_length(4096)
+    w.add_embedding_length(hidden)
+    w.add_feed_forward_length(ffn)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_dimension_count(head_dim)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    g = lambda *s: (rng.standard_normal(s) * 0.05).astype(np.float16)
+    w.add_tensor("token_embd.weight", g(vocab, hidden))
+    for name, shape in [("attn_q", (heads * head_dim, hidden)), ("attn_k", (kv * head_dim, hidden)),
+                        ("attn_v", (kv * head_dim, hidden)), ("attn_output", (hidden, heads * head_dim)),
+                        ("ffn_gate", (ffn, hidden)), ("ffn_up", (ffn, hidden)),
+                        ("ffn_down", (hidden, ffn))]:
+        w.add_tensor(f"blk.0.{name}.weight", g(*shape))
+    for name in ["blk.0.attn_norm.weight", "blk.0.ffn_norm.weight", "output_norm.weight"]:
+        w.add_tensor(name, np.ones(hidden, dtype=np.float32))
+    finish(w)
+
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(OUT, gguf_file=os.path.basename(path))
+    cases = {}
+    for text in TOKENIZER_CASES + SPM_EXTRA_CASES:
+        ids = tok.encode(text, add_special_tokens=True)
+        cases[text] = {"ids": ids, "decoded": tok.decode(ids, skip_special_tokens=False),
+                       "decoded_skip_special": tok.decode(ids, skip_special_tokens=True)}
+    return {"file": os.path.basename(path), "transformers_tokenizer_cases": cases,
+            "bos_token": tok.bos_token, "eos_token": tok.eos_token}
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     rng = np.random.default_rng(0)
@@ -345,8 +487,11 @@ def main():
             path, np.random.default_rng(7), HEAD_DIM[arch])
         result["models"][arch] = {"file": os.path.basename(path), "transformers_config": config,
                                   "transformers_config_overrides": overrides,
+                                  "rope_scaling": {"qwen2": YARN, "qwen3": LINEAR}.get(arch),
                                   "transformers_tensors": samples,
                                   "transformers_tokenizer_ids": tok_ids}
+    result["llama3_rope"] = write_tiny_llama3(np.random.default_rng(4), tokens, merges)
+    result["spm"] = write_tiny_spm(np.random.default_rng(5))
     with open(os.path.join(OUT, "tiny_models.json"), "w") as f:
         json.dump(result, f, indent=0, ensure_ascii=False)
     total = sum(os.path.getsize(os.path.join(OUT, n)) for n in os.listdir(OUT))

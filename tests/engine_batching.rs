@@ -58,10 +58,20 @@ fn engine_with(s: &Setup, runner: HashRunner) -> Engine {
 }
 
 /// Random prompts; with `shared`, many start with one of a few long prefixes.
-fn workload(seed: u64, n: usize, max_prompt: usize, max_new: u32, shared: bool) -> Vec<GenerateRequest> {
+fn workload(
+    seed: u64,
+    n: usize,
+    max_prompt: usize,
+    max_new: u32,
+    shared: bool,
+) -> Vec<GenerateRequest> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let prefixes: Vec<Vec<u32>> = (0..3)
-        .map(|_| (0..rng.random_range(20..60)).map(|_| rng.random_range(0..VOCAB)).collect())
+        .map(|_| {
+            (0..rng.random_range(20..60))
+                .map(|_| rng.random_range(0..VOCAB))
+                .collect()
+        })
         .collect();
     (0..n)
         .map(|_| {
@@ -83,7 +93,12 @@ fn check_outputs(engine: &Engine, reqs: &[GenerateRequest]) -> EngineMetrics {
     for (i, (req, out)) in reqs.iter().zip(&outs).enumerate() {
         assert_eq!(out.error, None, "request {i}");
         let want = HashRunner::reference(&req.prompt_tokens, req.max_new_tokens, VOCAB);
-        assert_eq!(out.tokens, want, "request {i} (prompt {} tokens)", req.prompt_tokens.len());
+        assert_eq!(
+            out.tokens,
+            want,
+            "request {i} (prompt {} tokens)",
+            req.prompt_tokens.len()
+        );
         assert_eq!(out.finish_reason, FinishReason::Length);
         assert_eq!(out.usage.completion_tokens, req.max_new_tokens);
         assert_eq!(out.usage.prompt_tokens as usize, req.prompt_tokens.len());
@@ -107,7 +122,11 @@ fn settled_metrics(engine: &Engine) -> EngineMetrics {
 
 fn assert_no_leak(m: &EngineMetrics) {
     assert_eq!(m.kv_pages_used, 0, "pages still owned by requests: {m:?}");
-    assert_eq!(m.kv_pages_free + m.kv_pages_cached, m.kv_pages_total, "{m:?}");
+    assert_eq!(
+        m.kv_pages_free + m.kv_pages_cached,
+        m.kv_pages_total,
+        "{m:?}"
+    );
 }
 
 #[test]
@@ -155,7 +174,11 @@ fn shared_prefixes_hit_the_radix_cache_and_outputs_stay_exact() {
                     assert!(again.cache_hit_tokens > m.cache_hit_tokens);
                 }
             }
-            assert!(hit[0] > 0.2, "radix hit rate {} (page size {page_size})", hit[0]);
+            assert!(
+                hit[0] > 0.2,
+                "radix hit rate {} (page size {page_size})",
+                hit[0]
+            );
             assert_eq!(hit[1], 0.0);
         }
     }
@@ -219,7 +242,13 @@ fn stop_tokens_and_eos_end_requests_under_overlap() {
             overlap,
             ..EngineConfig::default()
         };
-        let e = Engine::new(Box::new(runner), Arc::new(PluginSet::native()), cfg, vec![eos]).unwrap();
+        let e = Engine::new(
+            Box::new(runner),
+            Arc::new(PluginSet::native()),
+            cfg,
+            vec![eos],
+        )
+        .unwrap();
         let mut with_eos = GenerateRequest::greedy(prompt.clone(), 40);
         let mut ignoring = with_eos.clone();
         ignoring.ignore_eos = true;
@@ -293,7 +322,9 @@ fn streaming_abort_and_submit_errors() {
         other => panic!("{other:?}"),
     }
     let too_long = GenerateRequest::greedy(vec![1; 1000], 100);
-    assert!(matches!(h.submit(too_long), Err(SubmitError::Invalid(m)) if m.contains("context limit 1024")));
+    assert!(
+        matches!(h.submit(too_long), Err(SubmitError::Invalid(m)) if m.contains("context limit 1024"))
+    );
     let zero = GenerateRequest::greedy(vec![1], 0);
     assert!(matches!(h.submit(zero), Err(SubmitError::Invalid(m)) if m.contains("max_new_tokens")));
 
@@ -379,4 +410,86 @@ fn shutdown_aborts_requests_in_flight() {
             ..
         })
     ));
+}
+
+/// A sampler policy that asks for top-4 candidate lists and always picks the
+/// second one: the host must use the pick (not the runner's own top token),
+/// so under overlap the next decode cannot reuse the runner's token.
+struct PickSecond(minisgl::scheduler::NativePolicy);
+
+impl minisgl::scheduler::Policy for PickSecond {
+    fn schedule(
+        &self,
+        w: &[minisgl_plugin_sdk::RequestView],
+        r: &[minisgl_plugin_sdk::RequestView],
+        b: &minisgl_plugin_sdk::Budget,
+    ) -> minisgl_plugin_sdk::ScheduleDecision {
+        self.0.schedule(w, r, b)
+    }
+    fn pick_victims(&self, l: &[minisgl_plugin_sdk::CacheLeaf], n: u32) -> Vec<u64> {
+        // Hostile: names the root and nonsense first; the host must refuse them.
+        let mut v = vec![0, u64::MAX];
+        v.extend(self.0.pick_victims(l, n));
+        v
+    }
+    fn plan(
+        &self,
+        reqs: &[minisgl_plugin_sdk::SampleRequest],
+        vocab: u32,
+    ) -> Vec<minisgl_plugin_sdk::SamplePlan> {
+        let mut plans = self.0.plan(reqs, vocab);
+        for p in &mut plans {
+            p.pick_from_top = 4;
+        }
+        plans
+    }
+    fn pick(&self, lists: &[minisgl_plugin_sdk::CandidateList]) -> Vec<u32> {
+        lists.iter().map(|l| l.candidates[1].token).collect()
+    }
+}
+
+#[test]
+fn sampler_picks_are_used_and_overlap_waits_for_them() {
+    use minisgl::engine::testing::hash;
+    let mut reqs = workload(8, 16, 30, 12, true);
+    for r in &mut reqs {
+        r.params.temperature = 0.7;
+    }
+    for overlap in [true, false] {
+        let runner = HashRunner::new(60, 4, VOCAB);
+        let cfg = EngineConfig {
+            overlap,
+            max_prefill_tokens: 16,
+            ..EngineConfig::default()
+        };
+        let policy = Arc::new(PickSecond(Default::default()));
+        let handle = minisgl::engine::spawn_with_policy(
+            Box::new(runner),
+            policy,
+            Arc::new(PluginSet::native()),
+            cfg,
+            vec![],
+        )
+        .unwrap();
+        let e = Engine::from_handle(handle);
+        let outs = e.generate(reqs.clone());
+        for (req, out) in reqs.iter().zip(&outs) {
+            let mut seq = req.prompt_tokens.clone();
+            for _ in 0..req.max_new_tokens {
+                seq.push(((hash(&seq) + 7919) % u64::from(VOCAB)) as u32);
+            }
+            assert_eq!(
+                out.tokens,
+                seq[req.prompt_tokens.len()..],
+                "overlap {overlap}"
+            );
+        }
+        let m = settled_metrics(&e);
+        assert_no_leak(&m);
+        assert!(
+            m.preemptions > 0,
+            "the budget should force preemption: {m:?}"
+        );
+        assert!(m.decision_fixups > 0, "hostile victims were not refused");
+    }
 }

@@ -2,7 +2,7 @@
 //!
 //! 1. Outside reference: greedy outputs of the fixture prompts, run together
 //!    in one batch with other requests (chunked prefill, paging, overlap),
-//!    equal Hugging Face transformers' greedy outputs (`reference.json`).
+//!    equal Hugging Face transformers' greedy outputs (`reference/outputs.json`).
 //! 2. Continuous batching, overlap on/off, page sizes, chunking, and a KV
 //!    budget that forces eviction and preemption all give each request the
 //!    tokens it gets when run alone.
@@ -26,9 +26,9 @@ fn fixture(name: &str) -> PathBuf {
 /// (prompt, HF greedy continuation) pairs of a fixture.
 fn hf_greedy(dir: &Path) -> Vec<(Vec<u32>, Vec<u32>)> {
     let reference: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap())
+        serde_json::from_str(&std::fs::read_to_string(dir.join("reference/outputs.json")).unwrap())
             .unwrap();
-    let bytes = std::fs::read(dir.join("reference.safetensors")).unwrap();
+    let bytes = std::fs::read(dir.join("reference/logits.safetensors")).unwrap();
     let tensors = safetensors::SafeTensors::deserialize(&bytes).unwrap();
     reference["greedy"]
         .as_array()
@@ -78,7 +78,11 @@ fn random_requests(seed: u64, n: usize, vocab: u32) -> Vec<GenerateRequest> {
     let shared: Vec<u32> = (0..24).map(|_| rng.random_range(0..vocab)).collect();
     (0..n)
         .map(|_| {
-            let mut prompt = if rng.random_bool(0.5) { shared.clone() } else { Vec::new() };
+            let mut prompt = if rng.random_bool(0.5) {
+                shared.clone()
+            } else {
+                Vec::new()
+            };
             let len = rng.random_range(1..40);
             prompt.extend((0..len).map(|_| rng.random_range(0..vocab)));
             GenerateRequest::greedy(prompt, rng.random_range(1..16))
@@ -115,7 +119,10 @@ fn batched_greedy_matches_transformers() {
             let e = engine(&model, &s);
             let outs = e.generate(batch.clone());
             for (i, (_, want)) in cases.iter().enumerate() {
-                assert_eq!(&outs[i].tokens, want, "{name}: prompt {i}, overlap {overlap}");
+                assert_eq!(
+                    &outs[i].tokens, want,
+                    "{name}: prompt {i}, overlap {overlap}"
+                );
                 assert_eq!(outs[i].finish_reason, FinishReason::Length);
             }
             e.shutdown();

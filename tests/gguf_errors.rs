@@ -62,6 +62,13 @@ fn bad_magic_and_version() {
     let msg = load_err(&write(dir.path(), "v1.gguf", &b)).to_string();
     assert!(msg.contains("unsupported GGUF version 1"), "{msg}");
 
+    // Version 2 differs from 3 only in allowing big-endian files, which we
+    // reject by their version bytes: a little-endian v2 file reads the same.
+    b = good.clone();
+    b[4..8].copy_from_slice(&2u32.to_le_bytes());
+    let v2 = load(&write(dir.path(), "v2.gguf", &b)).unwrap();
+    assert_eq!(v2.config["num_hidden_layers"], 1);
+
     b = good.clone();
     b[4..8].copy_from_slice(&3u32.to_be_bytes());
     let msg = load_err(&write(dir.path(), "be.gguf", &b)).to_string();
@@ -152,6 +159,26 @@ fn semantic_errors_name_the_culprit() {
     let b = patch(&good, "qwen3.block_count", "qwen3.block_coun_");
     let msg = load_err(&write(dir.path(), "key.gguf", &b)).to_string();
     assert!(msg.contains("\"qwen3.block_count\" is missing"), "{msg}");
+
+    // A value of the wrong type names the key and both types.
+    let key = b"qwen3.block_count";
+    let at = good.windows(key.len()).position(|w| w == key).unwrap() + key.len();
+    let mut b = good.clone();
+    assert_eq!(b[at..at + 4], 4u32.to_le_bytes(), "block_count is a uint32");
+    b[at..at + 4].copy_from_slice(&6u32.to_le_bytes()); // now read as a float32
+    let msg = load_err(&write(dir.path(), "type.gguf", &b)).to_string();
+    assert!(
+        msg.contains("qwen3.block_count") && msg.contains("float32") && msg.contains("unsigned"),
+        "{msg}"
+    );
+
+    // output_norm renamed to a valid layer tensor: the final norm is missing.
+    let b = patch(&good, "output_norm.weight", "blk.10.attn_q.bias");
+    let err = load_err(&write(dir.path(), "missing.gguf", &b));
+    assert!(
+        matches!(err, GgufError::MissingTensor(ref t) if t == "model.norm.weight"),
+        "{err}"
+    );
 
     let b = patch(&good, "output_norm.weight", "output_nurm.weight");
     let msg = load_err(&write(dir.path(), "name.gguf", &b)).to_string();

@@ -102,7 +102,6 @@ fn check_config(arch: &str, model: &GgufModel, want: &Value) {
     };
     assert_eq!(c["architectures"], serde_json::json!([class]));
     assert_eq!(c["torch_dtype"], "float32");
-    assert!(c["rope_scaling"].is_null());
 }
 
 fn check_tokenizer(arch: &str, model: &GgufModel, cases: &Value, hf_ids: &Value) {
@@ -151,6 +150,12 @@ fn tiny_models_match_transformers() {
         let m = &r["models"][arch];
         let model = load(&fixture(m["file"].as_str().unwrap())).unwrap();
         check_config(arch, &model, &m["transformers_config"]);
+        // transformers' GGUF loader drops rope scaling for these
+        // architectures; the fixture records what the file was written from.
+        assert_eq!(
+            model.config["rope_scaling"], m["rope_scaling"],
+            "{arch}: rope_scaling"
+        );
         check_tensors(arch, &model, &m["transformers_tensors"]);
         check_tokenizer(
             arch,
@@ -169,6 +174,9 @@ fn qwen_specific_tensors_and_keys() {
         .contains_key("model.layers.0.self_attn.q_norm.weight"));
     assert_eq!(q3.config["head_dim"], 32);
     assert_eq!(q3.config["hidden_size"], 64);
+    let q2_file = minisgl::model::gguf::GgufFile::open(&fixture("tiny_qwen2.gguf")).unwrap();
+    assert_eq!(q2_file.alignment, 64, "general.alignment");
+    assert_eq!(q2_file.data_offset % 64, 0);
     let q2 = load(&fixture("tiny_qwen2.gguf")).unwrap();
     for b in ["q_proj", "k_proj", "v_proj"] {
         let t = &q2.tensors[&format!("model.layers.0.self_attn.{b}.bias")];
@@ -177,4 +185,61 @@ fn qwen_specific_tensors_and_keys() {
     let llama = load(&fixture("tiny_llama.gguf")).unwrap();
     assert_eq!(llama.config["attention_bias"], false);
     assert_eq!(llama.config["model_type"], "llama");
+}
+
+/// Llama-3 rope scaling, which llama.cpp stores as per-dimension divisors
+/// (`rope_freqs.weight`), comes back as the HF `rope_scaling` it was made from.
+#[test]
+fn llama3_rope_scaling_from_rope_freqs() {
+    let r = reference();
+    let want = &r["llama3_rope"];
+    let path = fixture(want["file"].as_str().unwrap());
+    let model = load(&path).unwrap();
+    assert_eq!(model.config["rope_scaling"], want["rope_scaling"]);
+    assert_eq!(model.config["rope_theta"], want["rope_theta"]);
+    assert_eq!(model.config["head_dim"], want["head_dim"]);
+    assert!(!model.tensors.keys().any(|k| k.contains("rope")));
+
+    // Divisors that no Llama-3 setting produces are refused, not ignored.
+    let file = minisgl::model::gguf::GgufFile::open(&path).unwrap();
+    let info = file.tensor("rope_freqs.weight").unwrap();
+    let at = (file.data_offset + info.offset) as usize + 4 * 4; // entry 4: the smoothed band
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[at..at + 4].copy_from_slice(&3.5f32.to_le_bytes());
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad_rope.gguf");
+    std::fs::write(&bad, bytes).unwrap();
+    let msg = load(&bad).unwrap_err().to_string();
+    assert!(
+        msg.contains("rope_freqs.weight") && msg.contains("entry 4"),
+        "{msg}"
+    );
+}
+
+/// A SentencePiece-style vocabulary (`tokenizer.ggml.model = "llama"`: tokens,
+/// scores, byte tokens, no merges) tokenizes like the tokenizer transformers
+/// builds from the same file.
+#[test]
+fn sentencepiece_vocabulary_matches_transformers() {
+    let r = reference();
+    let spm = &r["spm"];
+    let model = load(&fixture(spm["file"].as_str().unwrap())).unwrap();
+    assert_eq!(model.bos_token.as_deref(), spm["bos_token"].as_str());
+    assert_eq!(model.eos_token.as_deref(), spm["eos_token"].as_str());
+    for (text, case) in spm["transformers_tokenizer_cases"].as_object().unwrap() {
+        let want: Vec<u32> = case["ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as u32)
+            .collect();
+        let enc = model.tokenizer.encode(text.as_str(), true).unwrap();
+        assert_eq!(enc.get_ids(), want.as_slice(), "ids of {text:?}");
+        let plain = model.tokenizer.decode(&want, true).unwrap();
+        assert_eq!(
+            plain,
+            case["decoded_skip_special"].as_str().unwrap(),
+            "decode of {text:?}"
+        );
+    }
 }

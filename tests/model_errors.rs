@@ -29,7 +29,8 @@ fn err_of(path: &Path) -> String {
 
 fn edit_config(dir: &Path, f: impl FnOnce(&mut serde_json::Map<String, serde_json::Value>)) {
     let p = dir.join("config.json");
-    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
     f(v.as_object_mut().unwrap());
     std::fs::write(&p, serde_json::to_string(&v).unwrap()).unwrap();
 }
@@ -37,7 +38,10 @@ fn edit_config(dir: &Path, f: impl FnOnce(&mut serde_json::Map<String, serde_jso
 #[test]
 fn missing_path_and_files() {
     let e = err_of(Path::new("/nonexistent/model"));
-    assert!(e.contains("/nonexistent/model") && e.contains("does not exist"), "{e}");
+    assert!(
+        e.contains("/nonexistent/model") && e.contains("does not exist"),
+        "{e}"
+    );
 
     let d = copy_fixture("qwen2");
     std::fs::remove_file(d.path().join("config.json")).unwrap();
@@ -54,7 +58,10 @@ fn missing_path_and_files() {
 fn unsupported_architecture_is_named() {
     let d = copy_fixture("qwen2");
     edit_config(d.path(), |c| {
-        c.insert("architectures".into(), serde_json::json!(["GPT2LMHeadModel"]));
+        c.insert(
+            "architectures".into(),
+            serde_json::json!(["GPT2LMHeadModel"]),
+        );
     });
     let e = err_of(d.path());
     assert!(e.contains("GPT2LMHeadModel"), "{e}");
@@ -62,7 +69,13 @@ fn unsupported_architecture_is_named() {
 
 #[test]
 fn missing_config_keys_are_named() {
-    for key in ["hidden_size", "num_hidden_layers", "vocab_size", "architectures", "intermediate_size"] {
+    for key in [
+        "hidden_size",
+        "num_hidden_layers",
+        "vocab_size",
+        "architectures",
+        "intermediate_size",
+    ] {
         let d = copy_fixture("llama_gqa_tied");
         edit_config(d.path(), |c| {
             c.remove(key);
@@ -72,7 +85,11 @@ fn missing_config_keys_are_named() {
     }
     let d = copy_fixture("llama_gqa_tied");
     edit_config(d.path(), |c| {
-        c.get_mut("rope_scaling").unwrap().as_object_mut().unwrap().remove("low_freq_factor");
+        c.get_mut("rope_scaling")
+            .unwrap()
+            .as_object_mut()
+            .unwrap()
+            .remove("low_freq_factor");
     });
     let e = err_of(d.path());
     assert!(e.contains("rope_scaling.low_freq_factor"), "{e}");
@@ -85,7 +102,10 @@ fn corrupt_and_truncated_safetensors() {
     let bytes = std::fs::read(&p).unwrap();
     std::fs::write(&p, &bytes[..bytes.len() - 1000]).unwrap();
     let e = err_of(d.path());
-    assert!(e.contains("corrupt or truncated") && e.contains("model.safetensors"), "{e}");
+    assert!(
+        e.contains("corrupt or truncated") && e.contains("model.safetensors"),
+        "{e}"
+    );
 
     std::fs::write(&p, &bytes[..4]).unwrap();
     let e = err_of(d.path());
@@ -105,15 +125,22 @@ fn missing_or_misshapen_tensor_is_named() {
         c.insert("intermediate_size".into(), serde_json::json!(96));
     });
     let m = load(d.path()).unwrap();
-    let e = minisgl::model::runner::cpu_runner(&m, 8, 4).err().expect("shape mismatch");
-    assert!(e.to_string().contains("mlp.gate_proj.weight") && e.to_string().contains("shape"), "{e}");
+    let e = minisgl::model::runner::cpu_runner(&m, 8, 4)
+        .err()
+        .expect("shape mismatch");
+    assert!(
+        e.to_string().contains("mlp.gate_proj.weight") && e.to_string().contains("shape"),
+        "{e}"
+    );
 
     let d = copy_fixture("qwen2");
     edit_config(d.path(), |c| {
         c.insert("tie_word_embeddings".into(), serde_json::json!(false));
     });
     let m = load(d.path()).unwrap();
-    let e = minisgl::model::runner::cpu_runner(&m, 8, 4).err().expect("missing lm_head");
+    let e = minisgl::model::runner::cpu_runner(&m, 8, 4)
+        .err()
+        .expect("missing lm_head");
     assert!(e.to_string().contains("lm_head.weight"), "{e}");
 }
 
@@ -125,12 +152,17 @@ fn both_config_styles_parse_alike() {
     let t5 = load(&fixture("llama_bf16")).unwrap().config;
     assert_eq!(hub.rope_scaling(), t5.rope_scaling());
     assert_eq!(hub.rope_theta(), t5.rope_theta());
-    assert!(matches!(hub.rope_scaling(), minisgl::model::RopeScaling::Llama3 { .. }));
+    assert!(matches!(
+        hub.rope_scaling(),
+        minisgl::model::RopeScaling::Llama3 { .. }
+    ));
     assert_eq!(hub.dtype(), Some(minisgl::model::config::ConfigDType::F32));
     assert_eq!(t5.dtype(), Some(minisgl::model::config::ConfigDType::BF16));
-    let e = ModelConfig::from_json_str(r#"{"architectures":["LlamaForCausalLM"],"hidden_size":64,
+    let e = ModelConfig::from_json_str(
+        r#"{"architectures":["LlamaForCausalLM"],"hidden_size":64,
         "num_attention_heads":4,"intermediate_size":8,"num_hidden_layers":1,"vocab_size":8,
-        "rope_parameters":{"rope_type":"yarn","rope_theta":1.0}}"#)
+        "rope_parameters":{"rope_type":"yarn","rope_theta":1.0}}"#,
+    )
     .unwrap_err();
     assert!(e.to_string().contains("yarn"), "{e}");
 }
@@ -147,7 +179,8 @@ fn random_weights_run_and_are_deterministic() {
     let lb = rb.logits(&s).unwrap();
     assert_eq!(la, lb);
     assert!(la[0].iter().all(|x| x.is_finite()));
-    let spread = la[0].iter().cloned().fold(f32::MIN, f32::max) - la[0].iter().cloned().fold(f32::MAX, f32::min);
+    let spread = la[0].iter().cloned().fold(f32::MIN, f32::max)
+        - la[0].iter().cloned().fold(f32::MAX, f32::min);
     assert!(spread > 0.0);
     let e = load_random(Path::new("/nonexistent/cfg"), 0).unwrap_err();
     assert!(e.to_string().contains("/nonexistent/cfg"), "{e}");

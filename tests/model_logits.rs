@@ -6,8 +6,8 @@
 #[path = "model_support/mod.rs"]
 mod support;
 
-use minisgl::model::runner::{cpu_runner, ModelRunner, Runner};
 use minisgl::backend::cpu::CpuBackend;
+use minisgl::model::runner::{cpu_runner, ModelRunner, Runner};
 use support::*;
 
 const PAGE_SIZE: u32 = 4;
@@ -45,9 +45,16 @@ fn whole_prompts_match_hf() {
         let mut pages = Pages::new(NUM_PAGES);
         for (i, p) in r.prompts.iter().enumerate() {
             let pt = pages.take(pages_for(p.len()));
-            let got = run.logits(&step(vec![seq(i as u64, p, 0, &pt, true)])).unwrap();
+            let got = run
+                .logits(&step(vec![seq(i as u64, p, 0, &pt, true)]))
+                .unwrap();
             assert_eq!(got.len(), 1);
-            check(name, &format!("prompt {i} (len {})", p.len()), &got[0], &r.logits[i]);
+            check(
+                name,
+                &format!("prompt {i} (len {})", p.len()),
+                &got[0],
+                &r.logits[i],
+            );
         }
     }
 }
@@ -89,7 +96,13 @@ fn chunked_prefill_matches_hf() {
                 let mut last = None;
                 while start < p.len() {
                     let end = (start + chunk).min(p.len());
-                    let s = seq(i as u64, &p[start..end], start as u32, &pt[..pages_for(end)], end == p.len());
+                    let s = seq(
+                        i as u64,
+                        &p[start..end],
+                        start as u32,
+                        &pt[..pages_for(end)],
+                        end == p.len(),
+                    );
                     let out = run.logits(&step(vec![s])).unwrap();
                     if end == p.len() {
                         last = out.into_iter().next();
@@ -98,7 +111,12 @@ fn chunked_prefill_matches_hf() {
                     }
                     start = end;
                 }
-                check(name, &format!("prompt {i} in chunks of {chunk}"), &last.unwrap(), &r.logits[i]);
+                check(
+                    name,
+                    &format!("prompt {i} in chunks of {chunk}"),
+                    &last.unwrap(),
+                    &r.logits[i],
+                );
             }
         }
     }
@@ -111,7 +129,12 @@ fn prefix_from_earlier_request_pages_matches_hf() {
         let mut run = runner(name);
         let mut pages = Pages::new(NUM_PAGES);
         // Request 1 prefills the longest random prompt entirely.
-        let (i, p) = r.prompts.iter().enumerate().max_by_key(|(_, p)| p.len()).unwrap();
+        let (i, p) = r
+            .prompts
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, p)| p.len())
+            .unwrap();
         let pt1 = pages.take(pages_for(p.len()));
         run.logits(&step(vec![seq(1, p, 0, &pt1, false)])).unwrap();
         // Request 2 reuses whole pages of that prefix (as the radix cache
@@ -124,9 +147,17 @@ fn prefix_from_earlier_request_pages_matches_hf() {
             let other = &r.prompts[2];
             let pt3 = pages.take(pages_for(other.len()));
             let got = run
-                .logits(&step(vec![seq(3, other, 0, &pt3, true), seq(2, &p[k..], k as u32, &pt2, true)]))
+                .logits(&step(vec![
+                    seq(3, other, 0, &pt3, true),
+                    seq(2, &p[k..], k as u32, &pt2, true),
+                ]))
                 .unwrap();
-            check(name, &format!("prompt {i} after {k} cached tokens"), &got[1], &r.logits[i]);
+            check(
+                name,
+                &format!("prompt {i} after {k} cached tokens"),
+                &got[1],
+                &r.logits[i],
+            );
             check(name, "neighbour of a reused prefix", &got[0], &r.logits[2]);
         }
     }
@@ -140,13 +171,25 @@ fn greedy_continuations_match_hf() {
         let mut pages = Pages::new(NUM_PAGES);
         for (gi, g) in r.json["greedy"].as_array().unwrap().iter().enumerate() {
             let pi = g["prompt_index"].as_u64().unwrap() as usize;
-            let want: Vec<u32> =
-                g["new_tokens"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect();
+            let want: Vec<u32> = g["new_tokens"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.as_u64().unwrap() as u32)
+                .collect();
             let prompt = &r.prompts[pi];
             let total = prompt.len() + want.len();
             let pt = pages.take(pages_for(total));
             let id = 100 + gi as u64;
-            let out = run.step(&step(vec![seq(id, prompt, 0, &pt[..pages_for(prompt.len())], true)])).unwrap();
+            let out = run
+                .step(&step(vec![seq(
+                    id,
+                    prompt,
+                    0,
+                    &pt[..pages_for(prompt.len())],
+                    true,
+                )]))
+                .unwrap();
             let mut got = vec![out.outputs[0].token];
             while got.len() < want.len() {
                 let pos = prompt.len() + got.len() - 1;
@@ -168,11 +211,17 @@ fn greedy_continuations_match_hf() {
 fn bad_step_input_is_an_error_not_a_panic() {
     let mut run = runner("qwen3");
     let vocab = run.vocab_size();
-    let e = run.step(&step(vec![seq(1, &[vocab], 0, &[0], true)])).unwrap_err();
+    let e = run
+        .step(&step(vec![seq(1, &[vocab], 0, &[0], true)]))
+        .unwrap_err();
     assert!(e.to_string().contains("out of range"), "{e}");
-    let e = run.step(&step(vec![seq(1, &[1, 2, 3, 4, 5], 0, &[0], true)])).unwrap_err();
+    let e = run
+        .step(&step(vec![seq(1, &[1, 2, 3, 4, 5], 0, &[0], true)]))
+        .unwrap_err();
     assert!(e.to_string().contains("cannot hold"), "{e}");
-    let e = run.step(&step(vec![seq(1, &[1], 0, &[NUM_PAGES], true)])).unwrap_err();
+    let e = run
+        .step(&step(vec![seq(1, &[1], 0, &[NUM_PAGES], true)]))
+        .unwrap_err();
     assert!(e.to_string().contains("page id"), "{e}");
     let mut s = seq(7, &[0], 3, &[0], true);
     s.first_from_last_step = true;

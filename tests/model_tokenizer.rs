@@ -13,7 +13,11 @@ fn tokenizer(name: &str) -> Tokenizer {
 }
 
 fn ids(v: &serde_json::Value) -> Vec<u32> {
-    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
 }
 
 /// One llama-style (BOS added, llama3-like template in tokenizer_config.json)
@@ -27,10 +31,22 @@ fn encode_decode_match_hf() {
         let r = reference(name);
         for case in r.json["tokenizer"].as_array().unwrap() {
             let text = case["text"].as_str().unwrap();
-            assert_eq!(tok.encode(text, true).unwrap(), ids(&case["ids"]), "{name}: encode {text:?}");
+            assert_eq!(
+                tok.encode(text, true).unwrap(),
+                ids(&case["ids"]),
+                "{name}: encode {text:?}"
+            );
             let plain = ids(&case["ids_no_special"]);
-            assert_eq!(tok.encode(text, false).unwrap(), plain, "{name}: encode {text:?} w/o specials");
-            assert_eq!(tok.decode(&plain, false).unwrap(), case["decoded"].as_str().unwrap(), "{name}: decode");
+            assert_eq!(
+                tok.encode(text, false).unwrap(),
+                plain,
+                "{name}: encode {text:?} w/o specials"
+            );
+            assert_eq!(
+                tok.decode(&plain, false).unwrap(),
+                case["decoded"].as_str().unwrap(),
+                "{name}: decode"
+            );
             assert_eq!(
                 tok.decode(&ids(&case["ids"]), true).unwrap(),
                 case["decoded_skip_special"].as_str().unwrap(),
@@ -57,7 +73,11 @@ fn streaming_decode_equals_full_decode() {
         }
         text.push_str(&dec.flush(&tok).unwrap());
         // A context cut mid-character shows as U+FFFD; the stream completes it.
-        let prefix = tok.decode(&all[..split], false).unwrap().trim_end_matches('\u{FFFD}').to_string();
+        let prefix = tok
+            .decode(&all[..split], false)
+            .unwrap()
+            .trim_end_matches('\u{FFFD}')
+            .to_string();
         let full = tok.decode(&all, false).unwrap();
         assert_eq!(format!("{prefix}{text}"), full, "case {:?}", case["text"]);
     }
@@ -80,7 +100,12 @@ fn chat_templates_match_hf() {
                 }
                 None => {
                     let text = got.unwrap();
-                    assert_eq!(text, case["text"].as_str().unwrap(), "{name}: {:?}", case["messages"]);
+                    assert_eq!(
+                        text,
+                        case["text"].as_str().unwrap(),
+                        "{name}: {:?}",
+                        case["messages"]
+                    );
                     assert_eq!(tok.encode(&text, false).unwrap(), ids(&case["ids"]));
                     rendered += 1;
                 }

@@ -63,7 +63,10 @@ fn lru_wasm_matches_native() {
         let native = Lru.pick_victims(&leaves, needed);
         let checked = validate::victims(native.clone(), &leaves, needed)
             .unwrap_or_else(|e| panic!("case {case}: native LRU broke {e}"));
-        assert_eq!(checked, native, "case {case}: LRU returned more than needed");
+        assert_eq!(
+            checked, native,
+            "case {case}: LRU returned more than needed"
+        );
         let wasm = set.pick_victims(&leaves, needed);
         assert_eq!(wasm, native, "case {case}: {leaves:?} need {needed}");
         nonempty += usize::from(!native.is_empty());

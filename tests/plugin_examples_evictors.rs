@@ -33,7 +33,12 @@ fn slru_keeps_twice_hit_prefix(ev: &mut dyn Evictor) {
     let all_protected = [leaf(1, 1, 3, 500), leaf(2, 1, 2, 100), leaf(3, 1, 2, 300)];
     assert_eq!(ev.pick_victims(&all_protected, 1), vec![2]);
     // Probationary leaves go before protected ones, however recent they are.
-    let mixed = [leaf(1, 2, 2, 10), leaf(2, 2, 0, 800), leaf(3, 2, 1, 700), leaf(4, 2, 5, 20)];
+    let mixed = [
+        leaf(1, 2, 2, 10),
+        leaf(2, 2, 0, 800),
+        leaf(3, 2, 1, 700),
+        leaf(4, 2, 5, 20),
+    ];
     assert_eq!(ev.pick_victims(&mixed, 5), vec![3, 2, 1]);
 }
 
@@ -61,7 +66,12 @@ fn slru_demotes_protected_leaves_beyond_its_share() {
 }
 
 fn lfu_evicts_fewest_hits(ev: &mut dyn Evictor) {
-    let leaves = [leaf(1, 1, 9, 10), leaf(2, 1, 1, 999), leaf(3, 1, 3, 500), leaf(4, 1, 1, 100)];
+    let leaves = [
+        leaf(1, 1, 9, 10),
+        leaf(2, 1, 1, 999),
+        leaf(3, 1, 3, 500),
+        leaf(4, 1, 1, 100),
+    ];
     assert_eq!(ev.pick_victims(&leaves, 2), vec![4, 2]);
     assert_eq!(ev.pick_victims(&leaves, 3), vec![4, 2, 3]);
 }

@@ -13,9 +13,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use minisgl::plugin::{validate, PluginConfig, PluginKind, PluginSet};
-use minisgl_plugin_sdk::{
-    Budget, CacheLeaf, Evictor, RequestView, ScheduleDecision, Scheduler,
-};
+use minisgl_plugin_sdk::{Budget, CacheLeaf, Evictor, RequestView, ScheduleDecision, Scheduler};
 
 /// A request to submit.
 #[derive(Clone, Debug, Default)]
@@ -121,7 +119,10 @@ impl Sim {
     }
 
     pub fn req(&self, id: u64) -> &Req {
-        self.reqs.iter().find(|r| r.spec.id == id).expect("known request")
+        self.reqs
+            .iter()
+            .find(|r| r.spec.id == id)
+            .expect("known request")
     }
 
     fn free_pages(&self) -> u32 {
@@ -132,7 +133,12 @@ impl Sim {
     /// The views and budget the host would hand the scheduler now.
     pub fn inputs(&self) -> (Vec<RequestView>, Vec<RequestView>, Budget) {
         let arrived = |r: &&Req| r.spec.arrival_us <= self.now_us;
-        let mut waiting: Vec<&Req> = self.reqs.iter().filter(arrived).filter(|r| r.state == State::Waiting).collect();
+        let mut waiting: Vec<&Req> = self
+            .reqs
+            .iter()
+            .filter(arrived)
+            .filter(|r| r.state == State::Waiting)
+            .collect();
         waiting.sort_by_key(|r| (r.spec.arrival_us, r.spec.id));
         let running = self.reqs.iter().filter(|r| r.state == State::Running);
         let budget = Budget {
@@ -160,7 +166,11 @@ impl Sim {
         let (waiting, running, budget) = self.inputs();
         let d = sched.schedule(&waiting, &running, &budget);
         if let Err(e) = validate::schedule(&d, &waiting, &running, &budget) {
-            panic!("{} made an invalid decision at step {}: {e}", sched.name(), self.step);
+            panic!(
+                "{} made an invalid decision at step {}: {e}",
+                sched.name(),
+                self.step
+            );
         }
         self.apply(&d);
         self.decisions.push(d.clone());
@@ -170,7 +180,10 @@ impl Sim {
     }
 
     fn index(&self, id: u64) -> usize {
-        self.reqs.iter().position(|r| r.spec.id == id).expect("validated id")
+        self.reqs
+            .iter()
+            .position(|r| r.spec.id == id)
+            .expect("validated id")
     }
 
     fn apply(&mut self, d: &ScheduleDecision) {
@@ -195,7 +208,8 @@ impl Sim {
             v.pages_held = v.computed_len.div_ceil(ps);
             v.last_scheduled_us = now;
             r.first_scheduled_us.get_or_insert(now);
-            *self.served.entry(r.spec.client_id).or_default() += u64::from(chunk.tokens) * SERVICE_IN;
+            *self.served.entry(r.spec.client_id).or_default() +=
+                u64::from(chunk.tokens) * SERVICE_IN;
             if v.computed_len == v.prompt_len {
                 // The last chunk's forward pass yields the first output token.
                 r.state = State::Running;
@@ -225,7 +239,11 @@ impl Sim {
     /// Steps until every request finished (panics after `max_steps`).
     pub fn run(&mut self, sched: &mut dyn Scheduler, max_steps: u64) {
         while !self.all_finished() {
-            assert!(self.step < max_steps, "{} did not finish within {max_steps} steps", sched.name());
+            assert!(
+                self.step < max_steps,
+                "{} did not finish within {max_steps} steps",
+                sched.name()
+            );
             self.step(sched);
         }
     }
@@ -233,8 +251,14 @@ impl Sim {
 
 /// A plugin built by scripts/build-plugins.sh (or build-lang-plugins.sh).
 pub fn plugin_path(file: &str) -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/wasm32-wasip2/plugin").join(file);
-    assert!(p.is_file(), "{} is missing: run scripts/build-plugins.sh first", p.display());
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/wasm32-wasip2/plugin")
+        .join(file);
+    assert!(
+        p.is_file(),
+        "{} is missing: run scripts/build-plugins.sh first",
+        p.display()
+    );
     p
 }
 
@@ -259,8 +283,17 @@ pub fn load(kind: PluginKind, file: &str) -> PluginSet {
 }
 
 fn assert_no_failures(set: &PluginSet, kind: PluginKind) {
-    let s = set.stats().into_iter().find(|s| s.kind == kind).expect("slot");
-    assert_eq!(s.failures.total(), 0, "plugin {} failed calls (answered by the built-in): {s:?}", s.plugin);
+    let s = set
+        .stats()
+        .into_iter()
+        .find(|s| s.kind == kind)
+        .expect("slot");
+    assert_eq!(
+        s.failures.total(),
+        0,
+        "plugin {} failed calls (answered by the built-in): {s:?}",
+        s.plugin
+    );
 }
 
 /// A scheduler component driven through the host's runtime, as the engine
@@ -275,10 +308,17 @@ impl WasmScheduler {
 
 impl Scheduler for WasmScheduler {
     fn name(&self) -> String {
-        self.0.stats()[PluginKind::Scheduler as usize].plugin.clone()
+        self.0.stats()[PluginKind::Scheduler as usize]
+            .plugin
+            .clone()
     }
 
-    fn schedule(&mut self, waiting: &[RequestView], running: &[RequestView], budget: &Budget) -> ScheduleDecision {
+    fn schedule(
+        &mut self,
+        waiting: &[RequestView],
+        running: &[RequestView],
+        budget: &Budget,
+    ) -> ScheduleDecision {
         let d = self.0.schedule(waiting, running, budget);
         assert_no_failures(&self.0, PluginKind::Scheduler);
         d

@@ -60,7 +60,10 @@ fn infinite_loop_is_cut_within_twice_its_deadline() {
         let d = set.schedule(&w, &r, &b);
         let took = start.elapsed();
         assert!(took >= deadline, "cut after {took:?}, before the deadline");
-        assert!(took < 2 * deadline, "cut after {took:?}, deadline {deadline:?}");
+        assert!(
+            took < 2 * deadline,
+            "cut after {took:?}, deadline {deadline:?}"
+        );
         assert_eq!(d, Fcfs.schedule(&w, &r, &b));
     }
     let s = stats(&set, PluginKind::Scheduler);
@@ -79,7 +82,11 @@ fn trap_is_counted_and_instance_recreated() {
         assert_eq!(set.schedule(&w, &r, &b), Fcfs.schedule(&w, &r, &b));
     }
     let s = stats(&set, PluginKind::Scheduler);
-    assert_eq!((s.calls, s.failures.trap, s.fallbacks), (20, 10, 10), "{s:?}");
+    assert_eq!(
+        (s.calls, s.failures.trap, s.fallbacks),
+        (20, 10, 10),
+        "{s:?}"
+    );
     assert_eq!(s.failures.total(), 10, "{s:?}");
 }
 
@@ -137,7 +144,10 @@ fn invalid_victims_are_rejected() {
         let s = stats(&set, PluginKind::Evictor);
         assert_eq!(s.failures.invalid, i as u64 + 1);
         let last = s.last_failure.unwrap_or_default();
-        assert!(last.starts_with(&format!("invalid decision: {}:", rules[i])), "{last}");
+        assert!(
+            last.starts_with(&format!("invalid decision: {}:", rules[i])),
+            "{last}"
+        );
     }
 }
 
@@ -156,7 +166,10 @@ fn invalid_plans_and_picks_are_rejected() {
         assert_eq!(s.failures.invalid, expected);
         let rule = rules[(vocab % 6) as usize];
         let last = s.last_failure.unwrap_or_default();
-        assert!(last.starts_with(&format!("invalid decision: {rule}:")), "{last}");
+        assert!(
+            last.starts_with(&format!("invalid decision: {rule}:")),
+            "{last}"
+        );
     }
     let lists = vec![CandidateList {
         id: 3,
@@ -174,8 +187,14 @@ fn invalid_plans_and_picks_are_rejected() {
     }];
     assert_eq!(set.pick(&lists), DefaultSampler.pick(&lists));
     let s = stats(&set, PluginKind::Sampler);
-    assert_eq!((s.failures.invalid, s.fallbacks), (expected + 1, expected + 1));
-    assert!(s.last_failure.unwrap_or_default().starts_with("invalid decision: K2:"));
+    assert_eq!(
+        (s.failures.invalid, s.fallbacks),
+        (expected + 1, expected + 1)
+    );
+    assert!(s
+        .last_failure
+        .unwrap_or_default()
+        .starts_with("invalid decision: K2:"));
 }
 
 #[test]
@@ -193,13 +212,20 @@ fn fail_mode_retires_the_plugin() {
     }
     match set.check() {
         Err(PluginError::Failed { kind, cause, .. }) => {
-            assert_eq!((kind, cause), (PluginKind::Scheduler, FailureCause::Invalid))
+            assert_eq!(
+                (kind, cause),
+                (PluginKind::Scheduler, FailureCause::Invalid)
+            )
         }
         other => panic!("expected a retired plugin, got {other:?}"),
     }
     let s = stats(&set, PluginKind::Scheduler);
     // Only the first call reached the plugin; the native FCFS serves now.
-    assert_eq!((s.calls, s.failures.invalid, s.fallbacks), (3, 1, 1), "{s:?}");
+    assert_eq!(
+        (s.calls, s.failures.invalid, s.fallbacks),
+        (3, 1, 1),
+        "{s:?}"
+    );
     assert_eq!(s.plugin, "fcfs");
     assert!(s.retired.is_some());
 }
@@ -216,12 +242,16 @@ fn broken_files_are_refused_at_load() {
     assert!(err.to_string().contains("garbage.wasm"), "{err}");
 
     cfg.scheduler = Some(dir.path().join("missing.wasm"));
-    let err = PluginSet::load(&cfg).err().expect("a missing file must not load");
+    let err = PluginSet::load(&cfg)
+        .err()
+        .expect("a missing file must not load");
     assert!(matches!(err, PluginError::Read { .. }), "{err}");
 
     // A real component of the wrong world.
     cfg.scheduler = None;
     cfg.evictor = Some(support::plugin("minisgl-fcfs-scheduler"));
-    let err = PluginSet::load(&cfg).err().expect("a scheduler is not an evictor");
+    let err = PluginSet::load(&cfg)
+        .err()
+        .expect("a scheduler is not an evictor");
     assert!(matches!(err, PluginError::Instantiate { .. }), "{err}");
 }

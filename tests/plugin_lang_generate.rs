@@ -20,8 +20,14 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 fn plugin(file: &str) -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/wasm32-wasip2/plugin").join(file);
-    assert!(p.is_file(), "{} is missing: run scripts/build-lang-plugins.sh first", p.display());
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/wasm32-wasip2/plugin")
+        .join(file);
+    assert!(
+        p.is_file(),
+        "{} is missing: run scripts/build-lang-plugins.sh first",
+        p.display()
+    );
     p
 }
 
@@ -31,14 +37,26 @@ fn requests(vocab: u32) -> (Vec<GenerateRequest>, Vec<Vec<u32>>) {
     let mut want = Vec::new();
     for g in r.json["greedy"].as_array().expect("greedy references") {
         let i = g["prompt_index"].as_u64().unwrap() as usize;
-        let tokens: Vec<u32> = g["new_tokens"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect();
-        reqs.push(GenerateRequest::greedy(r.prompts[i].clone(), tokens.len() as u32));
+        let tokens: Vec<u32> = g["new_tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_u64().unwrap() as u32)
+            .collect();
+        reqs.push(GenerateRequest::greedy(
+            r.prompts[i].clone(),
+            tokens.len() as u32,
+        ));
         want.push(tokens);
     }
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     let shared: Vec<u32> = (0..16).map(|_| rng.random_range(0..vocab)).collect();
     for _ in 0..10 {
-        let mut prompt = if rng.random_bool(0.5) { shared.clone() } else { Vec::new() };
+        let mut prompt = if rng.random_bool(0.5) {
+            shared.clone()
+        } else {
+            Vec::new()
+        };
         prompt.extend((0..rng.random_range(1..30)).map(|_| rng.random_range(0..vocab)));
         reqs.push(GenerateRequest::greedy(prompt, rng.random_range(1..14)));
     }
@@ -64,22 +82,34 @@ fn run(plugins: PluginSet, reqs: &[GenerateRequest]) -> (Vec<Vec<u32>>, Arc<Plug
         assert_eq!(o.error, None);
         assert_eq!(o.finish_reason, FinishReason::Length);
     }
-    (outs.into_iter().map(|o| o.tokens).collect(), plugins, preemptions)
+    (
+        outs.into_iter().map(|o| o.tokens).collect(),
+        plugins,
+        preemptions,
+    )
 }
 
 #[test]
 fn generate_with_python_js_and_c_schedulers() {
-    let vocab = load(&model_support::fixture("qwen3")).unwrap().config.vocab_size() as u32;
+    let vocab = load(&model_support::fixture("qwen3"))
+        .unwrap()
+        .config
+        .vocab_size() as u32;
     let (reqs, hf) = requests(vocab);
     let (native, _, native_preemptions) = run(PluginSet::native(), &reqs);
-    assert!(native_preemptions > 0, "the KV budget should force preemption");
+    assert!(
+        native_preemptions > 0,
+        "the KV budget should force preemption"
+    );
     for (i, want) in hf.iter().enumerate() {
         assert_eq!(&native[i], want, "native: HF prompt {i}");
     }
     for file in ["fcfs_python.wasm", "fcfs_js.wasm", "fcfs_c.wasm"] {
         let cfg = PluginConfig {
             scheduler: Some(plugin(file)),
-            cache_dir: Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugin-cache")),
+            cache_dir: Some(
+                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugin-cache"),
+            ),
             ..PluginConfig::default()
         };
         let set = PluginSet::load(&cfg).unwrap_or_else(|e| panic!("loading {file}: {e}"));
@@ -87,9 +117,19 @@ fn generate_with_python_js_and_c_schedulers() {
         for (i, want) in hf.iter().enumerate() {
             assert_eq!(&outs[i], want, "{file}: HF prompt {i}");
         }
-        assert_eq!(outs, native, "{file}: every request as under the native FCFS");
-        assert_eq!(preemptions, native_preemptions, "{file}: same schedule, same preemptions");
-        let s = set.stats().into_iter().find(|s| s.kind == PluginKind::Scheduler).unwrap();
+        assert_eq!(
+            outs, native,
+            "{file}: every request as under the native FCFS"
+        );
+        assert_eq!(
+            preemptions, native_preemptions,
+            "{file}: same schedule, same preemptions"
+        );
+        let s = set
+            .stats()
+            .into_iter()
+            .find(|s| s.kind == PluginKind::Scheduler)
+            .unwrap();
         assert!(matches!(s.source, PluginSource::Wasm { .. }), "{s:?}");
         assert!(s.calls > 10, "{s:?}");
         assert_eq!(s.failures.total(), 0, "{file}: {s:?}");

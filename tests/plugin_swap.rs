@@ -95,11 +95,16 @@ fn hot_swap_under_load_loses_no_call() {
     assert!(matches!(err, PluginError::Read { .. }), "{err}");
     wait_for_calls(50);
     let after = scheduler_stats(&set);
-    assert_eq!(after.source, before.source, "the old plugin must keep serving");
+    assert_eq!(
+        after.source, before.source,
+        "the old plugin must keep serving"
+    );
     assert_eq!(after.refused_swaps, 2);
 
     stop.store(true, Ordering::Relaxed);
-    caller.join().expect("the calling thread saw a wrong answer");
+    caller
+        .join()
+        .expect("the calling thread saw a wrong answer");
     let s = scheduler_stats(&set);
     assert_eq!(s.swaps, swaps + 1, "{s:?}");
     assert_eq!(s.failures.total(), 0, "{s:?}");

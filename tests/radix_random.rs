@@ -95,7 +95,9 @@ impl Sim {
         // Sometimes pretend the request recomputed (part of) its cached
         // prefix itself: the tree must free those duplicates.
         let mut pages = m.pages.clone();
-        let recompute = rng.random_range(0..=pages.len()).min(self.pool.free_pages() as usize);
+        let recompute = rng
+            .random_range(0..=pages.len())
+            .min(self.pool.free_pages() as usize);
         if recompute > 0 && rng.random_bool(0.3) {
             let dup = self.pool.alloc(recompute as u32).unwrap();
             let start = pages.len() - recompute;
@@ -124,7 +126,9 @@ impl Sim {
         let seq = self.sequence(rng);
         assert_eq!(self.tree.match_len(&seq) as usize, self.ref_match_len(&seq));
         self.now += 1;
-        let m = self.tree.match_prefix(&seq, self.now, rng.random_range(-2..3));
+        let m = self
+            .tree
+            .match_prefix(&seq, self.now, rng.random_range(-2..3));
         let len = m.len as usize;
         assert_eq!(len, self.ref_match_len(&seq));
         assert_eq!(m.pages, self.ref_pages(&seq, len));
@@ -138,7 +142,9 @@ impl Sim {
         if self.locks.is_empty() {
             return;
         }
-        let (node, _) = self.locks.swap_remove(rng.random_range(0..self.locks.len()));
+        let (node, _) = self
+            .locks
+            .swap_remove(rng.random_range(0..self.locks.len()));
         self.tree.unlock(node);
     }
 
@@ -203,14 +209,20 @@ impl Sim {
         assert_eq!(dump, self.reference);
         let usage = self.pool.usage();
         assert_eq!(usage.cached as usize, self.reference.len());
-        assert_eq!(usage.in_use, 0, "a caller page was neither adopted nor freed");
+        assert_eq!(
+            usage.in_use, 0,
+            "a caller page was neither adopted nor freed"
+        );
         assert_eq!(usage.free + usage.cached, usage.total);
         let locked = self
             .reference
             .keys()
             .filter(|k| self.locks.iter().any(|(_, p)| p.starts_with(k)))
             .count();
-        assert_eq!(self.tree.evictable_pages() as usize, self.reference.len() - locked);
+        assert_eq!(
+            self.tree.evictable_pages() as usize,
+            self.reference.len() - locked
+        );
     }
 }
 

@@ -191,7 +191,9 @@ impl ConfigLayer {
     /// Reads `MINISGL_*` variables from `vars` (the process environment in
     /// production; a list in tests). Unknown `MINISGL_*` names are ignored so
     /// that variables of other parts (kernels, tests) do not break serving.
-    pub fn from_vars(vars: impl IntoIterator<Item = (String, String)>) -> Result<Self, ConfigError> {
+    pub fn from_vars(
+        vars: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
         let mut l = ConfigLayer::default();
         for (k, v) in vars {
             let Some(name) = k.strip_prefix("MINISGL_") else {
@@ -349,7 +351,10 @@ impl Config {
         positive("chunk_size", Some(u64::from(self.chunk_size)))?;
         positive("max_context", self.max_context.map(u64::from))?;
         positive("max_waiting", Some(u64::from(self.max_waiting)))?;
-        positive("default_max_tokens", Some(u64::from(self.default_max_tokens)))?;
+        positive(
+            "default_max_tokens",
+            Some(u64::from(self.default_max_tokens)),
+        )?;
         positive("plugin_deadline_ms", self.plugin_deadline_ms)?;
         if !self.page_size.is_power_of_two() || self.page_size > 256 {
             return Err(ConfigError::Invalid {
@@ -447,7 +452,10 @@ mod tests {
     fn errors_name_the_setting_and_value() {
         let e = ConfigLayer::from_vars(vars(&[("MINISGL_PORT", "eighty")])).unwrap_err();
         let msg = e.to_string();
-        assert!(msg.contains("MINISGL_PORT") && msg.contains("eighty"), "{msg}");
+        assert!(
+            msg.contains("MINISGL_PORT") && msg.contains("eighty"),
+            "{msg}"
+        );
 
         let e = ConfigLayer::from_toml_str("prot = 1\n").unwrap_err();
         assert!(e.contains("prot"), "{e}");

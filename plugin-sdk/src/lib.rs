@@ -123,7 +123,7 @@ macro_rules! export_scheduler {
                         .into()
                 }
             }
-            $crate::wit::scheduler::export_world!(Export with_types_in $crate::wit::scheduler);
+    $crate::wit::scheduler::export_world!(Export with_types_in $crate::wit::scheduler);
         };
     };
 }
@@ -161,7 +161,7 @@ macro_rules! export_evictor {
                     })
                 }
             }
-            $crate::wit::evictor::export_world!(Export with_types_in $crate::wit::evictor);
+    $crate::wit::evictor::export_world!(Export with_types_in $crate::wit::evictor);
         };
     };
 }
@@ -195,14 +195,16 @@ macro_rules! export_sampler {
                 ) -> ::std::vec::Vec<w::SamplePlan> {
                     let requests: ::std::vec::Vec<$crate::SampleRequest> =
                         $crate::__private::all(requests);
-                    let plans = POLICY
-                        .with_borrow_mut(|p| <$ty as $crate::Sampler>::plan(p, &requests, vocab_size));
+                    let plans = POLICY.with_borrow_mut(|p| {
+                        <$ty as $crate::Sampler>::plan(p, &requests, vocab_size)
+                    });
                     $crate::__private::all(plans)
                 }
                 fn pick(lists: ::std::vec::Vec<w::CandidateList>) -> ::std::vec::Vec<u32> {
-                    let lists: ::std::vec::Vec<$crate::CandidateList> = $crate::__private::all(lists);
+                    let lists: ::std::vec::Vec<$crate::CandidateList> =
+                        $crate::__private::all(lists);
                     POLICY.with_borrow_mut(|p| <$ty as $crate::Sampler>::pick(p, &lists))
-                }
+        }
             }
             $crate::wit::sampler::export_world!(Export with_types_in $crate::wit::sampler);
         };

@@ -5,8 +5,10 @@
 // differential test (tests/plugin_lang_diff.rs) checks that both make the same
 // decision on thousands of seeded inputs, so keep the two in step.
 //
-// jco's mapping of the WIT types: record fields are camelCase; u32 and s32 are
-// Numbers; u64 (ids, times) are BigInts, so ids are echoed back untouched.
+// jco's QuickJS mapping of the WIT types: record fields are camelCase and every
+// integer is a Number, u64 included (ids, times) — exact below 2^53, which the
+// host's ids (counters from 1) and microsecond clocks stay under. Ids are
+// echoed back untouched.
 //
 // Each step:
 // 1. Prefill first: waiting requests that already hold part of their input

@@ -332,8 +332,11 @@ pub trait Backend: Send + 'static {
     fn prepare_step(&self, meta: &StepMeta) -> Result<Self::Step, BackendError>;
 
     /// Rows of `table` (`[vocab, hidden]`) for `meta.tokens` → `[T, hidden]`.
-    fn embedding(&self, table: &Self::Tensor, step: &Self::Step)
-        -> Result<Self::Tensor, BackendError>;
+    fn embedding(
+        &self,
+        table: &Self::Tensor,
+        step: &Self::Step,
+    ) -> Result<Self::Tensor, BackendError>;
 
     /// `y = x / sqrt(mean(x²) + eps) * weight`, per row. `x`: `[rows, n]`, weight `[n]`.
     fn rms_norm(
@@ -427,8 +430,11 @@ pub trait Backend: Send + 'static {
     ) -> Result<Self::Tensor, BackendError>;
 
     /// Rows `meta.sample_rows` of `x` → `[sample_rows.len(), cols]`.
-    fn gather_rows(&self, x: &Self::Tensor, step: &Self::Step)
-        -> Result<Self::Tensor, BackendError>;
+    fn gather_rows(
+        &self,
+        x: &Self::Tensor,
+        step: &Self::Step,
+    ) -> Result<Self::Tensor, BackendError>;
 
     /// Choose one token per row of `logits` (`[rows, vocab]`, `rows ==
     /// specs.len()`), following exactly the recipe of

@@ -93,7 +93,9 @@ impl std::str::FromStr for Workload {
         match s {
             "random" => Ok(Workload::Random),
             "shared-prefix" => Ok(Workload::SharedPrefix),
-            o => Err(format!("workload must be `random` or `shared-prefix`, got `{o}`")),
+            o => Err(format!(
+                "workload must be `random` or `shared-prefix`, got `{o}`"
+            )),
         }
     }
 }
@@ -184,15 +186,17 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
         );
         bar.set_prefix(label.clone());
         let start = Instant::now();
-        let outs = engine.generate_with_progress(reqs.clone(), &mut |_, tokens| {
-            bar.set_position(tokens)
-        });
+        let outs =
+            engine.generate_with_progress(reqs.clone(), &mut |_, tokens| bar.set_position(tokens));
         let seconds = start.elapsed().as_secs_f64();
         bar.finish_and_clear();
         if let Some(e) = outs.iter().find_map(|o| o.error.clone()) {
             bail!("a request failed: {e}");
         }
-        let produced: u64 = outs.iter().map(|o| u64::from(o.usage.completion_tokens)).sum();
+        let produced: u64 = outs
+            .iter()
+            .map(|o| u64::from(o.usage.completion_tokens))
+            .sum();
         let metrics = engine.metrics();
         engine.shutdown();
         let r = RunResult {

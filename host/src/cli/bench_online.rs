@@ -95,7 +95,9 @@ fn parse_range(s: &str, what: &str) -> anyhow::Result<(u32, u32)> {
             .parse::<u32>()
             .ok()
             .filter(|&v| v > 0)
-            .with_context(|| format!("--{what} must be N or MIN:MAX with positive integers, got {s:?}"))
+            .with_context(|| {
+                format!("--{what} must be N or MIN:MAX with positive integers, got {s:?}")
+            })
     };
     let (lo, hi) = match s.split_once(':') {
         Some((a, b)) => (parse(a)?, parse(b)?),
@@ -167,10 +169,18 @@ fn plan(args: &BenchOnlineArgs, vocab: u32) -> anyhow::Result<Vec<Planned>> {
             }
             let f: Vec<&str> = line.split(',').collect();
             let parsed = (|| {
-                Some((azure_time(f.first()?)?, f.get(1)?.trim().parse::<f64>().ok()?, f.get(2)?.trim().parse::<f64>().ok()?))
+                Some((
+                    azure_time(f.first()?)?,
+                    f.get(1)?.trim().parse::<f64>().ok()?,
+                    f.get(2)?.trim().parse::<f64>().ok()?,
+                ))
             })();
             let Some((ts, n_in, n_out)) = parsed else {
-                bail!("{}:{}: expected TIMESTAMP,ContextTokens,GeneratedTokens, got {line:?}", path.display(), i + 1);
+                bail!(
+                    "{}:{}: expected TIMESTAMP,ContextTokens,GeneratedTokens, got {line:?}",
+                    path.display(),
+                    i + 1
+                );
             };
             let start = *t0.get_or_insert(ts);
             out.push(Planned {
@@ -194,7 +204,11 @@ fn plan(args: &BenchOnlineArgs, vocab: u32) -> anyhow::Result<Vec<Planned>> {
                 v["input_length"].as_f64(),
                 v["output_length"].as_f64(),
             ) else {
-                bail!("{}:{}: expected timestamp, input_length, output_length", path.display(), i + 1);
+                bail!(
+                    "{}:{}: expected timestamp, input_length, output_length",
+                    path.display(),
+                    i + 1
+                );
             };
             let n_in = cap_in(scale(n_in));
             let mut prompt = Vec::with_capacity(n_in);
@@ -202,7 +216,8 @@ fn plan(args: &BenchOnlineArgs, vocab: u32) -> anyhow::Result<Vec<Planned>> {
                 if prompt.len() >= n_in {
                     break;
                 }
-                let mut brng = ChaCha8Rng::seed_from_u64(h.as_u64().unwrap_or(0) ^ args.seed.rotate_left(32));
+                let mut brng =
+                    ChaCha8Rng::seed_from_u64(h.as_u64().unwrap_or(0) ^ args.seed.rotate_left(32));
                 prompt.extend(random_tokens(&mut brng, block, vocab));
             }
             if prompt.len() < n_in {
@@ -323,11 +338,15 @@ async fn one_request(addr: String, model: String, p: Planned) -> Outcome {
             let ev: Vec<u8> = pending.drain(..pos + 2).collect();
             let text = String::from_utf8_lossy(&ev);
             for l in text.lines() {
-                let Some(d) = l.strip_prefix("data: ") else { continue };
+                let Some(d) = l.strip_prefix("data: ") else {
+                    continue;
+                };
                 if d == "[DONE]" {
                     continue;
                 }
-                let Ok(v) = serde_json::from_str::<Value>(d) else { continue };
+                let Ok(v) = serde_json::from_str::<Value>(d) else {
+                    continue;
+                };
                 if v.get("error").is_some() {
                     error = Some(v["error"]["message"].to_string());
                 }
@@ -363,7 +382,13 @@ async fn one_request(addr: String, model: String, p: Planned) -> Outcome {
         }
         Ok(status) => {
             o.error = Some(error.unwrap_or_else(|| {
-                format!("HTTP {status}: {}", String::from_utf8_lossy(&raw).chars().take(200).collect::<String>())
+                format!(
+                    "HTTP {status}: {}",
+                    String::from_utf8_lossy(&raw)
+                        .chars()
+                        .take(200)
+                        .collect::<String>()
+                )
             }))
         }
     }
@@ -380,7 +405,11 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
 
 fn summary(mut v: Vec<f64>) -> Value {
     v.sort_by(|a, b| a.total_cmp(b));
-    let mean = if v.is_empty() { f64::NAN } else { v.iter().sum::<f64>() / v.len() as f64 };
+    let mean = if v.is_empty() {
+        f64::NAN
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    };
     json!({
         "mean_ms": mean * 1e3,
         "p50_ms": percentile(&v, 0.5) * 1e3,
@@ -399,9 +428,11 @@ pub fn run(args: BenchOnlineArgs) -> anyhow::Result<()> {
 async fn run_async(args: BenchOnlineArgs) -> anyhow::Result<()> {
     let addr = authority(&args.url)?;
     let mut models = Vec::new();
-    let status = http(&addr, "GET", "/v1/models", None, |d| models.extend_from_slice(d))
-        .await
-        .with_context(|| format!("is a server running at {}?", args.url))?;
+    let status = http(&addr, "GET", "/v1/models", None, |d| {
+        models.extend_from_slice(d)
+    })
+    .await
+    .with_context(|| format!("is a server running at {}?", args.url))?;
     if status != 200 {
         bail!("GET /v1/models answered {status}");
     }
@@ -472,14 +503,31 @@ async fn run_async(args: BenchOnlineArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&result)?);
     } else {
         let f = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
-        println!("requests            {} completed, {} failed, {:.2} s", ok.len(), failed.len(), dur);
+        println!(
+            "requests            {} completed, {} failed, {:.2} s",
+            ok.len(),
+            failed.len(),
+            dur
+        );
         if let Some(e) = failed.first().and_then(|o| o.error.as_ref()) {
             println!("first error         {e}");
         }
-        println!("request throughput  {:.2} req/s", f(&result["request_throughput"]));
-        println!("input throughput    {:.1} tok/s", f(&result["input_token_throughput"]));
-        println!("output throughput   {:.1} tok/s", f(&result["output_token_throughput"]));
-        println!("{:<8} {:>10} {:>10} {:>10} {:>10}", "(ms)", "mean", "p50", "p90", "p99");
+        println!(
+            "request throughput  {:.2} req/s",
+            f(&result["request_throughput"])
+        );
+        println!(
+            "input throughput    {:.1} tok/s",
+            f(&result["input_token_throughput"])
+        );
+        println!(
+            "output throughput   {:.1} tok/s",
+            f(&result["output_token_throughput"])
+        );
+        println!(
+            "{:<8} {:>10} {:>10} {:>10} {:>10}",
+            "(ms)", "mean", "p50", "p90", "p99"
+        );
         for k in ["ttft", "tpot", "e2e"] {
             let s = &result[k];
             println!(
@@ -511,7 +559,10 @@ mod tests {
         let a = azure_time("2023-11-16 18:17:03.9799600").unwrap();
         let b = azure_time("2023-11-16 18:17:04.0319600").unwrap();
         assert!((b - a - 0.052).abs() < 1e-6);
-        assert_eq!(authority("http://127.0.0.1:8000/v1").unwrap(), "127.0.0.1:8000");
+        assert_eq!(
+            authority("http://127.0.0.1:8000/v1").unwrap(),
+            "127.0.0.1:8000"
+        );
     }
 
     #[test]

@@ -9,8 +9,8 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use crate::plugin::{synth, validate, Deadlines, PluginConfig, PluginSet};
 use anyhow::{bail, Context};
-use crate::plugin::{synth, Deadlines, PluginConfig, PluginSet};
 use minisgl_plugin_sdk::{Evictor, Sampler, Scheduler};
 use minisgl_policies::{DefaultSampler, Fcfs, Lru};
 use rand::SeedableRng;
@@ -103,7 +103,18 @@ struct Row {
     batch: usize,
     native: Summary,
     wasm: Summary,
+    /// The host's validation of the native answer alone (part of `wasm`).
+    checks: Summary,
     mismatches: usize,
+}
+
+/// Times `check(k)` for every input index in turn (the validation share of a
+/// Wasm call; for `pick-victims` and `plan` it includes cloning the answer,
+/// which validation consumes).
+fn time_checks(n: usize, iterations: usize, mut check: impl FnMut(usize) -> bool) -> Summary {
+    let idx: Vec<usize> = (0..n).collect();
+    let ok = vec![true; n];
+    time_calls(&idx, iterations, &ok, |&k| check(k)).0
 }
 
 fn plugin_path(given: &Option<PathBuf>, crate_name: &str) -> anyhow::Result<PathBuf> {
@@ -115,7 +126,11 @@ fn plugin_path(given: &Option<PathBuf>, crate_name: &str) -> anyhow::Result<Path
 
 pub fn run(args: BenchPluginsArgs) -> anyhow::Result<()> {
     if args.iterations == 0 || args.batches.is_empty() {
-        bail!("--iterations and --batches must be non-empty (got {} and {:?})", args.iterations, args.batches);
+        bail!(
+            "--iterations and --batches must be non-empty (got {} and {:?})",
+            args.iterations,
+            args.batches
+        );
     }
     let cfg = PluginConfig {
         scheduler: Some(plugin_path(&args.scheduler, "minisgl-fcfs-scheduler")?),
@@ -144,7 +159,18 @@ pub fn run(args: BenchPluginsArgs) -> anyhow::Result<()> {
         let (wasm, mismatches) = time_calls(&inputs, args.iterations, &expected, |i| {
             set.schedule(&i.waiting, &i.running, &i.budget)
         });
-        rows.push(Row { kind: "schedule", batch, native, wasm, mismatches });
+        let checks = time_checks(inputs.len(), args.iterations, |k| {
+            let i = &inputs[k];
+            validate::schedule(&expected[k], &i.waiting, &i.running, &i.budget).is_ok()
+        });
+        rows.push(Row {
+            kind: "schedule",
+            batch,
+            native,
+            wasm,
+            checks,
+            mismatches,
+        });
 
         let inputs: Vec<_> = (0..DISTINCT_INPUTS)
             .map(|_| synth::evict_input(&mut rng, batch, true))
@@ -156,19 +182,43 @@ pub fn run(args: BenchPluginsArgs) -> anyhow::Result<()> {
         let (wasm, mismatches) = time_calls(&inputs, args.iterations, &expected, |i| {
             set.pick_victims(&i.0, i.1)
         });
-        rows.push(Row { kind: "pick-victims", batch, native, wasm, mismatches });
+        let checks = time_checks(inputs.len(), args.iterations, |k| {
+            validate::victims(expected[k].clone(), &inputs[k].0, inputs[k].1).is_ok()
+        });
+        rows.push(Row {
+            kind: "pick-victims",
+            batch,
+            native,
+            wasm,
+            checks,
+            mismatches,
+        });
 
         let vocab = args.vocab;
         let inputs: Vec<_> = (0..DISTINCT_INPUTS)
             .map(|_| synth::sample_input(&mut rng, batch, true, vocab))
             .collect();
-        let expected: Vec<_> = inputs.iter().map(|r| DefaultSampler.plan(r, vocab)).collect();
+        let expected: Vec<_> = inputs
+            .iter()
+            .map(|r| DefaultSampler.plan(r, vocab))
+            .collect();
         let (native, _) = time_calls(&inputs, args.iterations, &expected, |r: &Vec<_>| {
             DefaultSampler.plan(r, vocab)
         });
-        let (wasm, mismatches) =
-            time_calls(&inputs, args.iterations, &expected, |r: &Vec<_>| set.plan(r, vocab));
-        rows.push(Row { kind: "plan", batch, native, wasm, mismatches });
+        let (wasm, mismatches) = time_calls(&inputs, args.iterations, &expected, |r: &Vec<_>| {
+            set.plan(r, vocab)
+        });
+        let checks = time_checks(inputs.len(), args.iterations, |k| {
+            validate::plans(expected[k].clone(), &inputs[k], vocab).is_ok()
+        });
+        rows.push(Row {
+            kind: "plan",
+            batch,
+            native,
+            wasm,
+            checks,
+            mismatches,
+        });
 
         let inputs: Vec<_> = (0..DISTINCT_INPUTS)
             .map(|_| synth::candidate_input(&mut rng, batch, true, vocab))
@@ -177,18 +227,37 @@ pub fn run(args: BenchPluginsArgs) -> anyhow::Result<()> {
         let (native, _) = time_calls(&inputs, args.iterations, &expected, |l: &Vec<_>| {
             DefaultSampler.pick(l)
         });
-        let (wasm, mismatches) =
-            time_calls(&inputs, args.iterations, &expected, |l: &Vec<_>| set.pick(l));
-        rows.push(Row { kind: "pick", batch, native, wasm, mismatches });
+        let (wasm, mismatches) = time_calls(&inputs, args.iterations, &expected, |l: &Vec<_>| {
+            set.pick(l)
+        });
+        let checks = time_checks(inputs.len(), args.iterations, |k| {
+            validate::picks(&expected[k], &inputs[k]).is_ok()
+        });
+        rows.push(Row {
+            kind: "pick",
+            batch,
+            native,
+            wasm,
+            checks,
+            mismatches,
+        });
     }
 
     println!(
-        "{:<13} {:>5} {:>12} {:>12} {:>12} {:>12} {:>9} {:>9}",
-        "call", "batch", "native p50", "native p99", "wasm p50", "wasm p99", "p50 ratio", "p99 ratio"
+        "{:<13} {:>5} {:>12} {:>12} {:>12} {:>12} {:>9} {:>9} {:>12}",
+        "call",
+        "batch",
+        "native p50",
+        "native p99",
+        "wasm p50",
+        "wasm p99",
+        "p50 ratio",
+        "p99 ratio",
+        "checks p50"
     );
     for r in &rows {
         println!(
-            "{:<13} {:>5} {:>10.2}us {:>10.2}us {:>10.2}us {:>10.2}us {:>8.1}x {:>8.1}x",
+            "{:<13} {:>5} {:>10.2}us {:>10.2}us {:>10.2}us {:>10.2}us {:>8.1}x {:>8.1}x {:>10.2}us",
             r.kind,
             r.batch,
             r.native.median_us,
@@ -197,17 +266,25 @@ pub fn run(args: BenchPluginsArgs) -> anyhow::Result<()> {
             r.wasm.p99_us,
             r.wasm.median_us / r.native.median_us.max(1e-3),
             r.wasm.p99_us / r.native.p99_us.max(1e-3),
+            r.checks.median_us,
         );
     }
     println!(
         "({} calls per cell, {DISTINCT_INPUTS} distinct seeded inputs; wasm = through PluginSet: \
-         conversion + sandboxed call + validation)",
+         conversion + sandboxed call + validation; checks = the validation share)",
         args.iterations
     );
-    let failures: u64 = set.stats().iter().map(|s| s.failures.total() + s.fallbacks).sum();
+    let failures: u64 = set
+        .stats()
+        .iter()
+        .map(|s| s.failures.total() + s.fallbacks)
+        .sum();
     let mismatches: usize = rows.iter().map(|r| r.mismatches).sum();
     if failures > 0 || mismatches > 0 {
-        bail!("plugin calls failed ({failures}) or differed from native ({mismatches}): {:?}", set.stats());
+        bail!(
+            "plugin calls failed ({failures}) or differed from native ({mismatches}): {:?}",
+            set.stats()
+        );
     }
     Ok(())
 }

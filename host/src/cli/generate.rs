@@ -1,8 +1,208 @@
-//! `generate` subcommand (work in progress).
+//! `generate`: run one prompt through a model, for quick checks.
+//!
+//! `minisgl-host generate --model PATH --prompt "Once upon a time" --max-new-tokens 16`
+//! streams the continuation; `--json` prints prompt ids, generated ids and text.
 
-#[derive(clap::Args, Debug, Clone, Default)]
-pub struct GenerateArgs {}
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
 
-pub fn run(_args: GenerateArgs) -> anyhow::Result<()> {
-    anyhow::bail!("`generate` is not implemented yet")
+use anyhow::{bail, Context};
+use minisgl_plugin_sdk::SamplingParams;
+
+use crate::backend::cpu::sampling::splitmix64;
+use crate::batch::{ResolvedSampling, SampleMode, SampleSpec, SeqInput, StepInput};
+use crate::model::runner::{build_runner, DeviceKind};
+use crate::model::IncrementalDecoder;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct GenerateArgs {
+    /// HF model directory, a .gguf file, or a directory holding one .gguf.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Prompt text (tokenized with the model's tokenizer, special tokens added).
+    #[arg(
+        long,
+        conflicts_with = "prompt_ids",
+        required_unless_present = "prompt_ids"
+    )]
+    pub prompt: Option<String>,
+    /// Prompt as comma-separated token ids, e.g. `1,2,3`.
+    #[arg(long, value_delimiter = ',')]
+    pub prompt_ids: Option<Vec<u32>>,
+    /// Wrap `--prompt` as one user message in the model's chat template.
+    #[arg(long, requires = "prompt")]
+    pub chat: bool,
+    #[arg(long, default_value_t = 32)]
+    pub max_new_tokens: u32,
+    /// 0 = greedy.
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f32,
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f32,
+    /// 0 = no top-k truncation.
+    #[arg(long, default_value_t = 0)]
+    pub top_k: i32,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Keep going after an end-of-sequence token.
+    #[arg(long)]
+    pub ignore_eos: bool,
+    /// cpu, cuda, or auto (CUDA when available).
+    #[arg(long, default_value = "auto")]
+    pub device: DeviceKind,
+    /// KV page size in tokens.
+    #[arg(long, default_value_t = 16)]
+    pub page_size: u32,
+    /// Print one JSON object (ids, text, timings) instead of streaming text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
+    if args.page_size == 0 {
+        bail!("--page-size must be positive");
+    }
+    if !(args.temperature >= 0.0 && args.temperature.is_finite()) {
+        bail!("--temperature must be >= 0, got {}", args.temperature);
+    }
+    let t0 = Instant::now();
+    let model = crate::model::load(&args.model)
+        .with_context(|| format!("loading {}", args.model.display()))?;
+    let tok = model.tokenizer.as_ref();
+    let prompt_ids: Vec<u32> = match (&args.prompt, &args.prompt_ids) {
+        (_, Some(ids)) => ids.clone(),
+        (Some(text), None) => {
+            let tok = tok.context("the model has no tokenizer; use --prompt-ids")?;
+            if args.chat {
+                let msgs = serde_json::json!([{ "role": "user", "content": text }]);
+                let rendered = tok.apply_chat_template(&msgs, true)?;
+                tok.encode(&rendered, false)?
+            } else {
+                tok.encode(text, true)?
+            }
+        }
+        (None, None) => bail!("give --prompt or --prompt-ids"),
+    };
+    if prompt_ids.is_empty() {
+        bail!("the prompt is empty");
+    }
+    let total = prompt_ids.len() + args.max_new_tokens as usize;
+    let pages = total.div_ceil(args.page_size as usize) as u32;
+    let mut runner = build_runner(&model, args.device, pages.max(1), args.page_size)?;
+    let load_s = t0.elapsed().as_secs_f64();
+    let page_table: Vec<u32> = (0..pages).collect();
+
+    let sample = |step: u64, out: &[u32]| -> Option<SampleSpec> {
+        let mode = if args.temperature == 0.0 {
+            SampleMode::Greedy
+        } else {
+            SampleMode::Sample(ResolvedSampling {
+                params: SamplingParams {
+                    temperature: args.temperature,
+                    top_p: args.top_p,
+                    top_k: args.top_k,
+                    seed: Some(args.seed),
+                    ..Default::default()
+                },
+                seed: splitmix64(args.seed ^ splitmix64(step)),
+                logit_bias: vec![],
+                allowed_tokens: None,
+                prompt_tokens: vec![],
+                output_tokens: out.to_vec(),
+            })
+        };
+        Some(SampleSpec {
+            mode,
+            logprobs: None,
+        })
+    };
+
+    let mut decoder = IncrementalDecoder::new(&prompt_ids, true);
+    let mut out_ids: Vec<u32> = Vec::new();
+    let mut finish = "length";
+    let stdout = std::io::stdout();
+    let t1 = Instant::now();
+    let mut prefill_s = 0.0;
+    let mut pos = 0usize;
+    let mut next_tokens = prompt_ids.clone();
+    while out_ids.len() < args.max_new_tokens as usize {
+        let len = next_tokens.len();
+        let input = StepInput {
+            seqs: vec![SeqInput {
+                id: 0,
+                tokens: std::mem::take(&mut next_tokens),
+                first_from_last_step: false,
+                start_pos: pos as u32,
+                page_table: page_table[..(pos + len).div_ceil(args.page_size as usize)].to_vec(),
+                sample: sample(out_ids.len() as u64, &out_ids),
+            }],
+        };
+        let result = runner.step(&input)?;
+        if pos == 0 {
+            prefill_s = t1.elapsed().as_secs_f64();
+        }
+        pos += len;
+        let token = result
+            .outputs
+            .first()
+            .context("the runner returned no token")?
+            .token;
+        out_ids.push(token);
+        if !args.json {
+            if let Some(tok) = tok {
+                let mut lock = stdout.lock();
+                write!(lock, "{}", decoder.push(tok, token)?)?;
+                lock.flush()?;
+            }
+        }
+        if !args.ignore_eos && tok.is_some_and(|t| t.is_eos(token)) {
+            finish = "stop";
+            break;
+        }
+        next_tokens = vec![token];
+    }
+    let total_s = t1.elapsed().as_secs_f64();
+    let decode_tokens = out_ids.len().saturating_sub(1);
+    let decode_tok_s = if total_s > prefill_s && decode_tokens > 0 {
+        decode_tokens as f64 / (total_s - prefill_s)
+    } else {
+        0.0
+    };
+    let text = match tok {
+        Some(t) => Some(t.decode(&out_ids, true)?),
+        None => None,
+    };
+    if args.json {
+        let v = serde_json::json!({
+            "model": args.model.display().to_string(),
+            "device": runner.device_name(),
+            "prompt_ids": prompt_ids,
+            "token_ids": out_ids,
+            "text": text,
+            "finish_reason": finish,
+            "load_s": load_s,
+            "prefill_s": prefill_s,
+            "decode_tokens_per_s": decode_tok_s,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        let mut lock = stdout.lock();
+        if let Some(t) = tok {
+            write!(lock, "{}", decoder.flush(t)?)?;
+        } else {
+            write!(lock, "{out_ids:?}")?;
+        }
+        writeln!(lock)?;
+        eprintln!(
+            "[{} tokens, {}; prefill {} tokens {:.3}s, decode {:.1} tok/s, device {}]",
+            out_ids.len(),
+            finish,
+            prompt_ids.len(),
+            prefill_s,
+            decode_tok_s,
+            runner.device_name()
+        );
+    }
+    Ok(())
 }

@@ -89,11 +89,10 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
         attn::run(&cpu, &gpu, args.seed, &mut rep)?;
         sampling::run(&cpu, &gpu, args.seed, &mut rep)?;
     }
-    for m in &args.models {
-        model::compare(m, false, args.decode_steps, &mut rep)?;
-    }
-    for m in &args.random_models {
-        model::compare(m, true, args.decode_steps, &mut rep)?;
+    for (m, random) in args.models.iter().map(|m| (m, false)).chain(args.random_models.iter().map(|m| (m, true))) {
+        if let Err(e) = model::compare(m, random, args.decode_steps, &mut rep) {
+            rep.fact("model", m.display().to_string(), false, format!("error: {e:#}"));
+        }
     }
     if !args.skip_bench {
         bench::run(&gpu, args.bench_model.as_deref(), &mut rep)?;

@@ -59,7 +59,7 @@ pub struct Inputs {
     pub deadline_ms: Option<u64>,
     /// Where compiled components are cached (a 17 MB Python component takes
     /// ~10-20 s to compile once, then loads in tens of milliseconds).
-    #[arg(long, env = "MINISGL_PLUGIN_CACHE")]
+    #[arg(long, env = "MINISGL_PLUGIN_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
 }
 
@@ -136,12 +136,18 @@ fn load(spec: &str, inputs: &Inputs, mode: FailureMode) -> Result<PluginSet> {
     if let Some(ms) = inputs.deadline_ms {
         cfg.deadlines = Deadlines::all(Duration::from_millis(ms));
     }
-    match inputs.kind {
-        PluginKind::Scheduler => cfg.scheduler = Some(path),
-        PluginKind::Evictor => cfg.evictor = Some(path),
-        PluginKind::Sampler => cfg.sampler = Some(path),
-    }
-    PluginSet::load(&cfg).with_context(|| format!("loading {spec} as a {} plugin", inputs.kind))
+    let set = PluginSet::load(&cfg).context("starting the plugin runtime")?;
+    let report = set
+        .swap(inputs.kind, &path)
+        .with_context(|| format!("loading {spec} as a {} plugin", inputs.kind))?;
+    eprintln!(
+        "loaded {spec}: `{}`, compile {:.0} ms{}, instantiate {:.1} ms",
+        report.name,
+        report.compile_ms,
+        if report.cached { " (cached)" } else { "" },
+        report.instantiate_ms
+    );
+    Ok(set)
 }
 
 /// The cases to feed, recorded or synthetic.
@@ -222,12 +228,17 @@ fn call(set: &PluginSet, case: &Prepared) -> Answer {
     }
 }
 
-/// Failed calls (any cause) of the slot `kind` so far.
-fn failures(set: &PluginSet, kind: PluginKind) -> u64 {
-    set.stats()
-        .iter()
-        .find(|s| s.kind == kind)
-        .map_or(0, |s| s.failures.total())
+/// Failed calls of the slot `kind` so far: the total and a per-cause summary.
+fn failures(set: &PluginSet, kind: PluginKind) -> (u64, String) {
+    let stats = set.stats().into_iter().find(|s| s.kind == kind);
+    stats.map_or((0, String::new()), |s| {
+        let f = s.failures;
+        let detail = format!(
+            "{} trap, {} timeout, {} memory, {} invalid",
+            f.trap, f.timeout, f.memory, f.invalid
+        );
+        (f.total(), detail)
+    })
 }
 
 fn check(args: CheckArgs) -> Result<()> {
@@ -274,13 +285,16 @@ fn diff(args: DiffArgs) -> Result<()> {
             }
         }
     }
-    let (fa, fb) = (failures(&a, inputs.kind), failures(&b, inputs.kind));
+    let ((fa, da), (fb, db)) = (failures(&a, inputs.kind), failures(&b, inputs.kind));
     println!(
-        "{n} cases (seed {}): {differ} differ; failed calls: {fa} in {}, {fb} in {}",
+        "{n} cases (seed {}): {differ} differ; failed calls: {fa} in {} ({da}), {fb} in {} ({db})",
         inputs.seed, args.a, args.b
     );
     if differ > 0 || fa > 0 || fb > 0 {
-        bail!("the plugins disagree on {differ} of {n} cases ({fa} + {fb} failed calls, answered by the built-in)");
+        bail!(
+            "the plugins disagree on {differ} of {n} cases ({fa} + {fb} failed calls, \
+             answered by the built-in; `plugin check` shows the first failure)"
+        );
     }
     Ok(())
 }
@@ -349,9 +363,9 @@ fn cost(args: CostArgs) -> Result<()> {
                 ))
             })
             .collect();
-        let failed_before = failures(&set, inputs.kind);
+        let failed_before = failures(&set, inputs.kind).0;
         let us = time_calls(&set, &cases, args.iters);
-        let failed = failures(&set, inputs.kind) - failed_before;
+        let failed = failures(&set, inputs.kind).0 - failed_before;
         if failed > 0 {
             bail!("{} failed {failed} of its timed calls at batch {batch} (deadline too short? see --deadline-ms); timings would be the built-in's", args.plugin);
         }

@@ -289,7 +289,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         let state = AppState::new(started.engine, started.tokenizer, started.limits, cfg);
         // The test harness and scripts wait for this exact line.
         tracing::info!("listening on http://{local}");
-        eprintln!("minisgl: serving {} on http://{local}", state.limits.model_name);
+        eprintln!(
+            "minisgl: serving {} on http://{local}",
+            state.limits.model_name
+        );
         crate::server::serve(listener, state, crate::server::shutdown_signal()).await?;
         Ok::<_, anyhow::Error>(())
     })?;

@@ -62,7 +62,10 @@ pub fn run(args: ShellArgs) -> anyhow::Result<()> {
 /// Runs the chat loop on stdin/stdout.
 pub fn run_with(cfg: &Config, opts: &ChatOptions) -> anyhow::Result<()> {
     if !(0.0..=2.0).contains(&opts.temperature) {
-        anyhow::bail!("--temperature must be between 0 and 2, got {}", opts.temperature);
+        anyhow::bail!(
+            "--temperature must be between 0 and 2, got {}",
+            opts.temperature
+        );
     }
     super::serve::init_logging();
     let started = super::serve::start_engine(cfg)?;
@@ -104,7 +107,8 @@ pub fn run_with(cfg: &Config, opts: &ChatOptions) -> anyhow::Result<()> {
             _ => {}
         }
         history.push(json!({"role": "user", "content": line}));
-        let prompt_text = tok.apply_chat_template(&serde_json::Value::from(history.clone()), true)?;
+        let prompt_text =
+            tok.apply_chat_template(&serde_json::Value::from(history.clone()), true)?;
         let prompt = tok.encode(&prompt_text, false)?;
         let room = engine.max_context().saturating_sub(prompt.len() as u32);
         if room == 0 {

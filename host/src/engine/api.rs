@@ -23,7 +23,9 @@ impl std::str::FromStr for CacheMode {
         match s {
             "radix" => Ok(CacheMode::Radix),
             "naive" => Ok(CacheMode::Naive),
-            other => Err(format!("cache mode must be `radix` or `naive`, got `{other}`")),
+            other => Err(format!(
+                "cache mode must be `radix` or `naive`, got `{other}`"
+            )),
         }
     }
 }

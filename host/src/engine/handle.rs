@@ -211,7 +211,12 @@ impl EngineHandle {
         if req.prompt_tokens.is_empty() {
             return Err("prompt_tokens must not be empty".into());
         }
-        if let Some((i, t)) = req.prompt_tokens.iter().enumerate().find(|(_, &t)| t >= vocab) {
+        if let Some((i, t)) = req
+            .prompt_tokens
+            .iter()
+            .enumerate()
+            .find(|(_, &t)| t >= vocab)
+        {
             return Err(format!(
                 "prompt_tokens[{i}] = {t} is not below the vocabulary size {vocab}"
             ));

@@ -117,7 +117,10 @@ impl Engine {
             }
         }
         progress(done, tokens);
-        outputs.into_iter().map(|o| o.expect("every request has an output")).collect()
+        outputs
+            .into_iter()
+            .map(|o| o.expect("every request has an output"))
+            .collect()
     }
 
     /// Stops the engine (also done on drop).

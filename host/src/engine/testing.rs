@@ -65,10 +65,15 @@ impl HashRunner {
     fn slot(&self, table: &[u32], pos: usize) -> Result<usize, ModelError> {
         let ps = self.page_size as usize;
         let page = *table.get(pos / ps).ok_or_else(|| {
-            ModelError::InvalidInput(format!("position {pos} beyond the page table ({} pages)", table.len()))
+            ModelError::InvalidInput(format!(
+                "position {pos} beyond the page table ({} pages)",
+                table.len()
+            ))
         })?;
         if page >= self.num_pages {
-            return Err(ModelError::InvalidInput(format!("page {page} out of range")));
+            return Err(ModelError::InvalidInput(format!(
+                "page {page} out of range"
+            )));
         }
         Ok(page as usize * ps + pos % ps)
     }
@@ -78,8 +83,10 @@ fn fnv(h: u64, x: u64) -> u64 {
     (h ^ x).wrapping_mul(0x0000_0100_0000_01B3)
 }
 
-/// The "model": a hash of the token sequence.
-fn hash(seq: &[u32]) -> u64 {
+/// The "model": a hash of the token sequence. The greedy next token is
+/// `hash(seq) % vocab`; candidate `i` of a top-k list is
+/// `(hash(seq) + i * 7919) % vocab`.
+pub fn hash(seq: &[u32]) -> u64 {
     let h = seq
         .iter()
         .fold(0xcbf2_9ce4_8422_2325u64, |h, &t| fnv(h, u64::from(t)));
@@ -162,7 +169,11 @@ impl HashRunner {
                     return Err(ModelError::InvalidInput(format!(
                         "request {}: KV slot for position {pos} holds {}",
                         seq.id,
-                        if v == EMPTY { "nothing".to_string() } else { format!("position {}", v >> 32) }
+                        if v == EMPTY {
+                            "nothing".to_string()
+                        } else {
+                            format!("position {}", v >> 32)
+                        }
                     )));
                 }
                 history.push(v as u32);

@@ -55,9 +55,12 @@ impl Worker {
     /// The oldest launched step's result (blocks until it is ready) and how
     /// long the runner spent on it.
     pub fn wait(&self) -> (StepResult, Duration) {
-        self.results
-            .recv()
-            .unwrap_or_else(|_| (Err("the model runner thread stopped".into()), Duration::ZERO))
+        self.results.recv().unwrap_or_else(|_| {
+            (
+                Err("the model runner thread stopped".into()),
+                Duration::ZERO,
+            )
+        })
     }
 }
 

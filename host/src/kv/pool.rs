@@ -179,7 +179,10 @@ impl PagePool {
         let slot = &mut self.state[page as usize];
         // A wrong transition is a host bug (double free, freeing a cached
         // page); it would corrupt another request's KV, so stop loudly.
-        assert_eq!(*slot, from, "page {page}: expected {from:?}, found {slot:?}");
+        assert_eq!(
+            *slot, from,
+            "page {page}: expected {from:?}, found {slot:?}"
+        );
         *slot = to;
         match from {
             PageState::InUse => self.in_use -= 1,

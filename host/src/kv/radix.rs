@@ -159,7 +159,9 @@ impl RadixTree {
             if tokens.len() - pos < ps {
                 return pos as u32;
             }
-            let Some(&child) = self.nodes[node as usize].children.get(&tokens[pos..pos + ps])
+            let Some(&child) = self.nodes[node as usize]
+                .children
+                .get(&tokens[pos..pos + ps])
             else {
                 return pos as u32;
             };
@@ -182,7 +184,9 @@ impl RadixTree {
         let mut pos = 0usize;
         let mut pages = Vec::new();
         while tokens.len() - pos >= ps {
-            let Some(&child) = self.nodes[node as usize].children.get(&tokens[pos..pos + ps])
+            let Some(&child) = self.nodes[node as usize]
+                .children
+                .get(&tokens[pos..pos + ps])
             else {
                 break;
             };
@@ -227,7 +231,13 @@ impl RadixTree {
                 n.created_us,
                 n.priority,
             );
-            (n.parent, head_key[..ps].to_vec(), head_key, head_pages, stats)
+            (
+                n.parent,
+                head_key[..ps].to_vec(),
+                head_key,
+                head_pages,
+                stats,
+            )
         };
         let (lock, depth, last_access_us, hit_count, created_us, priority) = stats;
         let tail_first = self.nodes[index as usize].key[..ps].to_vec();
@@ -279,13 +289,19 @@ impl RadixTree {
         priority: i32,
     ) -> Inserted {
         let ps = self.ps();
-        assert_eq!(tokens.len(), pages.len() * ps, "insert key must be page aligned");
+        assert_eq!(
+            tokens.len(),
+            pages.len() * ps,
+            "insert key must be page aligned"
+        );
         let mut node = ROOT;
         let mut pos = 0usize;
         let mut out_pages = Vec::with_capacity(pages.len());
         let mut duplicates = 0u32;
         while pos < tokens.len() {
-            let Some(&child) = self.nodes[node as usize].children.get(&tokens[pos..pos + ps])
+            let Some(&child) = self.nodes[node as usize]
+                .children
+                .get(&tokens[pos..pos + ps])
             else {
                 break;
             };
@@ -375,8 +391,7 @@ impl RadixTree {
 
     /// Lock count of a node (0 for dead ids).
     pub fn lock_count(&self, id: NodeId) -> u32 {
-        self.index_of(id)
-            .map_or(0, |i| self.nodes[i as usize].lock)
+        self.index_of(id).map_or(0, |i| self.nodes[i as usize].lock)
     }
 
     /// The unlocked leaves, as the evictor plugin sees them.
@@ -456,7 +471,11 @@ impl RadixTree {
                 continue;
             }
             if n.key.is_empty() || n.key.len() != n.pages.len() * ps {
-                return Err(format!("node {i}: key {} tokens, {} pages", n.key.len(), n.pages.len()));
+                return Err(format!(
+                    "node {i}: key {} tokens, {} pages",
+                    n.key.len(),
+                    n.pages.len()
+                ));
             }
             let p = &self.nodes[n.parent as usize];
             if !p.alive || p.children.get(&n.key[..ps]) != Some(&(i as u32)) {
@@ -465,9 +484,16 @@ impl RadixTree {
             if n.depth != p.depth + n.key.len() as u32 {
                 return Err(format!("node {i}: depth {}", n.depth));
             }
-            let child_locks: u32 = n.children.values().map(|&c| self.nodes[c as usize].lock).sum();
+            let child_locks: u32 = n
+                .children
+                .values()
+                .map(|&c| self.nodes[c as usize].lock)
+                .sum();
             if n.lock < child_locks {
-                return Err(format!("node {i}: lock {} < children's {child_locks}", n.lock));
+                return Err(format!(
+                    "node {i}: lock {} < children's {child_locks}",
+                    n.lock
+                ));
             }
             for &page in &n.pages {
                 if pool.state(page) != Some(super::pool::PageState::Cached) {
@@ -486,7 +512,10 @@ impl RadixTree {
             ));
         }
         if cached != pool.usage().cached {
-            return Err(format!("tree holds {cached} pages, pool says {} cached", pool.usage().cached));
+            return Err(format!(
+                "tree holds {cached} pages, pool says {} cached",
+                pool.usage().cached
+            ));
         }
         Ok(())
     }

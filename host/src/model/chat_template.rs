@@ -43,7 +43,11 @@ fn py_json(v: &Value, indent: Option<usize>, depth: usize, out: &mut String) -> 
             out.push_str(&" ".repeat(n * d));
         }
     };
-    let (item_sep, kv_sep) = if indent.is_some() { (",", ": ") } else { (", ", ": ") };
+    let (item_sep, kv_sep) = if indent.is_some() {
+        (",", ": ")
+    } else {
+        (", ", ": ")
+    };
     match v.kind() {
         ValueKind::Undefined | ValueKind::None => out.push_str("null"),
         ValueKind::Bool => out.push_str(if v.is_true() { "true" } else { "false" }),
@@ -124,8 +128,18 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 /// `strftime_now(fmt)` (UTC) for the directives chat templates use.
 fn strftime_now(fmt: String) -> Result<Value, Error> {
     const MONTHS: [&str; 12] = [
-        "January", "February", "March", "April", "May", "June", "July", "August", "September",
-        "October", "November", "December",
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
     ];
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

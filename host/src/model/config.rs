@@ -128,7 +128,10 @@ fn opt_f32(o: &Value, key: &str) -> Result<Option<f32>, ModelError> {
 fn opt_bool(o: &Value, key: &str) -> Result<Option<bool>, ModelError> {
     match o.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => v.as_bool().map(Some).ok_or_else(|| bad(key, v, "a boolean")),
+        Some(v) => v
+            .as_bool()
+            .map(Some)
+            .ok_or_else(|| bad(key, v, "a boolean")),
     }
 }
 
@@ -137,7 +140,11 @@ fn token_ids(o: &Value, key: &str) -> Result<Vec<u32>, ModelError> {
         None | Some(Value::Null) => Ok(vec![]),
         Some(Value::Array(a)) => a
             .iter()
-            .map(|x| x.as_u64().map(|n| n as u32).ok_or_else(|| bad(key, x, "a token id")))
+            .map(|x| {
+                x.as_u64()
+                    .map(|n| n as u32)
+                    .ok_or_else(|| bad(key, x, "a token id"))
+            })
             .collect(),
         Some(v) => v
             .as_u64()
@@ -168,7 +175,10 @@ fn parse_dtype(o: &Value) -> Result<Option<ConfigDType>, ModelError> {
 fn parse_rope(o: &Value) -> Result<(f32, RopeScaling), ModelError> {
     let (params, key) = match o.get("rope_parameters") {
         Some(p) if !p.is_null() => (Some(p), "rope_parameters"),
-        _ => (o.get("rope_scaling").filter(|v| !v.is_null()), "rope_scaling"),
+        _ => (
+            o.get("rope_scaling").filter(|v| !v.is_null()),
+            "rope_scaling",
+        ),
     };
     let theta = match params.and_then(|p| opt_f32(p, "rope_theta").transpose()) {
         Some(t) => t?,
@@ -219,7 +229,9 @@ impl ModelConfig {
     /// Parse a `config.json` value.
     pub fn from_json(o: &Value) -> Result<Self, ModelError> {
         if !o.is_object() {
-            return Err(ModelError::Config("config.json is not a JSON object".into()));
+            return Err(ModelError::Config(
+                "config.json is not a JSON object".into(),
+            ));
         }
         let arch_name = match o.get("architectures") {
             Some(Value::Array(a)) if !a.is_empty() => a[0]
@@ -248,7 +260,7 @@ impl ModelConfig {
         let head_dim = match opt_usize(o, "head_dim")? {
             Some(d) => d,
             None => {
-                if hidden_size % num_heads != 0 {
+                if !hidden_size.is_multiple_of(num_heads) {
                     return Err(ModelError::Config(format!(
                         "config.json has no `head_dim` and hidden_size {hidden_size} is not \
                          divisible by num_attention_heads {num_heads}"
@@ -257,13 +269,13 @@ impl ModelConfig {
                 hidden_size / num_heads
             }
         };
-        if num_heads % num_kv_heads != 0 {
+        if !num_heads.is_multiple_of(num_kv_heads) {
             return Err(ModelError::Config(format!(
                 "num_attention_heads {num_heads} is not a multiple of num_key_value_heads \
                  {num_kv_heads}"
             )));
         }
-        if head_dim % 2 != 0 {
+        if !head_dim.is_multiple_of(2) {
             return Err(ModelError::Config(format!("head_dim {head_dim} is odd")));
         }
         let (rope_theta, rope_scaling) = parse_rope(o)?;

@@ -42,7 +42,10 @@ pub fn expected_tensors(cfg: &ModelConfig) -> Vec<(String, Vec<usize>)> {
     let d = cfg.head_dim();
     let (qd, kvd) = (cfg.num_heads() * d, cfg.num_kv_heads() * d);
     let i = cfg.intermediate_size();
-    let mut v = vec![("model.embed_tokens.weight".to_string(), vec![cfg.vocab_size(), h])];
+    let mut v = vec![(
+        "model.embed_tokens.weight".to_string(),
+        vec![cfg.vocab_size(), h],
+    )];
     for l in 0..cfg.num_layers() {
         let p = format!("model.layers.{l}");
         v.push((format!("{p}.input_layernorm.weight"), vec![h]));
@@ -111,7 +114,13 @@ impl<B: Backend> Model<B> {
                 .map(|(n, s)| weights.get(n, s))
                 .collect::<Result<Vec<_>, _>>()?;
             let (shape, dtype, bytes) = concat_rows(&parts);
-            Ok(backend.upload(&shape, HostData { dtype, bytes: &bytes })?)
+            Ok(backend.upload(
+                &shape,
+                HostData {
+                    dtype,
+                    bytes: &bytes,
+                },
+            )?)
         };
         let embed = up("model.embed_tokens.weight", &[cfg.vocab_size(), h])?;
         let mut layers = Vec::with_capacity(cfg.num_layers());

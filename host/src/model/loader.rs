@@ -36,7 +36,10 @@ fn gguf_in_dir(dir: &Path) -> Result<Vec<PathBuf>, ModelError> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| ModelError::io(dir, e))?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x.eq_ignore_ascii_case("gguf")))
+        .filter(|p| {
+            p.extension()
+                .is_some_and(|x| x.eq_ignore_ascii_case("gguf"))
+        })
         .collect();
     v.sort();
     Ok(v)
@@ -93,9 +96,12 @@ fn shard_files(dir: &Path) -> Result<Vec<PathBuf>, ModelError> {
         let text = std::fs::read_to_string(&index).map_err(|e| ModelError::io(&index, e))?;
         let v: serde_json::Value = serde_json::from_str(&text)
             .map_err(|e| ModelError::Weights(format!("{}: invalid JSON: {e}", index.display())))?;
-        let map = v.get("weight_map").and_then(|m| m.as_object()).ok_or_else(|| {
-            ModelError::Weights(format!("{}: missing `weight_map`", index.display()))
-        })?;
+        let map = v
+            .get("weight_map")
+            .and_then(|m| m.as_object())
+            .ok_or_else(|| {
+                ModelError::Weights(format!("{}: missing `weight_map`", index.display()))
+            })?;
         let mut files: Vec<PathBuf> = map
             .values()
             .filter_map(|f| f.as_str())

@@ -47,7 +47,10 @@ fn token_str(v: Option<&Value>) -> Option<String> {
 fn ids_of(v: Option<&Value>) -> Vec<u32> {
     match v {
         Some(Value::Number(n)) => n.as_u64().map(|x| vec![x as u32]).unwrap_or_default(),
-        Some(Value::Array(a)) => a.iter().filter_map(|x| x.as_u64().map(|x| x as u32)).collect(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(|x| x.as_u64().map(|x| x as u32))
+            .collect(),
         _ => vec![],
     }
 }
@@ -74,9 +77,8 @@ impl Tokenizer {
         if !tj.exists() {
             return Err(ModelError::io(&tj, "file not found"));
         }
-        let inner = tokenizers::Tokenizer::from_file(&tj).map_err(|e| {
-            ModelError::Tokenizer(format!("{}: cannot parse: {e}", tj.display()))
-        })?;
+        let inner = tokenizers::Tokenizer::from_file(&tj)
+            .map_err(|e| ModelError::Tokenizer(format!("{}: cannot parse: {e}", tj.display())))?;
         let tc = read_json(&dir.join("tokenizer_config.json"))?.unwrap_or(Value::Null);
         let gc = read_json(&dir.join("generation_config.json"))?.unwrap_or(Value::Null);
         let jinja = dir.join("chat_template.jinja");
@@ -114,9 +116,16 @@ impl Tokenizer {
         inner: tokenizers::Tokenizer,
         extras: TokenizerExtras,
     ) -> Result<Self, ModelError> {
-        let bos_id = extras.bos_token.as_deref().and_then(|t| inner.token_to_id(t));
+        let bos_id = extras
+            .bos_token
+            .as_deref()
+            .and_then(|t| inner.token_to_id(t));
         let mut eos_ids: BTreeSet<u32> = extras.eos_ids.iter().copied().collect();
-        if let Some(id) = extras.eos_token.as_deref().and_then(|t| inner.token_to_id(t)) {
+        if let Some(id) = extras
+            .eos_token
+            .as_deref()
+            .and_then(|t| inner.token_to_id(t))
+        {
             eos_ids.insert(id);
         }
         let template = match extras.chat_template {

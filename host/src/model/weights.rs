@@ -152,27 +152,29 @@ impl RandomWeights {
         let mut out = vec![0u16; n];
         let seed = self.seed ^ fnv1a(name);
         const CHUNK: usize = 1 << 14;
-        out.par_chunks_mut(CHUNK).enumerate().for_each(|(ci, chunk)| {
-            if let Some(v) = fill {
-                chunk.fill(half::bf16::from_f32(v).to_bits());
-                return;
-            }
-            let mut state = crate::backend::cpu::sampling::splitmix64(seed ^ (ci as u64) << 20);
-            let mut next = || {
-                state = crate::backend::cpu::sampling::splitmix64(state);
-                ((state >> 11) as f64 + 0.5) * (1.0 / (1u64 << 53) as f64)
-            };
-            for pair in chunk.chunks_mut(2) {
-                // Box–Muller: two normals per two uniforms.
-                let (u1, u2) = (next(), next());
-                let r = (-2.0 * u1.ln()).sqrt() * 0.02;
-                let t = 2.0 * std::f64::consts::PI * u2;
-                pair[0] = half::bf16::from_f64(r * t.cos()).to_bits();
-                if pair.len() > 1 {
-                    pair[1] = half::bf16::from_f64(r * t.sin()).to_bits();
+        out.par_chunks_mut(CHUNK)
+            .enumerate()
+            .for_each(|(ci, chunk)| {
+                if let Some(v) = fill {
+                    chunk.fill(half::bf16::from_f32(v).to_bits());
+                    return;
                 }
-            }
-        });
+                let mut state = crate::backend::cpu::sampling::splitmix64(seed ^ (ci as u64) << 20);
+                let mut next = || {
+                    state = crate::backend::cpu::sampling::splitmix64(state);
+                    ((state >> 11) as f64 + 0.5) * (1.0 / (1u64 << 53) as f64)
+                };
+                for pair in chunk.chunks_mut(2) {
+                    // Box–Muller: two normals per two uniforms.
+                    let (u1, u2) = (next(), next());
+                    let r = (-2.0 * u1.ln()).sqrt() * 0.02;
+                    let t = 2.0 * std::f64::consts::PI * u2;
+                    pair[0] = half::bf16::from_f64(r * t.cos()).to_bits();
+                    if pair.len() > 1 {
+                        pair[1] = half::bf16::from_f64(r * t.sin()).to_bits();
+                    }
+                }
+            });
         let bytes: Vec<u8> = out.iter().flat_map(|b| b.to_le_bytes()).collect();
         WeightTensor {
             shape: shape.to_vec(),

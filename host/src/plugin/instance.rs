@@ -93,11 +93,13 @@ impl WasmPlugin {
             deadline_ticks: ticks(deadline),
             memory_limit_bytes,
         };
-        plugin.instantiate().map_err(|reason| PluginError::Instantiate {
-            kind,
-            path: path.to_owned(),
-            reason,
-        })?;
+        plugin
+            .instantiate()
+            .map_err(|reason| PluginError::Instantiate {
+                kind,
+                path: path.to_owned(),
+                reason,
+            })?;
         let probe_ticks = ticks(deadline.max(Duration::from_secs(1)));
         plugin.name = plugin
             .call_with(probe_ticks, |store, exports| match exports {
@@ -119,7 +121,8 @@ impl WasmPlugin {
         self.exports = None;
         self.store = new_store(&self.engine, self.memory_limit_bytes);
         // Instantiation runs guest start code: bound it like a call.
-        self.store.set_epoch_deadline(self.deadline_ticks.max(ticks(Duration::from_secs(1))));
+        self.store
+            .set_epoch_deadline(self.deadline_ticks.max(ticks(Duration::from_secs(1))));
         let store = &mut self.store;
         let exports = match &self.pre {
             Pre::Scheduler(p) => p.instantiate(store).map(Exports::Scheduler),

@@ -226,7 +226,10 @@ impl Runtime {
     fn cache_file(&self, sha256: &str) -> Option<PathBuf> {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         self.engine.precompile_compatibility_hash().hash(&mut h);
-        let name = format!("{sha256}-wasmtime{WASMTIME_RELEASE}-{:016x}.cwasm", h.finish());
+        let name = format!(
+            "{sha256}-wasmtime{WASMTIME_RELEASE}-{:016x}.cwasm",
+            h.finish()
+        );
         self.cache_dir.as_ref().map(|d| d.join(name))
     }
 
@@ -238,7 +241,9 @@ impl Runtime {
             // wasmtime re-checks version and settings on load.
             match unsafe { Component::deserialize_file(&self.engine, file) } {
                 Ok(c) => return Ok((c, true)),
-                Err(e) => tracing::warn!(file = %file.display(), "ignoring unusable cached plugin: {e:#}"),
+                Err(e) => {
+                    tracing::warn!(file = %file.display(), "ignoring unusable cached plugin: {e:#}")
+                }
             }
         }
         let component = Component::new(&self.engine, bytes).map_err(|e| format!("{e:#}"))?;

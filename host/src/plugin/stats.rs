@@ -20,7 +20,12 @@ impl std::fmt::Display for PluginSource {
         match self {
             PluginSource::Native => f.write_str("native"),
             PluginSource::Wasm { path, sha256 } => {
-                write!(f, "{} (sha256 {})", path.display(), &sha256[..12.min(sha256.len())])
+                write!(
+                    f,
+                    "{} (sha256 {})",
+                    path.display(),
+                    &sha256[..12.min(sha256.len())]
+                )
             }
         }
     }
@@ -53,7 +58,8 @@ pub struct SlotStats {
     pub failures: FailureCounts,
     /// Calls answered by the native built-in because the plugin failed.
     pub fallbacks: u64,
-    /// Successful hot swaps.
+    /// Plugins put in place: the initial loads, hot swaps and
+    /// [`super::PluginSet::reset_native`] calls.
     pub swaps: u64,
     /// Swaps refused because the new plugin could not be loaded.
     pub refused_swaps: u64,

@@ -27,8 +27,16 @@ pub struct ScheduleInput {
 /// (`exact = false`: each count uniform in `0..=batch`).
 pub fn schedule_input(rng: &mut impl Rng, batch: usize, exact: bool) -> ScheduleInput {
     let page_size = *[1u32, 4, 16, 64].choose(rng).unwrap_or(&16);
-    let n_wait = if exact { batch } else { rng.random_range(0..=batch) };
-    let n_run = if exact { batch } else { rng.random_range(0..=batch) };
+    let n_wait = if exact {
+        batch
+    } else {
+        rng.random_range(0..=batch)
+    };
+    let n_run = if exact {
+        batch
+    } else {
+        rng.random_range(0..=batch)
+    };
     let mut ids: Vec<u64> = (0..(n_wait + n_run) as u64)
         .map(|i| i * 7919 + rng.random_range(0..7919))
         .collect();
@@ -49,16 +57,17 @@ pub fn schedule_input(rng: &mut impl Rng, batch: usize, exact: bool) -> Schedule
             } else {
                 0
             };
-            let (computed_len, pages_held) = if prompt_len > prefix_hit_len.max(1) && rng.random_bool(0.2) {
-                // Partially prefilled: earlier chunks ran.
-                let c = rng.random_range(prefix_hit_len.max(1)..prompt_len);
-                (c, pages(c))
-            } else if prefix_hit_len > 0 && rng.random_bool(0.5) {
-                // Prefix matched and locked, nothing computed yet.
-                (0, pages(prefix_hit_len))
-            } else {
-                (0, 0)
-            };
+            let (computed_len, pages_held) =
+                if prompt_len > prefix_hit_len.max(1) && rng.random_bool(0.2) {
+                    // Partially prefilled: earlier chunks ran.
+                    let c = rng.random_range(prefix_hit_len.max(1)..prompt_len);
+                    (c, pages(c))
+                } else if prefix_hit_len > 0 && rng.random_bool(0.5) {
+                    // Prefix matched and locked, nothing computed yet.
+                    (0, pages(prefix_hit_len))
+                } else {
+                    (0, 0)
+                };
             let generated_len = if rng.random_bool(0.1) {
                 rng.random_range(0..64)
             } else {
@@ -106,14 +115,19 @@ pub fn schedule_input(rng: &mut impl Rng, batch: usize, exact: bool) -> Schedule
             }
         })
         .collect::<Vec<_>>();
-    let demand: u32 = waiting.iter().map(|r| pages(r.prompt_len)).sum::<u32>()
-        + running.len() as u32;
+    let demand: u32 =
+        waiting.iter().map(|r| pages(r.prompt_len)).sum::<u32>() + running.len() as u32;
     let budget = Budget {
         max_prefill_tokens: *[0u32, 1, 64, 512, 2048, 8192, 16384]
             .choose(rng)
             .unwrap_or(&2048),
         max_running: rng.random_range(1..=(2 * batch as u32).max(1)),
-        free_pages: rng.random_range(0..=demand + 8),
+        // A quarter of the steps run nearly out of memory (preemption).
+        free_pages: if rng.random_bool(0.25) {
+            rng.random_range(0..=n_run as u32 / 2)
+        } else {
+            rng.random_range(0..=demand + 8)
+        },
         evictable_pages: if rng.random_bool(0.5) {
             rng.random_range(0..=demand / 4 + 1)
         } else {
@@ -234,7 +248,12 @@ pub fn sample_input(rng: &mut impl Rng, n: usize, exact: bool, vocab: u32) -> Ve
 
 /// `n` candidate lists (`exact = false`: uniform in `0..=n`) of 1-64
 /// candidates, most likely first, as `pick` receives them.
-pub fn candidate_input(rng: &mut impl Rng, n: usize, exact: bool, vocab: u32) -> Vec<CandidateList> {
+pub fn candidate_input(
+    rng: &mut impl Rng,
+    n: usize,
+    exact: bool,
+    vocab: u32,
+) -> Vec<CandidateList> {
     let count = if exact { n } else { rng.random_range(0..=n) };
     (0..count as u64)
         .map(|id| {

@@ -106,7 +106,10 @@ pub fn schedule(
             return invalid(format!("S2: request {} is prefilled twice", chunk.id));
         }
         if queue != Queue::Waiting {
-            return invalid(format!("S3: prefill of request {} which is not waiting", chunk.id));
+            return invalid(format!(
+                "S3: prefill of request {} which is not waiting",
+                chunk.id
+            ));
         }
         let remaining = r.remaining_prefill();
         if chunk.tokens == 0 || chunk.tokens > remaining {
@@ -242,8 +245,22 @@ fn check_params(id: u64, p: &SamplingParams) -> Result<(), InvalidDecision> {
     check_range(id, "top_p", p.top_p, 0.0, 1.0, true)?;
     check_range(id, "min_p", p.min_p, 0.0, 1.0, false)?;
     check_range(id, "presence_penalty", p.presence_penalty, -2.0, 2.0, false)?;
-    check_range(id, "frequency_penalty", p.frequency_penalty, -2.0, 2.0, false)?;
-    check_range(id, "repetition_penalty", p.repetition_penalty, 0.0, 100.0, true)
+    check_range(
+        id,
+        "frequency_penalty",
+        p.frequency_penalty,
+        -2.0,
+        2.0,
+        false,
+    )?;
+    check_range(
+        id,
+        "repetition_penalty",
+        p.repetition_penalty,
+        0.0,
+        100.0,
+        true,
+    )
 }
 
 /// Checks sampler plans (rules P1-P5) and returns them in request order.
@@ -511,9 +528,18 @@ mod tests {
             f(&mut p);
             plans(vec![p, plan(2)], &reqs, 100).unwrap_err().0
         };
-        assert!(plans(vec![plan(1)], &reqs, 100).unwrap_err().0.starts_with("P1"));
-        assert!(plans(vec![plan(1), plan(1)], &reqs, 100).unwrap_err().0.starts_with("P1"));
-        assert!(plans(vec![plan(1), plan(3)], &reqs, 100).unwrap_err().0.starts_with("P1"));
+        assert!(plans(vec![plan(1)], &reqs, 100)
+            .unwrap_err()
+            .0
+            .starts_with("P1"));
+        assert!(plans(vec![plan(1), plan(1)], &reqs, 100)
+            .unwrap_err()
+            .0
+            .starts_with("P1"));
+        assert!(plans(vec![plan(1), plan(3)], &reqs, 100)
+            .unwrap_err()
+            .0
+            .starts_with("P1"));
         assert!(e(plan(1), &|p| p.params.temperature = f32::NAN).starts_with("P2"));
         assert!(e(plan(1), &|p| p.params.temperature = -0.5).starts_with("P2"));
         assert!(e(plan(1), &|p| p.params.top_p = 0.0).starts_with("P2"));

@@ -1,8 +1,8 @@
 //! A request's KV memory: prefix hits, page allocation with eviction, and
 //! handing pages back (to the radix cache or the pool).
 
-use minisgl_policies::Lru;
 use minisgl_plugin_sdk::Evictor;
+use minisgl_policies::Lru;
 
 use super::request::Request;
 use super::Scheduler;
@@ -53,7 +53,9 @@ impl Scheduler {
     /// that holds nothing but its cached prefix (so the prefix is not pinned).
     pub(super) fn unadmit(&mut self, id: u64) {
         let r = self.reqs.get_mut(&id).expect("request exists");
-        if r.pages.len() == r.shared_pages && r.computed == (r.shared_pages as u32) * self.cfg.page_size {
+        if r.pages.len() == r.shared_pages
+            && r.computed == (r.shared_pages as u32) * self.cfg.page_size
+        {
             if let Some(node) = r.node.take() {
                 self.tree.unlock(node);
             }

@@ -40,8 +40,8 @@ use crate::batch::{SeqInput, StepInput, StepOutput};
 use crate::engine::{CacheMode, EngineMetrics, Event, FinishReason, Usage};
 use crate::kv::{PagePool, RadixTree};
 pub use policy::{NativePolicy, Policy};
-pub use sampling::params_ok;
 use request::{Phase, Request, RequestSpec};
+pub use sampling::params_ok;
 use tokio::sync::mpsc::UnboundedSender;
 
 /// Settings the loop needs (a subset of [`crate::engine::EngineConfig`]).
@@ -162,7 +162,11 @@ impl Scheduler {
     pub fn check(&self) -> Result<(), String> {
         self.pool.check().map_err(|e| e.to_string())?;
         self.tree.check(&self.pool)?;
-        let own: usize = self.reqs.values().map(|r| r.pages.len() - r.shared_pages).sum();
+        let own: usize = self
+            .reqs
+            .values()
+            .map(|r| r.pages.len() - r.shared_pages)
+            .sum();
         let usage = self.pool.usage();
         if own != usage.in_use as usize {
             return Err(format!(
@@ -183,7 +187,15 @@ impl Scheduler {
     ) {
         let arrival_us = arrival.saturating_duration_since(self.clock).as_micros() as u64;
         let deadline_us = spec.deadline_us.map(|d| arrival_us.saturating_add(d));
-        let req = Request::new(id, RequestSpec { deadline_us, ..spec }, arrival_us, tx);
+        let req = Request::new(
+            id,
+            RequestSpec {
+                deadline_us,
+                ..spec
+            },
+            arrival_us,
+            tx,
+        );
         self.reqs.insert(id, req);
         self.enqueue_waiting(id);
     }
@@ -326,7 +338,13 @@ impl Scheduler {
         self.in_flight += 1;
         self.metrics.steps += 1;
         debug_assert!(self.check().is_ok(), "{:?}", self.check());
-        Some((StepInput { seqs }, StepTicket { step: self.step - 1, seqs: metas }))
+        Some((
+            StepInput { seqs },
+            StepTicket {
+                step: self.step - 1,
+                seqs: metas,
+            },
+        ))
     }
 
     /// Takes a launched step's output: picks, appends tokens, stops, streams,
@@ -464,7 +482,9 @@ impl Scheduler {
         while let Some(id) = queue.pop_front() {
             loop {
                 let r = &self.reqs[&id];
-                let need = (r.computed + 1).div_ceil(ps).saturating_sub(r.pages.len() as u32);
+                let need = (r.computed + 1)
+                    .div_ceil(ps)
+                    .saturating_sub(r.pages.len() as u32);
                 if need == 0 || self.alloc_pages(id, need) {
                     granted.push(id);
                     break;

@@ -105,7 +105,9 @@ impl Request {
 
     /// Known tokens `start..end` of the sequence.
     pub fn tokens(&self, start: usize, end: usize) -> Vec<u32> {
-        (start..end).map(|p| self.token_at(p).unwrap_or(0)).collect()
+        (start..end)
+            .map(|p| self.token_at(p).unwrap_or(0))
+            .collect()
     }
 
     /// The whole known sequence (prompt then output).

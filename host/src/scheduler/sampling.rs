@@ -112,7 +112,11 @@ impl Scheduler {
                 } else {
                     Vec::new()
                 },
-                output_tokens: if needs_history { r.output.clone() } else { Vec::new() },
+                output_tokens: if needs_history {
+                    r.output.clone()
+                } else {
+                    Vec::new()
+                },
                 params: plan.params,
                 seed: plan.seed,
                 logit_bias: plan.logit_bias,

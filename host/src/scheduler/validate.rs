@@ -60,7 +60,8 @@ pub fn validate(
         }
     }
     let mut tokens_left = budget.max_prefill_tokens;
-    let mut slots_left = (budget.max_running as usize).saturating_sub(running_now - preempted_running);
+    let mut slots_left =
+        (budget.max_running as usize).saturating_sub(running_now - preempted_running);
     for chunk in &decision.prefill {
         let Some(view) = waiting.get(&chunk.id) else {
             fixups += 1;
@@ -146,7 +147,10 @@ mod tests {
             ..Budget::default()
         };
         let decision = ScheduleDecision {
-            prefill: vec![PrefillChunk { id: 1, tokens: 10 }, PrefillChunk { id: 2, tokens: 10 }],
+            prefill: vec![
+                PrefillChunk { id: 1, tokens: 10 },
+                PrefillChunk { id: 2, tokens: 10 },
+            ],
             ..ScheduleDecision::default()
         };
         let (plan, _) = validate(&decision, &waiting, &[], &budget, 0);

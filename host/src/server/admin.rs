@@ -91,12 +91,19 @@ async fn swap_inner(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     authorize(state, peer, headers)?;
-    let kind: PluginKind = kind.parse().map_err(|e: String| ApiError::field("kind", e))?;
+    let kind: PluginKind = kind
+        .parse()
+        .map_err(|e: String| ApiError::field("kind", e))?;
     let body = parse_body(body)?;
     let f = Fields::body(&body)?;
     let path = match f.str("path")? {
         Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => return Err(ApiError::field("path", "`path` (the component file to load) is required")),
+        _ => {
+            return Err(ApiError::field(
+                "path",
+                "`path` (the component file to load) is required",
+            ))
+        }
     };
     let plugins = state.engine.plugins();
     let p2 = path.clone();

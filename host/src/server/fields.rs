@@ -86,9 +86,11 @@ impl<'a> Fields<'a> {
         let want = || format!("an integer between {lo} and {hi}");
         // 5.0 is accepted (some clients serialise every number as a float).
         let n = match v {
-            Value::Number(n) => n
-                .as_i64()
-                .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9e15).map(|f| f as i64)),
+            Value::Number(n) => n.as_i64().or_else(|| {
+                n.as_f64()
+                    .filter(|f| f.fract() == 0.0 && f.abs() < 9e15)
+                    .map(|f| f as i64)
+            }),
             _ => None,
         };
         match n {
@@ -98,7 +100,13 @@ impl<'a> Fields<'a> {
     }
 
     /// A finite number in `[lo, hi]` (or `(lo, hi]` when `lo_open`).
-    pub fn num(&self, name: &str, lo: f64, hi: f64, lo_open: bool) -> Result<Option<f32>, ApiError> {
+    pub fn num(
+        &self,
+        name: &str,
+        lo: f64,
+        hi: f64,
+        lo_open: bool,
+    ) -> Result<Option<f32>, ApiError> {
         let Some(v) = self.get(name) else {
             return Ok(None);
         };

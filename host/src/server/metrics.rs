@@ -122,7 +122,10 @@ impl ServerMetrics {
     /// Appends this layer's metrics in Prometheus text format.
     pub fn render(&self, out: &mut String) {
         let counter = |out: &mut String, name: &str, help: &str, v: u64| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+            );
         };
         let _ = writeln!(
             out,
@@ -141,7 +144,10 @@ impl ServerMetrics {
              # TYPE minisgl_request_success_total counter"
         );
         for (r, n) in self.finished.lock().iter() {
-            let _ = writeln!(out, "minisgl_request_success_total{{finish_reason=\"{r}\"}} {n}");
+            let _ = writeln!(
+                out,
+                "minisgl_request_success_total{{finish_reason=\"{r}\"}} {n}"
+            );
         }
         let _ = writeln!(
             out,
@@ -156,25 +162,59 @@ impl ServerMetrics {
             );
         }
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        counter(out, "minisgl_prompt_tokens_total", "Prompt tokens of admitted requests.", load(&self.prompt_tokens));
-        counter(out, "minisgl_generation_tokens_total", "Generated tokens.", load(&self.generation_tokens));
-        counter(out, "minisgl_cached_prompt_tokens_total", "Prompt tokens served from the prefix cache.", load(&self.cached_tokens));
-        counter(out, "minisgl_client_disconnects_total", "Requests aborted because the client went away.", load(&self.disconnects));
+        counter(
+            out,
+            "minisgl_prompt_tokens_total",
+            "Prompt tokens of admitted requests.",
+            load(&self.prompt_tokens),
+        );
+        counter(
+            out,
+            "minisgl_generation_tokens_total",
+            "Generated tokens.",
+            load(&self.generation_tokens),
+        );
+        counter(
+            out,
+            "minisgl_cached_prompt_tokens_total",
+            "Prompt tokens served from the prefix cache.",
+            load(&self.cached_tokens),
+        );
+        counter(
+            out,
+            "minisgl_client_disconnects_total",
+            "Requests aborted because the client went away.",
+            load(&self.disconnects),
+        );
         let _ = writeln!(
             out,
             "# HELP minisgl_requests_in_flight Sequences submitted and not finished.\n\
              # TYPE minisgl_requests_in_flight gauge\nminisgl_requests_in_flight {}",
             load(&self.in_flight)
         );
-        self.ttft.render(out, "minisgl_time_to_first_token_seconds", "Time to first token.");
-        self.tpot.render(out, "minisgl_time_per_output_token_seconds", "Mean time per output token after the first, per sequence.");
-        self.e2e.render(out, "minisgl_e2e_request_latency_seconds", "End-to-end sequence latency.");
+        self.ttft.render(
+            out,
+            "minisgl_time_to_first_token_seconds",
+            "Time to first token.",
+        );
+        self.tpot.render(
+            out,
+            "minisgl_time_per_output_token_seconds",
+            "Mean time per output token after the first, per sequence.",
+        );
+        self.e2e.render(
+            out,
+            "minisgl_e2e_request_latency_seconds",
+            "End-to-end sequence latency.",
+        );
     }
 }
 
 /// Escapes a Prometheus label value.
 pub fn label(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 #[cfg(test)]
@@ -205,6 +245,8 @@ mod tests {
         assert!(s.contains(
             "minisgl_admin_plugin_swaps_total{kind=\"scheduler\",result=\"refused\",path=\"/x/b\\\"ad.wasm\"} 1"
         ), "{s}");
-        assert!(s.contains("minisgl_http_responses_total{endpoint=\"completions\",status=\"400\"} 1"));
+        assert!(
+            s.contains("minisgl_http_responses_total{endpoint=\"completions\",status=\"400\"} 1")
+        );
     }
 }

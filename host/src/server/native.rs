@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 use super::error::ApiError;
 use super::openai::parse_body;
 use super::protocol::{self, resolve_max_tokens, Prompt};
-use super::sequence::{Chunk, Sequence, SeqUsage};
+use super::sequence::{Chunk, SeqUsage, Sequence};
 use super::state::AppState;
 
 pub async fn generate(
@@ -55,7 +55,12 @@ fn meta(id: &str, text_len: usize, c: &Chunk, u: &SeqUsage, lp: bool) -> Value {
         m["output_top_logprobs"] = c
             .tokens
             .iter()
-            .map(|t| t.top.iter().map(|&(id, lp)| json!([lp, id])).collect::<Vec<_>>())
+            .map(|t| {
+                t.top
+                    .iter()
+                    .map(|&(id, lp)| json!([lp, id]))
+                    .collect::<Vec<_>>()
+            })
             .collect::<Vec<_>>()
             .into();
     }
@@ -82,9 +87,20 @@ async fn generate_inner(
                 .encode(s, true)
                 .map_err(|e| ApiError::field(field, format!("cannot tokenize `{field}`: {e}")))?,
         };
-        let max_new = resolve_max_tokens(ids.len(), req.opts.max_tokens, &state.limits, "sampling_params.max_new_tokens")?;
+        let max_new = resolve_max_tokens(
+            ids.len(),
+            req.opts.max_tokens,
+            &state.limits,
+            "sampling_params.max_new_tokens",
+        )?;
         for i in 0..req.opts.n {
-            seqs.push(Sequence::submit(state, ids.clone(), max_new, &req.opts, u64::from(i))?);
+            seqs.push(Sequence::submit(
+                state,
+                ids.clone(),
+                max_new,
+                &req.opts,
+                u64::from(i),
+            )?);
         }
     }
     let id = state.response_id("gen");

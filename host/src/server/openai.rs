@@ -62,13 +62,24 @@ fn launch(
 ) -> Result<Run, ApiError> {
     let mut budgets = Vec::with_capacity(prompts.len());
     for p in &prompts {
-        budgets.push(resolve_max_tokens(p.len(), opts.max_tokens, &state.limits, "max_tokens")?);
+        budgets.push(resolve_max_tokens(
+            p.len(),
+            opts.max_tokens,
+            &state.limits,
+            "max_tokens",
+        )?);
     }
     let mut seqs = Vec::new();
     let mut echoes = Vec::new();
     for (pi, (p, max_new)) in prompts.into_iter().zip(budgets).enumerate() {
         for i in 0..opts.n {
-            seqs.push(Sequence::submit(state, p.clone(), max_new, &opts, u64::from(i))?);
+            seqs.push(Sequence::submit(
+                state,
+                p.clone(),
+                max_new,
+                &opts,
+                u64::from(i),
+            )?);
             echoes.push(echo.get(pi).cloned().unwrap_or_default());
         }
     }
@@ -102,7 +113,9 @@ pub async fn completions(
         Ok(r) => r,
         Err(e) => e.into_response(),
     };
-    state.metrics.response("completions", resp.status().as_u16());
+    state
+        .metrics
+        .response("completions", resp.status().as_u16());
     resp
 }
 
@@ -136,7 +149,9 @@ pub async fn chat_completions(
         Ok(r) => r,
         Err(e) => e.into_response(),
     };
-    state.metrics.response("chat_completions", resp.status().as_u16());
+    state
+        .metrics
+        .response("chat_completions", resp.status().as_u16());
     resp
 }
 
@@ -251,7 +266,7 @@ async fn whole_response(state: &Arc<AppState>, run: Run) -> Result<Response, Api
     for (i, r) in results.into_iter().enumerate() {
         let c: Chunk = r?;
         let u = c.usage.unwrap_or_default();
-        add_usage(&mut total, &u, i % n == 0);
+        add_usage(&mut total, &u, i.is_multiple_of(n));
         let want_lp = run.opts.logprobs.is_some();
         let choice = match run.api {
             Api::Completion => {
@@ -292,6 +307,9 @@ async fn whole_response(state: &Arc<AppState>, run: Run) -> Result<Response, Api
     .into_response())
 }
 
+/// One choice's chunks, then `None` when it ends; tagged with its index.
+type ChoiceStream = BoxStream<'static, (usize, Option<Result<Chunk, ApiError>>)>;
+
 /// State of one SSE response.
 struct StreamState {
     state: Arc<AppState>,
@@ -302,7 +320,7 @@ struct StreamState {
     n: usize,
     want_logprobs: bool,
     include_usage: bool,
-    merged: SelectAll<BoxStream<'static, (usize, Option<Result<Chunk, ApiError>>)>>,
+    merged: SelectAll<ChoiceStream>,
     out: VecDeque<SseEvent>,
     offsets: Vec<usize>,
     total: SeqUsage,
@@ -332,7 +350,7 @@ impl StreamState {
 
     fn push_chunk(&mut self, index: usize, c: Chunk) {
         if let Some(u) = &c.usage {
-            let first = index % self.n == 0;
+            let first = index.is_multiple_of(self.n);
             add_usage(&mut self.total, u, first);
         }
         let choice = match self.api {
@@ -431,7 +449,8 @@ fn stream_response(state: Arc<AppState>, run: Run) -> Response {
             match st.merged.next().await {
                 Some((i, Some(Ok(chunk)))) => st.push_chunk(i, chunk),
                 Some((_, Some(Err(e)))) => {
-                    st.out.push_back(SseEvent::default().data(e.body().to_string()));
+                    st.out
+                        .push_back(SseEvent::default().data(e.body().to_string()));
                     st.out.push_back(SseEvent::default().data("[DONE]"));
                     st.done = true;
                 }

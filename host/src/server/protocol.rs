@@ -218,7 +218,9 @@ fn openai_options(f: &Fields, limits: &Limits, chat: bool) -> Result<GenOptions,
         logprobs,
         stream,
         include_usage,
-        priority: f.int("priority", i64::from(i32::MIN), i64::from(i32::MAX))?.unwrap_or(0) as i32,
+        priority: f
+            .int("priority", i64::from(i32::MIN), i64::from(i32::MAX))?
+            .unwrap_or(0) as i32,
         include_stop: f.bool("include_stop_str_in_output")?.unwrap_or(false),
     })
 }
@@ -230,16 +232,27 @@ fn prompts(param: &str, v: &Value, limits: &Limits) -> Result<(Vec<Prompt>, bool
     let out = match v {
         Value::String(s) => return Ok((vec![Prompt::Text(s.clone())], false)),
         Value::Array(items) if items.is_empty() => {
-            return Err(ApiError::field(param, format!("`{param}` must not be empty")))
+            return Err(ApiError::field(
+                param,
+                format!("`{param}` must not be empty"),
+            ))
         }
         Value::Array(items) if items.len() > MAX_PROMPTS && !items[0].is_number() => {
             return Err(ApiError::field(
                 param,
-                format!("`{param}` has {} prompts; at most {MAX_PROMPTS} are allowed", items.len()),
+                format!(
+                    "`{param}` has {} prompts; at most {MAX_PROMPTS} are allowed",
+                    items.len()
+                ),
             ))
         }
         Value::Array(items) => match &items[0] {
-            Value::Number(_) => return Ok((vec![Prompt::Tokens(token_list(param, v, limits.vocab_size)?)], false)),
+            Value::Number(_) => {
+                return Ok((
+                    vec![Prompt::Tokens(token_list(param, v, limits.vocab_size)?)],
+                    false,
+                ))
+            }
             Value::String(_) => items
                 .iter()
                 .enumerate()
@@ -247,7 +260,10 @@ fn prompts(param: &str, v: &Value, limits: &Limits) -> Result<(Vec<Prompt>, bool
                     Value::String(s) => Ok(Prompt::Text(s.clone())),
                     _ => Err(ApiError::field(
                         param,
-                        format!("`{param}[{i}]` must be a string like the first item, got {}", echo(x)),
+                        format!(
+                            "`{param}[{i}]` must be a string like the first item, got {}",
+                            echo(x)
+                        ),
                     )),
                 })
                 .collect::<Result<Vec<_>, _>>()?,
@@ -257,7 +273,10 @@ fn prompts(param: &str, v: &Value, limits: &Limits) -> Result<(Vec<Prompt>, bool
                 .map(|(i, x)| {
                     let ids = token_list(&format!("{param}[{i}]"), x, limits.vocab_size)?;
                     if ids.is_empty() {
-                        return Err(ApiError::field(param, format!("`{param}[{i}]` must not be empty")));
+                        return Err(ApiError::field(
+                            param,
+                            format!("`{param}[{i}]` must not be empty"),
+                        ));
                     }
                     Ok(Prompt::Tokens(ids))
                 })
@@ -319,7 +338,10 @@ pub fn chat_request(body: &Value, limits: &Limits) -> Result<ChatRequest, ApiErr
         return Err(f.error("messages", "a list of messages", msgs));
     };
     if items.is_empty() {
-        return Err(ApiError::field("messages", "`messages` must contain at least one message"));
+        return Err(ApiError::field(
+            "messages",
+            "`messages` must contain at least one message",
+        ));
     }
     let messages = items
         .iter()
@@ -335,11 +357,16 @@ fn chat_message(i: usize, m: &Value) -> Result<ChatMessage, ApiError> {
     let Value::Object(obj) = m else {
         return Err(ApiError::field(
             &param,
-            format!("`{param}` must be an object with `role` and `content`, got {}", echo(m)),
+            format!(
+                "`{param}` must be an object with `role` and `content`, got {}",
+                echo(m)
+            ),
         ));
     };
     let role = match obj.get("role") {
-        Some(Value::String(r)) if ["system", "developer", "user", "assistant", "tool"].contains(&r.as_str()) => {
+        Some(Value::String(r))
+            if ["system", "developer", "user", "assistant", "tool"].contains(&r.as_str()) =>
+        {
             if r == "developer" {
                 "system".to_string()
             } else {
@@ -350,9 +377,9 @@ fn chat_message(i: usize, m: &Value) -> Result<ChatMessage, ApiError> {
             return Err(ApiError::field(
                 format!("{param}.role"),
                 format!(
-                    "`{param}.role` must be one of system, developer, user, assistant, tool; got {}",
-                    other.map(echo).unwrap_or_else(|| "nothing".into())
-                ),
+                "`{param}.role` must be one of system, developer, user, assistant, tool; got {}",
+                other.map(echo).unwrap_or_else(|| "nothing".into())
+            ),
             ))
         }
     };
@@ -397,7 +424,10 @@ pub fn native_request(body: &Value, limits: &Limits) -> Result<NativeRequest, Ap
     check_model(&f, limits)?;
     let (prompts, batched) = match (f.get("text"), f.get("input_ids")) {
         (Some(_), Some(_)) => {
-            return Err(ApiError::field("text", "give either `text` or `input_ids`, not both"))
+            return Err(ApiError::field(
+                "text",
+                "give either `text` or `input_ids`, not both",
+            ))
         }
         (Some(v @ Value::String(_)), None) => prompts("text", v, limits)?,
         (Some(v @ Value::Array(items)), None) if items.iter().all(Value::is_string) => {
@@ -441,7 +471,9 @@ pub fn native_request(body: &Value, limits: &Limits) -> Result<NativeRequest, Ap
         logprobs,
         stream: f.bool("stream")?.unwrap_or(false),
         include_usage: true,
-        priority: f.int("priority", i64::from(i32::MIN), i64::from(i32::MAX))?.unwrap_or(0) as i32,
+        priority: f
+            .int("priority", i64::from(i32::MIN), i64::from(i32::MAX))?
+            .unwrap_or(0) as i32,
         include_stop: false,
     };
     if prompts.len() * opts.n as usize > MAX_PROMPTS {
@@ -504,7 +536,10 @@ mod tests {
             &limits(),
         )
         .unwrap();
-        assert_eq!(r.prompts, vec![Prompt::Tokens(vec![1, 2]), Prompt::Tokens(vec![3])]);
+        assert_eq!(
+            r.prompts,
+            vec![Prompt::Tokens(vec![1, 2]), Prompt::Tokens(vec![3])]
+        );
         assert_eq!(r.opts.n, 2);
         assert_eq!(r.opts.stop, vec!["x"]);
         assert_eq!(r.opts.logit_bias[0].token, 5);
@@ -519,7 +554,10 @@ mod tests {
         let cases = [
             (json!({"prompt": "a", "model": "gpt-4"}), "gpt-4"),
             (json!({"prompt": "a", "max_tokens": -1}), "max_tokens"),
-            (json!({"prompt": "a", "max_tokens": 1_000_000_000u64}), "1000000000"),
+            (
+                json!({"prompt": "a", "max_tokens": 1_000_000_000u64}),
+                "1000000000",
+            ),
             (json!({"prompt": [1, 500]}), "prompt[1]"),
             (json!({"prompt": "a", "temperature": "hot"}), "temperature"),
             (json!({"prompt": "a", "logit_bias": {"x": 1}}), "logit_bias"),
@@ -532,11 +570,16 @@ mod tests {
             let e = completion_request(&body, &l).unwrap_err().to_string();
             assert!(e.contains(needle), "{body}: {e}");
         }
-        let e = chat_request(&json!({"messages": []}), &l).unwrap_err().to_string();
-        assert!(e.contains("messages"), "{e}");
-        let e = chat_request(&json!({"messages": [{"role": "robot", "content": "x"}]}), &l)
+        let e = chat_request(&json!({"messages": []}), &l)
             .unwrap_err()
             .to_string();
+        assert!(e.contains("messages"), "{e}");
+        let e = chat_request(
+            &json!({"messages": [{"role": "robot", "content": "x"}]}),
+            &l,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("robot"), "{e}");
     }
 

@@ -48,25 +48,96 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     state.metrics.render(&mut out);
     let m = state.engine.metrics();
     let mut gauge = |name: &str, help: &str, kind: &str, v: f64| {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+        );
     };
-    gauge("minisgl_queue_length", "Requests waiting for admission.", "gauge", m.queue_len as f64);
-    gauge("minisgl_running_requests", "Requests in the running batch.", "gauge", m.running as f64);
-    gauge("minisgl_kv_pages_total", "KV pages in the pool.", "gauge", m.kv_pages_total as f64);
-    gauge("minisgl_kv_pages_used", "KV pages owned by requests (not shared through the cache).", "gauge", m.kv_pages_used as f64);
-    gauge("minisgl_kv_pages_cached", "KV pages held by the radix prefix cache.", "gauge", m.kv_pages_cached as f64);
-    gauge("minisgl_cache_hit_rate", "Prompt tokens served from the prefix cache / prompt tokens.", "gauge", m.cache_hit_rate());
-    gauge("minisgl_engine_requests_done_total", "Requests the engine finished.", "counter", m.requests_done as f64);
-    gauge("minisgl_engine_requests_aborted_total", "Requests the engine aborted.", "counter", m.requests_aborted as f64);
-    gauge("minisgl_engine_steps_total", "Engine steps run.", "counter", m.steps as f64);
-    gauge("minisgl_engine_preemptions_total", "Requests preempted.", "counter", m.preemptions as f64);
-    gauge("minisgl_engine_evicted_pages_total", "Cache pages evicted.", "counter", m.evicted_pages as f64);
-    gauge("minisgl_engine_decision_fixups_total", "Plugin decisions the host corrected or replaced.", "counter", m.decision_fixups as f64);
-    gauge("minisgl_engine_wasted_tokens_total", "Tokens computed and discarded (overlap).", "counter", m.wasted_tokens as f64);
+    gauge(
+        "minisgl_queue_length",
+        "Requests waiting for admission.",
+        "gauge",
+        m.queue_len as f64,
+    );
+    gauge(
+        "minisgl_running_requests",
+        "Requests in the running batch.",
+        "gauge",
+        m.running as f64,
+    );
+    gauge(
+        "minisgl_kv_pages_total",
+        "KV pages in the pool.",
+        "gauge",
+        m.kv_pages_total as f64,
+    );
+    gauge(
+        "minisgl_kv_pages_used",
+        "KV pages owned by requests (not shared through the cache).",
+        "gauge",
+        m.kv_pages_used as f64,
+    );
+    gauge(
+        "minisgl_kv_pages_cached",
+        "KV pages held by the radix prefix cache.",
+        "gauge",
+        m.kv_pages_cached as f64,
+    );
+    gauge(
+        "minisgl_cache_hit_rate",
+        "Prompt tokens served from the prefix cache / prompt tokens.",
+        "gauge",
+        m.cache_hit_rate(),
+    );
+    gauge(
+        "minisgl_engine_requests_done_total",
+        "Requests the engine finished.",
+        "counter",
+        m.requests_done as f64,
+    );
+    gauge(
+        "minisgl_engine_requests_aborted_total",
+        "Requests the engine aborted.",
+        "counter",
+        m.requests_aborted as f64,
+    );
+    gauge(
+        "minisgl_engine_steps_total",
+        "Engine steps run.",
+        "counter",
+        m.steps as f64,
+    );
+    gauge(
+        "minisgl_engine_preemptions_total",
+        "Requests preempted.",
+        "counter",
+        m.preemptions as f64,
+    );
+    gauge(
+        "minisgl_engine_evicted_pages_total",
+        "Cache pages evicted.",
+        "counter",
+        m.evicted_pages as f64,
+    );
+    gauge(
+        "minisgl_engine_decision_fixups_total",
+        "Plugin decisions the host corrected or replaced.",
+        "counter",
+        m.decision_fixups as f64,
+    );
+    gauge(
+        "minisgl_engine_wasted_tokens_total",
+        "Tokens computed and discarded (overlap).",
+        "counter",
+        m.wasted_tokens as f64,
+    );
     render_plugins(&state, &mut out);
     (
         StatusCode::OK,
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         out,
     )
         .into_response()
@@ -98,7 +169,12 @@ fn render_plugins(state: &AppState, out: &mut String) {
             )
         })
         .collect();
-    family("minisgl_plugin_info", "The policy serving each plugin slot.", "gauge", info);
+    family(
+        "minisgl_plugin_info",
+        "The policy serving each plugin slot.",
+        "gauge",
+        info,
+    );
     // Counters are per slot (they survive swaps), so they carry only the
     // kind; `minisgl_plugin_info` says which plugin serves the slot now.
     let per_kind = |f: &dyn Fn(&crate::plugin::SlotStats) -> u64| -> Vec<(String, u64)> {
@@ -107,20 +183,50 @@ fn render_plugins(state: &AppState, out: &mut String) {
             .map(|s| (format!("kind=\"{}\"", s.kind), f(s)))
             .collect()
     };
-    family("minisgl_plugin_calls_total", "Calls made to each plugin slot.", "counter", per_kind(&|s| s.calls));
-    family("minisgl_plugin_fallbacks_total", "Calls answered by the native built-in because the plugin failed.", "counter", per_kind(&|s| s.fallbacks));
-    family("minisgl_plugin_swaps_total", "Successful hot swaps per slot.", "counter", per_kind(&|s| s.swaps));
-    family("minisgl_plugin_refused_swaps_total", "Swaps refused because the new plugin could not be loaded.", "counter", per_kind(&|s| s.refused_swaps));
+    family(
+        "minisgl_plugin_calls_total",
+        "Calls made to each plugin slot.",
+        "counter",
+        per_kind(&|s| s.calls),
+    );
+    family(
+        "minisgl_plugin_fallbacks_total",
+        "Calls answered by the native built-in because the plugin failed.",
+        "counter",
+        per_kind(&|s| s.fallbacks),
+    );
+    family(
+        "minisgl_plugin_swaps_total",
+        "Successful hot swaps per slot.",
+        "counter",
+        per_kind(&|s| s.swaps),
+    );
+    family(
+        "minisgl_plugin_refused_swaps_total",
+        "Swaps refused because the new plugin could not be loaded.",
+        "counter",
+        per_kind(&|s| s.refused_swaps),
+    );
     let failures = stats
         .iter()
         .flat_map(|s| {
             let f = s.failures;
-            [("trap", f.trap), ("timeout", f.timeout), ("memory", f.memory), ("invalid", f.invalid)]
-                .into_iter()
-                .map(move |(cause, v)| (format!("kind=\"{}\",cause=\"{cause}\"", s.kind), v))
+            [
+                ("trap", f.trap),
+                ("timeout", f.timeout),
+                ("memory", f.memory),
+                ("invalid", f.invalid),
+            ]
+            .into_iter()
+            .map(move |(cause, v)| (format!("kind=\"{}\",cause=\"{cause}\"", s.kind), v))
         })
         .collect();
-    family("minisgl_plugin_failures_total", "Failed plugin calls by cause.", "counter", failures);
+    family(
+        "minisgl_plugin_failures_total",
+        "Failed plugin calls by cause.",
+        "counter",
+        failures,
+    );
 }
 
 pub async fn not_found(method: Method, uri: Uri) -> Response {

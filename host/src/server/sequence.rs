@@ -15,8 +15,8 @@ use crate::model::IncrementalDecoder;
 
 use super::error::ApiError;
 use super::protocol::GenOptions;
-use super::stop::{StopMatcher, StopStep};
 use super::state::AppState;
+use super::stop::{StopMatcher, StopStep};
 
 /// A generated token with the log-probabilities the client asked for.
 #[derive(Clone, Debug)]
@@ -218,7 +218,8 @@ impl Sequence {
             m.ttft.observe((first - self.start).as_secs_f64());
             let n = self.usage.completion_tokens;
             if let (Some(last), true) = (self.last_token, n > 1) {
-                m.tpot.observe((last - first).as_secs_f64() / f64::from(n - 1));
+                m.tpot
+                    .observe((last - first).as_secs_f64() / f64::from(n - 1));
             }
         }
         m.e2e.observe(self.start.elapsed().as_secs_f64());
@@ -255,7 +256,10 @@ impl Drop for Sequence {
             // The client went away (or the response was dropped): abort so the
             // engine frees the request's pages.
             self.state.engine.abort(self.id);
-            self.state.metrics.disconnects.fetch_add(1, Ordering::Relaxed);
+            self.state
+                .metrics
+                .disconnects
+                .fetch_add(1, Ordering::Relaxed);
             self.release();
         }
     }

@@ -66,7 +66,11 @@ impl StopMatcher {
         let p = &self.pending;
         for (start, _) in p.char_indices() {
             let tail = &p[start..];
-            if self.stops.iter().any(|s| s.len() > tail.len() && s.starts_with(tail)) {
+            if self
+                .stops
+                .iter()
+                .any(|s| s.len() > tail.len() && s.starts_with(tail))
+            {
                 return start;
             }
         }
@@ -96,7 +100,10 @@ mod tests {
 
     #[test]
     fn match_across_deltas_is_cut() {
-        assert_eq!(run(&["END"], &["hello E", "N", "D more"]), ("hello ".into(), true));
+        assert_eq!(
+            run(&["END"], &["hello E", "N", "D more"]),
+            ("hello ".into(), true)
+        );
         assert_eq!(run(&["\n\n"], &["a\n", "\nb"]), ("a".into(), true));
     }
 

@@ -39,7 +39,7 @@ pub fn pages_for_chunk(r: &RequestView, tokens: u32, page_size: u32) -> u64 {
 
 /// New KV pages one decode step needs: one when the last page is full.
 pub fn pages_for_decode(r: &RequestView, page_size: u32) -> u64 {
-    u64::from(r.computed_len % page_size.max(1) == 0)
+    u64::from(r.computed_len.is_multiple_of(page_size.max(1)))
 }
 
 /// The default scheduler. Stateless: every decision is a function of the views.

@@ -43,7 +43,12 @@ mod tests {
 
     #[test]
     fn oldest_first_ties_by_node_and_stops_when_covered() {
-        let leaves = [leaf(5, 2, 30), leaf(3, 1, 10), leaf(1, 4, 10), leaf(7, 9, 40)];
+        let leaves = [
+            leaf(5, 2, 30),
+            leaf(3, 1, 10),
+            leaf(1, 4, 10),
+            leaf(7, 9, 40),
+        ];
         assert_eq!(Lru.pick_victims(&leaves, 5), vec![1, 3]);
         assert_eq!(Lru.pick_victims(&leaves, 6), vec![1, 3, 5]);
         assert!(Lru.pick_victims(&leaves, 0).is_empty());

@@ -47,8 +47,8 @@ fn exp_portable(x: f64) -> f64 {
     }
     // Cody-Waite reduction: ln 2 split in a high part with trailing zero bits
     // (so `k * LN2_HI` is exact) and the remainder.
-    const LN2_HI: f64 = 6.931_471_803_691_238_164_9e-1;
-    const LN2_LO: f64 = 1.908_214_929_270_587_700_0e-10;
+    const LN2_HI: f64 = f64::from_bits(0x3fe6_2e42_fee0_0000);
+    const LN2_LO: f64 = f64::from_bits(0x3dea_39ef_3579_3c76);
     let k = (x / std::f64::consts::LN_2).round();
     let r = (x - k * LN2_HI) - k * LN2_LO;
     // Taylor series of e^r for |r| <= ln2/2: 14 terms reach double precision.
@@ -180,9 +180,18 @@ mod tests {
             id: 0,
             seed,
             candidates: vec![
-                Candidate { token: 10, logprob: (0.7f32).ln() },
-                Candidate { token: 20, logprob: (0.2f32).ln() },
-                Candidate { token: 30, logprob: (0.1f32).ln() },
+                Candidate {
+                    token: 10,
+                    logprob: (0.7f32).ln(),
+                },
+                Candidate {
+                    token: 20,
+                    logprob: (0.2f32).ln(),
+                },
+                Candidate {
+                    token: 30,
+                    logprob: (0.1f32).ln(),
+                },
             ],
         };
         let mut counts = [0u32; 3];

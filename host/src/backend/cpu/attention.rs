@@ -16,17 +16,24 @@ pub(super) fn paged_attention(
     let l = kv.layout;
     let d = l.head_dim;
     let (rows, cols) = q.rows_cols("attention")?;
-    if layer >= l.num_layers || d == 0 || cols % d != 0 || rows != meta.num_tokens() {
+    if layer >= l.num_layers || d == 0 || !cols.is_multiple_of(d) || rows != meta.num_tokens() {
         return Err(BackendError::Shape {
             op: "attention",
-            detail: format!("q {:?}, layer {layer}, cache {l:?}, {} tokens", q.shape, meta.num_tokens()),
+            detail: format!(
+                "q {:?}, layer {layer}, cache {l:?}, {} tokens",
+                q.shape,
+                meta.num_tokens()
+            ),
         });
     }
     let hq = cols / d;
-    if l.kv_heads == 0 || hq % l.kv_heads != 0 {
+    if l.kv_heads == 0 || !hq.is_multiple_of(l.kv_heads) {
         return Err(BackendError::Shape {
             op: "attention",
-            detail: format!("{hq} query heads are not a multiple of {} KV heads", l.kv_heads),
+            detail: format!(
+                "{hq} query heads are not a multiple of {} KV heads",
+                l.kv_heads
+            ),
         });
     }
     let group = hq / l.kv_heads;
@@ -43,43 +50,42 @@ pub(super) fn paged_attention(
     }
 
     let mut out = vec![0.0f32; rows * cols];
-    out.par_chunks_mut(cols)
-        .enumerate()
-        .for_each(|(r, orow)| {
-            let s = seq_of[r];
-            let q_len = meta.q_indptr[s + 1] - meta.q_indptr[s];
-            let start = meta.kv_lens[s] - q_len;
-            let pos = (start + (r as u32 - meta.q_indptr[s])) as usize;
-            let pages = &meta.page_table[meta.page_indptr[s] as usize..meta.page_indptr[s + 1] as usize];
-            let n = pos + 1;
-            let mut scores = vec![0.0f32; n];
-            for h in 0..hq {
-                let g = h / group;
-                let qh = &q.data[r * cols + h * d..r * cols + (h + 1) * d];
-                let mut m = f32::NEG_INFINITY;
-                for (j, sc) in scores.iter_mut().enumerate() {
-                    let slot = pages[j / ps] as usize * ps + j % ps;
-                    let kh = &kc[slot * kvw + g * d..slot * kvw + (g + 1) * d];
-                    let dot: f32 = qh.iter().zip(kh).map(|(a, b)| a * b).sum();
-                    *sc = dot * scale;
-                    m = m.max(*sc);
-                }
-                let mut denom = 0.0f32;
-                for sc in scores.iter_mut() {
-                    *sc = (*sc - m).exp();
-                    denom += *sc;
-                }
-                let oh = &mut orow[h * d..(h + 1) * d];
-                for (j, &p) in scores.iter().enumerate() {
-                    let slot = pages[j / ps] as usize * ps + j % ps;
-                    let vh = &vc[slot * kvw + g * d..slot * kvw + (g + 1) * d];
-                    let w = p / denom;
-                    for (o, &vv) in oh.iter_mut().zip(vh) {
-                        *o += w * vv;
-                    }
+    out.par_chunks_mut(cols).enumerate().for_each(|(r, orow)| {
+        let s = seq_of[r];
+        let q_len = meta.q_indptr[s + 1] - meta.q_indptr[s];
+        let start = meta.kv_lens[s] - q_len;
+        let pos = (start + (r as u32 - meta.q_indptr[s])) as usize;
+        let pages =
+            &meta.page_table[meta.page_indptr[s] as usize..meta.page_indptr[s + 1] as usize];
+        let n = pos + 1;
+        let mut scores = vec![0.0f32; n];
+        for h in 0..hq {
+            let g = h / group;
+            let qh = &q.data[r * cols + h * d..r * cols + (h + 1) * d];
+            let mut m = f32::NEG_INFINITY;
+            for (j, sc) in scores.iter_mut().enumerate() {
+                let slot = pages[j / ps] as usize * ps + j % ps;
+                let kh = &kc[slot * kvw + g * d..slot * kvw + (g + 1) * d];
+                let dot: f32 = qh.iter().zip(kh).map(|(a, b)| a * b).sum();
+                *sc = dot * scale;
+                m = m.max(*sc);
+            }
+            let mut denom = 0.0f32;
+            for sc in scores.iter_mut() {
+                *sc = (*sc - m).exp();
+                denom += *sc;
+            }
+            let oh = &mut orow[h * d..(h + 1) * d];
+            for (j, &p) in scores.iter().enumerate() {
+                let slot = pages[j / ps] as usize * ps + j % ps;
+                let vh = &vc[slot * kvw + g * d..slot * kvw + (g + 1) * d];
+                let w = p / denom;
+                for (o, &vv) in oh.iter_mut().zip(vh) {
+                    *o += w * vv;
                 }
             }
-        });
+        }
+    });
     Ok(CpuTensor {
         shape: vec![rows, cols],
         data: out,

@@ -8,9 +8,7 @@ pub mod sampling;
 
 use rayon::prelude::*;
 
-use super::{
-    Backend, BackendError, DeviceTensor, HostData, KvLayout, Sampled, StepMeta,
-};
+use super::{Backend, BackendError, DeviceTensor, HostData, KvLayout, Sampled, StepMeta};
 use crate::batch::SampleSpec;
 
 /// A dense row-major f32 tensor.
@@ -102,10 +100,13 @@ impl Backend for CpuBackend {
 
     fn upload(&self, shape: &[usize], data: HostData<'_>) -> Result<CpuTensor, BackendError> {
         let n: usize = shape.iter().product();
-        if data.len() != n || data.bytes.len() % data.dtype.size() != 0 {
+        if data.len() != n || !data.bytes.len().is_multiple_of(data.dtype.size()) {
             return Err(shape_err(
                 "upload",
-                format!("shape {shape:?} needs {n} elements, data has {}", data.len()),
+                format!(
+                    "shape {shape:?} needs {n} elements, data has {}",
+                    data.len()
+                ),
             ));
         }
         Ok(CpuTensor {
@@ -164,7 +165,10 @@ impl Backend for CpuBackend {
     fn rms_norm(&self, x: &CpuTensor, w: &CpuTensor, eps: f32) -> Result<CpuTensor, BackendError> {
         let (rows, n) = x.rows_cols("rms_norm")?;
         if w.data.len() != n {
-            return Err(shape_err("rms_norm", format!("x {:?} weight {:?}", x.shape, w.shape)));
+            return Err(shape_err(
+                "rms_norm",
+                format!("x {:?} weight {:?}", x.shape, w.shape),
+            ));
         }
         let mut data = vec![0.0f32; rows * n];
         data.par_chunks_mut(n.max(1))
@@ -206,11 +210,17 @@ impl Backend for CpuBackend {
         let (m, k) = x.rows_cols("linear")?;
         let (n, kw) = w.rows_cols("linear")?;
         if k != kw {
-            return Err(shape_err("linear", format!("x {:?} w {:?}", x.shape, w.shape)));
+            return Err(shape_err(
+                "linear",
+                format!("x {:?} w {:?}", x.shape, w.shape),
+            ));
         }
         if let Some(b) = bias {
             if b.data.len() != n {
-                return Err(shape_err("linear", format!("bias {:?} for {n} outputs", b.shape)));
+                return Err(shape_err(
+                    "linear",
+                    format!("bias {:?} for {n} outputs", b.shape),
+                ));
             }
         }
         let mut out = vec![0.0f32; m * n];
@@ -259,7 +269,10 @@ impl Backend for CpuBackend {
     fn split_cols(&self, x: &CpuTensor, widths: &[usize]) -> Result<Vec<CpuTensor>, BackendError> {
         let (rows, cols) = x.rows_cols("split_cols")?;
         if widths.iter().sum::<usize>() != cols {
-            return Err(shape_err("split_cols", format!("{widths:?} do not sum to {cols}")));
+            return Err(shape_err(
+                "split_cols",
+                format!("{widths:?} do not sum to {cols}"),
+            ));
         }
         let mut outs = Vec::with_capacity(widths.len());
         let mut off = 0;
@@ -285,7 +298,7 @@ impl Backend for CpuBackend {
         eps: f32,
     ) -> Result<(), BackendError> {
         let (_, cols) = x.rows_cols("head_rms_norm")?;
-        if head_dim == 0 || cols % head_dim != 0 || w.data.len() != head_dim {
+        if head_dim == 0 || !cols.is_multiple_of(head_dim) || w.data.len() != head_dim {
             return Err(shape_err(
                 "head_rms_norm",
                 format!("x {:?}, weight {:?}, head_dim {head_dim}", x.shape, w.shape),
@@ -309,8 +322,8 @@ impl Backend for CpuBackend {
         let (rows, cols) = x.rows_cols("rope")?;
         let half = head_dim / 2;
         if head_dim == 0
-            || head_dim % 2 != 0
-            || cols % head_dim != 0
+            || !head_dim.is_multiple_of(2)
+            || !cols.is_multiple_of(head_dim)
             || inv_freq.data.len() != half
             || rows != step.meta.positions.len()
         {
@@ -347,7 +360,7 @@ impl Backend for CpuBackend {
 
     fn silu_mul(&self, gate_up: &CpuTensor) -> Result<CpuTensor, BackendError> {
         let (rows, cols) = gate_up.rows_cols("silu_mul")?;
-        if cols % 2 != 0 {
+        if !cols.is_multiple_of(2) {
             return Err(shape_err("silu_mul", format!("odd width {cols}")));
         }
         let n = cols / 2;
@@ -380,21 +393,31 @@ impl Backend for CpuBackend {
         if layer >= l.num_layers || cols != width || v.shape != k.shape {
             return Err(shape_err(
                 "store_kv",
-                format!("layer {layer}, k {:?}, v {:?}, cache {l:?}", k.shape, v.shape),
+                format!(
+                    "layer {layer}, k {:?}, v {:?}, cache {l:?}",
+                    k.shape, v.shape
+                ),
             ));
         }
         let slots = &step.meta.slots;
         if slots.len() != rows {
-            return Err(shape_err("store_kv", format!("{} slots for {rows} rows", slots.len())));
+            return Err(shape_err(
+                "store_kv",
+                format!("{} slots for {rows} rows", slots.len()),
+            ));
         }
         let cap = l.num_pages * l.page_size;
         for (r, &s) in slots.iter().enumerate() {
             let s = s as usize;
             if s >= cap {
-                return Err(BackendError::InvalidInput(format!("slot {s} out of range ({cap})")));
+                return Err(BackendError::InvalidInput(format!(
+                    "slot {s} out of range ({cap})"
+                )));
             }
-            kv.k[layer][s * width..(s + 1) * width].copy_from_slice(&k.data[r * width..(r + 1) * width]);
-            kv.v[layer][s * width..(s + 1) * width].copy_from_slice(&v.data[r * width..(r + 1) * width]);
+            kv.k[layer][s * width..(s + 1) * width]
+                .copy_from_slice(&k.data[r * width..(r + 1) * width]);
+            kv.v[layer][s * width..(s + 1) * width]
+                .copy_from_slice(&v.data[r * width..(r + 1) * width]);
         }
         Ok(())
     }
@@ -427,10 +450,17 @@ impl Backend for CpuBackend {
         })
     }
 
-    fn sample(&self, logits: &CpuTensor, specs: &[SampleSpec]) -> Result<Vec<Sampled>, BackendError> {
+    fn sample(
+        &self,
+        logits: &CpuTensor,
+        specs: &[SampleSpec],
+    ) -> Result<Vec<Sampled>, BackendError> {
         let (rows, vocab) = logits.rows_cols("sample")?;
         if rows != specs.len() {
-            return Err(shape_err("sample", format!("{rows} rows for {} specs", specs.len())));
+            return Err(shape_err(
+                "sample",
+                format!("{rows} rows for {} specs", specs.len()),
+            ));
         }
         Ok(logits
             .data

@@ -26,8 +26,8 @@
 //!      (ties at the boundary are all kept);
 //!    * `top_p < 1`: with `q` the probabilities renormalised over the tokens
 //!      kept by top-k, keep `t` when `Σ_{u kept, q[u] > q[t]} q[u] < top_p`;
-//!    * `min_p > 0`: keep `p[t] >= min_p * max(p)`.
-//!    The argmax token is always kept.
+//!    * `min_p > 0`: keep `p[t] >= min_p * max(p)`;
+//!    * the argmax token is always kept.
 //! 8. `Sample`: `token = argmax over kept t of (l[t] + g(seed, t))` with the
 //!    counter-based Gumbel noise [`gumbel`] (ties lowest id). This is an exact
 //!    draw from `softmax(l)` restricted to the kept set.
@@ -175,7 +175,11 @@ pub fn kept_mask(l: &[f32], lp: &[f32], r: &ResolvedSampling) -> Vec<bool> {
     if p.top_p < 1.0 {
         let mut idx: Vec<usize> = (0..vocab).filter(|&i| keep[i]).collect();
         let z: f64 = idx.iter().map(|&i| (lp[i] as f64).exp()).sum();
-        idx.sort_by(|&a, &b| lp[b].partial_cmp(&lp[a]).unwrap_or(std::cmp::Ordering::Equal));
+        idx.sort_by(|&a, &b| {
+            lp[b]
+                .partial_cmp(&lp[a])
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
         // Walk groups of equal probability: a group is kept when the mass of
         // strictly larger tokens is below top_p.
         let mut above = 0.0f64;

@@ -28,7 +28,9 @@ impl std::str::FromStr for AttentionBackend {
             "auto" => Ok(Self::Auto),
             "flash" => Ok(Self::Flash),
             "simple" => Ok(Self::Simple),
-            o => Err(format!("attention backend must be auto, flash or simple, got {o:?}")),
+            o => Err(format!(
+                "attention backend must be auto, flash or simple, got {o:?}"
+            )),
         }
     }
 }
@@ -84,10 +86,17 @@ fn kernel_names(family: &str) -> Vec<String> {
     let v: Vec<&str> = match family {
         "embedding" => vec!["embedding_gather"],
         "norm" => vec!["add_rmsnorm"],
-        "rope" => vec!["norm_rope_hd64", "norm_rope_hd128", "norm_rope_hd256"],
+        "rope" => vec!["norm_rope_hd64", "norm_rope_hd128", "norm_rope_hd256", "norm_rope_generic"],
         "activation" => vec!["silu_mul"],
         "kv_store" => vec!["kv_store"],
-        "tensor" => vec!["copy_cols", "copy_cols_scalar", "gather_rows", "bcast_rows_bf16", "bcast_rows_f32", "bf16_to_f32"],
+        "tensor" => vec![
+            "copy_cols",
+            "copy_cols_scalar",
+            "gather_rows",
+            "bcast_rows_bf16",
+            "bcast_rows_f32",
+            "bf16_to_f32",
+        ],
         "attention_simple" => vec!["attn_simple"],
         "attention_decode" => {
             let mut v = vec!["attn_decode_combine".to_string()];
@@ -125,7 +134,9 @@ impl Device {
         libs::require_all()?;
         let n = CudaContext::device_count()?;
         if n <= 0 {
-            return Err(CudaError::Missing("the CUDA driver reports no GPU; use --device cpu".into()));
+            return Err(CudaError::Missing(
+                "the CUDA driver reports no GPU; use --device cpu".into(),
+            ));
         }
         if opts.ordinal >= n as usize {
             return Err(CudaError::Missing(format!(
@@ -141,13 +152,16 @@ impl Device {
         let stream = ctx.default_stream();
         let blas = CudaBlas::new(stream.clone())?;
         let cc = ctx.compute_capability()?;
-        let num_sms = ctx
-            .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?
-            as usize;
+        let num_sms = ctx.attribute(
+            cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        )? as usize;
         let name = ctx.name()?;
         let arch = format!("sm_{}{}", cc.0, cc.1);
         let kernels = load_kernels(&ctx, &arch);
-        let flash_ok = kernels.failed.iter().all(|(f, _)| !f.starts_with("attention_"));
+        let flash_ok = kernels
+            .failed
+            .iter()
+            .all(|(f, _)| !f.starts_with("attention_"));
         let flash = match opts.attention {
             AttentionBackend::Simple => false,
             AttentionBackend::Flash => {
@@ -184,21 +198,27 @@ impl Device {
 
 fn load_kernels(ctx: &Arc<CudaContext>, arch: &str) -> Kernels {
     // NVRTC programs are independent: compile the families in parallel.
-    let results: Vec<(&'static str, Result<(Vec<u8>, bool), CudaError>)> = std::thread::scope(|s| {
-        let hs: Vec<_> = nvrtc::FAMILIES
-            .iter()
-            .map(|&(fam, src)| (fam, s.spawn(move || nvrtc::compile_cached(fam, src, arch))))
-            .collect();
-        hs.into_iter()
-            .map(|(fam, h)| {
-                (
-                    fam,
-                    h.join()
-                        .unwrap_or_else(|_| Err(CudaError::Compile { family: fam, arch: arch.into(), log: "compiler thread panicked".into() })),
-                )
-            })
-            .collect()
-    });
+    let results: Vec<(&'static str, Result<(Vec<u8>, bool), CudaError>)> =
+        std::thread::scope(|s| {
+            let hs: Vec<_> = nvrtc::FAMILIES
+                .iter()
+                .map(|&(fam, src)| (fam, s.spawn(move || nvrtc::compile_cached(fam, src, arch))))
+                .collect();
+            hs.into_iter()
+                .map(|(fam, h)| {
+                    (
+                        fam,
+                        h.join().unwrap_or_else(|_| {
+                            Err(CudaError::Compile {
+                                family: fam,
+                                arch: arch.into(),
+                                log: "compiler thread panicked".into(),
+                            })
+                        }),
+                    )
+                })
+                .collect()
+        });
     let mut k = Kernels {
         funcs: HashMap::new(),
         failed: Vec::new(),

@@ -73,7 +73,11 @@ fn load_one(names: &[&str]) -> Result<(), String> {
             tried.push(p.display().to_string());
         }
     }
-    Err(format!("{} (looked on LD_LIBRARY_PATH, the system cache and {} standard paths)", names[0], tried.len()))
+    Err(format!(
+        "{} (looked on LD_LIBRARY_PATH, the system cache and {} standard paths)",
+        names[0],
+        tried.len()
+    ))
 }
 
 /// Which CUDA pieces are usable in this process.

@@ -15,15 +15,30 @@ const COMMON: &str = include_str!("../../../../kernels/common.cuh");
 /// Every kernel family: (name, source). Each is compiled as its own program so
 /// that one that fails to build for a device costs only its own ops.
 pub const FAMILIES: &[(&str, &str)] = &[
-    ("embedding", include_str!("../../../../kernels/embedding.cu")),
+    (
+        "embedding",
+        include_str!("../../../../kernels/embedding.cu"),
+    ),
     ("norm", include_str!("../../../../kernels/norm.cu")),
     ("rope", include_str!("../../../../kernels/rope.cu")),
-    ("activation", include_str!("../../../../kernels/activation.cu")),
+    (
+        "activation",
+        include_str!("../../../../kernels/activation.cu"),
+    ),
     ("kv_store", include_str!("../../../../kernels/kv_store.cu")),
     ("tensor", include_str!("../../../../kernels/tensor.cu")),
-    ("attention_simple", include_str!("../../../../kernels/attention_simple.cu")),
-    ("attention_decode", include_str!("../../../../kernels/attention_decode.cu")),
-    ("attention_prefill", include_str!("../../../../kernels/attention_prefill.cu")),
+    (
+        "attention_simple",
+        include_str!("../../../../kernels/attention_simple.cu"),
+    ),
+    (
+        "attention_decode",
+        include_str!("../../../../kernels/attention_decode.cu"),
+    ),
+    (
+        "attention_prefill",
+        include_str!("../../../../kernels/attention_prefill.cu"),
+    ),
     ("sampling", include_str!("../../../../kernels/sampling.cu")),
 ];
 
@@ -81,7 +96,11 @@ pub fn compile(family: &'static str, src: &str, arch: &str) -> Result<Vec<u8>, C
         Err(e) => {
             // SAFETY: `prog` is live; the log is NUL-terminated by NVRTC.
             let log = unsafe { result::get_program_log(prog) }
-                .map(|l| unsafe { CStr::from_ptr(l.as_ptr()) }.to_string_lossy().into_owned())
+                .map(|l| {
+                    unsafe { CStr::from_ptr(l.as_ptr()) }
+                        .to_string_lossy()
+                        .into_owned()
+                })
                 .unwrap_or_default();
             Err(CudaError::Compile {
                 family,
@@ -151,7 +170,11 @@ pub fn cache_key(family: &str, src: &str, arch: &str) -> String {
 }
 
 /// [`compile`] through the on-disk cache. Returns the CUBIN and whether it was a hit.
-pub fn compile_cached(family: &'static str, src: &str, arch: &str) -> Result<(Vec<u8>, bool), CudaError> {
+pub fn compile_cached(
+    family: &'static str,
+    src: &str,
+    arch: &str,
+) -> Result<(Vec<u8>, bool), CudaError> {
     libs::require_nvrtc()?;
     let key = cache_key(family, src, arch);
     let dir = cache_dir();

@@ -91,9 +91,9 @@ impl CudaBackend {
         op: &'static str,
     ) -> Result<(), BackendError> {
         let (rows, cols) = x.rows_cols(op)?;
-        if !matches!(head_dim, 64 | 128 | 256) || cols % head_dim != 0 {
+        if head_dim == 0 || head_dim % 2 != 0 || head_dim > 1024 || cols % head_dim != 0 {
             return Err(BackendError::Unsupported(format!(
-                "{op}: head_dim {head_dim} (cols {cols}); kernels exist for 64, 128, 256"
+                "{op}: head_dim {head_dim} (cols {cols}); kernels need an even head_dim up to 1024"
             )));
         }
         let heads = cols / head_dim;
@@ -102,20 +102,23 @@ impl CudaBackend {
             return Ok(());
         }
         let xp = self.bf16_ptr(x, op)?;
-        self.launch(
-            &format!("norm_rope_hd{head_dim}"),
-            cfg((g(warps.div_ceil(4)), 1, 1), 128),
-            &[
-                Arg::U64(xp),
-                Arg::I32(rows as i32),
-                Arg::I32(heads as i32),
-                Arg::I32(cols as i32),
-                Arg::U64(norm_w),
-                Arg::U64(pos),
-                Arg::U64(inv_freq),
-                Arg::F32(eps),
-            ],
-        )
+        let mut args = vec![
+            Arg::U64(xp),
+            Arg::I32(rows as i32),
+            Arg::I32(heads as i32),
+            Arg::I32(cols as i32),
+            Arg::U64(norm_w),
+            Arg::U64(pos),
+            Arg::U64(inv_freq),
+            Arg::F32(eps),
+        ];
+        let name = if matches!(head_dim, 64 | 128 | 256) {
+            format!("norm_rope_hd{head_dim}")
+        } else {
+            args.push(Arg::I32(head_dim as i32));
+            "norm_rope_generic".to_string()
+        };
+        self.launch(&name, cfg((g(warps.div_ceil(4)), 1, 1), 128), &args)
     }
 
     /// Prefill tiles: (sequence, first new-token row) per 64-row tile.
@@ -134,7 +137,13 @@ impl CudaBackend {
     }
 
     /// Decode splits so that the grid fills the device a few times over.
-    pub(crate) fn decode_splits(&self, seqs: usize, kv_heads: usize, head_chunks: usize, max_kv: usize) -> usize {
+    pub(crate) fn decode_splits(
+        &self,
+        seqs: usize,
+        kv_heads: usize,
+        head_chunks: usize,
+        max_kv: usize,
+    ) -> usize {
         let base = (seqs * kv_heads * head_chunks).max(1);
         let want = (4 * self.dev.num_sms).div_ceil(base);
         want.clamp(1, max_kv.div_ceil(32).clamp(1, 256))
@@ -155,7 +164,10 @@ impl Backend for CudaBackend {
         if data.len() != n || data.bytes.len() % data.dtype.size() != 0 {
             return Err(shape_err(
                 "upload",
-                format!("shape {shape:?} needs {n} elements, data has {}", data.len()),
+                format!(
+                    "shape {shape:?} needs {n} elements, data has {}",
+                    data.len()
+                ),
             ));
         }
         let bits = to_bf16_bits(&data);
@@ -178,7 +190,10 @@ impl Backend for CudaBackend {
         match &t.buf {
             Buf::Bf16(s) => {
                 let v: Vec<u16> = self.dev.stream.clone_dtoh(s)?;
-                Ok(v[..n].iter().map(|&b| half::bf16::from_bits(b).to_f32()).collect())
+                Ok(v[..n]
+                    .iter()
+                    .map(|&b| half::bf16::from_bits(b).to_f32())
+                    .collect())
             }
             Buf::F32(s) => {
                 let mut v: Vec<f32> = self.dev.stream.clone_dtoh(s)?;
@@ -209,7 +224,8 @@ impl Backend for CudaBackend {
         let t = meta.num_tokens();
         let s = meta.num_seqs();
         let (ts, tq) = Self::tiles(meta);
-        let mut h: Vec<i32> = Vec::with_capacity(5 * t + 3 * s + meta.page_table.len() + 2 * ts.len() + 8);
+        let mut h: Vec<i32> =
+            Vec::with_capacity(5 * t + 3 * s + meta.page_table.len() + 2 * ts.len() + 8);
         let mut off = StepOffsets::default();
         macro_rules! put {
             ($field:ident, $it:expr) => {
@@ -255,7 +271,9 @@ impl Backend for CudaBackend {
             )));
         }
         if hidden % 8 != 0 {
-            return Err(BackendError::Unsupported(format!("embedding: hidden {hidden} not a multiple of 8")));
+            return Err(BackendError::Unsupported(format!(
+                "embedding: hidden {hidden} not a multiple of 8"
+            )));
         }
         let out = self.new_bf16(toks.len(), hidden)?;
         if !toks.is_empty() {
@@ -274,10 +292,18 @@ impl Backend for CudaBackend {
         Ok(out)
     }
 
-    fn rms_norm(&self, x: &CudaTensor, w: &CudaTensor, eps: f32) -> Result<CudaTensor, BackendError> {
+    fn rms_norm(
+        &self,
+        x: &CudaTensor,
+        w: &CudaTensor,
+        eps: f32,
+    ) -> Result<CudaTensor, BackendError> {
         let (rows, n) = x.rows_cols("rms_norm")?;
         if w.numel() != n || n % 8 != 0 {
-            return Err(shape_err("rms_norm", format!("x {:?} weight {:?}", x.shape, w.shape)));
+            return Err(shape_err(
+                "rms_norm",
+                format!("x {:?} weight {:?}", x.shape, w.shape),
+            ));
         }
         let out = self.new_bf16(rows, n)?;
         if rows > 0 {
@@ -308,7 +334,10 @@ impl Backend for CudaBackend {
         if residual.shape != x.shape || w.numel() != n || n % 8 != 0 {
             return Err(shape_err(
                 "add_rms_norm",
-                format!("residual {:?} x {:?} weight {:?}", residual.shape, x.shape, w.shape),
+                format!(
+                    "residual {:?} x {:?} weight {:?}",
+                    residual.shape, x.shape, w.shape
+                ),
             ));
         }
         let out = self.new_bf16(rows, n)?;
@@ -329,15 +358,26 @@ impl Backend for CudaBackend {
         Ok(out)
     }
 
-    fn linear(&self, x: &CudaTensor, w: &CudaTensor, bias: Option<&CudaTensor>) -> Result<CudaTensor, BackendError> {
+    fn linear(
+        &self,
+        x: &CudaTensor,
+        w: &CudaTensor,
+        bias: Option<&CudaTensor>,
+    ) -> Result<CudaTensor, BackendError> {
         let (m, k) = x.rows_cols("linear")?;
         let (n, kw) = w.rows_cols("linear")?;
         if k != kw {
-            return Err(shape_err("linear", format!("x {:?} w {:?}", x.shape, w.shape)));
+            return Err(shape_err(
+                "linear",
+                format!("x {:?} w {:?}", x.shape, w.shape),
+            ));
         }
         if let Some(b) = bias {
             if b.numel() != n {
-                return Err(shape_err("linear", format!("bias {:?} for {n} outputs", b.shape)));
+                return Err(shape_err(
+                    "linear",
+                    format!("bias {:?} for {n} outputs", b.shape),
+                ));
             }
         }
         let f32_out = x.logits_input;
@@ -358,9 +398,17 @@ impl Backend for CudaBackend {
         if let Some(b) = bias {
             beta = 1.0;
             self.launch(
-                if f32_out { "bcast_rows_f32" } else { "bcast_rows_bf16" },
+                if f32_out {
+                    "bcast_rows_f32"
+                } else {
+                    "bcast_rows_bf16"
+                },
                 cfg((g(m), 1, 1), 256),
-                &[Arg::U64(self.bf16_ptr(b, "linear")?), Arg::U64(self.tptr(&out)), Arg::I32(n as i32)],
+                &[
+                    Arg::U64(self.bf16_ptr(b, "linear")?),
+                    Arg::U64(self.tptr(&out)),
+                    Arg::I32(n as i32),
+                ],
             )?;
         }
         if k == 0 {
@@ -368,7 +416,9 @@ impl Backend for CudaBackend {
             if bias.is_none() {
                 match &out.buf {
                     Buf::Bf16(_) | Buf::F32(_) => {
-                        return Err(BackendError::Unsupported("linear with in_features 0".into()))
+                        return Err(BackendError::Unsupported(
+                            "linear with in_features 0".into(),
+                        ))
                     }
                 }
             }
@@ -387,10 +437,17 @@ impl Backend for CudaBackend {
         Ok(out)
     }
 
-    fn split_cols(&self, x: &CudaTensor, widths: &[usize]) -> Result<Vec<CudaTensor>, BackendError> {
+    fn split_cols(
+        &self,
+        x: &CudaTensor,
+        widths: &[usize],
+    ) -> Result<Vec<CudaTensor>, BackendError> {
         let (rows, cols) = x.rows_cols("split_cols")?;
         if widths.iter().sum::<usize>() != cols {
-            return Err(shape_err("split_cols", format!("{widths:?} do not sum to {cols}")));
+            return Err(shape_err(
+                "split_cols",
+                format!("{widths:?} do not sum to {cols}"),
+            ));
         }
         let xp = self.bf16_ptr(x, "split_cols")?;
         let mut outs = Vec::with_capacity(widths.len());
@@ -422,18 +479,36 @@ impl Backend for CudaBackend {
         Ok(outs)
     }
 
-    fn head_rms_norm(&self, x: &mut CudaTensor, w: &CudaTensor, head_dim: usize, eps: f32) -> Result<(), BackendError> {
+    fn head_rms_norm(
+        &self,
+        x: &mut CudaTensor,
+        w: &CudaTensor,
+        head_dim: usize,
+        eps: f32,
+    ) -> Result<(), BackendError> {
         if w.numel() != head_dim {
-            return Err(shape_err("head_rms_norm", format!("weight {:?}, head_dim {head_dim}", w.shape)));
+            return Err(shape_err(
+                "head_rms_norm",
+                format!("weight {:?}, head_dim {head_dim}", w.shape),
+            ));
         }
         let wp = self.bf16_ptr(w, "head_rms_norm")?;
         self.norm_rope(x, head_dim, wp, 0, 0, eps, "head_rms_norm")
     }
 
-    fn rope(&self, x: &mut CudaTensor, head_dim: usize, inv_freq: &CudaTensor, step: &CudaStep) -> Result<(), BackendError> {
+    fn rope(
+        &self,
+        x: &mut CudaTensor,
+        head_dim: usize,
+        inv_freq: &CudaTensor,
+        step: &CudaStep,
+    ) -> Result<(), BackendError> {
         let (rows, _) = x.rows_cols("rope")?;
         let freq = inv_freq.f32_copy.as_ref().ok_or_else(|| {
-            shape_err("rope", format!("inv_freq {:?} must be a 1-D upload", inv_freq.shape))
+            shape_err(
+                "rope",
+                format!("inv_freq {:?} must be a 1-D upload", inv_freq.shape),
+            )
         })?;
         if inv_freq.numel() * 2 != head_dim || rows != step.meta.positions.len() {
             return Err(shape_err(
@@ -454,7 +529,10 @@ impl Backend for CudaBackend {
     fn silu_mul(&self, gate_up: &CudaTensor) -> Result<CudaTensor, BackendError> {
         let (rows, cols) = gate_up.rows_cols("silu_mul")?;
         if cols % 16 != 0 {
-            return Err(shape_err("silu_mul", format!("width {cols} (need a multiple of 16)")));
+            return Err(shape_err(
+                "silu_mul",
+                format!("width {cols} (need a multiple of 16)"),
+            ));
         }
         let n = cols / 2;
         let out = self.new_bf16(rows, n)?;
@@ -462,25 +540,47 @@ impl Backend for CudaBackend {
             self.launch(
                 "silu_mul",
                 cfg((g((n / 8).div_ceil(128)), rows as u32, 1), 128),
-                &[Arg::U64(self.bf16_ptr(gate_up, "silu_mul")?), Arg::U64(self.tptr(&out)), Arg::I32(n as i32)],
+                &[
+                    Arg::U64(self.bf16_ptr(gate_up, "silu_mul")?),
+                    Arg::U64(self.tptr(&out)),
+                    Arg::I32(n as i32),
+                ],
             )?;
         }
         Ok(out)
     }
 
-    fn store_kv(&self, kv: &mut CudaKv, layer: usize, k: &CudaTensor, v: &CudaTensor, step: &CudaStep) -> Result<(), BackendError> {
+    fn store_kv(
+        &self,
+        kv: &mut CudaKv,
+        layer: usize,
+        k: &CudaTensor,
+        v: &CudaTensor,
+        step: &CudaStep,
+    ) -> Result<(), BackendError> {
         let l = kv.layout;
         let width = l.kv_heads * l.head_dim;
         let (rows, cols) = k.rows_cols("store_kv")?;
-        if layer >= l.num_layers || cols != width || v.shape != k.shape || step.meta.slots.len() != rows {
+        if layer >= l.num_layers
+            || cols != width
+            || v.shape != k.shape
+            || step.meta.slots.len() != rows
+        {
             return Err(shape_err(
                 "store_kv",
-                format!("layer {layer}, k {:?}, v {:?}, cache {l:?}, {} slots", k.shape, v.shape, step.meta.slots.len()),
+                format!(
+                    "layer {layer}, k {:?}, v {:?}, cache {l:?}, {} slots",
+                    k.shape,
+                    v.shape,
+                    step.meta.slots.len()
+                ),
             ));
         }
         let cap = l.num_pages * l.page_size;
         if let Some(s) = step.meta.slots.iter().find(|&&s| s as usize >= cap) {
-            return Err(BackendError::InvalidInput(format!("slot {s} out of range ({cap})")));
+            return Err(BackendError::InvalidInput(format!(
+                "slot {s} out of range ({cap})"
+            )));
         }
         if rows == 0 {
             return Ok(());
@@ -503,21 +603,35 @@ impl Backend for CudaBackend {
         )
     }
 
-    fn attention(&self, q: &CudaTensor, kv: &CudaKv, layer: usize, step: &CudaStep, scale: f32) -> Result<CudaTensor, BackendError> {
+    fn attention(
+        &self,
+        q: &CudaTensor,
+        kv: &CudaKv,
+        layer: usize,
+        step: &CudaStep,
+        scale: f32,
+    ) -> Result<CudaTensor, BackendError> {
         let l = kv.layout;
         let d = l.head_dim;
         let (rows, cols) = q.rows_cols("attention")?;
         if layer >= l.num_layers || d == 0 || cols % d != 0 || rows != step.meta.num_tokens() {
             return Err(shape_err(
                 "attention",
-                format!("q {:?}, layer {layer}, cache {l:?}, {} tokens", q.shape, step.meta.num_tokens()),
+                format!(
+                    "q {:?}, layer {layer}, cache {l:?}, {} tokens",
+                    q.shape,
+                    step.meta.num_tokens()
+                ),
             ));
         }
         let hq = cols / d;
         if l.kv_heads == 0 || hq % l.kv_heads != 0 {
             return Err(shape_err(
                 "attention",
-                format!("{hq} query heads are not a multiple of {} KV heads", l.kv_heads),
+                format!(
+                    "{hq} query heads are not a multiple of {} KV heads",
+                    l.kv_heads
+                ),
             ));
         }
         if step.meta.page_size as usize != l.page_size {
@@ -557,7 +671,11 @@ impl Backend for CudaBackend {
         Ok(out)
     }
 
-    fn sample(&self, logits: &CudaTensor, specs: &[SampleSpec]) -> Result<Vec<Sampled>, BackendError> {
+    fn sample(
+        &self,
+        logits: &CudaTensor,
+        specs: &[SampleSpec],
+    ) -> Result<Vec<Sampled>, BackendError> {
         self.sample_impl(logits, specs)
     }
 }
@@ -610,7 +728,9 @@ impl CudaBackend {
         match path {
             AttnPath::Simple => {
                 if d > 256 {
-                    return Err(BackendError::Unsupported(format!("attention head_dim {d} > 256")));
+                    return Err(BackendError::Unsupported(format!(
+                        "attention head_dim {d} > 256"
+                    )));
                 }
                 self.launch(
                     "attn_simple",
@@ -636,7 +756,9 @@ impl CudaBackend {
             }
             AttnPath::Decode => {
                 if !step.decode_only || !matches!(d, 64 | 128) {
-                    return Err(BackendError::Unsupported("decode kernel needs one token per sequence and head_dim 64/128".into()));
+                    return Err(BackendError::Unsupported(
+                        "decode kernel needs one token per sequence and head_dim 64/128".into(),
+                    ));
                 }
                 let gmax = match group {
                     1 => 1,
@@ -645,12 +767,16 @@ impl CudaBackend {
                     _ => 8,
                 };
                 let head_chunks = group.div_ceil(gmax);
-                let splits = self.decode_splits(s, l.kv_heads, head_chunks, step.meta.max_kv_len() as usize);
+                let splits =
+                    self.decode_splits(s, l.kv_heads, head_chunks, step.meta.max_kv_len() as usize);
                 let o_part = self.alloc_f32(s * hq * splits * d)?;
                 let lse = self.alloc_f32(s * hq * splits)?;
                 self.launch(
                     &format!("attn_decode_hd{d}_g{gmax}"),
-                    cfg((splits as u32, (l.kv_heads * head_chunks) as u32, s as u32), 128),
+                    cfg(
+                        (splits as u32, (l.kv_heads * head_chunks) as u32, s as u32),
+                        128,
+                    ),
                     &[
                         Arg::U64(qp),
                         Arg::I32(cols as i32),
@@ -686,7 +812,9 @@ impl CudaBackend {
             }
             AttnPath::Prefill => {
                 if !matches!(d, 64 | 128) {
-                    return Err(BackendError::Unsupported(format!("prefill kernel head_dim {d}")));
+                    return Err(BackendError::Unsupported(format!(
+                        "prefill kernel head_dim {d}"
+                    )));
                 }
                 self.launch(
                     &format!("attn_prefill_hd{d}"),

@@ -39,7 +39,11 @@ impl RowParams {
         if let Some(allowed) = &r.allowed_tokens {
             // Ids >= vocab are dropped. (A list with no valid id at all acts as no
             // list here, where the CPU masks every token; the host rejects such lists.)
-            let mut a: Vec<i32> = allowed.iter().filter(|&&t| (t as usize) < vocab).map(|&t| t as i32).collect();
+            let mut a: Vec<i32> = allowed
+                .iter()
+                .filter(|&&t| (t as usize) < vocab)
+                .map(|&t| t as i32)
+                .collect();
             a.sort_unstable();
             a.dedup();
             self.allowed_tok.extend(a);
@@ -89,9 +93,12 @@ impl RowParams {
             self.pen_tok.push(t as i32);
             self.pen_cnt.push(if freq_on { counts[&t] } else { 0 });
         }
-        self.rep.push(if rep_on { p.repetition_penalty } else { 1.0 });
-        self.presence.push(if freq_on { p.presence_penalty } else { 0.0 });
-        self.frequency.push(if freq_on { p.frequency_penalty } else { 0.0 });
+        self.rep
+            .push(if rep_on { p.repetition_penalty } else { 1.0 });
+        self.presence
+            .push(if freq_on { p.presence_penalty } else { 0.0 });
+        self.frequency
+            .push(if freq_on { p.frequency_penalty } else { 0.0 });
         self.temperature.push(temperature);
         self.top_k.push(p.top_k as i32);
         self.top_p.push(p.top_p);
@@ -118,7 +125,11 @@ impl RowParams {
 }
 
 impl CudaBackend {
-    pub(crate) fn sample_impl(&self, logits: &CudaTensor, specs: &[SampleSpec]) -> Result<Vec<Sampled>, BackendError> {
+    pub(crate) fn sample_impl(
+        &self,
+        logits: &CudaTensor,
+        specs: &[SampleSpec],
+    ) -> Result<Vec<Sampled>, BackendError> {
         let (rows, vocab) = logits.rows_cols("sample")?;
         if rows != specs.len() {
             return Err(BackendError::Shape {
@@ -134,7 +145,10 @@ impl CudaBackend {
         let mut lg = self.alloc_f32(rows * vocab)?;
         match &logits.buf {
             Buf::F32(s) => {
-                st.memcpy_dtod(&s.slice(0..rows * vocab), &mut lg.slice_mut(0..rows * vocab))?;
+                st.memcpy_dtod(
+                    &s.slice(0..rows * vocab),
+                    &mut lg.slice_mut(0..rows * vocab),
+                )?;
             }
             Buf::Bf16(s) => {
                 let n = (rows * vocab) as i64;
@@ -214,7 +228,13 @@ impl CudaBackend {
                 up_i(&p.allowed_start)?,
                 up_i(&p.allowed_tok)?,
             ];
-            let bufs_f = [up_f(&p.rep)?, up_f(&p.presence)?, up_f(&p.frequency)?, up_f(&p.bias_val)?, up_f(&p.temperature)?];
+            let bufs_f = [
+                up_f(&p.rep)?,
+                up_f(&p.presence)?,
+                up_f(&p.frequency)?,
+                up_f(&p.bias_val)?,
+                up_f(&p.temperature)?,
+            ];
             let words = vocab.div_ceil(32);
             // SAFETY: process_logits zeroes each masked row's words before use.
             let mask = unsafe { st.alloc::<u32>((rows * words).max(1)) }?;
@@ -293,8 +313,16 @@ impl CudaBackend {
             )?;
             Ok((st.clone_dtoh(&tok)?, st.clone_dtoh(&val)?))
         };
-        let cands = if cand_k > 0 { Some(topk_launch(cand_k, at(2))?) } else { None };
-        let tops = if top_n > 0 { Some(topk_launch(top_n, 0)?) } else { None };
+        let cands = if cand_k > 0 {
+            Some(topk_launch(cand_k, at(2))?)
+        } else {
+            None
+        };
+        let tops = if top_n > 0 {
+            Some(topk_launch(top_n, 0)?)
+        } else {
+            None
+        };
         let out: Vec<u32> = st.clone_dtoh(&outb)?;
         let lgv = |i: usize| f32::from_bits(out[rows + i]);
         let mut res = Vec::with_capacity(rows);
@@ -308,7 +336,11 @@ impl CudaBackend {
             match &spec.mode {
                 SampleMode::Greedy => s.token = argmax,
                 SampleMode::Sample(r) => {
-                    s.token = if r.params.temperature > 0.0 { drawn } else { argmax };
+                    s.token = if r.params.temperature > 0.0 {
+                        drawn
+                    } else {
+                        argmax
+                    };
                 }
                 SampleMode::Candidates { k, .. } => {
                     let (ct, cv) = cands.as_ref().expect("candidates launched");
@@ -326,13 +358,19 @@ impl CudaBackend {
                 }
             }
             if let Some(n) = spec.logprobs {
-                let (tt, tv) = tops.as_ref().map(|(a, b)| (a.as_slice(), b.as_slice())).unwrap_or((&[], &[]));
+                let (tt, tv) = tops
+                    .as_ref()
+                    .map(|(a, b)| (a.as_slice(), b.as_slice()))
+                    .unwrap_or((&[], &[]));
                 for j in 0..(n as usize).min(top_n) {
                     let t = tt[i * top_n + j];
                     if t == u32::MAX {
                         break;
                     }
-                    s.top_logprobs.push(TokenLogprob { token: t, logprob: tv[i * top_n + j] - lse });
+                    s.top_logprobs.push(TokenLogprob {
+                        token: t,
+                        logprob: tv[i * top_n + j] - lse,
+                    });
                 }
                 // row_select's chosen token is the drawn one (Sample, T > 0) or the argmax
                 // of the processed row, which is also the first candidate.

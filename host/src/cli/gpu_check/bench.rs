@@ -87,7 +87,7 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
         if kind == "decode" {
             let bytes = (batch * ctx * 8 * 128 * 2 * 2) as f64;
             let bw = bytes / (ms * 1e-3);
-            rep.bench.push(format!(
+            rep.bench_line(format!(
                 "decode attention [{path:?}] batch {batch} x ctx {ctx}, 16q/8kv x 128, page 16: {:.3} ms, {:.2} TB/s = {:.0}% of the 4.28 TB/s copy ceiling (simple kernel: {:.3} ms, {:.2} TB/s)",
                 ms,
                 bw / 1e12,
@@ -97,7 +97,7 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
             ));
         } else {
             let flops = 4.0 * 128.0 * 16.0 * batch as f64 * (new * (new + 1) / 2) as f64;
-            rep.bench.push(format!(
+            rep.bench_line(format!(
                 "prefill attention [{path:?}] {batch} x {new} new tokens causal, 16q/8kv x 128: {:.3} ms, {:.0} TFLOP/s (simple kernel: {:.3} ms)",
                 ms,
                 flops / (ms * 1e-3) / 1e12,
@@ -112,7 +112,7 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
         let mut r = build_runner(&lm, DeviceKind::Cuda, pages, ps)?;
         for &batch in &[64usize, 256] {
             let (tps, prefill_s) = super::model::decode_throughput(r.as_mut(), batch, prompt, steps)?;
-            rep.bench.push(format!(
+            rep.bench_line(format!(
                 "{} random weights, runner.step greedy decode, batch {batch}, context ~{prompt}: {tps:.0} tokens/s ({:.2} ms/step; prefill of {batch}x{prompt} tokens {:.3} s incl. first-use costs); no CUDA graphs",
                 p.display(),
                 1e3 * batch as f64 / tps,

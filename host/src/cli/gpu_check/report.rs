@@ -19,6 +19,14 @@ pub struct Report {
     pub bench: Vec<String>,
 }
 
+impl Report {
+    /// Record a benchmark line (printed at once, so partial runs still show it).
+    pub fn bench_line(&mut self, s: String) {
+        println!("bench: {s}");
+        self.bench.push(s);
+    }
+}
+
 /// Relative L2 error and max |a − b|; NaN anywhere makes both infinite.
 pub fn compare(gpu: &[f32], cpu: &[f32]) -> (f64, f64) {
     if gpu.len() != cpu.len() {
@@ -50,18 +58,17 @@ impl Report {
     pub fn check(&mut self, group: &'static str, case: String, gpu: &[f32], cpu: &[f32], tol: f64) -> bool {
         let (rel, max_abs) = compare(gpu, cpu);
         let pass = rel <= tol;
-        if !pass {
-            println!("FAIL {group} {case}: rel {rel:.3e} max_abs {max_abs:.3e} (tol {tol:.0e})");
-        }
+        println!(
+            "{} {group} {case}: rel {rel:.3e} max_abs {max_abs:.3e} (tol {tol:.0e})",
+            if pass { "ok  " } else { "FAIL" }
+        );
         self.rows.push(Row { group, case, rel, max_abs, tol, pass, extra: String::new() });
         pass
     }
 
     /// Record a pass/fail fact with a description.
     pub fn fact(&mut self, group: &'static str, case: String, pass: bool, extra: String) {
-        if !pass {
-            println!("FAIL {group} {case}: {extra}");
-        }
+        println!("{} {group} {case}: {extra}", if pass { "ok  " } else { "FAIL" });
         self.rows.push(Row { group, case, rel: 0.0, max_abs: 0.0, tol: 0.0, pass, extra });
     }
 
@@ -81,9 +88,6 @@ impl Report {
                 if r.pass { "pass" } else { "FAIL" },
                 r.extra
             );
-        }
-        for b in &self.bench {
-            println!("bench: {b}");
         }
         println!("{} checks, {} failed", self.rows.len(), self.failures());
     }

@@ -2,9 +2,9 @@
 //! format for recorded ones (`minisgl-host plugin gen` writes it, so a case
 //! that broke a plugin can be saved, edited and replayed).
 //!
-//! The synthetic views are shaped like the host's: ids are large and sparse
-//! (above 2^53 for some, which catches a JavaScript plugin that turns ids into
-//! Numbers), prefix hits are page aligned and leave at least one token to
+//! The synthetic views are shaped like the host's: ids are sparse and, in a
+//! third of the cases, close to 2^53 (still exact as JavaScript Numbers, which
+//! is how jco's QuickJS backend passes u64), prefix hits are page aligned and leave at least one token to
 //! compute, running requests hold the pages their tokens fill, and one budget
 //! in four is tight enough to force preemption.
 
@@ -69,8 +69,11 @@ fn schedule_case(rng: &mut ChaCha8Rng, n: usize, size: Size) -> Case {
         Size::Varied => (rng.random_range(0..=n), rng.random_range(0..=n)),
     };
     let page_size = [1u32, 4, 16, 16, 64][rng.random_range(0..5)];
+    // Ids are counters in the host (from 1), but a plugin must not assume
+    // they are small: a third of the cases start near 2^53, the largest range
+    // a JavaScript Number (jco's QuickJS mapping of u64) holds exactly.
     let mut next_id: u64 = if rng.random_bool(0.3) {
-        (1 << 53) + rng.random_range(0..1000)
+        (1 << 53) - 1_000_000 + rng.random_range(0..1000)
     } else {
         1
     };

@@ -6,11 +6,11 @@ use super::error::GgufError;
 use super::reader::GgufFile;
 use super::value::MetadataValue;
 
-/// How a `general.architecture` value maps onto Hugging Face.
+/// How a `general.architecture` value maps onto Hugging Face. llama.cpp
+/// writes Mistral models as `llama` (same layout, same Q/K permutation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Arch {
     Llama,
-    Mistral,
     Qwen2,
     Qwen3,
 }
@@ -19,7 +19,6 @@ impl Arch {
     pub fn parse(name: &str) -> Result<Self, GgufError> {
         match name {
             "llama" => Ok(Self::Llama),
-            "mistral" => Ok(Self::Mistral),
             "qwen2" => Ok(Self::Qwen2),
             "qwen3" => Ok(Self::Qwen3),
             other => Err(GgufError::UnsupportedArchitecture(other.to_string())),
@@ -29,7 +28,6 @@ impl Arch {
     fn hf(self) -> (&'static str, &'static str) {
         match self {
             Self::Llama => ("LlamaForCausalLM", "llama"),
-            Self::Mistral => ("MistralForCausalLM", "mistral"),
             Self::Qwen2 => ("Qwen2ForCausalLM", "qwen2"),
             Self::Qwen3 => ("Qwen3ForCausalLM", "qwen3"),
         }
@@ -39,7 +37,7 @@ impl Arch {
     /// (its "normal" rope pairs adjacent elements, HF's pairs the two halves
     /// of a head); Qwen models use the NeoX layout and are stored unpermuted.
     pub fn qk_permuted(self) -> bool {
-        matches!(self, Self::Llama | Self::Mistral)
+        matches!(self, Self::Llama)
     }
 }
 
@@ -222,13 +220,10 @@ pub fn build_config(
     if let Some(pad) = m.u64_opt("tokenizer.ggml.padding_token_id")? {
         c.insert("pad_token_id".into(), json!(pad));
     }
-    if let Some(window) = m.u64_opt(&key("attention.sliding_window"))? {
-        c.insert("sliding_window".into(), json!(window));
-    }
     c.insert("hidden_act".into(), json!("silu"));
     // Qwen2 always has q/k/v biases; Llama-family GGUFs may carry them too.
     let bias = file.tensor("blk.0.attn_q.bias").is_some();
-    if matches!(arch, Arch::Llama | Arch::Mistral) {
+    if arch == Arch::Llama {
         c.insert("attention_bias".into(), json!(bias));
         c.insert("mlp_bias".into(), json!(false));
     }
@@ -263,7 +258,7 @@ fn rope_scaling(m: &Meta, a: &str, llama3: Option<Llama3Rope>) -> Result<Value, 
     };
     match (ty, factor) {
         (None | Some("none"), None) => Ok(Value::Null),
-        (None | Some("none"), Some(f)) if f == 1.0 => Ok(Value::Null),
+        (None | Some("none"), Some(1.0)) => Ok(Value::Null),
         (None | Some("linear"), Some(f)) => {
             Ok(json!({"rope_type": "linear", "factor": f32_clean(f)}))
         }
@@ -273,6 +268,14 @@ fn rope_scaling(m: &Meta, a: &str, llama3: Option<Llama3Rope>) -> Result<Value, 
             r.insert("factor".into(), json!(f32_clean(f)));
             if let Some(orig) = m.u64_opt(&key("original_context_length"))? {
                 r.insert("original_max_position_embeddings".into(), json!(orig));
+            }
+            for (gguf_key, hf_key) in [
+                ("yarn_beta_fast", "beta_fast"),
+                ("yarn_beta_slow", "beta_slow"),
+            ] {
+                if let Some(v) = m.f64_opt(&key(gguf_key))? {
+                    r.insert(hf_key.into(), json!(f32_clean(v)));
+                }
             }
             Ok(Value::Object(r))
         }

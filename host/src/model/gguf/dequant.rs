@@ -16,8 +16,8 @@ const QK_K: usize = 256;
 const BLOCKS_PER_TASK: usize = 4096;
 
 /// Types this loader dequantises, for error messages.
-pub const SUPPORTED: &str =
-    "F32, F16, BF16, F64, I8, I16, I32, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K";
+pub const SUPPORTED: &str = "F32, F16, BF16, F64, I8, I16, I32, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, \
+     Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS";
 
 macro_rules! ggml_types {
     ($($variant:ident = $id:literal, $name:literal, $block:expr, $bytes:expr;)*) => {
@@ -106,6 +106,8 @@ impl GgmlType {
             Self::Q5_K => q5_k,
             Self::Q6_K => q6_k,
             Self::Q8_K => q8_k,
+            Self::IQ4_NL => iq4_nl,
+            Self::IQ4_XS => iq4_xs,
             _ => return None,
         })
     }
@@ -132,7 +134,7 @@ pub fn dequantize(
             supported: SUPPORTED,
         })?;
     let (block, block_bytes) = ty.block();
-    if n_elements % block != 0 || bytes.len() != n_elements / block * block_bytes {
+    if !n_elements.is_multiple_of(block) || bytes.len() != n_elements / block * block_bytes {
         return Err(GgufError::BadTensor {
             tensor: tensor.to_string(),
             detail: format!(
@@ -353,5 +355,39 @@ fn q6_k(b: &[u8], o: &mut [f32]) {
             y[l + 64] = s(4) * f32::from(q3);
             y[l + 96] = s(6) * f32::from(q4);
         }
+    }
+}
+
+/// The 16 non-linear levels of the IQ4 types.
+const IQ4_LEVELS: [i8; 16] = [
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+];
+
+/// 32 elements from 16 bytes of IQ4 nibbles (low nibbles first) at scale `d`.
+fn iq4_32(qs: &[u8], d: f32, y: &mut [f32]) {
+    for (j, &q) in qs.iter().enumerate() {
+        y[j] = d * f32::from(IQ4_LEVELS[(q & 0x0f) as usize]);
+        y[j + 16] = d * f32::from(IQ4_LEVELS[(q >> 4) as usize]);
+    }
+}
+
+fn iq4_nl(b: &[u8], o: &mut [f32]) {
+    iq4_32(&b[2..18], half_at(b, 0), o);
+}
+
+fn iq4_xs(b: &[u8], o: &mut [f32]) {
+    let d = half_at(b, 0);
+    let scales_h = u16::from_le_bytes([b[2], b[3]]);
+    let scales_l = &b[4..8];
+    let qs = &b[8..136];
+    for ib in 0..8 {
+        let low = (scales_l[ib / 2] >> (4 * (ib % 2))) & 0x0f;
+        let high = ((scales_h >> (2 * ib)) & 3) as u8;
+        let dl = d * f32::from((low | (high << 4)) as i8 - 32);
+        iq4_32(
+            &qs[16 * ib..16 * ib + 16],
+            dl,
+            &mut o[32 * ib..32 * ib + 32],
+        );
     }
 }

@@ -44,7 +44,7 @@ pub enum GgufError {
         value: String,
         detail: String,
     },
-    #[error("unsupported model architecture {0:?} in general.architecture (supported: llama, mistral, qwen2, qwen3)")]
+    #[error("unsupported model architecture {0:?} in general.architecture (supported: llama, qwen2, qwen3)")]
     UnsupportedArchitecture(String),
     #[error("tensor {tensor:?} has type {ggml_type}, which this loader cannot dequantise (supported: {supported})")]
     UnsupportedTensorType {

@@ -10,6 +10,7 @@ pub mod config;
 pub mod dequant;
 pub mod error;
 pub mod reader;
+pub mod spm;
 pub mod tensors;
 pub mod tokenizer;
 pub mod value;

@@ -66,6 +66,9 @@ pub fn unpermute_rows(data: &[f32], n_heads: usize, row_len: usize) -> Vec<f32> 
     out
 }
 
+/// HF-named tensors, and the `rope_freqs` divisors when the file has them.
+pub type LoadedTensors = (HashMap<String, DenseTensor>, Option<Vec<f32>>);
+
 /// Dequantises every model tensor (in parallel) under its HF name.
 /// `rope_freqs.weight` is returned separately: it is metadata in HF terms.
 pub fn load_tensors(
@@ -73,7 +76,7 @@ pub fn load_tensors(
     arch: Arch,
     n_heads: usize,
     n_kv_heads: usize,
-) -> Result<(HashMap<String, DenseTensor>, Option<Vec<f32>>), GgufError> {
+) -> Result<LoadedTensors, GgufError> {
     let mut jobs: Vec<(&TensorInfo, Option<String>)> = Vec::with_capacity(file.tensors.len());
     for t in &file.tensors {
         if t.name == ROPE_FREQS {

@@ -45,7 +45,11 @@ impl Scheduler for DfsWeight {
             let no_hit = hit == 0;
             (no_hit, u32::MAX - weight[&hit], u32::MAX - hit)
         });
-        prefill_or_decode(admit_in_order(order, budget, running.len()), running, budget)
+        prefill_or_decode(
+            admit_in_order(order, budget, running.len()),
+            running,
+            budget,
+        )
     }
 }
 

@@ -55,7 +55,12 @@ mod tests {
             last_access_us: last,
             ..CacheLeaf::default()
         };
-        let leaves = [leaf(1, 5, 10), leaf(2, 1, 90), leaf(3, 1, 50), leaf(4, 2, 5)];
+        let leaves = [
+            leaf(1, 5, 10),
+            leaf(2, 1, 90),
+            leaf(3, 1, 50),
+            leaf(4, 2, 5),
+        ];
         assert_eq!(Lfu.pick_victims(&leaves, 3), vec![3, 2, 4]);
     }
 }

@@ -50,7 +50,8 @@ impl Scheduler for Lpm {
         running: &[RequestView],
         budget: &Budget,
     ) -> ScheduleDecision {
-        let starving = |r: &RequestView| budget.now_us.saturating_sub(r.arrival_us) >= self.age_bound_us;
+        let starving =
+            |r: &RequestView| budget.now_us.saturating_sub(r.arrival_us) >= self.age_bound_us;
         let mut order: Vec<&RequestView> = waiting.iter().collect();
         // Stable sort: ties keep the host's (arrival) order.
         order.sort_by_key(|r| {
@@ -63,7 +64,11 @@ impl Scheduler for Lpm {
                 (2, 0, u32::MAX - r.prefix_hit_len)
             }
         });
-        prefill_or_decode(admit_in_order(order, budget, running.len()), running, budget)
+        prefill_or_decode(
+            admit_in_order(order, budget, running.len()),
+            running,
+            budget,
+        )
     }
 }
 
@@ -98,10 +103,20 @@ mod tests {
 
     #[test]
     fn longest_hit_first_then_starving_first() {
-        let waiting = [view(1, 0, 100, 0), view(2, 10, 100, 64), view(3, 20, 100, 32)];
+        let waiting = [
+            view(1, 0, 100, 0),
+            view(2, 10, 100, 64),
+            view(3, 20, 100, 32),
+        ];
         let mut lpm = Lpm { age_bound_us: 1000 };
         let ids = |d: ScheduleDecision| d.prefill.iter().map(|c| c.id).collect::<Vec<_>>();
-        assert_eq!(ids(lpm.schedule(&waiting, &[], &budget(100, 4096))), vec![2, 3, 1]);
-        assert_eq!(ids(lpm.schedule(&waiting, &[], &budget(1000, 4096))), vec![1, 2, 3]);
+        assert_eq!(
+            ids(lpm.schedule(&waiting, &[], &budget(100, 4096))),
+            vec![2, 3, 1]
+        );
+        assert_eq!(
+            ids(lpm.schedule(&waiting, &[], &budget(1000, 4096))),
+            vec![1, 2, 3]
+        );
     }
 }

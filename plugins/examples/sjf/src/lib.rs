@@ -27,8 +27,14 @@ impl Scheduler for Sjf {
         budget: &Budget,
     ) -> ScheduleDecision {
         // Tokens still to generate: a preempted request keeps `generated_len`.
-        let order = continuing_then_sorted_by(waiting, |r| r.max_new_tokens.saturating_sub(r.generated_len));
-        prefill_or_decode(admit_in_order(order, budget, running.len()), running, budget)
+        let order = continuing_then_sorted_by(waiting, |r| {
+            r.max_new_tokens.saturating_sub(r.generated_len)
+        });
+        prefill_or_decode(
+            admit_in_order(order, budget, running.len()),
+            running,
+            budget,
+        )
     }
 }
 

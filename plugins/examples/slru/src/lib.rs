@@ -32,8 +32,16 @@ impl Evictor for Slru {
         let total: u64 = leaves.iter().map(|l| u64::from(l.pages)).sum();
         let cap = total * PROTECTED_SHARE_PERCENT / 100;
         // Most recently used protected leaves keep their place up to the cap.
-        let mut protected: Vec<&CacheLeaf> = leaves.iter().filter(|l| l.hit_count >= PROTECT_AT_HITS).collect();
-        protected.sort_unstable_by_key(|l| (std::cmp::Reverse(l.last_access_us), std::cmp::Reverse(l.node)));
+        let mut protected: Vec<&CacheLeaf> = leaves
+            .iter()
+            .filter(|l| l.hit_count >= PROTECT_AT_HITS)
+            .collect();
+        protected.sort_unstable_by_key(|l| {
+            (
+                std::cmp::Reverse(l.last_access_us),
+                std::cmp::Reverse(l.node),
+            )
+        });
         let mut kept = 0u64;
         let mut is_protected = std::collections::BTreeSet::new();
         for l in protected {

@@ -71,12 +71,17 @@ impl Scheduler for Vtc {
         running: &[RequestView],
         budget: &Budget,
     ) -> ScheduleDecision {
-        let now_active: BTreeSet<u64> = waiting.iter().chain(running).map(|r| r.client_id).collect();
+        let now_active: BTreeSet<u64> =
+            waiting.iter().chain(running).map(|r| r.client_id).collect();
         self.lift_returning_clients(&now_active);
 
         // Each client's queue: half-prefilled requests first, then arrival order.
         let mut queues: BTreeMap<u64, Vec<&RequestView>> = BTreeMap::new();
-        for r in waiting.iter().filter(|r| r.computed_len > 0).chain(waiting.iter().filter(|r| r.computed_len == 0)) {
+        for r in waiting
+            .iter()
+            .filter(|r| r.computed_len > 0)
+            .chain(waiting.iter().filter(|r| r.computed_len == 0))
+        {
             queues.entry(r.client_id).or_default().push(r);
         }
         let mut heads: BTreeMap<u64, usize> = BTreeMap::new();

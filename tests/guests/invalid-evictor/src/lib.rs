@@ -21,7 +21,11 @@ impl Evictor for Liar {
             // E1: a locked node.
             1 => vec![LOCKED_NODE],
             // E2: the same leaf twice.
-            2 => leaves.iter().chain(leaves.first()).map(|l| l.node).collect(),
+            2 => leaves
+                .iter()
+                .chain(leaves.first())
+                .map(|l| l.node)
+                .collect(),
             // E3: nothing, though pages are needed and leaves exist.
             _ => Vec::new(),
         }

@@ -30,7 +30,9 @@ impl Scheduler for Liar {
             // S4: chunk beyond the remaining input.
             4 => d.prefill.push(chunk(&w[0], w[0].remaining_prefill() + 1)),
             // S5: more tokens than max_prefill_tokens (each request whole).
-            5 => d.prefill.extend(w.iter().map(|x| chunk(x, x.remaining_prefill()))),
+            5 => d
+                .prefill
+                .extend(w.iter().map(|x| chunk(x, x.remaining_prefill()))),
             // S6: decode of a waiting request.
             6 => d.decode.push(w[0].id),
             // S9: finishes a prefill regardless of max_running.
