@@ -2,11 +2,11 @@
 #include "common.cuh"
 
 // gate_up: [T, 2 * inter] (gate in the first half of each row, up in the second);
-// out: [T, inter]. grid: (ceil(inter / 8 / 128), T); block: 128. `inter` a multiple of 8.
+// out: [T, inter]. grid: (T, ceil(inter / 8 / 128)); block: 128. `inter` a multiple of 8.
 extern "C" __global__ void silu_mul(const bf16_t* __restrict__ gate_up, bf16_t* __restrict__ out,
                                     int inter) {
-    int t = blockIdx.y;
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int t = blockIdx.x;
+    int i = blockIdx.y * blockDim.x + threadIdx.x;
     if (i >= inter / 8) return;
     const u32x4* g4 = reinterpret_cast<const u32x4*>(gate_up + (size_t)t * 2 * inter);
     const u32x4* u4 = reinterpret_cast<const u32x4*>(gate_up + (size_t)t * 2 * inter + inter);

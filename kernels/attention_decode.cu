@@ -128,12 +128,15 @@ __device__ __forceinline__ void decode_impl(
             float mx = m[g];
 #pragma unroll
             for (int r = 0; r < R; r++) mx = fmaxf(mx, s[r][g]);
-            float alpha = exp2f(m[g] - mx);
+            // A row group whose rows all lie past the end (warp-uniform loop) sees only
+            // -inf: keep its state unchanged instead of computing exp2(-inf - -inf).
+            float mref = mx == NEG_INF ? 0.0f : mx;
+            float alpha = exp2f(m[g] - mref);
             float pr[R];
             float psum = 0.0f;
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                pr[r] = exp2f(s[r][g] - mx);
+                pr[r] = exp2f(s[r][g] - mref);
                 psum += pr[r];
             }
             l[g] = l[g] * alpha + psum;

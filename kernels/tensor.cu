@@ -2,22 +2,22 @@
 #include "common.cuh"
 
 // dst[r, c] = src[r, col0 + c] for c < width; src rows are `src_cols` wide.
-// grid: (ceil(width / 8 / 128), rows); block: 128. width, col0, src_cols multiples of 8.
+// grid: (rows, ceil(width / 8 / 128)); block: 128. width, col0, src_cols multiples of 8.
 extern "C" __global__ void copy_cols(const bf16_t* __restrict__ src, int src_cols, int col0,
                                      bf16_t* __restrict__ dst, int width) {
-    int r = blockIdx.y;
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int r = blockIdx.x;
+    int i = blockIdx.y * blockDim.x + threadIdx.x;
     if (i >= width / 8) return;
     reinterpret_cast<u32x4*>(dst + (size_t)r * width)[i] =
         reinterpret_cast<const u32x4*>(src + (size_t)r * src_cols + col0)[i];
 }
 
 // Scalar fallback of copy_cols for widths or offsets that are not multiples of 8.
-// grid: (ceil(width / 256), rows); block: 256.
+// grid: (rows, ceil(width / 256)); block: 256.
 extern "C" __global__ void copy_cols_scalar(const bf16_t* __restrict__ src, int src_cols,
                                             int col0, bf16_t* __restrict__ dst, int width) {
-    int r = blockIdx.y;
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int r = blockIdx.x;
+    int i = blockIdx.y * blockDim.x + threadIdx.x;
     if (i < width) dst[(size_t)r * width + i] = src[(size_t)r * src_cols + col0 + i];
 }
 

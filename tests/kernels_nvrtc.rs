@@ -10,7 +10,9 @@ fn nvrtc_available() -> bool {
     match libs::require_nvrtc() {
         Ok(()) => true,
         Err(e) => {
-            let ci = std::env::var("CI").map(|v| v == "true" || v == "1").unwrap_or(false);
+            let ci = std::env::var("CI")
+                .map(|v| v == "true" || v == "1")
+                .unwrap_or(false);
             assert!(!ci, "CI=true but NVRTC is unavailable: {e}");
             eprintln!("NOTICE: skipping the NVRTC kernel compile check: {e}");
             false
@@ -26,11 +28,19 @@ fn every_kernel_family_compiles_for_sm90() {
     let mut failures = Vec::new();
     for &(family, src) in nvrtc::FAMILIES {
         match nvrtc::compile(family, src, "sm_90") {
-            Ok(cubin) => assert!(cubin.len() > 256, "{family}: suspiciously small CUBIN ({} bytes)", cubin.len()),
+            Ok(cubin) => assert!(
+                cubin.len() > 256,
+                "{family}: suspiciously small CUBIN ({} bytes)",
+                cubin.len()
+            ),
             Err(e) => failures.push(e.to_string()),
         }
     }
-    assert!(failures.is_empty(), "kernels failed to compile:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "kernels failed to compile:\n{}",
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -38,10 +48,17 @@ fn a_broken_kernel_is_reported_with_its_log() {
     if !nvrtc_available() {
         return;
     }
-    let err = nvrtc::compile("broken", "extern \"C\" __global__ void k() { undefined_symbol(); }", "sm_90")
-        .expect_err("a kernel calling an undefined function must not compile");
+    let err = nvrtc::compile(
+        "broken",
+        "extern \"C\" __global__ void k() { undefined_symbol(); }",
+        "sm_90",
+    )
+    .expect_err("a kernel calling an undefined function must not compile");
     let msg = err.to_string();
-    assert!(msg.contains("undefined_symbol") && msg.contains("broken"), "unhelpful error: {msg}");
+    assert!(
+        msg.contains("undefined_symbol") && msg.contains("broken"),
+        "unhelpful error: {msg}"
+    );
 }
 
 #[test]
@@ -49,6 +66,25 @@ fn cache_key_tracks_source_and_arch() {
     let (fam, src) = nvrtc::FAMILIES[0];
     let a = nvrtc::cache_key(fam, src, "sm_90");
     assert_ne!(a, nvrtc::cache_key(fam, src, "sm_80"));
-    assert_ne!(a, nvrtc::cache_key(fam, &format!("{src}\n// changed"), "sm_90"));
+    assert_ne!(
+        a,
+        nvrtc::cache_key(fam, &format!("{src}\n// changed"), "sm_90")
+    );
     assert_eq!(a, nvrtc::cache_key(fam, src, "sm_90"));
+}
+
+#[test]
+fn no_driver_is_a_clean_error_not_a_panic() {
+    use minisgl::backend::cuda::{CudaBackend, CudaOptions};
+    if libs::probe().driver.is_ok() {
+        eprintln!("NOTICE: a CUDA driver is present; the no-driver path is not exercised here");
+        return;
+    }
+    let err = CudaBackend::new(&CudaOptions::default())
+        .err()
+        .expect("opening CUDA without a driver must fail");
+    assert!(
+        err.to_string().contains("use --device cpu"),
+        "unhelpful error: {err}"
+    );
 }

@@ -185,3 +185,30 @@ fn random_weights_run_and_are_deterministic() {
     let e = load_random(Path::new("/nonexistent/cfg"), 0).unwrap_err();
     assert!(e.to_string().contains("/nonexistent/cfg"), "{e}");
 }
+
+#[test]
+fn gguf_file_or_directory_with_one_gguf() {
+    use minisgl::model::runner::ModelRunner;
+    let gguf = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/gguf/tiny_llama.gguf");
+    let direct = load(&gguf).expect("a .gguf file loads");
+    assert!(direct.tokenizer.is_some());
+    let d = tempfile::tempdir().unwrap();
+    std::fs::copy(&gguf, d.path().join("model.gguf")).unwrap();
+    let via_dir = load(d.path()).expect("a directory with one .gguf loads");
+    assert_eq!(direct.config, via_dir.config);
+    // It runs through the same model definition.
+    let mut r = minisgl::model::runner::cpu_runner(&via_dir, 4, 4).unwrap();
+    let l = r
+        .logits(&step(vec![seq(1, &[1, 2, 3], 0, &[2], true)]))
+        .unwrap();
+    assert!(l[0].iter().all(|x| x.is_finite()));
+
+    std::fs::copy(&gguf, d.path().join("other.gguf")).unwrap();
+    let e = err_of(d.path());
+    assert!(e.contains("2 .gguf files"), "{e}");
+
+    let bad = d.path().join("broken.gguf");
+    std::fs::write(&bad, b"GGUF\x03\x00\x00\x00truncated").unwrap();
+    let e = err_of(&bad);
+    assert!(e.contains("broken.gguf"), "{e}");
+}

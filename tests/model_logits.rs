@@ -24,6 +24,12 @@ fn pages_for(n: usize) -> usize {
 
 /// Check `got` against HF's `want` with the tolerance of the fixture's dtype.
 fn check(name: &str, what: &str, got: &[f32], want: &[f32]) {
+    // Printed for docs/results/model-correctness.md (`--nocapture`).
+    eprintln!(
+        "{name:18} {what:40} max_abs {:.2e} cosine {:.7}",
+        max_abs(got, want),
+        cosine(got, want)
+    );
     if BF16_MODELS.contains(&name) {
         let c = cosine(got, want);
         assert!(c > 0.999, "{name} {what}: cosine {c} <= 0.999");
@@ -227,4 +233,70 @@ fn bad_step_input_is_an_error_not_a_panic() {
     s.first_from_last_step = true;
     let e = run.step(&step(vec![s])).unwrap_err();
     assert!(e.to_string().contains("first_from_last_step"), "{e}");
+}
+
+#[test]
+fn step_outputs_agree_with_logits() {
+    use minisgl::batch::{ResolvedSampling, SampleMode, SampleSpec};
+    use minisgl_plugin_sdk::SamplingParams;
+    let r = reference("qwen2");
+    let p = &r.prompts[3];
+    let mut run = runner("qwen2");
+    let mut pages = Pages::new(NUM_PAGES);
+    let n = pages_for(p.len());
+    let logits = run
+        .logits(&step(vec![seq(1, p, 0, &pages.take(n), true)]))
+        .unwrap()
+        .remove(0);
+    let m = logits.iter().cloned().fold(f32::MIN, f32::max);
+    let lse = m + logits
+        .iter()
+        .map(|x| ((x - m) as f64).exp())
+        .sum::<f64>()
+        .ln() as f32;
+
+    let mut s = seq(2, p, 0, &pages.take(n), true);
+    s.sample = Some(SampleSpec {
+        mode: SampleMode::Greedy,
+        logprobs: Some(5),
+    });
+    let out = run.step(&step(vec![s])).unwrap().outputs.remove(0);
+    let argmax = (0..logits.len())
+        .max_by(|&a, &b| logits[a].total_cmp(&logits[b]))
+        .unwrap() as u32;
+    assert_eq!(out.token, argmax);
+    assert_eq!(out.top_logprobs.len(), 5);
+    assert_eq!(out.top_logprobs[0].token, argmax);
+    assert!((out.logprob.unwrap() - (logits[argmax as usize] - lse)).abs() < 1e-4);
+
+    // Seeded sampling: same seed → same token, on fresh KV pages each time.
+    let sampled = |run: &mut dyn ModelRunner, pages: &mut Pages, seed: u64| {
+        let mut s = seq(3, p, 0, &pages.take(n), true);
+        s.sample = Some(SampleSpec {
+            mode: SampleMode::Sample(ResolvedSampling {
+                params: SamplingParams {
+                    temperature: 1.5,
+                    ..Default::default()
+                },
+                seed,
+                logit_bias: vec![],
+                allowed_tokens: None,
+                prompt_tokens: vec![],
+                output_tokens: vec![],
+            }),
+            logprobs: None,
+        });
+        run.step(&step(vec![s])).unwrap().outputs[0].token
+    };
+    let a: Vec<u32> = (0..6)
+        .map(|seed| sampled(&mut run, &mut pages, seed))
+        .collect();
+    let b: Vec<u32> = (0..6)
+        .map(|seed| sampled(&mut run, &mut pages, seed))
+        .collect();
+    assert_eq!(a, b);
+    assert!(
+        a.iter().any(|&t| t != a[0]),
+        "temperature 1.5 never varied: {a:?}"
+    );
 }

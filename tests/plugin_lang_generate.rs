@@ -15,7 +15,7 @@ use std::sync::Arc;
 use minisgl::engine::{Engine, EngineConfig, FinishReason, GenerateRequest};
 use minisgl::model::load;
 use minisgl::model::runner::cpu_runner;
-use minisgl::plugin::{PluginConfig, PluginKind, PluginSet, PluginSource};
+use minisgl::plugin::{Deadlines, PluginConfig, PluginKind, PluginSet, PluginSource};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -107,6 +107,9 @@ fn generate_with_python_js_and_c_schedulers() {
     for file in ["fcfs_python.wasm", "fcfs_js.wasm", "fcfs_c.wasm"] {
         let cfg = PluginConfig {
             scheduler: Some(plugin(file)),
+            // Decisions are under test, not speed: on a busy CI machine a call
+            // can be descheduled past the default 20 ms and count as a timeout.
+            deadlines: Deadlines::all(std::time::Duration::from_secs(1)),
             cache_dir: Some(
                 PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugin-cache"),
             ),

@@ -204,9 +204,9 @@ macro_rules! export_sampler {
                     let lists: ::std::vec::Vec<$crate::CandidateList> =
                         $crate::__private::all(lists);
                     POLICY.with_borrow_mut(|p| <$ty as $crate::Sampler>::pick(p, &lists))
-        }
+                }
             }
-            $crate::wit::sampler::export_world!(Export with_types_in $crate::wit::sampler);
+    $crate::wit::sampler::export_world!(Export with_types_in $crate::wit::sampler);
         };
     };
 }

@@ -7,6 +7,7 @@
 //! which single world its component exports.
 
 /// Bindings of the `scheduler` world; owns the shared `types` module.
+#[allow(clippy::all)]
 pub mod scheduler {
     wit_bindgen::generate!({
         world: "scheduler",
@@ -19,6 +20,7 @@ pub mod scheduler {
 }
 
 /// Bindings of the `evictor` world.
+#[allow(clippy::all)]
 pub mod evictor {
     wit_bindgen::generate!({
         world: "evictor",
@@ -31,6 +33,7 @@ pub mod evictor {
 }
 
 /// Bindings of the `sampler` world.
+#[allow(clippy::all)]
 pub mod sampler {
     wit_bindgen::generate!({
         world: "sampler",

@@ -3,6 +3,7 @@ plugin is swapped (to another scheduler, to a broken file, to a plugin whose
 decisions are invalid, and back). No request fails; /metrics shows the swaps,
 the refused file and the fallbacks."""
 
+import json
 import threading
 import time
 
@@ -109,5 +110,23 @@ def test_admin_token_required_when_set():
         status, out = srv.post("/admin/plugins/scheduler", {"path": "/nonexistent.wasm"},
                                headers={"Authorization": "Bearer s3cret"})
         assert status == 400 and "nonexistent.wasm" in out["error"]["message"], out
+    finally:
+        assert srv.stop() == 0
+
+
+def test_plugin_kind_inferred_from_world():
+    fcfs = PLUGINS / "minisgl_fcfs_scheduler.wasm"
+    lru = PLUGINS / "minisgl_lru_evictor.wasm"
+    srv = Server("--plugin", lru, "--plugin", fcfs)
+    try:
+        status, listing = srv.get("/admin/plugins")
+        assert status == 200, listing
+        slots = {p["kind"]: p for p in json.loads(listing)["plugins"]}
+        assert slots["scheduler"]["source"]["type"] == "wasm"
+        assert slots["scheduler"]["source"]["path"].endswith("minisgl_fcfs_scheduler.wasm")
+        assert slots["evictor"]["source"]["path"].endswith("minisgl_lru_evictor.wasm")
+        assert slots["sampler"]["source"]["type"] == "native"
+        status, out = srv.post("/v1/completions", {"prompt": "hi", "max_tokens": 3})
+        assert status == 200, out
     finally:
         assert srv.stop() == 0

@@ -1,15 +1,13 @@
 """The server driven by the official `openai` client: completions and chat,
 streaming and not, stop strings and stop token ids, n > 1, logprobs, usage,
-and greedy outputs equal to Hugging Face transformers' (reference/outputs.json) and
-to the native /generate path."""
-
-import json
-import subprocess
+and greedy outputs equal to Hugging Face transformers' (reference/outputs.json)
+and to the native /generate path. (Equality with the offline engine API is
+tests/server_offline.rs.)"""
 
 import openai
 import pytest
 
-from conftest import BIN, MODEL, MODEL_NAME
+from conftest import MODEL_NAME
 
 
 def greedy_case(reference, which=-1):
@@ -53,32 +51,6 @@ def test_greedy_matches_transformers(server, client, reference):
         assert r.usage.prompt_tokens == len(prompt)
         assert r.usage.completion_tokens == len(expected)
         assert r.usage.total_tokens == len(prompt) + len(expected)
-
-
-def test_greedy_matches_offline_engine(client, reference, tmp_path):
-    """`minisgl-host generate --json` runs the engine without the server."""
-    prompt, expected = greedy_case(reference)
-    proc = subprocess.run(
-        [str(BIN), "generate", "--help"], capture_output=True, text=True, timeout=60
-    )
-    if proc.returncode != 0 or "--json" not in proc.stdout:
-        pytest.skip("`generate --json` is not available in this build")
-    proc = subprocess.run(
-        [
-            str(BIN), "generate", "--model", str(MODEL), "--json",
-            "--prompt-ids", ",".join(map(str, prompt)),
-            "--max-tokens", str(len(expected)), "--ignore-eos",
-        ],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
-    offline = json.loads(proc.stdout.strip().splitlines()[-1])
-    r = client.completions.create(
-        model=MODEL_NAME, prompt=prompt, max_tokens=len(expected), temperature=0,
-        extra_body={"ignore_eos": True},
-    )
-    assert offline["tokens"] == expected
-    assert offline["text"] == r.choices[0].text
 
 
 def test_text_prompt_and_streaming_agree(client):

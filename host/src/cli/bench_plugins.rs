@@ -40,6 +40,9 @@ pub struct BenchPluginsArgs {
     /// Seed of the generated inputs.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Cache compiled components here (large components compile for seconds).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
 }
 
 impl Default for BenchPluginsArgs {
@@ -52,6 +55,7 @@ impl Default for BenchPluginsArgs {
             sampler: None,
             vocab: 151_936,
             seed: 0,
+            cache_dir: None,
         }
     }
 }
@@ -138,6 +142,7 @@ pub fn run(args: BenchPluginsArgs) -> anyhow::Result<()> {
         sampler: Some(plugin_path(&args.sampler, "minisgl-default-sampler")?),
         // Generous: a benchmark measures, it does not police.
         deadlines: Deadlines::all(Duration::from_secs(1)),
+        cache_dir: args.cache_dir.clone(),
         ..PluginConfig::default()
     };
     let set = PluginSet::load(&cfg).context("loading the plugins to benchmark")?;

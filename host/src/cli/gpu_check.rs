@@ -10,6 +10,7 @@ mod bench;
 mod model;
 mod ops;
 mod report;
+mod rounded_cpu;
 mod sampling;
 
 use std::path::PathBuf;
@@ -89,9 +90,19 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
         attn::run(&cpu, &gpu, args.seed, &mut rep)?;
         sampling::run(&cpu, &gpu, args.seed, &mut rep)?;
     }
-    for (m, random) in args.models.iter().map(|m| (m, false)).chain(args.random_models.iter().map(|m| (m, true))) {
+    for (m, random) in args
+        .models
+        .iter()
+        .map(|m| (m, false))
+        .chain(args.random_models.iter().map(|m| (m, true)))
+    {
         if let Err(e) = model::compare(m, random, args.decode_steps, &mut rep) {
-            rep.fact("model", m.display().to_string(), false, format!("error: {e:#}"));
+            rep.fact(
+                "model",
+                m.display().to_string(),
+                false,
+                format!("error: {e:#}"),
+            );
         }
     }
     if !args.skip_bench {

@@ -304,6 +304,12 @@ impl EngineHandle {
     }
 }
 
+// The server shares one handle across tasks and threads.
+const _: fn() = || {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<EngineHandle>();
+};
+
 /// The loop thread's state.
 struct EngineLoop {
     scheduler: Scheduler,

@@ -52,7 +52,7 @@ fn py_json(v: &Value, indent: Option<usize>, depth: usize, out: &mut String) -> 
         ValueKind::Undefined | ValueKind::None => out.push_str("null"),
         ValueKind::Bool => out.push_str(if v.is_true() { "true" } else { "false" }),
         ValueKind::Number => {
-            if let Some(i) = v.as_i64() {
+            if let (true, Some(i)) = (v.is_integer(), v.as_i64()) {
                 out.push_str(&i.to_string());
             } else {
                 let f = f64::try_from(v.clone()).unwrap_or(f64::NAN);
@@ -222,5 +222,47 @@ impl ChatTemplate {
             .map_err(|e| ModelError::Template(e.to_string()))?;
         t.render(Value::from(ctx))
             .map_err(|e| ModelError::Template(format!("render failed: {e:#}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn render(src: &str, messages: serde_json::Value) -> Result<String, ModelError> {
+        ChatTemplate::new(src)?.render(&messages, false, &[("bos_token", Some("<s>"))])
+    }
+
+    #[test]
+    fn tojson_writes_what_python_json_dumps_writes() {
+        // Expected strings come from Python's json.dumps(v, ensure_ascii=False[, indent=2]).
+        let v = serde_json::json!([{"a": [1, 2.5, "é\n\"q\"", true, null, 3.0], "b": {}, "c": []}]);
+        let flat = render("{{ messages[0] | tojson }}", v.clone()).unwrap();
+        assert_eq!(
+            flat,
+            r#"{"a": [1, 2.5, "é\n\"q\"", true, null, 3.0], "b": {}, "c": []}"#
+        );
+        let indented = render("{{ messages[0] | tojson(indent=2) }}", v).unwrap();
+        let want = "{\n  \"a\": [\n    1,\n    2.5,\n    \"é\\n\\\"q\\\"\",\n    true,\n    null,\n    3.0\n  ],\n  \"b\": {},\n  \"c\": []\n}";
+        assert_eq!(indented, want);
+    }
+
+    #[test]
+    fn python_methods_whitespace_control_and_exceptions() {
+        let src = "{{ bos_token }}{% for m in messages %}\n  {{ m.content.strip().upper() }}|\n{% endfor %}";
+        let out = render(
+            src,
+            serde_json::json!([{"content": "  hi "}, {"content": "yo"}]),
+        )
+        .unwrap();
+        // trim_blocks drops the newline after a block tag; lstrip_blocks the
+        // indentation before one.
+        assert_eq!(out, "<s>  HI|\n  YO|\n");
+        let e = render("{{ raise_exception('bad role') }}", serde_json::json!([])).unwrap_err();
+        assert!(e.to_string().contains("bad role"), "{e}");
+        let e = ChatTemplate::new("{% for %}").err().expect("syntax error");
+        assert!(e.to_string().contains("cannot compile"), "{e}");
+        let y = render("{{ strftime_now('%Y') }}", serde_json::json!([])).unwrap();
+        assert!(y.parse::<i32>().unwrap() >= 2024);
     }
 }

@@ -10,6 +10,7 @@ use memmap2::Mmap;
 use rayon::prelude::*;
 
 use super::ModelError;
+use crate::backend::cpu::sampling::splitmix64;
 use crate::backend::{DType, HostData};
 
 /// One tensor's data, borrowed from a mapped file or owned.
@@ -149,33 +150,40 @@ impl RandomWeights {
         } else {
             None
         };
-        let mut out = vec![0u16; n];
+        // bf16 little-endian bytes, generated in parallel chunks that each
+        // seed their own stream (so the result does not depend on threads).
+        let mut out = vec![0u8; 2 * n];
         let seed = self.seed ^ fnv1a(name);
         const CHUNK: usize = 1 << 14;
-        out.par_chunks_mut(CHUNK)
+        out.par_chunks_mut(2 * CHUNK)
             .enumerate()
             .for_each(|(ci, chunk)| {
                 if let Some(v) = fill {
-                    chunk.fill(half::bf16::from_f32(v).to_bits());
+                    let b = half::bf16::from_f32(v).to_le_bytes();
+                    for e in chunk.chunks_mut(2) {
+                        e.copy_from_slice(&b);
+                    }
                     return;
                 }
-                let mut state = crate::backend::cpu::sampling::splitmix64(seed ^ (ci as u64) << 20);
+                let mut state = splitmix64(seed ^ ((ci as u64) << 20));
                 let mut next = || {
-                    state = crate::backend::cpu::sampling::splitmix64(state);
+                    state = splitmix64(state);
                     ((state >> 11) as f64 + 0.5) * (1.0 / (1u64 << 53) as f64)
                 };
-                for pair in chunk.chunks_mut(2) {
-                    // Box–Muller: two normals per two uniforms.
+                for pair in chunk.chunks_mut(4) {
+                    // Box–Muller: two normals from two uniforms.
                     let (u1, u2) = (next(), next());
                     let r = (-2.0 * u1.ln()).sqrt() * 0.02;
                     let t = 2.0 * std::f64::consts::PI * u2;
-                    pair[0] = half::bf16::from_f64(r * t.cos()).to_bits();
-                    if pair.len() > 1 {
-                        pair[1] = half::bf16::from_f64(r * t.sin()).to_bits();
+                    let a = half::bf16::from_f64(r * t.cos()).to_le_bytes();
+                    let b = half::bf16::from_f64(r * t.sin()).to_le_bytes();
+                    pair[..2].copy_from_slice(&a);
+                    if pair.len() == 4 {
+                        pair[2..].copy_from_slice(&b);
                     }
                 }
             });
-        let bytes: Vec<u8> = out.iter().flat_map(|b| b.to_le_bytes()).collect();
+        let bytes = out;
         WeightTensor {
             shape: shape.to_vec(),
             dtype: DType::BF16,
@@ -239,4 +247,28 @@ pub fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>, ModelError> {
         .collect();
     files.sort();
     Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_weights_have_the_documented_distribution() {
+        let r = RandomWeights { seed: 3 };
+        let t = r.get("model.layers.0.mlp.up_proj.weight", &[300, 301]);
+        let v = t.host().to_f32();
+        assert_eq!(v.len(), 300 * 301);
+        let mean = v.iter().map(|&x| x as f64).sum::<f64>() / v.len() as f64;
+        let var = v.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / v.len() as f64;
+        assert!(mean.abs() < 1e-3, "mean {mean}");
+        assert!((var.sqrt() - 0.02).abs() < 5e-4, "std {}", var.sqrt());
+        // Same name and seed → same values; another name → different values.
+        assert_eq!(r.get("model.layers.0.mlp.up_proj.weight", &[300, 301]).bytes, t.bytes);
+        assert_ne!(r.get("model.layers.1.mlp.up_proj.weight", &[300, 301]).bytes, t.bytes);
+        let norm = r.get("model.norm.weight", &[7]).host().to_f32();
+        assert_eq!(norm, vec![1.0; 7]);
+        let bias = r.get("model.layers.0.self_attn.q_proj.bias", &[5]).host().to_f32();
+        assert_eq!(bias, vec![0.0; 5]);
+    }
 }

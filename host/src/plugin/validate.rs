@@ -54,12 +54,48 @@
 //!   are a host error, not the plugin's: any answer is accepted for them.)
 
 use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use minisgl_plugin_sdk::{
     Budget, CacheLeaf, CandidateList, RequestView, SamplePlan, SampleRequest, SamplingParams,
     ScheduleDecision,
 };
 use minisgl_policies::{pages_for_chunk, pages_for_decode};
+
+/// Hashes the host's u64 ids with one multiply-xorshift: validation runs on
+/// every plugin call, and SipHash would be most of its cost. Keys are the
+/// host's own ids (a plugin's ids are only looked up), so no collision
+/// attack is possible through a plugin.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b) ^ self.0.rotate_left(8));
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        let h = (x ^ (x >> 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.0 = h ^ (h >> 29);
+    }
+}
+
+type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
+type IdSet = HashSet<u64, BuildHasherDefault<IdHasher>>;
+
+fn id_map<V>(capacity: usize) -> IdMap<V> {
+    IdMap::with_capacity_and_hasher(capacity, BuildHasherDefault::default())
+}
+
+fn id_set(capacity: usize) -> IdSet {
+    IdSet::with_capacity_and_hasher(capacity, BuildHasherDefault::default())
+}
 
 /// The most candidates a plan may ask `pick` to choose among.
 pub const MAX_PICK_FROM_TOP: u32 = 64;
@@ -87,8 +123,7 @@ pub fn schedule(
     running: &[RequestView],
     budget: &Budget,
 ) -> Result<(), InvalidDecision> {
-    let mut views: HashMap<u64, (&RequestView, Queue)> =
-        HashMap::with_capacity(waiting.len() + running.len());
+    let mut views: IdMap<(&RequestView, Queue)> = id_map(waiting.len() + running.len());
     views.extend(waiting.iter().map(|r| (r.id, (r, Queue::Waiting))));
     views.extend(running.iter().map(|r| (r.id, (r, Queue::Running))));
     let lookup = |list: &str, id: u64| match views.get(&id) {
@@ -96,7 +131,7 @@ pub fn schedule(
         None => invalid(format!("S1: {list} names unknown request id {id}")),
     };
 
-    let mut prefilled = HashSet::with_capacity(d.prefill.len());
+    let mut prefilled = id_set(d.prefill.len());
     let mut tokens: u64 = 0;
     let mut pages: u64 = 0;
     let mut completed: u64 = 0;
@@ -131,7 +166,7 @@ pub fn schedule(
         ));
     }
 
-    let mut decoded = HashSet::with_capacity(d.decode.len());
+    let mut decoded = id_set(d.decode.len());
     for &id in &d.decode {
         let (r, queue) = lookup("decode", id)?;
         if !decoded.insert(id) {
@@ -143,7 +178,7 @@ pub fn schedule(
         pages += pages_for_decode(r, budget.page_size);
     }
 
-    let mut preempted = HashSet::with_capacity(d.preempt.len());
+    let mut preempted = id_set(d.preempt.len());
     let mut preempted_running: u64 = 0;
     for &id in &d.preempt {
         let (r, queue) = lookup("preempt", id)?;
@@ -192,8 +227,9 @@ pub fn victims(
     leaves: &[CacheLeaf],
     pages_needed: u32,
 ) -> Result<Vec<u64>, InvalidDecision> {
-    let pages: HashMap<u64, u32> = leaves.iter().map(|l| (l.node, l.pages)).collect();
-    let mut seen = HashSet::with_capacity(victims.len());
+    let mut pages: IdMap<u32> = id_map(leaves.len());
+    pages.extend(leaves.iter().map(|l| (l.node, l.pages)));
+    let mut seen = id_set(victims.len());
     let mut covered: u64 = 0;
     let mut cut = None;
     for (i, &node) in victims.iter().enumerate() {
@@ -317,7 +353,7 @@ pub fn plans(
     if plans.iter().zip(requests).all(|(p, r)| p.id == r.id) {
         return Ok(plans);
     }
-    let mut by_id: HashMap<u64, SamplePlan> = HashMap::with_capacity(plans.len());
+    let mut by_id: IdMap<SamplePlan> = id_map(plans.len());
     for plan in plans.drain(..) {
         let id = plan.id;
         if by_id.insert(id, plan).is_some() {

@@ -135,7 +135,7 @@ mod tests {
         // 1 completes (100 tokens) and takes the last slot after 8 left;
         // 2 gets the 20 tokens left of the budget.
         assert_eq!(plan.prefill, vec![(1, 100), (2, 20)]);
-        assert_eq!(fixups, 7);
+        assert_eq!(fixups, 8);
     }
 
     #[test]

@@ -19,7 +19,7 @@ use futures::stream::{self, StreamExt};
 use serde_json::{json, Value};
 
 use super::error::ApiError;
-use super::openai::parse_body;
+use super::openai::{encode_prompt, parse_body};
 use super::protocol::{self, resolve_max_tokens, Prompt};
 use super::sequence::{Chunk, SeqUsage, Sequence};
 use super::state::AppState;
@@ -80,13 +80,7 @@ async fn generate_inner(
     };
     let mut seqs = Vec::new();
     for p in &req.prompts {
-        let ids = match p {
-            Prompt::Tokens(t) => t.clone(),
-            Prompt::Text(s) => state
-                .tokenizer
-                .encode(s, true)
-                .map_err(|e| ApiError::field(field, format!("cannot tokenize `{field}`: {e}")))?,
-        };
+        let ids = encode_prompt(state, p, field).await?;
         let max_new = resolve_max_tokens(
             ids.len(),
             req.opts.max_tokens,

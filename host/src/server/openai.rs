@@ -95,13 +95,22 @@ fn launch(
     })
 }
 
-fn encode_prompt(state: &AppState, p: &Prompt, field: &str) -> Result<Vec<u32>, ApiError> {
+/// Token ids of a prompt. Text is tokenised on the blocking pool: a
+/// megabyte prompt takes long enough to stall other connections otherwise.
+pub async fn encode_prompt(
+    state: &Arc<AppState>,
+    p: &Prompt,
+    field: &'static str,
+) -> Result<Vec<u32>, ApiError> {
     match p {
         Prompt::Tokens(t) => Ok(t.clone()),
-        Prompt::Text(s) => state
-            .tokenizer
-            .encode(s, true)
-            .map_err(|e| ApiError::field(field, format!("cannot tokenize `{field}`: {e}"))),
+        Prompt::Text(s) => {
+            let (st, s) = (state.clone(), s.clone());
+            tokio::task::spawn_blocking(move || st.tokenizer.encode(&s, true))
+                .await
+                .map_err(|e| ApiError::Internal(format!("tokenizer task failed: {e}")))?
+                .map_err(|e| ApiError::field(field, format!("cannot tokenize `{field}`: {e}")))
+        }
     }
 }
 
@@ -128,7 +137,7 @@ async fn completions_inner(
     let mut ids = Vec::new();
     let mut echo = Vec::new();
     for p in &req.prompts {
-        let t = encode_prompt(state, p, "prompt")?;
+        let t = encode_prompt(state, p, "prompt").await?;
         if req.echo {
             echo.push(match p {
                 Prompt::Text(s) => s.clone(),
@@ -180,7 +189,10 @@ async fn chat_inner(
 ) -> Result<Response, ApiError> {
     let body = parse_body(body)?;
     let req = protocol::chat_request(&body, &state.limits)?;
-    let ids = chat_prompt_ids(state, &req.messages)?;
+    let (st, msgs) = (state.clone(), req.messages.clone());
+    let ids = tokio::task::spawn_blocking(move || chat_prompt_ids(&st, &msgs))
+        .await
+        .map_err(|e| ApiError::Internal(format!("tokenizer task failed: {e}")))??;
     let run = launch(state, Api::Chat, vec![ids], req.opts, Vec::new())?;
     respond(state, run).await
 }

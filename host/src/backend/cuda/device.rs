@@ -86,7 +86,12 @@ fn kernel_names(family: &str) -> Vec<String> {
     let v: Vec<&str> = match family {
         "embedding" => vec!["embedding_gather"],
         "norm" => vec!["add_rmsnorm"],
-        "rope" => vec!["norm_rope_hd64", "norm_rope_hd128", "norm_rope_hd256", "norm_rope_generic"],
+        "rope" => vec![
+            "norm_rope_hd64",
+            "norm_rope_hd128",
+            "norm_rope_hd256",
+            "norm_rope_generic",
+        ],
         "activation" => vec!["silu_mul"],
         "kv_store" => vec!["kv_store"],
         "tensor" => vec![
@@ -196,29 +201,31 @@ impl Device {
     }
 }
 
+/// A family's CUBIN and whether it came from the cache, or why not.
+type Compiled = Result<(Vec<u8>, bool), CudaError>;
+
 fn load_kernels(ctx: &Arc<CudaContext>, arch: &str) -> Kernels {
     // NVRTC programs are independent: compile the families in parallel.
-    let results: Vec<(&'static str, Result<(Vec<u8>, bool), CudaError>)> =
-        std::thread::scope(|s| {
-            let hs: Vec<_> = nvrtc::FAMILIES
-                .iter()
-                .map(|&(fam, src)| (fam, s.spawn(move || nvrtc::compile_cached(fam, src, arch))))
-                .collect();
-            hs.into_iter()
-                .map(|(fam, h)| {
-                    (
-                        fam,
-                        h.join().unwrap_or_else(|_| {
-                            Err(CudaError::Compile {
-                                family: fam,
-                                arch: arch.into(),
-                                log: "compiler thread panicked".into(),
-                            })
-                        }),
-                    )
-                })
-                .collect()
-        });
+    let results: Vec<(&'static str, Compiled)> = std::thread::scope(|s| {
+        let hs: Vec<_> = nvrtc::FAMILIES
+            .iter()
+            .map(|&(fam, src)| (fam, s.spawn(move || nvrtc::compile_cached(fam, src, arch))))
+            .collect();
+        hs.into_iter()
+            .map(|(fam, h)| {
+                (
+                    fam,
+                    h.join().unwrap_or_else(|_| {
+                        Err(CudaError::Compile {
+                            family: fam,
+                            arch: arch.into(),
+                            log: "compiler thread panicked".into(),
+                        })
+                    }),
+                )
+            })
+            .collect()
+    });
     let mut k = Kernels {
         funcs: HashMap::new(),
         failed: Vec::new(),

@@ -30,6 +30,7 @@ fn g(n: usize) -> u32 {
 }
 
 impl CudaBackend {
+    #[allow(clippy::too_many_arguments)]
     fn gemm(
         &self,
         x: u64,
@@ -80,6 +81,7 @@ impl CudaBackend {
     }
 
     /// The head_dim-specialised norm/rope kernel.
+    #[allow(clippy::too_many_arguments)]
     fn norm_rope(
         &self,
         x: &mut CudaTensor,
@@ -91,7 +93,11 @@ impl CudaBackend {
         op: &'static str,
     ) -> Result<(), BackendError> {
         let (rows, cols) = x.rows_cols(op)?;
-        if head_dim == 0 || head_dim % 2 != 0 || head_dim > 1024 || cols % head_dim != 0 {
+        if head_dim == 0
+            || !head_dim.is_multiple_of(2)
+            || head_dim > 1024
+            || !cols.is_multiple_of(head_dim)
+        {
             return Err(BackendError::Unsupported(format!(
                 "{op}: head_dim {head_dim} (cols {cols}); kernels need an even head_dim up to 1024"
             )));
@@ -161,7 +167,7 @@ impl Backend for CudaBackend {
 
     fn upload(&self, shape: &[usize], data: HostData<'_>) -> Result<CudaTensor, BackendError> {
         let n: usize = shape.iter().product();
-        if data.len() != n || data.bytes.len() % data.dtype.size() != 0 {
+        if data.len() != n || !data.bytes.len().is_multiple_of(data.dtype.size()) {
             return Err(shape_err(
                 "upload",
                 format!(
@@ -204,7 +210,7 @@ impl Backend for CudaBackend {
     }
 
     fn alloc_kv(&self, layout: KvLayout) -> Result<CudaKv, BackendError> {
-        if layout.head_dim % 8 != 0 {
+        if !layout.head_dim.is_multiple_of(8) {
             return Err(BackendError::Unsupported(format!(
                 "head_dim {} (the CUDA kernels need a multiple of 8)",
                 layout.head_dim
@@ -270,7 +276,7 @@ impl Backend for CudaBackend {
                 "token id {t} out of range (vocab {vocab})"
             )));
         }
-        if hidden % 8 != 0 {
+        if !hidden.is_multiple_of(8) {
             return Err(BackendError::Unsupported(format!(
                 "embedding: hidden {hidden} not a multiple of 8"
             )));
@@ -299,7 +305,7 @@ impl Backend for CudaBackend {
         eps: f32,
     ) -> Result<CudaTensor, BackendError> {
         let (rows, n) = x.rows_cols("rms_norm")?;
-        if w.numel() != n || n % 8 != 0 {
+        if w.numel() != n || !n.is_multiple_of(8) {
             return Err(shape_err(
                 "rms_norm",
                 format!("x {:?} weight {:?}", x.shape, w.shape),
@@ -331,7 +337,7 @@ impl Backend for CudaBackend {
         eps: f32,
     ) -> Result<CudaTensor, BackendError> {
         let (rows, n) = residual.rows_cols("add_rms_norm")?;
-        if residual.shape != x.shape || w.numel() != n || n % 8 != 0 {
+        if residual.shape != x.shape || w.numel() != n || !n.is_multiple_of(8) {
             return Err(shape_err(
                 "add_rms_norm",
                 format!(
@@ -451,11 +457,11 @@ impl Backend for CudaBackend {
         }
         let xp = self.bf16_ptr(x, "split_cols")?;
         let mut outs = Vec::with_capacity(widths.len());
-        let mut off = 0;
+        let mut off = 0usize;
         for &wd in widths {
             let o = self.new_bf16(rows, wd)?;
             if rows > 0 && wd > 0 {
-                let vec = wd % 8 == 0 && off % 8 == 0 && cols % 8 == 0;
+                let vec = wd.is_multiple_of(8) && off.is_multiple_of(8) && cols.is_multiple_of(8);
                 let (name, grid_x, block) = if vec {
                     ("copy_cols", (wd / 8).div_ceil(128), 128)
                 } else {
@@ -463,7 +469,7 @@ impl Backend for CudaBackend {
                 };
                 self.launch(
                     name,
-                    cfg((g(grid_x), rows as u32, 1), block),
+                    cfg((rows as u32, g(grid_x), 1), block),
                     &[
                         Arg::U64(xp),
                         Arg::I32(cols as i32),
@@ -528,7 +534,7 @@ impl Backend for CudaBackend {
 
     fn silu_mul(&self, gate_up: &CudaTensor) -> Result<CudaTensor, BackendError> {
         let (rows, cols) = gate_up.rows_cols("silu_mul")?;
-        if cols % 16 != 0 {
+        if !cols.is_multiple_of(16) {
             return Err(shape_err(
                 "silu_mul",
                 format!("width {cols} (need a multiple of 16)"),
@@ -539,7 +545,7 @@ impl Backend for CudaBackend {
         if rows > 0 {
             self.launch(
                 "silu_mul",
-                cfg((g((n / 8).div_ceil(128)), rows as u32, 1), 128),
+                cfg((rows as u32, g((n / 8).div_ceil(128)), 1), 128),
                 &[
                     Arg::U64(self.bf16_ptr(gate_up, "silu_mul")?),
                     Arg::U64(self.tptr(&out)),
@@ -614,7 +620,11 @@ impl Backend for CudaBackend {
         let l = kv.layout;
         let d = l.head_dim;
         let (rows, cols) = q.rows_cols("attention")?;
-        if layer >= l.num_layers || d == 0 || cols % d != 0 || rows != step.meta.num_tokens() {
+        if layer >= l.num_layers
+            || d == 0
+            || !cols.is_multiple_of(d)
+            || rows != step.meta.num_tokens()
+        {
             return Err(shape_err(
                 "attention",
                 format!(
@@ -625,7 +635,7 @@ impl Backend for CudaBackend {
             ));
         }
         let hq = cols / d;
-        if l.kv_heads == 0 || hq % l.kv_heads != 0 {
+        if l.kv_heads == 0 || !hq.is_multiple_of(l.kv_heads) {
             return Err(shape_err(
                 "attention",
                 format!(

@@ -100,7 +100,7 @@ impl RowParams {
         self.frequency
             .push(if freq_on { p.frequency_penalty } else { 0.0 });
         self.temperature.push(temperature);
-        self.top_k.push(p.top_k as i32);
+        self.top_k.push(p.top_k);
         self.top_p.push(p.top_p);
         self.min_p.push(p.min_p);
         self.seed.push(r.seed);

@@ -32,7 +32,12 @@ pub fn metas(c: &Case, rng: &mut ChaCha8Rng) -> (usize, StepMeta, StepMeta) {
     let num_pages = total + 3;
     let mut pool: Vec<u32> = (0..num_pages as u32).collect();
     pool.shuffle(rng);
-    let mut fill = StepMeta { page_size: ps as u32, q_indptr: vec![0], page_indptr: vec![0], ..Default::default() };
+    let mut fill = StepMeta {
+        page_size: ps as u32,
+        q_indptr: vec![0],
+        page_indptr: vec![0],
+        ..Default::default()
+    };
     let mut attn = fill.clone();
     let mut next = 0;
     for (&(prefix, new), &np) in c.seqs.iter().zip(&need) {
@@ -56,19 +61,98 @@ pub fn metas(c: &Case, rng: &mut ChaCha8Rng) -> (usize, StepMeta, StepMeta) {
 
 pub fn cases() -> Vec<Case> {
     let mut rng = ChaCha8Rng::seed_from_u64(7);
-    let mut decode = |n: usize, max: usize| -> Vec<(usize, usize)> { (0..n).map(|_| (rng.random_range(0..max), 1)).collect() };
+    let mut decode = |n: usize, max: usize| -> Vec<(usize, usize)> {
+        (0..n).map(|_| (rng.random_range(0..max), 1)).collect()
+    };
     vec![
-        Case { name: "prefill ragged", page_size: 16, head_dim: 128, q_heads: 16, kv_heads: 8, seqs: vec![(0, 1), (0, 17), (0, 64), (0, 100), (0, 300)] },
-        Case { name: "prefix+extend", page_size: 1, head_dim: 64, q_heads: 9, kv_heads: 3, seqs: vec![(5, 3), (100, 37), (1000, 130), (63, 1), (0, 65)] },
-        Case { name: "prefix+extend", page_size: 256, head_dim: 128, q_heads: 32, kv_heads: 8, seqs: vec![(300, 200), (0, 513), (255, 2)] },
-        Case { name: "mixed prefill+decode", page_size: 16, head_dim: 128, q_heads: 40, kv_heads: 8, seqs: vec![(700, 1), (0, 90), (33, 1), (1200, 64)] },
-        Case { name: "decode", page_size: 16, head_dim: 128, q_heads: 16, kv_heads: 8, seqs: decode(32, 2000) },
-        Case { name: "decode", page_size: 1, head_dim: 64, q_heads: 9, kv_heads: 3, seqs: decode(17, 3000) },
-        Case { name: "decode", page_size: 256, head_dim: 128, q_heads: 64, kv_heads: 8, seqs: decode(9, 5000) },
-        Case { name: "decode", page_size: 16, head_dim: 128, q_heads: 40, kv_heads: 8, seqs: decode(5, 1500) },
-        Case { name: "decode", page_size: 16, head_dim: 64, q_heads: 8, kv_heads: 8, seqs: decode(64, 700) },
-        Case { name: "decode long", page_size: 16, head_dim: 128, q_heads: 16, kv_heads: 8, seqs: vec![(32767, 1), (20000, 1), (9, 1), (16383, 1)] },
-        Case { name: "prefill long prefix", page_size: 16, head_dim: 128, q_heads: 16, kv_heads: 8, seqs: vec![(8000, 512)] },
+        Case {
+            name: "prefill ragged",
+            page_size: 16,
+            head_dim: 128,
+            q_heads: 16,
+            kv_heads: 8,
+            seqs: vec![(0, 1), (0, 17), (0, 64), (0, 100), (0, 300)],
+        },
+        Case {
+            name: "prefix+extend",
+            page_size: 1,
+            head_dim: 64,
+            q_heads: 9,
+            kv_heads: 3,
+            seqs: vec![(5, 3), (100, 37), (1000, 130), (63, 1), (0, 65)],
+        },
+        Case {
+            name: "prefix+extend",
+            page_size: 256,
+            head_dim: 128,
+            q_heads: 32,
+            kv_heads: 8,
+            seqs: vec![(300, 200), (0, 513), (255, 2)],
+        },
+        Case {
+            name: "mixed prefill+decode",
+            page_size: 16,
+            head_dim: 128,
+            q_heads: 40,
+            kv_heads: 8,
+            seqs: vec![(700, 1), (0, 90), (33, 1), (1200, 64)],
+        },
+        Case {
+            name: "decode",
+            page_size: 16,
+            head_dim: 128,
+            q_heads: 16,
+            kv_heads: 8,
+            seqs: decode(32, 2000),
+        },
+        Case {
+            name: "decode",
+            page_size: 1,
+            head_dim: 64,
+            q_heads: 9,
+            kv_heads: 3,
+            seqs: decode(17, 3000),
+        },
+        Case {
+            name: "decode",
+            page_size: 256,
+            head_dim: 128,
+            q_heads: 64,
+            kv_heads: 8,
+            seqs: decode(9, 5000),
+        },
+        Case {
+            name: "decode",
+            page_size: 16,
+            head_dim: 128,
+            q_heads: 40,
+            kv_heads: 8,
+            seqs: decode(5, 1500),
+        },
+        Case {
+            name: "decode",
+            page_size: 16,
+            head_dim: 64,
+            q_heads: 8,
+            kv_heads: 8,
+            seqs: decode(64, 700),
+        },
+        Case {
+            name: "decode long",
+            page_size: 16,
+            head_dim: 128,
+            q_heads: 16,
+            kv_heads: 8,
+            seqs: vec![(32767, 1), (20000, 1), (9, 1), (16383, 1)],
+        },
+        Case {
+            name: "prefill long prefix",
+            page_size: 16,
+            head_dim: 128,
+            q_heads: 16,
+            kv_heads: 8,
+            seqs: vec![(8000, 512)],
+        },
     ]
 }
 
@@ -76,7 +160,13 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xa77);
     for c in cases() {
         let (num_pages, fill, attn) = metas(&c, &mut rng);
-        let layout = KvLayout { num_layers: 1, num_pages, page_size: c.page_size, kv_heads: c.kv_heads, head_dim: c.head_dim };
+        let layout = KvLayout {
+            num_layers: 1,
+            num_pages,
+            page_size: c.page_size,
+            kv_heads: c.kv_heads,
+            head_dim: c.head_dim,
+        };
         let kvw = c.kv_heads * c.head_dim;
         let nf = fill.tokens.len();
         let k = randn(&mut rng, nf * kvw, 1.0);
@@ -87,13 +177,31 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         // CPU reference.
         let mut kvc = cpu.alloc_kv(layout)?;
         let fc = cpu.prepare_step(&fill)?;
-        cpu.store_kv(&mut kvc, 0, &up(cpu, &[nf, kvw], &k)?, &up(cpu, &[nf, kvw], &v)?, &fc)?;
+        cpu.store_kv(
+            &mut kvc,
+            0,
+            &up(cpu, &[nf, kvw], &k)?,
+            &up(cpu, &[nf, kvw], &v)?,
+            &fc,
+        )?;
         let ac = cpu.prepare_step(&attn)?;
-        let oc = cpu.to_host(&cpu.attention(&up(cpu, &[t, c.q_heads * c.head_dim], &q)?, &kvc, 0, &ac, scale)?)?;
+        let oc = cpu.to_host(&cpu.attention(
+            &up(cpu, &[t, c.q_heads * c.head_dim], &q)?,
+            &kvc,
+            0,
+            &ac,
+            scale,
+        )?)?;
         // GPU: the path the backend picks, then the simple kernel.
         let mut kvg = gpu.alloc_kv(layout)?;
         let fg = gpu.prepare_step(&fill)?;
-        gpu.store_kv(&mut kvg, 0, &up(gpu, &[nf, kvw], &k)?, &up(gpu, &[nf, kvw], &v)?, &fg)?;
+        gpu.store_kv(
+            &mut kvg,
+            0,
+            &up(gpu, &[nf, kvw], &k)?,
+            &up(gpu, &[nf, kvw], &v)?,
+            &fg,
+        )?;
         let ag = gpu.prepare_step(&attn)?;
         let qg = up(gpu, &[t, c.q_heads * c.head_dim], &q)?;
         let path = gpu.attention_path(&ag, c.head_dim);
@@ -101,13 +209,30 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         let max_ctx = attn.kv_lens.iter().max().copied().unwrap_or(0);
         let desc = format!(
             "{} ps={} hd={} {}q/{}kv seqs={} T={t} max_ctx={max_ctx}",
-            c.name, c.page_size, c.head_dim, c.q_heads, c.kv_heads, c.seqs.len()
+            c.name,
+            c.page_size,
+            c.head_dim,
+            c.q_heads,
+            c.kv_heads,
+            c.seqs.len()
         );
-        rep.check("attention", format!("{desc} [{path:?}]"), &gpu.to_host(&og)?, &oc, 2e-2);
+        rep.check(
+            "attention",
+            format!("{desc} [{path:?}]"),
+            &gpu.to_host(&og)?,
+            &oc,
+            2e-2,
+        );
         if path != AttnPath::Simple {
             let os = gpu.new_output(t, c.q_heads * c.head_dim)?;
             gpu.attention_into(&qg, &kvg, 0, &ag, scale, &os, Some(AttnPath::Simple))?;
-            rep.check("attention", format!("{desc} [Simple]"), &gpu.to_host(&os)?, &oc, 2e-2);
+            rep.check(
+                "attention",
+                format!("{desc} [Simple]"),
+                &gpu.to_host(&os)?,
+                &oc,
+                2e-2,
+            );
         }
     }
     Ok(())

@@ -19,7 +19,12 @@ use crate::model::runner::{build_runner, DeviceKind};
 const COPY_CEILING: f64 = 4.28e12;
 
 /// Fill every slot of the cache with random K/V by repeating one random chunk.
-fn fill_random(gpu: &CudaBackend, kv: &mut <CudaBackend as Backend>::Kv, fill: &StepMeta, kvw: usize) -> Result<()> {
+fn fill_random(
+    gpu: &CudaBackend,
+    kv: &mut <CudaBackend as Backend>::Kv,
+    fill: &StepMeta,
+    kvw: usize,
+) -> Result<()> {
     let chunk = 8192usize;
     let mut rng = ChaCha8Rng::seed_from_u64(11);
     let k = randn(&mut rng, chunk * kvw, 1.0);
@@ -41,8 +46,14 @@ fn fill_random(gpu: &CudaBackend, kv: &mut <CudaBackend as Backend>::Kv, fill: &
         if s.len() == chunk {
             gpu.store_kv(kv, 0, &kt, &vt, &st)?;
         } else {
-            let kk = gpu.upload(&[s.len(), kvw], crate::backend::HostData::f32(&k[..s.len() * kvw]))?;
-            let vv = gpu.upload(&[s.len(), kvw], crate::backend::HostData::f32(&v[..s.len() * kvw]))?;
+            let kk = gpu.upload(
+                &[s.len(), kvw],
+                crate::backend::HostData::f32(&k[..s.len() * kvw]),
+            )?;
+            let vv = gpu.upload(
+                &[s.len(), kvw],
+                crate::backend::HostData::f32(&v[..s.len() * kvw]),
+            )?;
             gpu.store_kv(kv, 0, &kk, &vv, &st)?;
         }
     }
@@ -67,11 +78,29 @@ fn time_ms(gpu: &CudaBackend, iters: usize, mut f: impl FnMut() -> Result<()>) -
 
 pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> Result<()> {
     let mut rng = ChaCha8Rng::seed_from_u64(99);
-    let shapes: &[(&str, usize, usize, usize)] = &[("decode", 256, 1100, 1), ("decode", 8, 16384, 1), ("decode", 64, 4096, 1), ("prefill", 8, 2048, 2048)];
+    let shapes: &[(&str, usize, usize, usize)] = &[
+        ("decode", 256, 1100, 1),
+        ("decode", 8, 16384, 1),
+        ("decode", 64, 4096, 1),
+        ("prefill", 8, 2048, 2048),
+    ];
     for &(kind, batch, ctx, new) in shapes {
-        let c = Case { name: "bench", page_size: 16, head_dim: 128, q_heads: 16, kv_heads: 8, seqs: vec![(ctx - new, new); batch] };
+        let c = Case {
+            name: "bench",
+            page_size: 16,
+            head_dim: 128,
+            q_heads: 16,
+            kv_heads: 8,
+            seqs: vec![(ctx - new, new); batch],
+        };
         let (num_pages, fill, attn) = metas(&c, &mut rng);
-        let layout = KvLayout { num_layers: 1, num_pages, page_size: 16, kv_heads: 8, head_dim: 128 };
+        let layout = KvLayout {
+            num_layers: 1,
+            num_pages,
+            page_size: 16,
+            kv_heads: 8,
+            head_dim: 128,
+        };
         let mut kv = gpu.alloc_kv(layout)?;
         fill_random(gpu, &mut kv, &fill, 1024)?;
         let t = attn.tokens.len();
@@ -80,9 +109,19 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
         let st = gpu.prepare_step(&attn)?;
         let out = gpu.new_output(t, 2048)?;
         let path = gpu.attention_path(&st, 128);
-        let ms = time_ms(gpu, 20, || Ok(gpu.attention_into(&qg, &kv, 0, &st, 0.088, &out, None)?))?;
+        let ms = time_ms(gpu, 20, || {
+            Ok(gpu.attention_into(&qg, &kv, 0, &st, 0.088, &out, None)?)
+        })?;
         let ms_simple = time_ms(gpu, 3, || {
-            Ok(gpu.attention_into(&qg, &kv, 0, &st, 0.088, &out, Some(crate::backend::cuda::ops::AttnPath::Simple))?)
+            Ok(gpu.attention_into(
+                &qg,
+                &kv,
+                0,
+                &st,
+                0.088,
+                &out,
+                Some(crate::backend::cuda::ops::AttnPath::Simple),
+            )?)
         })?;
         if kind == "decode" {
             let bytes = (batch * ctx * 8 * 128 * 2 * 2) as f64;
@@ -111,7 +150,8 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
         let pages = ((prompt + steps + 2).div_ceil(16) * 256) as u32 + 1;
         let mut r = build_runner(&lm, DeviceKind::Cuda, pages, ps)?;
         for &batch in &[64usize, 256] {
-            let (tps, prefill_s) = super::model::decode_throughput(r.as_mut(), batch, prompt, steps)?;
+            let (tps, prefill_s) =
+                super::model::decode_throughput(r.as_mut(), batch, prompt, steps)?;
             rep.bench_line(format!(
                 "{} random weights, runner.step greedy decode, batch {batch}, context ~{prompt}: {tps:.0} tokens/s ({:.2} ms/step; prefill of {batch}x{prompt} tokens {:.3} s incl. first-use costs); no CUDA graphs",
                 p.display(),

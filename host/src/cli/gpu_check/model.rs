@@ -8,8 +8,10 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::report::Report;
+use super::rounded_cpu::RoundedCpu;
+use crate::backend::cpu::CpuBackend;
 use crate::batch::{SampleMode, SampleSpec, SeqInput, StepInput};
-use crate::model::runner::{build_runner, cpu_runner, DeviceKind};
+use crate::model::runner::{build_runner, cpu_runner, DeviceKind, Runner};
 use crate::model::{load, load_random, ModelRunner};
 
 fn cosine(a: &[f32], b: &[f32]) -> f64 {
@@ -19,7 +21,16 @@ fn cosine(a: &[f32], b: &[f32]) -> f64 {
         aa += x as f64 * x as f64;
         bb += y as f64 * y as f64;
     }
+    // NaN anywhere propagates (and fails the check).
     ab / (aa.sqrt() * bb.sqrt()).max(1e-30)
+}
+
+fn worst(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.min(b)
+    }
 }
 
 fn top2(v: &[f32]) -> (u32, f32, f32) {
@@ -37,21 +48,42 @@ fn top2(v: &[f32]) -> (u32, f32, f32) {
 }
 
 pub fn compare(path: &Path, random: bool, steps: usize, rep: &mut Report) -> Result<()> {
-    let lm = if random { load_random(path, 1) } else { load(path) }.with_context(|| format!("loading {}", path.display()))?;
-    let name = format!("{}{}", path.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(), if random { " (random weights)" } else { "" });
+    let lm = if random {
+        load_random(path, 1)
+    } else {
+        load(path)
+    }
+    .with_context(|| format!("loading {}", path.display()))?;
+    let name = format!(
+        "{}{}",
+        path.file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        if random { " (random weights)" } else { "" }
+    );
     let vocab = lm.config.vocab_size() as u32;
     let ps = 16u32;
     let prompts = [37usize, 11, 64];
     let per_seq = (prompts.iter().max().unwrap() + steps + 1).div_ceil(ps as usize) as u32;
     let pages = per_seq * prompts.len() as u32 + 1;
-    let mut cpu = cpu_runner(&lm, pages, ps)?;
+    // Reference: the CPU backend on the same bf16-rounded weights the GPU stores;
+    // the plain f32 CPU run (fixtures only) shows what weight rounding alone costs.
+    let mut cpu = Runner::new(RoundedCpu(CpuBackend::new()), &lm, pages, ps)?;
+    let mut cpu32 = if random {
+        None
+    } else {
+        Some(cpu_runner(&lm, pages, ps)?)
+    };
     let mut gpu = build_runner(&lm, DeviceKind::Cuda, pages, ps)?;
+    let mut min_cos32 = 1.0f64;
     let mut rng = ChaCha8Rng::seed_from_u64(42);
     let mut seqs: Vec<(Vec<u32>, Vec<u32>)> = prompts
         .iter()
         .enumerate()
         .map(|(i, &n)| {
-            let toks = (0..n).map(|_| rng.random_range(0..vocab.min(32000))).collect();
+            let toks = (0..n)
+                .map(|_| rng.random_range(0..vocab.min(32000)))
+                .collect();
             let pt = (0..per_seq).map(|p| i as u32 * per_seq + p).collect();
             (toks, pt)
         })
@@ -72,24 +104,36 @@ pub fn compare(path: &Path, random: bool, steps: usize, rep: &mut Report) -> Res
                     first_from_last_step: false,
                     start_pos: done[i] as u32,
                     page_table: pt.clone(),
-                    sample: Some(SampleSpec { mode: SampleMode::Greedy, logprobs: None }),
+                    sample: Some(SampleSpec {
+                        mode: SampleMode::Greedy,
+                        logprobs: None,
+                    }),
                 })
                 .collect(),
         };
         let lc = cpu.logits(&input)?;
         let lg = gpu.logits(&input)?;
+        if let Some(r) = cpu32.as_mut() {
+            for (c, g) in r.logits(&input)?.iter().zip(&lg) {
+                min_cos32 = worst(min_cos32, cosine(g, c));
+            }
+        }
         for (i, (c, g)) in lc.iter().zip(&lg).enumerate() {
             let cos = cosine(g, c);
-            min_cos = min_cos.min(cos);
+            min_cos = worst(min_cos, cos);
             let (tc, v1, v2) = top2(c);
             let (tg, _, _) = top2(g);
-            let max_diff = c.iter().zip(g).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+            let max_diff = c
+                .iter()
+                .zip(g)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0f32, |m, d| if d.is_nan() { f32::NAN } else { m.max(d) });
             compared += 1;
             if tc != tg && first_diff.is_none() {
                 let margin = v1 - v2;
                 // A flip is explained by precision when the CPU's own top-2 margin is within
                 // twice the largest logit difference between the backends at this step.
-                low_margin_diff = margin <= 2.0 * max_diff;
+                low_margin_diff = margin <= 2.0 * max_diff; // false for NaN
                 first_diff = Some(format!(
                     "first greedy difference at step {step} seq {i}: cpu {tc} gpu {tg}, cpu margin {margin:.4}, max |Δlogit| {max_diff:.4}"
                 ));
@@ -99,12 +143,17 @@ pub fn compare(path: &Path, random: bool, steps: usize, rep: &mut Report) -> Res
         }
     }
     let pass = min_cos > 0.999 && low_margin_diff;
+    let vs32 = if random {
+        String::new()
+    } else {
+        format!("; vs the f32-weight CPU: min cosine {min_cos32:.6}")
+    };
     rep.fact(
         "model",
         format!("{name}: {} seqs, prefill {:?} + {steps} decode steps", prompts.len(), prompts),
         pass,
         format!(
-            "min logits cosine {min_cos:.6} over {compared} rows; {}",
+            "vs CPU on the same bf16 weights: min logits cosine {min_cos:.6} over {compared} rows; {}{vs32}",
             first_diff.unwrap_or_else(|| "greedy tokens identical at every step".into())
         ),
     );
@@ -113,41 +162,57 @@ pub fn compare(path: &Path, random: bool, steps: usize, rep: &mut Report) -> Res
 
 /// Greedy decode throughput of a runner: `batch` sequences with `prompt` tokens, then
 /// `steps` decode steps through `ModelRunner::step` (device sampling, one sync per step).
-pub fn decode_throughput(r: &mut dyn ModelRunner, batch: usize, prompt: usize, steps: usize) -> Result<(f64, f64)> {
+pub fn decode_throughput(
+    r: &mut dyn ModelRunner,
+    batch: usize,
+    prompt: usize,
+    steps: usize,
+) -> Result<(f64, f64)> {
     let ps = r.page_size() as usize;
     let per_seq = (prompt + steps + 2).div_ceil(ps);
-    anyhow::ensure!(per_seq * batch <= r.num_pages() as usize, "not enough KV pages");
+    anyhow::ensure!(
+        per_seq * batch <= r.num_pages() as usize,
+        "not enough KV pages"
+    );
     let vocab = r.vocab_size();
     let mut rng = ChaCha8Rng::seed_from_u64(3);
     let mut seqs: Vec<(Vec<u32>, Vec<u32>, usize)> = (0..batch)
         .map(|i| {
-            let toks = (0..prompt).map(|_| rng.random_range(0..vocab.min(32000))).collect();
-            let pt = (0..per_seq as u32).map(|p| i as u32 * per_seq as u32 + p).collect();
+            let toks = (0..prompt)
+                .map(|_| rng.random_range(0..vocab.min(32000)))
+                .collect();
+            let pt = (0..per_seq as u32)
+                .map(|p| i as u32 * per_seq as u32 + p)
+                .collect();
             (toks, pt, 0)
         })
         .collect();
-    let run = |seqs: &mut Vec<(Vec<u32>, Vec<u32>, usize)>, r: &mut dyn ModelRunner| -> Result<()> {
-        let input = StepInput {
-            seqs: seqs
-                .iter()
-                .enumerate()
-                .map(|(i, (t, pt, done))| SeqInput {
-                    id: i as u64,
-                    tokens: t[*done..].to_vec(),
-                    first_from_last_step: false,
-                    start_pos: *done as u32,
-                    page_table: pt.clone(),
-                    sample: Some(SampleSpec { mode: SampleMode::Greedy, logprobs: None }),
-                })
-                .collect(),
+    let run =
+        |seqs: &mut Vec<(Vec<u32>, Vec<u32>, usize)>, r: &mut dyn ModelRunner| -> Result<()> {
+            let input = StepInput {
+                seqs: seqs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (t, pt, done))| SeqInput {
+                        id: i as u64,
+                        tokens: t[*done..].to_vec(),
+                        first_from_last_step: false,
+                        start_pos: *done as u32,
+                        page_table: pt.clone(),
+                        sample: Some(SampleSpec {
+                            mode: SampleMode::Greedy,
+                            logprobs: None,
+                        }),
+                    })
+                    .collect(),
+            };
+            let out = r.step(&input)?;
+            for (s, o) in seqs.iter_mut().zip(out.outputs) {
+                s.2 = s.0.len();
+                s.0.push(o.token);
+            }
+            Ok(())
         };
-        let out = r.step(&input)?;
-        for (s, o) in seqs.iter_mut().zip(out.outputs) {
-            s.2 = s.0.len();
-            s.0.push(o.token);
-        }
-        Ok(())
-    };
     let t0 = std::time::Instant::now();
     run(&mut seqs, r)?; // prefill
     let prefill_s = t0.elapsed().as_secs_f64();

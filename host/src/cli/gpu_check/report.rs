@@ -45,7 +45,12 @@ pub fn compare(gpu: &[f32], cpu: &[f32]) -> (f64, f64) {
         den += (b as f64) * (b as f64);
         mx = mx.max(d.abs());
     }
-    let den: f64 = cpu.iter().filter(|b| b.is_finite()).map(|&b| (b as f64) * (b as f64)).sum::<f64>().max(den);
+    let den: f64 = cpu
+        .iter()
+        .filter(|b| b.is_finite())
+        .map(|&b| (b as f64) * (b as f64))
+        .sum::<f64>()
+        .max(den);
     ((num / den.max(1e-30)).sqrt(), mx)
 }
 
@@ -55,21 +60,47 @@ impl Report {
     }
 
     /// Record a comparison of `gpu` against `cpu` with tolerance `tol` on the relative error.
-    pub fn check(&mut self, group: &'static str, case: String, gpu: &[f32], cpu: &[f32], tol: f64) -> bool {
+    pub fn check(
+        &mut self,
+        group: &'static str,
+        case: String,
+        gpu: &[f32],
+        cpu: &[f32],
+        tol: f64,
+    ) -> bool {
         let (rel, max_abs) = compare(gpu, cpu);
         let pass = rel <= tol;
         println!(
             "{} {group} {case}: rel {rel:.3e} max_abs {max_abs:.3e} (tol {tol:.0e})",
             if pass { "ok  " } else { "FAIL" }
         );
-        self.rows.push(Row { group, case, rel, max_abs, tol, pass, extra: String::new() });
+        self.rows.push(Row {
+            group,
+            case,
+            rel,
+            max_abs,
+            tol,
+            pass,
+            extra: String::new(),
+        });
         pass
     }
 
     /// Record a pass/fail fact with a description.
     pub fn fact(&mut self, group: &'static str, case: String, pass: bool, extra: String) {
-        println!("{} {group} {case}: {extra}", if pass { "ok  " } else { "FAIL" });
-        self.rows.push(Row { group, case, rel: 0.0, max_abs: 0.0, tol: 0.0, pass, extra });
+        println!(
+            "{} {group} {case}: {extra}",
+            if pass { "ok  " } else { "FAIL" }
+        );
+        self.rows.push(Row {
+            group,
+            case,
+            rel: 0.0,
+            max_abs: 0.0,
+            tol: 0.0,
+            pass,
+            extra,
+        });
     }
 
     pub fn failures(&self) -> usize {
@@ -77,7 +108,10 @@ impl Report {
     }
 
     pub fn print(&self) {
-        println!("\n{:<10} {:<58} {:>10} {:>10} {:>6}  extra", "group", "case", "rel_err", "max_abs", "ok");
+        println!(
+            "\n{:<10} {:<58} {:>10} {:>10} {:>6}  extra",
+            "group", "case", "rel_err", "max_abs", "ok"
+        );
         for r in &self.rows {
             println!(
                 "{:<10} {:<58} {:>10.3e} {:>10.3e} {:>6}  {}",
@@ -116,7 +150,11 @@ impl Report {
                 s.push_str(&format!("- {b}\n"));
             }
         }
-        s.push_str(&format!("\n{} checks, {} failed\n", self.rows.len(), self.failures()));
+        s.push_str(&format!(
+            "\n{} checks, {} failed\n",
+            self.rows.len(),
+            self.failures()
+        ));
         s
     }
 }

@@ -30,42 +30,110 @@ fn specs(rng: &mut ChaCha8Rng, vocab: usize) -> Vec<(String, SampleSpec)> {
         s
     };
     let mut v: Vec<(String, SampleSpec)> = Vec::new();
-    v.push(("greedy".into(), SampleSpec { mode: SampleMode::Greedy, logprobs: None }));
-    v.push(("greedy+top5 logprobs".into(), SampleSpec { mode: SampleMode::Greedy, logprobs: Some(5) }));
+    v.push((
+        "greedy".into(),
+        SampleSpec {
+            mode: SampleMode::Greedy,
+            logprobs: None,
+        },
+    ));
+    v.push((
+        "greedy+top5 logprobs".into(),
+        SampleSpec {
+            mode: SampleMode::Greedy,
+            logprobs: Some(5),
+        },
+    ));
     let mk = |rng: &mut ChaCha8Rng, name: &str, params: SamplingParams, lp: Option<u32>| {
-        (name.to_string(), SampleSpec { mode: SampleMode::Sample(resolved(rng, params, vocab)), logprobs: lp })
+        (
+            name.to_string(),
+            SampleSpec {
+                mode: SampleMode::Sample(resolved(rng, params, vocab)),
+                logprobs: lp,
+            },
+        )
     };
-    v.push(mk(rng, "T=0.7 top_k=50", p(&|s| { s.temperature = 0.7; s.top_k = 50 }), Some(0)));
-    v.push(mk(rng, "T=1 top_p=0.9", p(&|s| { s.top_p = 0.9 }), None));
+    v.push(mk(
+        rng,
+        "T=0.7 top_k=50",
+        p(&|s| {
+            s.temperature = 0.7;
+            s.top_k = 50
+        }),
+        Some(0),
+    ));
+    v.push(mk(rng, "T=1 top_p=0.9", p(&|s| s.top_p = 0.9), None));
     v.push(mk(rng, "T=1 plain", p(&|_| {}), Some(2)));
-    v.push(mk(rng, "T=0.8 min_p=0.05", p(&|s| { s.temperature = 0.8; s.min_p = 0.05 }), None));
-    let mut pen = mk(rng, "penalties+bias T=0.9 top_k=100 top_p=0.8", p(&|s| {
-        s.temperature = 0.9;
-        s.top_k = 100;
-        s.top_p = 0.8;
-        s.repetition_penalty = 1.3;
-        s.frequency_penalty = 0.5;
-        s.presence_penalty = 0.2;
-    }), Some(3));
+    v.push(mk(
+        rng,
+        "T=0.8 min_p=0.05",
+        p(&|s| {
+            s.temperature = 0.8;
+            s.min_p = 0.05
+        }),
+        None,
+    ));
+    let mut pen = mk(
+        rng,
+        "penalties+bias T=0.9 top_k=100 top_p=0.8",
+        p(&|s| {
+            s.temperature = 0.9;
+            s.top_k = 100;
+            s.top_p = 0.8;
+            s.repetition_penalty = 1.3;
+            s.frequency_penalty = 0.5;
+            s.presence_penalty = 0.2;
+        }),
+        Some(3),
+    );
     if let SampleMode::Sample(r) = &mut pen.1.mode {
-        r.logit_bias = (0..10).map(|i| TokenBias { token: i * 7, bias: 3.0 }).collect();
+        r.logit_bias = (0..10)
+            .map(|i| TokenBias {
+                token: i * 7,
+                bias: 3.0,
+            })
+            .collect();
     }
     v.push(pen);
-    let mut allowed = mk(rng, "allowed 100 ids T=1.2", p(&|s| { s.temperature = 1.2 }), Some(1));
+    let mut allowed = mk(
+        rng,
+        "allowed 100 ids T=1.2",
+        p(&|s| s.temperature = 1.2),
+        Some(1),
+    );
     if let SampleMode::Sample(r) = &mut allowed.1.mode {
         r.allowed_tokens = Some((0..100).map(|i| (i * 131 % vocab) as u32).collect());
     }
     v.push(allowed);
-    let mut t0 = mk(rng, "T=0 with bias (greedy over processed)", p(&|s| { s.temperature = 0.0 }), Some(1));
+    let mut t0 = mk(
+        rng,
+        "T=0 with bias (greedy over processed)",
+        p(&|s| s.temperature = 0.0),
+        Some(1),
+    );
     if let SampleMode::Sample(r) = &mut t0.1.mode {
-        r.logit_bias = vec![TokenBias { token: 5, bias: 2.0 }];
+        r.logit_bias = vec![TokenBias {
+            token: 5,
+            bias: 2.0,
+        }];
     }
     v.push(t0);
-    v.push(mk(rng, "top_k=1", p(&|s| { s.top_k = 1 }), None));
+    v.push(mk(rng, "top_k=1", p(&|s| s.top_k = 1), None));
     v.push((
         "candidates k=16 top_k=40 top_p=0.95 T=0.9".into(),
         SampleSpec {
-            mode: SampleMode::Candidates { k: 16, processing: resolved(rng, p(&|s| { s.temperature = 0.9; s.top_k = 40; s.top_p = 0.95 }), vocab) },
+            mode: SampleMode::Candidates {
+                k: 16,
+                processing: resolved(
+                    rng,
+                    p(&|s| {
+                        s.temperature = 0.9;
+                        s.top_k = 40;
+                        s.top_p = 0.95
+                    }),
+                    vocab,
+                ),
+            },
             logprobs: Some(2),
         },
     ));
@@ -82,7 +150,9 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
             for (n, s) in &base {
                 let mut s = s.clone();
                 match &mut s.mode {
-                    SampleMode::Sample(x) | SampleMode::Candidates { processing: x, .. } => x.seed = rng.random::<u64>() ^ r,
+                    SampleMode::Sample(x) | SampleMode::Candidates { processing: x, .. } => {
+                        x.seed = rng.random::<u64>() ^ r
+                    }
                     SampleMode::Greedy => {}
                 }
                 rows.push((n.clone(), s));
@@ -102,15 +172,22 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         let mut list_mismatch = 0;
         for (i, (a, b)) in og.iter().zip(&oc).enumerate() {
             if a.token != b.token {
-                tok_mismatch.push(format!("row {i} ({}): gpu {} cpu {}", rows[i].0, a.token, b.token));
+                tok_mismatch.push(format!(
+                    "row {i} ({}): gpu {} cpu {}",
+                    rows[i].0, a.token, b.token
+                ));
             }
             if let (Some(x), Some(y)) = (a.logprob, b.logprob) {
                 max_lp = max_lp.max((x - y).abs());
             } else if a.logprob.is_some() != b.logprob.is_some() {
                 list_mismatch += 1;
             }
-            for (la, lb) in [(&a.top_logprobs, &b.top_logprobs), (&a.candidates, &b.candidates)] {
-                if la.len() != lb.len() || la.iter().zip(lb.iter()).any(|(x, y)| x.token != y.token) {
+            for (la, lb) in [
+                (&a.top_logprobs, &b.top_logprobs),
+                (&a.candidates, &b.candidates),
+            ] {
+                if la.len() != lb.len() || la.iter().zip(lb.iter()).any(|(x, y)| x.token != y.token)
+                {
                     list_mismatch += 1;
                 }
                 for (x, y) in la.iter().zip(lb.iter()) {
@@ -122,7 +199,11 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
             "sampling",
             format!("vocab={vocab} rows={n} tokens"),
             tok_mismatch.is_empty(),
-            if tok_mismatch.is_empty() { format!("all {n} tokens identical; device sample() {gpu_ms:.2} ms") } else { tok_mismatch.join("; ") },
+            if tok_mismatch.is_empty() {
+                format!("all {n} tokens identical; device sample() {gpu_ms:.2} ms")
+            } else {
+                tok_mismatch.join("; ")
+            },
         );
         rep.fact(
             "sampling",

@@ -64,51 +64,49 @@ impl std::fmt::Debug for GgufModel {
     }
 }
 
-/// Loads a GGUF model: config, dequantised tensors and tokenizer.
+/// Loads a GGUF model: config, dequantised tensors and tokenizer. Metadata
+/// is checked before any tensor is dequantised, so a bad file fails fast.
 pub fn load(path: &Path) -> Result<GgufModel, GgufError> {
     let file = GgufFile::open(path)?;
     let m = Meta(&file);
-    let arch_name = m.str("general.architecture")?;
-    let arch = Arch::parse(arch_name)?;
+    let arch = Arch::parse(m.str("general.architecture")?)?;
 
     let tok = tokenizer::build_tokenizer(&file)?;
     let chat_template = m.str_opt("tokenizer.chat_template")?.map(str::to_string);
 
-    let heads = m.u64(&format!("{arch_name}.attention.head_count"))? as usize;
-    let kv_heads = m
-        .u64_opt(&format!("{arch_name}.attention.head_count_kv"))?
-        .unwrap_or(heads as u64) as usize;
-    if heads == 0 || kv_heads == 0 {
-        return Err(GgufError::BadValue {
-            key: format!("{arch_name}.attention.head_count"),
-            value: format!("{heads} (kv {kv_heads})"),
-            detail: "head counts must be positive".into(),
-        });
-    }
-    let (tensors, rope_freqs) = tensors::load_tensors(&file, arch, heads, kv_heads)?;
+    let tied = file.tensor("output.weight").is_none();
+    let llama3 = match file.tensor(tensors::ROPE_FREQS) {
+        None => None,
+        Some(info) => {
+            let freqs = dequant::dequantize(
+                &info.name,
+                info.ggml_type,
+                file.tensor_bytes(info),
+                info.n_elements() as usize,
+            )?;
+            // head_dim and rope_theta as the config derives them.
+            let base = build_config(&file, arch, tied, tok.vocab_len, None)?;
+            let num = |k: &str| base[k].as_f64().unwrap_or_default();
+            Some(infer_llama3_rope(
+                &freqs,
+                num("rope_theta"),
+                num("head_dim") as usize,
+            )?)
+        }
+    };
+    let config = build_config(&file, arch, tied, tok.vocab_len, llama3)?;
+    let count = |k: &str| config[k].as_u64().unwrap_or_default() as usize;
+    let tensors = tensors::load_tensors(
+        &file,
+        arch,
+        count("num_attention_heads"),
+        count("num_key_value_heads"),
+    )?;
     for required in ["model.embed_tokens.weight", "model.norm.weight"] {
         if !tensors.contains_key(required) {
             return Err(GgufError::MissingTensor(required.into()));
         }
     }
-    let tied = !tensors.contains_key("lm_head.weight");
-
-    // Head dim for the rope check comes from the same rule as the config.
-    let llama3 = match rope_freqs {
-        None => None,
-        Some(freqs) => {
-            let hidden = m.u64(&format!("{arch_name}.embedding_length"))? as usize;
-            let head_dim = m
-                .u64_opt(&format!("{arch_name}.attention.key_length"))?
-                .map(|d| d as usize)
-                .unwrap_or(hidden / heads);
-            let theta = m
-                .f64_opt(&format!("{arch_name}.rope.freq_base"))?
-                .unwrap_or(10000.0);
-            Some(infer_llama3_rope(&freqs, theta, head_dim)?)
-        }
-    };
-    let config = build_config(&file, arch, tied, tok.vocab_len, llama3)?;
 
     Ok(GgufModel {
         config,

@@ -66,29 +66,21 @@ pub fn unpermute_rows(data: &[f32], n_heads: usize, row_len: usize) -> Vec<f32> 
     out
 }
 
-/// HF-named tensors, and the `rope_freqs` divisors when the file has them.
-pub type LoadedTensors = (HashMap<String, DenseTensor>, Option<Vec<f32>>);
-
 /// Dequantises every model tensor (in parallel) under its HF name.
-/// `rope_freqs.weight` is returned separately: it is metadata in HF terms.
+/// `rope_freqs.weight` is skipped: in HF terms it is config (`rope_scaling`).
 pub fn load_tensors(
     file: &GgufFile,
     arch: Arch,
     n_heads: usize,
     n_kv_heads: usize,
-) -> Result<LoadedTensors, GgufError> {
-    let mut jobs: Vec<(&TensorInfo, Option<String>)> = Vec::with_capacity(file.tensors.len());
-    for t in &file.tensors {
-        if t.name == ROPE_FREQS {
-            jobs.push((t, None));
-            continue;
-        }
+) -> Result<HashMap<String, DenseTensor>, GgufError> {
+    let mut jobs: Vec<(&TensorInfo, String)> = Vec::with_capacity(file.tensors.len());
+    for t in file.tensors.iter().filter(|t| t.name != ROPE_FREQS) {
         let name = hf_name(&t.name).ok_or_else(|| GgufError::UnknownTensor(t.name.clone()))?;
-        jobs.push((t, Some(name)));
+        jobs.push((t, name));
     }
     // Tensors in parallel, and blocks in parallel inside each (rayon nests).
-    let done: Vec<(Option<String>, DenseTensor)> = jobs
-        .into_par_iter()
+    jobs.into_par_iter()
         .map(|(t, name)| {
             let data = dequantize(
                 &t.name,
@@ -128,17 +120,5 @@ pub fn load_tensors(
             };
             Ok((name, DenseTensor { shape, data }))
         })
-        .collect::<Result<_, GgufError>>()?;
-
-    let mut tensors = HashMap::with_capacity(done.len());
-    let mut rope_freqs = None;
-    for (name, t) in done {
-        match name {
-            Some(n) => {
-                tensors.insert(n, t);
-            }
-            None => rope_freqs = Some(t.data),
-        }
-    }
-    Ok((tensors, rope_freqs))
+        .collect()
 }
