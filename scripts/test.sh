@@ -2,5 +2,8 @@
 # The project's test command (README and .ci/run both call this).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts/setup.sh
 scripts/build-plugins.sh
 cargo test --workspace --all-targets
+# The server, driven by the official openai client over loopback.
+python3 -m pytest -q tests/python
