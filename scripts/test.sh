@@ -4,6 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build-plugins.sh
+# Python, JavaScript and C ports of the default scheduler (toolchains from the registries).
+scripts/build-lang-plugins.sh
 cargo test --workspace --all-targets
 # The server, driven by the official openai client over loopback.
 python3 -m pytest -q tests/python

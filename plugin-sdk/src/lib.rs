@@ -8,7 +8,7 @@
 //! A complete plugin crate (`crate-type = ["cdylib"]`, built with
 //! `cargo build --target wasm32-wasip2`):
 //!
-//! ```ignore
+//! ```
 //! use minisgl_plugin_sdk::{export_evictor, CacheLeaf, Evictor};
 //!
 //! #[derive(Default)]

@@ -264,11 +264,22 @@ mod tests {
         assert!(mean.abs() < 1e-3, "mean {mean}");
         assert!((var.sqrt() - 0.02).abs() < 5e-4, "std {}", var.sqrt());
         // Same name and seed → same values; another name → different values.
-        assert_eq!(r.get("model.layers.0.mlp.up_proj.weight", &[300, 301]).bytes, t.bytes);
-        assert_ne!(r.get("model.layers.1.mlp.up_proj.weight", &[300, 301]).bytes, t.bytes);
+        assert_eq!(
+            r.get("model.layers.0.mlp.up_proj.weight", &[300, 301])
+                .bytes,
+            t.bytes
+        );
+        assert_ne!(
+            r.get("model.layers.1.mlp.up_proj.weight", &[300, 301])
+                .bytes,
+            t.bytes
+        );
         let norm = r.get("model.norm.weight", &[7]).host().to_f32();
         assert_eq!(norm, vec![1.0; 7]);
-        let bias = r.get("model.layers.0.self_attn.q_proj.bias", &[5]).host().to_f32();
+        let bias = r
+            .get("model.layers.0.self_attn.q_proj.bias", &[5])
+            .host()
+            .to_f32();
         assert_eq!(bias, vec![0.0; 5]);
     }
 }
