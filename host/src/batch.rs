@@ -52,7 +52,10 @@ pub enum SampleMode {
     Sample(ResolvedSampling),
     /// Return the `k` most likely tokens after processing; a sampler plugin
     /// picks among them (`SeqOutput::candidates`).
-    Candidates { k: u32, processing: ResolvedSampling },
+    Candidates {
+        k: u32,
+        processing: ResolvedSampling,
+    },
 }
 
 /// A sampler plan, validated by the host, plus the history penalties need.
