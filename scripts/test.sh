@@ -3,6 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+export LD_LIBRARY_PATH="$PWD/target/nvrtc/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 scripts/build-plugins.sh
 # Python, JavaScript and C ports of the default scheduler (toolchains from the registries).
 scripts/build-lang-plugins.sh
