@@ -286,3 +286,14 @@ extern "C" __global__ void topk_rows(const float* __restrict__ logits, int vocab
         out_val[(size_t)b * k + i] = c == 0ull ? NEG_INF : key_float((u32)(c >> 32));
     }
 }
+
+// The token each row chose: the Gumbel-max draw where the row samples, else the
+// argmax of the processed row (row_select's outputs). Kept on the device for the
+// next step's take_tokens. grid: ceil(rows / 128); block: 128.
+extern "C" __global__ void chosen_tokens(const u32* __restrict__ argmax_tok,
+                                         const u32* __restrict__ drawn,
+                                         const int* __restrict__ seed_on, int rows,
+                                         u32* __restrict__ out) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < rows) out[i] = seed_on[i] ? drawn[i] : argmax_tok[i];
+}

@@ -49,3 +49,13 @@ extern "C" __global__ void bf16_to_f32(const bf16_t* __restrict__ src, float* __
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) dst[i] = bf2f(src[i]);
 }
+
+// Overlap scheduling: a decode token sampled by the step still in flight is
+// taken on the device. tokens[pairs[2i]] = last[pairs[2i + 1]] for i < n, where
+// `last` holds the tokens the previous step chose, by sample row.
+// grid: ceil(n / 128); block: 128.
+extern "C" __global__ void take_tokens(int* __restrict__ tokens, const int* __restrict__ pairs,
+                                       int n, const u32* __restrict__ last) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) tokens[pairs[2 * i]] = (int)last[pairs[2 * i + 1]];
+}

@@ -75,6 +75,8 @@ pub struct Config {
     pub plugin_cache_dir: Option<PathBuf>,
     /// Overlap scheduling (CPU schedules step N+1 while step N runs).
     pub overlap: bool,
+    /// Largest decode batch replayed from a CUDA graph; 0 disables graphs.
+    pub cuda_graph_max_bs: u32,
     /// Most requests waiting for admission; beyond it new requests get 429.
     pub max_waiting: u32,
     /// Bearer token for `/admin/*`; without it admin is loopback-only.
@@ -112,6 +114,7 @@ impl Default for Config {
             plugin_deadline_ms: None,
             plugin_cache_dir: None,
             overlap: true,
+            cuda_graph_max_bs: 256,
             max_waiting: 1024,
             admin_token: None,
             shutdown_timeout_s: 30,
@@ -138,6 +141,7 @@ pub struct ConfigLayer {
     pub plugin_deadline_ms: Option<u64>,
     pub plugin_cache_dir: Option<PathBuf>,
     pub overlap: Option<bool>,
+    pub cuda_graph_max_bs: Option<u32>,
     pub max_waiting: Option<u32>,
     pub admin_token: Option<String>,
     pub shutdown_timeout_s: Option<u64>,
@@ -225,6 +229,9 @@ impl ConfigLayer {
                     l.default_max_tokens = Some(env_parse(&k, &v, "a positive integer")?);
                 }
                 "DISABLE_OVERLAP_SCHEDULING" => l.overlap = Some(!env_bool(&k, &v)?),
+                "CUDA_GRAPH_MAX_BS" => {
+                    l.cuda_graph_max_bs = Some(env_parse(&k, &v, "a batch size (0 disables)")?);
+                }
                 "SCHEDULER" => l.plugins.scheduler = Some(PathBuf::from(v)),
                 "EVICTOR" => l.plugins.evictor = Some(PathBuf::from(v)),
                 "SAMPLER" => l.plugins.sampler = Some(PathBuf::from(v)),
@@ -292,6 +299,7 @@ impl Config {
             max_running,
             chunk_size,
             overlap,
+            cuda_graph_max_bs,
             max_waiting,
             shutdown_timeout_s,
             default_max_tokens

@@ -171,6 +171,11 @@ pub struct StepMeta {
     pub sample_rows: Vec<u32>,
     /// Page size of the cache these slots address.
     pub page_size: u32,
+    /// Overlap scheduling: `[row, sample_row]` pairs; the token of `row` is
+    /// the one chosen for `sample_row` by the latest [`Backend::sample_launch`],
+    /// which may still be running (`tokens[row]` is a placeholder). The backend
+    /// substitutes it where that token lives (on the GPU, on the device).
+    pub from_last: Vec<[u32; 2]>,
 }
 
 impl StepMeta {
@@ -253,6 +258,9 @@ impl StepMeta {
         if let Some(r) = self.sample_rows.iter().find(|&&r| r as usize >= t) {
             return bad(format!("sample row {r} out of range (tokens {t})"));
         }
+        if let Some(p) = self.from_last.iter().find(|p| p[0] as usize >= t) {
+            return bad(format!("from_last row {} out of range (tokens {t})", p[0]));
+        }
         Ok(())
     }
 }
@@ -312,6 +320,12 @@ pub trait Backend: Send + 'static {
     type Step: Send;
     /// The paged KV cache of all layers.
     type Kv: Send;
+    /// A recorded decode step that can be replayed with new metadata (a CUDA
+    /// graph); `()` on backends that cannot record.
+    type Graph: Send;
+    /// Sampling enqueued by [`Backend::sample_launch`] whose results
+    /// [`Backend::sample_finish`] collects.
+    type Sampling: Send;
 
     /// Short name for logs ("cpu", "cuda").
     fn name(&self) -> &'static str;
@@ -436,15 +450,108 @@ pub trait Backend: Send + 'static {
         step: &Self::Step,
     ) -> Result<Self::Tensor, BackendError>;
 
-    /// Choose one token per row of `logits` (`[rows, vocab]`, `rows ==
-    /// specs.len()`), following exactly the recipe of
+    /// Choose one token per row of `logits` (`[rows, vocab]`, `rows >=
+    /// specs.len()`; row `i` belongs to `specs[i]` and rows past the specs are
+    /// padding and ignored), following exactly the recipe of
     /// [`cpu::sampling::sample_row`] (the reference implementation and the
     /// documentation of the algorithm: processing order, tie rules, the
     /// counter-based Gumbel noise derived from the seed). Only the results
-    /// cross to the host.
+    /// cross to the host. Enqueues the work and returns at once; the chosen
+    /// tokens become the "latest" ones [`StepMeta::from_last`] refers to.
+    fn sample_launch(
+        &self,
+        logits: &Self::Tensor,
+        specs: &[SampleSpec],
+    ) -> Result<Self::Sampling, BackendError>;
+
+    /// Whether `sampling` has finished (so `sample_finish` will not wait).
+    fn sample_ready(&self, _sampling: &Self::Sampling) -> bool {
+        true
+    }
+
+    /// The results of [`Backend::sample_launch`] (waits for the device; the
+    /// step's one device → host synchronisation).
+    fn sample_finish(&self, sampling: Self::Sampling) -> Result<Vec<Sampled>, BackendError>;
+
+    /// [`Backend::sample_launch`] then [`Backend::sample_finish`].
     fn sample(
         &self,
         logits: &Self::Tensor,
         specs: &[SampleSpec],
-    ) -> Result<Vec<Sampled>, BackendError>;
+    ) -> Result<Vec<Sampled>, BackendError> {
+        let s = self.sample_launch(logits, specs)?;
+        self.sample_finish(s)
+    }
+
+    // ---- Decode graphs --------------------------------------------------
+    //
+    // A decode step launches a few hundred small kernels; at small batch sizes
+    // the launches, not the GPU, set the pace. A backend that can record a
+    // step once and replay it (CUDA graphs) implements the methods below; the
+    // runner (`model::graphs`) captures one graph per padded batch size at
+    // start and replays it for every decode step that fits. Recorded ops read
+    // their metadata from arrays at fixed addresses, so a replay only rewrites
+    // those arrays. The defaults say "unsupported", which the runner treats as
+    // "run eagerly".
+
+    /// Reserve metadata arrays at fixed device addresses for decode steps of
+    /// up to `max_seqs` sequences of up to `max_pages` pages each, against
+    /// `kv`. Returns `false` when this backend cannot record graphs.
+    fn reserve_graph_steps(
+        &self,
+        _kv: &Self::Kv,
+        _max_seqs: usize,
+        _max_pages: usize,
+    ) -> Result<bool, BackendError> {
+        Ok(false)
+    }
+
+    /// Write the decode step `meta` (one token per sequence, every sequence
+    /// sampling, in order) into the reserved arrays, padded to
+    /// `padded_seqs` sequences with rows that read and write only a scratch
+    /// page outside the pool, and return a step that reads those arrays. Ops
+    /// recorded on such a step replay correctly for any later step prepared
+    /// with the same `padded_seqs`.
+    fn prepare_graph_step(
+        &self,
+        _meta: &StepMeta,
+        _padded_seqs: usize,
+    ) -> Result<Self::Step, BackendError> {
+        Err(BackendError::Unsupported("decode graphs".into()))
+    }
+
+    /// Start recording: ops enqueued until [`Backend::end_capture`] are
+    /// recorded, not run.
+    fn begin_capture(&self) -> Result<(), BackendError> {
+        Err(BackendError::Unsupported("decode graphs".into()))
+    }
+
+    /// Stop recording and return the graph (always leaves recording mode,
+    /// also on error).
+    fn end_capture(&self) -> Result<Self::Graph, BackendError> {
+        Err(BackendError::Unsupported("decode graphs".into()))
+    }
+
+    /// Run a recorded graph (enqueued like any op).
+    fn replay(&self, _graph: &Self::Graph) -> Result<(), BackendError> {
+        Err(BackendError::Unsupported("decode graphs".into()))
+    }
+
+    /// A zeroed f32 `[rows, cols]` tensor for [`Backend::linear_into`].
+    fn alloc_logits(&self, _rows: usize, _cols: usize) -> Result<Self::Tensor, BackendError> {
+        Err(BackendError::Unsupported("alloc_logits".into()))
+    }
+
+    /// `out[0..rows] = x · Wᵀ` in f32, into a tensor from
+    /// [`Backend::alloc_logits`] with at least `x`'s rows (rows past them are
+    /// left as they are). A recorded step writes its logits here, at an address
+    /// that outlives the recording. `x` comes from [`Backend::gather_rows`].
+    fn linear_into(
+        &self,
+        _x: &Self::Tensor,
+        _w: &Self::Tensor,
+        _out: &mut Self::Tensor,
+    ) -> Result<(), BackendError> {
+        Err(BackendError::Unsupported("linear_into".into()))
+    }
 }

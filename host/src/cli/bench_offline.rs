@@ -15,8 +15,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::engine::{CacheMode, Engine, EngineConfig, EngineMetrics, GenerateRequest};
-use crate::kv::pool::{bytes_per_page, pages_for_budget};
-use crate::model::runner::{build_runner, DeviceKind};
+use crate::kv::pool::{bytes_per_page, kv_elem_bytes, pages_for_budget};
+use crate::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
 use crate::model::{load, load_random, LoadedModel};
 use crate::plugin::PluginSet;
 
@@ -59,7 +59,8 @@ pub struct BenchOfflineArgs {
     /// KV pages (default: from --kv-memory-mb, capped at what the workload needs).
     #[arg(long)]
     pub num_pages: Option<u32>,
-    /// KV memory budget in MiB (f32 KV) when --num-pages is not given.
+    /// KV memory budget in MiB when --num-pages is not given (KV is f32 on the
+    /// CPU, bf16 on CUDA).
     #[arg(long, default_value_t = 4096)]
     pub kv_memory_mb: u64,
     #[arg(long, default_value_t = 256)]
@@ -79,6 +80,12 @@ pub struct BenchOfflineArgs {
     /// Run twice, radix and naive cache, and print both hit rates.
     #[arg(long)]
     pub compare_cache: bool,
+    /// Largest decode batch replayed from a CUDA graph; 0 disables graphs.
+    #[arg(long, default_value_t = 256)]
+    pub cuda_graph_max_bs: usize,
+    /// Also run every configuration with CUDA graphs off and print the ratio.
+    #[arg(long)]
+    pub compare_graphs: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,9 +160,19 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
         }
     }
 
-    let mut results = Vec::new();
+    let mut runs: Vec<(String, bool, CacheMode, usize)> = Vec::new();
     for (label, overlap, cache) in plans {
-        let runner = build_runner(&model, args.device, num_pages, args.page_size)
+        if args.compare_graphs {
+            runs.push((format!("{label}, graphs off"), overlap, cache, 0));
+        }
+        runs.push((label, overlap, cache, args.cuda_graph_max_bs));
+    }
+    let mut results = Vec::new();
+    for (label, overlap, cache, graph_bs) in runs {
+        let opts = RunnerOptions {
+            cuda_graph_max_bs: graph_bs,
+        };
+        let runner = build_runner_with(&model, args.device, num_pages, args.page_size, &opts)
             .context("building the model runner")?;
         let cfg = EngineConfig {
             num_pages: Some(num_pages),
@@ -301,7 +318,7 @@ fn num_pages(
         c.num_layers() as u32,
         c.num_kv_heads() as u32,
         c.head_dim() as u32,
-        4,
+        kv_elem_bytes(args.device),
     );
     let budget = pages_for_budget(args.kv_memory_mb << 20, per_page)?;
     let needed: u64 = reqs
@@ -334,6 +351,16 @@ fn print_run(r: &RunResult) {
 
 fn print_comparisons(results: &[RunResult]) {
     let find = |l: &str| results.iter().find(|r| r.label == l);
+    for off in results {
+        if let Some(base) = off.label.strip_suffix(", graphs off") {
+            if let Some(on) = find(base) {
+                println!(
+                    "CUDA graphs on / off ({base}): {:.3}x output tok/s",
+                    on.out_tps() / off.out_tps()
+                );
+            }
+        }
+    }
     for cache in ["radix", "naive"] {
         if let (Some(on), Some(off)) = (
             find(&format!("{cache}, overlap on")),

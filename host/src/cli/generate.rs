@@ -12,7 +12,7 @@ use minisgl_plugin_sdk::SamplingParams;
 
 use crate::backend::cpu::sampling::splitmix64;
 use crate::batch::{ResolvedSampling, SampleMode, SampleSpec, SeqInput, StepInput};
-use crate::model::runner::{build_runner, DeviceKind};
+use crate::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
 use crate::model::IncrementalDecoder;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -57,6 +57,9 @@ pub struct GenerateArgs {
     /// Print one JSON object (ids, text, timings) instead of streaming text.
     #[arg(long)]
     pub json: bool,
+    /// Decode eagerly on CUDA instead of replaying a recorded graph.
+    #[arg(long)]
+    pub no_cuda_graph: bool,
 }
 
 pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
@@ -89,7 +92,11 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     }
     let total = prompt_ids.len() + args.max_new_tokens as usize;
     let pages = total.div_ceil(args.page_size as usize) as u32;
-    let mut runner = build_runner(&model, args.device, pages.max(1), args.page_size)?;
+    // One sequence: a single graph of batch size 1 is all decoding needs.
+    let opts = RunnerOptions {
+        cuda_graph_max_bs: usize::from(!args.no_cuda_graph),
+    };
+    let mut runner = build_runner_with(&model, args.device, pages.max(1), args.page_size, &opts)?;
     let load_s = t0.elapsed().as_secs_f64();
     let page_table: Vec<u32> = (0..pages).collect();
 

@@ -2,11 +2,14 @@
 //! machine's GPU. Each op on fresh random inputs of many shapes (ragged batches,
 //! prefix + extend, long contexts, page sizes 1/16/256), device sampling against
 //! the reference recipe, whole models (logits cosine, greedy tokens), and a short
-//! benchmark (decode attention bandwidth, prefill attention, model decode steps).
+//! benchmark (decode attention bandwidth, prefill attention, model decode steps),
+//! and the engine's batching and overlap checks on the fixture models.
 //! Prints a table and writes a Markdown report.
 
 mod attn;
 mod bench;
+mod engine;
+mod graphs;
 mod model;
 mod ops;
 mod report;
@@ -20,6 +23,7 @@ use anyhow::Context;
 
 use crate::backend::cpu::CpuBackend;
 use crate::backend::cuda::{AttentionBackend, CudaBackend, CudaOptions};
+use crate::model::runner::DeviceKind;
 use report::Report;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -51,6 +55,23 @@ pub struct GpuCheckArgs {
     /// Random-weight config to time full decode steps on (empty: skip).
     #[arg(long)]
     pub bench_model: Option<PathBuf>,
+    /// Skip the CPU-vs-GPU model comparisons (the `--model` list still feeds
+    /// the engine checks).
+    #[arg(long)]
+    pub skip_models: bool,
+    /// Skip the engine checks (batching, paging, overlap, HF outputs).
+    #[arg(long)]
+    pub skip_engine: bool,
+    /// Device the engine checks run on: cuda or cpu (cpu: a smoke run without a GPU).
+    #[arg(long, default_value = "cuda")]
+    pub engine_device: String,
+    /// Largest accepted flip cost (sum of the two runs' top-2 logprob margins at
+    /// a first difference) between engine runs on the GPU; the CPU allows none.
+    #[arg(long, default_value_t = 0.3)]
+    pub engine_flip_tol: f32,
+    /// Largest accepted flip cost against the Hugging Face f32 outputs on the GPU.
+    #[arg(long, default_value_t = 0.5)]
+    pub engine_hf_flip_tol: f32,
     /// Seed of every random input.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -61,41 +82,59 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
         .attention_backend
         .parse()
         .map_err(|e: String| anyhow::anyhow!("--attention-backend: {e}"))?;
-    let t0 = Instant::now();
-    let gpu = CudaBackend::new(&CudaOptions {
-        ordinal: args.device,
-        attention,
-    })
-    .context("opening the CUDA device")?;
-    let open_s = t0.elapsed().as_secs_f64();
-    let cpu = CpuBackend::new();
+    let engine_device: DeviceKind = match args.engine_device.as_str() {
+        "cuda" => DeviceKind::Cuda,
+        "cpu" => DeviceKind::Cpu,
+        other => anyhow::bail!("--engine-device must be `cuda` or `cpu`, got `{other}`"),
+    };
+    let compares_models =
+        !args.skip_models && (!args.models.is_empty() || !args.random_models.is_empty());
+    let runs_engine = !args.skip_engine && !args.models.is_empty();
+    let needs_gpu = !args.skip_ops
+        || !args.skip_bench
+        || compares_models
+        || (runs_engine && engine_device == DeviceKind::Cuda);
     let mut rep = Report::default();
-    let k = &gpu.dev.kernels;
-    rep.note(format!(
-        "device {} `{}` sm_{}{} with {} SMs; attention backend: {}; kernels: {} families compiled, {} from cache, failed: {:?}; open took {:.2} s",
-        args.device,
-        gpu.dev.name,
-        gpu.dev.cc.0,
-        gpu.dev.cc.1,
-        gpu.dev.num_sms,
-        if gpu.uses_flash() { "flash" } else { "simple" },
-        k.compiled,
-        k.cache_hits,
-        k.failed,
-        open_s
-    ));
+    let gpu = if needs_gpu {
+        let t0 = Instant::now();
+        let gpu = CudaBackend::new(&CudaOptions {
+            ordinal: args.device,
+            attention,
+        })
+        .context("opening the CUDA device")?;
+        let open_s = t0.elapsed().as_secs_f64();
+        let k = &gpu.dev.kernels;
+        rep.note(format!(
+            "device {} `{}` sm_{}{} with {} SMs; attention backend: {}; kernels: {} families compiled, {} from cache, failed: {:?}; open took {:.2} s",
+            args.device,
+            gpu.dev.name,
+            gpu.dev.cc.0,
+            gpu.dev.cc.1,
+            gpu.dev.num_sms,
+            if gpu.uses_flash() { "flash" } else { "simple" },
+            k.compiled,
+            k.cache_hits,
+            k.failed,
+            open_s
+        ));
+        Some(gpu)
+    } else {
+        rep.note("no CUDA device opened (only CPU checks requested)".into());
+        None
+    };
     println!("{}", rep.notes.last().map(String::as_str).unwrap_or(""));
-    if !args.skip_ops {
-        ops::run(&cpu, &gpu, args.seed, &mut rep)?;
-        attn::run(&cpu, &gpu, args.seed, &mut rep)?;
-        sampling::run(&cpu, &gpu, args.seed, &mut rep)?;
+    let cpu = CpuBackend::new();
+    if let (false, Some(gpu)) = (args.skip_ops, &gpu) {
+        ops::run(&cpu, gpu, args.seed, &mut rep)?;
+        attn::run(&cpu, gpu, args.seed, &mut rep)?;
+        sampling::run(&cpu, gpu, args.seed, &mut rep)?;
     }
-    for (m, random) in args
+    let model_list = args
         .models
         .iter()
         .map(|m| (m, false))
-        .chain(args.random_models.iter().map(|m| (m, true)))
-    {
+        .chain(args.random_models.iter().map(|m| (m, true)));
+    for (m, random) in model_list.filter(|_| compares_models) {
         if let Err(e) = model::compare(m, random, args.decode_steps, &mut rep) {
             rep.fact(
                 "model",
@@ -104,9 +143,46 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
                 format!("error: {e:#}"),
             );
         }
+        if let Err(e) = graphs::check(m, random, &mut rep) {
+            rep.fact(
+                "graphs",
+                m.display().to_string(),
+                false,
+                format!("error: {e:#}"),
+            );
+        }
     }
-    if !args.skip_bench {
-        bench::run(&gpu, args.bench_model.as_deref(), &mut rep)?;
+    if runs_engine {
+        let tol = engine::FlipTolerance::for_device(
+            engine_device,
+            args.engine_flip_tol,
+            args.engine_hf_flip_tol,
+        );
+        rep.note(format!(
+            "engine checks on {engine_device:?}: {}",
+            if tol.exact {
+                format!(
+                    "outputs must be identical (HF bf16 references: flip cost up to {})",
+                    tol.vs_hf
+                )
+            } else {
+                format!(
+                    "accepted flip cost between runs {}, vs HF {}",
+                    tol.same_device, tol.vs_hf
+                )
+            }
+        ));
+        let t0 = Instant::now();
+        for m in &args.models {
+            engine::run(m, engine_device, tol, &mut rep)?;
+        }
+        rep.note(format!(
+            "engine checks took {:.1} s",
+            t0.elapsed().as_secs_f64()
+        ));
+    }
+    if let (false, Some(gpu)) = (args.skip_bench, &gpu) {
+        bench::run(gpu, args.bench_model.as_deref(), &mut rep)?;
     }
     rep.print();
     std::fs::write(&args.report, rep.markdown())

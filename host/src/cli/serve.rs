@@ -14,7 +14,7 @@ use anyhow::{bail, Context};
 
 use crate::config::{Config, ConfigLayer, PluginsLayer};
 use crate::engine::{try_spawn, CacheMode, EngineConfig, EngineHandle};
-use crate::model::runner::{build_runner, DeviceKind};
+use crate::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
 use crate::model::Tokenizer;
 use crate::plugin::{Deadlines, PluginConfig, PluginKind, PluginSet};
 use crate::server::protocol::Limits;
@@ -70,6 +70,9 @@ pub struct ServeArgs {
     /// Run the engine steps in series (no overlap scheduling).
     #[arg(long)]
     pub no_overlap: bool,
+    /// Largest decode batch replayed from a CUDA graph; 0 disables graphs [default: 256].
+    #[arg(long, value_name = "N")]
+    pub cuda_graph_max_bs: Option<u32>,
     /// Most waiting requests; beyond it requests get 429 [default: 1024].
     #[arg(long)]
     pub max_waiting: Option<u32>,
@@ -113,6 +116,7 @@ impl ServeArgs {
             plugin_deadline_ms: self.plugin_deadline_ms,
             plugin_cache_dir: self.plugin_cache_dir.clone(),
             overlap: self.no_overlap.then_some(false),
+            cuda_graph_max_bs: self.cuda_graph_max_bs,
             max_waiting: self.max_waiting,
             admin_token: self.admin_token.clone(),
             shutdown_timeout_s: self.shutdown_timeout,
@@ -209,13 +213,15 @@ pub fn start_engine(cfg: &Config) -> anyhow::Result<Started> {
         );
     };
     let device: DeviceKind = cfg.device.parse().map_err(anyhow::Error::msg)?;
-    // KV is f32 on the CPU backend and 16-bit on CUDA.
-    let elem_bytes: u64 = if device == DeviceKind::Cpu { 4 } else { 2 };
+    let elem_bytes = u64::from(crate::kv::pool::kv_elem_bytes(device));
     let per_page =
         loaded.config.kv_elems_per_token() as u64 * elem_bytes * u64::from(cfg.page_size);
     let num_pages = crate::kv::pool::pages_for_budget(cfg.kv_memory_mb << 20, per_page)
         .with_context(|| format!("kv_memory_mb = {}", cfg.kv_memory_mb))?;
-    let runner = build_runner(&loaded, device, num_pages, cfg.page_size)
+    let runner_opts = RunnerOptions {
+        cuda_graph_max_bs: cfg.cuda_graph_max_bs as usize,
+    };
+    let runner = build_runner_with(&loaded, device, num_pages, cfg.page_size, &runner_opts)
         .context("building the model runner")?;
     let device_name = runner.device_name();
     drop(loaded);

@@ -13,13 +13,12 @@ use super::api::{EngineConfig, EngineMetrics, Event, GenerateRequest, SubmitErro
 use super::worker::Worker;
 use crate::model::ModelRunner;
 use crate::plugin::PluginSet;
-use crate::scheduler::request::RequestSpec;
 use crate::scheduler::{params_ok, Policy, Scheduler, SchedulerConfig, StepTicket};
 
 enum Command {
     Submit {
         id: u64,
-        spec: RequestSpec,
+        spec: GenerateRequest,
         arrival: Instant,
         tx: UnboundedSender<Event>,
     },
@@ -176,25 +175,9 @@ impl EngineHandle {
         }
         let id = self.shared.next_id.fetch_add(1, Ordering::SeqCst);
         let (tx, rx) = unbounded_channel();
-        let spec = RequestSpec {
-            prompt: req.prompt_tokens,
-            params: req.params,
-            logit_bias: req.logit_bias,
-            max_new_tokens: req.max_new_tokens,
-            stop_token_ids: req.stop_token_ids,
-            ignore_eos: req.ignore_eos,
-            logprobs: req.logprobs,
-            priority: req.priority,
-            client_id: req.client_id,
-            deadline_us: None,
-        };
-        let deadline = req.deadline;
         let cmd = Command::Submit {
             id,
-            spec: RequestSpec {
-                deadline_us: deadline.map(|d| d.as_micros() as u64),
-                ..spec
-            },
+            spec: req,
             arrival: Instant::now(),
             tx,
         };

@@ -5,13 +5,20 @@
 //! N+1 (overlap); with overlap off the loop simply waits for each result
 //! before scheduling again. Either way the runner executes steps strictly in
 //! order, which is what makes the loop's page reuse safe.
+//!
+//! On a runner that launches asynchronously (CUDA), the worker enqueues step
+//! N+1 as soon as it arrives, even while step N still runs on the device, and
+//! collects N's result when the device is done: the GPU never waits for the
+//! host between steps.
 
+use std::collections::VecDeque;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::batch::{StepInput, StepOutput};
+use crate::model::runner::Launched;
 use crate::model::ModelRunner;
 
 /// A step's result as the loop sees it (errors as text: they end requests).
@@ -23,21 +30,22 @@ pub struct Worker {
     thread: Option<JoinHandle<()>>,
 }
 
+/// How often a worker with a step in flight checks for a new job or the end
+/// of that step (it must launch a job that arrives meanwhile at once, so it
+/// cannot block on either alone).
+const POLL: Duration = Duration::from_micros(20);
+
+/// A launched step: when it was launched, and its result if already known
+/// (the runner ran it at launch, or the launch failed).
+type InFlight = (Instant, Option<StepResult>);
+
 impl Worker {
     pub fn spawn(mut runner: Box<dyn ModelRunner>) -> Worker {
         let (job_tx, job_rx) = crossbeam_channel::unbounded::<StepInput>();
         let (res_tx, res_rx) = crossbeam_channel::unbounded();
         let thread = std::thread::Builder::new()
             .name("minisgl-runner".into())
-            .spawn(move || {
-                for input in job_rx {
-                    let t = std::time::Instant::now();
-                    let out = runner.step(&input).map_err(|e| e.to_string());
-                    if res_tx.send((out, t.elapsed())).is_err() {
-                        break;
-                    }
-                }
-            })
+            .spawn(move || serve(runner.as_mut(), &job_rx, &res_tx))
             .expect("spawn the model runner thread");
         Worker {
             jobs: Some(job_tx),
@@ -70,5 +78,61 @@ impl Drop for Worker {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// The worker thread: launch every job as soon as it arrives, deliver results
+/// in launch order as soon as they are ready.
+fn serve(
+    runner: &mut dyn ModelRunner,
+    jobs: &Receiver<StepInput>,
+    results: &Sender<(StepResult, Duration)>,
+) {
+    let mut inflight: VecDeque<InFlight> = VecDeque::new();
+    let mut open = true;
+    loop {
+        // Deliver every finished step at the front.
+        while let Some((t, known)) = inflight.front_mut() {
+            let res = match known.take() {
+                Some(r) => r,
+                None if runner.ready() || !open => runner.finish().map_err(|e| e.to_string()),
+                None => break,
+            };
+            let elapsed = t.elapsed();
+            inflight.pop_front();
+            if results.send((res, elapsed)).is_err() {
+                return;
+            }
+        }
+        if !open && inflight.is_empty() {
+            return;
+        }
+        // The engine has at most two steps out; with two in flight no job can
+        // come before a result goes back, so wait on the device.
+        let job = if inflight.is_empty() {
+            jobs.recv().ok()
+        } else if inflight.len() >= 2 {
+            if let Some((_, known @ None)) = inflight.front_mut() {
+                *known = Some(runner.finish().map_err(|e| e.to_string()));
+            }
+            continue;
+        } else {
+            match jobs.recv_timeout(POLL) {
+                Ok(j) => Some(j),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => continue,
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => None,
+            }
+        };
+        let Some(input) = job else {
+            open = false;
+            continue;
+        };
+        let t = Instant::now();
+        let known = match runner.launch(&input) {
+            Ok(Launched::Done(out)) => Some(Ok(out)),
+            Ok(Launched::Pending) => None,
+            Err(e) => Some(Err(e.to_string())),
+        };
+        inflight.push_back((t, known));
     }
 }

@@ -212,6 +212,37 @@ impl<B: Backend> Model<B> {
         step: &B::Step,
         num_sample_rows: usize,
     ) -> Result<Option<B::Tensor>, ModelError> {
+        let x = self.hidden(b, kv, step)?;
+        if num_sample_rows == 0 {
+            return Ok(None);
+        }
+        let last = b.gather_rows(&x, step)?;
+        Ok(Some(b.linear(&last, self.head(), None)?))
+    }
+
+    /// [`Model::forward`] writing the logits into `out` (from
+    /// [`Backend::alloc_logits`], at least as many rows as the step samples):
+    /// what a recorded decode step runs, so that its output outlives the
+    /// recording.
+    pub fn forward_into(
+        &self,
+        b: &B,
+        kv: &mut B::Kv,
+        step: &B::Step,
+        out: &mut B::Tensor,
+    ) -> Result<(), ModelError> {
+        let x = self.hidden(b, kv, step)?;
+        let last = b.gather_rows(&x, step)?;
+        b.linear_into(&last, self.head(), out)?;
+        Ok(())
+    }
+
+    fn head(&self) -> &B::Tensor {
+        self.lm_head.as_ref().unwrap_or(&self.embed)
+    }
+
+    /// The final-normed hidden states of every token of the step.
+    fn hidden(&self, b: &B, kv: &mut B::Kv, step: &B::Step) -> Result<B::Tensor, ModelError> {
         let cfg = &self.cfg;
         let eps = cfg.rms_norm_eps();
         let d = cfg.head_dim();
@@ -250,11 +281,6 @@ impl<B: Backend> Model<B> {
             };
             x = b.add_rms_norm(&mut residual, &m, next_norm, eps)?;
         }
-        if num_sample_rows == 0 {
-            return Ok(None);
-        }
-        let last = b.gather_rows(&x, step)?;
-        let head = self.lm_head.as_ref().unwrap_or(&self.embed);
-        Ok(Some(b.linear(&last, head, None)?))
+        Ok(x)
     }
 }

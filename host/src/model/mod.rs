@@ -12,6 +12,7 @@
 pub mod chat_template;
 pub mod config;
 pub mod gguf;
+pub mod graphs;
 pub mod llama;
 pub mod loader;
 pub mod runner;

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 use super::config::ModelConfig;
+use super::graphs::DecodeGraphs;
 use super::llama::Model;
 use super::loader::LoadedModel;
 use super::ModelError;
@@ -21,9 +22,31 @@ pub trait ModelRunner: Send {
     /// per sequence with `sample: Some(..)`, in input order.
     ///
     /// `first_from_last_step`: `tokens[0]` is replaced by the token this runner
-    /// sampled for the same request id in the immediately preceding `step`
-    /// call (an error if there was none).
+    /// sampled for the same request id in the immediately preceding step
+    /// (an error if there was none).
     fn step(&mut self, input: &StepInput) -> Result<StepOutput, ModelError>;
+
+    /// Enqueue a step without waiting for it: the overlapped engine launches
+    /// step N+1 while step N still runs on the device, and N+1's
+    /// `first_from_last_step` tokens are taken where N's sampling left them.
+    /// Returns [`Launched::Done`] when the runner ran the step right away
+    /// (the default), else the output comes from [`ModelRunner::finish`];
+    /// steps finish in launch order.
+    fn launch(&mut self, input: &StepInput) -> Result<Launched, ModelError> {
+        self.step(input).map(Launched::Done)
+    }
+
+    /// Whether the oldest pending step has finished (`finish` will not wait).
+    fn ready(&self) -> bool {
+        true
+    }
+
+    /// The output of the oldest pending step (waits for it).
+    fn finish(&mut self) -> Result<StepOutput, ModelError> {
+        Err(ModelError::InvalidInput(
+            "finish without a pending step".into(),
+        ))
+    }
 
     /// Full-vocabulary logits of every sampling row (tests and debugging; it
     /// copies logits to the host). KV is written exactly as in `step`.
@@ -41,14 +64,61 @@ pub trait ModelRunner: Send {
     fn device_name(&self) -> &'static str;
 }
 
+/// Runner settings beyond the KV cache's shape.
+#[derive(Clone, Debug)]
+pub struct RunnerOptions {
+    /// Largest decode batch replayed from a recorded graph on backends that
+    /// record (CUDA); 0 records none (`--cuda-graph-max-bs`).
+    pub cuda_graph_max_bs: usize,
+}
+
+impl Default for RunnerOptions {
+    fn default() -> Self {
+        RunnerOptions {
+            cuda_graph_max_bs: 256,
+        }
+    }
+}
+
+/// What [`ModelRunner::launch`] did with a step.
+#[derive(Debug)]
+pub enum Launched {
+    /// Ran it; here is the output.
+    Done(StepOutput),
+    /// Enqueued it; [`ModelRunner::finish`] returns the output.
+    Pending,
+}
+
+/// A launched step whose sampling may still run.
+struct Pending<S> {
+    /// Request ids of the sampling rows, in order.
+    ids: Vec<u64>,
+    sampling: Option<S>,
+}
+
 /// [`ModelRunner`] over any [`Backend`].
 pub struct Runner<B: Backend> {
     backend: B,
     model: Model<B>,
     kv: B::Kv,
     layout: KvLayout,
-    /// Tokens sampled by the previous step, by request id.
+    /// Sample row of each request in the previous step (its token stays where
+    /// the backend's sampling left it).
     last: HashMap<u64, u32>,
+    /// Launched steps not yet finished, oldest first.
+    pending: std::collections::VecDeque<Pending<B::Sampling>>,
+    /// Recorded decode graphs, when the backend records and they are enabled.
+    graphs: Option<DecodeGraphs<B>>,
+    /// Replay graphs (checks turn this off to compare with eager runs).
+    use_graphs: bool,
+}
+
+/// Where a step's logits are: nowhere (no row samples), in a fresh tensor
+/// (eager run), or in the graphs' output tensor (replay).
+enum Logits<T> {
+    None,
+    Owned(T),
+    Graph,
 }
 
 impl<B: Backend> Runner<B> {
@@ -60,6 +130,22 @@ impl<B: Backend> Runner<B> {
         num_pages: u32,
         page_size: u32,
     ) -> Result<Self, ModelError> {
+        let opts = RunnerOptions {
+            cuda_graph_max_bs: 0,
+        };
+        Self::with_options(backend, model, num_pages, page_size, &opts)
+    }
+
+    /// [`Runner::new`] with options: on a backend that records graphs, decode
+    /// graphs up to `opts.cuda_graph_max_bs` are recorded here (a failure to
+    /// record is logged and leaves the runner eager).
+    pub fn with_options(
+        backend: B,
+        model: &LoadedModel,
+        num_pages: u32,
+        page_size: u32,
+        opts: &RunnerOptions,
+    ) -> Result<Self, ModelError> {
         if page_size == 0 || num_pages == 0 {
             return Err(ModelError::InvalidInput(format!(
                 "num_pages ({num_pages}) and page_size ({page_size}) must be positive"
@@ -67,14 +153,62 @@ impl<B: Backend> Runner<B> {
         }
         let m = Model::load(&backend, &model.config, &model.weights)?;
         let layout = m.kv_layout(num_pages as usize, page_size as usize);
-        let kv = backend.alloc_kv(layout)?;
+        let mut kv = backend.alloc_kv(layout)?;
+        // A sequence can neither outgrow the model's context nor the pool.
+        let max_pages = model
+            .config
+            .max_position_embeddings()
+            .div_ceil(page_size as usize)
+            .min(num_pages as usize);
+        let t0 = std::time::Instant::now();
+        let graphs =
+            match DecodeGraphs::capture(&backend, &m, &mut kv, opts.cuda_graph_max_bs, max_pages) {
+                Ok(g) => g,
+                Err(e) => {
+                    tracing::warn!("decode graphs disabled: recording failed: {e}");
+                    None
+                }
+            };
+        if let Some(g) = &graphs {
+            tracing::info!(
+                "recorded {} decode graphs (batch sizes up to {}) in {:.2} s",
+                g.sizes().len(),
+                opts.cuda_graph_max_bs,
+                t0.elapsed().as_secs_f64()
+            );
+        }
         Ok(Runner {
             backend,
             model: m,
             kv,
             layout,
             last: HashMap::new(),
+            pending: Default::default(),
+            graphs,
+            use_graphs: true,
         })
+    }
+
+    fn graph_logits(&self) -> Result<&B::Tensor, ModelError> {
+        self.graphs
+            .as_ref()
+            .map(|g| g.logits())
+            .ok_or_else(|| ModelError::InvalidInput("graph logits without recorded graphs".into()))
+    }
+
+    /// Batch sizes with a recorded decode graph (empty when none).
+    pub fn graph_sizes(&self) -> Vec<usize> {
+        self.graphs.as_ref().map(|g| g.sizes()).unwrap_or_default()
+    }
+
+    /// Decode steps replayed from graphs so far.
+    pub fn graph_replays(&self) -> u64 {
+        self.graphs.as_ref().map_or(0, |g| g.replays)
+    }
+
+    /// Turn graph replay on or off (checks compare the two on one runner).
+    pub fn set_use_graphs(&mut self, on: bool) {
+        self.use_graphs = on;
     }
 
     /// The backend (e.g. for device info).
@@ -108,13 +242,15 @@ impl<B: Backend> Runner<B> {
             }
             for (i, &t) in s.tokens.iter().enumerate() {
                 let t = if i == 0 && s.first_from_last_step {
-                    *self.last.get(&s.id).ok_or_else(|| {
+                    let src = *self.last.get(&s.id).ok_or_else(|| {
                         ModelError::InvalidInput(format!(
                             "request {}: first_from_last_step but the previous step sampled \
                              nothing for it",
                             s.id
                         ))
-                    })?
+                    })?;
+                    m.from_last.push([m.tokens.len() as u32, src]);
+                    0 // placeholder; the backend substitutes the sampled token
                 } else {
                     t
                 };
@@ -141,34 +277,77 @@ impl<B: Backend> Runner<B> {
         Ok(m)
     }
 
-    fn forward(&mut self, input: &StepInput) -> Result<Option<B::Tensor>, ModelError> {
+    /// One forward pass: a graph replay when one fits, else eager.
+    fn forward(&mut self, input: &StepInput) -> Result<Logits<B::Tensor>, ModelError> {
         let meta = self.build_meta(input)?;
         if meta.tokens.is_empty() {
-            return Ok(None);
+            return Ok(Logits::None);
+        }
+        if let Some(g) = self.graphs.as_mut().filter(|_| self.use_graphs) {
+            if let Some(i) = g.fit(&meta) {
+                g.run(&self.backend, &meta, i)?;
+                return Ok(Logits::Graph);
+            }
         }
         let step = self.backend.prepare_step(&meta)?;
-        self.model
-            .forward(&self.backend, &mut self.kv, &step, meta.sample_rows.len())
+        Ok(
+            match self
+                .model
+                .forward(&self.backend, &mut self.kv, &step, meta.sample_rows.len())?
+            {
+                Some(t) => Logits::Owned(t),
+                None => Logits::None,
+            },
+        )
     }
 }
 
 impl<B: Backend> ModelRunner for Runner<B> {
     fn step(&mut self, input: &StepInput) -> Result<StepOutput, ModelError> {
-        let logits = self.forward(input)?;
-        let sampling: Vec<(u64, &SampleSpec)> = input
+        match self.launch(input)? {
+            Launched::Done(out) => Ok(out),
+            Launched::Pending => self.finish(),
+        }
+    }
+
+    fn launch(&mut self, input: &StepInput) -> Result<Launched, ModelError> {
+        let (ids, specs): (Vec<u64>, Vec<SampleSpec>) = input
             .seqs
             .iter()
-            .filter_map(|s| s.sample.as_ref().map(|sp| (s.id, sp)))
+            .filter_map(|s| s.sample.as_ref().map(|sp| (s.id, sp.clone())))
+            .unzip();
+        let sampling = match self.forward(input)? {
+            Logits::None => None,
+            Logits::Owned(t) => Some(self.backend.sample_launch(&t, &specs)?),
+            Logits::Graph => Some(self.backend.sample_launch(self.graph_logits()?, &specs)?),
+        };
+        self.last = ids
+            .iter()
+            .enumerate()
+            .map(|(row, &id)| (id, row as u32))
             .collect();
+        self.pending.push_back(Pending { ids, sampling });
+        Ok(Launched::Pending)
+    }
+
+    fn ready(&self) -> bool {
+        self.pending
+            .front()
+            .and_then(|p| p.sampling.as_ref())
+            .is_none_or(|s| self.backend.sample_ready(s))
+    }
+
+    fn finish(&mut self) -> Result<StepOutput, ModelError> {
+        let p = self
+            .pending
+            .pop_front()
+            .ok_or_else(|| ModelError::InvalidInput("finish without a pending step".into()))?;
         let mut out = StepOutput::default();
-        self.last.clear();
-        if let Some(logits) = logits {
-            let specs: Vec<SampleSpec> = sampling.iter().map(|(_, s)| (*s).clone()).collect();
-            let sampled = self.backend.sample(&logits, &specs)?;
-            for ((id, _), s) in sampling.iter().zip(sampled) {
-                self.last.insert(*id, s.token);
+        if let Some(s) = p.sampling {
+            let sampled = self.backend.sample_finish(s)?;
+            for (id, s) in p.ids.into_iter().zip(sampled) {
                 out.outputs.push(SeqOutput {
-                    id: *id,
+                    id,
                     token: s.token,
                     logprob: s.logprob,
                     top_logprobs: s.top_logprobs,
@@ -180,12 +359,14 @@ impl<B: Backend> ModelRunner for Runner<B> {
     }
 
     fn logits(&mut self, input: &StepInput) -> Result<Vec<Vec<f32>>, ModelError> {
-        let Some(logits) = self.forward(input)? else {
-            return Ok(vec![]);
+        let rows = input.seqs.iter().filter(|s| s.sample.is_some()).count();
+        let flat = match self.forward(input)? {
+            Logits::None => return Ok(vec![]),
+            Logits::Owned(t) => self.backend.to_host(&t)?,
+            Logits::Graph => self.backend.to_host(self.graph_logits()?)?,
         };
         let vocab = self.model.config().vocab_size();
-        let flat = self.backend.to_host(&logits)?;
-        Ok(flat.chunks(vocab).map(<[f32]>::to_vec).collect())
+        Ok(flat.chunks(vocab).take(rows).map(<[f32]>::to_vec).collect())
     }
 
     fn page_size(&self) -> u32 {
@@ -240,24 +421,46 @@ pub fn cpu_runner(
     Runner::new(CpuBackend::new(), model, num_pages, page_size)
 }
 
-/// A runner on the requested device. `Auto` falls back to the CPU (with a
-/// log line) when CUDA is unavailable.
+/// A runner on the requested device with default [`RunnerOptions`].
 pub fn build_runner(
     model: &LoadedModel,
     device: DeviceKind,
     num_pages: u32,
     page_size: u32,
 ) -> Result<Box<dyn ModelRunner>, ModelError> {
+    build_runner_with(
+        model,
+        device,
+        num_pages,
+        page_size,
+        &RunnerOptions::default(),
+    )
+}
+
+/// A runner on the requested device. `Auto` falls back to the CPU (with a
+/// log line) when CUDA is unavailable.
+pub fn build_runner_with(
+    model: &LoadedModel,
+    device: DeviceKind,
+    num_pages: u32,
+    page_size: u32,
+    opts: &RunnerOptions,
+) -> Result<Box<dyn ModelRunner>, ModelError> {
     use crate::backend::cuda::{CudaBackend, CudaOptions};
     let cuda = || {
         CudaBackend::new(&CudaOptions::default())
             .map_err(|e| ModelError::Backend(crate::backend::BackendError::Device(e.to_string())))
     };
+    let on_cuda = |b| -> Result<Box<dyn ModelRunner>, ModelError> {
+        Ok(Box::new(Runner::with_options(
+            b, model, num_pages, page_size, opts,
+        )?))
+    };
     match device {
         DeviceKind::Cpu => Ok(Box::new(cpu_runner(model, num_pages, page_size)?)),
-        DeviceKind::Cuda => Ok(Box::new(Runner::new(cuda()?, model, num_pages, page_size)?)),
+        DeviceKind::Cuda => on_cuda(cuda()?),
         DeviceKind::Auto => match cuda() {
-            Ok(b) => Ok(Box::new(Runner::new(b, model, num_pages, page_size)?)),
+            Ok(b) => on_cuda(b),
             Err(e) => {
                 tracing::info!("CUDA unavailable ({e}); using the CPU backend");
                 Ok(Box::new(cpu_runner(model, num_pages, page_size)?))

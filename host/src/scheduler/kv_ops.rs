@@ -14,7 +14,7 @@ use crate::kv::RadixTree;
 pub(super) fn match_len(tree: &RadixTree, r: &Request) -> u32 {
     let limit = r.input_len().saturating_sub(1) as usize;
     if r.output.is_empty() {
-        tree.match_len(&r.spec.prompt[..limit.min(r.spec.prompt.len())])
+        tree.match_len(&r.spec.prompt_tokens[..limit.min(r.spec.prompt_tokens.len())])
     } else {
         tree.match_len(&r.sequence()[..limit])
     }
@@ -43,9 +43,9 @@ impl Scheduler {
         if !r.admitted {
             r.admitted = true;
             r.cached_tokens = r.computed;
-            self.metrics.prompt_tokens += r.spec.prompt.len() as u64;
+            self.metrics.prompt_tokens += r.spec.prompt_tokens.len() as u64;
             self.metrics.cache_hit_tokens += u64::from(r.computed);
-            self.metrics.cache_prompt_tokens += r.spec.prompt.len() as u64;
+            self.metrics.cache_prompt_tokens += r.spec.prompt_tokens.len() as u64;
         }
     }
 

@@ -37,10 +37,10 @@ use std::time::Instant;
 use minisgl_plugin_sdk::{Budget, RequestView, ScheduleDecision};
 
 use crate::batch::{SeqInput, StepInput, StepOutput};
-use crate::engine::{CacheMode, EngineMetrics, Event, FinishReason, Usage};
+use crate::engine::{CacheMode, EngineMetrics, Event, FinishReason, GenerateRequest, Usage};
 use crate::kv::{PagePool, RadixTree};
 pub use policy::{NativePolicy, Policy};
-use request::{Phase, Request, RequestSpec};
+use request::{Phase, Request};
 pub use sampling::params_ok;
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -177,25 +177,17 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Adds a request (already validated) to the waiting queue.
+    /// Adds a request (already validated) to the waiting queue; its relative
+    /// deadline is counted from `arrival`.
     pub fn add(
         &mut self,
         id: u64,
-        spec: RequestSpec,
+        spec: GenerateRequest,
         arrival: Instant,
         tx: UnboundedSender<Event>,
     ) {
         let arrival_us = arrival.saturating_duration_since(self.clock).as_micros() as u64;
-        let deadline_us = spec.deadline_us.map(|d| arrival_us.saturating_add(d));
-        let req = Request::new(
-            id,
-            RequestSpec {
-                deadline_us,
-                ..spec
-            },
-            arrival_us,
-            tx,
-        );
+        let req = Request::new(id, spec, arrival_us, tx);
         self.reqs.insert(id, req);
         self.enqueue_waiting(id);
     }
@@ -587,7 +579,7 @@ impl Scheduler {
             _ => self.metrics.requests_done += 1,
         }
         let usage = Usage {
-            prompt_tokens: r.spec.prompt.len() as u32,
+            prompt_tokens: r.spec.prompt_tokens.len() as u32,
             completion_tokens: r.output.len() as u32,
             cached_tokens: r.cached_tokens,
         };

@@ -1,9 +1,9 @@
 //! One request's state inside the loop.
 
-use minisgl_plugin_sdk::{RequestView, SamplingParams, TokenBias};
+use minisgl_plugin_sdk::RequestView;
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::engine::Event;
+use crate::engine::{Event, GenerateRequest};
 use crate::kv::{NodeId, PageId};
 
 /// Where a request is in its lifecycle.
@@ -16,28 +16,16 @@ pub enum Phase {
     Running,
 }
 
-/// What the client asked for, fixed for the life of the request.
-#[derive(Clone, Debug)]
-pub struct RequestSpec {
-    pub prompt: Vec<u32>,
-    pub params: SamplingParams,
-    pub logit_bias: Vec<TokenBias>,
-    pub max_new_tokens: u32,
-    pub stop_token_ids: Vec<u32>,
-    pub ignore_eos: bool,
-    pub logprobs: Option<u32>,
-    pub priority: i32,
-    pub client_id: u64,
-    /// Latest completion time: relative to arrival when passed to
-    /// [`crate::scheduler::Scheduler::add`], absolute (engine clock) inside.
-    pub deadline_us: Option<u64>,
-}
-
 /// A request in the engine.
 #[derive(Debug)]
 pub struct Request {
     pub id: u64,
-    pub spec: RequestSpec,
+    /// What the client asked for, fixed for the life of the request (its
+    /// relative `deadline` is superseded by `deadline_us`).
+    pub spec: GenerateRequest,
+    /// Latest completion time on the engine clock (arrival + the request's
+    /// relative deadline).
+    pub deadline_us: Option<u64>,
     pub arrival_us: u64,
     pub last_scheduled_us: u64,
     pub phase: Phase,
@@ -67,10 +55,19 @@ pub struct Request {
 }
 
 impl Request {
-    pub fn new(id: u64, spec: RequestSpec, arrival_us: u64, tx: UnboundedSender<Event>) -> Self {
+    pub fn new(
+        id: u64,
+        spec: GenerateRequest,
+        arrival_us: u64,
+        tx: UnboundedSender<Event>,
+    ) -> Self {
+        let deadline_us = spec
+            .deadline
+            .map(|d| arrival_us.saturating_add(d.as_micros() as u64));
         Request {
             id,
             spec,
+            deadline_us,
             arrival_us,
             last_scheduled_us: arrival_us,
             phase: Phase::Waiting,
@@ -90,14 +87,14 @@ impl Request {
 
     /// Tokens to prefill: the prompt and, after a preemption, the known output.
     pub fn input_len(&self) -> u32 {
-        (self.spec.prompt.len() + self.output.len()) as u32
+        (self.spec.prompt_tokens.len() + self.output.len()) as u32
     }
 
     /// Token at sequence position `pos` (prompt then output), if known.
     pub fn token_at(&self, pos: usize) -> Option<u32> {
-        let p = self.spec.prompt.len();
+        let p = self.spec.prompt_tokens.len();
         if pos < p {
-            Some(self.spec.prompt[pos])
+            Some(self.spec.prompt_tokens[pos])
         } else {
             self.output.get(pos - p).copied()
         }
@@ -112,7 +109,7 @@ impl Request {
 
     /// The whole known sequence (prompt then output).
     pub fn sequence(&self) -> Vec<u32> {
-        let mut s = self.spec.prompt.clone();
+        let mut s = self.spec.prompt_tokens.clone();
         s.extend_from_slice(&self.output);
         s
     }
@@ -142,7 +139,7 @@ impl Request {
             arrival_us: self.arrival_us,
             prompt_len: match self.phase {
                 Phase::Waiting => self.input_len(),
-                Phase::Running => self.spec.prompt.len() as u32,
+                Phase::Running => self.spec.prompt_tokens.len() as u32,
             },
             prefix_hit_len,
             computed_len: self.computed,
@@ -150,9 +147,27 @@ impl Request {
             max_new_tokens: self.spec.max_new_tokens,
             priority: self.spec.priority,
             client_id: self.spec.client_id,
-            deadline_us: self.spec.deadline_us,
+            deadline_us: self.deadline_us,
             pages_held: self.pages.len() as u32,
             last_scheduled_us: self.last_scheduled_us,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn relative_deadline_becomes_absolute_at_arrival() {
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut spec = GenerateRequest::greedy(vec![1, 2, 3], 4);
+        spec.deadline = Some(Duration::from_millis(5));
+        let r = Request::new(7, spec.clone(), 1_000, tx.clone());
+        assert_eq!(r.view(0).deadline_us, Some(6_000));
+        spec.deadline = None;
+        assert_eq!(Request::new(8, spec, 1_000, tx).view(0).deadline_us, None);
     }
 }

@@ -75,7 +75,7 @@ impl Scheduler {
                     params: r.spec.params.clone(),
                     logit_bias: r.spec.logit_bias.clone(),
                     generated_len: generated,
-                    prompt_len: r.spec.prompt.len() as u32,
+                    prompt_len: r.spec.prompt_tokens.len() as u32,
                     entropy: mix(self.cfg.seed ^ mix(r.id ^ mix(u64::from(generated)))),
                 },
             ));
@@ -108,7 +108,7 @@ impl Scheduler {
             let needs_history = plan.params.has_penalties();
             let resolved = ResolvedSampling {
                 prompt_tokens: if plan.params.repetition_penalty != 1.0 {
-                    r.spec.prompt.clone()
+                    r.spec.prompt_tokens.clone()
                 } else {
                     Vec::new()
                 },

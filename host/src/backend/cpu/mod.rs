@@ -55,12 +55,14 @@ pub struct CpuStep {
 #[derive(Clone, Debug, Default)]
 pub struct CpuBackend {
     threads: usize,
+    /// Tokens chosen by the latest `sample_launch`, by sample row.
+    last_chosen: std::cell::RefCell<Vec<u32>>,
 }
 
 impl CpuBackend {
     /// A backend using rayon's global pool.
     pub fn new() -> Self {
-        CpuBackend { threads: 0 }
+        CpuBackend::default()
     }
 
     fn par(&self) -> gemm::Parallelism {
@@ -93,6 +95,8 @@ impl Backend for CpuBackend {
     type Tensor = CpuTensor;
     type Step = CpuStep;
     type Kv = CpuKv;
+    type Graph = ();
+    type Sampling = Vec<Sampled>;
 
     fn name(&self) -> &'static str {
         "cpu"
@@ -138,7 +142,17 @@ impl Backend for CpuBackend {
     }
 
     fn prepare_step(&self, meta: &StepMeta) -> Result<CpuStep, BackendError> {
-        Ok(CpuStep { meta: meta.clone() })
+        let mut meta = meta.clone();
+        let last = self.last_chosen.borrow();
+        for &[row, src] in &meta.from_last {
+            meta.tokens[row as usize] = *last.get(src as usize).ok_or_else(|| {
+                BackendError::InvalidInput(format!(
+                    "from_last refers to sample row {src}; the latest sampling had {}",
+                    last.len()
+                ))
+            })?;
+        }
+        Ok(CpuStep { meta })
     }
 
     fn embedding(&self, table: &CpuTensor, step: &CpuStep) -> Result<CpuTensor, BackendError> {
@@ -450,23 +464,54 @@ impl Backend for CpuBackend {
         })
     }
 
-    fn sample(
+    fn alloc_logits(&self, rows: usize, cols: usize) -> Result<CpuTensor, BackendError> {
+        Ok(CpuTensor {
+            shape: vec![rows, cols],
+            data: vec![0.0; rows * cols],
+        })
+    }
+
+    fn linear_into(
+        &self,
+        x: &CpuTensor,
+        w: &CpuTensor,
+        out: &mut CpuTensor,
+    ) -> Result<(), BackendError> {
+        let y = self.linear(x, w, None)?;
+        let (m, n) = y.rows_cols("linear_into")?;
+        let (rows, cols) = out.rows_cols("linear_into")?;
+        if rows < m || cols != n {
+            return Err(shape_err(
+                "linear_into",
+                format!("[{m}, {n}] does not fit into {:?}", out.shape),
+            ));
+        }
+        out.data[..m * n].copy_from_slice(&y.data);
+        Ok(())
+    }
+
+    fn sample_finish(&self, sampling: Vec<Sampled>) -> Result<Vec<Sampled>, BackendError> {
+        Ok(sampling)
+    }
+
+    fn sample_launch(
         &self,
         logits: &CpuTensor,
         specs: &[SampleSpec],
     ) -> Result<Vec<Sampled>, BackendError> {
         let (rows, vocab) = logits.rows_cols("sample")?;
-        if rows != specs.len() {
+        if rows < specs.len() {
             return Err(shape_err(
                 "sample",
                 format!("{rows} rows for {} specs", specs.len()),
             ));
         }
-        Ok(logits
-            .data
+        let out: Vec<Sampled> = logits.data[..specs.len() * vocab]
             .par_chunks(vocab.max(1))
             .zip(specs.par_iter())
             .map(|(row, spec)| sampling::sample_row(row, spec))
-            .collect())
+            .collect();
+        *self.last_chosen.borrow_mut() = out.iter().map(|s| s.token).collect();
+        Ok(out)
     }
 }

@@ -9,6 +9,9 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr
 use super::error::CudaError;
 use super::{libs, nvrtc};
 
+/// cuBLAS workspace (fixed so that graph capture never allocates inside cuBLAS).
+const BLAS_WORKSPACE_BYTES: usize = 32 << 20;
+
 /// Which attention kernels to use (`--attention-backend`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum AttentionBackend {
@@ -101,6 +104,7 @@ fn kernel_names(family: &str) -> Vec<String> {
             "bcast_rows_bf16",
             "bcast_rows_f32",
             "bf16_to_f32",
+            "take_tokens",
         ],
         "attention_simple" => vec!["attn_simple"],
         "attention_decode" => {
@@ -113,7 +117,13 @@ fn kernel_names(family: &str) -> Vec<String> {
             return v;
         }
         "attention_prefill" => vec!["attn_prefill_hd64", "attn_prefill_hd128"],
-        "sampling" => vec!["row_argmax", "process_logits", "row_select", "topk_rows"],
+        "sampling" => vec![
+            "row_argmax",
+            "process_logits",
+            "row_select",
+            "topk_rows",
+            "chosen_tokens",
+        ],
         _ => vec![],
     };
     v.into_iter().map(String::from).collect()
@@ -124,6 +134,8 @@ pub struct Device {
     pub ctx: Arc<CudaContext>,
     pub stream: Arc<CudaStream>,
     pub blas: CudaBlas,
+    /// cuBLAS's workspace; declared after `blas` so it is freed after the handle.
+    _blas_workspace: CudaSlice<u8>,
     pub kernels: Kernels,
     pub name: String,
     pub cc: (i32, i32),
@@ -154,8 +166,27 @@ impl Device {
         // safety are pure overhead here.
         // SAFETY: every op of this backend runs on `stream`, so no cross-stream hazards.
         unsafe { ctx.disable_event_tracking() };
-        let stream = ctx.default_stream();
+        // A created stream, not the legacy default one: only those can be captured
+        // into CUDA graphs.
+        let stream = ctx.new_stream()?;
         let blas = CudaBlas::new(stream.clone())?;
+        // cuBLAS must not allocate while a graph is being recorded; give it its
+        // workspace up front (32 MiB covers Hopper's largest recommendation).
+        let blas_workspace = stream.alloc_zeros::<u8>(BLAS_WORKSPACE_BYTES)?;
+        // SAFETY: the workspace outlives the handle (field order in `Device`) and is
+        // used only by work on `stream`, the handle's stream.
+        let st = unsafe {
+            cudarc::cublas::sys::cublasSetWorkspace_v2(
+                *blas.handle(),
+                dptr(&blas_workspace, &stream) as *mut std::ffi::c_void,
+                BLAS_WORKSPACE_BYTES,
+            )
+        };
+        if st != cudarc::cublas::sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+            return Err(CudaError::Unsupported(format!(
+                "cublasSetWorkspace failed: {st:?}"
+            )));
+        }
         let cc = ctx.compute_capability()?;
         let num_sms = ctx.attribute(
             cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
@@ -192,6 +223,7 @@ impl Device {
             ctx,
             stream,
             blas,
+            _blas_workspace: blas_workspace,
             kernels,
             name,
             cc,

@@ -3,16 +3,22 @@
 //! compiled by NVRTC for the device (see [`nvrtc`]), sampling on the device.
 //!
 //! Everything is enqueued in order on one stream; only [`Backend::sample`] and
-//! [`Backend::to_host`] wait for the device. Libraries are loaded dynamically
+//! [`Backend::to_host`] wait for the device. Decode steps can be recorded as
+//! CUDA graphs and replayed ([`graph`]). Libraries are loaded dynamically
 //! ([`libs`]): on a machine without a driver, [`CudaBackend::new`] returns a
 //! clear error instead of panicking.
 
 pub mod device;
 pub mod error;
+mod graph;
 pub mod libs;
 pub mod nvrtc;
 pub mod ops;
 mod sample;
+
+pub use sample::CudaSampling;
+
+use std::cell::RefCell;
 
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
@@ -67,15 +73,41 @@ pub struct CudaKv {
     pub v: Vec<CudaSlice<u16>>,
 }
 
-/// One step's metadata on the device (a single i32 buffer) plus its host copy.
+/// One step's metadata on the device (one i32 array) plus its host copy.
 pub struct CudaStep {
     pub meta: StepMeta,
-    pub(crate) buf: CudaSlice<i32>,
+    /// The array, when this step owns it; graph steps read the backend's
+    /// fixed [`GraphArena`] instead.
+    pub(crate) _buf: Option<CudaSlice<i32>>,
+    /// Device address of the array.
+    pub(crate) base: u64,
     pub(crate) off: StepOffsets,
     /// Every sequence has exactly one new token (the decode kernel applies).
     pub(crate) decode_only: bool,
     pub(crate) num_tiles: usize,
+    /// Graph steps: the longest context any replay may bring, so that the
+    /// recorded decode split count suits every later step.
+    pub(crate) max_kv_hint: Option<usize>,
 }
+
+/// Metadata arrays at fixed addresses for recorded decode steps
+/// ([`Backend::reserve_graph_steps`]).
+pub(crate) struct GraphArena {
+    pub buf: CudaSlice<i32>,
+    pub max_seqs: usize,
+    pub max_pages: usize,
+    /// The page past the pool that padding rows use.
+    pub scratch_page: u32,
+    pub page_size: u32,
+    pub off: StepOffsets,
+}
+
+/// A recorded decode step.
+pub struct CudaGraphStep(pub(crate) cudarc::driver::CudaGraph);
+
+// SAFETY: a graph is only touched by the thread that owns the runner (one at a
+// time); CUDA graph objects need external serialisation, not thread affinity.
+unsafe impl Send for CudaGraphStep {}
 
 /// Element offsets of each array inside [`CudaStep::buf`].
 #[derive(Clone, Copy, Debug, Default)]
@@ -99,6 +131,12 @@ pub(crate) const PREFILL_TILE: usize = 64;
 /// The CUDA backend.
 pub struct CudaBackend {
     pub dev: Device,
+    pub(crate) graph_arena: RefCell<Option<GraphArena>>,
+    /// Tokens chosen by the latest sampling (device, by sample row) and their
+    /// count: what the next step's `from_last` rows read.
+    pub(crate) last_chosen: RefCell<Option<(CudaSlice<u32>, usize)>>,
+    /// Reusable pinned buffers for sampling results.
+    pub(crate) pinned_pool: RefCell<Vec<cudarc::driver::PinnedHostSlice<u32>>>,
 }
 
 impl CudaBackend {
@@ -106,7 +144,47 @@ impl CudaBackend {
     pub fn new(opts: &CudaOptions) -> Result<Self, CudaError> {
         Ok(CudaBackend {
             dev: Device::open(opts)?,
+            graph_arena: RefCell::new(None),
+            last_chosen: RefCell::new(None),
+            pinned_pool: RefCell::new(Vec::new()),
         })
+    }
+
+    /// `tokens[row] = latest chosen[sample_row]` on the device for each
+    /// `from_last` pair (overlap scheduling), `tokens` at device address `tokens`.
+    pub(crate) fn take_last_tokens(
+        &self,
+        tokens: u64,
+        pairs: &[[u32; 2]],
+    ) -> Result<(), BackendError> {
+        if pairs.is_empty() {
+            return Ok(());
+        }
+        let last = self.last_chosen.borrow();
+        let (chosen, n) = last.as_ref().ok_or_else(|| {
+            BackendError::InvalidInput("from_last with no sampling before it".into())
+        })?;
+        if let Some(p) = pairs.iter().find(|p| p[1] as usize >= *n) {
+            return Err(BackendError::InvalidInput(format!(
+                "from_last refers to sample row {}; the latest sampling had {n}",
+                p[1]
+            )));
+        }
+        let flat: Vec<i32> = pairs
+            .iter()
+            .flat_map(|p| [p[0] as i32, p[1] as i32])
+            .collect();
+        let dev_pairs = self.dev.stream.clone_htod(&flat)?;
+        self.launch(
+            "take_tokens",
+            cfg(((pairs.len().div_ceil(128)) as u32, 1, 1), 128),
+            &[
+                Arg::U64(tokens),
+                Arg::U64(self.ptr(&dev_pairs)),
+                Arg::I32(pairs.len() as i32),
+                Arg::U64(self.ptr(chosen)),
+            ],
+        )
     }
 
     /// Whether the flash attention kernels are in use.

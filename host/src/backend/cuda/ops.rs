@@ -77,7 +77,7 @@ impl CudaBackend {
     }
 
     fn step_ptr(&self, step: &CudaStep, off: usize) -> u64 {
-        self.ptr(&step.buf) + (off * 4) as u64
+        step.base + (off * 4) as u64
     }
 
     /// The head_dim-specialised norm/rope kernel.
@@ -160,6 +160,8 @@ impl Backend for CudaBackend {
     type Tensor = CudaTensor;
     type Step = CudaStep;
     type Kv = CudaKv;
+    type Graph = super::CudaGraphStep;
+    type Sampling = super::CudaSampling;
 
     fn name(&self) -> &'static str {
         "cuda"
@@ -216,7 +218,9 @@ impl Backend for CudaBackend {
                 layout.head_dim
             )));
         }
-        let n = layout.layer_elems();
+        // One page past the pool: the scratch page that padding rows of
+        // recorded decode steps read and write.
+        let n = (layout.num_pages + 1) * layout.page_size * layout.kv_heads * layout.head_dim;
         let mut k = Vec::with_capacity(layout.num_layers);
         let mut v = Vec::with_capacity(layout.num_layers);
         for _ in 0..layout.num_layers {
@@ -258,13 +262,16 @@ impl Backend for CudaBackend {
         put!(tile_q0, tq.iter().copied());
         h.push(0);
         let buf = self.dev.stream.clone_htod(&h)?;
+        self.take_last_tokens(self.ptr(&buf) + (off.tokens * 4) as u64, &meta.from_last)?;
         let decode_only = s > 0 && meta.q_indptr.windows(2).all(|w| w[1] - w[0] == 1);
         Ok(CudaStep {
             meta: meta.clone(),
-            buf,
+            base: self.ptr(&buf),
+            _buf: Some(buf),
             off,
             decode_only,
             num_tiles: ts.len(),
+            max_kv_hint: None,
         })
     }
 
@@ -582,7 +589,7 @@ impl Backend for CudaBackend {
                 ),
             ));
         }
-        let cap = l.num_pages * l.page_size;
+        let cap = (l.num_pages + 1) * l.page_size; // the pool plus the scratch page
         if let Some(s) = step.meta.slots.iter().find(|&&s| s as usize >= cap) {
             return Err(BackendError::InvalidInput(format!(
                 "slot {s} out of range ({cap})"
@@ -681,12 +688,90 @@ impl Backend for CudaBackend {
         Ok(out)
     }
 
-    fn sample(
+    fn sample_launch(
         &self,
         logits: &CudaTensor,
         specs: &[SampleSpec],
-    ) -> Result<Vec<Sampled>, BackendError> {
-        self.sample_impl(logits, specs)
+    ) -> Result<super::CudaSampling, BackendError> {
+        self.sample_launch_impl(logits, specs)
+    }
+
+    fn sample_ready(&self, s: &super::CudaSampling) -> bool {
+        self.sample_ready_impl(s)
+    }
+
+    fn sample_finish(&self, s: super::CudaSampling) -> Result<Vec<Sampled>, BackendError> {
+        self.sample_finish_impl(s)
+    }
+
+    fn reserve_graph_steps(
+        &self,
+        kv: &CudaKv,
+        max_seqs: usize,
+        max_pages: usize,
+    ) -> Result<bool, BackendError> {
+        self.reserve_graph_arena(kv.layout, max_seqs, max_pages)?;
+        Ok(true)
+    }
+
+    fn prepare_graph_step(
+        &self,
+        meta: &StepMeta,
+        padded_seqs: usize,
+    ) -> Result<CudaStep, BackendError> {
+        self.graph_step(meta, padded_seqs)
+    }
+
+    fn begin_capture(&self) -> Result<(), BackendError> {
+        self.begin_capture_impl()
+    }
+
+    fn end_capture(&self) -> Result<super::CudaGraphStep, BackendError> {
+        self.end_capture_impl()
+    }
+
+    fn replay(&self, graph: &super::CudaGraphStep) -> Result<(), BackendError> {
+        graph.0.launch()?;
+        Ok(())
+    }
+
+    fn alloc_logits(&self, rows: usize, cols: usize) -> Result<CudaTensor, BackendError> {
+        Ok(CudaTensor {
+            shape: vec![rows, cols],
+            buf: Buf::F32(self.dev.stream.alloc_zeros::<f32>((rows * cols).max(1))?),
+            f32_copy: None,
+            logits_input: false,
+        })
+    }
+
+    fn linear_into(
+        &self,
+        x: &CudaTensor,
+        w: &CudaTensor,
+        out: &mut CudaTensor,
+    ) -> Result<(), BackendError> {
+        let (m, k) = x.rows_cols("linear_into")?;
+        let (n, kw) = w.rows_cols("linear_into")?;
+        let (rows, cols) = out.rows_cols("linear_into")?;
+        if k != kw || rows < m || cols != n || !matches!(out.buf, Buf::F32(_)) {
+            return Err(shape_err(
+                "linear_into",
+                format!("x {:?} w {:?} out {:?}", x.shape, w.shape, out.shape),
+            ));
+        }
+        if m == 0 || n == 0 || k == 0 {
+            return Ok(());
+        }
+        self.gemm(
+            self.bf16_ptr(x, "linear_into")?,
+            self.bf16_ptr(w, "linear_into")?,
+            self.tptr(out),
+            m,
+            n,
+            k,
+            true,
+            0.0,
+        )
     }
 }
 
@@ -777,8 +862,8 @@ impl CudaBackend {
                     _ => 8,
                 };
                 let head_chunks = group.div_ceil(gmax);
-                let splits =
-                    self.decode_splits(s, l.kv_heads, head_chunks, step.meta.max_kv_len() as usize);
+                let max_kv = step.max_kv_hint.unwrap_or(step.meta.max_kv_len() as usize);
+                let splits = self.decode_splits(s, l.kv_heads, head_chunks, max_kv);
                 let o_part = self.alloc_f32(s * hq * splits * d)?;
                 let lse = self.alloc_f32(s * hq * splits)?;
                 self.launch(

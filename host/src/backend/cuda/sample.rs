@@ -5,6 +5,8 @@
 
 use std::collections::HashMap;
 
+use cudarc::driver::{CudaEvent, PinnedHostSlice};
+
 use super::{cfg, Arg, Buf, CudaBackend, CudaTensor};
 use crate::backend::{BackendError, Sampled};
 use crate::batch::{ResolvedSampling, SampleMode, SampleSpec, TokenLogprob};
@@ -124,42 +126,72 @@ impl RowParams {
     }
 }
 
+/// Sampling in flight: every result of the step sits in one device buffer that
+/// is copied into `pinned` (one transfer); `done` marks its arrival.
+pub struct CudaSampling {
+    specs: Vec<SampleSpec>,
+    cand_k: usize,
+    top_n: usize,
+    pinned: PinnedHostSlice<u32>,
+    done: CudaEvent,
+}
+
 impl CudaBackend {
-    pub(crate) fn sample_impl(
+    pub(crate) fn sample_launch_impl(
         &self,
         logits: &CudaTensor,
         specs: &[SampleSpec],
-    ) -> Result<Vec<Sampled>, BackendError> {
+    ) -> Result<CudaSampling, BackendError> {
         let (rows, vocab) = logits.rows_cols("sample")?;
-        if rows != specs.len() {
+        if rows < specs.len() {
             return Err(BackendError::Shape {
                 op: "sample",
                 detail: format!("{rows} rows for {} specs", specs.len()),
             });
         }
-        if rows == 0 {
-            return Ok(Vec::new());
-        }
+        // Rows past the specs are padding (a replayed graph's batch).
+        let rows = specs.len();
         let st = &self.dev.stream;
         // Processed logits live in a fresh f32 buffer (the input stays intact).
-        let mut lg = self.alloc_f32(rows * vocab)?;
-        match &logits.buf {
-            Buf::F32(s) => {
-                st.memcpy_dtod(
-                    &s.slice(0..rows * vocab),
-                    &mut lg.slice_mut(0..rows * vocab),
-                )?;
-            }
-            Buf::Bf16(s) => {
-                let n = (rows * vocab) as i64;
-                self.launch(
-                    "bf16_to_f32",
-                    cfg((((n + 255) / 256) as u32, 1, 1), 256),
-                    &[Arg::U64(self.ptr(s)), Arg::U64(self.ptr(&lg)), Arg::I64(n)],
-                )?;
+        let mut lg = self.alloc_f32((rows * vocab).max(1))?;
+        if rows > 0 {
+            match &logits.buf {
+                Buf::F32(s) => {
+                    st.memcpy_dtod(
+                        &s.slice(0..rows * vocab),
+                        &mut lg.slice_mut(0..rows * vocab),
+                    )?;
+                }
+                Buf::Bf16(s) => {
+                    let n = (rows * vocab) as i64;
+                    self.launch(
+                        "bf16_to_f32",
+                        cfg((((n + 255) / 256) as u32, 1, 1), 256),
+                        &[Arg::U64(self.ptr(s)), Arg::U64(self.ptr(&lg)), Arg::I64(n)],
+                    )?;
+                }
             }
         }
         self.sample_rows(lg, rows, vocab, specs)
+    }
+
+    /// Whether the results of `s` have reached the host.
+    pub(crate) fn sample_ready_impl(&self, s: &CudaSampling) -> bool {
+        s.done.is_complete()
+    }
+
+    fn take_pinned(&self, n: usize) -> Result<PinnedHostSlice<u32>, BackendError> {
+        let mut pool = self.pinned_pool.borrow_mut();
+        if let Some(i) = pool.iter().position(|p| p.len() >= n) {
+            return Ok(pool.swap_remove(i));
+        }
+        // Plain (not write-combined) pinned memory: the host reads it.
+        // SAFETY: the buffer is only read after a device copy filled the part read.
+        Ok(unsafe {
+            self.dev
+                .ctx
+                .alloc_pinned_with_flags::<u32>(n.max(1 << 14), 0)
+        }?)
     }
 
     fn sample_rows(
@@ -168,7 +200,7 @@ impl CudaBackend {
         rows: usize,
         vocab: usize,
         specs: &[SampleSpec],
-    ) -> Result<Vec<Sampled>, BackendError> {
+    ) -> Result<CudaSampling, BackendError> {
         let st = &self.dev.stream;
         let mut p = RowParams::default();
         p.pen_start.push(0);
@@ -213,11 +245,25 @@ impl CudaBackend {
         }
         cand_k = cand_k.min(vocab);
         top_n = top_n.min(vocab);
+        // Every result in one buffer: row_select's six outputs, then candidate
+        // tokens and values, then top-logprob tokens and values.
+        let n_res = rows * (6 + 2 * cand_k + 2 * top_n);
+        let pinned = self.take_pinned(n_res)?;
+        if rows == 0 {
+            *self.last_chosen.borrow_mut() = None;
+            let done = st.record_event(None)?;
+            return Ok(CudaSampling {
+                specs: Vec::new(),
+                cand_k,
+                top_n,
+                pinned,
+                done,
+            });
+        }
         let lgp = self.ptr(&lg);
         let up_i = |v: &Vec<i32>| st.clone_htod(&if v.is_empty() { vec![0] } else { v.clone() });
         let up_f = |v: &Vec<f32>| st.clone_htod(&if v.is_empty() { vec![0.0] } else { v.clone() });
         let r = rows as u32;
-        let mut _keep = Vec::new();
         if any_processing {
             let bufs_i = [
                 up_i(&p.pen_start)?,
@@ -260,7 +306,7 @@ impl CudaBackend {
                     Arg::U64(self.ptr(&bufs_f[4])),
                 ],
             )?;
-            _keep.push((bufs_i, bufs_f, mask));
+            // The buffers are freed in stream order, after the kernel has read them.
         }
         let trunc = up_i(&p.truncate)?;
         let topk = up_i(&p.top_k)?;
@@ -268,10 +314,10 @@ impl CudaBackend {
         let minp = up_f(&p.min_p)?;
         let seed_on = up_i(&p.seed_on)?;
         let seed = st.clone_htod(&p.seed)?;
-        // Outputs: argmax, lse, thr, lkept, drawn, chosen_lp — packed in one u32 buffer.
-        // SAFETY: row_select writes all 6 * rows entries.
-        let outb = unsafe { st.alloc::<u32>(6 * rows) }?;
-        let ob = self.ptr(&outb);
+        // SAFETY: row_select writes all 6 * rows entries, topk_rows all of its
+        // rows * k tokens and values.
+        let res = unsafe { st.alloc::<u32>(n_res) }?;
+        let ob = self.ptr(&res);
         let at = |i: usize| ob + (i * rows * 4) as u64;
         self.launch(
             "row_select",
@@ -294,10 +340,22 @@ impl CudaBackend {
                 Arg::U64(at(5)),
             ],
         )?;
-        let topk_launch = |k: usize, floor: u64| -> Result<(Vec<u32>, Vec<f32>), BackendError> {
-            // SAFETY: topk_rows writes all rows * k entries of both outputs.
-            let tok = unsafe { st.alloc::<u32>(rows * k) }?;
-            let val = unsafe { st.alloc::<f32>(rows * k) }?;
+        // The chosen tokens stay on the device for the next step (overlap).
+        // SAFETY: chosen_tokens writes all `rows` entries.
+        let chosen = unsafe { st.alloc::<u32>(rows) }?;
+        self.launch(
+            "chosen_tokens",
+            cfg((g32(rows.div_ceil(128)), 1, 1), 128),
+            &[
+                Arg::U64(at(0)),
+                Arg::U64(at(4)),
+                Arg::U64(self.ptr(&seed_on)),
+                Arg::I32(rows as i32),
+                Arg::U64(self.ptr(&chosen)),
+            ],
+        )?;
+        *self.last_chosen.borrow_mut() = Some((chosen, rows));
+        let topk_launch = |k: usize, floor: u64, tok: u64, val: u64| {
             self.launch(
                 "topk_rows",
                 cfg((r, 1, 1), 1024),
@@ -307,77 +365,110 @@ impl CudaBackend {
                     Arg::I32(vocab as i32),
                     Arg::I32(k as i32),
                     Arg::U64(floor),
-                    Arg::U64(self.ptr(&tok)),
-                    Arg::U64(self.ptr(&val)),
+                    Arg::U64(tok),
+                    Arg::U64(val),
                 ],
-            )?;
-            Ok((st.clone_dtoh(&tok)?, st.clone_dtoh(&val)?))
+            )
         };
-        let cands = if cand_k > 0 {
-            Some(topk_launch(cand_k, at(2))?)
-        } else {
-            None
+        let word = |i: usize| ob + (i * 4) as u64;
+        let cand_at = 6 * rows;
+        let top_at = cand_at + 2 * rows * cand_k;
+        if cand_k > 0 {
+            topk_launch(cand_k, at(2), word(cand_at), word(cand_at + rows * cand_k))?;
+        }
+        if top_n > 0 {
+            topk_launch(top_n, 0, word(top_at), word(top_at + rows * top_n))?;
+        }
+        let mut pinned = pinned;
+        {
+            // Only the used prefix: a pooled buffer may be longer than `res`
+            // (cudarc's memcpy_dtoh would copy the whole host slice's length).
+            let dst = &mut pinned.as_mut_slice()?[..n_res];
+            // SAFETY: `dst` is pinned host memory of exactly `res`'s length, read
+            // only after `done` (recorded below) has completed.
+            unsafe {
+                cudarc::driver::result::memcpy_dtoh_async(dst, self.ptr(&res), st.cu_stream())
+            }?;
+        }
+        let done = st.record_event(None)?;
+        Ok(CudaSampling {
+            specs: specs.to_vec(),
+            cand_k,
+            top_n,
+            pinned,
+            done,
+        })
+    }
+
+    /// Wait for `s` and turn its buffer into per-row results.
+    pub(crate) fn sample_finish_impl(&self, s: CudaSampling) -> Result<Vec<Sampled>, BackendError> {
+        s.done.synchronize()?;
+        let res = {
+            let out = s.pinned.as_slice()?;
+            parse(out, &s.specs, s.cand_k, s.top_n)
         };
-        let tops = if top_n > 0 {
-            Some(topk_launch(top_n, 0)?)
-        } else {
-            None
-        };
-        let out: Vec<u32> = st.clone_dtoh(&outb)?;
-        let lgv = |i: usize| f32::from_bits(out[rows + i]);
-        let mut res = Vec::with_capacity(rows);
-        for (i, spec) in specs.iter().enumerate() {
-            let argmax = out[i];
-            let lse = lgv(i);
-            let lkept = f32::from_bits(out[3 * rows + i]);
-            let drawn = out[4 * rows + i];
-            let chosen_lp = f32::from_bits(out[5 * rows + i]);
-            let mut s = Sampled::default();
-            match &spec.mode {
-                SampleMode::Greedy => s.token = argmax,
-                SampleMode::Sample(r) => {
-                    s.token = if r.params.temperature > 0.0 {
-                        drawn
-                    } else {
-                        argmax
-                    };
-                }
-                SampleMode::Candidates { k, .. } => {
-                    let (ct, cv) = cands.as_ref().expect("candidates launched");
-                    for j in 0..(*k as usize).min(cand_k) {
-                        let t = ct[i * cand_k + j];
-                        if t == u32::MAX {
-                            break;
-                        }
-                        s.candidates.push(TokenLogprob {
-                            token: t,
-                            logprob: cv[i * cand_k + j] - lse - lkept,
-                        });
-                    }
-                    s.token = s.candidates.first().map(|c| c.token).unwrap_or(argmax);
-                }
+        self.pinned_pool.borrow_mut().push(s.pinned);
+        Ok(res)
+    }
+}
+
+fn g32(n: usize) -> u32 {
+    n.max(1) as u32
+}
+
+/// Per-row results from the packed buffer (layout: see `sample_rows`).
+fn parse(out: &[u32], specs: &[SampleSpec], cand_k: usize, top_n: usize) -> Vec<Sampled> {
+    let rows = specs.len();
+    let f = |i: usize| f32::from_bits(out[i]);
+    let cand_at = 6 * rows;
+    let top_at = cand_at + 2 * rows * cand_k;
+    let mut res = Vec::with_capacity(rows);
+    for (i, spec) in specs.iter().enumerate() {
+        let argmax = out[i];
+        let lse = f(rows + i);
+        let lkept = f(3 * rows + i);
+        let drawn = out[4 * rows + i];
+        let chosen_lp = f(5 * rows + i);
+        let mut s = Sampled::default();
+        match &spec.mode {
+            SampleMode::Greedy => s.token = argmax,
+            SampleMode::Sample(r) => {
+                s.token = if r.params.temperature > 0.0 {
+                    drawn
+                } else {
+                    argmax
+                };
             }
-            if let Some(n) = spec.logprobs {
-                let (tt, tv) = tops
-                    .as_ref()
-                    .map(|(a, b)| (a.as_slice(), b.as_slice()))
-                    .unwrap_or((&[], &[]));
-                for j in 0..(n as usize).min(top_n) {
-                    let t = tt[i * top_n + j];
+            SampleMode::Candidates { k, .. } => {
+                for j in 0..(*k as usize).min(cand_k) {
+                    let t = out[cand_at + i * cand_k + j];
                     if t == u32::MAX {
                         break;
                     }
-                    s.top_logprobs.push(TokenLogprob {
+                    s.candidates.push(TokenLogprob {
                         token: t,
-                        logprob: tv[i * top_n + j] - lse,
+                        logprob: f(cand_at + rows * cand_k + i * cand_k + j) - lse - lkept,
                     });
                 }
-                // row_select's chosen token is the drawn one (Sample, T > 0) or the argmax
-                // of the processed row, which is also the first candidate.
-                s.logprob = Some(chosen_lp);
+                s.token = s.candidates.first().map(|c| c.token).unwrap_or(argmax);
             }
-            res.push(s);
         }
-        Ok(res)
+        if let Some(n) = spec.logprobs {
+            for j in 0..(n as usize).min(top_n) {
+                let t = out[top_at + i * top_n + j];
+                if t == u32::MAX {
+                    break;
+                }
+                s.top_logprobs.push(TokenLogprob {
+                    token: t,
+                    logprob: f(top_at + rows * top_n + i * top_n + j) - lse,
+                });
+            }
+            // row_select's chosen token is the drawn one (Sample, T > 0) or the argmax
+            // of the processed row, which is also the first candidate.
+            s.logprob = Some(chosen_lp);
+        }
+        res.push(s);
     }
+    res
 }

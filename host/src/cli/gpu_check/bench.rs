@@ -13,7 +13,7 @@ use super::ops::randn;
 use super::report::Report;
 use crate::backend::cuda::CudaBackend;
 use crate::backend::{Backend, KvLayout, StepMeta};
-use crate::model::runner::{build_runner, DeviceKind};
+use crate::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
 
 /// Measured device-to-device copy bandwidth on the H200 (TOOLCHAIN.md), bytes/s.
 const COPY_CEILING: f64 = 4.28e12;
@@ -148,17 +148,52 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
         let lm = crate::model::load_random(p, 1)?;
         let (prompt, steps, ps) = (256usize, 16usize, 16u32);
         let pages = ((prompt + steps + 2).div_ceil(16) * 256) as u32 + 1;
-        let mut r = build_runner(&lm, DeviceKind::Cuda, pages, ps)?;
-        for &batch in &[64usize, 256] {
-            let (tps, prefill_s) =
-                super::model::decode_throughput(r.as_mut(), batch, prompt, steps)?;
+        let c = &lm.config;
+        // A decode step reads every weight once and each sequence's KV once.
+        let kv_per_token = (2 * c.num_layers() * c.num_kv_heads() * c.head_dim() * 2) as f64;
+        let floor_ms = |batch: usize| {
+            1e3 * (weight_bytes(c) + (batch * prompt) as f64 * kv_per_token) / COPY_CEILING
+        };
+        let mut eager = build_runner_with(
+            &lm,
+            DeviceKind::Cuda,
+            pages,
+            ps,
+            &RunnerOptions {
+                cuda_graph_max_bs: 0,
+            },
+        )?;
+        let t0 = std::time::Instant::now();
+        let mut graphs =
+            build_runner_with(&lm, DeviceKind::Cuda, pages, ps, &RunnerOptions::default())?;
+        let setup_s = t0.elapsed().as_secs_f64();
+        rep.bench_line(format!(
+            "{} random weights: floor of a decode step = (bf16 weights {:.2} GB + KV of batch x {prompt} tokens) at 4.28 TB/s; runner with decode graphs up to batch 256 built in {setup_s:.2} s",
+            p.display(),
+            weight_bytes(c) / 1e9
+        ));
+        for &batch in &[1usize, 8, 64, 256] {
+            let (tps_e, _) = super::model::decode_throughput(eager.as_mut(), batch, prompt, steps)?;
+            let (tps_g, _) =
+                super::model::decode_throughput(graphs.as_mut(), batch, prompt, steps)?;
+            let (ms_e, ms_g) = (1e3 * batch as f64 / tps_e, 1e3 * batch as f64 / tps_g);
+            let f = floor_ms(batch);
             rep.bench_line(format!(
-                "{} random weights, runner.step greedy decode, batch {batch}, context ~{prompt}: {tps:.0} tokens/s ({:.2} ms/step; prefill of {batch}x{prompt} tokens {:.3} s incl. first-use costs); no CUDA graphs",
-                p.display(),
-                1e3 * batch as f64 / tps,
-                prefill_s
+                "runner.step greedy decode, batch {batch}, context ~{prompt}: floor {f:.3} ms; CUDA graphs {tps_g:.0} tok/s ({ms_g:.3} ms/step, {:.2}x the floor), eager {tps_e:.0} tok/s ({ms_e:.3} ms/step, {:.2}x the floor); graphs / eager {:.2}x",
+                ms_g / f,
+                ms_e / f,
+                tps_g / tps_e
             ));
         }
     }
     Ok(())
+}
+
+/// Bytes a decode step must read at least: every weight matrix once (bf16),
+/// the LM head included (the embedding's own gather reads only a few rows).
+fn weight_bytes(c: &crate::model::ModelConfig) -> f64 {
+    let (h, d) = (c.hidden_size(), c.head_dim());
+    let attn = h * (c.num_heads() + 2 * c.num_kv_heads()) * d + c.num_heads() * d * h;
+    let mlp = 3 * h * c.intermediate_size();
+    (2 * (c.num_layers() * (attn + mlp) + c.vocab_size() * h)) as f64
 }

@@ -33,7 +33,8 @@ fn worst(a: f64, b: f64) -> f64 {
     }
 }
 
-fn top2(v: &[f32]) -> (u32, f32, f32) {
+/// Index of the largest value, the largest and the second largest.
+pub(super) fn top2(v: &[f32]) -> (u32, f32, f32) {
     let (mut i1, mut v1, mut v2) = (0u32, f32::NEG_INFINITY, f32::NEG_INFINITY);
     for (i, &x) in v.iter().enumerate() {
         if x > v1 {

@@ -38,6 +38,7 @@ fn flat_step(t: usize, rng: &mut ChaCha8Rng, vocab: u32) -> StepMeta {
         page_indptr: vec![0, t as u32],
         sample_rows: (0..t as u32).step_by(3).collect(),
         page_size: 1,
+        from_last: Vec::new(),
     }
 }
 

@@ -11,6 +11,8 @@ impl Backend for RoundedCpu {
     type Tensor = CpuTensor;
     type Step = CpuStep;
     type Kv = CpuKv;
+    type Graph = ();
+    type Sampling = Vec<Sampled>;
     fn name(&self) -> &'static str {
         "cpu-bf16-weights"
     }
@@ -103,11 +105,14 @@ impl Backend for RoundedCpu {
     fn gather_rows(&self, x: &CpuTensor, step: &CpuStep) -> Result<CpuTensor, BackendError> {
         self.0.gather_rows(x, step)
     }
-    fn sample(
+    fn sample_launch(
         &self,
         logits: &CpuTensor,
         specs: &[SampleSpec],
     ) -> Result<Vec<Sampled>, BackendError> {
-        self.0.sample(logits, specs)
+        self.0.sample_launch(logits, specs)
+    }
+    fn sample_finish(&self, s: Vec<Sampled>) -> Result<Vec<Sampled>, BackendError> {
+        self.0.sample_finish(s)
     }
 }

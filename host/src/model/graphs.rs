@@ -1,0 +1,141 @@
+//! Decode steps replayed from recorded graphs (CUDA graphs).
+//!
+//! A decode step of a small model is a few hundred short kernels; launched one
+//! by one from the host, the launches take longer than the GPU work. At start
+//! the runner records one graph per batch size in [`batch_sizes`] (a step of
+//! padding rows only, see [`Backend::prepare_graph_step`]); a later decode
+//! step of `n` sequences replays the smallest graph of at least `n` rows after
+//! rewriting the step's arrays. Prefill and mixed steps, and decode batches
+//! larger than the largest graph, run eagerly.
+
+use super::llama::Model;
+use super::ModelError;
+use crate::backend::{Backend, StepMeta};
+
+/// Recorded batch sizes up to `max_bs`: 1, 2, 4, 8, then every multiple of 8
+/// (padding wastes at most 7 rows), and `max_bs` itself.
+pub fn batch_sizes(max_bs: usize) -> Vec<usize> {
+    let mut v: Vec<usize> = [1, 2, 4]
+        .into_iter()
+        .chain((8..=max_bs).step_by(8))
+        .filter(|&b| b <= max_bs)
+        .collect();
+    if max_bs > 0 && v.last() != Some(&max_bs) {
+        v.push(max_bs);
+    }
+    v
+}
+
+/// The recorded decode graphs of one runner.
+pub struct DecodeGraphs<B: Backend> {
+    /// (batch size, graph), ascending by batch size.
+    graphs: Vec<(usize, B::Graph)>,
+    /// Where every graph writes its logits (`[largest batch, vocab]`, f32).
+    logits: B::Tensor,
+    /// Pages a sequence may hold and still be replayed.
+    max_pages: usize,
+    /// Steps replayed so far.
+    pub replays: u64,
+}
+
+impl<B: Backend> DecodeGraphs<B> {
+    /// Record graphs for batch sizes up to `max_bs` whose sequences hold up to
+    /// `max_pages` pages. `Ok(None)` when `max_bs` is 0 or the backend cannot
+    /// record.
+    pub fn capture(
+        b: &B,
+        model: &Model<B>,
+        kv: &mut B::Kv,
+        max_bs: usize,
+        max_pages: usize,
+    ) -> Result<Option<Self>, ModelError> {
+        if max_bs == 0 || max_pages == 0 || !b.reserve_graph_steps(kv, max_bs, max_pages)? {
+            return Ok(None);
+        }
+        let mut logits = b.alloc_logits(max_bs, model.config().vocab_size())?;
+        let mut graphs = Vec::new();
+        let padding_only = StepMeta::default();
+        for bs in batch_sizes(max_bs) {
+            let step = b.prepare_graph_step(&padding_only, bs)?;
+            // One eager run first: it loads every kernel and lets cuBLAS pick (and
+            // allocate for) its algorithms outside the recording.
+            model.forward_into(b, kv, &step, &mut logits)?;
+            b.begin_capture()?;
+            let recorded = model.forward_into(b, kv, &step, &mut logits);
+            let graph = b.end_capture();
+            recorded?;
+            graphs.push((bs, graph?));
+        }
+        Ok(Some(DecodeGraphs {
+            graphs,
+            logits,
+            max_pages,
+            replays: 0,
+        }))
+    }
+
+    /// Recorded batch sizes.
+    pub fn sizes(&self) -> Vec<usize> {
+        self.graphs.iter().map(|g| g.0).collect()
+    }
+
+    /// Index of the graph that can run `meta`: a decode step (one token and
+    /// one sample per sequence, in order) whose batch fits a recorded size and
+    /// whose sequences fit the recorded page tables.
+    pub fn fit(&self, meta: &StepMeta) -> Option<usize> {
+        let s = meta.num_seqs();
+        if s == 0
+            || meta.num_tokens() != s
+            || meta.sample_rows.len() != s
+            || meta
+                .sample_rows
+                .iter()
+                .enumerate()
+                .any(|(i, &r)| r as usize != i)
+            || meta
+                .page_indptr
+                .windows(2)
+                .any(|w| (w[1] - w[0]) as usize > self.max_pages)
+        {
+            return None;
+        }
+        self.graphs.iter().position(|g| g.0 >= s)
+    }
+
+    /// Replay graph `idx` (from [`DecodeGraphs::fit`]) on `meta`; the logits
+    /// land in the first `meta.num_seqs()` rows of [`DecodeGraphs::logits`].
+    pub fn run(&mut self, b: &B, meta: &StepMeta, idx: usize) -> Result<(), ModelError> {
+        let (bs, graph) = &self.graphs[idx];
+        // The step only names the arena the graph reads; the upload is what counts.
+        let _step = b.prepare_graph_step(meta, *bs)?;
+        b.replay(graph)?;
+        self.replays += 1;
+        Ok(())
+    }
+
+    /// The tensor every graph writes its logits into.
+    pub fn logits(&self) -> &B::Tensor {
+        &self.logits
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::batch_sizes;
+
+    #[test]
+    fn batch_sizes_cover_every_batch_with_little_padding() {
+        assert_eq!(batch_sizes(0), Vec::<usize>::new());
+        assert_eq!(batch_sizes(1), vec![1]);
+        assert_eq!(batch_sizes(6), vec![1, 2, 4, 6]);
+        assert_eq!(batch_sizes(20), vec![1, 2, 4, 8, 16, 20]);
+        for max in [1, 3, 8, 37, 160, 256] {
+            let v = batch_sizes(max);
+            assert_eq!(*v.last().unwrap(), max);
+            for n in 1..=max {
+                let g = *v.iter().find(|&&b| b >= n).unwrap();
+                assert!(g - n <= 7, "batch {n} padded to {g}");
+            }
+        }
+    }
+}
