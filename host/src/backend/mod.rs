@@ -122,6 +122,21 @@ impl<'a> HostData<'a> {
     }
 }
 
+/// One layer's attention shapes and weights for [`Backend::qkv_attention`].
+pub struct AttnParams<'a, T> {
+    pub q_heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    /// Qwen3's per-head RMSNorm weights of q and k (`[head_dim]`), if any.
+    pub q_norm: Option<&'a T>,
+    pub k_norm: Option<&'a T>,
+    /// `[head_dim / 2]` RoPE inverse frequencies (see [`Backend::rope`]).
+    pub inv_freq: &'a T,
+    pub eps: f32,
+    /// Softmax scale, `1 / sqrt(head_dim)`.
+    pub scale: f32,
+}
+
 /// Shape of the paged KV cache, fixed at allocation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KvLayout {
@@ -442,6 +457,39 @@ pub trait Backend: Send + 'static {
         step: &Self::Step,
         scale: f32,
     ) -> Result<Self::Tensor, BackendError>;
+
+    /// Everything between the fused QKV projection and the output projection:
+    /// `qkv` is `[T, (q_heads + 2 kv_heads) · head_dim]` (q, k, v columns in
+    /// that order); q and k get the per-head norm (when given) and RoPE, k and
+    /// v go into the cache, and the attention output `[T, q_heads · head_dim]`
+    /// comes back. The default is the sequence of single ops in the module
+    /// docs; a backend may work inside `qkv` instead (no split copies, norm and
+    /// rotation in one pass: fewer launches per layer).
+    fn qkv_attention(
+        &self,
+        qkv: Self::Tensor,
+        kv: &mut Self::Kv,
+        layer: usize,
+        step: &Self::Step,
+        p: &AttnParams<'_, Self::Tensor>,
+    ) -> Result<Self::Tensor, BackendError> {
+        let (qd, kvd) = (p.q_heads * p.head_dim, p.kv_heads * p.head_dim);
+        let mut parts = self.split_cols(&qkv, &[qd, kvd, kvd])?.into_iter();
+        let (Some(mut q), Some(mut k), Some(v)) = (parts.next(), parts.next(), parts.next()) else {
+            return Err(BackendError::Shape {
+                op: "qkv_attention",
+                detail: "expected three column blocks".into(),
+            });
+        };
+        if let (Some(qn), Some(kn)) = (p.q_norm, p.k_norm) {
+            self.head_rms_norm(&mut q, qn, p.head_dim, p.eps)?;
+            self.head_rms_norm(&mut k, kn, p.head_dim, p.eps)?;
+        }
+        self.rope(&mut q, p.head_dim, p.inv_freq, step)?;
+        self.rope(&mut k, p.head_dim, p.inv_freq, step)?;
+        self.store_kv(kv, layer, &k, &v, step)?;
+        self.attention(&q, kv, layer, step, p.scale)
+    }
 
     /// Rows `meta.sample_rows` of `x` → `[sample_rows.len(), cols]`.
     fn gather_rows(

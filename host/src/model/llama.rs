@@ -9,7 +9,7 @@
 use super::config::ModelConfig;
 use super::weights::{WeightTensor, Weights};
 use super::ModelError;
-use crate::backend::{Backend, DType, HostData, KvLayout};
+use crate::backend::{AttnParams, Backend, DType, HostData, KvLayout};
 
 /// One transformer block's weights on the device.
 pub struct Layer<B: Backend> {
@@ -246,31 +246,23 @@ impl<B: Backend> Model<B> {
         let cfg = &self.cfg;
         let eps = cfg.rms_norm_eps();
         let d = cfg.head_dim();
-        let (qd, kvd) = (cfg.num_heads() * d, cfg.num_kv_heads() * d);
         let scale = 1.0 / (d as f32).sqrt();
 
         let mut residual = b.embedding(&self.embed, step)?;
         let mut x = b.rms_norm(&residual, &self.layers[0].input_norm, eps)?;
         for (l, layer) in self.layers.iter().enumerate() {
             let qkv = b.linear(&x, &layer.w_qkv, layer.b_qkv.as_ref())?;
-            let mut parts = b.split_cols(&qkv, &[qd, kvd, kvd])?.into_iter();
-            let (mut q, mut k, v) = match (parts.next(), parts.next(), parts.next()) {
-                (Some(q), Some(k), Some(v)) => (q, k, v),
-                _ => {
-                    return Err(ModelError::Backend(crate::backend::BackendError::Shape {
-                        op: "split_cols",
-                        detail: "expected three parts".into(),
-                    }))
-                }
+            let params = AttnParams {
+                q_heads: cfg.num_heads(),
+                kv_heads: cfg.num_kv_heads(),
+                head_dim: d,
+                q_norm: layer.q_norm.as_ref(),
+                k_norm: layer.k_norm.as_ref(),
+                inv_freq: &self.inv_freq,
+                eps,
+                scale,
             };
-            if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
-                b.head_rms_norm(&mut q, qn, d, eps)?;
-                b.head_rms_norm(&mut k, kn, d, eps)?;
-            }
-            b.rope(&mut q, d, &self.inv_freq, step)?;
-            b.rope(&mut k, d, &self.inv_freq, step)?;
-            b.store_kv(kv, l, &k, &v, step)?;
-            let attn = b.attention(&q, kv, l, step, scale)?;
+            let attn = b.qkv_attention(qkv, kv, l, step, &params)?;
             let o = b.linear(&attn, &layer.w_o, layer.b_o.as_ref())?;
             x = b.add_rms_norm(&mut residual, &o, &layer.post_attn_norm, eps)?;
             let gu = b.linear(&x, &layer.w_gate_up, None)?;

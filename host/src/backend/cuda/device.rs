@@ -117,6 +117,7 @@ fn kernel_names(family: &str) -> Vec<String> {
             return v;
         }
         "attention_prefill" => vec!["attn_prefill_hd64", "attn_prefill_hd128"],
+        "gemv" => vec!["gemv_bf16", "gemv_f32"],
         "sampling" => vec![
             "row_argmax",
             "process_logits",

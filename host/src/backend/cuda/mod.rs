@@ -125,6 +125,12 @@ pub(crate) struct StepOffsets {
     pub tile_q0: usize,
 }
 
+/// Up to how many rows linear layers use `gemv.cu` by default. Measured on the
+/// H200 (docs/results/gpu-2026-11-30-graphs.md): it beats cuBLAS at one or two
+/// rows (about 2x on Qwen3-0.6B's layers), ties at four and loses at eight,
+/// where every warp re-reads x once per row.
+pub const GEMV_ROWS_DEFAULT: usize = 2;
+
 /// Query rows per prefill tile (PF_BQ in attention_prefill.cu).
 pub(crate) const PREFILL_TILE: usize = 64;
 
@@ -137,6 +143,9 @@ pub struct CudaBackend {
     pub(crate) last_chosen: RefCell<Option<(CudaSlice<u32>, usize)>>,
     /// Reusable pinned buffers for sampling results.
     pub(crate) pinned_pool: RefCell<Vec<cudarc::driver::PinnedHostSlice<u32>>>,
+    /// Linear layers with at most this many rows use the skinny-product kernel
+    /// (`gemv.cu`) instead of cuBLAS; 0 = always cuBLAS.
+    pub(crate) gemv_rows: std::cell::Cell<usize>,
 }
 
 impl CudaBackend {
@@ -147,7 +156,15 @@ impl CudaBackend {
             graph_arena: RefCell::new(None),
             last_chosen: RefCell::new(None),
             pinned_pool: RefCell::new(Vec::new()),
+            gemv_rows: std::cell::Cell::new(GEMV_ROWS_DEFAULT),
         })
+    }
+
+    /// Route linear layers of at most `rows` rows to the skinny-product kernel
+    /// (0: always cuBLAS). Benchmarks compare the two; the default is
+    /// [`GEMV_ROWS_DEFAULT`].
+    pub fn set_gemv_rows(&self, rows: usize) {
+        self.gemv_rows.set(rows.min(8));
     }
 
     /// `tokens[row] = latest chosen[sample_row]` on the device for each

@@ -40,6 +40,7 @@ pub const FAMILIES: &[(&str, &str)] = &[
         include_str!("../../../../kernels/attention_prefill.cu"),
     ),
     ("sampling", include_str!("../../../../kernels/sampling.cu")),
+    ("gemv", include_str!("../../../../kernels/gemv.cu")),
 ];
 
 /// Options passed to NVRTC besides the architecture (part of the cache key).

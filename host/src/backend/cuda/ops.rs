@@ -3,7 +3,9 @@
 use cudarc::cublas::{result as blas, sys as bsys};
 
 use super::{cfg, Arg, Buf, CudaBackend, CudaKv, CudaStep, CudaTensor, StepOffsets, PREFILL_TILE};
-use crate::backend::{Backend, BackendError, DType, HostData, KvLayout, Sampled, StepMeta};
+use crate::backend::{
+    AttnParams, Backend, BackendError, DType, HostData, KvLayout, Sampled, StepMeta,
+};
 use crate::batch::SampleSpec;
 
 fn shape_err(op: &'static str, detail: String) -> BackendError {
@@ -24,6 +26,14 @@ fn to_bf16_bits(data: &HostData<'_>) -> Vec<u16> {
             .collect(),
     }
 }
+
+/// Most rows `gemv.cu` handles (GEMV_MAX_ROWS there).
+const GEMV_MAX_ROWS: usize = 8;
+
+/// Widest output the skinny kernel takes. Measured on the H200 at one row:
+/// 5.7 µs against cuBLAS's 11.0 µs for 4096×1024, but 87 µs against 77 µs for
+/// the 151936×1024 LM head (docs/results/gpu-2026-11-30-graphs.md).
+const GEMV_MAX_COLS: usize = 32_768;
 
 fn g(n: usize) -> u32 {
     n.max(1) as u32
@@ -76,6 +86,46 @@ impl CudaBackend {
         .map_err(|e| BackendError::Device(format!("cuBLAS GEMM {m}x{n}x{k}: {e:?}")))
     }
 
+    /// Whether the skinny-product kernel serves an `m × k` input against an
+    /// `n × k` weight (decode batches). Past [`GEMV_MAX_COLS`] outputs (an LM
+    /// head) cuBLAS streams the weight faster; cuBLAS also serves when the
+    /// gemv family failed to build here.
+    fn use_gemv(&self, m: usize, n: usize, k: usize) -> bool {
+        (1..=self.gemv_rows.get().min(GEMV_MAX_ROWS)).contains(&m)
+            && n <= GEMV_MAX_COLS
+            && k.is_multiple_of(8)
+            && self.dev.kernels.get("gemv_bf16").is_ok()
+    }
+
+    /// `y[m, n] = x · Wᵀ (+ bias)` through `gemv_bf16`/`gemv_f32`.
+    #[allow(clippy::too_many_arguments)]
+    fn gemv(
+        &self,
+        x: u64,
+        w: u64,
+        bias: u64,
+        y: u64,
+        m: usize,
+        n: usize,
+        k: usize,
+        f32_out: bool,
+    ) -> Result<(), BackendError> {
+        self.launch(
+            if f32_out { "gemv_f32" } else { "gemv_bf16" },
+            cfg((g(n.div_ceil(8)), 1, 1), 256),
+            &[
+                Arg::U64(x),
+                Arg::U64(w),
+                Arg::U64(bias),
+                Arg::U64(y),
+                Arg::I32(m as i32),
+                Arg::I32(n as i32),
+                Arg::I32(k as i32),
+                Arg::I32(n as i32),
+            ],
+        )
+    }
+
     fn step_ptr(&self, step: &CudaStep, off: usize) -> u64 {
         step.base + (off * 4) as u64
     }
@@ -93,26 +143,48 @@ impl CudaBackend {
         op: &'static str,
     ) -> Result<(), BackendError> {
         let (rows, cols) = x.rows_cols(op)?;
-        if head_dim == 0
-            || !head_dim.is_multiple_of(2)
-            || head_dim > 1024
-            || !cols.is_multiple_of(head_dim)
-        {
+        if head_dim == 0 || !cols.is_multiple_of(head_dim) {
             return Err(BackendError::Unsupported(format!(
-                "{op}: head_dim {head_dim} (cols {cols}); kernels need an even head_dim up to 1024"
+                "{op}: head_dim {head_dim} does not divide cols {cols}"
             )));
         }
+        let xp = self.bf16_ptr(x, op)?;
         let heads = cols / head_dim;
+        self.norm_rope_raw(
+            xp, rows, heads, cols, head_dim, norm_w, pos, inv_freq, eps, op,
+        )
+    }
+
+    /// norm/rope on `heads` heads at `xp` of each of `rows` rows `row_stride`
+    /// elements apart (a column block of a wider tensor works too).
+    #[allow(clippy::too_many_arguments)]
+    fn norm_rope_raw(
+        &self,
+        xp: u64,
+        rows: usize,
+        heads: usize,
+        row_stride: usize,
+        head_dim: usize,
+        norm_w: u64,
+        pos: u64,
+        inv_freq: u64,
+        eps: f32,
+        op: &'static str,
+    ) -> Result<(), BackendError> {
+        if head_dim == 0 || !head_dim.is_multiple_of(2) || head_dim > 1024 {
+            return Err(BackendError::Unsupported(format!(
+                "{op}: head_dim {head_dim}; kernels need an even head_dim up to 1024"
+            )));
+        }
         let warps = rows * heads;
         if warps == 0 {
             return Ok(());
         }
-        let xp = self.bf16_ptr(x, op)?;
         let mut args = vec![
             Arg::U64(xp),
             Arg::I32(rows as i32),
             Arg::I32(heads as i32),
-            Arg::I32(cols as i32),
+            Arg::I32(row_stride as i32),
             Arg::U64(norm_w),
             Arg::U64(pos),
             Arg::U64(inv_freq),
@@ -405,6 +477,15 @@ impl Backend for CudaBackend {
             self.new_bf16(m, n)?
         };
         if m == 0 || n == 0 {
+            return Ok(out);
+        }
+        if self.use_gemv(m, n, k) {
+            let bp = match bias {
+                Some(b) => self.bf16_ptr(b, "linear")?,
+                None => 0,
+            };
+            let (xp, wp) = (self.bf16_ptr(x, "linear")?, self.bf16_ptr(w, "linear")?);
+            self.gemv(xp, wp, bp, self.tptr(&out), m, n, k, f32_out)?;
             return Ok(out);
         }
         let mut beta = 0.0f32;
@@ -704,6 +785,144 @@ impl Backend for CudaBackend {
         self.sample_finish_impl(s)
     }
 
+    fn qkv_attention(
+        &self,
+        qkv: CudaTensor,
+        kv: &mut CudaKv,
+        layer: usize,
+        step: &CudaStep,
+        p: &AttnParams<'_, CudaTensor>,
+    ) -> Result<CudaTensor, BackendError> {
+        let l = kv.layout;
+        let d = p.head_dim;
+        let (rows, cols) = qkv.rows_cols("qkv_attention")?;
+        let (qd, kvd) = (p.q_heads * d, p.kv_heads * d);
+        if cols != qd + 2 * kvd
+            || layer >= l.num_layers
+            || d != l.head_dim
+            || p.kv_heads != l.kv_heads
+            || p.kv_heads == 0
+            || !p.q_heads.is_multiple_of(p.kv_heads)
+            || rows != step.meta.num_tokens()
+            || step.meta.page_size as usize != l.page_size
+            || p.inv_freq.numel() * 2 != d
+            || !cols.is_multiple_of(8)
+        {
+            return Err(shape_err(
+                "qkv_attention",
+                format!(
+                    "qkv {:?} for {}q/{}kv x {d}, layer {layer}, cache {l:?}, {} tokens, page size {}",
+                    qkv.shape,
+                    p.q_heads,
+                    p.kv_heads,
+                    step.meta.num_tokens(),
+                    step.meta.page_size
+                ),
+            ));
+        }
+        let out = self.new_bf16(rows, qd)?;
+        if rows == 0 {
+            return Ok(out);
+        }
+        let cap = (l.num_pages + 1) * l.page_size;
+        if let Some(s) = step.meta.slots.iter().find(|&&s| s as usize >= cap) {
+            return Err(BackendError::InvalidInput(format!(
+                "slot {s} out of range ({cap})"
+            )));
+        }
+        let freq = p.inv_freq.f32_copy.as_ref().ok_or_else(|| {
+            shape_err(
+                "qkv_attention",
+                format!("inv_freq {:?} must be a 1-D upload", p.inv_freq.shape),
+            )
+        })?;
+        let fp = self.ptr(freq);
+        let pos = self.step_ptr(step, step.off.positions);
+        let base = self.bf16_ptr(&qkv, "qkv_attention")?;
+        let kp = base + (qd * 2) as u64;
+        let vp = kp + (kvd * 2) as u64;
+        // q and k in place inside qkv: norm and rotation in one pass; without
+        // per-head norms q and k are adjacent heads of one launch.
+        match (p.q_norm, p.k_norm) {
+            (Some(qn), Some(kn)) => {
+                let (qw, kw) = (
+                    self.bf16_ptr(qn, "qkv_attention")?,
+                    self.bf16_ptr(kn, "qkv_attention")?,
+                );
+                if qn.numel() != d || kn.numel() != d {
+                    return Err(shape_err(
+                        "qkv_attention",
+                        format!("q/k norm {:?}/{:?}, head_dim {d}", qn.shape, kn.shape),
+                    ));
+                }
+                self.norm_rope_raw(
+                    base,
+                    rows,
+                    p.q_heads,
+                    cols,
+                    d,
+                    qw,
+                    pos,
+                    fp,
+                    p.eps,
+                    "qkv_attention",
+                )?;
+                self.norm_rope_raw(
+                    kp,
+                    rows,
+                    p.kv_heads,
+                    cols,
+                    d,
+                    kw,
+                    pos,
+                    fp,
+                    p.eps,
+                    "qkv_attention",
+                )?;
+            }
+            _ => self.norm_rope_raw(
+                base,
+                rows,
+                p.q_heads + p.kv_heads,
+                cols,
+                d,
+                0,
+                pos,
+                fp,
+                0.0,
+                "qkv_attention",
+            )?,
+        }
+        self.launch(
+            "kv_store",
+            cfg((g(rows), 1, 1), 128),
+            &[
+                Arg::U64(kp),
+                Arg::U64(vp),
+                Arg::I32(cols as i32),
+                Arg::I32(cols as i32),
+                Arg::U64(self.step_ptr(step, step.off.slots)),
+                Arg::U64(self.ptr(&kv.k[layer])),
+                Arg::U64(self.ptr(&kv.v[layer])),
+                Arg::I32(kvd as i32),
+            ],
+        )?;
+        self.attention_raw(
+            base,
+            cols,
+            rows,
+            p.q_heads,
+            kv,
+            layer,
+            step,
+            p.scale,
+            self.tptr(&out),
+            None,
+        )?;
+        // qkv is dropped here: freed in stream order, after the kernels above.
+        Ok(out)
+    }
+
     fn reserve_graph_steps(
         &self,
         kv: &CudaKv,
@@ -762,6 +981,13 @@ impl Backend for CudaBackend {
         if m == 0 || n == 0 || k == 0 {
             return Ok(());
         }
+        if self.use_gemv(m, n, k) {
+            let (xp, wp) = (
+                self.bf16_ptr(x, "linear_into")?,
+                self.bf16_ptr(w, "linear_into")?,
+            );
+            return self.gemv(xp, wp, 0, self.tptr(out), m, n, k, true);
+        }
         self.gemm(
             self.bf16_ptr(x, "linear_into")?,
             self.bf16_ptr(w, "linear_into")?,
@@ -807,14 +1033,43 @@ impl CudaBackend {
         out: &CudaTensor,
         force: Option<AttnPath>,
     ) -> Result<(), BackendError> {
+        let (rows, cols) = q.rows_cols("attention")?;
+        let qp = self.bf16_ptr(q, "attention")?;
+        let hq = cols / kv.layout.head_dim;
+        self.attention_raw(
+            qp,
+            cols,
+            rows,
+            hq,
+            kv,
+            layer,
+            step,
+            scale,
+            self.tptr(out),
+            force,
+        )
+    }
+
+    /// Attention of `hq` query heads read at `qp` (rows `cols` elements apart,
+    /// so q may be a column block of the fused qkv tensor) into `[rows, hq · D]` at `op`.
+    #[allow(clippy::too_many_arguments)]
+    fn attention_raw(
+        &self,
+        qp: u64,
+        cols: usize,
+        rows: usize,
+        hq: usize,
+        kv: &CudaKv,
+        layer: usize,
+        step: &CudaStep,
+        scale: f32,
+        op: u64,
+        force: Option<AttnPath>,
+    ) -> Result<(), BackendError> {
         let l = kv.layout;
         let d = l.head_dim;
-        let (rows, cols) = q.rows_cols("attention")?;
-        let hq = cols / d;
         let group = hq / l.kv_heads;
         let path = force.unwrap_or_else(|| self.attention_path(step, d));
-        let qp = self.bf16_ptr(q, "attention")?;
-        let op = self.tptr(out);
         let kc = self.ptr(&kv.k[layer]);
         let vc = self.ptr(&kv.v[layer]);
         let sp = |o: usize| self.step_ptr(step, o);

@@ -12,7 +12,7 @@ use super::attn::{metas, Case};
 use super::ops::randn;
 use super::report::Report;
 use crate::backend::cuda::CudaBackend;
-use crate::backend::{Backend, KvLayout, StepMeta};
+use crate::backend::{Backend, HostData, KvLayout, StepMeta};
 use crate::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
 
 /// Measured device-to-device copy bandwidth on the H200 (TOOLCHAIN.md), bytes/s.
@@ -143,6 +143,33 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
                 ms_simple
             ));
         }
+    }
+    // Skinny linear layers (decode batches): the gemv kernel against cuBLAS on
+    // Qwen3-0.6B's qkv, down and LM-head shapes; bytes = the weight read.
+    for &(n, k) in &[(4096usize, 1024usize), (1024, 3072), (151_936, 1024)] {
+        let w = gpu.upload(&[n, k], HostData::f32(&randn(&mut rng, n * k, 0.05)))?;
+        let mut line = format!("linear n={n} k={k}:");
+        for m in [1usize, 2, 4, 8] {
+            let x = gpu.upload(&[m, k], HostData::f32(&randn(&mut rng, m * k, 1.0)))?;
+            let mut ms = [0.0f64; 2];
+            for (i, rows) in [8usize, 0].into_iter().enumerate() {
+                gpu.set_gemv_rows(rows);
+                ms[i] = time_ms(gpu, 50, || {
+                    gpu.linear(&x, &w, None)?;
+                    Ok(())
+                })?;
+            }
+            let gbs = |t: f64| (n * k * 2) as f64 / (t * 1e-3) / 1e9;
+            line.push_str(&format!(
+                " m={m} gemv {:.1} us ({:.0} GB/s) / cuBLAS {:.1} us ({:.0} GB/s);",
+                ms[0] * 1e3,
+                gbs(ms[0]),
+                ms[1] * 1e3,
+                gbs(ms[1])
+            ));
+        }
+        gpu.set_gemv_rows(crate::backend::cuda::GEMV_ROWS_DEFAULT);
+        rep.bench_line(line);
     }
     if let Some(p) = bench_model {
         let lm = crate::model::load_random(p, 1)?;

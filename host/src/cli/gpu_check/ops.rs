@@ -103,12 +103,16 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         );
     }
 
-    // GEMMs (cuBLAS bf16, f32 accumulate), with and without bias, and the f32 LM-head path.
+    // GEMMs, with and without bias, and the f32 LM-head path: up to 8 rows the
+    // skinny-product kernel (gemv.cu), beyond it cuBLAS (bf16, f32 accumulate).
     for &(m, n, k, bias) in &[
         (1usize, 1024usize, 1024usize, false),
         (37, 3072, 1024, true),
         (256, 2048, 576, false),
         (7, 896, 4864, true),
+        (8, 6144, 1024, false),
+        (3, 1000, 24, true),
+        (9, 4096, 1024, false),
     ] {
         let x = randn(&mut rng, m * k, 1.0);
         let w = randn(&mut rng, n * k, 0.05);
@@ -117,17 +121,25 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         let (wc, wg) = (up(cpu, &[n, k], &w)?, up(gpu, &[n, k], &w)?);
         let (bc, bg) = (up(cpu, &[n], &b)?, up(gpu, &[n], &b)?);
         let yc = cpu.linear(&xc, &wc, if bias { Some(&bc) } else { None })?;
-        let yg = gpu.linear(&xg, &wg, if bias { Some(&bg) } else { None })?;
-        rep.check(
-            "linear",
-            format!("m={m} n={n} k={k} bias={bias}"),
-            &gpu.to_host(&yg)?,
-            &cpu.to_host(&yc)?,
-            T,
-        );
+        // Both paths on every shape: the skinny kernel (where m <= 8) and cuBLAS.
+        for (path, rows) in [("gemv", 8usize), ("cuBLAS", 0)] {
+            if path == "gemv" && m > 8 {
+                continue;
+            }
+            gpu.set_gemv_rows(rows);
+            let yg = gpu.linear(&xg, &wg, if bias { Some(&bg) } else { None })?;
+            rep.check(
+                "linear",
+                format!("m={m} n={n} k={k} bias={bias} [{path}]"),
+                &gpu.to_host(&yg)?,
+                &cpu.to_host(&yc)?,
+                T,
+            );
+        }
+        gpu.set_gemv_rows(crate::backend::cuda::GEMV_ROWS_DEFAULT);
     }
-    {
-        let (t, hidden, vocab) = (29usize, 1024usize, 151_936usize);
+    for t in [29usize, 7] {
+        let (hidden, vocab) = (1024usize, 151_936usize);
         let meta = flat_step(t, &mut rng, 100);
         let (sc, sg) = (cpu.prepare_step(&meta)?, gpu.prepare_step(&meta)?);
         let x = randn(&mut rng, t * hidden, 1.0);
