@@ -10,12 +10,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use minisgl::engine::testing::random_requests;
 use minisgl::engine::{CacheMode, Engine, EngineConfig, FinishReason, GenerateRequest};
 use minisgl::model::runner::cpu_runner;
 use minisgl::model::{load, LoadedModel};
 use minisgl::plugin::PluginSet;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -73,23 +72,6 @@ fn engine(model: &LoadedModel, s: &Setup) -> Engine {
     Engine::new(Box::new(runner), Arc::new(PluginSet::native()), cfg, vec![]).unwrap()
 }
 
-fn random_requests(seed: u64, n: usize, vocab: u32) -> Vec<GenerateRequest> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let shared: Vec<u32> = (0..24).map(|_| rng.random_range(0..vocab)).collect();
-    (0..n)
-        .map(|_| {
-            let mut prompt = if rng.random_bool(0.5) {
-                shared.clone()
-            } else {
-                Vec::new()
-            };
-            let len = rng.random_range(1..40);
-            prompt.extend((0..len).map(|_| rng.random_range(0..vocab)));
-            GenerateRequest::greedy(prompt, rng.random_range(1..16))
-        })
-        .collect()
-}
-
 fn assert_clean(e: &Engine) {
     let m = e.metrics();
     assert_eq!(m.kv_pages_used, 0, "{m:?}");
@@ -107,7 +89,7 @@ fn batched_greedy_matches_transformers() {
             .iter()
             .map(|(p, want)| GenerateRequest::greedy(p.clone(), want.len() as u32))
             .collect();
-        batch.extend(random_requests(7, 6, vocab));
+        batch.extend(random_requests(7, 6, 16, vocab, None));
         for overlap in [true, false] {
             let s = Setup {
                 page_size: 4,
@@ -135,7 +117,7 @@ fn batched_greedy_matches_transformers() {
 fn batching_paging_and_preemption_match_alone() {
     let model = load(&fixture("qwen3")).unwrap();
     let vocab = model.config.vocab_size() as u32;
-    let reqs = random_requests(11, 16, vocab);
+    let reqs = random_requests(11, 16, 16, vocab, None);
     // Each request alone, whole prompt in one chunk.
     let alone_engine = engine(
         &model,

@@ -10,7 +10,11 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
 use crate::batch::{SampleMode, SeqOutput, StepInput, StepOutput, TokenLogprob};
+use crate::engine::GenerateRequest;
 use crate::model::{ModelConfig, ModelError, ModelRunner};
 
 const EMPTY: u64 = u64::MAX;
@@ -221,4 +225,32 @@ impl HashRunner {
         }
         Ok(StepOutput { outputs })
     }
+}
+
+/// Random greedy requests for engine checks (tests and `gpu-check`): prompts
+/// of up to 63 tokens, half of them behind a shared 24-token prefix (radix
+/// hits), asking for 1..`max_new` tokens; deterministic for a seed.
+pub fn random_requests(
+    seed: u64,
+    n: usize,
+    max_new: u32,
+    vocab: u32,
+    logprobs: Option<u32>,
+) -> Vec<GenerateRequest> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let shared: Vec<u32> = (0..24).map(|_| rng.random_range(0..vocab)).collect();
+    (0..n)
+        .map(|_| {
+            let mut prompt = if rng.random_bool(0.5) {
+                shared.clone()
+            } else {
+                Vec::new()
+            };
+            let len = rng.random_range(1..40);
+            prompt.extend((0..len).map(|_| rng.random_range(0..vocab)));
+            let mut r = GenerateRequest::greedy(prompt, rng.random_range(1..max_new));
+            r.logprobs = logprobs;
+            r
+        })
+        .collect()
 }

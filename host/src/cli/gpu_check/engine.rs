@@ -21,8 +21,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, ensure, Context, Result};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 
 use super::model::top2;
 use super::report::Report;
@@ -151,33 +149,6 @@ fn hf_cases(dir: &Path) -> Result<(Vec<HfCase>, bool)> {
     }
     let bf16 = reference["dtype"].as_str() == Some("bfloat16");
     Ok((cases, bf16))
-}
-
-/// Random prompts of up to 63 tokens, half of them behind a shared 24-token
-/// prefix (radix hits), asking for 1..`max_new` tokens.
-fn random_requests(
-    seed: u64,
-    n: usize,
-    max_new: u32,
-    vocab: u32,
-    logprobs: Option<u32>,
-) -> Vec<GenerateRequest> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let shared: Vec<u32> = (0..24).map(|_| rng.random_range(0..vocab)).collect();
-    (0..n)
-        .map(|_| {
-            let mut prompt = if rng.random_bool(0.5) {
-                shared.clone()
-            } else {
-                Vec::new()
-            };
-            let len = rng.random_range(1..40);
-            prompt.extend((0..len).map(|_| rng.random_range(0..vocab)));
-            let mut r = GenerateRequest::greedy(prompt, rng.random_range(1..max_new));
-            r.logprobs = logprobs;
-            r
-        })
-        .collect()
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -483,7 +454,9 @@ fn hf_scenario(
             r
         })
         .collect();
-    reqs.extend(random_requests(7, 6, 16, vocab, None));
+    reqs.extend(crate::engine::testing::random_requests(
+        7, 6, 16, vocab, None,
+    ));
     let s = Setup {
         page_size: 16,
         num_pages: 256,
@@ -558,7 +531,7 @@ fn batching_scenarios(
     tol: FlipTolerance,
     rep: &mut Report,
 ) -> Result<()> {
-    let reqs = random_requests(11, 24, 32, vocab, Some(2));
+    let reqs = crate::engine::testing::random_requests(11, 24, 32, vocab, Some(2));
     let all: Vec<usize> = (0..reqs.len()).collect();
     // Each request alone, whole prompt in one chunk, no prefix reuse.
     let solo_setup = Setup {
