@@ -136,3 +136,112 @@ fn serve(
         inflight.push_back((t, known));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use super::Worker;
+    use crate::batch::{SeqOutput, StepInput, StepOutput};
+    use crate::model::runner::Launched;
+    use crate::model::{ModelConfig, ModelError, ModelRunner};
+
+    /// A runner whose steps take 200 ms "on the device" after launch.
+    struct Async {
+        log: Arc<Mutex<Vec<String>>>,
+        pending: std::collections::VecDeque<(u64, Instant)>,
+        next: u64,
+        config: ModelConfig,
+    }
+
+    impl ModelRunner for Async {
+        fn step(&mut self, _: &StepInput) -> Result<StepOutput, ModelError> {
+            unreachable!("the worker launches and finishes")
+        }
+        fn launch(&mut self, _: &StepInput) -> Result<Launched, ModelError> {
+            self.log
+                .lock()
+                .unwrap()
+                .push(format!("launch {}", self.next));
+            self.pending.push_back((self.next, Instant::now()));
+            self.next += 1;
+            Ok(Launched::Pending)
+        }
+        fn ready(&self) -> bool {
+            self.pending
+                .front()
+                .is_some_and(|p| p.1.elapsed() >= Duration::from_millis(200))
+        }
+        fn finish(&mut self) -> Result<StepOutput, ModelError> {
+            let (id, t) = self.pending.pop_front().expect("a pending step");
+            if let Some(rest) = Duration::from_millis(200).checked_sub(t.elapsed()) {
+                std::thread::sleep(rest);
+            }
+            self.log.lock().unwrap().push(format!("finish {id}"));
+            let mut out = StepOutput::default();
+            out.outputs.push(SeqOutput {
+                id,
+                token: id as u32,
+                logprob: None,
+                top_logprobs: vec![],
+                candidates: vec![],
+            });
+            Ok(out)
+        }
+        fn logits(&mut self, _: &StepInput) -> Result<Vec<Vec<f32>>, ModelError> {
+            Ok(vec![])
+        }
+        fn page_size(&self) -> u32 {
+            1
+        }
+        fn num_pages(&self) -> u32 {
+            1
+        }
+        fn vocab_size(&self) -> u32 {
+            8
+        }
+        fn config(&self) -> &ModelConfig {
+            &self.config
+        }
+        fn device_name(&self) -> &'static str {
+            "test"
+        }
+    }
+
+    #[test]
+    fn the_next_step_is_launched_while_the_previous_one_runs() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let config = ModelConfig::from_json_str(
+            r#"{"architectures": ["LlamaForCausalLM"], "hidden_size": 8,
+                "num_attention_heads": 1, "intermediate_size": 8, "num_hidden_layers": 1,
+                "vocab_size": 8}"#,
+        )
+        .unwrap();
+        let w = Worker::spawn(Box::new(Async {
+            log: log.clone(),
+            pending: Default::default(),
+            next: 0,
+            config,
+        }));
+        // The engine's overlap pattern: launch N+1, then wait for N.
+        w.launch(StepInput::default());
+        w.launch(StepInput::default());
+        let (a, _) = w.wait();
+        w.launch(StepInput::default());
+        let (b, _) = w.wait();
+        let (c, _) = w.wait();
+        let ids: Vec<u64> = [a, b, c]
+            .into_iter()
+            .map(|r| r.unwrap().outputs[0].id)
+            .collect();
+        assert_eq!(ids, vec![0, 1, 2], "results in launch order");
+        let log = log.lock().unwrap().clone();
+        assert_eq!(
+            &log[..3],
+            ["launch 0", "launch 1", "finish 0"],
+            "step 1 must be launched before step 0 finishes: {log:?}"
+        );
+        assert_eq!(log.len(), 6, "{log:?}");
+    }
+}

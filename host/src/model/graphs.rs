@@ -83,23 +83,8 @@ impl<B: Backend> DecodeGraphs<B> {
     /// one sample per sequence, in order) whose batch fits a recorded size and
     /// whose sequences fit the recorded page tables.
     pub fn fit(&self, meta: &StepMeta) -> Option<usize> {
-        let s = meta.num_seqs();
-        if s == 0
-            || meta.num_tokens() != s
-            || meta.sample_rows.len() != s
-            || meta
-                .sample_rows
-                .iter()
-                .enumerate()
-                .any(|(i, &r)| r as usize != i)
-            || meta
-                .page_indptr
-                .windows(2)
-                .any(|w| (w[1] - w[0]) as usize > self.max_pages)
-        {
-            return None;
-        }
-        self.graphs.iter().position(|g| g.0 >= s)
+        let sizes: Vec<usize> = self.graphs.iter().map(|g| g.0).collect();
+        fit(&sizes, self.max_pages, meta)
     }
 
     /// Replay graph `idx` (from [`DecodeGraphs::fit`]) on `meta`; the logits
@@ -119,9 +104,85 @@ impl<B: Backend> DecodeGraphs<B> {
     }
 }
 
+/// Index into `sizes` (ascending) of the smallest recorded batch that can run
+/// `meta`, if `meta` is a decode step a graph can replay.
+fn fit(sizes: &[usize], max_pages: usize, meta: &StepMeta) -> Option<usize> {
+    let s = meta.num_seqs();
+    if s == 0
+        || meta.num_tokens() != s
+        || meta.sample_rows.len() != s
+        || meta
+            .sample_rows
+            .iter()
+            .enumerate()
+            .any(|(i, &r)| r as usize != i)
+        || meta
+            .page_indptr
+            .windows(2)
+            .any(|w| (w[1] - w[0]) as usize > max_pages)
+    {
+        return None;
+    }
+    sizes.iter().position(|&b| b >= s)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::batch_sizes;
+    use super::{batch_sizes, fit};
+    use crate::backend::StepMeta;
+
+    /// A decode step of `pages.len()` sequences holding that many pages each.
+    fn decode(pages: &[u32]) -> StepMeta {
+        let mut m = StepMeta {
+            page_size: 16,
+            q_indptr: vec![0],
+            page_indptr: vec![0],
+            ..Default::default()
+        };
+        for (i, &p) in pages.iter().enumerate() {
+            m.tokens.push(1);
+            m.positions.push(p * 16 - 1);
+            m.slots.push(0);
+            m.q_indptr.push(i as u32 + 1);
+            m.kv_lens.push(p * 16);
+            m.page_table.extend(0..p);
+            m.page_indptr.push(m.page_table.len() as u32);
+            m.sample_rows.push(i as u32);
+        }
+        m
+    }
+
+    #[test]
+    fn decode_steps_fit_the_smallest_graph_that_holds_them() {
+        let sizes = batch_sizes(32);
+        assert_eq!(fit(&sizes, 8, &decode(&[1])), Some(0));
+        assert_eq!(fit(&sizes, 8, &decode(&[2, 3, 1])), Some(2)); // 3 -> 4
+        assert_eq!(fit(&sizes, 8, &decode(&[1; 9])), Some(4)); // 9 -> 16
+        assert_eq!(fit(&sizes, 8, &decode(&[1; 32])), Some(sizes.len() - 1));
+    }
+
+    #[test]
+    fn other_steps_run_eagerly() {
+        let sizes = batch_sizes(8);
+        // More sequences than the largest graph.
+        assert_eq!(fit(&sizes, 8, &decode(&[1; 9])), None);
+        // A sequence with more pages than the recorded tables hold.
+        assert_eq!(fit(&sizes, 8, &decode(&[1, 9])), None);
+        // Empty step.
+        assert_eq!(fit(&sizes, 8, &StepMeta::default()), None);
+        // A prefill chunk (two tokens for one sequence).
+        let mut m = decode(&[1, 1]);
+        m.tokens.push(5);
+        m.q_indptr[2] = 3;
+        assert_eq!(fit(&sizes, 8, &m), None);
+        // A sequence that does not sample, or samples out of order.
+        let mut m = decode(&[1, 1]);
+        m.sample_rows.pop();
+        assert_eq!(fit(&sizes, 8, &m), None);
+        let mut m = decode(&[1, 1]);
+        m.sample_rows = vec![1, 0];
+        assert_eq!(fit(&sizes, 8, &m), None);
+    }
 
     #[test]
     fn batch_sizes_cover_every_batch_with_little_padding() {
