@@ -28,8 +28,9 @@ pub fn batch_sizes(max_bs: usize) -> Vec<usize> {
 
 /// The recorded decode graphs of one runner.
 pub struct DecodeGraphs<B: Backend> {
-    /// (batch size, graph), ascending by batch size.
-    graphs: Vec<(usize, B::Graph)>,
+    /// Recorded batch sizes, ascending, and their graphs (same order).
+    sizes: Vec<usize>,
+    graphs: Vec<B::Graph>,
     /// Where every graph writes its logits (`[largest batch, vocab]`, f32).
     logits: B::Tensor,
     /// Pages a sequence may hold and still be replayed.
@@ -53,9 +54,9 @@ impl<B: Backend> DecodeGraphs<B> {
             return Ok(None);
         }
         let mut logits = b.alloc_logits(max_bs, model.config().vocab_size())?;
-        let mut graphs = Vec::new();
+        let (sizes, mut graphs) = (batch_sizes(max_bs), Vec::new());
         let padding_only = StepMeta::default();
-        for bs in batch_sizes(max_bs) {
+        for &bs in &sizes {
             let step = b.prepare_graph_step(&padding_only, bs)?;
             // One eager run first: it loads every kernel and lets cuBLAS pick (and
             // allocate for) its algorithms outside the recording.
@@ -64,9 +65,10 @@ impl<B: Backend> DecodeGraphs<B> {
             let recorded = model.forward_into(b, kv, &step, &mut logits);
             let graph = b.end_capture();
             recorded?;
-            graphs.push((bs, graph?));
+            graphs.push(graph?);
         }
         Ok(Some(DecodeGraphs {
+            sizes,
             graphs,
             logits,
             max_pages,
@@ -76,23 +78,22 @@ impl<B: Backend> DecodeGraphs<B> {
 
     /// Recorded batch sizes.
     pub fn sizes(&self) -> Vec<usize> {
-        self.graphs.iter().map(|g| g.0).collect()
+        self.sizes.clone()
     }
 
     /// Index of the graph that can run `meta`: a decode step (one token and
     /// one sample per sequence, in order) whose batch fits a recorded size and
     /// whose sequences fit the recorded page tables.
     pub fn fit(&self, meta: &StepMeta) -> Option<usize> {
-        let sizes: Vec<usize> = self.graphs.iter().map(|g| g.0).collect();
-        fit(&sizes, self.max_pages, meta)
+        fit(&self.sizes, self.max_pages, meta)
     }
 
     /// Replay graph `idx` (from [`DecodeGraphs::fit`]) on `meta`; the logits
     /// land in the first `meta.num_seqs()` rows of [`DecodeGraphs::logits`].
     pub fn run(&mut self, b: &B, meta: &StepMeta, idx: usize) -> Result<(), ModelError> {
-        let (bs, graph) = &self.graphs[idx];
+        let (bs, graph) = (self.sizes[idx], &self.graphs[idx]);
         // The step only names the arena the graph reads; the upload is what counts.
-        let _step = b.prepare_graph_step(meta, *bs)?;
+        let _step = b.prepare_graph_step(meta, bs)?;
         b.replay(graph)?;
         self.replays += 1;
         Ok(())

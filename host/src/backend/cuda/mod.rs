@@ -131,6 +131,9 @@ pub(crate) struct StepOffsets {
 /// where every warp re-reads x once per row.
 pub const GEMV_ROWS_DEFAULT: usize = 2;
 
+/// Most rows `gemv.cu` handles (GEMV_MAX_ROWS there).
+pub const GEMV_MAX_ROWS: usize = 8;
+
 /// Query rows per prefill tile (PF_BQ in attention_prefill.cu).
 pub(crate) const PREFILL_TILE: usize = 64;
 
@@ -164,7 +167,7 @@ impl CudaBackend {
     /// (0: always cuBLAS). Benchmarks compare the two; the default is
     /// [`GEMV_ROWS_DEFAULT`].
     pub fn set_gemv_rows(&self, rows: usize) {
-        self.gemv_rows.set(rows.min(8));
+        self.gemv_rows.set(rows.min(GEMV_MAX_ROWS));
     }
 
     /// `tokens[row] = latest chosen[sample_row]` on the device for each
@@ -287,6 +290,11 @@ impl CudaBackend {
         unsafe { b.launch(cfg) }?;
         Ok(())
     }
+}
+
+/// A grid dimension of at least 1 block.
+fn g(n: usize) -> u32 {
+    n.max(1) as u32
 }
 
 fn cfg(grid: (u32, u32, u32), block: u32) -> LaunchConfig {

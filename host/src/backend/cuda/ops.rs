@@ -2,7 +2,9 @@
 
 use cudarc::cublas::{result as blas, sys as bsys};
 
-use super::{cfg, Arg, Buf, CudaBackend, CudaKv, CudaStep, CudaTensor, StepOffsets, PREFILL_TILE};
+use super::{
+    cfg, g, Arg, Buf, CudaBackend, CudaKv, CudaStep, CudaTensor, StepOffsets, PREFILL_TILE,
+};
 use crate::backend::{
     AttnParams, Backend, BackendError, DType, HostData, KvLayout, Sampled, StepMeta,
 };
@@ -27,17 +29,21 @@ fn to_bf16_bits(data: &HostData<'_>) -> Vec<u16> {
     }
 }
 
-/// Most rows `gemv.cu` handles (GEMV_MAX_ROWS there).
-const GEMV_MAX_ROWS: usize = 8;
+/// Every slot the step writes lies in the pool or the scratch page past it.
+fn check_slots(l: KvLayout, step: &CudaStep) -> Result<(), BackendError> {
+    let cap = (l.num_pages + 1) * l.page_size;
+    match step.meta.slots.iter().find(|&&s| s as usize >= cap) {
+        Some(s) => Err(BackendError::InvalidInput(format!(
+            "slot {s} out of range ({cap})"
+        ))),
+        None => Ok(()),
+    }
+}
 
 /// Widest output the skinny kernel takes. Measured on the H200 at one row:
 /// 5.7 µs against cuBLAS's 11.0 µs for 4096×1024, but 87 µs against 77 µs for
 /// the 151936×1024 LM head (docs/results/gpu-2026-11-30-graphs.md).
 const GEMV_MAX_COLS: usize = 32_768;
-
-fn g(n: usize) -> u32 {
-    n.max(1) as u32
-}
 
 impl CudaBackend {
     #[allow(clippy::too_many_arguments)]
@@ -91,7 +97,7 @@ impl CudaBackend {
     /// head) cuBLAS streams the weight faster; cuBLAS also serves when the
     /// gemv family failed to build here.
     fn use_gemv(&self, m: usize, n: usize, k: usize) -> bool {
-        (1..=self.gemv_rows.get().min(GEMV_MAX_ROWS)).contains(&m)
+        (1..=self.gemv_rows.get()).contains(&m)
             && n <= GEMV_MAX_COLS
             && k.is_multiple_of(8)
             && self.dev.kernels.get("gemv_bf16").is_ok()
@@ -670,12 +676,7 @@ impl Backend for CudaBackend {
                 ),
             ));
         }
-        let cap = (l.num_pages + 1) * l.page_size; // the pool plus the scratch page
-        if let Some(s) = step.meta.slots.iter().find(|&&s| s as usize >= cap) {
-            return Err(BackendError::InvalidInput(format!(
-                "slot {s} out of range ({cap})"
-            )));
-        }
+        check_slots(l, step)?;
         if rows == 0 {
             return Ok(());
         }
@@ -824,12 +825,7 @@ impl Backend for CudaBackend {
         if rows == 0 {
             return Ok(out);
         }
-        let cap = (l.num_pages + 1) * l.page_size;
-        if let Some(s) = step.meta.slots.iter().find(|&&s| s as usize >= cap) {
-            return Err(BackendError::InvalidInput(format!(
-                "slot {s} out of range ({cap})"
-            )));
-        }
+        check_slots(l, step)?;
         let freq = p.inv_freq.f32_copy.as_ref().ok_or_else(|| {
             shape_err(
                 "qkv_attention",

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use cudarc::driver::{CudaEvent, PinnedHostSlice};
 
-use super::{cfg, Arg, Buf, CudaBackend, CudaTensor};
+use super::{cfg, g, Arg, Buf, CudaBackend, CudaTensor};
 use crate::backend::{BackendError, Sampled};
 use crate::batch::{ResolvedSampling, SampleMode, SampleSpec, TokenLogprob};
 
@@ -345,7 +345,7 @@ impl CudaBackend {
         let chosen = unsafe { st.alloc::<u32>(rows) }?;
         self.launch(
             "chosen_tokens",
-            cfg((g32(rows.div_ceil(128)), 1, 1), 128),
+            cfg((g(rows.div_ceil(128)), 1, 1), 128),
             &[
                 Arg::U64(at(0)),
                 Arg::U64(at(4)),
@@ -410,10 +410,6 @@ impl CudaBackend {
         self.pinned_pool.borrow_mut().push(s.pinned);
         Ok(res)
     }
-}
-
-fn g32(n: usize) -> u32 {
-    n.max(1) as u32
 }
 
 /// Per-row results from the packed buffer (layout: see `sample_rows`).

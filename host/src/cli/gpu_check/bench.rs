@@ -177,7 +177,7 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
         let pages = ((prompt + steps + 2).div_ceil(16) * 256) as u32 + 1;
         let c = &lm.config;
         // A decode step reads every weight once and each sequence's KV once.
-        let kv_per_token = (2 * c.num_layers() * c.num_kv_heads() * c.head_dim() * 2) as f64;
+        let kv_per_token = (c.kv_elems_per_token() * 2) as f64;
         let floor_ms = |batch: usize| {
             1e3 * (weight_bytes(c) + (batch * prompt) as f64 * kv_per_token) / COPY_CEILING
         };
@@ -216,11 +216,14 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
     Ok(())
 }
 
-/// Bytes a decode step must read at least: every weight matrix once (bf16),
-/// the LM head included (the embedding's own gather reads only a few rows).
+/// Bytes a decode step must read at least: every weight once (bf16), the LM
+/// head included. An untied input embedding is left out: its gather reads
+/// only a few rows.
 fn weight_bytes(c: &crate::model::ModelConfig) -> f64 {
-    let (h, d) = (c.hidden_size(), c.head_dim());
-    let attn = h * (c.num_heads() + 2 * c.num_kv_heads()) * d + c.num_heads() * d * h;
-    let mlp = 3 * h * c.intermediate_size();
-    (2 * (c.num_layers() * (attn + mlp) + c.vocab_size() * h)) as f64
+    let untied_embedding = if c.tie_word_embeddings() {
+        0
+    } else {
+        c.vocab_size() * c.hidden_size()
+    };
+    (2 * (c.num_params() - untied_embedding)) as f64
 }
