@@ -27,7 +27,9 @@ fn every_kernel_family_compiles_for_sm90() {
     }
     let mut failures = Vec::new();
     for &(family, src) in nvrtc::FAMILIES {
-        match nvrtc::compile(family, src, "sm_90") {
+        // Hopper-only families build for sm_90a, the rest for sm_90.
+        let arch = nvrtc::family_arch(family, "sm_90").expect("every family applies to sm_90");
+        match nvrtc::compile(family, src, &arch) {
             Ok(cubin) => assert!(
                 cubin.len() > 256,
                 "{family}: suspiciously small CUBIN ({} bytes)",

@@ -61,8 +61,9 @@ pub struct Config {
     pub plugins_untyped: Vec<PathBuf>,
     /// Tokens per KV page.
     pub page_size: u32,
-    /// KV cache size in MiB (turned into a page count for the model).
-    pub kv_memory_mb: u64,
+    /// KV cache size in MiB (turned into a page count for the model); `None`:
+    /// sized from free device memory after the weights on a GPU, 1 GiB on the CPU.
+    pub kv_memory_mb: Option<u64>,
     /// Most requests decoding at once.
     pub max_running: u32,
     /// Prefill token budget per step (chunked prefill).
@@ -107,7 +108,7 @@ impl Default for Config {
             plugins: BTreeMap::new(),
             plugins_untyped: Vec::new(),
             page_size: 16,
-            kv_memory_mb: 1024,
+            kv_memory_mb: None,
             max_running: 256,
             chunk_size: 8192,
             max_context: None,
@@ -295,7 +296,6 @@ impl Config {
             port,
             device,
             page_size,
-            kv_memory_mb,
             max_running,
             chunk_size,
             overlap,
@@ -307,6 +307,7 @@ impl Config {
         set_opt!(
             model,
             served_model_name,
+            kv_memory_mb,
             max_context,
             plugin_deadline_ms,
             plugin_cache_dir,
@@ -354,7 +355,7 @@ impl Config {
             _ => Ok(()),
         };
         positive("page_size", Some(u64::from(self.page_size)))?;
-        positive("kv_memory_mb", Some(self.kv_memory_mb))?;
+        positive("kv_memory_mb", self.kv_memory_mb)?;
         positive("max_running", Some(u64::from(self.max_running)))?;
         positive("chunk_size", Some(u64::from(self.chunk_size)))?;
         positive("max_context", self.max_context.map(u64::from))?;

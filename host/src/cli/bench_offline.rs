@@ -60,9 +60,10 @@ pub struct BenchOfflineArgs {
     #[arg(long)]
     pub num_pages: Option<u32>,
     /// KV memory budget in MiB when --num-pages is not given (KV is f32 on the
-    /// CPU, bf16 on CUDA).
-    #[arg(long, default_value_t = 4096)]
-    pub kv_memory_mb: u64,
+    /// CPU, bf16 on CUDA). Default: on a GPU, 90% of the memory left after the
+    /// weights; on the CPU, 4096.
+    #[arg(long)]
+    pub kv_memory_mb: Option<u64>,
     #[arg(long, default_value_t = 256)]
     pub max_running: u32,
     /// Prefill token budget per step (chunk size).
@@ -86,6 +87,18 @@ pub struct BenchOfflineArgs {
     /// Also run every configuration with CUDA graphs off and print the ratio.
     #[arg(long)]
     pub compare_graphs: bool,
+    /// Skip measuring the device ceilings (copy bandwidth, GEMM rate) at start.
+    #[arg(long)]
+    pub no_ceiling: bool,
+    /// Append one JSON object per figure to this file (docs/results/bench.jsonl).
+    #[arg(long)]
+    pub jsonl: Option<PathBuf>,
+    /// Shape name for --jsonl (default: the model's directory or file name).
+    #[arg(long)]
+    pub shape: Option<String>,
+    /// Workload name for --jsonl (default: derived from the length flags).
+    #[arg(long)]
+    pub workload_name: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,7 +141,25 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
     let reqs = workload(&args, vocab)?;
     let input_tokens: u64 = reqs.iter().map(|r| r.prompt_tokens.len() as u64).sum();
     let output_tokens: u64 = reqs.iter().map(|r| u64::from(r.max_new_tokens)).sum();
+    // Ceilings first, on an empty device: the KV budget below is sized from
+    // what is free.
+    let ceiling = measure_ceiling(&args)?;
     let num_pages = num_pages(&args, &model, &reqs)?;
+    let lens: Vec<(u64, u64)> = reqs
+        .iter()
+        .map(|r| (r.prompt_tokens.len() as u64, u64::from(r.max_new_tokens)))
+        .collect();
+    let floor = ceiling
+        .as_ref()
+        .map(|(c, _)| super::bench_floor::floor_seconds(&model.config, &lens, c));
+    if let (Some((c, dev)), Some(f)) = (&ceiling, floor) {
+        println!(
+            "{dev}: copy {:.2} TB/s, bf16 GEMM {:.0} TFLOP/s (measured now); workload floor {f:.2} s = {:.0} output tok/s",
+            c.copy_bytes_s / 1e12,
+            c.gemm_flops_s / 1e12,
+            output_tokens as f64 / f
+        );
+    }
     println!(
         "model {} ({} layers, hidden {}, vocab {vocab}); {} requests, {input_tokens} input + {output_tokens} output tokens; \
          {num_pages} KV pages of {} tokens",
@@ -224,9 +255,125 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
             metrics,
         };
         print_run(&r);
+        if let Some(f) = floor {
+            let ceil_tps = output_tokens as f64 / f;
+            println!(
+                "{:>22}: {:.1}% of the ceiling ({:.0} output tok/s)",
+                r.label,
+                100.0 * r.out_tps() / ceil_tps,
+                ceil_tps
+            );
+        }
+        if let Some(path) = &args.jsonl {
+            append_jsonl(
+                path,
+                &args,
+                &model,
+                &r,
+                floor,
+                ceiling.as_ref(),
+                num_pages,
+                graph_bs,
+            )?;
+        }
         results.push(r);
     }
     print_comparisons(&results);
+    Ok(())
+}
+
+/// The device ceilings when the run is on a GPU (and not turned off).
+fn measure_ceiling(
+    args: &BenchOfflineArgs,
+) -> anyhow::Result<Option<(super::bench_floor::Ceilings, String)>> {
+    if args.no_ceiling || args.device == DeviceKind::Cpu {
+        return Ok(None);
+    }
+    match super::bench_floor::measure_cuda() {
+        Ok(c) => Ok(Some(c)),
+        Err(e) if args.device == DeviceKind::Auto => {
+            tracing::info!("no device ceilings ({e}); the CPU run reports none");
+            Ok(None)
+        }
+        Err(e) => Err(e.context("measuring the device ceilings (--no-ceiling skips it)")),
+    }
+}
+
+/// One JSON line per run: the figure, its ceiling and every setting that moves it.
+#[allow(clippy::too_many_arguments)]
+fn append_jsonl(
+    path: &std::path::Path,
+    args: &BenchOfflineArgs,
+    model: &LoadedModel,
+    r: &RunResult,
+    floor: Option<f64>,
+    ceiling: Option<&(super::bench_floor::Ceilings, String)>,
+    num_pages: u32,
+    graph_bs: usize,
+) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let shape = args.shape.clone().unwrap_or_else(|| {
+        let p = args
+            .random_weights
+            .as_ref()
+            .or(args.model.as_ref())
+            .cloned()
+            .unwrap_or_default();
+        p.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    });
+    let workload = args.workload_name.clone().unwrap_or_else(|| {
+        format!(
+            "{:?} n={} in={}-{} out={}-{} seed={}",
+            args.workload,
+            args.num_seqs,
+            args.min_input_len,
+            args.max_input_len,
+            args.min_output_len,
+            args.max_output_len,
+            args.seed
+        )
+    });
+    let ceil_tps = floor.map(|f| r.output_tokens as f64 / f);
+    let kv_gib = num_pages as f64
+        * bytes_per_page(
+            args.page_size,
+            model.config.num_layers() as u32,
+            model.config.num_kv_heads() as u32,
+            model.config.head_dim() as u32,
+            kv_elem_bytes(args.device),
+        ) as f64
+        / (1u64 << 30) as f64;
+    let v = serde_json::json!({
+        "date": std::env::var("MINISGL_BENCH_DATE").unwrap_or_default(),
+        "commit": std::env::var("MINISGL_COMMIT").unwrap_or_default(),
+        "machine": ceiling.map(|c| c.1.clone()).unwrap_or_else(|| "cpu".into()),
+        "shape": shape,
+        "tp": 1,
+        "workload": workload,
+        "metric": "offline_output_tok_s",
+        "value": (r.out_tps() * 10.0).round() / 10.0,
+        "unit": "tok/s",
+        "ceiling": ceil_tps.map(|c| c.round()),
+        "fraction": ceil_tps.map(|c| (r.out_tps() / c * 1000.0).round() / 1000.0),
+        "run": r.label,
+        "kv_pages": num_pages,
+        "kv_gib": (kv_gib * 100.0).round() / 100.0,
+        "page_size": args.page_size,
+        "chunk": args.max_prefill_tokens,
+        "max_running": args.max_running,
+        "cuda_graph_max_bs": graph_bs,
+        "copy_tbps": ceiling.map(|c| (c.0.copy_bytes_s / 1e10).round() / 100.0),
+        "gemm_tflops": ceiling.map(|c| (c.0.gemm_flops_s / 1e12).round()),
+        "seconds": (r.seconds * 1000.0).round() / 1000.0,
+    });
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    writeln!(f, "{v}")?;
     Ok(())
 }
 
@@ -320,7 +467,12 @@ fn num_pages(
         c.head_dim() as u32,
         kv_elem_bytes(args.device),
     );
-    let budget = pages_for_budget(args.kv_memory_mb << 20, per_page)?;
+    let budget_bytes = match args.kv_memory_mb {
+        Some(mb) => mb << 20,
+        None if args.device == DeviceKind::Cpu => 4096 << 20,
+        None => crate::model::runner::auto_kv_budget(args.device, 2 * c.num_params() as u64)?,
+    };
+    let budget = pages_for_budget(budget_bytes, per_page)?;
     let needed: u64 = reqs
         .iter()
         .map(|r| {

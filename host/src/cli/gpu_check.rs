@@ -15,6 +15,7 @@ mod ops;
 mod report;
 mod rounded_cpu;
 mod sampling;
+mod timeline;
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -75,6 +76,19 @@ pub struct GpuCheckArgs {
     /// Seed of every random input.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Random-weight configs whose eager decode step is timed kernel by kernel
+    /// against each kernel's floor (repeatable).
+    #[arg(long = "timeline-model")]
+    pub timeline_models: Vec<PathBuf>,
+    /// Decode batch sizes of the timeline.
+    #[arg(long, value_delimiter = ',', default_value = "1,64,256")]
+    pub timeline_batches: Vec<usize>,
+    /// Context length of every sequence in the timeline.
+    #[arg(long, default_value_t = 1024)]
+    pub timeline_context: usize,
+    /// Write the timeline tables (Markdown) here.
+    #[arg(long, default_value = "decode-timeline.md")]
+    pub timeline_out: PathBuf,
 }
 
 pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
@@ -90,7 +104,8 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
     let compares_models =
         !args.skip_models && (!args.models.is_empty() || !args.random_models.is_empty());
     let runs_engine = !args.skip_engine && !args.models.is_empty();
-    let needs_gpu = !args.skip_ops
+    let needs_gpu = !args.timeline_models.is_empty()
+        || !args.skip_ops
         || !args.skip_bench
         || compares_models
         || (runs_engine && engine_device == DeviceKind::Cuda);
@@ -100,18 +115,20 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
         let gpu = CudaBackend::new(&CudaOptions {
             ordinal: args.device,
             attention,
+            prefill_kernel: CudaOptions::default().prefill_kernel,
         })
         .context("opening the CUDA device")?;
         let open_s = t0.elapsed().as_secs_f64();
         let k = &gpu.dev.kernels;
         rep.note(format!(
-            "device {} `{}` sm_{}{} with {} SMs; attention backend: {}; kernels: {} families compiled, {} from cache, failed: {:?}; open took {:.2} s",
+            "device {} `{}` sm_{}{} with {} SMs; attention backend: {}{}; kernels: {} families compiled, {} from cache, failed: {:?}; open took {:.2} s",
             args.device,
             gpu.dev.name,
             gpu.dev.cc.0,
             gpu.dev.cc.1,
             gpu.dev.num_sms,
             if gpu.uses_flash() { "flash" } else { "simple" },
+            if gpu.dev.hopper_prefill { " (Hopper wgmma prefill)" } else { "" },
             k.compiled,
             k.cache_hits,
             k.failed,
@@ -183,6 +200,19 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
     }
     if let (false, Some(gpu)) = (args.skip_bench, &gpu) {
         bench::run(gpu, args.bench_model.as_deref(), &mut rep)?;
+    }
+    if !args.timeline_models.is_empty() {
+        let mut md = String::from("# Decode-step timeline (eager, CUDA events per launch)\n");
+        for m in &args.timeline_models {
+            md.push_str(&timeline::run(
+                m,
+                &args.timeline_batches,
+                args.timeline_context,
+            )?);
+        }
+        println!("{md}");
+        std::fs::write(&args.timeline_out, &md)
+            .with_context(|| format!("writing {}", args.timeline_out.display()))?;
     }
     rep.print();
     std::fs::write(&args.report, rep.markdown())

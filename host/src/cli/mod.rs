@@ -2,6 +2,7 @@
 //! subcommands do the rest. Each subcommand lives in its own file with its own
 //! flags; this file only parses and dispatches.
 
+mod bench_floor;
 mod bench_offline;
 mod bench_online;
 mod bench_plugins;

@@ -216,8 +216,13 @@ pub fn start_engine(cfg: &Config) -> anyhow::Result<Started> {
     let elem_bytes = u64::from(crate::kv::pool::kv_elem_bytes(device));
     let per_page =
         loaded.config.kv_elems_per_token() as u64 * elem_bytes * u64::from(cfg.page_size);
-    let num_pages = crate::kv::pool::pages_for_budget(cfg.kv_memory_mb << 20, per_page)
-        .with_context(|| format!("kv_memory_mb = {}", cfg.kv_memory_mb))?;
+    let kv_budget = match cfg.kv_memory_mb {
+        Some(mb) => mb << 20,
+        None => crate::model::runner::auto_kv_budget(device, 2 * loaded.config.num_params() as u64)
+            .context("sizing the KV cache from device memory (set kv_memory_mb to choose)")?,
+    };
+    let num_pages = crate::kv::pool::pages_for_budget(kv_budget, per_page)
+        .with_context(|| format!("KV budget {} MiB", kv_budget >> 20))?;
     let runner_opts = RunnerOptions {
         cuda_graph_max_bs: cfg.cuda_graph_max_bs as usize,
     };

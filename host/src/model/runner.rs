@@ -412,6 +412,50 @@ impl std::str::FromStr for DeviceKind {
     }
 }
 
+/// Share of the device memory left after the weights that the KV cache takes
+/// when no size is configured (Mini-SGLang's `--memory-ratio`).
+pub const KV_MEMORY_RATIO: f64 = 0.9;
+
+/// Device memory kept back from the KV cache for activations, logits, cuBLAS's
+/// workspace and recorded graphs (a 8192-token prefill chunk of a 14B model
+/// needs about 1 GiB of activations).
+const GPU_RESERVE_BYTES: u64 = 4 << 30;
+
+/// KV cache budget in bytes when none is configured: on a GPU,
+/// [`KV_MEMORY_RATIO`] of the free device memory once `weight_bytes` are
+/// loaded, less a reserve; on the CPU (or `Auto` without a GPU), 1 GiB.
+pub fn auto_kv_budget(device: DeviceKind, weight_bytes: u64) -> Result<u64, ModelError> {
+    const CPU_DEFAULT: u64 = 1 << 30;
+    let gpu = |strict: bool| -> Result<u64, ModelError> {
+        match crate::backend::cuda::device::memory_info(
+            crate::backend::cuda::CudaOptions::default().ordinal,
+        ) {
+            Ok((free, _)) => {
+                let left = free.saturating_sub(weight_bytes);
+                let kv = (left as f64 * KV_MEMORY_RATIO) as u64;
+                let kv = kv.saturating_sub(GPU_RESERVE_BYTES);
+                if kv == 0 {
+                    return Err(ModelError::Backend(crate::backend::BackendError::Device(
+                        format!(
+                            "no device memory left for the KV cache: {free} bytes free, the weights take {weight_bytes}"
+                        ),
+                    )));
+                }
+                Ok(kv)
+            }
+            Err(e) if strict => Err(ModelError::Backend(crate::backend::BackendError::Device(
+                e.to_string(),
+            ))),
+            Err(_) => Ok(CPU_DEFAULT),
+        }
+    };
+    match device {
+        DeviceKind::Cpu => Ok(CPU_DEFAULT),
+        DeviceKind::Cuda => gpu(true),
+        DeviceKind::Auto => gpu(false),
+    }
+}
+
 /// A runner on the CPU backend.
 pub fn cpu_runner(
     model: &LoadedModel,

@@ -38,12 +38,39 @@ impl std::str::FromStr for AttentionBackend {
     }
 }
 
+/// Which prefill attention kernel the flash backend uses (`MINISGL_PREFILL_KERNEL`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum PrefillKernel {
+    /// The Hopper (wgmma) kernel on sm_90, the portable one elsewhere.
+    #[default]
+    Auto,
+    /// The Hopper kernel, or an error where it is unavailable.
+    Hopper,
+    /// The portable mma.sync kernel everywhere (for comparisons and checks).
+    Mma,
+}
+
+impl std::str::FromStr for PrefillKernel {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "hopper" => Ok(Self::Hopper),
+            "mma" => Ok(Self::Mma),
+            o => Err(format!(
+                "prefill kernel must be auto, hopper or mma, got {o:?}"
+            )),
+        }
+    }
+}
+
 /// How to open a device.
 #[derive(Clone, Debug)]
 pub struct CudaOptions {
     /// Device ordinal.
     pub ordinal: usize,
     pub attention: AttentionBackend,
+    pub prefill_kernel: PrefillKernel,
 }
 
 impl Default for CudaOptions {
@@ -59,7 +86,15 @@ impl Default for CudaOptions {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or_default();
-        CudaOptions { ordinal, attention }
+        let prefill_kernel = std::env::var("MINISGL_PREFILL_KERNEL")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_default();
+        CudaOptions {
+            ordinal,
+            attention,
+            prefill_kernel,
+        }
     }
 }
 
@@ -117,6 +152,7 @@ fn kernel_names(family: &str) -> Vec<String> {
             return v;
         }
         "attention_prefill" => vec!["attn_prefill_hd64", "attn_prefill_hd128"],
+        "attention_prefill_sm90" => vec!["attn_prefill_sm90_hd64", "attn_prefill_sm90_hd128"],
         "gemv" => vec!["gemv_bf16", "gemv_f32"],
         "sampling" => vec![
             "row_argmax",
@@ -128,6 +164,17 @@ fn kernel_names(family: &str) -> Vec<String> {
         _ => vec![],
     };
     v.into_iter().map(String::from).collect()
+}
+
+/// Dynamic shared memory a kernel is launched with, for those that use it.
+pub fn dynamic_smem(name: &str) -> Option<usize> {
+    // attention_prefill_sm90.cu: H_STAGES (3) stages of a K and a V tile of
+    // 64 rows x head_dim bf16, plus 1 KB to align the ring to 1024 bytes.
+    match name {
+        "attn_prefill_sm90_hd64" => Some(3 * 2 * 64 * 64 * 2 + 1024),
+        "attn_prefill_sm90_hd128" => Some(3 * 2 * 64 * 128 * 2 + 1024),
+        _ => None,
+    }
 }
 
 /// An opened device.
@@ -143,6 +190,9 @@ pub struct Device {
     pub num_sms: usize,
     /// Resolved attention choice: true = flash kernels where shapes allow.
     pub flash: bool,
+    /// Prefill attention through the Hopper (wgmma) kernel; false = the portable
+    /// mma.sync kernel (other devices, a failed build, or `MINISGL_PREFILL_KERNEL=mma`).
+    pub hopper_prefill: bool,
 }
 
 impl Device {
@@ -195,10 +245,12 @@ impl Device {
         let name = ctx.name()?;
         let arch = format!("sm_{}{}", cc.0, cc.1);
         let kernels = load_kernels(&ctx, &arch);
+        // The Hopper prefill kernel is optional: without it prefill runs the
+        // portable kernel.
         let flash_ok = kernels
             .failed
             .iter()
-            .all(|(f, _)| !f.starts_with("attention_"));
+            .all(|(f, _)| !f.starts_with("attention_") || f.ends_with("_sm90"));
         let flash = match opts.attention {
             AttentionBackend::Simple => false,
             AttentionBackend::Flash => {
@@ -215,10 +267,24 @@ impl Device {
         for (f, e) in &kernels.failed {
             tracing::warn!("kernel family {f} unavailable on {arch}: {e}");
         }
+        let hopper_prefill = flash
+            && opts.prefill_kernel != PrefillKernel::Mma
+            && kernels.get("attn_prefill_sm90_hd128").is_ok();
+        if opts.prefill_kernel == PrefillKernel::Hopper && flash && !hopper_prefill {
+            return Err(CudaError::Unsupported(format!(
+                "MINISGL_PREFILL_KERNEL=hopper needs an sm_90 device and its kernel (device {arch}, failed: {:?})",
+                kernels.failed
+            )));
+        }
         tracing::info!(
-            "CUDA device {} ({name}, {arch}, {num_sms} SMs): attention backend {}",
+            "CUDA device {} ({name}, {arch}, {num_sms} SMs): attention backend {}{}",
             opts.ordinal,
-            if flash { "flash" } else { "simple" }
+            if flash { "flash" } else { "simple" },
+            if hopper_prefill {
+                ", Hopper (wgmma) prefill"
+            } else {
+                ""
+            }
         );
         Ok(Device {
             ctx,
@@ -230,8 +296,19 @@ impl Device {
             cc,
             num_sms,
             flash,
+            hopper_prefill,
         })
     }
+}
+
+/// Free and total memory of device `ordinal` in bytes, as the driver reports
+/// them now (what a KV cache sized after the weights can take).
+pub fn memory_info(ordinal: usize) -> Result<(u64, u64), CudaError> {
+    libs::require_all()?;
+    let ctx = CudaContext::new(ordinal)?;
+    ctx.bind_to_thread()?;
+    let (free, total) = cudarc::driver::result::mem_get_info()?;
+    Ok((free as u64, total as u64))
 }
 
 /// A family's CUBIN and whether it came from the cache, or why not.
@@ -242,7 +319,10 @@ fn load_kernels(ctx: &Arc<CudaContext>, arch: &str) -> Kernels {
     let results: Vec<(&'static str, Compiled)> = std::thread::scope(|s| {
         let hs: Vec<_> = nvrtc::FAMILIES
             .iter()
-            .map(|&(fam, src)| (fam, s.spawn(move || nvrtc::compile_cached(fam, src, arch))))
+            .filter_map(|&(fam, src)| {
+                let a = nvrtc::family_arch(fam, arch)?;
+                Some((fam, s.spawn(move || nvrtc::compile_cached(fam, src, &a))))
+            })
             .collect();
         hs.into_iter()
             .map(|(fam, h)| {
@@ -275,7 +355,15 @@ fn load_kernels(ctx: &Arc<CudaContext>, arch: &str) -> Kernels {
             let m = ctx.load_module(cudarc::nvrtc::Ptx::from_binary(bin))?;
             let mut fs = Vec::new();
             for name in kernel_names(fam) {
-                fs.push((name.clone(), m.load_function(&name)?));
+                let f = m.load_function(&name)?;
+                if let Some(bytes) = dynamic_smem(&name) {
+                    // Past 48 KB a kernel must opt in to its dynamic shared memory.
+                    f.set_attribute(
+                        cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        bytes as i32,
+                    )?;
+                }
+                fs.push((name, f));
             }
             Ok::<_, CudaError>(fs)
         });

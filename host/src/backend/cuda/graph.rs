@@ -168,6 +168,7 @@ impl CudaBackend {
             off,
             decode_only: true,
             num_tiles: 0,
+            num_wide_tiles: 0,
             max_kv_hint: Some(a.max_pages * ps as usize),
         })
     }

@@ -15,6 +15,7 @@ pub mod libs;
 pub mod nvrtc;
 pub mod ops;
 mod sample;
+pub mod timeline;
 
 pub use sample::CudaSampling;
 
@@ -85,6 +86,8 @@ pub struct CudaStep {
     /// Every sequence has exactly one new token (the decode kernel applies).
     pub(crate) decode_only: bool,
     pub(crate) num_tiles: usize,
+    /// The first `num_wide_tiles` tiles are the 128-row tiles of the Hopper kernel.
+    pub(crate) num_wide_tiles: usize,
     /// Graph steps: the longest context any replay may bring, so that the
     /// recorded decode split count suits every later step.
     pub(crate) max_kv_hint: Option<usize>,
@@ -285,10 +288,12 @@ impl CudaBackend {
                 Arg::I64(v) => b.arg(v),
             };
         }
-        // SAFETY: every kernel's argument list is documented in its .cu file and the
-        // callers in ops.rs/sample.rs push exactly those, with buffers sized for them.
-        unsafe { b.launch(cfg) }?;
-        Ok(())
+        timeline::wrap(&self.dev, name, || {
+            // SAFETY: every kernel's argument list is documented in its .cu file and the
+            // callers in ops.rs/sample.rs push exactly those, with buffers sized for them.
+            unsafe { b.launch(cfg) }?;
+            Ok(())
+        })
     }
 }
 

@@ -41,7 +41,23 @@ pub const FAMILIES: &[(&str, &str)] = &[
     ),
     ("sampling", include_str!("../../../../kernels/sampling.cu")),
     ("gemv", include_str!("../../../../kernels/gemv.cu")),
+    (
+        "attention_prefill_sm90",
+        include_str!("../../../../kernels/attention_prefill_sm90.cu"),
+    ),
 ];
+
+/// The architecture `family` is compiled for on a device of `device_arch`, or
+/// `None` where it does not apply. Hopper-only families (wgmma) need the
+/// arch-specific `sm_90a` target and exist only on sm_90 devices; a newer
+/// device runs the portable kernels instead.
+pub fn family_arch(family: &str, device_arch: &str) -> Option<String> {
+    if family.ends_with("_sm90") {
+        (device_arch == "sm_90").then(|| "sm_90a".to_string())
+    } else {
+        Some(device_arch.to_string())
+    }
+}
 
 /// Options passed to NVRTC besides the architecture (part of the cache key).
 const OPTIONS: &[&str] = &["-std=c++17", "--fmad=true"];

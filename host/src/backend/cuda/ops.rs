@@ -59,10 +59,15 @@ impl CudaBackend {
         beta: f32,
     ) -> Result<(), BackendError> {
         let alpha = 1.0f32;
+        let out_bytes = if f32_out { 4 } else { 2 };
+        super::timeline::cost(
+            ((m * k + n * k) * 2 + m * n * out_bytes) as f64,
+            2.0 * (m * n * k) as f64,
+        );
         // Row-major Y[m,n] = X[m,k] · W[n,k]ᵀ is column-major Yᵀ = W · Xᵀ with W read transposed.
         // SAFETY: pointers address buffers of the sizes checked by the caller; alpha/beta are
         // host f32 scalars as CUBLAS_COMPUTE_32F requires.
-        unsafe {
+        super::timeline::wrap(&self.dev, "cublas_gemm", || unsafe {
             blas::gemm_ex(
                 *self.dev.blas.handle(),
                 bsys::cublasOperation_t::CUBLAS_OP_T,
@@ -88,8 +93,8 @@ impl CudaBackend {
                 bsys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
                 bsys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
             )
-        }
-        .map_err(|e| BackendError::Device(format!("cuBLAS GEMM {m}x{n}x{k}: {e:?}")))
+            .map_err(|e| BackendError::Device(format!("cuBLAS GEMM {m}x{n}x{k}: {e:?}")))
+        })
     }
 
     /// Whether the skinny-product kernel serves an `m × k` input against an
@@ -116,6 +121,11 @@ impl CudaBackend {
         k: usize,
         f32_out: bool,
     ) -> Result<(), BackendError> {
+        let out_bytes = if f32_out { 4 } else { 2 };
+        super::timeline::cost(
+            ((m * k + n * k) * 2 + m * n * out_bytes) as f64,
+            2.0 * (m * n * k) as f64,
+        );
         self.launch(
             if f32_out { "gemv_f32" } else { "gemv_bf16" },
             cfg((g(n.div_ceil(8)), 1, 1), 256),
@@ -205,19 +215,33 @@ impl CudaBackend {
         self.launch(&name, cfg((g(warps.div_ceil(4)), 1, 1), 128), &args)
     }
 
-    /// Prefill tiles: (sequence, first new-token row) per 64-row tile.
-    fn tiles(meta: &StepMeta) -> (Vec<i32>, Vec<i32>) {
+    /// Prefill tiles: (sequence, first new-token row) per 64-row tile, and how
+    /// many of them lead the list as the 128-row tiles of the Hopper kernel.
+    ///
+    /// Tiles starting at a multiple of 128 come first (per sequence, shortest
+    /// causal span first, which the Hopper kernel walks backwards to start the
+    /// longest first); the portable kernel runs the whole list in any order.
+    fn tiles(meta: &StepMeta) -> (Vec<i32>, Vec<i32>, usize) {
         let (mut ts, mut tq) = (Vec::new(), Vec::new());
+        let (mut odd_s, mut odd_q) = (Vec::new(), Vec::new());
         for s in 0..meta.num_seqs() {
             let n = (meta.q_indptr[s + 1] - meta.q_indptr[s]) as usize;
             let mut q0 = 0;
             while q0 < n {
-                ts.push(s as i32);
-                tq.push(q0 as i32);
+                let (a, b) = if q0 % (2 * PREFILL_TILE) == 0 {
+                    (&mut ts, &mut tq)
+                } else {
+                    (&mut odd_s, &mut odd_q)
+                };
+                a.push(s as i32);
+                b.push(q0 as i32);
                 q0 += PREFILL_TILE;
             }
         }
-        (ts, tq)
+        let wide = ts.len();
+        ts.extend(odd_s);
+        tq.extend(odd_q);
+        (ts, tq, wide)
     }
 
     /// Decode splits so that the grid fills the device a few times over.
@@ -311,7 +335,7 @@ impl Backend for CudaBackend {
     fn prepare_step(&self, meta: &StepMeta) -> Result<CudaStep, BackendError> {
         let t = meta.num_tokens();
         let s = meta.num_seqs();
-        let (ts, tq) = Self::tiles(meta);
+        let (ts, tq, wide_tiles) = Self::tiles(meta);
         let mut h: Vec<i32> =
             Vec::with_capacity(5 * t + 3 * s + meta.page_table.len() + 2 * ts.len() + 8);
         let mut off = StepOffsets::default();
@@ -349,6 +373,7 @@ impl Backend for CudaBackend {
             off,
             decode_only,
             num_tiles: ts.len(),
+            num_wide_tiles: wide_tiles,
             max_kv_hint: None,
         })
     }
@@ -1002,7 +1027,10 @@ impl Backend for CudaBackend {
 pub enum AttnPath {
     Simple,
     Decode,
+    /// The portable tensor-core prefill kernel (mma.sync, sm_80+).
     Prefill,
+    /// The Hopper prefill kernel (wgmma, sm_90).
+    PrefillHopper,
 }
 
 impl CudaBackend {
@@ -1012,6 +1040,8 @@ impl CudaBackend {
             AttnPath::Simple
         } else if step.decode_only {
             AttnPath::Decode
+        } else if self.dev.hopper_prefill {
+            AttnPath::PrefillHopper
         } else {
             AttnPath::Prefill
         }
@@ -1117,6 +1147,12 @@ impl CudaBackend {
                 let splits = self.decode_splits(s, l.kv_heads, head_chunks, max_kv);
                 let o_part = self.alloc_f32(s * hq * splits * d)?;
                 let lse = self.alloc_f32(s * hq * splits)?;
+                // Floor: each sequence's K and V read once, q read and o written.
+                let kv_tokens: u64 = step.meta.kv_lens.iter().map(|&x| u64::from(x)).sum();
+                super::timeline::cost(
+                    (kv_tokens as usize * l.kv_heads * d * 2 * 2 + 2 * s * hq * d * 2) as f64,
+                    (4 * kv_tokens as usize * hq * d) as f64,
+                );
                 self.launch(
                     &format!("attn_decode_hd{d}_g{gmax}"),
                     cfg(
@@ -1153,6 +1189,39 @@ impl CudaBackend {
                         Arg::I32(hq as i32),
                         Arg::I32(d as i32),
                         Arg::I32(splits as i32),
+                    ],
+                )
+            }
+            AttnPath::PrefillHopper => {
+                if step.num_wide_tiles == 0 {
+                    return Ok(());
+                }
+                let name = format!("attn_prefill_sm90_hd{d}");
+                let smem = super::device::dynamic_smem(&name).ok_or_else(|| {
+                    BackendError::Unsupported(format!("Hopper prefill kernel head_dim {d}"))
+                })?;
+                let mut c = cfg((g(step.num_wide_tiles), hq as u32, 1), 256);
+                c.shared_mem_bytes = smem as u32;
+                self.launch(
+                    &name,
+                    c,
+                    &[
+                        Arg::U64(qp),
+                        Arg::I32(cols as i32),
+                        Arg::U64(op),
+                        Arg::U64(kc),
+                        Arg::U64(vc),
+                        Arg::U64(sp(off.q_start)),
+                        Arg::U64(sp(off.kv_len)),
+                        Arg::U64(sp(off.page_start)),
+                        Arg::U64(sp(off.page_ids)),
+                        Arg::U64(sp(off.tile_seq)),
+                        Arg::U64(sp(off.tile_q0)),
+                        Arg::I32(step.num_wide_tiles as i32),
+                        Arg::I32(hq as i32),
+                        Arg::I32(l.kv_heads as i32),
+                        Arg::I32(l.page_size as i32),
+                        Arg::F32(scale),
                     ],
                 )
             }

@@ -223,12 +223,21 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
             &oc,
             2e-2,
         );
+        // Every other kernel that could run this step: the simple one, and the
+        // portable prefill kernel where the Hopper one is the default.
+        let mut others = Vec::new();
         if path != AttnPath::Simple {
+            others.push(AttnPath::Simple);
+        }
+        if path == AttnPath::PrefillHopper {
+            others.push(AttnPath::Prefill);
+        }
+        for other in others {
             let os = gpu.new_output(t, c.q_heads * c.head_dim)?;
-            gpu.attention_into(&qg, &kvg, 0, &ag, scale, &os, Some(AttnPath::Simple))?;
+            gpu.attention_into(&qg, &kvg, 0, &ag, scale, &os, Some(other))?;
             rep.check(
                 "attention",
-                format!("{desc} [Simple]"),
+                format!("{desc} [{other:?}]"),
                 &gpu.to_host(&os)?,
                 &oc,
                 2e-2,

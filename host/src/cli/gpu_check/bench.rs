@@ -136,10 +136,23 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
             ));
         } else {
             let flops = 4.0 * 128.0 * 16.0 * batch as f64 * (new * (new + 1) / 2) as f64;
+            let ms_portable = time_ms(gpu, 10, || {
+                Ok(gpu.attention_into(
+                    &qg,
+                    &kv,
+                    0,
+                    &st,
+                    0.088,
+                    &out,
+                    Some(crate::backend::cuda::ops::AttnPath::Prefill),
+                )?)
+            })?;
             rep.bench_line(format!(
-                "prefill attention [{path:?}] {batch} x {new} new tokens causal, 16q/8kv x 128: {:.3} ms, {:.0} TFLOP/s (simple kernel: {:.3} ms)",
+                "prefill attention [{path:?}] {batch} x {new} new tokens causal, 16q/8kv x 128: {:.3} ms, {:.0} TFLOP/s (portable mma kernel: {:.3} ms, {:.0} TFLOP/s; simple kernel: {:.3} ms)",
                 ms,
                 flops / (ms * 1e-3) / 1e12,
+                ms_portable,
+                flops / (ms_portable * 1e-3) / 1e12,
                 ms_simple
             ));
         }
@@ -219,7 +232,7 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
 /// Bytes a decode step must read at least: every weight once (bf16), the LM
 /// head included. An untied input embedding is left out: its gather reads
 /// only a few rows.
-fn weight_bytes(c: &crate::model::ModelConfig) -> f64 {
+pub(super) fn weight_bytes(c: &crate::model::ModelConfig) -> f64 {
     let untied_embedding = if c.tie_word_embeddings() {
         0
     } else {

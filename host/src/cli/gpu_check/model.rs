@@ -169,6 +169,29 @@ pub fn decode_throughput(
     prompt: usize,
     steps: usize,
 ) -> Result<(f64, f64)> {
+    let (tps, prefill_s, _) = decode_steps(r, batch, prompt, steps, false)?;
+    Ok((tps, prefill_s))
+}
+
+/// The kernels of one eager greedy decode step of `batch` sequences of about
+/// `prompt` tokens, in launch order, each with its GPU time (CUDA events).
+pub fn decode_timeline(
+    r: &mut dyn ModelRunner,
+    batch: usize,
+    prompt: usize,
+) -> Result<Vec<crate::backend::cuda::timeline::KernelTime>> {
+    Ok(decode_steps(r, batch, prompt, 1, true)?.2)
+}
+
+/// Prefill, one warm-up decode step, then `steps` timed decode steps (the last
+/// one under a kernel timeline when `timeline`).
+fn decode_steps(
+    r: &mut dyn ModelRunner,
+    batch: usize,
+    prompt: usize,
+    steps: usize,
+    timeline: bool,
+) -> Result<(f64, f64, Vec<crate::backend::cuda::timeline::KernelTime>)> {
     let ps = r.page_size() as usize;
     let per_seq = (prompt + steps + 2).div_ceil(ps);
     anyhow::ensure!(
@@ -219,9 +242,18 @@ pub fn decode_throughput(
     let prefill_s = t0.elapsed().as_secs_f64();
     run(&mut seqs, r)?; // warm-up decode
     let t1 = std::time::Instant::now();
-    for _ in 0..steps {
-        run(&mut seqs, r)?;
+    let mut kernels = Vec::new();
+    for i in 0..steps {
+        let last = i + 1 == steps;
+        if timeline && last {
+            crate::backend::cuda::timeline::start();
+        }
+        let res = run(&mut seqs, r);
+        if timeline && last {
+            kernels = crate::backend::cuda::timeline::stop()?;
+        }
+        res?;
     }
     let dt = t1.elapsed().as_secs_f64();
-    Ok(((batch * steps) as f64 / dt, prefill_s))
+    Ok(((batch * steps) as f64 / dt, prefill_s, kernels))
 }

@@ -1,0 +1,103 @@
+//! `gpu-check --timeline-model CONFIG`: the kernels of one eager decode step of a
+//! random-weight model at batch 1, 64 and 256, each against its own floor (the
+//! bytes it must move at the copy ceiling, or its FLOPs at the GEMM ceiling), as
+//! Markdown tables. Graphs are off so every launch is timed by its own events; a
+//! replayed step runs the same kernels without the launch gaps.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::Result;
+
+use crate::backend::cuda::timeline::KernelTime;
+use crate::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
+
+/// Measured on the H200 (docs/results): device-to-device copy, bytes read + written.
+const COPY_CEILING: f64 = 4.28e12;
+/// Measured on the H200: cuBLAS bf16 8192³.
+const GEMM_CEILING: f64 = 782e12;
+
+/// One table per batch size, for the model whose config is at `cfg`.
+pub fn run(cfg: &Path, batches: &[usize], prompt: usize) -> Result<String> {
+    let lm = crate::model::load_random(cfg, 1)?;
+    let max_b = batches.iter().copied().max().unwrap_or(1);
+    let ps = 16u32;
+    let pages = ((prompt + 4).div_ceil(ps as usize) * max_b) as u32 + 1;
+    let mut runner = build_runner_with(
+        &lm,
+        DeviceKind::Cuda,
+        pages,
+        ps,
+        &RunnerOptions {
+            cuda_graph_max_bs: 0,
+        },
+    )?;
+    let c = &lm.config;
+    let kv_per_token = (c.kv_elems_per_token() * 2) as f64;
+    let mut md = String::new();
+    for &b in batches {
+        let ks = super::model::decode_timeline(runner.as_mut(), b, prompt)?;
+        let weights = super::bench::weight_bytes(c);
+        let step_floor_us = 1e6 * (weights + (b * prompt) as f64 * kv_per_token) / COPY_CEILING;
+        writeln!(md, "\n### {} batch {b}, context ~{prompt}\n", cfg.display())?;
+        md.push_str(&table(&ks, step_floor_us));
+    }
+    Ok(md)
+}
+
+fn floor_us(k: &KernelTime) -> Option<f64> {
+    (k.bytes > 0.0 || k.flops > 0.0)
+        .then(|| 1e6 * (k.bytes / COPY_CEILING).max(k.flops / GEMM_CEILING))
+}
+
+/// Rows grouped by (kernel, bytes, FLOPs), largest total time first.
+fn table(ks: &[KernelTime], step_floor_us: f64) -> String {
+    let mut groups: HashMap<(String, u64, u64), (usize, f64, Option<f64>)> = HashMap::new();
+    let mut order = Vec::new();
+    for k in ks {
+        let key = (k.name.clone(), k.bytes as u64, k.flops as u64);
+        let e = groups.entry(key.clone()).or_insert_with(|| {
+            order.push(key);
+            (0, 0.0, floor_us(k).map(|_| 0.0))
+        });
+        e.0 += 1;
+        e.1 += k.us;
+        if let (Some(f), Some(acc)) = (floor_us(k), e.2.as_mut()) {
+            *acc += f;
+        }
+    }
+    let total: f64 = ks.iter().map(|k| k.us).sum();
+    let mut rows: Vec<_> = order.into_iter().map(|k| (groups[&k], k)).collect();
+    rows.sort_by(|a, b| b.0 .1.total_cmp(&a.0 .1));
+    let mut s = String::from(
+        "| kernel | calls | MB moved each | GFLOP each | total µs | floor µs | x floor | share |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    for ((calls, us, floor), (name, bytes, flops)) in rows {
+        let _ = writeln!(
+            s,
+            "| {name} | {calls} | {} | {} | {us:.1} | {} | {} | {:.1}% |",
+            if bytes > 0 {
+                format!("{:.2}", bytes as f64 / 1e6)
+            } else {
+                "—".into()
+            },
+            if flops > 0 {
+                format!("{:.3}", flops as f64 / 1e9)
+            } else {
+                "—".into()
+            },
+            floor.map_or("—".into(), |f| format!("{f:.1}")),
+            floor.map_or("—".into(), |f| format!("{:.2}", us / f.max(1e-9))),
+            100.0 * us / total.max(1e-9)
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nΣ kernel time {total:.1} µs over {} launches; step floor (weights + KV at {:.2} TB/s) {step_floor_us:.1} µs = {:.2}x",
+        ks.len(),
+        COPY_CEILING / 1e12,
+        total / step_floor_us
+    );
+    s
+}

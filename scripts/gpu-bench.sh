@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# GPU speed at real scale (issue 11), in two halves:
+#
+#   scripts/gpu-bench.sh build     (here, with Rust) builds target/release/minisgl-host and
+#                                  copies the Qwen3-0.6B / 14B configs into .gpu/ (git-ignored);
+#   scripts/gpu-bench.sh device N  (on the GPU machine, no Rust) runs part N and writes its
+#                                  logs and JSON lines into $OUT:
+#     part 1: prefill attention (our kernels vs cuDNN/flash SDPA, copy and GEMM ceilings),
+#             the kernel checks of both prefill kernels, decode-step and attention benches,
+#             Qwen3-0.6B offline (default workload and long prompts), 0.6B decode timeline;
+#     part 2: Qwen3-14B offline (default workload and long prompts), 14B decode timeline.
+#
+# Device call (tool `run`, kind nvidia-h200), one per part:
+#   command: bash scripts/gpu-bench.sh device 1
+#   carry:   ["target/release/minisgl-host", ".gpu"]
+# Then on this machine: python3 scripts/gpu/collect.py DIR... appends the figures to
+# docs/results/bench.jsonl.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+case "${1:-}" in
+build)
+    cargo build --release -p minisgl-host
+    for s in qwen3-0.6b qwen3-14b; do
+        mkdir -p .gpu/$s
+        cp "${MODEL_CONFIGS:-../shared/model-configs}/$s/config.json" .gpu/$s/config.json
+    done
+    grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
+    git rev-parse --short HEAD > .gpu/commit
+    ls -la target/release/minisgl-host .gpu
+    ;;
+device)
+    part="${2:?part 1 or 2}"
+    out="${OUT:-$PWD/gpu-out}"
+    mkdir -p "$out"
+    export PATH="/usr/local/cuda/bin:$PATH"
+    export LD_LIBRARY_PATH="/usr/local/cuda/targets/x86_64-linux/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+    export MINISGL_KERNEL_CACHE="${MINISGL_KERNEL_CACHE:-/tmp/minisgl-kernels}"
+    export MINISGL_COMMIT="$(cat .gpu/commit 2>/dev/null || echo unknown)"
+    export MINISGL_BENCH_DATE="$(date -u +%Y-%m-%d)"
+    export PYTHONUNBUFFERED=1
+    bin=target/release/minisgl-host
+    jl="$out/bench.jsonl"
+    { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv; } 2>&1 | tee "$out/env.log"
+    long=(--num-seqs 64 --min-input-len 4000 --max-input-len 8000 --min-output-len 16 --max-output-len 64
+          --workload-name "long-prompt n=64 in=4000-8000 out=16-64 seed=0")
+    set +e
+    if [ "$part" = 1 ]; then
+        timeout 150 python3 scripts/gpu/attn_bench.py --jsonl "$jl" 2>&1 | grep -v "Exception ignored\|driver.pyx\|  launch " | tee "$out/attn.log"
+        timeout 120 "$bin" gpu-check --skip-models --skip-engine --bench-model .gpu/qwen3-0.6b \
+            --report "$out/gpu-check-ops.md" 2>&1 | tail -60 > "$out/gpu-check-ops.log"
+        grep -E "failed|FAIL|prefill attention|decode attention|runner.step" "$out/gpu-check-ops.log" | head -30
+        timeout 120 "$bin" bench offline --random-weights .gpu/qwen3-0.6b --device cuda --shape qwen3-0.6b \
+            --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" 2>&1 | tail -8 | tee "$out/offline-0.6b.log"
+        timeout 90 "$bin" bench offline --random-weights .gpu/qwen3-0.6b --device cuda --shape qwen3-0.6b \
+            "${long[@]}" --jsonl "$jl" 2>&1 | tail -6 | tee "$out/long-0.6b.log"
+        timeout 90 "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-0.6b \
+            --timeline-out "$out/timeline-0.6b.md" --report "$out/timeline-report.md" > "$out/timeline-0.6b.log" 2>&1
+        tail -3 "$out/timeline-0.6b.md"
+    else
+        timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
+            --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" 2>&1 | tail -8 | tee "$out/offline-14b.log"
+        timeout 150 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
+            "${long[@]}" --jsonl "$jl" 2>&1 | tail -6 | tee "$out/long-14b.log"
+        timeout 150 "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-14b \
+            --timeline-out "$out/timeline-14b.md" --report "$out/timeline-report.md" > "$out/timeline-14b.log" 2>&1
+        tail -3 "$out/timeline-14b.md"
+    fi
+    echo "part $part done"
+    ;;
+*)
+    echo "usage: $0 build | device 1|2" >&2
+    exit 2
+    ;;
+esac

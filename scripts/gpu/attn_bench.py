@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+"""Prefill attention on the GPU: our kernels against PyTorch's SDPA (cuDNN, flash).
+
+Runs on the GPU machine (PyTorch + CuPy + nvcc there; no Rust needed). Compiles
+kernels/attention_prefill*.cu with nvcc to CUBINs, checks each against a float32
+reference over a paged KV cache (fresh prompts and prefix + extend, GQA), then
+times them beside cuDNN's fused attention on the same shapes, and measures the
+copy-bandwidth and GEMM ceilings. Prints a table; `--jsonl F` appends figures.
+
+    python3 scripts/gpu/attn_bench.py [--jsonl OUT] [--variants v1,v2]
+"""
+import argparse, json, math, os, subprocess, sys, tempfile, time
+from pathlib import Path
+
+import cupy as cp
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parents[2]
+K = ROOT / "kernels"
+
+
+def build(src, arch, defines=(), name=None):
+    out = Path(tempfile.gettempdir()) / f"{name or src.stem}.cubin"
+    cmd = ["nvcc", "-cubin", "-O3", f"-gencode=arch=compute_{arch},code=sm_{arch}", "-Xptxas", "-v",
+           "-I", str(K), *[f"-D{d}" for d in defines], str(src), "-o", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        print(r.stderr)
+        raise SystemExit(f"nvcc failed for {src}")
+    for line in r.stderr.splitlines():
+        if "registers" in line or "spill" in line:
+            print(f"  [{name or src.stem}] {line.strip()}")
+    return cp.RawModule(path=str(out))
+
+
+def ptr(t):
+    return np.uint64(t.data_ptr())
+
+
+class Paged:
+    """A random paged KV cache holding `ctx` tokens for each sequence."""
+
+    def __init__(self, ctxs, news, hq, hkv, hd, page_size, gen):
+        self.ctxs, self.news, self.hq, self.hkv, self.hd, self.ps = ctxs, news, hq, hkv, hd, page_size
+        npages = sum((c + page_size - 1) // page_size for c in ctxs)
+        perm = torch.randperm(npages, generator=gen).int()
+        self.k = torch.randn(npages * page_size, hkv, hd, generator=gen).bfloat16().cuda()
+        self.v = torch.randn(npages * page_size, hkv, hd, generator=gen).bfloat16().cuda()
+        page_start, pages, off = [0], [], 0
+        for c in ctxs:
+            n = (c + page_size - 1) // page_size
+            pages += perm[off:off + n].tolist()
+            off += n
+            page_start.append(len(pages))
+        self.page_ids = torch.tensor(pages, dtype=torch.int32).cuda()
+        self.page_start = torch.tensor(page_start, dtype=torch.int32).cuda()
+        qs = [0]
+        for n in news:
+            qs.append(qs[-1] + n)
+        self.q_start = torch.tensor(qs, dtype=torch.int32).cuda()
+        self.kv_len = torch.tensor(ctxs, dtype=torch.int32).cuda()
+        self.T = qs[-1]
+        self.q = torch.randn(self.T, hq * hd, generator=gen).bfloat16().cuda()
+
+    def tiles(self, bq):
+        ts, tq = [], []
+        for s, n in enumerate(self.news):
+            for q0 in range(0, n, bq):
+                ts.append(s)
+                tq.append(q0)
+        return torch.tensor(ts, dtype=torch.int32).cuda(), torch.tensor(tq, dtype=torch.int32).cuda()
+
+    def gather(self, s):
+        ps = self.ps
+        pg = self.page_ids[self.page_start[s]:self.page_start[s + 1]].long()
+        rows = (pg[:, None] * ps + torch.arange(ps, device="cuda")[None, :]).reshape(-1)[: self.ctxs[s]]
+        return self.k[rows], self.v[rows]  # [ctx, hkv, hd]
+
+    def reference(self):
+        out = torch.empty(self.T, self.hq * self.hd, dtype=torch.float32, device="cuda")
+        qs = self.q_start.tolist()
+        rep = self.hq // self.hkv
+        for s, (c, n) in enumerate(zip(self.ctxs, self.news)):
+            k, v = self.gather(s)
+            k = k.float().repeat_interleave(rep, dim=1).transpose(0, 1)  # [hq, ctx, hd]
+            v = v.float().repeat_interleave(rep, dim=1).transpose(0, 1)
+            q = self.q[qs[s]:qs[s + 1]].float().view(n, self.hq, self.hd).transpose(0, 1)
+            sc = q @ k.transpose(1, 2) / math.sqrt(self.hd)
+            pos = torch.arange(c - n, c, device="cuda")[:, None]
+            col = torch.arange(c, device="cuda")[None, :]
+            sc = sc.masked_fill(col > pos, float("-inf"))
+            o = torch.softmax(sc, -1) @ v
+            out[qs[s]:qs[s + 1]] = o.transpose(0, 1).reshape(n, -1)
+        return out
+
+    def flops(self):
+        # Causal: each new token at position p attends to p + 1 keys; 4 flops per (q, k, d).
+        tot = 0
+        for c, n in zip(self.ctxs, self.news):
+            tot += sum(range(c - n + 1, c + 1))
+        return 4.0 * tot * self.hd * self.hq
+
+
+def run_ours(kind, fn, P, bq, smem=0, threads=128):
+    o = torch.full((P.T, P.hq * P.hd), float("nan"), dtype=torch.bfloat16, device="cuda")
+    ts, tq = P.tiles(bq)
+    n = ts.numel()
+    scale = np.float32(1.0 / math.sqrt(P.hd))
+    if kind == "sm90":
+        args = (ptr(P.q), np.int32(P.hq * P.hd), ptr(o), ptr(P.k), ptr(P.v), ptr(P.q_start), ptr(P.kv_len),
+                ptr(P.page_start), ptr(P.page_ids), ptr(ts), ptr(tq), np.int32(n), np.int32(P.hq),
+                np.int32(P.hkv), np.int32(P.ps), scale)
+    else:
+        args = (ptr(P.q), np.int32(P.hq * P.hd), ptr(o), ptr(P.k), ptr(P.v), ptr(P.q_start), ptr(P.kv_len),
+                ptr(P.page_start), ptr(P.page_ids), ptr(ts), ptr(tq), np.int32(P.hq), np.int32(P.hkv),
+                np.int32(P.ps), scale)
+
+    def launch():
+        # ts/tq are referenced here so they outlive run_ours (the kernel reads them).
+        fn((n, P.hq), (threads,), args, shared_mem=smem)
+        return ts, tq
+
+    return o, launch
+
+
+def bench(launch, reps=20):
+    launch()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        launch()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return float(np.median(times)) / 1e3
+
+
+def sdpa_time(P, backend):
+    """cuDNN / flash SDPA on the same work, contiguous [B, H, S, D], fresh causal only."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    B, S = len(P.news), P.news[0]
+    q = torch.randn(B, P.hq, S, P.hd, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(B, P.hkv, S, P.hd, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(B, P.hkv, S, P.hd, device="cuda", dtype=torch.bfloat16)
+    be = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}[backend]
+    try:
+        with sdpa_kernel(be):
+            f = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+            return bench(f)
+    except Exception as e:  # noqa: BLE001
+        print(f"  sdpa {backend}: {e}")
+        return None
+
+
+def ceilings():
+    x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    y = torch.empty_like(x)
+    t = bench(lambda: y.copy_(x))
+    bw = 2 * x.numel() / t / 1e12
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    t = bench(lambda: a @ b, reps=10)
+    return bw, 2 * 8192**3 / t / 1e12
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jsonl")
+    ap.add_argument("--variants", default="")
+    ap.add_argument("--skip", default="")
+    ap.add_argument("--only", help="run one kernel (mma, sdpa, or a variant name) in this process")
+    args = ap.parse_args()
+    if not args.only:
+        # Each kernel in its own process: a fault in one leaves the others' figures.
+        names = ["mma", "sm90"] + [v for v in args.variants.split(",") if v] + ["sdpa"]
+        if args.skip:
+            names = [n for n in names if n not in args.skip.split(",")]
+        for n in names:
+            cmd = [sys.executable, __file__, "--only", n] + (["--jsonl", args.jsonl] if args.jsonl else [])
+            r = subprocess.run(cmd)
+            if r.returncode != 0:
+                print(f"== {n}: exit {r.returncode}")
+        return
+    gen = torch.Generator().manual_seed(0)
+    only = args.only
+    old = build(K / "attention_prefill.cu", "90", name="prefill_mma") if only == "mma" else None
+    hop = {}
+    # A variant is sm90[+DEFINE=V...] (the kernel in kernels/) or a file under
+    # scripts/gpu/variants/ named by its stem, e.g. v2+H_BK=128.
+    variants = [(only, tuple(only.split("+")[1:]))] if only not in ("mma", "sdpa") else []
+    for name, defs in variants:
+        stem = name.split("+")[0]
+        src = K / "attention_prefill_sm90.cu" if stem == "sm90" else Path(__file__).parent / "variants" / f"{stem}.cu"
+        try:
+            m = build(src, "90a", defs, name=name.replace("+", "_").replace("=", "_"))
+            import re
+            st = re.search(r"#define H_STAGES (\d+)", src.read_text())
+            hop[name] = (m, int(st.group(1)) if st else 2)
+        except SystemExit as e:
+            print(f"  build {name} failed: {e}")
+    rows, figures = [], []
+    bw, gemm = ceilings() if only == "sdpa" else (0.0, 780.0)
+    if only == "sdpa":
+        print(f"ceilings: copy {bw:.2f} TB/s, bf16 GEMM {gemm:.0f} TFLOP/s")
+    shapes = [("qwen3-0.6b", 16, 8, 128), ("qwen3-14b", 40, 8, 128), ("hd64-gqa", 32, 8, 64)]
+    cases = [
+        ("8x2048 fresh", [2048] * 8, [2048] * 8, 16),
+        ("4x4096 extend 1024/3072", [4096] * 4, [1024] * 4, 16),
+        ("ragged mixed p1", [300, 1500, 77, 2048, 513], [300, 700, 77, 1024, 1], 1),
+    ]
+    for sname, hq, hkv, hd in shapes:
+        for cname, ctxs, news, ps in cases:
+            P = Paged(ctxs, news, hq, hkv, hd, ps, gen)
+            ref = P.reference()
+            flops = P.flops()
+            line = {"shape": sname, "case": cname}
+            cands = [("mma", old.get_function(f"attn_prefill_hd{hd}"), "mma", 64, 0, 128)] if old else []
+            for vn, (m, stages) in hop.items():
+                fn = m.get_function(f"attn_prefill_sm90_hd{hd}")
+                bk = 128 if "H_BK=128" in vn else 64
+                smem = stages * 2 * bk * hd * 2 + 1024
+                fn.max_dynamic_shared_size_bytes = smem
+                cands.append((vn, fn, "sm90", 128, smem, 256))
+            for label, fn, kind, bq, smem, thr in cands:
+                o, launch = run_ours(kind, fn, P, bq, smem, thr)
+                print(f"  launch {label} {sname} {cname}", flush=True)
+                launch()
+                torch.cuda.synchronize()
+                of = o.float()
+                nan = torch.isnan(of).sum().item()
+                err = ((of - ref).norm() / ref.norm()).item() if nan == 0 else float("nan")
+                t = bench(launch) if nan == 0 and err < 2e-2 else None
+                tf = flops / t / 1e12 if t else 0.0
+                line[label] = (err, tf)
+                print(f"{sname:11s} {cname:26s} {label:14s} rel_err {err:.2e} nan {nan:6d}  {tf:7.1f} TFLOP/s")
+                if t and "fresh" in cname:
+                    kname = {"sm90": "minisgl-hopper-wgmma", "mma": "minisgl-portable-mma"}.get(label, label)
+                    figures.append({"metric": "prefill_attention_tflops", "kernel": kname, "shape": sname,
+                                    "workload": cname, "page_size": ps, "value": round(tf, 1),
+                                    "unit": "TFLOP/s", "ceiling": round(gemm, 1), "fraction": round(tf / gemm, 3)})
+            if "fresh" in cname and only == "sdpa":
+                for be in ("cudnn", "flash"):
+                    t = sdpa_time(P, be)
+                    if t:
+                        tf = flops / t / 1e12
+                        print(f"{sname:11s} {cname:26s} sdpa-{be:9s}                     {tf:7.1f} TFLOP/s")
+                        figures.append({"metric": "prefill_attention_tflops", "kernel": f"torch-sdpa-{be}",
+                                        "shape": sname, "workload": cname, "value": round(tf, 1), "unit": "TFLOP/s",
+                                        "ceiling": round(gemm, 1), "fraction": round(tf / gemm, 3)})
+            rows.append(line)
+    if only != "sdpa":
+        bw = None
+    if bw:
+        figures.append({"metric": "gemm_bf16_tflops", "value": round(gemm, 1), "unit": "TFLOP/s"})
+        figures.append({"metric": "copy_bandwidth_tbps", "value": round(bw, 3), "unit": "TB/s"})
+    if args.jsonl:
+        common = {"date": os.environ.get("MINISGL_BENCH_DATE", time.strftime("%Y-%m-%d")),
+                  "commit": os.environ.get("MINISGL_COMMIT", "unknown"),
+                  "machine": torch.cuda.get_device_name(), "tp": 1}
+        with open(args.jsonl, "a") as f:
+            for fig in figures:
+                f.write(json.dumps({**common, **fig}) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""Collect the figures of a `scripts/gpu-bench.sh device N` run into bench.jsonl.
+
+    python3 scripts/gpu/collect.py OUT_DIR [OUT_DIR...] [--to docs/results/bench.jsonl]
+
+Copies the JSON lines the run wrote (offline throughput, prefill attention) and
+turns gpu-check's decode lines (decode attention bandwidth, decode step time at
+batch 1/8/64/256 against its floor) into objects of the same schema.
+"""
+import argparse, json, re
+from pathlib import Path
+
+ap = argparse.ArgumentParser()
+ap.add_argument("dirs", nargs="+")
+ap.add_argument("--to", default="docs/results/bench.jsonl")
+args = ap.parse_args()
+
+out = []
+for d in map(Path, args.dirs):
+    base = {}
+    jl = d / "bench.jsonl"
+    if jl.exists():
+        for line in jl.read_text().splitlines():
+            if line.strip():
+                o = json.loads(line)
+                out.append(o)
+                base = {k: o[k] for k in ("date", "commit", "machine") if k in o}
+    log = d / "gpu-check-ops.log"
+    if not log.exists():
+        continue
+    for line in log.read_text().splitlines():
+        m = re.search(r"decode attention \[(\w+)\] batch (\d+) x ctx (\d+).*?: ([\d.]+) ms, ([\d.]+) TB/s", line)
+        if m:
+            out.append({**base, "shape": "qwen3-0.6b-attn (16q/8kv x 128)", "tp": 1,
+                        "workload": f"decode attention batch {m[2]} x ctx {m[3]}, page 16",
+                        "metric": "decode_attention_tbps", "value": float(m[5]), "unit": "TB/s",
+                        "ceiling": 4.28, "fraction": round(float(m[5]) / 4.28, 3)})
+        m = re.search(r"runner.step greedy decode, batch (\d+), context ~(\d+): floor ([\d.]+) ms; CUDA graphs [\d.]+ tok/s \(([\d.]+) ms/step", line)
+        if m:
+            b, ctx, floor, ms = int(m[1]), int(m[2]), float(m[3]), float(m[4])
+            out.append({**base, "shape": "qwen3-0.6b", "tp": 1,
+                        "workload": f"greedy decode step, batch {b}, context ~{ctx}, CUDA graphs",
+                        "metric": f"decode_step_ms_b{b}", "value": ms, "unit": "ms",
+                        "ceiling": floor, "fraction": round(floor / ms, 3)})
+
+with open(args.to, "a") as f:
+    for o in out:
+        f.write(json.dumps(o) + "\n")
+print(f"appended {len(out)} figures to {args.to}")
