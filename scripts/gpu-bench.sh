@@ -46,15 +46,20 @@ device)
           --workload-name "long-prompt n=64 in=4000-8000 out=16-64 seed=0")
     set +e
     if [ "$part" = 1 ]; then
-        timeout 150 python3 scripts/gpu/attn_bench.py --jsonl "$jl" 2>&1 | grep -v "Exception ignored\|driver.pyx\|  launch " | tee "$out/attn.log"
-        timeout 120 "$bin" gpu-check --skip-models --skip-engine --bench-model .gpu/qwen3-0.6b \
-            --report "$out/gpu-check-ops.md" 2>&1 | tail -60 > "$out/gpu-check-ops.log"
-        grep -E "failed|FAIL|prefill attention|decode attention|runner.step" "$out/gpu-check-ops.log" | head -30
-        timeout 120 "$bin" bench offline --random-weights .gpu/qwen3-0.6b --device cuda --shape qwen3-0.6b \
+        timeout 120 python3 scripts/gpu/attn_bench.py --jsonl "$jl" 2>&1 | grep -v "Exception ignored\|driver.pyx\|  launch " | tee "$out/attn.log"
+        models=()
+        for m in tests/fixtures/models/*/; do models+=(--model "$m"); done
+        # Kernels (both prefill kernels against the CPU), fixture and Qwen3-0.6B-shape
+        # models against the CPU backend, decode benches.
+        timeout 180 "$bin" gpu-check --skip-engine "${models[@]}" --random-model .gpu/qwen3-0.6b \
+            --bench-model .gpu/qwen3-0.6b --report "$out/gpu-check-ops.md" > "$out/gpu-check-ops.log" 2>&1
+        echo "gpu-check rc=$?"
+        grep -E "checks failed|FAIL|prefill attention|decode attention|runner.step|passed" "$out/gpu-check-ops.log" | head -30
+        timeout 100 "$bin" bench offline --random-weights .gpu/qwen3-0.6b --device cuda --shape qwen3-0.6b \
             --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" 2>&1 | tail -8 | tee "$out/offline-0.6b.log"
-        timeout 90 "$bin" bench offline --random-weights .gpu/qwen3-0.6b --device cuda --shape qwen3-0.6b \
+        timeout 80 "$bin" bench offline --random-weights .gpu/qwen3-0.6b --device cuda --shape qwen3-0.6b \
             "${long[@]}" --jsonl "$jl" 2>&1 | tail -6 | tee "$out/long-0.6b.log"
-        timeout 90 "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-0.6b \
+        timeout 80 "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-0.6b \
             --timeline-out "$out/timeline-0.6b.md" --report "$out/timeline-report.md" > "$out/timeline-0.6b.log" 2>&1
         tail -3 "$out/timeline-0.6b.md"
     else
