@@ -146,7 +146,9 @@ def test_dockerfile_stages_copies_and_entrypoints():
         assert not unknown, unknown
     # The builder builds packages that exist, and the plugins the image ships.
     build = " ".join(r for w, r in by["build"] if w == "RUN")
-    for pkg in re.findall(r"-p (\S+)", build):
+    pkgs = re.findall(r"\s-p ([a-z][a-z0-9_-]+)", build)
+    assert "minisgl-host" in pkgs, pkgs
+    for pkg in pkgs:
         assert any(f'name = "{pkg}"' in p.read_text() for p in ROOT.glob("**/Cargo.toml")
                    if "target" not in p.parts), pkg
     # The CUDA stage has the libraries cudarc loads by name (libcuda comes
