@@ -274,7 +274,7 @@ def failover(fleet, router, victim, sig):
     url = fleet.urls[victim]
     streams, stream_threads = [], []
     for _ in range(6):
-        t = threading.Thread(target=stream_through, args=(router.base, 150, streams))
+        t = threading.Thread(target=stream_through, args=(router.base, 400, streams))
         t.start()
         stream_threads.append(t)
     time.sleep(0.5)
@@ -372,7 +372,7 @@ def test_sglang_router_failover_sigkill_then_sigterm(fleet, tmp_path):
     cut = [s for s in kill["streams"] if s["how"] != "complete"]
     assert len(cut) <= kill["victim_in_flight_at_signal"], kill
     assert term["victim_exit_code"] == 0, term
-    assert all(s["how"] == "complete" and s["completion_tokens"] == 150
+    assert all(s["how"] == "complete" and s["completion_tokens"] == 400
                for s in term["streams"]), term
 
 
