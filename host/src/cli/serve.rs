@@ -18,8 +18,8 @@ use crate::engine::{try_spawn, CacheMode, EngineConfig, EngineHandle};
 use crate::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
 use crate::model::Tokenizer;
 use crate::plugin::{Deadlines, PluginConfig, PluginKind, PluginSet};
-use crate::server::protocol::Limits;
 use crate::server::compat::WorkerMeta;
+use crate::server::protocol::Limits;
 use crate::server::AppState;
 
 #[derive(clap::Args, Debug, Clone, Default)]

@@ -86,7 +86,10 @@ pub async fn server_info(State(state): State<Arc<AppState>>) -> Response {
     let m = state.engine.metrics();
     let w = meta(&state);
     let page = u64::from(c.page_size);
-    let tokenizer_path = w.tokenizer_path.clone().unwrap_or_else(|| model_path(&state));
+    let tokenizer_path = w
+        .tokenizer_path
+        .clone()
+        .unwrap_or_else(|| model_path(&state));
     Json(json!({
         "model_path": model_path(&state),
         "tokenizer_path": tokenizer_path,
@@ -128,7 +131,10 @@ pub async fn server_info(State(state): State<Arc<AppState>>) -> Response {
 /// `GET /model_info` (and `/get_model_info`): SGLang's model description.
 pub async fn model_info(State(state): State<Arc<AppState>>) -> Response {
     let w = meta(&state);
-    let tokenizer_path = w.tokenizer_path.clone().unwrap_or_else(|| model_path(&state));
+    let tokenizer_path = w
+        .tokenizer_path
+        .clone()
+        .unwrap_or_else(|| model_path(&state));
     Json(json!({
         "model_path": model_path(&state),
         "tokenizer_path": tokenizer_path,

@@ -37,7 +37,10 @@ pub fn kv_usage(m: &EngineMetrics) -> f64 {
 
 /// Appends the vLLM-named families for `m` to `out`.
 pub fn render(state: &AppState, m: &EngineMetrics, out: &mut String) {
-    let base = format!("model_name=\"{}\",engine=\"0\"", label(&state.limits.model_name));
+    let base = format!(
+        "model_name=\"{}\",engine=\"0\"",
+        label(&state.limits.model_name)
+    );
     let mut one = |name: &str, kind: &str, help: &str, labels: &str, v: f64| {
         let labels = if labels.is_empty() {
             String::new()
