@@ -235,14 +235,16 @@ def test_not_ready_while_loading_and_draining():
             break
         assert status == 503 and state == "loading"
         status, body = srv.post("/v1/completions", {"prompt": "x", "max_tokens": 1})
-        assert status == 503 and body["error"]["code"] == "loading"
+        if status != 200:  # 200: loading finished in between
+            assert status == 503 and body["error"]["code"] == "loading", body
+            seen["refused while loading"] = seen.get("refused while loading", 0) + 1
     assert seen["loading"] > 0 and seen["ready"] == 1, seen
     client = openai.OpenAI(base_url=srv.url, api_key="x", max_retries=0, timeout=120)
-    stream = client.completions.create(model=MODEL_NAME, prompt="long", max_tokens=200,
+    stream = client.completions.create(model=MODEL_NAME, prompt="long", max_tokens=480,
                                        stream=True, extra_body={"ignore_eos": True})
     next(stream)
     srv.proc.send_signal(signal.SIGTERM)
-    time.sleep(0.2)
+    time.sleep(0.05)
     status, body = srv.get("/ready")
     assert status == 503 and json.loads(body)["status"] == "draining"
     assert srv.get("/live")[0] == 200
