@@ -142,3 +142,22 @@ pub fn render(state: &AppState, m: &EngineMetrics, out: &mut String) {
         usage,
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kv_usage_counts_only_pages_requests_hold() {
+        let m = EngineMetrics {
+            kv_pages_total: 100,
+            kv_pages_free: 50,
+            kv_pages_cached: 30,
+            kv_pages_evictable: 20,
+            ..EngineMetrics::default()
+        };
+        // 100 - 50 free - 20 evictable = 30 held (10 of them locked cache).
+        assert_eq!(kv_usage(&m), 0.3);
+        assert_eq!(kv_usage(&EngineMetrics::default()), 0.0);
+    }
+}
