@@ -223,31 +223,35 @@ def test_not_ready_while_loading_and_draining():
     assert not missing, f"build the plugins first (scripts/build-plugins.sh): {missing}"
     seen = {"loading": 0, "ready": 0, "draining": 0}
     srv = Server(*[a for p in plugins for a in ("--plugin", p)], wait_for="loading")
-    # The server printed its address before loading: poll until serving.
-    deadline = time.time() + 120
-    while time.time() < deadline:
+    try:
+        # The server printed its address before loading: poll until serving.
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            status, body = srv.get("/ready")
+            live, _ = srv.get("/live")
+            assert live == 200
+            state = json.loads(body)["status"]
+            seen[state] += 1
+            if state == "ready":
+                break
+            assert status == 503 and state == "loading"
+            status, body = srv.post("/v1/completions", {"prompt": "x", "max_tokens": 1})
+            if status != 200:  # 200: loading finished in between
+                assert status == 503 and body["error"]["code"] == "loading", body
+                seen["refused while loading"] = seen.get("refused while loading", 0) + 1
+        assert seen["loading"] > 0 and seen["ready"] == 1, seen
+        client = openai.OpenAI(base_url=srv.url, api_key="x", max_retries=0, timeout=120)
+        stream = client.completions.create(model=MODEL_NAME, prompt="long", max_tokens=480,
+                                           stream=True, extra_body={"ignore_eos": True})
+        next(stream)
+        srv.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.05)
         status, body = srv.get("/ready")
-        live, _ = srv.get("/live")
-        assert live == 200
-        state = json.loads(body)["status"]
-        seen[state] += 1
-        if state == "ready":
-            break
-        assert status == 503 and state == "loading"
-        status, body = srv.post("/v1/completions", {"prompt": "x", "max_tokens": 1})
-        if status != 200:  # 200: loading finished in between
-            assert status == 503 and body["error"]["code"] == "loading", body
-            seen["refused while loading"] = seen.get("refused while loading", 0) + 1
-    assert seen["loading"] > 0 and seen["ready"] == 1, seen
-    client = openai.OpenAI(base_url=srv.url, api_key="x", max_retries=0, timeout=120)
-    stream = client.completions.create(model=MODEL_NAME, prompt="long", max_tokens=480,
-                                       stream=True, extra_body={"ignore_eos": True})
-    next(stream)
-    srv.proc.send_signal(signal.SIGTERM)
-    time.sleep(0.05)
-    status, body = srv.get("/ready")
-    assert status == 503 and json.loads(body)["status"] == "draining"
-    assert srv.get("/live")[0] == 200
-    assert srv.post("/v1/completions", {"prompt": "x", "max_tokens": 1})[0] == 503
-    assert len([c for c in stream]) > 0
-    assert srv.proc.wait(60) == 0
+        assert status == 503 and json.loads(body)["status"] == "draining"
+        assert srv.get("/live")[0] == 200
+        assert srv.post("/v1/completions", {"prompt": "x", "max_tokens": 1})[0] == 503
+        assert len([c for c in stream]) > 0
+        assert srv.proc.wait(60) == 0
+    finally:
+        if srv.proc.poll() is None:
+            srv.proc.kill()
