@@ -33,7 +33,9 @@ MODEL_NAME = "llama_gqa_tied"
 class Server:
     """A running `minisgl-host` process."""
 
-    def __init__(self, *extra_args, env=None, model=MODEL):
+    def __init__(self, *extra_args, env=None, model=MODEL, wait_for="serving"):
+        """`wait_for="loading"` returns as soon as the socket is bound (the
+        model still loading) instead of once it serves."""
         if not BIN.exists():
             raise RuntimeError(f"{BIN} not found: run `cargo build -p minisgl-host` first")
         extra = list(map(str, extra_args))
@@ -56,7 +58,7 @@ class Server:
         def pump():
             for line in self.proc.stdout:
                 self.log.append(line)
-                m = re.search(r"serving .* on (http://[\d.:]+)", line)
+                m = re.search(wait_for + r" .* on (http://[\d.:]+)", line)
                 if m and not ready.is_set():
                     self.base = m.group(1)
                     ready.set()

@@ -5,6 +5,7 @@
 //! `MINISGL_*` environment variables, the `--config` TOML file, then these
 //! flags (see `crate::config`).
 
+use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use crate::engine::{try_spawn, CacheMode, EngineConfig, EngineHandle};
 use crate::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
 use crate::model::Tokenizer;
 use crate::plugin::{Deadlines, PluginConfig, PluginKind, PluginSet};
+use crate::server::compat::WorkerMeta;
 use crate::server::protocol::Limits;
 use crate::server::AppState;
 
@@ -145,6 +147,8 @@ pub struct Started {
     pub engine: EngineHandle,
     pub tokenizer: Arc<Tokenizer>,
     pub limits: Limits,
+    /// What `/model_info` and `/server_info` report about the model.
+    pub meta: WorkerMeta,
 }
 
 /// Which world a component implements: try each kind on a scratch plugin
@@ -229,6 +233,7 @@ pub fn start_engine(cfg: &Config) -> anyhow::Result<Started> {
     let runner = build_runner_with(&loaded, device, num_pages, cfg.page_size, &runner_opts)
         .context("building the model runner")?;
     let device_name = runner.device_name();
+    let meta = WorkerMeta::new(&loaded.config, &loaded.source, device_name);
     drop(loaded);
     let engine_cfg = EngineConfig {
         num_pages: None,
@@ -262,6 +267,7 @@ pub fn start_engine(cfg: &Config) -> anyhow::Result<Started> {
         engine,
         tokenizer: Arc::new(tokenizer),
         limits,
+        meta,
     })
 }
 
@@ -285,7 +291,6 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         return super::shell::run_with(&cfg, &super::shell::ChatOptions::default());
     }
     init_logging();
-    let started = start_engine(&cfg)?;
     let cfg = Arc::new(cfg);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -297,7 +302,30 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
         let local = listener.local_addr()?;
+        // Answer probes while loading (alive, not ready) on a second handle
+        // of the same socket; the full application takes over once loaded.
+        let socket = listener.into_std()?;
+        let loading = tokio::net::TcpListener::from_std(socket.try_clone()?)?;
+        let listener = tokio::net::TcpListener::from_std(socket)?;
+        let (loaded_tx, loaded_rx) = tokio::sync::oneshot::channel::<()>();
+        let loading_server = tokio::spawn(
+            axum::serve(loading, crate::server::probes::loading_router())
+                .with_graceful_shutdown(async {
+                    let _ = loaded_rx.await;
+                })
+                .into_future(),
+        );
+        // Printed before loading so probes can be pointed at the port now;
+        // `/ready` answers 503 until the "serving" line below.
+        eprintln!("minisgl: loading {} on http://{local}", cfg.model_name());
+        let load_cfg = cfg.clone();
+        let started = tokio::task::spawn_blocking(move || start_engine(&load_cfg))
+            .await
+            .context("the loading task failed")??;
+        let _ = loaded_tx.send(());
+        let _ = loading_server.await;
         let state = AppState::new(started.engine, started.tokenizer, started.limits, cfg);
+        let _ = state.worker.set(started.meta);
         // The test harness and scripts wait for this exact line.
         tracing::info!("listening on http://{local}");
         eprintln!(

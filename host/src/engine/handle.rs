@@ -23,6 +23,8 @@ enum Command {
         tx: UnboundedSender<Event>,
     },
     Abort(u64),
+    /// Drop the radix cache's unlocked entries; replies with the pages freed.
+    FlushCache(tokio::sync::oneshot::Sender<u32>),
     Shutdown,
 }
 
@@ -257,6 +259,15 @@ impl EngineHandle {
         let _ = self.commands.send(Command::Abort(id));
     }
 
+    /// Drops every radix-cache entry that no request holds and returns the
+    /// pages freed. Pages of running requests (and the cached prefixes they
+    /// lock) are never touched. `None` when the engine has stopped.
+    pub async fn flush_cache(&self) -> Option<u32> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.commands.send(Command::FlushCache(tx)).ok()?;
+        rx.await.ok()
+    }
+
     /// A snapshot of the engine's counters (updated after every step).
     pub fn metrics(&self) -> EngineMetrics {
         self.shared.metrics.lock().clone()
@@ -365,6 +376,15 @@ impl EngineLoop {
             }
             Command::Abort(id) => {
                 self.scheduler.abort(id);
+                false
+            }
+            Command::FlushCache(reply) => {
+                let freed = self.scheduler.flush_cache();
+                tracing::info!(pages = freed, "prefix cache flushed");
+                // Publish first: a caller reading /metrics after the reply
+                // sees the flushed cache.
+                self.publish();
+                let _ = reply.send(freed);
                 false
             }
             Command::Shutdown => true,

@@ -173,6 +173,15 @@ impl Scheduler {
         r.hit_memo = None;
     }
 
+    /// Drops every cache entry no request holds (`POST /flush_cache`):
+    /// unlocked leaves go, repeatedly, until only paths locked by running or
+    /// waiting-with-a-match requests remain. Returns the pages freed.
+    pub fn flush_cache(&mut self) -> u32 {
+        let before = self.pool.free_pages();
+        self.evict_all();
+        self.pool.free_pages() - before
+    }
+
     /// Empties the cache (every request must have released its KV).
     pub(super) fn evict_all(&mut self) {
         loop {

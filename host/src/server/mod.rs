@@ -9,19 +9,27 @@
 //!
 //! Routes: `POST /v1/completions`, `POST /v1/chat/completions`,
 //! `GET /v1/models`, `POST /generate`, `GET /health`, `GET /metrics`,
-//! `GET /admin/plugins`, `POST /admin/plugins/{kind}`.
+//! `GET /admin/plugins`, `POST /admin/plugins/{kind}`; for routers and
+//! Kubernetes ([`compat`], [`tokenize`], [`probes`]): `/server_info`,
+//! `/model_info` (and their `get_` forms), `/get_load`, `/flush_cache`,
+//! `/health_generate`, `/version`, `/tokenize`, `/detokenize`, the
+//! `/render` endpoints, `/live` and `/ready`.
 
 pub mod admin;
+pub mod compat;
 pub mod error;
 pub mod fields;
 pub mod metrics;
 pub mod native;
 pub mod openai;
+pub mod probes;
 pub mod protocol;
 pub mod routes;
 pub mod sequence;
 pub mod state;
 pub mod stop;
+pub mod tokenize;
+pub mod vllm_metrics;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -50,16 +58,42 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/metrics", get(routes::metrics))
         .route("/admin/plugins", get(admin::list))
         .route("/admin/plugins/{kind}", post(admin::swap))
+        .merge(worker_routes())
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
 }
 
-/// Serves until `shutdown` resolves, then drains: new requests get 503,
-/// in-flight ones get `config.shutdown_timeout_s` to finish before the
-/// engine aborts them; returns once every connection is closed and the
-/// engine has stopped.
+/// The endpoints SGLang's and vLLM's routers and Kubernetes call on a worker.
+fn worker_routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/server_info", get(compat::server_info))
+        .route("/get_server_info", get(compat::server_info))
+        .route("/model_info", get(compat::model_info))
+        .route("/get_model_info", get(compat::model_info))
+        .route("/get_load", get(compat::get_load))
+        .route(
+            "/flush_cache",
+            get(compat::flush_cache).post(compat::flush_cache),
+        )
+        .route("/health_generate", get(compat::health_generate))
+        .route("/version", get(compat::version))
+        .route("/tokenize", post(tokenize::tokenize))
+        .route("/detokenize", post(tokenize::detokenize))
+        .route("/v1/completions/render", post(tokenize::render_completion))
+        .route("/v1/chat/completions/render", post(tokenize::render_chat))
+        .route("/live", get(probes::live))
+        .route("/health/live", get(probes::live))
+        .route("/ready", get(probes::ready))
+        .route("/health/ready", get(probes::ready))
+}
+
+/// Serves until `shutdown` resolves, then drains: new requests (and
+/// `/ready`) get 503 while in-flight ones get `config.shutdown_timeout_s` to
+/// finish before the engine aborts them; the listener closes once nothing is
+/// in flight; returns once every connection is closed and the engine has
+/// stopped.
 pub async fn serve(
     listener: TcpListener,
     state: Arc<AppState>,
@@ -80,6 +114,14 @@ pub async fn serve(
             tracing::warn!("grace period over: aborting in-flight requests");
             let _ = tokio::task::spawn_blocking(move || engine.shutdown()).await;
         });
+        // Keep the socket open while requests drain, so that probes see
+        // `/ready` = 503 and requests that still arrive (a router or
+        // Service that has not noticed yet) get a retryable 503 rather than
+        // a refused connection; close it once nothing is in flight (the
+        // grace timer above bounds the wait).
+        while st.metrics.in_flight.load(Ordering::SeqCst) > 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     };
     let app = router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
     axum::serve(listener, app)

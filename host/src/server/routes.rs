@@ -132,6 +132,7 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         m.wasted_tokens as f64,
     );
     render_plugins(&state, &mut out);
+    super::vllm_metrics::render(&state, &m, &mut out);
     (
         StatusCode::OK,
         [(

@@ -8,6 +8,7 @@ use crate::config::Config;
 use crate::engine::EngineHandle;
 use crate::model::Tokenizer;
 
+use super::compat::WorkerMeta;
 use super::metrics::ServerMetrics;
 use super::protocol::Limits;
 
@@ -22,6 +23,9 @@ pub struct AppState {
     pub shutting_down: AtomicBool,
     /// Unix time the server started (OpenAI's `created` of the model).
     pub started_unix: u64,
+    /// Model facts for `/model_info` and `/server_info`, set once by the
+    /// binary after loading.
+    pub worker: std::sync::OnceLock<WorkerMeta>,
     next_id: AtomicU64,
 }
 
@@ -40,6 +44,7 @@ impl AppState {
             metrics: ServerMetrics::default(),
             shutting_down: AtomicBool::new(false),
             started_unix: unix_now(),
+            worker: std::sync::OnceLock::new(),
             next_id: AtomicU64::new(1),
         })
     }
