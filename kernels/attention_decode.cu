@@ -105,12 +105,6 @@ __device__ __forceinline__ void decode_impl(
             }
 #pragma unroll
             for (int g = 0; g < GMAX; g++) {
-                // Heads past the group (a group of 5 runs the GMAX = 8 kernel) cost
-                // nothing: `nh` is uniform over the block, so is the branch.
-                if (g >= nh) {
-                    s[r][g] = NEG_INF;
-                    continue;
-                }
                 float d = 0.0f;
 #pragma unroll
                 for (int e = 0; e < 8; e++) d += qv[g][e] * kf[e];
@@ -131,7 +125,6 @@ __device__ __forceinline__ void decode_impl(
         }
 #pragma unroll
         for (int g = 0; g < GMAX; g++) {
-            if (g >= nh) continue;
             float mx = m[g];
 #pragma unroll
             for (int r = 0; r < R; r++) mx = fmaxf(mx, s[r][g]);

@@ -8,7 +8,8 @@
 #     part 1: prefill attention (our kernels vs cuDNN/flash SDPA, copy and GEMM ceilings),
 #             the kernel checks of both prefill kernels, decode-step and attention benches,
 #             Qwen3-0.6B offline (default workload and long prompts), 0.6B decode timeline;
-#     part 2: Qwen3-14B offline (default workload and long prompts), 14B decode timeline.
+#     part 2: Qwen3-14B offline (default workload and long prompts), 14B decode timeline;
+#     part 3: after a decode-kernel change: kernel checks, 14B offline, 14B timeline.
 #
 # Device call (tool `run`, kind nvidia-h200), one per part:
 #   command: bash scripts/gpu-bench.sh device 1
@@ -62,6 +63,17 @@ device)
         timeout 80 "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-0.6b \
             --timeline-out "$out/timeline-0.6b.md" --report "$out/timeline-report.md" > "$out/timeline-0.6b.log" 2>&1
         tail -3 "$out/timeline-0.6b.md"
+    elif [ "$part" = 3 ]; then
+        # After a decode-kernel change: the kernel checks (every GQA group against the
+        # CPU) and the 14B figures it moves.
+        timeout 150 "$bin" gpu-check --skip-models --skip-engine --report "$out/gpu-check-ops.md" > "$out/gpu-check-ops.log" 2>&1
+        echo "gpu-check rc=$?"
+        grep -E "checks, |decode attention|prefill attention" "$out/gpu-check-ops.log" | head
+        timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
+            --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" 2>&1 | tail -8 | tee "$out/offline-14b.log"
+        timeout 150 "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-14b --timeline-batches 64,256 \
+            --timeline-out "$out/timeline-14b.md" --report "$out/timeline-report.md" > "$out/timeline-14b.log" 2>&1
+        grep -E "^Σ|attn_decode" "$out/timeline-14b.md"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
             --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" 2>&1 | tail -8 | tee "$out/offline-14b.log"
