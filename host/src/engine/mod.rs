@@ -15,7 +15,7 @@ pub mod testing;
 mod worker;
 
 pub use api::{
-    CacheMode, EngineConfig, EngineMetrics, Event, FinishReason, GenerateOutput, GenerateRequest,
+    CacheMode, DecisionFixups, EngineConfig, EngineMetrics, FixupCause, Event, FinishReason, GenerateOutput, GenerateRequest,
     SubmitError, Usage,
 };
 pub use handle::{spawn, spawn_with_policy, try_spawn, EngineHandle};

@@ -9,9 +9,10 @@
 //!
 //! Routes: `POST /v1/completions`, `POST /v1/chat/completions`,
 //! `GET /v1/models`, `POST /generate`, `GET /health`, `GET /metrics`,
-//! `GET /admin/plugins`, `POST /admin/plugins/{kind}`.
+//! `GET /admin/plugins`, `POST /admin/plugins/{kind}`, `DELETE /admin/plugins/{kind}`.
 
 pub mod admin;
+pub mod client;
 pub mod error;
 pub mod fields;
 pub mod metrics;
@@ -49,7 +50,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/health", get(routes::health))
         .route("/metrics", get(routes::metrics))
         .route("/admin/plugins", get(admin::list))
-        .route("/admin/plugins/{kind}", post(admin::swap))
+        .route(
+            "/admin/plugins/{kind}",
+            post(admin::swap).delete(admin::reset),
+        )
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
