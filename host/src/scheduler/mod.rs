@@ -161,9 +161,17 @@ impl Scheduler {
         }
     }
 
-    /// Verifies the KV ledger: pool and tree consistent, and every page owned
-    /// by exactly what claims it (requests' own pages are `InUse`).
+    /// Verifies the running-slot limit and the KV ledger: pool and tree
+    /// consistent, and every page owned by exactly what claims it (requests'
+    /// own pages are `InUse`).
     pub fn check(&self) -> Result<(), String> {
+        if self.running.len() > self.cfg.max_running as usize {
+            return Err(format!(
+                "{} requests running, over max_running = {}",
+                self.running.len(),
+                self.cfg.max_running
+            ));
+        }
         self.pool.check().map_err(|e| e.to_string())?;
         self.tree.check(&self.pool)?;
         let own: usize = self
