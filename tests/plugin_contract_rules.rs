@@ -136,9 +136,13 @@ fn cases() -> Vec<Case> {
         ("S1", ACCEPT, || sched(decision(&[(1, 1)], &[10, 11], &[]))),
         // S2: no id twice in one list.
         ("S2", REJECT, || sched(decision(&[], &[10, 10], &[]))),
-        ("S2", REJECT, || sched(decision(&[(1, 1), (1, 1)], &[], &[]))),
+        ("S2", REJECT, || {
+            sched(decision(&[(1, 1), (1, 1)], &[], &[]))
+        }),
         ("S2", REJECT, || sched(decision(&[], &[], &[10, 10]))),
-        ("S2", ACCEPT, || sched(decision(&[(1, 1), (2, 1)], &[], &[10, 11]))),
+        ("S2", ACCEPT, || {
+            sched(decision(&[(1, 1), (2, 1)], &[], &[10, 11]))
+        }),
         // S3: prefill ids are waiting.
         ("S3", REJECT, || sched(decision(&[(10, 1)], &[], &[]))),
         ("S3", ACCEPT, || sched(decision(&[(2, 1)], &[], &[]))),
@@ -148,8 +152,12 @@ fn cases() -> Vec<Case> {
         ("S4", ACCEPT, || sched(decision(&[(2, 36)], &[], &[]))),
         ("S4", ACCEPT, || sched(decision(&[(1, 1)], &[], &[]))),
         // S5: chunk tokens sum to at most max_prefill_tokens (128).
-        ("S5", REJECT, || sched(decision(&[(1, 93), (2, 36)], &[], &[]))),
-        ("S5", ACCEPT, || sched(decision(&[(1, 92), (2, 36)], &[], &[]))),
+        ("S5", REJECT, || {
+            sched(decision(&[(1, 93), (2, 36)], &[], &[]))
+        }),
+        ("S5", ACCEPT, || {
+            sched(decision(&[(1, 92), (2, 36)], &[], &[]))
+        }),
         // S6: decode ids are running.
         ("S6", REJECT, || sched(decision(&[], &[1], &[]))),
         ("S6", ACCEPT, || sched(decision(&[], &[10], &[]))),
@@ -242,15 +250,23 @@ fn cases() -> Vec<Case> {
         ("P1", REJECT, || plans(vec![plan(1), plan(3)])),
         ("P1", ACCEPT, || plans(vec![plan(2), plan(1)])),
         // P2: parameter ranges, boundaries included or excluded as stated.
-        ("P2", REJECT, || plans_with(|p| p.params.temperature = 100.5)),
-        ("P2", REJECT, || plans_with(|p| p.params.temperature = f32::NAN)),
+        ("P2", REJECT, || {
+            plans_with(|p| p.params.temperature = 100.5)
+        }),
+        ("P2", REJECT, || {
+            plans_with(|p| p.params.temperature = f32::NAN)
+        }),
         ("P2", REJECT, || plans_with(|p| p.params.top_p = 0.0)),
         ("P2", REJECT, || plans_with(|p| p.params.min_p = 1.01)),
-        ("P2", REJECT, || plans_with(|p| p.params.presence_penalty = -2.01)),
+        ("P2", REJECT, || {
+            plans_with(|p| p.params.presence_penalty = -2.01)
+        }),
         ("P2", REJECT, || {
             plans_with(|p| p.params.frequency_penalty = f32::INFINITY)
         }),
-        ("P2", REJECT, || plans_with(|p| p.params.repetition_penalty = 0.0)),
+        ("P2", REJECT, || {
+            plans_with(|p| p.params.repetition_penalty = 0.0)
+        }),
         ("P2", ACCEPT, || {
             plans_with(|p| {
                 p.params.temperature = 100.0;
@@ -294,9 +310,15 @@ fn cases() -> Vec<Case> {
             })
         }),
         // P4: allowed tokens non-empty, at most the vocabulary, each below it.
-        ("P4", REJECT, || plans_with(|p| p.allowed_tokens = Some(vec![]))),
-        ("P4", REJECT, || plans_with(|p| p.allowed_tokens = Some(vec![3, VOCAB]))),
-        ("P4", ACCEPT, || plans_with(|p| p.allowed_tokens = Some(vec![0, VOCAB - 1]))),
+        ("P4", REJECT, || {
+            plans_with(|p| p.allowed_tokens = Some(vec![]))
+        }),
+        ("P4", REJECT, || {
+            plans_with(|p| p.allowed_tokens = Some(vec![3, VOCAB]))
+        }),
+        ("P4", ACCEPT, || {
+            plans_with(|p| p.allowed_tokens = Some(vec![0, VOCAB - 1]))
+        }),
         ("P4", ACCEPT, || {
             plans_with(|p| p.allowed_tokens = Some((0..VOCAB).collect()))
         }),

@@ -42,7 +42,11 @@ fn decode_pages(r: &RequestView, page_size: u64) -> u64 {
 }
 
 /// First come, first served, from the guide alone.
-fn guide_schedule(waiting: &[RequestView], running: &[RequestView], b: &Budget) -> ScheduleDecision {
+fn guide_schedule(
+    waiting: &[RequestView],
+    running: &[RequestView],
+    b: &Budget,
+) -> ScheduleDecision {
     let ps = u64::from(b.page_size.max(1));
     let mut pages = u64::from(b.free_pages) + u64::from(b.evictable_pages);
     let mut d = ScheduleDecision::default();
@@ -91,7 +95,10 @@ fn guide_schedule(waiting: &[RequestView], running: &[RequestView], b: &Budget) 
         if t == remaining {
             slots -= 1;
         }
-        d.prefill.push(PrefillChunk { id: r.id, tokens: t });
+        d.prefill.push(PrefillChunk {
+            id: r.id,
+            tokens: t,
+        });
     }
 
     // Nothing to do but memory held by half-prefilled requests: release the

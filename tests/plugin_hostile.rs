@@ -64,12 +64,18 @@ fn infinite_loop_is_cut_within_twice_its_deadline() {
         let d = set.schedule(&w, &r, &b);
         let cpu = thread_cpu_time().unwrap() - cpu0;
         let took = start.elapsed();
-        assert!(cpu >= deadline, "cut after {cpu:?} of CPU, before the deadline");
+        assert!(
+            cpu >= deadline,
+            "cut after {cpu:?} of CPU, before the deadline"
+        );
         assert!(
             cpu < 2 * deadline,
             "cut after {cpu:?} of CPU ({took:?} wall), deadline {deadline:?}"
         );
-        assert!(took >= deadline && took < Duration::from_secs(1), "{took:?} wall");
+        assert!(
+            took >= deadline && took < Duration::from_secs(1),
+            "{took:?} wall"
+        );
         assert_eq!(d, Fcfs.schedule(&w, &r, &b));
     }
     let s = stats(&set, PluginKind::Scheduler);

@@ -127,7 +127,10 @@ mod tests {
         let t0 = thread_cpu_time().expect("a thread CPU clock on this platform");
         std::thread::sleep(Duration::from_millis(30));
         let slept = thread_cpu_time().unwrap() - t0;
-        assert!(slept < Duration::from_millis(10), "sleeping used {slept:?} of CPU");
+        assert!(
+            slept < Duration::from_millis(10),
+            "sleeping used {slept:?} of CPU"
+        );
         let t1 = thread_cpu_time().unwrap();
         let start = Instant::now();
         let mut x = 0u64;
@@ -135,7 +138,10 @@ mod tests {
             x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
         }
         let spun = thread_cpu_time().unwrap() - t1;
-        assert!(spun >= Duration::from_millis(10), "spinning used {spun:?} of CPU");
+        assert!(
+            spun >= Duration::from_millis(10),
+            "spinning used {spun:?} of CPU"
+        );
     }
 
     #[test]

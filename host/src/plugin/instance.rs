@@ -124,10 +124,7 @@ impl WasmPlugin {
         self.exports = None;
         self.store = new_store(&self.engine, self.memory_limit_bytes);
         // Instantiation runs guest start code: bound it like a call.
-        let mut clock = CallClock::new(
-            self.cpu_limit.max(WARM_UP),
-            self.wall_limit.max(WARM_UP),
-        );
+        let mut clock = CallClock::new(self.cpu_limit.max(WARM_UP), self.wall_limit.max(WARM_UP));
         let first = clock.start(0);
         self.store.data_mut().clock = clock;
         self.store.set_epoch_deadline(first);

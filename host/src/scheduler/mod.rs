@@ -485,7 +485,10 @@ impl Scheduler {
     /// Counts one host correction of a policy decision.
     pub(crate) fn fixup(&mut self, cause: FixupCause) {
         if cause != FixupCause::Idle {
-            tracing::warn!(cause = cause.label(), "policy decision corrected by the host");
+            tracing::warn!(
+                cause = cause.label(),
+                "policy decision corrected by the host"
+            );
         }
         self.metrics.fixups.bump(cause);
         self.metrics.decision_fixups += 1;

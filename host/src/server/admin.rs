@@ -118,7 +118,9 @@ pub async fn reset(
         }
         Err(e) => e.into_response(),
     };
-    state.metrics.response("admin_reset", resp.status().as_u16());
+    state
+        .metrics
+        .response("admin_reset", resp.status().as_u16());
     resp
 }
 

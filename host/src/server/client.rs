@@ -153,7 +153,10 @@ mod tests {
 
         h.insert(DEADLINE_HEADER, "tomorrow".parse().unwrap());
         let msg = apply_headers(&mut info, &h).unwrap_err().to_string();
-        assert!(msg.contains(DEADLINE_HEADER) && msg.contains("tomorrow"), "{msg}");
+        assert!(
+            msg.contains(DEADLINE_HEADER) && msg.contains("tomorrow"),
+            "{msg}"
+        );
         let mut h = HeaderMap::new();
         h.insert(CLIENT_HEADER, "".parse().unwrap());
         let msg = apply_headers(&mut info, &h).unwrap_err().to_string();

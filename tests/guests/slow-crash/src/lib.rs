@@ -23,7 +23,11 @@ impl Scheduler for SlowCrash {
             return Fcfs.schedule(w, r, b);
         }
         let mut err = std::io::stderr();
-        let _ = writeln!(err, "guest-slow-crash: formatting a crash report at step {}", b.step);
+        let _ = writeln!(
+            err,
+            "guest-slow-crash: formatting a crash report at step {}",
+            b.step
+        );
         let start = Instant::now();
         let mut line = 0u64;
         let mut x = b.step;
