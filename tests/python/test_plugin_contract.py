@@ -5,6 +5,7 @@ histograms and fixup causes on /metrics; `--plugin` compiling once through
 the cache."""
 
 import json
+import re
 import time
 import urllib.request
 
@@ -122,8 +123,10 @@ def test_delete_restores_the_builtin_and_plugin_compiles_once(tmp_path):
     start = time.time()
     srv = Server("--plugin", fcfs, "--plugin-cache-dir", cache, env={"RUST_LOG": "info"})
     try:
-        log = "".join(srv.log)
+        log = re.sub(r"\x1b\[[0-9;]*m", "", "".join(srv.log))
         assert "cached=true" in log, log[-2000:]
+        status, out = srv.post("/v1/completions", {"prompt": "cached", "max_tokens": 2})
+        assert status == 200, out
     finally:
         assert srv.stop() == 0
     assert time.time() - start < 120
