@@ -54,15 +54,16 @@ const WARM_UP: Duration = Duration::from_secs(1);
 
 impl WasmPlugin {
     /// Links `component` for `kind`'s world, instantiates it and calls
-    /// `name()` once (under a generous deadline: first calls may warm up).
+    /// `name()` once. Every call is limited to `deadline` of CPU time and
+    /// `wall_limit` of wall time (the `name()` probe and instantiation get at
+    /// least 1 s of each: first calls may warm up).
     pub fn new(
         rt: &Runtime,
         kind: PluginKind,
         path: &Path,
         component: &Component,
         sha256: String,
-        deadline: Duration,
-        wall_limit: Duration,
+        (deadline, wall_limit): (Duration, Duration),
         memory_limit_bytes: usize,
     ) -> Result<WasmPlugin, PluginError> {
         let link_err = |e: wasmtime::Error| PluginError::Instantiate {

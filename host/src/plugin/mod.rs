@@ -461,8 +461,7 @@ fn load(
         path,
         &compiled.component,
         compiled.sha256,
-        cfg.deadlines.get(kind),
-        cfg.wall_limit(kind),
+        (cfg.deadlines.get(kind), cfg.wall_limit(kind)),
         cfg.memory_limit_bytes,
     )?;
     Ok((
