@@ -8,6 +8,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use minisgl::plugin::clock::thread_cpu_time;
 use minisgl::plugin::{FailureCause, FailureMode, PluginError, PluginKind, PluginSet};
 use minisgl_plugin_sdk::{
     Budget, CacheLeaf, Candidate, CandidateList, Evictor, RequestView, Sampler, Scheduler,
@@ -51,18 +52,29 @@ fn scene(step: u64) -> (Vec<RequestView>, Vec<RequestView>, Budget) {
 
 #[test]
 fn infinite_loop_is_cut_within_twice_its_deadline() {
+    // The deadline is CPU time of the thread running the guest: measured
+    // the same way here, so a loaded machine does not move the bounds.
     let deadline = Duration::from_millis(100);
     let cfg = support::config(deadline, 64 << 20, FailureMode::Fallback);
     let set = support::load(PluginKind::Scheduler, "minisgl-guest-loop", cfg);
     for step in 0..3 {
         let (w, r, b) = scene(step);
         let start = Instant::now();
+        let cpu0 = thread_cpu_time().expect("a thread CPU clock");
         let d = set.schedule(&w, &r, &b);
+        let cpu = thread_cpu_time().unwrap() - cpu0;
         let took = start.elapsed();
-        assert!(took >= deadline, "cut after {took:?}, before the deadline");
         assert!(
-            took < 2 * deadline,
-            "cut after {took:?}, deadline {deadline:?}"
+            cpu >= deadline,
+            "cut after {cpu:?} of CPU, before the deadline"
+        );
+        assert!(
+            cpu < 2 * deadline,
+            "cut after {cpu:?} of CPU ({took:?} wall), deadline {deadline:?}"
+        );
+        assert!(
+            took >= deadline && took < Duration::from_secs(1),
+            "{took:?} wall"
         );
         assert_eq!(d, Fcfs.schedule(&w, &r, &b));
     }
@@ -70,6 +82,26 @@ fn infinite_loop_is_cut_within_twice_its_deadline() {
     assert_eq!(s.failures.timeout, 3, "{s:?}");
     assert_eq!(s.fallbacks, 3, "{s:?}");
     assert_eq!(s.plugin, "guest-loop", "the plugin stays loaded");
+}
+
+#[test]
+fn a_crash_report_slower_than_the_deadline_is_a_trap_not_a_timeout() {
+    // 10 ms of CPU allowed; the guest spends 40 ms writing its report to
+    // stderr before it panics (the wall bound is 250 ms).
+    let cfg = support::config(Duration::from_millis(10), 64 << 20, FailureMode::Fallback);
+    let set = support::load(PluginKind::Scheduler, "minisgl-guest-slow-crash", cfg);
+    for step in 0..4 {
+        let (w, r, mut b) = scene(step);
+        b.now_us = 40_000;
+        assert_eq!(set.schedule(&w, &r, &b), Fcfs.schedule(&w, &r, &b));
+    }
+    let s = stats(&set, PluginKind::Scheduler);
+    assert_eq!((s.failures.trap, s.failures.timeout), (2, 0), "{s:?}");
+    let last = s.last_failure.unwrap_or_default();
+    assert!(
+        last.contains("formatting a crash report") && last.contains("deliberate crash"),
+        "the guest's report is in the failure detail: {last}"
+    );
 }
 
 #[test]

@@ -4,7 +4,10 @@
 //! the host's [`PluginSet`] (argument conversion, the sandboxed call and the
 //! host's validation included: what the engine pays) and the same policy
 //! linked natively, on identical seeded inputs, and prints the median and p99
-//! cost per call and their ratio.
+//! cost per call and their ratio. A custom component (`--scheduler` etc.)
+//! is expected to decide differently from the built-in: the differences are
+//! reported, not an error; failed calls (trap, timeout, memory, invalid)
+//! are.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -249,7 +252,7 @@ pub fn run(args: BenchPluginsArgs) -> anyhow::Result<()> {
     }
 
     println!(
-        "{:<13} {:>5} {:>12} {:>12} {:>12} {:>12} {:>9} {:>9} {:>12}",
+        "{:<13} {:>5} {:>12} {:>12} {:>12} {:>12} {:>9} {:>9} {:>12} {:>8}",
         "call",
         "batch",
         "native p50",
@@ -258,11 +261,12 @@ pub fn run(args: BenchPluginsArgs) -> anyhow::Result<()> {
         "wasm p99",
         "p50 ratio",
         "p99 ratio",
-        "checks p50"
+        "checks p50",
+        "differ"
     );
     for r in &rows {
         println!(
-            "{:<13} {:>5} {:>10.2}us {:>10.2}us {:>10.2}us {:>10.2}us {:>8.1}x {:>8.1}x {:>10.2}us",
+            "{:<13} {:>5} {:>10.2}us {:>10.2}us {:>10.2}us {:>10.2}us {:>8.1}x {:>8.1}x {:>10.2}us {:>8}",
             r.kind,
             r.batch,
             r.native.median_us,
@@ -272,22 +276,20 @@ pub fn run(args: BenchPluginsArgs) -> anyhow::Result<()> {
             r.wasm.median_us / r.native.median_us.max(1e-3),
             r.wasm.p99_us / r.native.p99_us.max(1e-3),
             r.checks.median_us,
+            r.mismatches,
         );
     }
     println!(
         "({} calls per cell, {DISTINCT_INPUTS} distinct seeded inputs; wasm = through PluginSet: \
-         conversion + sandboxed call + validation; checks = the validation share)",
+         conversion + sandboxed call + validation; checks = the validation share; \
+         differ = calls whose answer differs from the built-in's)",
         args.iterations
     );
-    let failures: u64 = set
-        .stats()
-        .iter()
-        .map(|s| s.failures.total() + s.fallbacks)
-        .sum();
-    let mismatches: usize = rows.iter().map(|r| r.mismatches).sum();
-    if failures > 0 || mismatches > 0 {
+    let failures: u64 = set.stats().iter().map(|s| s.failures.total()).sum();
+    if failures > 0 {
         bail!(
-            "plugin calls failed ({failures}) or differed from native ({mismatches}): {:?}",
+            "{failures} plugin calls failed (answered by the built-in, so their timings are \
+             the built-in's; `plugin check` shows the first): {:?}",
             set.stats()
         );
     }

@@ -87,7 +87,7 @@ pub struct ServeArgs {
     /// max_tokens when a request gives none [default: 256].
     #[arg(long)]
     pub default_max_tokens: Option<u32>,
-    /// Per-call plugin deadline in milliseconds.
+    /// Per-call plugin deadline, in milliseconds of the plugin's own CPU time.
     #[arg(long, value_name = "MS")]
     pub plugin_deadline_ms: Option<u64>,
     /// Cache compiled plugins in this folder.
@@ -151,23 +151,32 @@ pub struct Started {
     pub meta: WorkerMeta,
 }
 
-/// Which world a component implements: try each kind on a scratch plugin
-/// set (so the serving set's counters stay clean).
-fn infer_kind(path: &std::path::Path) -> anyhow::Result<PluginKind> {
-    let scratch = PluginSet::native();
-    let mut errors = Vec::new();
-    for kind in PluginKind::ALL {
-        match scratch.swap(kind, path) {
-            Ok(_) => return Ok(kind),
-            Err(e) => errors.push(format!("{kind}: {e}")),
+/// Loads the `--plugin` components into the slots of the worlds they
+/// export. Each is compiled once (through the compile cache) and its kind
+/// read from the compiled component; a kind given twice is an error.
+fn load_untyped(
+    plugins: &PluginSet,
+    cfg: &PluginConfig,
+    paths: &[std::path::PathBuf],
+) -> anyhow::Result<()> {
+    let mut taken: Vec<(PluginKind, std::path::PathBuf)> = PluginKind::ALL
+        .iter()
+        .filter_map(|&k| cfg.path(k).map(|p| (k, p.to_owned())))
+        .collect();
+    for p in paths {
+        let report = plugins
+            .swap_inferred(p)
+            .with_context(|| format!("loading plugin {}", p.display()))?;
+        if let Some((kind, prev)) = taken.iter().find(|(k, _)| *k == report.kind) {
+            bail!(
+                "two {kind} plugins given: {} and {}",
+                prev.display(),
+                p.display()
+            );
         }
+        taken.push((report.kind, p.clone()));
     }
-    bail!(
-        "cannot tell which plugin kind {} is (it loads as none of scheduler, evictor, sampler; \
-         pass it with --scheduler/--evictor/--sampler to see one error):\n  {}",
-        path.display(),
-        errors.join("\n  ")
-    )
+    Ok(())
 }
 
 /// Loads the model and plugins and starts the engine.
@@ -189,23 +198,8 @@ pub fn start_engine(cfg: &Config) -> anyhow::Result<Started> {
     if let Some(ms) = cfg.plugin_deadline_ms {
         plugin_cfg.deadlines = Deadlines::all(Duration::from_millis(ms));
     }
-    for p in &cfg.plugins_untyped {
-        let kind = infer_kind(p)?;
-        let slot = match kind {
-            PluginKind::Scheduler => &mut plugin_cfg.scheduler,
-            PluginKind::Evictor => &mut plugin_cfg.evictor,
-            PluginKind::Sampler => &mut plugin_cfg.sampler,
-        };
-        if let Some(prev) = slot {
-            bail!(
-                "two {kind} plugins given: {} and {}",
-                prev.display(),
-                p.display()
-            );
-        }
-        *slot = Some(p.clone());
-    }
     let plugins = PluginSet::load(&plugin_cfg).context("loading plugins")?;
+    load_untyped(&plugins, &plugin_cfg, &cfg.plugins_untyped)?;
 
     let t0 = std::time::Instant::now();
     let mut loaded = crate::model::load(model_path)

@@ -15,8 +15,8 @@ pub mod testing;
 mod worker;
 
 pub use api::{
-    CacheMode, EngineConfig, EngineMetrics, Event, FinishReason, GenerateOutput, GenerateRequest,
-    SubmitError, Usage,
+    CacheMode, DecisionFixups, EngineConfig, EngineMetrics, Event, FinishReason, FixupCause,
+    GenerateOutput, GenerateRequest, SubmitError, Usage,
 };
 pub use handle::{spawn, spawn_with_policy, try_spawn, EngineHandle};
 pub use offline::Engine;

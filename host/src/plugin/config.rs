@@ -115,14 +115,26 @@ impl Deadlines {
 }
 
 impl Default for Deadlines {
-    /// 20 ms: a native-speed plugin answers in microseconds, an interpreted
-    /// one (Python, JavaScript) in 1-3 ms at batch 256; 20 ms leaves room for
-    /// a first call's warm-up while still bounding a stuck plugin to a
-    /// fraction of a decode step's worth of stall.
+    /// 20 ms of the plugin's own CPU time. A compiled plugin answers in
+    /// microseconds; the interpreted ones' p99 at batch 256 (256 waiting +
+    /// 256 running views) is 3.7 ms (Python) and 4.5 ms (JavaScript) on an
+    /// idle server CPU (docs/results/plugin-languages.md): 20 ms is over 4x
+    /// the slower, room for a first call's warm-up and for deeper queues,
+    /// while bounding a stuck plugin to a fraction of a step's stall.
     fn default() -> Self {
-        Deadlines::all(Duration::from_millis(20))
+        Deadlines::all(DEFAULT_CPU_DEADLINE)
     }
 }
+
+/// The default per-call CPU-time limit.
+pub const DEFAULT_CPU_DEADLINE: Duration = Duration::from_millis(20);
+
+/// The wall-clock bound of a call is this many times its CPU limit, and at
+/// least [`MIN_WALL_LIMIT`]: generous, because it is only there for a host
+/// thread that is stuck or starved, and for a crash report being written.
+pub const WALL_LIMIT_FACTOR: u32 = 10;
+/// The least wall-clock bound of a call.
+pub const MIN_WALL_LIMIT: Duration = Duration::from_millis(250);
 
 /// Everything [`super::PluginSet::load`] needs.
 #[derive(Clone, Debug)]
@@ -134,8 +146,12 @@ pub struct PluginConfig {
     pub evictor: Option<PathBuf>,
     /// Same for the sampler world; `None` keeps the native default sampler.
     pub sampler: Option<PathBuf>,
-    /// Per-call time limits, enforced by epoch interruption.
+    /// Per-call limits on the plugin's own CPU time (the thread CPU clock,
+    /// checked at epoch interruptions).
     pub deadlines: Deadlines,
+    /// Per-call wall-clock bound; `None`: [`WALL_LIMIT_FACTOR`] times the
+    /// kind's CPU limit, at least [`MIN_WALL_LIMIT`].
+    pub wall_limit: Option<Duration>,
     /// Most linear memory (all memories together) and table elements one
     /// plugin instance may grow to, in bytes.
     pub memory_limit_bytes: usize,
@@ -146,6 +162,12 @@ pub struct PluginConfig {
 }
 
 impl PluginConfig {
+    /// The wall-clock bound of one kind's calls.
+    pub fn wall_limit(&self, kind: PluginKind) -> Duration {
+        self.wall_limit
+            .unwrap_or_else(|| (self.deadlines.get(kind) * WALL_LIMIT_FACTOR).max(MIN_WALL_LIMIT))
+    }
+
     /// The path configured for one kind.
     pub fn path(&self, kind: PluginKind) -> Option<&PathBuf> {
         match kind {
@@ -166,6 +188,7 @@ impl Default for PluginConfig {
             evictor: None,
             sampler: None,
             deadlines: Deadlines::default(),
+            wall_limit: None,
             memory_limit_bytes: 256 << 20,
             failure_mode: FailureMode::Fallback,
             cache_dir: None,

@@ -32,6 +32,12 @@ pub enum PluginError {
         path: PathBuf,
         reason: String,
     },
+    #[error(
+        "{path} implements none of the minisgl:plugin worlds: it exports none of `schedule` \
+         (scheduler), `pick-victims` (evictor), `plan` (sampler); pass it with \
+         --scheduler/--evictor/--sampler to see what is missing"
+    )]
+    UnknownWorld { path: PathBuf },
     #[error("cannot set up the plugin engine: {0}")]
     Engine(String),
     #[error("cannot write {path}: {source}")]
@@ -53,6 +59,19 @@ pub enum PluginError {
         cause: FailureCause,
         detail: String,
     },
+}
+
+impl PluginError {
+    /// The kind the error is about, when it names one.
+    pub fn kind(&self) -> Option<PluginKind> {
+        match self {
+            PluginError::Compile { kind, .. }
+            | PluginError::Instantiate { kind, .. }
+            | PluginError::Probe { kind, .. }
+            | PluginError::Failed { kind, .. } => Some(*kind),
+            _ => None,
+        }
+    }
 }
 
 /// Why one plugin call was not used.

@@ -10,7 +10,8 @@ use wasmtime::component::Component;
 use wasmtime::Store;
 
 use super::bindings::{self, evictor, sampler, scheduler};
-use super::runtime::{HostState, Runtime, TICK};
+use super::clock::CallClock;
+use super::runtime::{HostState, Runtime};
 use super::{FailureCause, PluginError, PluginKind, PluginSource};
 
 /// Pre-linked component of one world: instantiating it again costs ~10 µs.
@@ -41,26 +42,28 @@ pub(crate) struct WasmPlugin {
     /// `None` after a failure whose re-instantiation also failed; the next
     /// call tries again.
     exports: Option<Exports>,
-    deadline_ticks: u64,
+    /// CPU time and wall-clock limits of every call ([`CallClock`]).
+    cpu_limit: Duration,
+    wall_limit: Duration,
     memory_limit_bytes: usize,
 }
 
-/// Ticks to allow so that at least `deadline` passes before the interrupt:
-/// the first tick may come at once.
-fn ticks(deadline: Duration) -> u64 {
-    (deadline.as_nanos().div_ceil(TICK.as_nanos()) as u64).max(1) + 1
-}
+/// Limits of the first call (`name()`) and of instantiation, which may warm
+/// an interpreter up.
+const WARM_UP: Duration = Duration::from_secs(1);
 
 impl WasmPlugin {
     /// Links `component` for `kind`'s world, instantiates it and calls
-    /// `name()` once (under a generous deadline: first calls may warm up).
+    /// `name()` once. Every call is limited to `deadline` of CPU time and
+    /// `wall_limit` of wall time (the `name()` probe and instantiation get at
+    /// least 1 s of each: first calls may warm up).
     pub fn new(
         rt: &Runtime,
         kind: PluginKind,
         path: &Path,
         component: &Component,
         sha256: String,
-        deadline: Duration,
+        (deadline, wall_limit): (Duration, Duration),
         memory_limit_bytes: usize,
     ) -> Result<WasmPlugin, PluginError> {
         let link_err = |e: wasmtime::Error| PluginError::Instantiate {
@@ -90,7 +93,8 @@ impl WasmPlugin {
             pre,
             store: new_store(&rt.engine, memory_limit_bytes),
             exports: None,
-            deadline_ticks: ticks(deadline),
+            cpu_limit: deadline,
+            wall_limit,
             memory_limit_bytes,
         };
         plugin
@@ -100,9 +104,9 @@ impl WasmPlugin {
                 path: path.to_owned(),
                 reason,
             })?;
-        let probe_ticks = ticks(deadline.max(Duration::from_secs(1)));
+        let probe = CallClock::new(deadline.max(WARM_UP), wall_limit.max(WARM_UP));
         plugin.name = plugin
-            .call_with(probe_ticks, |store, exports| match exports {
+            .call_with(probe, |store, exports| match exports {
                 Exports::Scheduler(e) => e.call_name(store),
                 Exports::Evictor(e) => e.call_name(store),
                 Exports::Sampler(e) => e.call_name(store),
@@ -121,8 +125,10 @@ impl WasmPlugin {
         self.exports = None;
         self.store = new_store(&self.engine, self.memory_limit_bytes);
         // Instantiation runs guest start code: bound it like a call.
-        self.store
-            .set_epoch_deadline(self.deadline_ticks.max(ticks(Duration::from_secs(1))));
+        let mut clock = CallClock::new(self.cpu_limit.max(WARM_UP), self.wall_limit.max(WARM_UP));
+        let first = clock.start(0);
+        self.store.data_mut().clock = clock;
+        self.store.set_epoch_deadline(first);
         let store = &mut self.store;
         let exports = match &self.pre {
             Pre::Scheduler(p) => p.instantiate(store).map(Exports::Scheduler),
@@ -136,7 +142,7 @@ impl WasmPlugin {
 
     fn call_with<R>(
         &mut self,
-        deadline_ticks: u64,
+        mut clock: CallClock,
         f: impl FnOnce(&mut Store<HostState>, &Exports) -> wasmtime::Result<R>,
     ) -> Result<R, CallFailure> {
         if self.exports.is_none() {
@@ -151,19 +157,36 @@ impl WasmPlugin {
                 detail: "no instance".into(),
             });
         };
-        self.store.data_mut().limiter.denied = false;
-        self.store.set_epoch_deadline(deadline_ticks);
+        let state = self.store.data_mut();
+        state.limiter.denied = false;
+        let stderr_at_start = state.stderr.bytes();
+        let first = clock.start(stderr_at_start);
+        state.clock = clock;
+        self.store.set_epoch_deadline(first);
         match f(&mut self.store, exports) {
             Ok(r) => Ok(r),
             Err(e) => {
-                let cause = if self.store.data().limiter.denied {
+                let state = self.store.data();
+                let interrupted =
+                    e.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt);
+                // A crash report on stderr got the wall bound to finish in
+                // (so it ends as a trap); interrupted even then is a timeout.
+                let reported = state.clock.reporting_crash(state.stderr.bytes());
+                let cause = if state.limiter.denied {
                     FailureCause::Memory
-                } else if e.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt) {
+                } else if interrupted {
                     FailureCause::Timeout
                 } else {
                     FailureCause::Trap
                 };
-                let detail = format!("{e:#}");
+                let mut detail = format!("{e:#}");
+                if interrupted {
+                    detail = format!("{detail}: {}", state.clock.describe());
+                }
+                if reported {
+                    let text = state.stderr.text_since(stderr_at_start);
+                    detail = format!("{detail}; guest stderr: {text}");
+                }
                 // Re-create the instance now, so the next call finds it ready.
                 if let Err(again) = self.instantiate() {
                     tracing::warn!(plugin = %self.name, "re-instantiation failed: {again}");
@@ -177,7 +200,7 @@ impl WasmPlugin {
         &mut self,
         f: impl FnOnce(&mut Store<HostState>, &Exports) -> wasmtime::Result<R>,
     ) -> Result<R, CallFailure> {
-        self.call_with(self.deadline_ticks, f)
+        self.call_with(CallClock::new(self.cpu_limit, self.wall_limit), f)
     }
 
     pub fn schedule(
@@ -231,8 +254,14 @@ impl WasmPlugin {
 }
 
 fn new_store(engine: &wasmtime::Engine, memory_limit_bytes: usize) -> Store<HostState> {
-    let mut store = Store::new(engine, HostState::new(memory_limit_bytes));
+    let clock = CallClock::new(WARM_UP, WARM_UP);
+    let mut store = Store::new(engine, HostState::new(memory_limit_bytes, clock));
     store.limiter(|s| &mut s.limiter);
-    store.epoch_deadline_trap();
+    // At each passed epoch deadline: extend while the guest's CPU time is
+    // under its limit (and the wall bound is not reached), else interrupt.
+    store.epoch_deadline_callback(|ctx| {
+        let state = ctx.data();
+        Ok(state.clock.verdict(state.stderr.bytes()))
+    });
     store
 }

@@ -10,16 +10,20 @@
 //!
 //! Sandbox: components run in wasmtime with an empty WASI context (no files,
 //! environment, arguments or network), a linear-memory cap per instance
-//! (`StoreLimits`), and a per-call deadline enforced by epoch interruption
-//! (a ticker thread advances the epoch every millisecond). After a trap the
-//! instance is re-created from the compiled component (~10 µs).
+//! (`StoreLimits`), and a per-call deadline on the plugin's own CPU time
+//! plus a generous wall-clock bound, both checked at epoch interruptions (a
+//! ticker thread advances the epoch every millisecond; see [`clock`]).
+//! After a trap the instance is re-created from the compiled component
+//! (~10 µs).
 
 mod bindings;
+pub mod clock;
 mod config;
 mod error;
 mod instance;
 mod runtime;
 mod stats;
+mod stderr;
 pub mod synth;
 pub mod validate;
 
@@ -38,7 +42,7 @@ use parking_lot::Mutex;
 pub use config::{Deadlines, FailureMode, PluginConfig, PluginKind};
 pub use error::{FailureCause, PluginError};
 pub use runtime::precompile;
-pub use stats::{FailureCounts, PluginSource, SlotStats};
+pub use stats::{FailureCounts, Histogram, PluginSource, SlotStats, CALL_TIME_BUCKETS};
 pub use validate::InvalidDecision;
 
 use instance::{CallFailure, WasmPlugin};
@@ -101,6 +105,16 @@ fn native_name(kind: PluginKind) -> String {
         PluginKind::Scheduler => Fcfs.name(),
         PluginKind::Evictor => Lru.name(),
         PluginKind::Sampler => DefaultSampler.name(),
+    }
+}
+
+/// Records a call's duration in its slot's histogram when dropped (on every
+/// return path of a dispatch).
+struct CallTimer<'a>(&'a stats::LiveHistogram, Instant);
+
+impl Drop for CallTimer<'_> {
+    fn drop(&mut self) {
+        self.0.observe(self.1.elapsed());
     }
 }
 
@@ -178,6 +192,8 @@ impl PluginSet {
     ) -> R {
         let slot = self.slot(kind);
         Counters::bump(&slot.counters.calls);
+        let start = Instant::now();
+        let _timer = CallTimer(&slot.counters.call_time, start);
         let mut state = slot.state.lock();
         let Some(plugin) = state.wasm.as_deref_mut() else {
             drop(state);
@@ -277,12 +293,23 @@ impl PluginSet {
     /// slot's lock. On any error the current plugin keeps serving, the
     /// refusal is counted, and the error names the file and the reason.
     pub fn swap(&self, kind: PluginKind, path: &Path) -> Result<SwapReport, PluginError> {
-        let slot = self.slot(kind);
+        self.swap_with(Some(kind), path)
+    }
+
+    /// [`PluginSet::swap`] into the slot of the world the component
+    /// exports, read from the compiled component's type (so it is compiled,
+    /// or taken from the cache, once: what `--plugin X.wasm` uses).
+    pub fn swap_inferred(&self, path: &Path) -> Result<SwapReport, PluginError> {
+        self.swap_with(None, path)
+    }
+
+    fn swap_with(&self, kind: Option<PluginKind>, path: &Path) -> Result<SwapReport, PluginError> {
         let loaded = self.runtime().and_then(|rt| {
             let cfg = self.config.clone();
             let path = path.to_owned();
+            let thread = kind.map_or("any".to_string(), |k| k.to_string());
             std::thread::Builder::new()
-                .name(format!("minisgl-plugin-load-{kind}"))
+                .name(format!("minisgl-plugin-load-{thread}"))
                 .spawn(move || load(&rt, &cfg, kind, &path))
                 .map_err(|e| PluginError::Engine(format!("cannot start a loader thread: {e}")))?
                 .join()
@@ -292,14 +319,16 @@ impl PluginSet {
                     ))
                 })
         });
-        let (plugin, compile_ms, instantiate_ms, cached) = match loaded {
+        let (kind, plugin, compile_ms, instantiate_ms, cached) = match loaded {
             Ok(l) => l,
             Err(e) => {
-                Counters::bump(&slot.counters.refused_swaps);
-                tracing::warn!(kind = %kind, path = %path.display(), "plugin swap refused: {e}");
+                let refused = kind.or(e.kind()).unwrap_or(PluginKind::Scheduler);
+                Counters::bump(&self.slot(refused).counters.refused_swaps);
+                tracing::warn!(kind = %refused, path = %path.display(), "plugin swap refused: {e}");
                 return Err(e);
             }
         };
+        let slot = self.slot(kind);
         let name = plugin.name.clone();
         let source = plugin.source.clone();
         let previous = {
@@ -391,6 +420,7 @@ impl PluginSet {
                         .retired
                         .as_ref()
                         .map(|r| format!("{} ({}): {}", r.name, r.cause, r.detail)),
+                    call_time: c.call_time.snapshot(),
                 }
             })
             .collect()
@@ -403,14 +433,27 @@ impl Default for PluginSet {
     }
 }
 
-/// Compiles and instantiates one plugin (runs on a loader thread).
+/// A loaded plugin: its kind, the instance, compile and instantiate times
+/// (ms), and whether the compiled code came from a cache.
+type Loaded = (PluginKind, Box<WasmPlugin>, f64, f64, bool);
+
+/// Compiles and instantiates one plugin (runs on a loader thread). Without a
+/// `kind`, the kind is the world the compiled component exports.
 fn load(
     rt: &Runtime,
     cfg: &PluginConfig,
-    kind: PluginKind,
+    kind: Option<PluginKind>,
     path: &Path,
-) -> Result<(Box<WasmPlugin>, f64, f64, bool), PluginError> {
-    let compiled = rt.compile(kind, path)?;
+) -> Result<Loaded, PluginError> {
+    let compiled = rt.compile(kind.unwrap_or(PluginKind::Scheduler), path)?;
+    let kind = match kind {
+        Some(k) => k,
+        None => rt
+            .world_of(&compiled.component)
+            .ok_or_else(|| PluginError::UnknownWorld {
+                path: path.to_owned(),
+            })?,
+    };
     let start = Instant::now();
     let plugin = WasmPlugin::new(
         rt,
@@ -418,10 +461,11 @@ fn load(
         path,
         &compiled.component,
         compiled.sha256,
-        cfg.deadlines.get(kind),
+        (cfg.deadlines.get(kind), cfg.wall_limit(kind)),
         cfg.memory_limit_bytes,
     )?;
     Ok((
+        kind,
         Box::new(plugin),
         compiled.elapsed.as_secs_f64() * 1e3,
         start.elapsed().as_secs_f64() * 1e3,

@@ -1,6 +1,7 @@
 //! The wasmtime side: one engine per [`super::PluginSet`], a linker with an
-//! empty WASI context, an epoch ticker for deadlines, and compilation with an
-//! on-disk cache of precompiled artefacts.
+//! empty WASI context, an epoch ticker for deadlines (the per-call verdict is
+//! [`super::clock`]'s), and compilation with an on-disk cache of precompiled
+//! artefacts.
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -14,6 +15,8 @@ use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Config, Engine, Precompiled, ResourceLimiter, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+use super::clock::CallClock;
+use super::stderr::ErrorOutput;
 use super::{PluginError, PluginKind};
 
 /// Wasmtime release the cache key names (the engine's compatibility hash,
@@ -23,21 +26,28 @@ const WASMTIME_RELEASE: &str = "48";
 /// Epoch period: deadlines are enforced to within about one tick.
 pub(crate) const TICK: Duration = Duration::from_millis(1);
 
-/// Per-store state: the (empty) WASI context and the memory cap.
+/// Per-store state: the (empty) WASI context, the memory cap, the guest's
+/// stderr and the clocks of the call in progress.
 pub(crate) struct HostState {
     wasi: WasiCtx,
     table: ResourceTable,
     pub(crate) limiter: CapLimiter,
+    pub(crate) stderr: ErrorOutput,
+    pub(crate) clock: CallClock,
 }
 
 impl HostState {
     /// No preopened directories, no environment, no arguments, no network:
-    /// the plugin can read clocks and random numbers, nothing else.
-    pub(crate) fn new(memory_limit_bytes: usize) -> HostState {
+    /// the plugin can read clocks and random numbers, nothing else. Its
+    /// stderr is counted and its beginning kept ([`ErrorOutput`]).
+    pub(crate) fn new(memory_limit_bytes: usize, clock: CallClock) -> HostState {
+        let stderr = ErrorOutput::default();
         HostState {
-            wasi: WasiCtx::builder().build(),
+            wasi: WasiCtx::builder().stderr(stderr.clone()).build(),
             table: ResourceTable::new(),
             limiter: CapLimiter::new(memory_limit_bytes),
+            stderr,
+            clock,
         }
     }
 }
@@ -221,6 +231,22 @@ impl Runtime {
             cached,
             elapsed: start.elapsed(),
         })
+    }
+
+    /// The world a compiled component implements, from its exported
+    /// functions (`schedule`, `pick-victims`, `plan`).
+    pub fn world_of(&self, component: &Component) -> Option<PluginKind> {
+        let ty = component.component_type();
+        let names: Vec<&str> = ty.exports(&self.engine).map(|(name, _)| name).collect();
+        if names.contains(&"schedule") {
+            Some(PluginKind::Scheduler)
+        } else if names.contains(&"pick-victims") {
+            Some(PluginKind::Evictor)
+        } else if names.contains(&"plan") {
+            Some(PluginKind::Sampler)
+        } else {
+            None
+        }
     }
 
     fn cache_file(&self, sha256: &str) -> Option<PathBuf> {

@@ -68,6 +68,60 @@ pub struct SlotStats {
     pub last_failure: Option<String>,
     /// Set when the failure mode is `fail` and the plugin was retired.
     pub retired: Option<String>,
+    /// Wall time of every call of this slot (plugin or built-in, validation
+    /// included): what the engine waited.
+    pub call_time: Histogram,
+}
+
+/// Upper bounds (seconds) of the call-time histogram buckets: 10 µs to 1 s,
+/// which spans a compiled plugin's few microseconds up to the deadline.
+pub const CALL_TIME_BUCKETS: [f64; 12] = [
+    1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 0.01, 0.02, 0.05, 0.1, 0.3, 1.0,
+];
+
+/// A Prometheus-style histogram snapshot: counts per bucket of
+/// [`CALL_TIME_BUCKETS`] (not cumulative), plus the calls above the last.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Histogram {
+    pub buckets: Vec<u64>,
+    pub overflow: u64,
+    /// Sum of the observations, in nanoseconds.
+    pub sum_ns: u64,
+    pub count: u64,
+}
+
+/// The live histogram: one atomic per bucket.
+#[derive(Debug, Default)]
+pub(crate) struct LiveHistogram {
+    buckets: [AtomicU64; CALL_TIME_BUCKETS.len() + 1],
+    sum_ns: AtomicU64,
+}
+
+impl LiveHistogram {
+    pub fn observe(&self, d: std::time::Duration) {
+        let s = d.as_secs_f64();
+        let i = CALL_TIME_BUCKETS
+            .iter()
+            .position(|&b| s <= b)
+            .unwrap_or(CALL_TIME_BUCKETS.len());
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        self.sum_ns
+            .fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self) -> Histogram {
+        let counts: Vec<u64> = self
+            .buckets
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect();
+        Histogram {
+            buckets: counts[..CALL_TIME_BUCKETS.len()].to_vec(),
+            overflow: counts[CALL_TIME_BUCKETS.len()],
+            sum_ns: self.sum_ns.load(Ordering::Relaxed),
+            count: counts.iter().sum(),
+        }
+    }
 }
 
 /// The live counters of one slot; cheap to bump from the calling thread.
@@ -81,6 +135,7 @@ pub(crate) struct Counters {
     pub fallbacks: AtomicU64,
     pub swaps: AtomicU64,
     pub refused_swaps: AtomicU64,
+    pub call_time: LiveHistogram,
 }
 
 impl Counters {

@@ -3,6 +3,12 @@
 //! breaks any rule below is discarded as a whole, counted as `invalid`, and
 //! the call is answered by the native built-in.
 //!
+//! These are the only rules: the plugin runtime checks plugin answers with
+//! them, the scheduler loop checks every decision it executes with them
+//! ([`crate::scheduler::validate`]), and `minisgl-host plugin check` runs
+//! them through the same runtime. Every rule is checkable from the call's
+//! arguments alone, and the engine executes an accepted decision unchanged.
+//!
 //! Scheduler (`schedule`), with `waiting`/`running` the views of the call:
 //! - S1 every id in `prefill`, `decode` and `preempt` is one of the views
 //!   (unknown ids are rejected);
@@ -16,14 +22,20 @@
 //!   pages (`pages_held > 0`); preempting anything else releases nothing;
 //! - S8 a preempted id is neither prefilled nor decoded in the same step;
 //! - S9 if any chunk completes its request's input (making it running), the
-//!   running count after the step — running, minus preempted running, plus
-//!   completed chunks — is at most `max_running`. (A step that starts no new
-//!   request is not blamed for a running set the host already let grow.)
+//!   running count after the step — `running.len()`, minus preempted running,
+//!   plus completed chunks — is at most `max_running`. (`max_running` is
+//!   what is left for the views: running requests the host did not offer
+//!   this step already hold their slots. A step that starts no new request
+//!   is not blamed for a running set that is already full.)
 //! - S10 the new pages of the step fit `free_pages + evictable_pages`: a
 //!   chunk of `t` tokens needs `ceil((computed + t) / page_size) - pages_held`
 //!   (`computed = max(computed_len, prefix_hit_len)`, never below 0), a decode
 //!   needs one when `computed_len % page_size == 0`. Pages released by
 //!   preemption are not counted: the host frees them before the next step.
+//!   With `pages_held == 0` and `prefix_hit_len > 0` the chunk is charged
+//!   the cached prefix's pages too: admission locks them, taking them out of
+//!   `evictable_pages`, and the plugin cannot tell how many of them were
+//!   evictable, so the charge is the upper bound the host can always meet.
 //!
 //! Evictor (`pick_victims`):
 //! - E1 every victim is one of the given leaves (locked nodes are never

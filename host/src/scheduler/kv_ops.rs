@@ -6,7 +6,7 @@ use minisgl_policies::Lru;
 
 use super::request::Request;
 use super::Scheduler;
-use crate::engine::CacheMode;
+use crate::engine::{CacheMode, FixupCause};
 use crate::kv::RadixTree;
 
 /// The cached prefix a waiting request would get, leaving at least one input
@@ -97,7 +97,7 @@ impl Scheduler {
             let mut victims = self.policy.pick_victims(&leaves, short);
             let mut freed = self.evict_victims(&victims, n);
             if freed == 0 {
-                self.metrics.decision_fixups += 1;
+                self.fixup(FixupCause::Evictor);
                 victims = Lru.pick_victims(&leaves, short);
                 freed = self.evict_victims(&victims, n);
             }
@@ -120,7 +120,7 @@ impl Scheduler {
                 Ok(pages) => freed += pages,
                 Err(e) => {
                     tracing::warn!(error = %e, "evictor victim refused");
-                    self.metrics.decision_fixups += 1;
+                    self.fixup(FixupCause::Evictor);
                 }
             }
         }

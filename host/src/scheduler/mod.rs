@@ -4,11 +4,13 @@
 //! bottom as the lifecycle of a step:
 //!
 //! 1. build the views (prefix-hit lengths from the radix tree) and the budget;
-//! 2. ask the scheduler policy; re-validate its decision ([`validate`]);
-//! 3. preempt what it asked to preempt;
+//! 2. ask the scheduler policy; check its decision with the one set of rules
+//!    ([`validate`], the plugin contract's S1-S10) and execute it unchanged;
+//! 3. lock the cached prefixes of the requests it prefills (so nothing later
+//!    in the step can evict them), then preempt what it asked to preempt;
 //! 4. allocate pages: decodes first, then prefill chunks (evicting radix
-//!    leaves chosen by the evictor when short; preempting or shrinking
-//!    chunks when still short);
+//!    leaves chosen by the evictor when short). Rule S10 guarantees the
+//!    pages exist; the shortage paths remain only as a counted safety net;
 //! 5. build the [`StepInput`] and the sampling recipe ([`sampling`]: greedy
 //!    fast path, otherwise the sampler policy's plans);
 //! 6. advance each request's state as if the step had run (this is what lets
@@ -34,10 +36,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use minisgl_plugin_sdk::{Budget, RequestView, ScheduleDecision};
+use minisgl_plugin_sdk::{Budget, RequestView};
 
 use crate::batch::{SeqInput, StepInput, StepOutput};
-use crate::engine::{CacheMode, EngineMetrics, Event, FinishReason, GenerateRequest, Usage};
+use crate::engine::{
+    CacheMode, EngineMetrics, Event, FinishReason, FixupCause, GenerateRequest, Usage,
+};
 use crate::kv::{PagePool, RadixTree};
 pub use policy::{NativePolicy, Policy};
 use request::{Phase, Request};
@@ -158,9 +162,17 @@ impl Scheduler {
         }
     }
 
-    /// Verifies the KV ledger: pool and tree consistent, and every page owned
-    /// by exactly what claims it (requests' own pages are `InUse`).
+    /// Verifies the running-slot limit and the KV ledger: pool and tree
+    /// consistent, and every page owned by exactly what claims it (requests'
+    /// own pages are `InUse`).
     pub fn check(&self) -> Result<(), String> {
+        if self.running.len() > self.cfg.max_running as usize {
+            return Err(format!(
+                "{} requests running, over max_running = {}",
+                self.running.len(),
+                self.cfg.max_running
+            ));
+        }
         self.pool.check().map_err(|e| e.to_string())?;
         self.tree.check(&self.pool)?;
         let own: usize = self
@@ -231,28 +243,46 @@ impl Scheduler {
         if waiting.is_empty() && running.is_empty() {
             return None;
         }
-        let budget = self.budget(now);
+        let budget = self.budget(now, running.len());
 
-        // 2. Ask the policy, then re-check its answer.
+        // 2. Ask the policy; check its answer with the contract's rules.
         let decision = self.policy.schedule(&waiting, &running, &budget);
-        let mut plan = self.validate(&decision, &waiting, &running, &budget);
+        let mut plan = match validate::accept(&decision, &waiting, &running, &budget) {
+            Ok(plan) => plan,
+            Err(e) => {
+                tracing::error!(error = %e, "scheduling decision refused by the loop");
+                self.fixup(FixupCause::Invalid);
+                let decision = self.fallback.schedule(&waiting, &running, &budget);
+                validate::accept(&decision, &waiting, &running, &budget).unwrap_or_default()
+            }
+        };
         if plan.is_empty() && self.in_flight == 0 {
-            // Nothing would ever change: ask the built-in policy instead.
+            // Nothing would ever change: the built-in answers this step.
             let decision = self.fallback.schedule(&waiting, &running, &budget);
-            plan = self.validate(&decision, &waiting, &running, &budget);
-            self.metrics.decision_fixups += 1;
+            let builtin =
+                validate::accept(&decision, &waiting, &running, &budget).unwrap_or_default();
+            if !builtin.is_empty() {
+                self.fixup(FixupCause::Idle);
+                plan = builtin;
+            }
         }
 
-        // 3. Preempt.
+        // 3. Lock the cached prefixes the chunks start from, exactly as the
+        // views reported them (before a preemption can grow the tree or an
+        // allocation evict from it), then preempt.
+        for &(id, _) in &plan.prefill {
+            self.admit(id, now);
+        }
         for &id in &plan.preempt {
             self.preempt(id);
         }
 
         // 4. Allocate pages.
         let decodes = self.alloc_decodes(&plan.decode);
-        let prefills = self.alloc_prefills(&plan.prefill, now);
+        let prefills = self.alloc_prefills(&plan.prefill);
         if decodes.is_empty() && prefills.is_empty() {
             if self.in_flight == 0 && plan.preempt.is_empty() {
+                self.fixup(FixupCause::Stall);
                 self.break_stall();
             }
             return None;
@@ -402,7 +432,9 @@ impl Scheduler {
 
     /// Waiting and running requests as the policy sees them. Left out: waiting
     /// requests whose last token is still in flight (preempted mid-step) and
-    /// running requests that cannot decode this step.
+    /// running requests that cannot decode this step. The slots the running
+    /// ones left out hold are taken out of the budget's `max_running`, so
+    /// rule S9 can be met from the views alone.
     fn views(&mut self) -> (Vec<RequestView>, Vec<RequestView>) {
         let version = self.tree.version();
         let mut waiting = Vec::with_capacity(self.waiting.len());
@@ -437,10 +469,12 @@ impl Scheduler {
         (waiting, running)
     }
 
-    fn budget(&self, now_us: u64) -> Budget {
+    /// `offered_running`: how many running requests the views include.
+    fn budget(&self, now_us: u64, offered_running: usize) -> Budget {
+        let hidden = (self.running.len() - offered_running) as u32;
         Budget {
             max_prefill_tokens: self.cfg.max_prefill_tokens,
-            max_running: self.cfg.max_running,
+            max_running: self.cfg.max_running.saturating_sub(hidden),
             free_pages: self.pool.free_pages(),
             evictable_pages: self.tree.evictable_pages(),
             page_size: self.cfg.page_size,
@@ -449,20 +483,16 @@ impl Scheduler {
         }
     }
 
-    fn validate(
-        &mut self,
-        decision: &ScheduleDecision,
-        waiting: &[RequestView],
-        running: &[RequestView],
-        budget: &Budget,
-    ) -> validate::Plan {
-        let (plan, fixups) =
-            validate::validate(decision, waiting, running, budget, self.running.len());
-        if fixups > 0 {
-            tracing::warn!(fixups, "scheduler decision corrected by the host");
-            self.metrics.decision_fixups += u64::from(fixups);
+    /// Counts one host correction of a policy decision.
+    pub(crate) fn fixup(&mut self, cause: FixupCause) {
+        if cause != FixupCause::Idle {
+            tracing::warn!(
+                cause = cause.label(),
+                "policy decision corrected by the host"
+            );
         }
-        plan
+        self.metrics.fixups.bump(cause);
+        self.metrics.decision_fixups += 1;
     }
 
     /// Gives each decode the page its next token needs. When pages run out
@@ -482,6 +512,8 @@ impl Scheduler {
                     granted.push(id);
                     break;
                 }
+                // Unreachable for a decision that passed S10.
+                self.fixup(FixupCause::Pages);
                 match queue.pop_back() {
                     Some(victim) => self.preempt(victim),
                     None => {
@@ -494,15 +526,11 @@ impl Scheduler {
         granted
     }
 
-    /// Locks prefix-cache hits for requests starting their prefill, then gives
-    /// each chunk its pages, shrinking (or dropping) chunks that do not fit.
+    /// Gives each chunk its pages (the chunks' cached prefixes are already
+    /// locked). Shrinking or dropping a chunk that does not fit is a safety
+    /// net, unreachable for a decision that passed S10.
     /// Returns (request, start position, tokens).
-    fn alloc_prefills(&mut self, chunks: &[(u64, u32)], now: u64) -> Vec<(u64, u32, u32)> {
-        // Lock every hit before allocating, so that evicting for one chunk
-        // cannot take another chunk's prefix.
-        for &(id, _) in chunks {
-            self.admit(id, now);
-        }
+    fn alloc_prefills(&mut self, chunks: &[(u64, u32)]) -> Vec<(u64, u32, u32)> {
         let ps = self.cfg.page_size;
         let mut out = Vec::with_capacity(chunks.len());
         for &(id, tokens) in chunks {
@@ -512,6 +540,7 @@ impl Scheduler {
             let held = r.pages.len() as u32;
             let need = (start + tokens).div_ceil(ps).saturating_sub(held);
             if !self.alloc_pages(id, need) {
+                self.fixup(FixupCause::Pages);
                 // Take what fits in the pages that are free now.
                 let fit = (held + self.pool.free_pages()) * ps;
                 tokens = tokens.min(fit.saturating_sub(start));

@@ -9,6 +9,7 @@ use minisgl_policies::pick_seeded;
 use super::request::Request;
 use super::{Scheduler, SeqMeta, StepTicket};
 use crate::batch::{ResolvedSampling, SampleMode, SampleSpec, SeqInput, SeqOutput};
+use crate::engine::FixupCause;
 
 /// Largest candidate list a plan may ask for (`pick-from-top`).
 pub const MAX_PICK_FROM_TOP: u32 = 64;
@@ -93,7 +94,7 @@ impl Scheduler {
             let plan = match by_id.remove(&ask.id) {
                 Some(p) if plan_ok(&p, self.cfg.vocab_size) => p,
                 _ => {
-                    self.metrics.decision_fixups += 1;
+                    self.fixup(FixupCause::Sampler);
                     SamplePlan {
                         id: ask.id,
                         params: ask.params.clone(),
@@ -182,7 +183,7 @@ pub(super) fn pick(
         let chosen = match chosen {
             Some(c) => c,
             None => {
-                s.metrics.decision_fixups += 1;
+                s.fixup(FixupCause::Sampler);
                 let t = pick_seeded(list);
                 list.candidates
                     .iter()

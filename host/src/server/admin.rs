@@ -1,5 +1,6 @@
-//! `/admin/plugins`: report the policy serving each slot, and load a new
-//! component into a slot (switched in between two engine steps).
+//! `/admin/plugins`: report the policy serving each slot, load a new
+//! component into a slot (switched in between two engine steps), and put
+//! the built-in back (`DELETE`).
 //!
 //! Admin is reachable from loopback only, unless `admin_token` is set; then
 //! every admin call needs `Authorization: Bearer <token>` (from anywhere).
@@ -80,6 +81,46 @@ pub async fn swap(
         Err(e) => e.into_response(),
     };
     state.metrics.response("admin_swap", resp.status().as_u16());
+    resp
+}
+
+/// `DELETE /admin/plugins/{kind}`: the built-in policy serves `kind` again
+/// from the next call on (counted as a swap).
+pub async fn reset(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Path(kind): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let result = authorize(&state, peer, &headers).and_then(|()| {
+        kind.parse::<PluginKind>()
+            .map_err(|e: String| ApiError::field("kind", e))
+    });
+    let resp = match result {
+        Ok(kind) => {
+            let plugins = state.engine.plugins();
+            let previous = plugins
+                .stats()
+                .into_iter()
+                .find(|s| s.kind == kind)
+                .map(|s| s.plugin)
+                .unwrap_or_default();
+            plugins.reset_native(kind);
+            let now = plugins
+                .stats()
+                .into_iter()
+                .find(|s| s.kind == kind)
+                .map(|s| s.plugin)
+                .unwrap_or_default();
+            tracing::info!(%kind, previous = %previous, "built-in policy restored");
+            Json(json!({"reset": {"kind": kind, "name": now, "source": {"type": "native"}, "previous": previous}}))
+                .into_response()
+        }
+        Err(e) => e.into_response(),
+    };
+    state
+        .metrics
+        .response("admin_reset", resp.status().as_u16());
     resp
 }
 

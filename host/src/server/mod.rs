@@ -9,13 +9,14 @@
 //!
 //! Routes: `POST /v1/completions`, `POST /v1/chat/completions`,
 //! `GET /v1/models`, `POST /generate`, `GET /health`, `GET /metrics`,
-//! `GET /admin/plugins`, `POST /admin/plugins/{kind}`; for routers and
+//! `GET /admin/plugins`, `POST|DELETE /admin/plugins/{kind}`; for routers and
 //! Kubernetes ([`compat`], [`tokenize`], [`probes`]): `/server_info`,
 //! `/model_info` (and their `get_` forms), `/get_load`, `/flush_cache`,
 //! `/health_generate`, `/version`, `/tokenize`, `/detokenize`, the
 //! `/render` endpoints, `/live` and `/ready`.
 
 pub mod admin;
+pub mod client;
 pub mod compat;
 pub mod error;
 pub mod fields;
@@ -57,7 +58,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/health", get(routes::health))
         .route("/metrics", get(routes::metrics))
         .route("/admin/plugins", get(admin::list))
-        .route("/admin/plugins/{kind}", post(admin::swap))
+        .route(
+            "/admin/plugins/{kind}",
+            post(admin::swap).delete(admin::reset),
+        )
         .merge(worker_routes())
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)

@@ -12,12 +12,14 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures::stream::{self, StreamExt};
 use serde_json::{json, Value};
 
+use super::client;
 use super::error::ApiError;
 use super::openai::{encode_prompt, parse_body};
 use super::protocol::{self, resolve_max_tokens, Prompt};
@@ -26,9 +28,10 @@ use super::state::AppState;
 
 pub async fn generate(
     State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let resp = match generate_inner(&state, body).await {
+    let resp = match generate_inner(&state, &headers, body).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     };
@@ -69,10 +72,12 @@ fn meta(id: &str, text_len: usize, c: &Chunk, u: &SeqUsage, lp: bool) -> Value {
 
 async fn generate_inner(
     state: &Arc<AppState>,
+    headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body = parse_body(body)?;
-    let req = protocol::native_request(&body, &state.limits)?;
+    let mut req = protocol::native_request(&body, &state.limits)?;
+    client::apply_headers(&mut req.opts.client, headers)?;
     let field = if matches!(req.prompts.first(), Some(Prompt::Tokens(_))) {
         "input_ids"
     } else {

@@ -9,12 +9,14 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures::stream::{self, BoxStream, SelectAll, StreamExt};
 use serde_json::{json, Value};
 
+use super::client;
 use super::error::ApiError;
 use super::protocol::{self, resolve_max_tokens, ChatMessage, GenOptions, Prompt};
 use super::sequence::{Chunk, SeqUsage, Sequence, TokenOut};
@@ -116,9 +118,10 @@ pub async fn encode_prompt(
 
 pub async fn completions(
     State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let resp = match completions_inner(&state, body).await {
+    let resp = match completions_inner(&state, &headers, body).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     };
@@ -130,10 +133,12 @@ pub async fn completions(
 
 async fn completions_inner(
     state: &Arc<AppState>,
+    headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body = parse_body(body)?;
-    let req = protocol::completion_request(&body, &state.limits)?;
+    let mut req = protocol::completion_request(&body, &state.limits)?;
+    client::apply_headers(&mut req.opts.client, headers)?;
     let mut ids = Vec::new();
     let mut echo = Vec::new();
     for p in &req.prompts {
@@ -152,9 +157,10 @@ async fn completions_inner(
 
 pub async fn chat_completions(
     State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let resp = match chat_inner(&state, body).await {
+    let resp = match chat_inner(&state, &headers, body).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     };
@@ -185,10 +191,12 @@ pub fn chat_prompt_ids(state: &AppState, messages: &[ChatMessage]) -> Result<Vec
 
 async fn chat_inner(
     state: &Arc<AppState>,
+    headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body = parse_body(body)?;
-    let req = protocol::chat_request(&body, &state.limits)?;
+    let mut req = protocol::chat_request(&body, &state.limits)?;
+    client::apply_headers(&mut req.opts.client, headers)?;
     let (st, msgs) = (state.clone(), req.messages.clone());
     let ids = tokio::task::spawn_blocking(move || chat_prompt_ids(&st, &msgs))
         .await

@@ -5,6 +5,7 @@
 use minisgl_plugin_sdk::{SamplingParams, TokenBias};
 use serde_json::Value;
 
+use super::client::{self, ClientInfo};
 use super::error::{echo, ApiError};
 use super::fields::{token_list, Fields};
 
@@ -47,6 +48,9 @@ pub struct GenOptions {
     pub stream: bool,
     pub include_usage: bool,
     pub priority: i32,
+    /// Client identity and deadline (`user`, `deadline_ms`, and the gateway
+    /// headers applied by [`super::client::apply_headers`]).
+    pub client: ClientInfo,
     /// Keep the stop string in the output (vLLM's `include_stop_str_in_output`).
     pub include_stop: bool,
 }
@@ -221,6 +225,7 @@ fn openai_options(f: &Fields, limits: &Limits, chat: bool) -> Result<GenOptions,
         priority: f
             .int("priority", i64::from(i32::MIN), i64::from(i32::MAX))?
             .unwrap_or(0) as i32,
+        client: client::from_body(f)?,
         include_stop: f.bool("include_stop_str_in_output")?.unwrap_or(false),
     })
 }
@@ -474,6 +479,7 @@ pub fn native_request(body: &Value, limits: &Limits) -> Result<NativeRequest, Ap
         priority: f
             .int("priority", i64::from(i32::MIN), i64::from(i32::MAX))?
             .unwrap_or(0) as i32,
+        client: client::from_body(&f)?,
         include_stop: false,
     };
     if prompts.len() * opts.n as usize > MAX_PROMPTS {

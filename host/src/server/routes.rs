@@ -119,12 +119,24 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         "counter",
         m.evicted_pages as f64,
     );
-    gauge(
-        "minisgl_engine_decision_fixups_total",
-        "Plugin decisions the host corrected or replaced.",
-        "counter",
-        m.decision_fixups as f64,
+    let _ = writeln!(
+        out,
+        "# HELP minisgl_engine_decision_fixups_total Policy decisions the host corrected or replaced, by cause.\n# TYPE minisgl_engine_decision_fixups_total counter"
     );
+    for cause in crate::engine::FixupCause::ALL {
+        let _ = writeln!(
+            out,
+            "minisgl_engine_decision_fixups_total{{cause=\"{}\"}} {}",
+            cause.label(),
+            m.fixups.get(cause)
+        );
+    }
+    let mut gauge = |name: &str, help: &str, kind: &str, v: f64| {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+        );
+    };
     gauge(
         "minisgl_engine_wasted_tokens_total",
         "Tokens computed and discarded (overlap).",
@@ -228,6 +240,39 @@ fn render_plugins(state: &AppState, out: &mut String) {
         "counter",
         failures,
     );
+    render_call_time(&stats, out);
+}
+
+/// `minisgl_plugin_call_seconds{kind}`: a histogram of every call's time per
+/// slot (plugin or built-in, validation included).
+fn render_call_time(stats: &[crate::plugin::SlotStats], out: &mut String) {
+    let name = "minisgl_plugin_call_seconds";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Time of each plugin slot call (plugin or built-in, validation included).\n# TYPE {name} histogram"
+    );
+    for s in stats {
+        let h = &s.call_time;
+        let mut cumulative = 0;
+        for (le, n) in crate::plugin::CALL_TIME_BUCKETS.iter().zip(&h.buckets) {
+            cumulative += n;
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{kind=\"{}\",le=\"{le}\"}} {cumulative}",
+                s.kind
+            );
+        }
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{kind=\"{}\",le=\"+Inf\"}} {}\n{name}_sum{{kind=\"{}\"}} {}\n{name}_count{{kind=\"{}\"}} {}",
+            s.kind,
+            h.count,
+            s.kind,
+            h.sum_ns as f64 / 1e9,
+            s.kind,
+            h.count
+        );
+    }
 }
 
 pub async fn not_found(method: Method, uri: Uri) -> Response {

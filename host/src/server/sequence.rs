@@ -87,8 +87,8 @@ impl Sequence {
             ignore_eos: opts.ignore_eos,
             logprobs: opts.logprobs,
             priority: opts.priority,
-            client_id: 0,
-            deadline: None,
+            client_id: opts.client.client_id,
+            deadline: opts.client.deadline,
         };
         let (id, rx) = state.engine.submit(req).map_err(|e| match e {
             SubmitError::QueueFull { limit } => ApiError::QueueFull {

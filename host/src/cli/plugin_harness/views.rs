@@ -37,6 +37,17 @@ pub enum Case {
     },
 }
 
+/// Views in a case (the larger of waiting and running; leaves; requests).
+pub fn size(case: &Case) -> usize {
+    match case {
+        Case::Schedule {
+            waiting, running, ..
+        } => waiting.len().max(running.len()),
+        Case::Evict { leaves, .. } => leaves.len(),
+        Case::Sample { requests, .. } => requests.len(),
+    }
+}
+
 /// How big the generated calls are.
 #[derive(Clone, Copy, Debug)]
 pub enum Size {
