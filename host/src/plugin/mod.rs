@@ -143,7 +143,7 @@ impl PluginSet {
         let set = PluginSet::with_config(cfg.clone());
         for kind in PluginKind::ALL {
             if let Some(path) = cfg.path(kind) {
-                set.swap(kind, path)?;
+                set.install(kind, path, true)?;
             }
         }
         Ok(set)
@@ -277,7 +277,21 @@ impl PluginSet {
     /// slot's lock. On any error the current plugin keeps serving, the
     /// refusal is counted, and the error names the file and the reason.
     pub fn swap(&self, kind: PluginKind, path: &Path) -> Result<SwapReport, PluginError> {
+        self.install(kind, path, false)
+    }
+
+    /// [`PluginSet::swap`]; `at_start` only changes the log line (a plugin
+    /// given at start is "loaded", not "swapped in" over the built-in one).
+    fn install(
+        &self,
+        kind: PluginKind,
+        path: &Path,
+        at_start: bool,
+    ) -> Result<SwapReport, PluginError> {
         let slot = self.slot(kind);
+        // Compiling a large component (Python's is 17 MiB) takes seconds;
+        // say so before the wait, not only after it.
+        tracing::info!(kind = %kind, path = %path.display(), "loading plugin (compiling it unless cached)");
         let loaded = self.runtime().and_then(|rt| {
             let cfg = self.config.clone();
             let path = path.to_owned();
@@ -313,10 +327,17 @@ impl PluginSet {
             previous
         };
         Counters::bump(&slot.counters.swaps);
-        tracing::info!(
-            kind = %kind, plugin = %name, source = %source, previous = %previous,
-            compile_ms, instantiate_ms, cached, "plugin swapped in"
-        );
+        if at_start {
+            tracing::info!(
+                kind = %kind, plugin = %name, source = %source,
+                compile_ms, instantiate_ms, cached, "plugin loaded"
+            );
+        } else {
+            tracing::info!(
+                kind = %kind, plugin = %name, source = %source, previous = %previous,
+                compile_ms, instantiate_ms, cached, "plugin swapped in"
+            );
+        }
         Ok(SwapReport {
             kind,
             name,
