@@ -11,6 +11,15 @@
 # build on 2 cores; progress is printed.
 #
 # Usage: scripts/cpu-vs-llamacpp.sh [build|bench]   (default: both)
+#
+# On a shared machine the numbers follow the load (llama.cpp's spinning
+# threads suffer most), so the same comparison can run on a quiet machine
+# without Rust or a compiler, pinned to two cores:
+#   scripts/cpu-vs-llamacpp.sh prepare   (here) packs target/cpubench-a (model part 1)
+#                                        and target/cpubench-b (model part 2, both
+#                                        engines' binaries, the bench script);
+#   there: carry target/cpubench-a, run `cp target/cpubench-a/part-aa /tmp/`; then
+#          carry target/cpubench-b, run `bash scripts/cpu-vs-llamacpp.sh device`.
 # Env:   THREADS (2), MODEL (the default SmolLM2 GGUF), STREAMS (16),
 #        NEW_TOKENS (128), PROMPT_TOKENS (128), MINISGL (target/release/minisgl-host)
 set -euo pipefail
@@ -55,9 +64,36 @@ build() {
         --target llama-bench llama-server
 }
 
+prepare() {
+    local model="${MODEL:-models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf}"
+    local a=target/cpubench-a b=target/cpubench-b
+    rm -rf "$a" "$b" && mkdir -p "$a" "$b"
+    split -b 56000000 "$model" "$a/part-"
+    mv "$a/part-ab" "$b/part-ab"
+    sha256sum "$model" | cut -d' ' -f1 > "$b/sha256"
+    tar czf "$b/llama-bin.tar.gz" -C "$dir/build" bin
+    gzip -1 -c target/release/minisgl-host > "$b/minisgl-host.gz"
+    du -sb "$a" "$b"
+}
+
+device() {
+    local b=target/cpubench-b work=/tmp/cpubench
+    mkdir -p "$work"
+    cat /tmp/part-aa "$b/part-ab" > "$work/model.gguf"
+    [[ "$(sha256sum "$work/model.gguf" | cut -d' ' -f1)" == "$(cat "$b/sha256")" ]] || { echo "model checksum differs" >&2; exit 1; }
+    tar xzf "$b/llama-bin.tar.gz" -C "$work"
+    gunzip -c "$b/minisgl-host.gz" > "$work/minisgl-host" && chmod +x "$work/minisgl-host"
+    export LD_LIBRARY_PATH="$work/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    MODEL="$work/model.gguf" LLAMA_BIN="$work/bin" MINISGL="$work/minisgl-host" \
+        CPUSET="${CPUSET:-0,1}" python3 scripts/cpu_vs_llamacpp.py | tee "${OUT:-$work}/cpu-vs-llamacpp.md"
+    cp "$root/target/llamacpp/results.json" "${OUT:-$work}/" 2>/dev/null || true
+}
+
 case "${1:-all}" in
 build) build ;;
+prepare) prepare ;;
+device) device ;;
 bench) exec "$(scripts/venv.sh)" scripts/cpu_vs_llamacpp.py ;;
 all) build && exec "$(scripts/venv.sh)" scripts/cpu_vs_llamacpp.py ;;
-*) echo "usage: $0 [build|bench]" >&2; exit 2 ;;
+*) echo "usage: $0 [build|bench|prepare|device]" >&2; exit 2 ;;
 esac

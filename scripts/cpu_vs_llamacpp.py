@@ -25,7 +25,7 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LLAMA = ROOT / "target" / "llamacpp" / "build" / "bin"
+LLAMA = Path(os.environ.get("LLAMA_BIN", ROOT / "target" / "llamacpp" / "build" / "bin"))
 MODEL = Path(os.environ.get("MODEL", ROOT / "models" / "smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
 MINISGL = Path(os.environ.get("MINISGL", ROOT / "target" / "release" / "minisgl-host"))
 THREADS = int(os.environ.get("THREADS", "2"))
@@ -33,6 +33,8 @@ STREAMS = int(os.environ.get("STREAMS", "16"))
 PROMPT = int(os.environ.get("PROMPT_TOKENS", "128"))
 NEW = int(os.environ.get("NEW_TOKENS", "128"))
 RUNS = int(os.environ.get("RUNS", "3"))
+# CPUSET=0,1 pins both engines to those cores (taskset), e.g. on a bigger machine.
+PIN = ["taskset", "-c", os.environ["CPUSET"]] if os.environ.get("CPUSET") else []
 
 
 def run(cmd, **kw):
@@ -41,7 +43,7 @@ def run(cmd, **kw):
 
 
 def llama_bench():
-    out = run([LLAMA / "llama-bench", "-m", MODEL, "-p", PROMPT, "-n", NEW, "-t", THREADS,
+    out = run(PIN + [LLAMA / "llama-bench", "-m", MODEL, "-p", PROMPT, "-n", NEW, "-t", THREADS,
                "-r", RUNS, "-o", "json"]).stdout
     rows = json.loads(out)
     pp = next(r for r in rows if r["n_prompt"] > 0 and r["n_gen"] == 0)
@@ -55,7 +57,7 @@ def minisgl_generate():
     env = dict(os.environ, RAYON_NUM_THREADS=str(THREADS))
     pre, dec = [], []
     for _ in range(RUNS):
-        out = run([MINISGL, "generate", "--model", MODEL, "--device", "cpu", "--prompt-ids", ids,
+        out = run(PIN + [MINISGL, "generate", "--model", MODEL, "--device", "cpu", "--prompt-ids", ids,
                    "--max-new-tokens", NEW, "--ignore-eos", "--json"], env=env).stdout
         j = json.loads(out)
         pre.append(PROMPT / j["prefill_s"])
@@ -136,7 +138,7 @@ def llama_server():
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     ctx = STREAMS * (PROMPT + NEW + 64)
-    proc = serve([LLAMA / "llama-server", "-m", MODEL, "-np", STREAMS, "-c", ctx, "-t", THREADS,
+    proc = serve(PIN + [LLAMA / "llama-server", "-m", MODEL, "-np", STREAMS, "-c", ctx, "-t", THREADS,
                   "-tb", THREADS, "--port", port, "--host", "127.0.0.1", "--no-webui"], base)
     try:
         def send(p):
@@ -152,7 +154,7 @@ def minisgl_server():
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     env = dict(os.environ, RAYON_NUM_THREADS=str(THREADS), RUST_LOG="warn")
-    proc = subprocess.Popen([str(MINISGL), "--model", str(MODEL), "--device", "cpu", "--port", str(port),
+    proc = subprocess.Popen(PIN + [str(MINISGL), "--model", str(MODEL), "--device", "cpu", "--port", str(port),
                              "--served-model-name", "m"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, env=env, start_new_session=True)
     try:
@@ -172,10 +174,18 @@ def minisgl_server():
         stop(proc)
 
 
+def cpu_name():
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "?"
+
+
 def main():
     res = {"model": str(MODEL.relative_to(ROOT) if MODEL.is_relative_to(ROOT) else MODEL),
            "threads": THREADS, "prompt_tokens": PROMPT, "new_tokens": NEW, "runs": RUNS,
            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+           "cpuset": os.environ.get("CPUSET"), "cpu": cpu_name(),
            "load_avg_before": os.getloadavg()}
     res["llama_bench"] = llama_bench()
     res["minisgl_generate"] = minisgl_generate()
@@ -191,7 +201,8 @@ def main():
     print(f"| {STREAMS} streams, aggregate generated tok/s (wall) | {ls['aggregate_tok_s']:.1f} | {ms['aggregate_tok_s']:.1f} |")
     print(f"| {STREAMS} streams, median per-stream tok/s | {ls['median_stream_decode_tok_s']:.1f} | {ms['median_stream_decode_tok_s']:.1f} |")
     print(f"| {STREAMS} streams, wall time for all, s | {ls['wall_s']:.1f} | {ms['wall_s']:.1f} |")
-    print(f"\nload average before/after: {res['load_avg_before']} / {res['load_avg_after']}")
+    print(f"\nCPU: {res['cpu']}; cores: {res['cpuset'] or 'all'}; threads {THREADS}; "
+          f"load average before/after: {res['load_avg_before']} / {res['load_avg_after']}")
 
 
 if __name__ == "__main__":
