@@ -96,6 +96,7 @@ pub(super) fn paged_attention(
 
 /// `a · b` with eight independent partial sums, so that the compiler can
 /// keep them in SIMD lanes (a single running sum cannot be reordered).
+#[allow(clippy::needless_range_loop)]
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));

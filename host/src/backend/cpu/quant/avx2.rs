@@ -6,6 +6,9 @@
 //! Callers must have checked `is_x86_feature_detected!` for avx2, fma and
 //! f16c (see [`super::Kernels`]).
 
+// Index loops walk several per-row arrays in step; iterator chains hide that.
+#![allow(clippy::needless_range_loop)]
+
 use std::arch::x86_64::*;
 
 use super::{scale_min_k4, QActs, QK};
