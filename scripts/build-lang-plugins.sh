@@ -37,7 +37,8 @@ python_venv() {
     if ! "$venv/bin/python" -c "import importlib.metadata as m; assert m.version('componentize-py') == '$COMPONENTIZE_PY' and m.version('ziglang') == '$ZIGLANG'" 2>/dev/null; then
         echo "== installing componentize-py $COMPONENTIZE_PY and ziglang $ZIGLANG into $venv"
         python3 -m venv "$venv"
-        "$venv/bin/pip" install --quiet "componentize-py==$COMPONENTIZE_PY" "ziglang==$ZIGLANG"
+        "$venv/bin/pip" install --progress-bar off --disable-pip-version-check \
+            "componentize-py==$COMPONENTIZE_PY" "ziglang==$ZIGLANG"
     fi
 }
 
@@ -58,23 +59,31 @@ build_python() {
 }
 
 build_js() {
-    local dir=plugins/js-fcfs fp stamp="$tools/js.stamp"
+    local dir=plugins/js-fcfs fp stamp="$tools/js.stamp" npm_dir="$tools/js"
     fp=$(fingerprint "$dir/fcfs.js" "$dir/package.json" "$dir/package-lock.json")
     if up_to_date "$stamp" "$fp" && [[ -f "$out/fcfs_js.wasm" ]]; then
         echo "== fcfs_js.wasm is up to date"; return
     fi
     if ! command -v npm >/dev/null; then
+        if [[ $(id -u) -ne 0 ]]; then
+            echo "error: npm not found; install Node.js >= 18 with npm (Debian/Ubuntu: sudo apt install nodejs npm)" >&2
+            exit 1
+        fi
         echo "== npm not found: installing Debian's nodejs and npm"
         apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null
     fi
-    if [[ ! -x "$dir/node_modules/.bin/jco" ]]; then
-        echo "== installing jco and componentize-js (npm ci)"
-        (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+    # The npm tools live under target/, not in the source tree: the package
+    # files are copied there and installed from the lock file.
+    mkdir -p "$npm_dir"
+    if ! cmp -s "$dir/package-lock.json" "$npm_dir/package-lock.json" || [[ ! -x "$npm_dir/node_modules/.bin/jco" ]]; then
+        echo "== installing jco and componentize-js into $npm_dir (npm ci)"
+        cp "$dir/package.json" "$dir/package-lock.json" "$npm_dir/"
+        (cd "$npm_dir" && npm ci --no-audit --no-fund --loglevel=error)
     fi
     echo "== building fcfs_js.wasm (jco componentize, QuickJS backend)"
     # The QuickJS backend: 1.5 MiB and ~1 ms at batch 256; jco's default
     # StarlingMonkey backend is 11 MiB and ~3x slower for this workload.
-    "$dir/node_modules/.bin/jco" componentize "$root/$dir/fcfs.js" --wit "$root/wit" --world-name scheduler \
+    "$npm_dir/node_modules/.bin/jco" componentize "$root/$dir/fcfs.js" --wit "$root/wit" --world-name scheduler \
         --backend quickjs --backend-qjs-disable-async -o "$out/fcfs_js.wasm"
     echo "$fp" > "$stamp"
 }
@@ -87,7 +96,8 @@ build_c() {
         echo "== fcfs_c.wasm is up to date"; return
     fi
     echo "== building minisgl-wit-c (wit-bindgen C generator + component encoder)"
-    cargo build --quiet --release --locked --manifest-path "$dir/tool/Cargo.toml" --target-dir "$tools/cargo"
+    "$root/scripts/with-heartbeat.sh" "building minisgl-wit-c" \
+        cargo build --release --locked --manifest-path "$dir/tool/Cargo.toml" --target-dir "$tools/cargo"
     local witc="$tools/cargo/release/minisgl-wit-c" gen="$tools/c-build"
     rm -rf "$gen" && mkdir -p "$gen"
     "$witc" bindgen wit scheduler "$gen" >/dev/null

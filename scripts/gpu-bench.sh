@@ -24,7 +24,7 @@ build)
     cargo build --release -p minisgl-host
     for s in qwen3-0.6b qwen3-14b; do
         mkdir -p .gpu/$s
-        cp "${MODEL_CONFIGS:-../shared/model-configs}/$s/config.json" .gpu/$s/config.json
+        cp "${MODEL_CONFIGS:-examples/model-configs}/$s/config.json" .gpu/$s/config.json
     done
     grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
     git rev-parse --short HEAD > .gpu/commit

@@ -17,7 +17,7 @@ case "${1:-}" in
 build)
     cargo build --release -p minisgl-host
     mkdir -p .gpu/qwen3-0.6b
-    cfg="${QWEN3_CONFIG:-../shared/model-configs/qwen3-0.6b/config.json}"
+    cfg="${QWEN3_CONFIG:-examples/model-configs/qwen3-0.6b/config.json}"
     if [ -f "$cfg" ]; then cp "$cfg" .gpu/qwen3-0.6b/config.json; fi
     grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
     ls -la target/release/minisgl-host .gpu/qwen3-0.6b

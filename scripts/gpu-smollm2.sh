@@ -29,6 +29,9 @@ prepare)
     mv .gpu-smol-a/part-ab .gpu-smol-b/part-ab
     gzip -1 -c target/release/minisgl-host > .gpu-smol-b/minisgl-host.gz
     bin=target/release/minisgl-host
+    # The GPU dequantises the weights, so the CPU reference does too (its
+    # default computes on the quantised blocks with 8-bit activations).
+    export MINISGL_CPU_F32_WEIGHTS=1
     "$bin" generate --model "$model" --prompt "$story" --max-new-tokens 64 --device cpu --json > .gpu-smol-b/story.json
     "$bin" generate --model "$model" --chat --prompt "$chat" --max-new-tokens 64 --device cpu --json > .gpu-smol-b/chat.json
     sha256sum "$model" | cut -d' ' -f1 > .gpu-smol-b/sha256

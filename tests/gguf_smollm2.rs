@@ -11,10 +11,12 @@
 
 use std::path::PathBuf;
 
+use minisgl::backend::cpu::quant::Kernels;
+use minisgl::backend::cpu::CpuBackend;
 use minisgl::batch::{SampleMode, SampleSpec, SeqInput, StepInput};
 use minisgl::model::gguf;
-use minisgl::model::runner::cpu_runner;
-use minisgl::model::ModelRunner;
+use minisgl::model::runner::Runner;
+use minisgl::model::{LoadedModel, ModelRunner};
 use serde_json::Value;
 
 fn root() -> PathBuf {
@@ -130,9 +132,10 @@ fn loader_matches_transformers() {
     assert_eq!(m.tensors.len(), 30 * 9 + 2, "tied: no lm_head.weight");
 }
 
-/// Greedy decoding through `minisgl::model` on the CPU backend reproduces
-/// transformers' tokens for "Once upon a time" (raw prompt, no BOS), and
-/// the chat template renders like transformers'.
+/// Greedy decoding through `minisgl::model` on the CPU backend with the
+/// weights dequantised to f32 (exact products) reproduces transformers'
+/// tokens for "Once upon a time" (raw prompt, no BOS), and the chat template
+/// renders like transformers'.
 #[test]
 fn cpu_greedy_matches_transformers() {
     let Some(path) = model_path() else { return };
@@ -153,9 +156,77 @@ fn cpu_greedy_matches_transformers() {
         .unwrap();
     assert_eq!(rendered, c["text"].as_str().unwrap());
 
-    let page_size = 16u32;
-    let mut runner = cpu_runner(&loaded, 8, page_size).unwrap();
+    let (got, worst) = greedy(
+        CpuBackend::with_f32_weights(),
+        &loaded,
+        &prompt,
+        want_len(g),
+    );
+    println!("f32 weights: top-20 logits differ from transformers by at most {worst:e}");
+    assert!(worst < 1e-2, "logits differ from transformers by {worst}");
     let want = ids(&g["greedy_new_ids"]);
+    let text = tok.decode(&got, false).unwrap();
+    println!("minisgl: {got:?}\n{:?}", text);
+    assert_eq!(got[..16], want[..16], "first 16 greedy tokens");
+    assert_eq!(got, want, "all 32 greedy tokens");
+    assert_eq!(text, g["greedy_new_text"].as_str().unwrap());
+}
+
+fn want_len(g: &Value) -> usize {
+    g["greedy_new_ids"].as_array().unwrap().len()
+}
+
+fn argmax(row: &[f32]) -> u32 {
+    row.iter()
+        .enumerate()
+        .max_by(|a, b| a.1.total_cmp(b.1))
+        .unwrap()
+        .0 as u32
+}
+
+/// Top-1 minus top-2 logit.
+fn margin(row: &[f32]) -> f32 {
+    let (mut a, mut b) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
+    for &v in row {
+        if v > a {
+            b = a;
+            a = v;
+        } else if v > b {
+            b = v;
+        }
+    }
+    a - b
+}
+
+/// Greedy decoding of `n` tokens after `prompt` on `backend`, returning the
+/// tokens, and the largest difference of the prompt's last-position top-20
+/// logits from transformers'.
+fn greedy(backend: CpuBackend, loaded: &LoadedModel, prompt: &[u32], n: usize) -> (Vec<u32>, f32) {
+    let rows = logits_along(backend, loaded, prompt, n, None);
+    let r = reference();
+    let top = &r["generation"]["last_logits_top20"];
+    let mut worst = 0f32;
+    for (id, v) in ids(&top["ids"])
+        .iter()
+        .zip(top["values"].as_array().unwrap())
+    {
+        worst = worst.max((rows[0][*id as usize] - v.as_f64().unwrap() as f32).abs());
+    }
+    (rows.iter().map(|r| argmax(r)).collect(), worst)
+}
+
+/// The logits of `n` greedy steps after `prompt` (row 0: the prompt's last
+/// position). With `forced`, those tokens are fed instead of the argmax, so
+/// two backends can be compared along one path.
+fn logits_along(
+    backend: CpuBackend,
+    loaded: &LoadedModel,
+    prompt: &[u32],
+    n: usize,
+    forced: Option<&[u32]>,
+) -> Vec<Vec<f32>> {
+    let page_size = 16u32;
+    let mut runner = Runner::new(backend, loaded, 8, page_size).unwrap();
     let greedy = Some(SampleSpec {
         mode: SampleMode::Greedy,
         logprobs: None,
@@ -172,41 +243,84 @@ fn cpu_greedy_matches_transformers() {
             sample: greedy.clone(),
         }],
     };
-
-    // Last-position logits of the prompt against HF's top 20.
-    let logits = runner.logits(&step(prompt.clone(), 0)).unwrap();
-    let row = &logits[0];
-    let top = &g["last_logits_top20"];
-    let mut worst = 0f32;
-    for (id, v) in ids(&top["ids"])
-        .iter()
-        .zip(top["values"].as_array().unwrap())
-    {
-        let err = (row[*id as usize] - v.as_f64().unwrap() as f32).abs();
-        worst = worst.max(err);
-    }
-    println!("top-20 logits: max abs difference from transformers {worst:e}");
-    assert!(worst < 1e-2, "logits differ from transformers by {worst}");
-
-    // The logits call wrote the prompt's KV; decode from there.
-    let mut got = Vec::new();
-    let mut last = row
-        .iter()
-        .enumerate()
-        .max_by(|a, b| a.1.total_cmp(b.1))
-        .unwrap()
-        .0 as u32;
-    got.push(last);
+    let mut rows = vec![runner.logits(&step(prompt.to_vec(), 0)).unwrap().remove(0)];
     let mut pos = prompt.len() as u32;
-    while got.len() < want.len() {
-        let out = runner.step(&step(vec![last], pos)).unwrap();
-        last = out.outputs[0].token;
-        got.push(last);
+    while rows.len() < n {
+        let i = rows.len() - 1;
+        let next = forced.map_or_else(|| argmax(&rows[i]), |f| f[i]);
+        rows.push(runner.logits(&step(vec![next], pos)).unwrap().remove(0));
         pos += 1;
     }
-    let text = tok.decode(&got, false).unwrap();
-    println!("minisgl: {got:?}\n{:?}", text);
-    assert_eq!(got[..16], want[..16], "first 16 greedy tokens");
-    assert_eq!(got, want, "all 32 greedy tokens");
-    assert_eq!(text, g["greedy_new_text"].as_str().unwrap());
+    rows
+}
+
+/// The default path: weights kept Q4_1/Q8_0, activations quantised to 8 bits
+/// (what llama.cpp does too). Its logits move away from the exact ones by the
+/// activation rounding, so transformers' greedy tokens are required up to
+/// the first step whose exact top-2 margin is within that movement.
+///
+/// Rule (as gpu-check's flip tolerance): along transformers' tokens, let Δ be
+/// the largest |logit difference| between this path and the f32-weight path
+/// at a step. A different greedy token at step k is a near-tie, not an error,
+/// only if the f32 path's top-2 margin at k is below 2Δ(k) (a flip between two
+/// logits needs each to move by at least half the margin); the tokens before
+/// k must match exactly. Measured on 2026-11-30 (docs/results/cpu-vs-llamacpp.md).
+#[test]
+fn cpu_quantised_matches_transformers_up_to_near_ties() {
+    let Some(path) = model_path() else { return };
+    let r = reference();
+    let g = &r["generation"];
+    let want = ids(&g["greedy_new_ids"]);
+    let loaded = minisgl::model::load(&path).unwrap();
+    let prompt = ids(&g["prompt_ids"]);
+    let quant = CpuBackend::with_kernels(Kernels::detect());
+    let (got, worst) = greedy(quant, &loaded, &prompt, want.len());
+    println!(
+        "quantised ({}): top-20 prompt logits differ from transformers by at most {worst:e}",
+        Kernels::detect().name()
+    );
+    // Both paths along transformers' own tokens, step by step.
+    let q = logits_along(
+        CpuBackend::with_kernels(Kernels::detect()),
+        &loaded,
+        &prompt,
+        want.len(),
+        Some(&want),
+    );
+    let f = logits_along(
+        CpuBackend::with_f32_weights(),
+        &loaded,
+        &prompt,
+        want.len(),
+        Some(&want),
+    );
+    let mut max_delta = 0f32;
+    for k in 0..want.len() {
+        let delta = q[k]
+            .iter()
+            .zip(&f[k])
+            .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        max_delta = max_delta.max(delta);
+        assert_eq!(
+            argmax(&f[k]),
+            want[k],
+            "the f32 path follows transformers at step {k}"
+        );
+        if got[k] != want[k] {
+            let m = margin(&f[k]);
+            println!(
+                "step {k}: quantised picks {} where transformers has {}; f32 margin {m}, Δ {delta}",
+                got[k], want[k]
+            );
+            assert!(
+                m < 2.0 * delta,
+                "step {k}: margin {m} is not a near-tie for Δ {delta}"
+            );
+            return;
+        }
+    }
+    println!(
+        "all {} greedy tokens equal transformers'; max |Δlogit| vs f32 weights {max_delta}",
+        want.len()
+    );
 }

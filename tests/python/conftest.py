@@ -1,7 +1,9 @@
 """Shared fixtures: start the real `minisgl-host` binary on a loopback port
 with a tiny fixture model and hand tests its base URL.
 
-Needs `target/debug/minisgl-host` (cargo build -p minisgl-host) and the Wasm
+Needs `target/release/minisgl-host` (scripts/build-host.sh, or
+`cargo build --release -p minisgl-host`: the release build is the one the
+README's commands and scripts/test.sh share) and the Wasm
 plugins (scripts/build-plugins.sh). Installs nothing; needs the `openai` and
 `pytest` packages. `MINISGL_BIN` overrides the binary path.
 """
@@ -21,7 +23,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(os.environ.get("MINISGL_BIN", ROOT / "target" / "debug" / "minisgl-host"))
+BIN = Path(os.environ.get("MINISGL_BIN", ROOT / "target" / "release" / "minisgl-host"))
 MODELS = ROOT / "tests" / "fixtures" / "models"
 PLUGINS = ROOT / "target" / "wasm32-wasip2" / "plugin"
 # Tiny random Llama (vocab 1024, context 512) with a chat template and
@@ -37,7 +39,10 @@ class Server:
         """`wait_for="loading"` returns as soon as the socket is bound (the
         model still loading) instead of once it serves."""
         if not BIN.exists():
-            raise RuntimeError(f"{BIN} not found: run `cargo build -p minisgl-host` first")
+            raise RuntimeError(
+                f"{BIN} not found: run `cargo build --release -p minisgl-host` first "
+                "(or point MINISGL_BIN at a build)"
+            )
         extra = list(map(str, extra_args))
         defaults = {"--port": "0", "--kv-memory-mb": "8", "--shutdown-timeout": "20"}
         args = [str(BIN), "--model", str(model)]

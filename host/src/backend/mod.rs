@@ -6,7 +6,8 @@
 //!
 //! # Memory model
 //! * Every tensor is an opaque, backend-owned [`Backend::Tensor`]. The CPU
-//!   backend keeps f32 on the host; the CUDA backend keeps weights in bf16 and
+//!   backend keeps f32 on the host (and llama.cpp-quantised weights in their
+//!   blocks, [`DType::Quant`]); the CUDA backend keeps weights in bf16 and
 //!   activations in whatever it likes (bf16 with f32 accumulation is the
 //!   intended choice) on the device. Nothing crosses back to the host during a
 //!   forward pass: the only device → host traffic of a step is the result of
@@ -63,15 +64,79 @@ pub enum DType {
     F32,
     BF16,
     F16,
+    /// llama.cpp block-quantised data (a GGUF tensor as stored): every row
+    /// is a whole number of blocks. A backend may compute on the blocks
+    /// directly (the CPU backend does) or dequantise at upload.
+    Quant(QuantType),
+}
+
+/// The llama.cpp block formats a backend may receive without dequantisation
+/// (ggml's layouts, `ggml-common.h`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[allow(non_camel_case_types)]
+pub enum QuantType {
+    Q4_0,
+    Q4_1,
+    Q8_0,
+    Q4_K,
+    Q6_K,
+}
+
+impl QuantType {
+    /// Elements per block.
+    pub fn block_elems(self) -> usize {
+        match self {
+            QuantType::Q4_0 | QuantType::Q4_1 | QuantType::Q8_0 => 32,
+            QuantType::Q4_K | QuantType::Q6_K => 256,
+        }
+    }
+
+    /// Bytes per block.
+    pub fn block_bytes(self) -> usize {
+        match self {
+            QuantType::Q4_0 => 18,
+            QuantType::Q4_1 => 20,
+            QuantType::Q8_0 => 34,
+            QuantType::Q4_K => 144,
+            QuantType::Q6_K => 210,
+        }
+    }
+
+    /// ggml's name of the format.
+    pub fn name(self) -> &'static str {
+        match self {
+            QuantType::Q4_0 => "Q4_0",
+            QuantType::Q4_1 => "Q4_1",
+            QuantType::Q8_0 => "Q8_0",
+            QuantType::Q4_K => "Q4_K",
+            QuantType::Q6_K => "Q6_K",
+        }
+    }
 }
 
 impl DType {
-    /// Bytes per element.
+    /// Bytes per element; for [`DType::Quant`], bytes per block (see
+    /// [`DType::block_elems`]).
     pub fn size(self) -> usize {
         match self {
             DType::F32 => 4,
             DType::BF16 | DType::F16 => 2,
+            DType::Quant(q) => q.block_bytes(),
         }
+    }
+
+    /// Elements per [`DType::size`] bytes: 1, or a quantised block's length.
+    pub fn block_elems(self) -> usize {
+        match self {
+            DType::Quant(q) => q.block_elems(),
+            _ => 1,
+        }
+    }
+
+    /// Bytes of `n` elements (`None` when `n` is not a whole number of blocks).
+    pub fn bytes_for(self, n: usize) -> Option<usize> {
+        let b = self.block_elems();
+        n.is_multiple_of(b).then(|| n / b * self.size())
     }
 }
 
@@ -94,7 +159,7 @@ impl<'a> HostData<'a> {
 
     /// Number of elements.
     pub fn len(&self) -> usize {
-        self.bytes.len() / self.dtype.size()
+        self.bytes.len() / self.dtype.size() * self.dtype.block_elems()
     }
 
     /// True when there are no elements.
@@ -102,7 +167,7 @@ impl<'a> HostData<'a> {
         self.bytes.is_empty()
     }
 
-    /// Convert to f32 (copies).
+    /// Convert to f32 (copies; dequantises [`DType::Quant`] data).
     pub fn to_f32(&self) -> Vec<f32> {
         let b = self.bytes;
         match self.dtype {
@@ -118,6 +183,7 @@ impl<'a> HostData<'a> {
                 .chunks_exact(2)
                 .map(|c| half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32())
                 .collect(),
+            DType::Quant(q) => crate::model::gguf::dequant::dequantize_quant(q, b),
         }
     }
 }

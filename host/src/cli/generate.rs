@@ -48,8 +48,8 @@ pub struct GenerateArgs {
     /// Keep going after an end-of-sequence token.
     #[arg(long)]
     pub ignore_eos: bool,
-    /// cpu, cuda, or auto (CUDA when available).
-    #[arg(long, default_value = "auto")]
+    /// cpu, cuda, or auto (CUDA when available); cpu by default, like the server.
+    #[arg(long, default_value = "cpu")]
     pub device: DeviceKind,
     /// KV page size in tokens.
     #[arg(long, default_value_t = 16)]

@@ -202,6 +202,7 @@ pub fn start_engine(cfg: &Config) -> anyhow::Result<Started> {
     load_untyped(&plugins, &plugin_cfg, &cfg.plugins_untyped)?;
 
     let t0 = std::time::Instant::now();
+    tracing::info!(model = %model_path.display(), device = %cfg.device, "loading model");
     let mut loaded = crate::model::load(model_path)
         .with_context(|| format!("loading model {}", model_path.display()))?;
     let Some(tokenizer) = loaded.tokenizer.take() else {
@@ -265,13 +266,16 @@ pub fn start_engine(cfg: &Config) -> anyhow::Result<Started> {
     })
 }
 
-/// Logs to stderr; `RUST_LOG` overrides the `info` default.
+/// Logs to stderr; `RUST_LOG` overrides the `info` default. Colour only on a
+/// terminal: redirected logs (files, CI) stay plain text.
 pub fn init_logging() {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .try_init();
 }
 
@@ -285,16 +289,21 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         return super::shell::run_with(&cfg, &super::shell::ChatOptions::default());
     }
     init_logging();
+    // Bind first: a port in use is reported before the model loads, not after.
+    let addr = SocketAddr::new(cfg.host, cfg.port);
+    let std_listener = std::net::TcpListener::bind(addr)
+        .with_context(|| format!("cannot listen on {addr} (--port / --host)"))?;
+    std_listener
+        .set_nonblocking(true)
+        .context("making the listener non-blocking")?;
     let cfg = Arc::new(cfg);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     rt.block_on(async move {
-        let addr = SocketAddr::new(cfg.host, cfg.port);
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("cannot listen on {addr}"))?;
+        let listener = tokio::net::TcpListener::from_std(std_listener)
+            .context("handing the listener to the async runtime")?;
         let local = listener.local_addr()?;
         // Answer probes while loading (alive, not ready) on a second handle
         // of the same socket; the full application takes over once loaded.

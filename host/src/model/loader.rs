@@ -4,12 +4,11 @@
 //! `tokenizer.json`, …), a `.gguf` file, or a directory holding exactly one
 //! `.gguf` file and no `config.json`.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::config::ModelConfig;
 use super::tokenizer::{Tokenizer, TokenizerExtras};
-use super::weights::{safetensors_files, DenseF32, RandomWeights, SafetensorsWeights, Weights};
+use super::weights::{safetensors_files, RandomWeights, SafetensorsWeights, Weights};
 use super::ModelError;
 
 /// A model ready to be uploaded to a backend.
@@ -143,22 +142,12 @@ fn load_hf(dir: &Path) -> Result<LoadedModel, ModelError> {
 }
 
 fn load_gguf(path: &Path) -> Result<LoadedModel, ModelError> {
-    let g = super::gguf::load(path)
+    // Quantised tensors stay in their blocks: the CPU backend computes on
+    // them, other backends dequantise at upload.
+    let g = super::gguf::load_quantized(path)
         .map_err(|e| ModelError::Weights(format!("{}: {e}", path.display())))?;
     let config = ModelConfig::from_json(&g.config)?;
-    let tensors: HashMap<String, DenseF32> = g
-        .tensors
-        .into_iter()
-        .map(|(k, t)| {
-            (
-                k,
-                DenseF32 {
-                    shape: t.shape,
-                    data: t.data,
-                },
-            )
-        })
-        .collect();
+    let tensors = g.tensors;
     let extras = TokenizerExtras {
         bos_token: g.bos_token,
         eos_token: g.eos_token,
@@ -169,7 +158,7 @@ fn load_gguf(path: &Path) -> Result<LoadedModel, ModelError> {
     let tokenizer = Tokenizer::from_parts(g.tokenizer, extras)?;
     Ok(LoadedModel {
         config,
-        weights: Weights::Dense(tensors),
+        weights: Weights::Gguf(tensors),
         tokenizer: Some(tokenizer),
         source: path.to_path_buf(),
     })

@@ -1,5 +1,7 @@
-//! Where weights come from: memory-mapped safetensors shards, dense f32
-//! tensors (dequantised GGUF), or deterministic random values of a real shape.
+//! Where weights come from: memory-mapped safetensors shards, GGUF tensors
+//! held in memory (block-quantised ones still in their blocks, so a backend
+//! can compute on them; the rest as f32), or deterministic random values of a
+//! real shape.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -12,6 +14,7 @@ use rayon::prelude::*;
 use super::ModelError;
 use crate::backend::cpu::sampling::splitmix64;
 use crate::backend::{DType, HostData};
+use crate::model::gguf::RawTensor;
 
 /// One tensor's data, borrowed from a mapped file or owned.
 #[derive(Clone, Debug)]
@@ -30,13 +33,6 @@ impl WeightTensor<'_> {
             bytes: &self.bytes,
         }
     }
-}
-
-/// A dense row-major f32 tensor held in memory.
-#[derive(Clone, Debug, PartialEq)]
-pub struct DenseF32 {
-    pub shape: Vec<usize>,
-    pub data: Vec<f32>,
 }
 
 struct StEntry {
@@ -195,7 +191,8 @@ impl RandomWeights {
 /// A model's tensors, by HF name.
 pub enum Weights {
     Safetensors(SafetensorsWeights),
-    Dense(HashMap<String, DenseF32>),
+    /// GGUF tensors ([`crate::model::gguf::RawTensor`]: quantised blocks or f32).
+    Gguf(HashMap<String, RawTensor>),
     Random(RandomWeights),
 }
 
@@ -204,7 +201,7 @@ impl Weights {
     pub fn contains(&self, name: &str) -> bool {
         match self {
             Weights::Safetensors(s) => s.index.contains_key(name),
-            Weights::Dense(d) => d.contains_key(name),
+            Weights::Gguf(d) => d.contains_key(name),
             Weights::Random(_) => true,
         }
     }
@@ -213,10 +210,10 @@ impl Weights {
     pub fn get(&self, name: &str, shape: &[usize]) -> Result<WeightTensor<'_>, ModelError> {
         let t = match self {
             Weights::Safetensors(s) => s.get(name),
-            Weights::Dense(d) => d.get(name).map(|t| WeightTensor {
+            Weights::Gguf(d) => d.get(name).map(|t| WeightTensor {
                 shape: t.shape.clone(),
-                dtype: DType::F32,
-                bytes: Cow::Borrowed(bytemuck::cast_slice(&t.data)),
+                dtype: t.dtype,
+                bytes: Cow::Borrowed(&t.bytes),
             }),
             Weights::Random(r) => Some(r.get(name, shape)),
         }
@@ -227,11 +224,14 @@ impl Weights {
                 t.shape
             )));
         }
-        let want = shape.iter().product::<usize>() * t.dtype.size();
-        if t.bytes.len() != want {
+        let n = shape.iter().product::<usize>();
+        let want = t.dtype.bytes_for(n);
+        if want != Some(t.bytes.len()) {
             return Err(ModelError::Weights(format!(
-                "tensor `{name}` has {} bytes, shape {shape:?} needs {want}",
-                t.bytes.len()
+                "tensor `{name}` has {} bytes, shape {shape:?} of {:?} needs {}",
+                t.bytes.len(),
+                t.dtype,
+                want.map_or("whole blocks".to_string(), |w| w.to_string())
             )));
         }
         Ok(t)

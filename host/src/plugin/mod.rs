@@ -157,7 +157,7 @@ impl PluginSet {
         let set = PluginSet::with_config(cfg.clone());
         for kind in PluginKind::ALL {
             if let Some(path) = cfg.path(kind) {
-                set.swap(kind, path)?;
+                set.install(Some(kind), path, true)?;
             }
         }
         Ok(set)
@@ -293,17 +293,28 @@ impl PluginSet {
     /// slot's lock. On any error the current plugin keeps serving, the
     /// refusal is counted, and the error names the file and the reason.
     pub fn swap(&self, kind: PluginKind, path: &Path) -> Result<SwapReport, PluginError> {
-        self.swap_with(Some(kind), path)
+        self.install(Some(kind), path, false)
     }
 
-    /// [`PluginSet::swap`] into the slot of the world the component
-    /// exports, read from the compiled component's type (so it is compiled,
-    /// or taken from the cache, once: what `--plugin X.wasm` uses).
+    /// Loads a component given at start (`--plugin X.wasm`) into the slot of
+    /// the world it exports, read from the compiled component's type (so it is
+    /// compiled, or taken from the cache, once).
     pub fn swap_inferred(&self, path: &Path) -> Result<SwapReport, PluginError> {
-        self.swap_with(None, path)
+        self.install(None, path, true)
     }
 
-    fn swap_with(&self, kind: Option<PluginKind>, path: &Path) -> Result<SwapReport, PluginError> {
+    /// [`PluginSet::swap`] into `kind`'s slot, or the exported world's when
+    /// `None`; `at_start` only changes the log line (a plugin given at start is
+    /// "loaded", not "swapped in" over the built-in one).
+    fn install(
+        &self,
+        kind: Option<PluginKind>,
+        path: &Path,
+        at_start: bool,
+    ) -> Result<SwapReport, PluginError> {
+        // Compiling a large component (Python's is 17 MiB) takes seconds;
+        // say so before the wait, not only after it.
+        tracing::info!(path = %path.display(), "loading plugin (compiling it unless cached)");
         let loaded = self.runtime().and_then(|rt| {
             let cfg = self.config.clone();
             let path = path.to_owned();
@@ -342,10 +353,17 @@ impl PluginSet {
             previous
         };
         Counters::bump(&slot.counters.swaps);
-        tracing::info!(
-            kind = %kind, plugin = %name, source = %source, previous = %previous,
-            compile_ms, instantiate_ms, cached, "plugin swapped in"
-        );
+        if at_start {
+            tracing::info!(
+                kind = %kind, plugin = %name, source = %source,
+                compile_ms, instantiate_ms, cached, "plugin loaded"
+            );
+        } else {
+            tracing::info!(
+                kind = %kind, plugin = %name, source = %source, previous = %previous,
+                compile_ms, instantiate_ms, cached, "plugin swapped in"
+            );
+        }
         Ok(SwapReport {
             kind,
             name,

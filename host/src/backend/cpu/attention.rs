@@ -49,45 +49,67 @@ pub(super) fn paged_attention(
         }
     }
 
-    let mut out = vec![0.0f32; rows * cols];
-    out.par_chunks_mut(cols).enumerate().for_each(|(r, orow)| {
+    // One task per (token, query head): a decode step's single token still
+    // spreads its heads over the threads.
+    let head = |idx: usize, oh: &mut [f32]| {
+        let (r, h) = (idx / hq, idx % hq);
         let s = seq_of[r];
         let q_len = meta.q_indptr[s + 1] - meta.q_indptr[s];
         let start = meta.kv_lens[s] - q_len;
         let pos = (start + (r as u32 - meta.q_indptr[s])) as usize;
         let pages =
             &meta.page_table[meta.page_indptr[s] as usize..meta.page_indptr[s + 1] as usize];
-        let n = pos + 1;
-        let mut scores = vec![0.0f32; n];
-        for h in 0..hq {
-            let g = h / group;
-            let qh = &q.data[r * cols + h * d..r * cols + (h + 1) * d];
-            let mut m = f32::NEG_INFINITY;
-            for (j, sc) in scores.iter_mut().enumerate() {
-                let slot = pages[j / ps] as usize * ps + j % ps;
-                let kh = &kc[slot * kvw + g * d..slot * kvw + (g + 1) * d];
-                let dot: f32 = qh.iter().zip(kh).map(|(a, b)| a * b).sum();
-                *sc = dot * scale;
-                m = m.max(*sc);
-            }
-            let mut denom = 0.0f32;
-            for sc in scores.iter_mut() {
-                *sc = (*sc - m).exp();
-                denom += *sc;
-            }
-            let oh = &mut orow[h * d..(h + 1) * d];
-            for (j, &p) in scores.iter().enumerate() {
-                let slot = pages[j / ps] as usize * ps + j % ps;
-                let vh = &vc[slot * kvw + g * d..slot * kvw + (g + 1) * d];
-                let w = p / denom;
-                for (o, &vv) in oh.iter_mut().zip(vh) {
-                    *o += w * vv;
-                }
+        let g = h / group;
+        let qh = &q.data[r * cols + h * d..r * cols + (h + 1) * d];
+        let slot = |j: usize| pages[j / ps] as usize * ps + j % ps;
+        let mut scores = vec![0.0f32; pos + 1];
+        let mut m = f32::NEG_INFINITY;
+        for (j, sc) in scores.iter_mut().enumerate() {
+            let at = slot(j) * kvw + g * d;
+            *sc = dot(qh, &kc[at..at + d]) * scale;
+            m = m.max(*sc);
+        }
+        let mut denom = 0.0f32;
+        for sc in scores.iter_mut() {
+            *sc = (*sc - m).exp();
+            denom += *sc;
+        }
+        for (j, &p) in scores.iter().enumerate() {
+            let at = slot(j) * kvw + g * d;
+            let w = p / denom;
+            for (o, &vv) in oh.iter_mut().zip(&vc[at..at + d]) {
+                *o += w * vv;
             }
         }
-    });
-    Ok(CpuTensor {
-        shape: vec![rows, cols],
-        data: out,
-    })
+    };
+    let mut out = vec![0.0f32; rows * cols];
+    let work = rows * hq * d * meta.max_kv_len() as usize;
+    if work < 1 << 15 {
+        out.chunks_mut(d).enumerate().for_each(|(i, o)| head(i, o));
+    } else {
+        out.par_chunks_mut(d)
+            .enumerate()
+            .for_each(|(i, o)| head(i, o));
+    }
+    Ok(CpuTensor::new(vec![rows, cols], out))
+}
+
+/// `a · b` with eight independent partial sums, so that the compiler can
+/// keep them in SIMD lanes (a single running sum cannot be reordered).
+#[allow(clippy::needless_range_loop)]
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for i in 0..8 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
 }

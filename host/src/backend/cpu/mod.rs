@@ -1,21 +1,30 @@
 //! The CPU backend: f32 tensors in host memory, GEMMs through the `gemm`
 //! crate, everything else row-parallel with rayon. It is the reference the
 //! CUDA backend is checked against, so clarity wins over speed where they
-//! disagree.
+//! disagree. llama.cpp-quantised weights ([`DType::Quant`]) stay in their
+//! blocks and their products run on the blocks ([`quant`]), unless the
+//! backend is made with [`CpuBackend::with_f32_weights`].
 
 mod attention;
+pub mod quant;
 pub mod sampling;
+
+use std::cell::RefCell;
+use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::{Backend, BackendError, DeviceTensor, HostData, KvLayout, Sampled, StepMeta};
+use super::{Backend, BackendError, DType, DeviceTensor, HostData, KvLayout, Sampled, StepMeta};
 use crate::batch::SampleSpec;
+use quant::{Kernels, QActs, QMatrix};
 
-/// A dense row-major f32 tensor.
+/// A dense row-major f32 tensor, or a quantised weight matrix (then `data`
+/// is empty and `quant` holds the blocks).
 #[derive(Clone, Debug, PartialEq)]
 pub struct CpuTensor {
     pub shape: Vec<usize>,
     pub data: Vec<f32>,
+    pub quant: Option<Arc<QMatrix>>,
 }
 
 impl DeviceTensor for CpuTensor {
@@ -25,6 +34,15 @@ impl DeviceTensor for CpuTensor {
 }
 
 impl CpuTensor {
+    /// A dense f32 tensor.
+    pub fn new(shape: Vec<usize>, data: Vec<f32>) -> Self {
+        CpuTensor {
+            shape,
+            data,
+            quant: None,
+        }
+    }
+
     fn rows_cols(&self, op: &'static str) -> Result<(usize, usize), BackendError> {
         match self.shape.as_slice() {
             [r, c] => Ok((*r, *c)),
@@ -56,13 +74,44 @@ pub struct CpuStep {
 pub struct CpuBackend {
     threads: usize,
     /// Tokens chosen by the latest `sample_launch`, by sample row.
-    last_chosen: std::cell::RefCell<Vec<u32>>,
+    last_chosen: RefCell<Vec<u32>>,
+    /// Dequantise quantised weights at upload (exact f32 products).
+    f32_weights: bool,
+    kernels: Kernels,
+    /// Quantised activations, reused across products.
+    acts: RefCell<QActs>,
 }
 
 impl CpuBackend {
-    /// A backend using rayon's global pool.
+    /// A backend using rayon's global pool. Quantised weights stay quantised
+    /// unless the environment sets `MINISGL_CPU_F32_WEIGHTS=1`.
     pub fn new() -> Self {
-        CpuBackend::default()
+        CpuBackend {
+            f32_weights: std::env::var("MINISGL_CPU_F32_WEIGHTS").is_ok_and(|v| v == "1"),
+            ..CpuBackend::default()
+        }
+    }
+
+    /// A backend that dequantises quantised weights to f32 at upload: the
+    /// exact reference for the quantised products (slower, 4-7x the memory).
+    pub fn with_f32_weights() -> Self {
+        CpuBackend {
+            f32_weights: true,
+            ..CpuBackend::default()
+        }
+    }
+
+    /// A backend whose quantised products use `kernels` (tests, benchmarks).
+    pub fn with_kernels(kernels: Kernels) -> Self {
+        CpuBackend {
+            kernels,
+            ..CpuBackend::default()
+        }
+    }
+
+    /// Name of the quantised-product kernels in use ("avx2", "scalar").
+    pub fn kernels(&self) -> &'static str {
+        self.kernels.name()
     }
 
     fn par(&self) -> gemm::Parallelism {
@@ -76,6 +125,21 @@ impl CpuBackend {
         } else {
             gemm::Parallelism::Rayon(n)
         }
+    }
+}
+
+/// Below this many elements an element-wise op runs on the calling thread:
+/// handing a decode step's single row to the pool costs more than the work.
+const PAR_MIN_ELEMS: usize = 1 << 14;
+
+/// `f(i, chunk_i)` over the `n`-long chunks of `out`, in parallel only when
+/// `out` is large.
+fn for_rows(out: &mut [f32], n: usize, f: impl Fn(usize, &mut [f32]) + Sync + Send) {
+    let n = n.max(1);
+    if out.len() < PAR_MIN_ELEMS {
+        out.chunks_mut(n).enumerate().for_each(|(i, c)| f(i, c));
+    } else {
+        out.par_chunks_mut(n).enumerate().for_each(|(i, c)| f(i, c));
     }
 }
 
@@ -113,14 +177,28 @@ impl Backend for CpuBackend {
                 ),
             ));
         }
-        Ok(CpuTensor {
-            shape: shape.to_vec(),
-            data: data.to_f32(),
-        })
+        if let (DType::Quant(ty), [rows, cols]) = (data.dtype, shape) {
+            if !self.f32_weights && cols.is_multiple_of(ty.block_elems()) {
+                return Ok(CpuTensor {
+                    shape: shape.to_vec(),
+                    data: Vec::new(),
+                    quant: Some(Arc::new(QMatrix {
+                        ty,
+                        rows: *rows,
+                        cols: *cols,
+                        bytes: data.bytes.to_vec(),
+                    })),
+                });
+            }
+        }
+        Ok(CpuTensor::new(shape.to_vec(), data.to_f32()))
     }
 
     fn to_host(&self, t: &CpuTensor) -> Result<Vec<f32>, BackendError> {
-        Ok(t.data.clone())
+        Ok(match &t.quant {
+            Some(q) => q.to_f32(),
+            None => t.data.clone(),
+        })
     }
 
     fn alloc_kv(&self, layout: KvLayout) -> Result<CpuKv, BackendError> {
@@ -164,16 +242,16 @@ impl Backend for CpuBackend {
             )));
         }
         let mut data = vec![0.0f32; toks.len() * hidden];
-        data.par_chunks_mut(hidden.max(1))
-            .zip(toks.par_iter())
-            .for_each(|(row, &t)| {
-                let s = t as usize * hidden;
-                row.copy_from_slice(&table.data[s..s + hidden]);
-            });
-        Ok(CpuTensor {
-            shape: vec![toks.len(), hidden],
-            data,
-        })
+        for (row, &t) in data.chunks_mut(hidden.max(1)).zip(toks) {
+            match &table.quant {
+                Some(q) => row.copy_from_slice(&q.row_f32(t as usize)),
+                None => {
+                    let s = t as usize * hidden;
+                    row.copy_from_slice(&table.data[s..s + hidden]);
+                }
+            }
+        }
+        Ok(CpuTensor::new(vec![toks.len(), hidden], data))
     }
 
     fn rms_norm(&self, x: &CpuTensor, w: &CpuTensor, eps: f32) -> Result<CpuTensor, BackendError> {
@@ -185,13 +263,10 @@ impl Backend for CpuBackend {
             ));
         }
         let mut data = vec![0.0f32; rows * n];
-        data.par_chunks_mut(n.max(1))
-            .zip(x.data.par_chunks(n.max(1)))
-            .for_each(|(o, xr)| rms_row(xr, &w.data, eps, o));
-        Ok(CpuTensor {
-            shape: vec![rows, n],
-            data,
-        })
+        for_rows(&mut data, n, |r, o| {
+            rms_row(&x.data[r * n..(r + 1) * n], &w.data, eps, o)
+        });
+        Ok(CpuTensor::new(vec![rows, n], data))
     }
 
     fn add_rms_norm(
@@ -207,11 +282,11 @@ impl Backend for CpuBackend {
                 format!("residual {:?} x {:?}", residual.shape, x.shape),
             ));
         }
-        residual
-            .data
-            .par_iter_mut()
-            .zip(x.data.par_iter())
-            .for_each(|(r, &v)| *r += v);
+        for_rows(&mut residual.data, 4096, |i, r| {
+            for (r, &v) in r.iter_mut().zip(&x.data[i * 4096..]) {
+                *r += v;
+            }
+        });
         self.rms_norm(residual, w, eps)
     }
 
@@ -236,6 +311,20 @@ impl Backend for CpuBackend {
                     format!("bias {:?} for {n} outputs", b.shape),
                 ));
             }
+        }
+        if let Some(q) = &w.quant {
+            let mut out = vec![0.0f32; m * n];
+            let mut acts = self.acts.borrow_mut();
+            quant::quantize_acts(&x.data, m, k, &mut acts);
+            quant::matmul(&acts, q, self.kernels, &mut out);
+            if let Some(b) = bias {
+                for row in out.chunks_mut(n.max(1)) {
+                    for (o, &bv) in row.iter_mut().zip(&b.data) {
+                        *o += bv;
+                    }
+                }
+            }
+            return Ok(CpuTensor::new(vec![m, n], out));
         }
         let mut out = vec![0.0f32; m * n];
         if m > 0 && n > 0 && k > 0 {
@@ -268,16 +357,13 @@ impl Backend for CpuBackend {
             }
         }
         if let Some(b) = bias {
-            out.par_chunks_mut(n.max(1)).for_each(|row| {
+            for_rows(&mut out, n, |_, row| {
                 for (o, &bv) in row.iter_mut().zip(&b.data) {
                     *o += bv;
                 }
             });
         }
-        Ok(CpuTensor {
-            shape: vec![m, n],
-            data: out,
-        })
+        Ok(CpuTensor::new(vec![m, n], out))
     }
 
     fn split_cols(&self, x: &CpuTensor, widths: &[usize]) -> Result<Vec<CpuTensor>, BackendError> {
@@ -295,10 +381,7 @@ impl Backend for CpuBackend {
             for r in 0..rows {
                 data.extend_from_slice(&x.data[r * cols + off..r * cols + off + wd]);
             }
-            outs.push(CpuTensor {
-                shape: vec![rows, wd],
-                data,
-            });
+            outs.push(CpuTensor::new(vec![rows, wd], data));
             off += wd;
         }
         Ok(outs)
@@ -318,7 +401,7 @@ impl Backend for CpuBackend {
                 format!("x {:?}, weight {:?}, head_dim {head_dim}", x.shape, w.shape),
             ));
         }
-        x.data.par_chunks_mut(head_dim).for_each(|h| {
+        for_rows(&mut x.data, head_dim, |_, h| {
             let mut tmp = vec![0.0f32; head_dim];
             rms_row(h, &w.data, eps, &mut tmp);
             h.copy_from_slice(&tmp);
@@ -352,23 +435,21 @@ impl Backend for CpuBackend {
             ));
         }
         let pos = &step.meta.positions;
-        x.data
-            .par_chunks_mut(cols)
-            .zip(pos.par_iter())
-            .for_each(|(row, &p)| {
-                let (sin, cos): (Vec<f32>, Vec<f32>) = inv_freq
-                    .data
-                    .iter()
-                    .map(|&f| (p as f32 * f).sin_cos())
-                    .unzip();
-                for h in row.chunks_mut(head_dim) {
-                    for i in 0..half {
-                        let (a, b) = (h[i], h[i + half]);
-                        h[i] = a * cos[i] - b * sin[i];
-                        h[i + half] = b * cos[i] + a * sin[i];
-                    }
+        for_rows(&mut x.data, cols, |r, row| {
+            let p = pos[r];
+            let (sin, cos): (Vec<f32>, Vec<f32>) = inv_freq
+                .data
+                .iter()
+                .map(|&f| (p as f32 * f).sin_cos())
+                .unzip();
+            for h in row.chunks_mut(head_dim) {
+                for i in 0..half {
+                    let (a, b) = (h[i], h[i + half]);
+                    h[i] = a * cos[i] - b * sin[i];
+                    h[i + half] = b * cos[i] + a * sin[i];
                 }
-            });
+            }
+        });
         Ok(())
     }
 
@@ -379,18 +460,13 @@ impl Backend for CpuBackend {
         }
         let n = cols / 2;
         let mut data = vec![0.0f32; rows * n];
-        data.par_chunks_mut(n.max(1))
-            .zip(gate_up.data.par_chunks(cols.max(1)))
-            .for_each(|(o, gu)| {
-                let (g, u) = gu.split_at(n);
-                for ((o, &g), &u) in o.iter_mut().zip(g).zip(u) {
-                    *o = g / (1.0 + (-g).exp()) * u;
-                }
-            });
-        Ok(CpuTensor {
-            shape: vec![rows, n],
-            data,
-        })
+        for_rows(&mut data, n, |r, o| {
+            let (g, u) = gate_up.data[r * cols..(r + 1) * cols].split_at(n);
+            for ((o, &g), &u) in o.iter_mut().zip(g).zip(u) {
+                *o = g / (1.0 + (-g).exp()) * u;
+            }
+        });
+        Ok(CpuTensor::new(vec![rows, n], data))
     }
 
     fn store_kv(
@@ -458,17 +534,11 @@ impl Backend for CpuBackend {
             }
             data.extend_from_slice(&x.data[r * cols..(r + 1) * cols]);
         }
-        Ok(CpuTensor {
-            shape: vec![idx.len(), cols],
-            data,
-        })
+        Ok(CpuTensor::new(vec![idx.len(), cols], data))
     }
 
     fn alloc_logits(&self, rows: usize, cols: usize) -> Result<CpuTensor, BackendError> {
-        Ok(CpuTensor {
-            shape: vec![rows, cols],
-            data: vec![0.0; rows * cols],
-        })
+        Ok(CpuTensor::new(vec![rows, cols], vec![0.0; rows * cols]))
     }
 
     fn linear_into(

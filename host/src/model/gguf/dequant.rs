@@ -8,6 +8,7 @@ use half::{bf16, f16};
 use rayon::prelude::*;
 
 use super::error::GgufError;
+use crate::backend::QuantType;
 
 /// Elements per K-quant super-block.
 const QK_K: usize = 256;
@@ -390,4 +391,44 @@ fn iq4_xs(b: &[u8], o: &mut [f32]) {
             &mut o[32 * ib..32 * ib + 32],
         );
     }
+}
+
+impl GgmlType {
+    /// The block format a backend can take as is ([`QuantType`]), if this is one.
+    pub fn quant_type(self) -> Option<QuantType> {
+        Some(match self {
+            Self::Q4_0 => QuantType::Q4_0,
+            Self::Q4_1 => QuantType::Q4_1,
+            Self::Q8_0 => QuantType::Q8_0,
+            Self::Q4_K => QuantType::Q4_K,
+            Self::Q6_K => QuantType::Q6_K,
+            _ => return None,
+        })
+    }
+
+    /// The ggml type of a [`QuantType`].
+    pub fn from_quant(q: QuantType) -> Self {
+        match q {
+            QuantType::Q4_0 => Self::Q4_0,
+            QuantType::Q4_1 => Self::Q4_1,
+            QuantType::Q8_0 => Self::Q8_0,
+            QuantType::Q4_K => Self::Q4_K,
+            QuantType::Q6_K => Self::Q6_K,
+        }
+    }
+}
+
+/// Dequantises whole blocks of `q` to f32 (serially: callers are per row or
+/// already parallel). A trailing partial block, which a validated tensor
+/// never has, is ignored.
+pub fn dequantize_quant(q: QuantType, bytes: &[u8]) -> Vec<f32> {
+    let f = GgmlType::from_quant(q)
+        .block_fn()
+        .expect("every QuantType has a block decoder");
+    let (be, bb) = (q.block_elems(), q.block_bytes());
+    let mut out = vec![0f32; bytes.len() / bb * be];
+    for (o, b) in out.chunks_exact_mut(be).zip(bytes.chunks_exact(bb)) {
+        f(b, o);
+    }
+    out
 }

@@ -1,7 +1,9 @@
 //! GGUF (llama.cpp's format) loading: the file is parsed and memory-mapped,
 //! its metadata becomes a Hugging Face `config.json` equivalent, its tensors
-//! are dequantised to f32 under their Hugging Face names and layouts, and its
-//! embedded vocabulary becomes a `tokenizers::Tokenizer`.
+//! come under their Hugging Face names and layouts (dequantised to f32 by
+//! [`load`]; block-quantised ones kept in their blocks by [`load_quantized`],
+//! for backends that compute on them), and its embedded vocabulary becomes a
+//! `tokenizers::Tokenizer`.
 //!
 //! The model code consumes a [`GgufModel`] exactly like an HF directory, so
 //! the GGUF path needs no model code of its own.
@@ -21,6 +23,7 @@ use std::path::Path;
 pub use dequant::GgmlType;
 pub use error::GgufError;
 pub use reader::{GgufFile, TensorInfo};
+pub use tensors::RawTensor;
 pub use value::MetadataValue;
 
 use config::{build_config, infer_llama3_rope, Arch, Meta};
@@ -33,8 +36,9 @@ pub struct DenseTensor {
     pub data: Vec<f32>,
 }
 
-/// Everything a model needs, taken from one GGUF file.
-pub struct GgufModel {
+/// Everything a model needs, taken from one GGUF file; tensors as
+/// [`DenseTensor`] ([`load`]) or [`RawTensor`] ([`load_quantized`]).
+pub struct GgufModel<T = DenseTensor> {
     /// An HF `config.json` equivalent (architectures, hidden_size,
     /// intermediate_size, num_hidden_layers, num_attention_heads,
     /// num_key_value_heads, head_dim, rms_norm_eps, rope_theta, rope_scaling,
@@ -44,7 +48,7 @@ pub struct GgufModel {
     /// HF names (`model.embed_tokens.weight`,
     /// `model.layers.N.self_attn.q_proj.weight`, …, `model.norm.weight`,
     /// `lm_head.weight` when untied), HF shapes and layouts.
-    pub tensors: HashMap<String, DenseTensor>,
+    pub tensors: HashMap<String, T>,
     pub tokenizer: tokenizers::Tokenizer,
     /// `tokenizer.chat_template` (a Jinja template, as in HF's tokenizer config).
     pub chat_template: Option<String>,
@@ -52,7 +56,7 @@ pub struct GgufModel {
     pub eos_token: Option<String>,
 }
 
-impl std::fmt::Debug for GgufModel {
+impl<T> std::fmt::Debug for GgufModel<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GgufModel")
             .field("config", &self.config)
@@ -67,6 +71,27 @@ impl std::fmt::Debug for GgufModel {
 /// Loads a GGUF model: config, dequantised tensors and tokenizer. Metadata
 /// is checked before any tensor is dequantised, so a bad file fails fast.
 pub fn load(path: &Path) -> Result<GgufModel, GgufError> {
+    let m = load_quantized(path)?;
+    let tensors = {
+        use rayon::prelude::*;
+        m.tensors
+            .into_par_iter()
+            .map(|(k, t)| (k, t.to_dense()))
+            .collect()
+    };
+    Ok(GgufModel {
+        config: m.config,
+        tensors,
+        tokenizer: m.tokenizer,
+        chat_template: m.chat_template,
+        bos_token: m.bos_token,
+        eos_token: m.eos_token,
+    })
+}
+
+/// [`load`], keeping 2-D Q4_0/Q4_1/Q8_0/Q4_K/Q6_K tensors in their blocks
+/// (see [`tensors::load_raw_tensors`]).
+pub fn load_quantized(path: &Path) -> Result<GgufModel<RawTensor>, GgufError> {
     let file = GgufFile::open(path)?;
     let m = Meta(&file);
     let arch = Arch::parse(m.str("general.architecture")?)?;
@@ -96,7 +121,7 @@ pub fn load(path: &Path) -> Result<GgufModel, GgufError> {
     };
     let config = build_config(&file, arch, tied, tok.vocab_len, llama3)?;
     let count = |k: &str| config[k].as_u64().unwrap_or_default() as usize;
-    let tensors = tensors::load_tensors(
+    let tensors = tensors::load_raw_tensors(
         &file,
         arch,
         count("num_attention_heads"),

@@ -1,0 +1,146 @@
+//! `out = acts · Wᵀ` for a quantised `W`: the rows of `W` are split across
+//! rayon's threads; each thread walks its rows once per tile of up to 64
+//! activation rows, dotting each weight row with four activation rows at a
+//! time (a decode step of one sequence is one activation row; a prefill
+//! chunk or a batch of sequences is many, and then each weight block is
+//! unpacked once per four rows, and stays in L1 across the tile).
+
+use rayon::prelude::*;
+
+use super::{scalar, QActs, QMatrix};
+use crate::backend::QuantType;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Scalar,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+}
+
+/// The dot-product kernels in use: AVX2 (+FMA, F16C) when the CPU has
+/// them, else the portable ones. Only [`Kernels::detect`] hands out AVX2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Kernels(Kind);
+
+impl Default for Kernels {
+    fn default() -> Self {
+        Kernels::detect()
+    }
+}
+
+impl Kernels {
+    /// The fastest kernels this CPU runs.
+    pub fn detect() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        if is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c")
+        {
+            return Kernels(Kind::Avx2);
+        }
+        Kernels(Kind::Scalar)
+    }
+
+    /// The portable kernels (the reference).
+    pub fn scalar() -> Self {
+        Kernels(Kind::Scalar)
+    }
+
+    /// Short name for logs and benchmarks.
+    pub fn name(self) -> &'static str {
+        match self.0 {
+            Kind::Scalar => "scalar",
+            #[cfg(target_arch = "x86_64")]
+            Kind::Avx2 => "avx2",
+        }
+    }
+
+    /// `out[i] = w · acts[r0 + i]` for `i < n`, `1 <= n <= 4`; `w` is one
+    /// weight row of type `ty` covering `a.cols`.
+    pub fn dot_rows(
+        self,
+        ty: QuantType,
+        w: &[u8],
+        a: &QActs,
+        r0: usize,
+        n: usize,
+        out: &mut [f32],
+    ) {
+        assert!((1..=4).contains(&n) && r0 + n <= a.rows && out.len() >= n);
+        assert_eq!(w.len(), a.cols / ty.block_elems() * ty.block_bytes());
+        match self.0 {
+            Kind::Scalar => {
+                for (i, o) in out[..n].iter_mut().enumerate() {
+                    *o = scalar::dot(ty, w, a, r0 + i);
+                }
+            }
+            // SAFETY: `Kind::Avx2` exists only when `detect` saw the features;
+            // the lengths were checked above.
+            #[cfg(target_arch = "x86_64")]
+            Kind::Avx2 => unsafe { super::avx2::dot_rows(ty, w, a, r0, n, out) },
+        }
+    }
+}
+
+/// Activation rows per tile (64 rows of a 1536-wide layer are 96 KiB of
+/// bytes: they stay in L2 while a thread's weight rows stream past).
+const ACT_TILE: usize = 64;
+/// Below this many multiply-adds a product runs on the calling thread.
+const SERIAL_WORK: usize = 1 << 16;
+
+struct OutPtr(*mut f32);
+// SAFETY: tasks write disjoint columns of `out` (see `matmul`).
+unsafe impl Sync for OutPtr {}
+
+impl OutPtr {
+    /// Writes `v` at `i`.
+    ///
+    /// # Safety
+    /// `i` must be inside the buffer, and no other thread may access it.
+    unsafe fn write(&self, i: usize, v: f32) {
+        *self.0.add(i) = v;
+    }
+}
+
+/// `out[i * w.rows + j] = a[i] · w[j]` (`out` is `a.rows × w.rows`).
+pub fn matmul(a: &QActs, w: &QMatrix, k: Kernels, out: &mut [f32]) {
+    let (m, n) = (a.rows, w.rows);
+    assert_eq!(a.cols, w.cols, "activation and weight widths");
+    assert_eq!(out.len(), m * n, "output size");
+    if m == 0 || n == 0 {
+        return;
+    }
+    let ptr = OutPtr(out.as_mut_ptr());
+    let run = |j0: usize, j1: usize| {
+        let mut tmp = [0f32; 4];
+        for ib in (0..m).step_by(ACT_TILE) {
+            let ie = (ib + ACT_TILE).min(m);
+            for j in j0..j1 {
+                let row = w.row(j);
+                let mut i = ib;
+                while i < ie {
+                    let c = (ie - i).min(4);
+                    k.dot_rows(w.ty, row, a, i, c, &mut tmp);
+                    for (r, &v) in tmp[..c].iter().enumerate() {
+                        // SAFETY: (i + r) < m and j < n, so the index is in
+                        // `out`; only the task owning column j writes it.
+                        unsafe { ptr.write((i + r) * n + j, v) };
+                    }
+                    i += c;
+                }
+            }
+        }
+    };
+    let threads = rayon::current_num_threads();
+    if threads <= 1 || m * n * a.cols < SERIAL_WORK {
+        run(0, n);
+        return;
+    }
+    // A few tasks per thread balance uneven progress; at least 8 rows each
+    // keep scheduling cheap.
+    let tasks = (threads * 4).min(n.div_ceil(8)).max(1);
+    let per = n.div_ceil(tasks);
+    (0..tasks)
+        .into_par_iter()
+        .for_each(|t| run((t * per).min(n), ((t + 1) * per).min(n)));
+}

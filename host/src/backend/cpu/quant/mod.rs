@@ -1,0 +1,86 @@
+//! Linear layers on llama.cpp block-quantised weights, computed on the
+//! blocks: weights stay Q4_0 / Q4_1 / Q8_0 / Q4_K / Q6_K in memory (4.5-8.5
+//! bits a weight instead of 32), activations are quantised to 8 bits in
+//! blocks of 32 per product, and each block pair is an integer dot product
+//! scaled once. A decode step reads every weight once, so reading ~6x fewer
+//! bytes than f32 is most of the speed.
+//!
+//! * [`scalar`]: portable kernels, the reference the SIMD ones are tested
+//!   against;
+//! * [`avx2`]: AVX2 + FMA + F16C kernels, chosen at run time
+//!   (`is_x86_feature_detected!`);
+//! * [`matmul`]: the parallel driver (rows of the weight split across
+//!   threads, up to four activation rows per weight block so that prefill
+//!   and batched decode unpack each block once).
+//!
+//! Accuracy: the 8-bit activation rounding is the only difference from
+//! "dequantise the weights, multiply in f32" (the integer sums are exact).
+//! Per block it is at most half a step, `max|x| / 254`, per element; see the
+//! tests for the bound this gives a dot product.
+
+mod acts;
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+mod matmul;
+pub mod scalar;
+
+pub use acts::{quantize_acts, QActs, QK};
+pub use matmul::{matmul, Kernels};
+
+use crate::backend::QuantType;
+
+/// A `[rows, cols]` weight matrix in llama.cpp blocks, row-major (every row
+/// is `cols / block_elems` whole blocks).
+#[derive(Clone, Debug, PartialEq)]
+pub struct QMatrix {
+    pub ty: QuantType,
+    pub rows: usize,
+    pub cols: usize,
+    pub bytes: Vec<u8>,
+}
+
+impl QMatrix {
+    /// Bytes of one row.
+    pub fn row_bytes(&self) -> usize {
+        self.cols / self.ty.block_elems() * self.ty.block_bytes()
+    }
+
+    /// Row `r`'s blocks.
+    pub fn row(&self, r: usize) -> &[u8] {
+        let rb = self.row_bytes();
+        &self.bytes[r * rb..(r + 1) * rb]
+    }
+
+    /// Row `r` dequantised to f32.
+    pub fn row_f32(&self, r: usize) -> Vec<f32> {
+        crate::model::gguf::dequant::dequantize_quant(self.ty, self.row(r))
+    }
+
+    /// The whole matrix dequantised to f32 (tests, debugging, `to_host`).
+    pub fn to_f32(&self) -> Vec<f32> {
+        crate::model::gguf::dequant::dequantize_quant(self.ty, &self.bytes)
+    }
+}
+
+/// f16 bits at `b[at..at + 2]` as f32.
+#[inline(always)]
+fn f16_at(b: &[u8], at: usize) -> f32 {
+    half::f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f32()
+}
+
+/// Scale and min of sub-block `j` of a Q4_K block (6 bits each, packed into
+/// 12 bytes), as ggml packs them.
+#[inline(always)]
+fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        (
+            (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4),
+            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,206 @@
+//! The quantised products against "dequantise the weights (ggml's decoder,
+//! checked against the `gguf` Python package by tests/gguf_dequant.rs), then
+//! multiply in f32", and the SIMD kernels against the scalar ones.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::*;
+use crate::backend::QuantType;
+
+const TYPES: [QuantType; 5] = [
+    QuantType::Q4_0,
+    QuantType::Q4_1,
+    QuantType::Q8_0,
+    QuantType::Q4_K,
+    QuantType::Q6_K,
+];
+
+fn f16_bytes(x: f32) -> [u8; 2] {
+    half::f16::from_f32(x).to_bits().to_le_bytes()
+}
+
+/// Random blocks of `ty`: random payload bytes with small positive f16
+/// scales at the header offsets (random bits there could be inf or NaN).
+fn random_matrix(ty: QuantType, rows: usize, cols: usize, rng: &mut ChaCha8Rng) -> QMatrix {
+    let nblocks = rows * cols / ty.block_elems();
+    let bb = ty.block_bytes();
+    let mut bytes = vec![0u8; nblocks * bb];
+    rng.fill(&mut bytes[..]);
+    for blk in bytes.chunks_exact_mut(bb) {
+        let mut scale = |at: usize, rng: &mut ChaCha8Rng| {
+            blk[at..at + 2].copy_from_slice(&f16_bytes(rng.random_range(0.001f32..0.05)))
+        };
+        match ty {
+            QuantType::Q4_0 | QuantType::Q8_0 => scale(0, rng),
+            QuantType::Q4_1 | QuantType::Q4_K => {
+                scale(0, rng);
+                scale(2, rng);
+            }
+            QuantType::Q6_K => scale(208, rng),
+        }
+    }
+    QMatrix {
+        ty,
+        rows,
+        cols,
+        bytes,
+    }
+}
+
+fn random_acts(rows: usize, cols: usize, rng: &mut ChaCha8Rng) -> Vec<f32> {
+    (0..rows * cols)
+        .map(|i| {
+            // Mixed magnitudes, an outlier now and then (as in real hidden states).
+            let v: f32 = rng.random_range(-1.0..1.0);
+            if i % 97 == 0 {
+                v * 20.0
+            } else {
+                v
+            }
+        })
+        .collect()
+}
+
+/// The largest error Q8 rounding can cause in `w · x`: each element moves by
+/// at most half a step (`d / 2`, `d = max|x_block| / 127`), so the product moves
+/// by at most `Σ |w_i| · d_block / 2`; plus f32 rounding slack.
+fn q8_bound(w: &[f32], x: &[f32]) -> f32 {
+    let mut bound = 0f64;
+    let mut mag = 0f64;
+    for (wb, xb) in w.chunks(QK).zip(x.chunks(QK)) {
+        let d = xb.iter().fold(0f32, |m, v| m.max(v.abs())) / 127.0;
+        bound += wb.iter().map(|v| v.abs() as f64).sum::<f64>() * d as f64 / 2.0;
+        mag += wb
+            .iter()
+            .zip(xb)
+            .map(|(a, b)| (a * b).abs() as f64)
+            .sum::<f64>();
+    }
+    (bound + 1e-5 * mag + 1e-6) as f32
+}
+
+#[test]
+fn quantised_dots_match_dequantised_f32_within_the_q8_bound() {
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    for ty in TYPES {
+        let (rows, cols) = (5, 512);
+        let w = random_matrix(ty, rows, cols, &mut rng);
+        let x = random_acts(3, cols, &mut rng);
+        let mut a = QActs::default();
+        quantize_acts(&x, 3, cols, &mut a);
+        let wf = w.to_f32();
+        for kernels in [Kernels::scalar(), Kernels::detect()] {
+            for j in 0..rows {
+                let wr = &wf[j * cols..(j + 1) * cols];
+                let mut got = [0f32; 4];
+                kernels.dot_rows(ty, w.row(j), &a, 0, 3, &mut got);
+                for i in 0..3 {
+                    let xr = &x[i * cols..(i + 1) * cols];
+                    let want: f32 = wr.iter().zip(xr).map(|(p, q)| p * q).sum();
+                    let bound = q8_bound(wr, xr);
+                    assert!(
+                        (got[i] - want).abs() <= bound,
+                        "{ty:?} {} row {j}·{i}: {} vs f32 {want} (bound {bound})",
+                        kernels.name(),
+                        got[i]
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn simd_kernels_match_the_scalar_reference() {
+    let mut rng = ChaCha8Rng::seed_from_u64(2);
+    let simd = Kernels::detect();
+    if simd == Kernels::scalar() {
+        eprintln!("NOTICE: no AVX2/FMA/F16C on this CPU; only the scalar kernels ran");
+    }
+    for ty in TYPES {
+        let cols = 768;
+        let w = random_matrix(ty, 3, cols, &mut rng);
+        let x = random_acts(4, cols, &mut rng);
+        let mut a = QActs::default();
+        quantize_acts(&x, 4, cols, &mut a);
+        let wf = w.to_f32();
+        for n in 1..=4 {
+            for j in 0..3 {
+                let (mut s, mut v) = ([0f32; 4], [0f32; 4]);
+                Kernels::scalar().dot_rows(ty, w.row(j), &a, 4 - n, n, &mut s);
+                simd.dot_rows(ty, w.row(j), &a, 4 - n, n, &mut v);
+                for i in 0..n {
+                    // Integer sums are exact in both; only the f32 summation
+                    // order differs, so the tolerance scales with Σ|w·x|.
+                    let r = 4 - n + i;
+                    let mag: f32 = wf[j * cols..(j + 1) * cols]
+                        .iter()
+                        .zip(&x[r * cols..(r + 1) * cols])
+                        .map(|(p, q)| (p * q).abs())
+                        .sum();
+                    let tol = 1e-5 * mag.max(1.0);
+                    assert!(
+                        (s[i] - v[i]).abs() <= tol,
+                        "{ty:?} n={n} row {j}: scalar {} simd {}",
+                        s[i],
+                        v[i]
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn matmul_fills_every_cell_like_single_dots() {
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    // Odd sizes: partial groups of four, a partial tile, more rows than tasks.
+    for (ty, m, n, cols) in [
+        (QuantType::Q4_1, 70, 37, 256),
+        (QuantType::Q8_0, 1, 300, 96),
+        (QuantType::Q4_K, 9, 13, 512),
+    ] {
+        let w = random_matrix(ty, n, cols, &mut rng);
+        let x = random_acts(m, cols, &mut rng);
+        let mut a = QActs::default();
+        quantize_acts(&x, m, cols, &mut a);
+        let mut out = vec![f32::NAN; m * n];
+        let k = Kernels::detect();
+        matmul(&a, &w, k, &mut out);
+        for i in 0..m {
+            for j in 0..n {
+                // The same kernel one row at a time: the same arithmetic, bit for bit.
+                let mut want = [0f32; 4];
+                k.dot_rows(ty, w.row(j), &a, i, 1, &mut want);
+                assert_eq!(
+                    out[i * n + j].to_bits(),
+                    want[0].to_bits(),
+                    "{ty:?} [{i},{j}]"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn activation_quantisation_rounds_to_the_nearest_step() {
+    let x: Vec<f32> = (0..64).map(|i| (i as f32 - 20.0) * 0.37).collect();
+    let mut a = QActs::default();
+    quantize_acts(&x, 2, 32, &mut a);
+    for b in 0..2 {
+        let xb = &x[b * 32..b * 32 + 32];
+        let d = a.d[b];
+        assert_eq!(d, xb.iter().fold(0f32, |m, v| m.max(v.abs())) / 127.0);
+        let mut sum = 0i32;
+        for (q, v) in a.qs[b * 32..b * 32 + 32].iter().zip(xb) {
+            assert!((f32::from(*q) * d - v).abs() <= d / 2.0 + 1e-6);
+            sum += i32::from(*q);
+        }
+        assert_eq!(a.s[b], d * sum as f32);
+    }
+    // An all-zero block quantises to zeros with scale 0 (no division by zero).
+    quantize_acts(&[0.0; 32], 1, 32, &mut a);
+    assert_eq!((a.d[0], a.s[0]), (0.0, 0.0));
+    assert!(a.qs.iter().all(|&q| q == 0));
+}
