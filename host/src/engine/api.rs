@@ -192,6 +192,8 @@ pub struct EngineMetrics {
     pub kv_pages_used: u64,
     /// Pages held by the radix cache.
     pub kv_pages_cached: u64,
+    /// Cache pages no request locks (all of `kv_pages_cached` when idle).
+    pub kv_pages_evictable: u64,
     /// Pages on the free list.
     pub kv_pages_free: u64,
     pub steps: u64,

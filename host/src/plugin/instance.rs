@@ -112,6 +112,11 @@ impl WasmPlugin {
                 path: path.to_owned(),
                 reason: format!("{}: {}", f.cause, f.detail),
             })?;
+        super::bounds::check_name(&plugin.name).map_err(|reason| PluginError::Probe {
+            kind,
+            path: path.to_owned(),
+            reason,
+        })?;
         Ok(plugin)
     }
 

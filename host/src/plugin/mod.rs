@@ -15,6 +15,7 @@
 //! instance is re-created from the compiled component (~10 µs).
 
 mod bindings;
+pub mod bounds;
 mod config;
 mod error;
 mod instance;
@@ -296,7 +297,8 @@ impl PluginSet {
             Ok(l) => l,
             Err(e) => {
                 Counters::bump(&slot.counters.refused_swaps);
-                tracing::warn!(kind = %kind, path = %path.display(), "plugin swap refused: {e}");
+                // Debug formatting escapes newlines in the caller's path.
+                tracing::warn!(kind = %kind, path = ?path, "plugin swap refused: {e}");
                 return Err(e);
             }
         };

@@ -152,6 +152,7 @@ impl Scheduler {
             running: self.running.len() as u64,
             kv_pages_used: u64::from(usage.in_use),
             kv_pages_cached: u64::from(usage.cached),
+            kv_pages_evictable: u64::from(self.tree.evictable_pages()),
             kv_pages_free: u64::from(usage.free),
             ..self.metrics.clone()
         }
