@@ -10,8 +10,9 @@ Attacks (each prints one JSON line of counts):
   half-body N WAIT     the same with a complete head and half a body
   oversized N          N bodies of 12 MiB through urllib and raw sockets:
                        how many clients read the 413
-  sse-wait TOKENS      a streamed request queued behind one generating
-                       TOKENS tokens: SSE lines that are not `data:` JSON
+  sse-wait N TOKENS    a streamed request queued behind N requests generating
+                       TOKENS tokens each (start the server with
+                       --max-running 1): SSE lines that are not `data:` JSON
   swap-paths N         N refused swaps with 100 kB paths: /metrics size
   swap-special         swaps to a FIFO and /dev/zero: status and seconds
   swap-file PATH       one swap to PATH: status, seconds, /metrics and
@@ -130,12 +131,14 @@ class Probe:
         return {"urllib_read_413": urllib_codes.count(413), "urllib": urllib_codes[:5],
                 "raw_read_413": sum(" 413 " in c for c in raw_codes), "raw": raw_codes[:3], "n": int(n)}
 
-    def sse_wait(self, tokens="480"):
+    def sse_wait(self, busy_requests="40", tokens="480"):
         model = json.loads(self.http("GET", "/v1/models")[1])["data"][0]["id"]
-        busy = threading.Thread(target=self.http, args=(
+        busy = [threading.Thread(target=self.http, args=(
             "POST", "/v1/completions",
-            {"model": model, "prompt": "busy", "max_tokens": int(tokens), "ignore_eos": True}, 600))
-        busy.start()
+            {"model": model, "prompt": f"busy {i}", "max_tokens": int(tokens), "ignore_eos": True},
+            600)) for i in range(int(busy_requests))]
+        for t in busy:
+            t.start()
         time.sleep(0.3)
         req = urllib.request.Request(
             self.url + "/v1/completions", method="POST", headers={"Content-Type": "application/json"},
@@ -148,7 +151,8 @@ class Probe:
                     first = time.time() - start
                 if ln:
                     lines.append(ln)
-        busy.join()
+        for t in busy:
+            t.join()
         bad = [ln for ln in lines if not ln.startswith("data: ")]
         return {"first_token_s": round(first or -1, 2), "lines": len(lines),
                 "non_data_lines": len(bad), "examples": bad[:3]}

@@ -21,9 +21,10 @@ import pytest
 
 from conftest import MODEL, MODEL_NAME, Server, wait_idle
 
-KEEP_ALIVE_S = 0.5
-PROMPTS = 4
-OUTPUT_LEN = 48
+KEEP_ALIVE_S = 0.25
+# With one running slot the last of 8 requests waits for 7 x 480 tokens.
+PROMPTS = 8
+OUTPUT_LEN = 480
 
 
 def bench_script():
@@ -51,7 +52,7 @@ def test_bench_serving_completes_every_request(srv, backend, tmp_path):
         "--model", MODEL_NAME,
         "--tokenizer", str(MODEL),
         "--dataset-name", "random-ids",
-        "--random-input-len", "32",
+        "--random-input-len", "16",
         "--random-output-len", str(OUTPUT_LEN),
         "--random-range-ratio", "1",
         "--num-prompts", str(PROMPTS),
