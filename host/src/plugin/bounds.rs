@@ -28,7 +28,12 @@ pub const MAX_PLUGIN_FILE_BYTES: u64 = 256 << 20;
 /// echoing more than a short, escaped prefix of the name.
 pub fn check_name(name: &str) -> Result<(), String> {
     let shown = || {
-        let mut s: String = name.chars().take(32).collect::<String>().escape_debug().to_string();
+        let mut s: String = name
+            .chars()
+            .take(32)
+            .collect::<String>()
+            .escape_debug()
+            .to_string();
         if name.chars().count() > 32 {
             s.push_str("...");
         }
@@ -86,7 +91,8 @@ pub fn read_plugin_file(path: &Path) -> std::io::Result<Vec<u8>> {
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     // `take` also bounds a file that grows while it is read.
-    file.take(MAX_PLUGIN_FILE_BYTES + 1).read_to_end(&mut bytes)?;
+    file.take(MAX_PLUGIN_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)?;
     if bytes.len() as u64 > MAX_PLUGIN_FILE_BYTES {
         return Err(Error::new(
             ErrorKind::InvalidInput,
@@ -132,7 +138,11 @@ mod tests {
         let e = check_name(&"a".repeat(MAX_NAME_BYTES + 1)).unwrap_err();
         assert!(e.contains("65 bytes"), "{e}");
         let e = check_name(&"x".repeat(1 << 20)).unwrap_err();
-        assert!(e.len() < 200, "the error must not echo the name: {} bytes", e.len());
+        assert!(
+            e.len() < 200,
+            "the error must not echo the name: {} bytes",
+            e.len()
+        );
         let e = check_name("ok\nERROR forged").unwrap_err();
         assert!(!e.contains('\n') && e.contains("\\n"), "{e}");
         assert!(check_name("").is_err());
@@ -148,7 +158,9 @@ mod tests {
         assert_eq!(read_plugin_file(&f).unwrap(), b"\0asm");
         let e = read_plugin_file(dir.path()).unwrap_err().to_string();
         assert!(e.contains("directory"), "{e}");
-        let e = read_plugin_file(Path::new("/dev/zero")).unwrap_err().to_string();
+        let e = read_plugin_file(Path::new("/dev/zero"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("character device"), "{e}");
         let fifo = dir.path().join("fifo");
         let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();

@@ -272,7 +272,10 @@ mod tests {
         })
         .unwrap_err()
         .to_string();
-        assert!(e.contains("MINISGL_HTTP_BODY_TIMEOUT_S") && e.contains("soon"), "{e}");
+        assert!(
+            e.contains("MINISGL_HTTP_BODY_TIMEOUT_S") && e.contains("soon"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -287,7 +290,11 @@ mod tests {
     fn over_cap_response_length_matches() {
         let s = std::str::from_utf8(OVER_CAP_RESPONSE).unwrap();
         let (head, body) = s.split_once("\r\n\r\n").unwrap();
-        assert!(head.contains(&format!("content-length: {}", body.len())), "{}", body.len());
+        assert!(
+            head.contains(&format!("content-length: {}", body.len())),
+            "{}",
+            body.len()
+        );
         serde_json::from_str::<serde_json::Value>(body).unwrap();
     }
 }

@@ -66,7 +66,11 @@ fn launch(
             p.len(),
             opts.max_tokens,
             &state.limits,
-            if api == Api::Chat { "messages" } else { "prompt" },
+            if api == Api::Chat {
+                "messages"
+            } else {
+                "prompt"
+            },
             "max_tokens",
         )?);
     }
