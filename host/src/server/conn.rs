@@ -121,7 +121,7 @@ pub fn raise_fd_limit() -> Option<u64> {
                 r.rlim_cur = r.rlim_max;
             }
         }
-        Some(r.rlim_cur as u64)
+        Some(r.rlim_cur)
     }
     #[cfg(not(unix))]
     None
