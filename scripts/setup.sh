@@ -23,6 +23,10 @@ PYTHON_PACKAGES=(
     "vllm-router==0.1.17"
     "pyyaml==6.0.3"
     "kubernetes-validate==1.37.0"
+    # SGLang's benchmark client (tests/python/test_hardening_bench.py runs its
+    # bench_serving.py as a file; no GPU stack) and the tokenizer loader it uses.
+    "sglang==0.5.2"
+    "transformers==4.56.1"
 )
 
 venv="${MINISGL_VENV:-target/venv}"

@@ -116,6 +116,11 @@ impl WasmPlugin {
                 path: path.to_owned(),
                 reason: format!("{}: {}", f.cause, f.detail),
             })?;
+        super::bounds::check_name(&plugin.name).map_err(|reason| PluginError::Probe {
+            kind,
+            path: path.to_owned(),
+            reason,
+        })?;
         Ok(plugin)
     }
 

@@ -18,6 +18,7 @@
 
 mod bindings;
 pub mod clock;
+pub mod bounds;
 mod config;
 mod error;
 mod instance;
@@ -335,7 +336,8 @@ impl PluginSet {
             Err(e) => {
                 let refused = kind.or(e.kind()).unwrap_or(PluginKind::Scheduler);
                 Counters::bump(&self.slot(refused).counters.refused_swaps);
-                tracing::warn!(kind = %refused, path = %path.display(), "plugin swap refused: {e}");
+                // Debug formatting escapes newlines in the caller's path.
+                tracing::warn!(kind = %refused, path = ?path, "plugin swap refused: {e}");
                 return Err(e);
             }
         };

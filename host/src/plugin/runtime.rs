@@ -198,7 +198,7 @@ impl Runtime {
     /// or compiled (and then cached).
     pub fn compile(&self, kind: PluginKind, path: &Path) -> Result<Compiled, PluginError> {
         let start = Instant::now();
-        let bytes = std::fs::read(path).map_err(|source| PluginError::Read {
+        let bytes = super::bounds::read_plugin_file(path).map_err(|source| PluginError::Read {
             path: path.to_owned(),
             source,
         })?;

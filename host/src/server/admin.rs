@@ -23,6 +23,10 @@ use super::openai::parse_body;
 use super::state::AppState;
 use crate::plugin::PluginKind;
 
+/// Longest an admin swap request waits for the loader (a Python
+/// component compiles in up to ~25 s on 2 cores).
+const SWAP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// Checks the caller: the bearer token when one is configured, else loopback.
 fn authorize(state: &AppState, peer: SocketAddr, headers: &HeaderMap) -> Result<(), ApiError> {
     match &state.config.admin_token {
@@ -148,20 +152,35 @@ async fn swap_inner(
     };
     let plugins = state.engine.plugins();
     let p2 = path.clone();
-    // Compiling a component takes 100+ ms: keep it off the async workers.
-    let result = tokio::task::spawn_blocking(move || plugins.swap(kind, &p2))
-        .await
-        .map_err(|e| ApiError::Internal(format!("swap task failed: {e}")))?;
+    // Compiling a component takes 100+ ms: keep it off the async workers,
+    // and bound the wait (the loader only reads regular files of bounded
+    // size, so this is a backstop, not the defence).
+    let task = tokio::task::spawn_blocking(move || plugins.swap(kind, &p2));
+    let result = match tokio::time::timeout(SWAP_TIMEOUT, task).await {
+        Ok(r) => r.map_err(|e| ApiError::Internal(format!("swap task failed: {e}")))?,
+        Err(_) => {
+            let shown = path.display().to_string();
+            state.metrics.swap(kind.as_str(), &shown, false);
+            tracing::warn!(%kind, path = ?shown, "plugin swap timed out");
+            return Err(ApiError::field(
+                "path",
+                format!(
+                    "swap of {shown:?} did not finish within {} s; the current {kind} keeps serving",
+                    SWAP_TIMEOUT.as_secs()
+                ),
+            ));
+        }
+    };
     let shown = path.display().to_string();
     match result {
         Ok(report) => {
             state.metrics.swap(kind.as_str(), &shown, true);
-            tracing::info!(%kind, path = %shown, plugin = %report.name, "plugin swapped in");
+            tracing::info!(%kind, path = ?shown, plugin = %report.name, "plugin swapped in");
             Ok(Json(json!({"swapped": report})).into_response())
         }
         Err(e) => {
             state.metrics.swap(kind.as_str(), &shown, false);
-            tracing::warn!(%kind, path = %shown, error = %e, "plugin swap refused");
+            tracing::warn!(%kind, path = ?shown, error = %e, "plugin swap refused");
             Err(ApiError::field(
                 "path",
                 format!("swap refused; the current {kind} keeps serving: {e}"),

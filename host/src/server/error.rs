@@ -15,9 +15,11 @@ pub enum ApiError {
     /// A field has the wrong type or an out-of-range value.
     #[error("{message}")]
     InvalidField { param: String, message: String },
-    /// Prompt plus `max_tokens` does not fit the model's context.
-    #[error("{0}")]
-    ContextLength(String),
+    /// Prompt plus `max_tokens` does not fit the model's context; `param`
+    /// names the prompt field of the endpoint (`prompt`, `messages`, `text`
+    /// or `input_ids`).
+    #[error("{message}")]
+    ContextLength { param: String, message: String },
     /// `model` names a model this server does not serve.
     #[error("The model `{0}` does not exist; GET /v1/models lists the served model")]
     UnknownModel(String),
@@ -37,6 +39,9 @@ pub enum ApiError {
     MethodNotAllowed { method: String, path: String },
     #[error("request body too large: {0}")]
     PayloadTooLarge(String),
+    /// The request body did not arrive in time.
+    #[error("request timeout: {0}")]
+    RequestTimeout(String),
     /// The engine failed while running the request.
     #[error("internal error: {0}")]
     Internal(String),
@@ -54,7 +59,7 @@ impl ApiError {
         match self {
             ApiError::MalformedJson(_)
             | ApiError::InvalidField { .. }
-            | ApiError::ContextLength(_) => StatusCode::BAD_REQUEST,
+            | ApiError::ContextLength { .. } => StatusCode::BAD_REQUEST,
             ApiError::UnknownModel(_) | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::QueueFull { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
@@ -62,6 +67,7 @@ impl ApiError {
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -83,7 +89,7 @@ impl ApiError {
         match self {
             ApiError::MalformedJson(_) => Some("invalid_json"),
             ApiError::InvalidField { .. } => Some("invalid_value"),
-            ApiError::ContextLength(_) => Some("context_length_exceeded"),
+            ApiError::ContextLength { .. } => Some("context_length_exceeded"),
             ApiError::UnknownModel(_) => Some("model_not_found"),
             ApiError::QueueFull { .. } => Some("queue_full"),
             _ => None,
@@ -92,9 +98,10 @@ impl ApiError {
 
     pub fn param(&self) -> Option<&str> {
         match self {
-            ApiError::InvalidField { param, .. } => Some(param),
+            ApiError::InvalidField { param, .. } | ApiError::ContextLength { param, .. } => {
+                Some(param)
+            }
             ApiError::UnknownModel(_) => Some("model"),
-            ApiError::ContextLength(_) => Some("messages"),
             _ => None,
         }
     }
@@ -119,6 +126,15 @@ impl IntoResponse for ApiError {
         if matches!(self, ApiError::QueueFull { .. } | ApiError::ShuttingDown) {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        if matches!(
+            self,
+            ApiError::PayloadTooLarge(_) | ApiError::RequestTimeout(_)
+        ) {
+            // Part of the body may be unread: the connection cannot carry
+            // another request, and saying so lets clients read this answer.
+            resp.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         resp
     }

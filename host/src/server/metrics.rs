@@ -109,14 +109,19 @@ impl ServerMetrics {
         *self.finished.lock().entry(reason).or_default() += 1;
     }
 
-    /// Records an admin swap request for `kind` loading `path`.
+    /// Records an admin swap request for `kind` loading `path`. The path
+    /// label is shortened ([`path_label`]) and at most [`MAX_SWAP_SERIES`]
+    /// series are kept; later new paths count under `path="other"`, so
+    /// callers cannot grow `/metrics` without bound.
     pub fn swap(&self, kind: &str, path: &str, ok: bool) {
         let result = if ok { "ok" } else { "refused" };
-        *self
-            .swaps
-            .lock()
-            .entry((kind.to_string(), result, path.to_string()))
-            .or_default() += 1;
+        let mut swaps = self.swaps.lock();
+        let mut key = (kind.to_string(), result, path_label(path));
+        // One series is kept free for `other`.
+        if !swaps.contains_key(&key) && swaps.len() >= MAX_SWAP_SERIES - 1 {
+            key.2 = "other".to_string();
+        }
+        *swaps.entry(key).or_default() += 1;
     }
 
     /// Appends this layer's metrics in Prometheus text format.
@@ -210,6 +215,20 @@ impl ServerMetrics {
     }
 }
 
+/// Most `minisgl_admin_plugin_swaps_total` series kept (`other` included).
+pub const MAX_SWAP_SERIES: usize = 64;
+
+/// A short, stable label for a plugin path: the file name cut to 40
+/// characters plus 8 hex digits of the full path's SHA-256, which tells
+/// paths with the same file name apart.
+pub fn path_label(path: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let file = path.rsplit('/').next().unwrap_or(path);
+    let short: String = file.chars().filter(|c| !c.is_control()).take(40).collect();
+    let digest = hex::encode(&Sha256::digest(path.as_bytes())[..4]);
+    format!("{short}#{digest}")
+}
+
 /// Escapes a Prometheus label value.
 pub fn label(v: &str) -> String {
     v.replace('\\', "\\\\")
@@ -236,15 +255,31 @@ mod tests {
     }
 
     #[test]
+    fn swap_series_are_bounded() {
+        let m = ServerMetrics::default();
+        let long = format!("/tmp/{}", "p".repeat(1 << 20));
+        for i in 0..1000 {
+            m.swap("scheduler", &format!("{long}{i}"), false);
+        }
+        let mut s = String::new();
+        m.render(&mut s);
+        assert!(s.len() < 16 << 10, "/metrics grew to {} bytes", s.len());
+        assert!(s.contains("path=\"other\"} 937"), "{s}");
+    }
+
+    #[test]
     fn render_has_swaps_and_responses() {
         let m = ServerMetrics::default();
         m.swap("scheduler", "/x/b\"ad.wasm", false);
         m.response("completions", 400);
         let mut s = String::new();
         m.render(&mut s);
-        assert!(s.contains(
-            "minisgl_admin_plugin_swaps_total{kind=\"scheduler\",result=\"refused\",path=\"/x/b\\\"ad.wasm\"} 1"
-        ), "{s}");
+        let want = format!(
+            "minisgl_admin_plugin_swaps_total{{kind=\"scheduler\",result=\"refused\",path=\"{}\"}} 1",
+            label(&path_label("/x/b\"ad.wasm"))
+        );
+        assert!(s.contains(&want), "{s}");
+        assert!(path_label("/x/b\"ad.wasm").starts_with("b\"ad.wasm#"));
         assert!(
             s.contains("minisgl_http_responses_total{endpoint=\"completions\",status=\"400\"} 1")
         );

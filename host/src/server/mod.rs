@@ -16,8 +16,10 @@
 //! `/render` endpoints, `/live` and `/ready`.
 
 pub mod admin;
+pub mod body;
 pub mod client;
 pub mod compat;
+pub mod conn;
 pub mod error;
 pub mod fields;
 pub mod metrics;
@@ -33,7 +35,6 @@ pub mod tokenize;
 pub mod vllm_metrics;
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,13 +44,15 @@ use axum::routing::{get, post};
 use axum::Router;
 use tokio::net::TcpListener;
 
+pub use conn::HttpLimits;
 pub use state::AppState;
 
 /// Largest request body accepted (a 100k-token prompt as JSON ids fits).
 pub const MAX_BODY_BYTES: usize = 8 << 20;
 
-/// The application's routes.
-pub fn router(state: Arc<AppState>) -> Router {
+/// The application's routes, with request bodies read under `body_timeout`
+/// (see [`body`]).
+pub fn router(state: Arc<AppState>, body_timeout: Duration) -> Router {
     Router::new()
         .route("/v1/completions", post(openai::completions))
         .route("/v1/chat/completions", post(openai::chat_completions))
@@ -66,6 +69,11 @@ pub fn router(state: Arc<AppState>) -> Router {
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| {
+                body::bound_body(body_timeout, req, next)
+            },
+        ))
         .with_state(state)
 }
 
@@ -97,12 +105,40 @@ fn worker_routes() -> Router<Arc<AppState>> {
 /// `/ready`) get 503 while in-flight ones get `config.shutdown_timeout_s` to
 /// finish before the engine aborts them; the listener closes once nothing is
 /// in flight; returns once every connection is closed and the engine has
-/// stopped.
+/// stopped. Connections are bounded by [`HttpLimits::from_env`].
 pub async fn serve(
     listener: TcpListener,
     state: Arc<AppState>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let limits = HttpLimits::from_env().map_err(std::io::Error::other)?;
+    serve_with(listener, state, limits, shutdown).await
+}
+
+/// [`serve`] with explicit connection limits.
+pub async fn serve_with(
+    listener: TcpListener,
+    state: Arc<AppState>,
+    mut limits: HttpLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let fd_limit = conn::raise_fd_limit();
+    let cap = conn::effective_cap(limits.max_connections, fd_limit);
+    if cap < limits.max_connections {
+        tracing::warn!(
+            configured = limits.max_connections,
+            cap,
+            fd_limit,
+            "connection cap lowered to fit the open-file limit"
+        );
+    }
+    limits.max_connections = cap;
+    tracing::info!(
+        max_connections = cap,
+        header_timeout_s = limits.header_timeout.as_secs_f64(),
+        body_timeout_s = limits.body_timeout.as_secs_f64(),
+        "connection limits"
+    );
     let st = state.clone();
     let grace = Duration::from_secs(state.config.shutdown_timeout_s);
     let signal = async move {
@@ -127,10 +163,13 @@ pub async fn serve(
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     };
-    let app = router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(signal)
-        .await?;
+    let app = router(state.clone(), limits.body_timeout);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        signal.await;
+        let _ = stop_tx.send(true);
+    });
+    conn::accept_loop(listener, app, limits, stop_rx).await;
     let engine = state.engine.clone();
     let _ = tokio::task::spawn_blocking(move || engine.shutdown()).await;
     tracing::info!("server stopped");

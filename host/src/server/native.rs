@@ -13,7 +13,7 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures::stream::{self, StreamExt};
@@ -84,15 +84,19 @@ async fn generate_inner(
         "text"
     };
     let mut seqs = Vec::new();
+    // Prompt length per sequence: streamed chunks report running counts.
+    let mut prompt_lens: Vec<u32> = Vec::new();
     for p in &req.prompts {
         let ids = encode_prompt(state, p, field).await?;
         let max_new = resolve_max_tokens(
             ids.len(),
             req.opts.max_tokens,
             &state.limits,
+            field,
             "sampling_params.max_new_tokens",
         )?;
         for i in 0..req.opts.n {
+            prompt_lens.push(ids.len() as u32);
             seqs.push(Sequence::submit(
                 state,
                 ids.clone(),
@@ -122,7 +126,13 @@ async fn generate_inner(
                     Ok(c) => {
                         texts[i].push_str(&c.text);
                         ids[i].extend(c.tokens.iter().map(|t| t.id));
-                        let u = c.usage.unwrap_or_default();
+                        // Until the final chunk carries the engine's usage,
+                        // report the running count as SGLang does.
+                        let u = c.usage.unwrap_or(SeqUsage {
+                            prompt_tokens: prompt_lens[i],
+                            completion_tokens: ids[i].len() as u32,
+                            cached_tokens: 0,
+                        });
                         json!({
                             "index": i,
                             "text": texts[i],
@@ -137,9 +147,9 @@ async fn generate_inner(
             .chain(stream::once(async {
                 Ok(SseEvent::default().data("[DONE]"))
             }));
-        return Ok(Sse::new(events)
-            .keep_alive(KeepAlive::default())
-            .into_response());
+        // No SSE keep-alive comments: SGLang's and vLLM's servers send none
+        // and benchmark clients parse every line as JSON.
+        return Ok(Sse::new(events).into_response());
     }
     let results = futures::future::join_all(seqs.into_iter().map(Sequence::collect)).await;
     let mut out = Vec::new();

@@ -10,7 +10,7 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures::stream::{self, BoxStream, SelectAll, StreamExt};
@@ -68,6 +68,11 @@ fn launch(
             p.len(),
             opts.max_tokens,
             &state.limits,
+            if api == Api::Chat {
+                "messages"
+            } else {
+                "prompt"
+            },
             "max_tokens",
         )?);
     }
@@ -479,7 +484,9 @@ fn stream_response(state: Arc<AppState>, run: Run) -> Response {
             }
         }
     });
-    Sse::new(events)
-        .keep_alive(KeepAlive::default())
-        .into_response()
+    // No SSE keep-alive comments: SGLang's and vLLM's servers send none and
+    // benchmark clients (SGLang's bench_serving) parse every line as JSON.
+    // A long wait for the first token is safe without them: the headers are
+    // sent at once, and no server timer runs while a response is open.
+    Sse::new(events).into_response()
 }

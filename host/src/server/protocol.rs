@@ -493,28 +493,39 @@ pub fn native_request(body: &Value, limits: &Limits) -> Result<NativeRequest, Ap
 }
 
 /// Resolves `max_tokens` against the context: an explicit value must fit,
-/// a missing one fills what is left (up to the default).
+/// a missing one fills what is left (up to the default). Errors name
+/// `prompt_field` (the endpoint's prompt field) and `field` (its budget).
 pub fn resolve_max_tokens(
     prompt_len: usize,
     requested: Option<u32>,
     limits: &Limits,
+    prompt_field: &str,
     field: &str,
 ) -> Result<u32, ApiError> {
     let ctx = limits.max_context as usize;
     if prompt_len == 0 {
-        return Err(ApiError::field("prompt", "the prompt is empty (0 tokens)"));
+        return Err(ApiError::field(
+            prompt_field,
+            format!("`{prompt_field}` is empty (0 tokens)"),
+        ));
     }
     if prompt_len >= ctx {
-        return Err(ApiError::ContextLength(format!(
-            "This model's maximum context length is {ctx} tokens, but the prompt has {prompt_len} tokens, leaving no room to generate"
-        )));
+        return Err(ApiError::ContextLength {
+            param: prompt_field.to_string(),
+            message: format!(
+                "This model's maximum context length is {ctx} tokens, but `{prompt_field}` has {prompt_len} tokens, leaving no room to generate"
+            ),
+        });
     }
     let room = ctx - prompt_len;
     match requested {
-        Some(m) if m as usize > room => Err(ApiError::ContextLength(format!(
-            "This model's maximum context length is {ctx} tokens; the prompt has {prompt_len} tokens and `{field}` is {m}, \
-             so at most {room} can be generated"
-        ))),
+        Some(m) if m as usize > room => Err(ApiError::ContextLength {
+            param: prompt_field.to_string(),
+            message: format!(
+                "This model's maximum context length is {ctx} tokens; `{prompt_field}` has {prompt_len} tokens and `{field}` is {m}, \
+                 so at most {room} can be generated"
+            ),
+        }),
         Some(m) => Ok(m),
         None => Ok(limits.default_max_tokens.min(room as u32)),
     }
@@ -617,9 +628,13 @@ mod tests {
     #[test]
     fn context_resolution() {
         let l = limits();
-        assert_eq!(resolve_max_tokens(10, None, &l, "max_tokens").unwrap(), 16);
-        assert_eq!(resolve_max_tokens(60, None, &l, "max_tokens").unwrap(), 4);
-        assert!(resolve_max_tokens(60, Some(5), &l, "max_tokens").is_err());
-        assert!(resolve_max_tokens(64, None, &l, "max_tokens").is_err());
+        let r = |n, m| resolve_max_tokens(n, m, &l, "prompt", "max_tokens");
+        assert_eq!(r(10, None).unwrap(), 16);
+        assert_eq!(r(60, None).unwrap(), 4);
+        assert!(r(60, Some(5)).is_err());
+        let e = r(64, None).unwrap_err();
+        assert_eq!(e.param(), Some("prompt"), "{e}");
+        let e = resolve_max_tokens(60, Some(5), &l, "input_ids", "max_new_tokens").unwrap_err();
+        assert_eq!(e.param(), Some("input_ids"), "{e}");
     }
 }

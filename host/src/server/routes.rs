@@ -84,6 +84,12 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         m.kv_pages_cached as f64,
     );
     gauge(
+        "minisgl_kv_pages_evictable",
+        "Cache pages no request locks (evictable when memory is needed).",
+        "gauge",
+        m.kv_pages_evictable as f64,
+    );
+    gauge(
         "minisgl_cache_hit_rate",
         "Prompt tokens served from the prefix cache / prompt tokens.",
         "gauge",

@@ -208,8 +208,18 @@ fn rendered(
     ids: Vec<u32>,
     opts: &GenOptions,
 ) -> Result<Value, ApiError> {
-    let max_tokens =
-        protocol::resolve_max_tokens(ids.len(), opts.max_tokens, &state.limits, "max_tokens")?;
+    let prompt_field = if prefix == "chatcmpl" {
+        "messages"
+    } else {
+        "prompt"
+    };
+    let max_tokens = protocol::resolve_max_tokens(
+        ids.len(),
+        opts.max_tokens,
+        &state.limits,
+        prompt_field,
+        "max_tokens",
+    )?;
     Ok(json!({
         "request_id": state.response_id(prefix),
         "token_ids": ids,

@@ -1,0 +1,300 @@
+//! The accept loop: every connection is bounded in time and in number.
+//!
+//! `axum::serve` sets no timeouts, so a client that sends half a request head
+//! (or nothing at all after its last request) held a descriptor forever, and a
+//! few hundred of them made the server unreachable. Here:
+//! - a connection must deliver a complete request head within
+//!   [`HttpLimits::header_timeout`] of the server starting to wait for one:
+//!   that bounds both a slow head and an idle keep-alive connection (hyper
+//!   starts the same timer when a kept-alive connection goes idle);
+//! - a request body must arrive within [`HttpLimits::body_timeout`]
+//!   (`server::body`);
+//! - at most [`HttpLimits::max_connections`] connections are open at once;
+//!   beyond that a connection is answered `503` and closed, with a warning
+//!   in the log (at most one line per second, with the count refused);
+//! - the soft descriptor limit is raised to the hard one at start
+//!   ([`raise_fd_limit`]) and the connection cap kept below it.
+//!
+//! The limits come from `MINISGL_HTTP_HEADER_TIMEOUT_S`,
+//! `MINISGL_HTTP_BODY_TIMEOUT_S` and `MINISGL_MAX_CONNECTIONS` (tests shorten
+//! them); the defaults suit a server behind nothing.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::ConnectInfo;
+use axum::Router;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Semaphore};
+use tower_service::Service;
+
+/// Time and count bounds on client connections.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// Longest wait for a complete request head (also the idle keep-alive
+    /// timeout: the wait starts when a connection is ready for a request).
+    pub header_timeout: Duration,
+    /// Longest time a request body may take to arrive.
+    pub body_timeout: Duration,
+    /// Most connections open at once.
+    pub max_connections: usize,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            max_connections: 4096,
+        }
+    }
+}
+
+impl HttpLimits {
+    /// Defaults overridden by `MINISGL_HTTP_HEADER_TIMEOUT_S`,
+    /// `MINISGL_HTTP_BODY_TIMEOUT_S` (seconds, fractions allowed) and
+    /// `MINISGL_MAX_CONNECTIONS`; a malformed value is an error naming it.
+    pub fn from_env() -> anyhow::Result<Self> {
+        Self::from_vars(|k| std::env::var(k).ok())
+    }
+
+    /// As [`HttpLimits::from_env`], reading variables through `get`.
+    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> anyhow::Result<Self> {
+        let mut l = HttpLimits::default();
+        let secs = |var: &str, v: String| -> anyhow::Result<Duration> {
+            match v.trim().parse::<f64>() {
+                Ok(s) if s > 0.0 && s.is_finite() => Ok(Duration::from_secs_f64(s)),
+                _ => anyhow::bail!("invalid value for {var}: {v:?} (a positive number of seconds)"),
+            }
+        };
+        if let Some(v) = get("MINISGL_HTTP_HEADER_TIMEOUT_S") {
+            l.header_timeout = secs("MINISGL_HTTP_HEADER_TIMEOUT_S", v)?;
+        }
+        if let Some(v) = get("MINISGL_HTTP_BODY_TIMEOUT_S") {
+            l.body_timeout = secs("MINISGL_HTTP_BODY_TIMEOUT_S", v)?;
+        }
+        if let Some(v) = get("MINISGL_MAX_CONNECTIONS") {
+            l.max_connections = match v.trim().parse::<usize>() {
+                Ok(n) if n > 0 => n,
+                _ => anyhow::bail!(
+                    "invalid value for MINISGL_MAX_CONNECTIONS: {v:?} (a positive integer)"
+                ),
+            };
+        }
+        Ok(l)
+    }
+}
+
+/// Descriptors kept free for the model files, plugins, logs and the accept
+/// loop itself when the connection cap is derived from the descriptor limit.
+const RESERVED_FDS: u64 = 64;
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit (where the OS allows)
+/// and returns the soft limit now in force, or `None` if it is unknown.
+pub fn raise_fd_limit() -> Option<u64> {
+    #[cfg(unix)]
+    {
+        let mut r = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit/setrlimit only read and write the struct we pass.
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+            return None;
+        }
+        if r.rlim_cur < r.rlim_max {
+            let want = libc::rlimit {
+                rlim_cur: r.rlim_max,
+                rlim_max: r.rlim_max,
+            };
+            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) } == 0 {
+                tracing::info!(
+                    from = r.rlim_cur,
+                    to = r.rlim_max,
+                    "raised the open-file limit"
+                );
+                r.rlim_cur = r.rlim_max;
+            }
+        }
+        Some(r.rlim_cur)
+    }
+    #[cfg(not(unix))]
+    None
+}
+
+/// The connection cap actually used: the configured one, kept below the
+/// descriptor limit so accepting never runs the process out of descriptors.
+pub fn effective_cap(configured: usize, fd_limit: Option<u64>) -> usize {
+    match fd_limit {
+        Some(l) => configured.min(l.saturating_sub(RESERVED_FDS).max(1) as usize),
+        None => configured,
+    }
+}
+
+/// The answer to a connection over the cap; it is written without reading
+/// the request, then the connection is closed.
+const OVER_CAP_RESPONSE: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
+content-type: application/json\r\nconnection: close\r\nretry-after: 1\r\ncontent-length: 114\r\n\r\n\
+{\"error\":{\"message\":\"server has too many open connections\",\"type\":\"service_unavailable\",\"param\":null,\"code\":null}}";
+
+/// Counts connections refused over the cap and logs at most once a second.
+struct CapLog {
+    refused: AtomicU64,
+    last: parking_lot::Mutex<Option<Instant>>,
+}
+
+impl CapLog {
+    fn refused(&self, cap: usize, peer: SocketAddr) {
+        let n = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut last = self.last.lock();
+        if last.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+            *last = Some(Instant::now());
+            tracing::warn!(
+                cap,
+                refused_total = n,
+                %peer,
+                "connection cap reached: {cap} connections open; new ones get 503 until some close \
+                 (MINISGL_MAX_CONNECTIONS)"
+            );
+        }
+    }
+}
+
+/// Accepts connections until `shutdown` flips to `true`, then stops
+/// accepting, asks every open connection to finish its in-flight request and
+/// close, and returns once all of them have.
+pub async fn accept_loop(
+    listener: TcpListener,
+    app: Router,
+    limits: HttpLimits,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let cap = limits.max_connections;
+    let permits = Arc::new(Semaphore::new(cap));
+    let caplog = Arc::new(CapLog {
+        refused: AtomicU64::new(0),
+        last: parking_lot::Mutex::new(None),
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .keep_alive(true);
+    let builder = Arc::new(builder);
+    loop {
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stopped(&mut shutdown) => break,
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            caplog.refused(cap, peer);
+            refuse(stream);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let app = app.clone();
+        let builder = builder.clone();
+        let mut stop = shutdown.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let svc = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
+                req.extensions_mut().insert(ConnectInfo(peer));
+                let mut app = app.clone();
+                async move { Ok::<_, Infallible>(app.call(req).await.unwrap_or_else(|e| match e {})) }
+            });
+            let conn = builder.serve_connection(TokioIo::new(stream), svc);
+            tokio::pin!(conn);
+            tokio::select! {
+                r = conn.as_mut() => log_conn_end(r, peer),
+                _ = stopped(&mut stop) => {
+                    conn.as_mut().graceful_shutdown();
+                    log_conn_end(conn.await, peer);
+                }
+            }
+        });
+    }
+    drop(listener);
+    // Every connection task holds one permit: all permits back means all
+    // connections are closed.
+    let _ = permits.acquire_many(cap as u32).await;
+}
+
+/// Resolves once shutdown is signalled (or its sender is gone).
+async fn stopped(rx: &mut watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
+}
+
+/// Writes the over-cap 503 if the socket takes it at once, then closes.
+fn refuse(stream: TcpStream) {
+    let _ = stream.try_write(OVER_CAP_RESPONSE);
+}
+
+fn log_conn_end(r: Result<(), hyper::Error>, peer: SocketAddr) {
+    if let Err(e) = r {
+        if e.is_timeout() {
+            tracing::debug!(%peer, "closed a connection that sent no complete request head in time");
+        } else {
+            tracing::debug!(%peer, error = %e, "connection ended with an error");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_from_vars() {
+        let l = HttpLimits::from_vars(|k| match k {
+            "MINISGL_HTTP_HEADER_TIMEOUT_S" => Some("0.5".into()),
+            "MINISGL_MAX_CONNECTIONS" => Some("7".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(l.header_timeout, Duration::from_millis(500));
+        assert_eq!(l.body_timeout, HttpLimits::default().body_timeout);
+        assert_eq!(l.max_connections, 7);
+        let e = HttpLimits::from_vars(|k| {
+            (k == "MINISGL_HTTP_BODY_TIMEOUT_S").then(|| "soon".to_string())
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("MINISGL_HTTP_BODY_TIMEOUT_S") && e.contains("soon"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn cap_stays_below_descriptor_limit() {
+        assert_eq!(effective_cap(4096, Some(256)), 192);
+        assert_eq!(effective_cap(100, Some(1 << 20)), 100);
+        assert_eq!(effective_cap(100, None), 100);
+        assert_eq!(effective_cap(100, Some(10)), 1);
+    }
+
+    #[test]
+    fn over_cap_response_length_matches() {
+        let s = std::str::from_utf8(OVER_CAP_RESPONSE).unwrap();
+        let (head, body) = s.split_once("\r\n\r\n").unwrap();
+        assert!(
+            head.contains(&format!("content-length: {}", body.len())),
+            "{}",
+            body.len()
+        );
+        serde_json::from_str::<serde_json::Value>(body).unwrap();
+    }
+}
