@@ -17,8 +17,8 @@
 //! (~10 µs).
 
 mod bindings;
-pub mod clock;
 pub mod bounds;
+pub mod clock;
 mod config;
 mod error;
 mod instance;
