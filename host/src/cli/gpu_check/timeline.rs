@@ -51,9 +51,14 @@ fn floor_us(k: &KernelTime) -> Option<f64> {
         .then(|| 1e6 * (k.bytes / COPY_CEILING).max(k.flops / GEMM_CEILING))
 }
 
+/// A table row's key: kernel name, bytes and FLOPs of one call.
+type RowKey = (String, u64, u64);
+/// Calls, total µs, and the summed floor (µs) where the call sites gave costs.
+type RowSum = (usize, f64, Option<f64>);
+
 /// Rows grouped by (kernel, bytes, FLOPs), largest total time first.
 fn table(ks: &[KernelTime], step_floor_us: f64) -> String {
-    let mut groups: HashMap<(String, u64, u64), (usize, f64, Option<f64>)> = HashMap::new();
+    let mut groups: HashMap<RowKey, RowSum> = HashMap::new();
     let mut order = Vec::new();
     for k in ks {
         let key = (k.name.clone(), k.bytes as u64, k.flops as u64);

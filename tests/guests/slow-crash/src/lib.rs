@@ -19,7 +19,7 @@ impl Scheduler for SlowCrash {
     }
 
     fn schedule(&mut self, w: &[RequestView], r: &[RequestView], b: &Budget) -> ScheduleDecision {
-        if b.step % 2 == 0 {
+        if b.step.is_multiple_of(2) {
             return Fcfs.schedule(w, r, b);
         }
         let mut err = std::io::stderr();
@@ -36,7 +36,7 @@ impl Scheduler for SlowCrash {
                 x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
             }
             line += 1;
-            if line % 256 == 0 {
+            if line.is_multiple_of(256) {
                 let _ = writeln!(err, "  frame {line}: {x:x}");
             }
         }
