@@ -105,7 +105,10 @@ fn diff_reports_a_real_difference() {
     ]);
     assert!(ok, "a difference is a report, not a failure:\n{text}");
     assert!(text.contains("differs"), "{text}");
-    assert!(!text.contains(" 0 differ;"), "SJF must differ from FCFS: {text}");
+    assert!(
+        !text.contains(" 0 differ;"),
+        "SJF must differ from FCFS: {text}"
+    );
 }
 
 #[test]
