@@ -23,17 +23,16 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn model_path() -> Option<PathBuf> {
+/// The default model, which `scripts/setup.sh` fetches: without it these
+/// tests fail rather than pass untested.
+fn model_path() -> PathBuf {
     let p = root().join("models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!(
-            "NOTICE: {} is absent; skipping the SmolLM2 checks (run scripts/fetch_default_model.sh)",
-            p.display()
-        );
-        None
-    }
+    assert!(
+        p.exists(),
+        "{} is absent: run scripts/setup.sh (or scripts/fetch_default_model.sh)",
+        p.display()
+    );
+    p
 }
 
 fn reference() -> Value {
@@ -51,7 +50,7 @@ fn ids(v: &Value) -> Vec<u32> {
 
 #[test]
 fn loader_matches_transformers() {
-    let Some(path) = model_path() else { return };
+    let path = model_path();
     let r = reference();
     let t0 = std::time::Instant::now();
     let m = gguf::load(&path).unwrap();
@@ -138,7 +137,7 @@ fn loader_matches_transformers() {
 /// renders like transformers'.
 #[test]
 fn cpu_greedy_matches_transformers() {
-    let Some(path) = model_path() else { return };
+    let path = model_path();
     let r = reference();
     let g = &r["generation"];
     let loaded = minisgl::model::load(&path).unwrap();
@@ -267,7 +266,7 @@ fn logits_along(
 /// k must match exactly. Measured on 2026-11-30 (docs/results/cpu-vs-llamacpp.md).
 #[test]
 fn cpu_quantised_matches_transformers_up_to_near_ties() {
-    let Some(path) = model_path() else { return };
+    let path = model_path();
     let r = reference();
     let g = &r["generation"];
     let want = ids(&g["greedy_new_ids"]);

@@ -55,6 +55,10 @@
 
 pub mod cpu;
 pub mod cuda;
+mod device_kind;
+pub mod ggml;
+
+pub use device_kind::DeviceKind;
 
 use crate::batch::{SampleSpec, TokenLogprob};
 
@@ -183,7 +187,7 @@ impl<'a> HostData<'a> {
                 .chunks_exact(2)
                 .map(|c| half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32())
                 .collect(),
-            DType::Quant(q) => crate::model::gguf::dequant::dequantize_quant(q, b),
+            DType::Quant(q) => ggml::dequantize_quant(q, b),
         }
     }
 }

@@ -15,7 +15,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::engine::{CacheMode, Engine, EngineConfig, EngineMetrics, GenerateRequest};
-use crate::kv::pool::{bytes_per_page, kv_elem_bytes, pages_for_budget};
+use crate::kv::pool::{bytes_per_page, pages_for_budget};
 use crate::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
 use crate::model::{load, load_random, LoadedModel};
 use crate::plugin::PluginSet;
@@ -342,7 +342,7 @@ fn append_jsonl(
             model.config.num_layers() as u32,
             model.config.num_kv_heads() as u32,
             model.config.head_dim() as u32,
-            kv_elem_bytes(args.device),
+            args.device.kv_elem_bytes(),
         ) as f64
         / (1u64 << 30) as f64;
     let v = serde_json::json!({
@@ -465,7 +465,7 @@ fn num_pages(
         c.num_layers() as u32,
         c.num_kv_heads() as u32,
         c.head_dim() as u32,
-        kv_elem_bytes(args.device),
+        args.device.kv_elem_bytes(),
     );
     let budget_bytes = match args.kv_memory_mb {
         Some(mb) => mb << 20,

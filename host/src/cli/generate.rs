@@ -2,6 +2,8 @@
 //!
 //! `minisgl-host generate --model PATH --prompt "Once upon a time" --max-new-tokens 16`
 //! streams the continuation; `--json` prints prompt ids, generated ids and text.
+//! It runs the engine the server runs (built-in policies, one request), so a
+//! quick check exercises the real loop.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -10,9 +12,11 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use minisgl_plugin_sdk::SamplingParams;
 
-use crate::backend::cpu::sampling::splitmix64;
-use crate::batch::{ResolvedSampling, SampleMode, SampleSpec, SeqInput, StepInput};
+use std::sync::Arc;
+
+use crate::engine::{Engine, EngineConfig, Event, FinishReason, GenerateRequest};
 use crate::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
+use crate::plugin::PluginSet;
 use crate::model::IncrementalDecoder;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -96,80 +100,76 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     let opts = RunnerOptions {
         cuda_graph_max_bs: usize::from(!args.no_cuda_graph),
     };
-    let mut runner = build_runner_with(&model, args.device, pages.max(1), args.page_size, &opts)?;
+    let runner = build_runner_with(&model, args.device, pages.max(1), args.page_size, &opts)?;
+    let device_name = runner.device_name();
+    let eos = match tok {
+        Some(t) => t.eos_ids(),
+        None => model.config.eos_token_ids().to_vec(),
+    };
+    // The same engine loop the server runs (built-in policies), on one request.
+    let engine = Engine::new(
+        runner,
+        Arc::new(PluginSet::native()),
+        EngineConfig {
+            num_pages: Some(pages.max(1)),
+            max_running: 1,
+            max_waiting: 1,
+            seed: args.seed,
+            ..EngineConfig::default()
+        },
+        eos,
+    )
+    .map_err(anyhow::Error::msg)?;
     let load_s = t0.elapsed().as_secs_f64();
-    let page_table: Vec<u32> = (0..pages).collect();
-
-    let sample = |step: u64, out: &[u32]| -> Option<SampleSpec> {
-        let mode = if args.temperature == 0.0 {
-            SampleMode::Greedy
-        } else {
-            SampleMode::Sample(ResolvedSampling {
-                params: SamplingParams {
-                    temperature: args.temperature,
-                    top_p: args.top_p,
-                    top_k: args.top_k,
-                    seed: Some(args.seed),
-                    ..Default::default()
-                },
-                seed: splitmix64(args.seed ^ splitmix64(step)),
-                logit_bias: vec![],
-                allowed_tokens: None,
-                prompt_tokens: vec![],
-                output_tokens: out.to_vec(),
-            })
-        };
-        Some(SampleSpec {
-            mode,
-            logprobs: None,
-        })
+    let request = GenerateRequest {
+        params: SamplingParams {
+            temperature: args.temperature,
+            top_p: args.top_p,
+            top_k: args.top_k,
+            seed: Some(args.seed),
+            ..SamplingParams::default()
+        },
+        ignore_eos: args.ignore_eos,
+        ..GenerateRequest::greedy(prompt_ids.clone(), args.max_new_tokens)
     };
 
     let mut decoder = IncrementalDecoder::new(&prompt_ids, true);
     let mut out_ids: Vec<u32> = Vec::new();
-    let mut finish = "length";
     let stdout = std::io::stdout();
     let t1 = Instant::now();
     let mut prefill_s = 0.0;
-    let mut pos = 0usize;
-    let mut next_tokens = prompt_ids.clone();
-    while out_ids.len() < args.max_new_tokens as usize {
-        let len = next_tokens.len();
-        let input = StepInput {
-            seqs: vec![SeqInput {
-                id: 0,
-                tokens: std::mem::take(&mut next_tokens),
-                first_from_last_step: false,
-                start_pos: pos as u32,
-                page_table: page_table[..(pos + len).div_ceil(args.page_size as usize)].to_vec(),
-                sample: sample(out_ids.len() as u64, &out_ids),
-            }],
-        };
-        let result = runner.step(&input)?;
-        if pos == 0 {
-            prefill_s = t1.elapsed().as_secs_f64();
-        }
-        pos += len;
-        let token = result
-            .outputs
-            .first()
-            .context("the runner returned no token")?
-            .token;
-        out_ids.push(token);
-        if !args.json {
-            if let Some(tok) = tok {
-                let mut lock = stdout.lock();
-                write!(lock, "{}", decoder.push(tok, token)?)?;
-                lock.flush()?;
+    let (_, mut events) = engine
+        .handle()
+        .submit(request)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let finish = loop {
+        match events.blocking_recv() {
+            Some(Event::Token { token, .. }) => {
+                if out_ids.is_empty() {
+                    prefill_s = t1.elapsed().as_secs_f64();
+                }
+                out_ids.push(token);
+                if !args.json {
+                    if let Some(tok) = tok {
+                        let mut lock = stdout.lock();
+                        write!(lock, "{}", decoder.push(tok, token)?)?;
+                        lock.flush()?;
+                    }
+                }
             }
+            Some(Event::Finished { reason, .. }) => {
+                break match reason {
+                    FinishReason::Stop => "stop",
+                    FinishReason::Length => "length",
+                    FinishReason::Abort => "abort",
+                };
+            }
+            Some(Event::Error(e)) => bail!("generation failed: {e}"),
+            None => bail!("the engine stopped before the request finished"),
         }
-        if !args.ignore_eos && tok.is_some_and(|t| t.is_eos(token)) {
-            finish = "stop";
-            break;
-        }
-        next_tokens = vec![token];
-    }
+    };
     let total_s = t1.elapsed().as_secs_f64();
+    engine.shutdown();
     let decode_tokens = out_ids.len().saturating_sub(1);
     let decode_tok_s = if total_s > prefill_s && decode_tokens > 0 {
         decode_tokens as f64 / (total_s - prefill_s)
@@ -183,7 +183,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     if args.json {
         let v = serde_json::json!({
             "model": args.model.display().to_string(),
-            "device": runner.device_name(),
+            "device": device_name,
             "prompt_ids": prompt_ids,
             "token_ids": out_ids,
             "text": text,
@@ -208,7 +208,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
             prompt_ids.len(),
             prefill_s,
             decode_tok_s,
-            runner.device_name()
+            device_name
         );
     }
     Ok(())

@@ -61,8 +61,8 @@ pub enum BenchCommand {
 pub fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        None => serve::run(cli.serve),
-        Some(Command::Serve(args)) => serve::run(args),
+        None => serve_or_shell(cli.serve),
+        Some(Command::Serve(args)) => serve_or_shell(args),
         Some(Command::Shell(args)) => shell::run(args),
         Some(Command::Generate(args)) => generate::run(args),
         Some(Command::Bench(BenchCommand::Offline(args))) => bench_offline::run(args),
@@ -71,4 +71,26 @@ pub fn main() -> anyhow::Result<()> {
         Some(Command::Plugin(cmd)) => plugin_harness::run(cmd),
         Some(Command::GpuCheck(args)) => gpu_check::run(args),
     }
+}
+
+/// `--shell` turns the serving flags into a terminal chat.
+fn serve_or_shell(args: serve::ServeArgs) -> anyhow::Result<()> {
+    if args.shell && !args.print_config {
+        let cfg = args.resolve()?;
+        return shell::run_with(&cfg, &shell::ChatOptions::default());
+    }
+    serve::run(args)
+}
+
+/// Logs to stderr; `RUST_LOG` overrides the `info` default. Colour only on a
+/// terminal: redirected logs (files, CI) stay plain text.
+pub fn init_logging() {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
 }

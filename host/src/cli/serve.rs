@@ -18,7 +18,7 @@ use crate::engine::{try_spawn, CacheMode, EngineConfig, EngineHandle};
 use crate::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
 use crate::model::Tokenizer;
 use crate::plugin::{Deadlines, PluginConfig, PluginKind, PluginSet};
-use crate::server::compat::WorkerMeta;
+use crate::server::worker_meta::WorkerMeta;
 use crate::server::protocol::Limits;
 use crate::server::AppState;
 
@@ -151,132 +151,21 @@ pub struct Started {
     pub meta: WorkerMeta,
 }
 
-/// Loads the `--plugin` components into the slots of the worlds they
-/// export. Each is compiled once (through the compile cache) and its kind
-/// read from the compiled component; a kind given twice is an error.
-fn load_untyped(
-    plugins: &PluginSet,
-    cfg: &PluginConfig,
-    paths: &[std::path::PathBuf],
-) -> anyhow::Result<()> {
-    let mut taken: Vec<(PluginKind, std::path::PathBuf)> = PluginKind::ALL
-        .iter()
-        .filter_map(|&k| cfg.path(k).map(|p| (k, p.to_owned())))
-        .collect();
-    for p in paths {
-        let report = plugins
-            .swap_inferred(p)
-            .with_context(|| format!("loading plugin {}", p.display()))?;
-        if let Some((kind, prev)) = taken.iter().find(|(k, _)| *k == report.kind) {
-            bail!(
-                "two {kind} plugins given: {} and {}",
-                prev.display(),
-                p.display()
-            );
-        }
-        taken.push((report.kind, p.clone()));
-    }
-    Ok(())
-}
-
-/// Loads the model and plugins and starts the engine.
+/// Starts the engine from `cfg` and adds what the HTTP front end needs.
 pub fn start_engine(cfg: &Config) -> anyhow::Result<Started> {
-    let Some(model_path) = &cfg.model else {
-        bail!(
-            "no model given: pass --model PATH (an HF directory or a .gguf file), set MINISGL_MODEL, \
-             or put `model = \"...\"` in the --config file (scripts/fetch_default_model.sh fetches \
-             the default SmolLM2-135M-Instruct)"
-        );
-    };
-    let mut plugin_cfg = PluginConfig {
-        scheduler: cfg.plugins.get(&PluginKind::Scheduler).cloned(),
-        evictor: cfg.plugins.get(&PluginKind::Evictor).cloned(),
-        sampler: cfg.plugins.get(&PluginKind::Sampler).cloned(),
-        cache_dir: cfg.plugin_cache_dir.clone(),
-        ..PluginConfig::default()
-    };
-    if let Some(ms) = cfg.plugin_deadline_ms {
-        plugin_cfg.deadlines = Deadlines::all(Duration::from_millis(ms));
-    }
-    let plugins = PluginSet::load(&plugin_cfg).context("loading plugins")?;
-    load_untyped(&plugins, &plugin_cfg, &cfg.plugins_untyped)?;
-
-    let t0 = std::time::Instant::now();
-    tracing::info!(model = %model_path.display(), device = %cfg.device, "loading model");
-    let mut loaded = crate::model::load(model_path)
-        .with_context(|| format!("loading model {}", model_path.display()))?;
-    let Some(tokenizer) = loaded.tokenizer.take() else {
-        bail!(
-            "{} has no tokenizer; the server needs one to turn text into tokens",
-            model_path.display()
-        );
-    };
-    let device: DeviceKind = cfg.device.parse().map_err(anyhow::Error::msg)?;
-    let elem_bytes = u64::from(crate::kv::pool::kv_elem_bytes(device));
-    let per_page =
-        loaded.config.kv_elems_per_token() as u64 * elem_bytes * u64::from(cfg.page_size);
-    let kv_budget = match cfg.kv_memory_mb {
-        Some(mb) => mb << 20,
-        None => crate::model::runner::auto_kv_budget(device, 2 * loaded.config.num_params() as u64)
-            .context("sizing the KV cache from device memory (set kv_memory_mb to choose)")?,
-    };
-    let num_pages = crate::kv::pool::pages_for_budget(kv_budget, per_page)
-        .with_context(|| format!("KV budget {} MiB", kv_budget >> 20))?;
-    let runner_opts = RunnerOptions {
-        cuda_graph_max_bs: cfg.cuda_graph_max_bs as usize,
-    };
-    let runner = build_runner_with(&loaded, device, num_pages, cfg.page_size, &runner_opts)
-        .context("building the model runner")?;
-    let device_name = runner.device_name();
-    let meta = WorkerMeta::new(&loaded.config, &loaded.source, device_name);
-    drop(loaded);
-    let engine_cfg = EngineConfig {
-        num_pages: None,
-        max_running: cfg.max_running,
-        max_prefill_tokens: cfg.chunk_size,
-        max_waiting: cfg.max_waiting as usize,
-        max_context: cfg.max_context,
-        cache: CacheMode::Radix,
-        overlap: cfg.overlap,
-        ..EngineConfig::default()
-    };
-    let eos = tokenizer.eos_ids();
-    let engine = try_spawn(runner, Arc::new(plugins), engine_cfg, eos)
-        .map_err(|e| anyhow::anyhow!("starting the engine: {e}"))?;
-    tracing::info!(
-        model = %model_path.display(),
-        device = device_name,
-        kv_pages = num_pages,
-        page_size = cfg.page_size,
-        max_context = engine.max_context(),
-        load_s = format!("{:.1}", t0.elapsed().as_secs_f64()),
-        "engine ready"
-    );
+    let a = crate::engine::builder::start(cfg)?;
     let limits = Limits {
         model_name: cfg.model_name(),
-        vocab_size: engine.vocab_size(),
-        max_context: engine.max_context(),
+        vocab_size: a.engine.vocab_size(),
+        max_context: a.engine.max_context(),
         default_max_tokens: cfg.default_max_tokens,
     };
     Ok(Started {
-        engine,
-        tokenizer: Arc::new(tokenizer),
+        meta: WorkerMeta::new(&a.model, &a.source, a.device_name),
+        engine: a.engine,
+        tokenizer: Arc::new(a.tokenizer),
         limits,
-        meta,
     })
-}
-
-/// Logs to stderr; `RUST_LOG` overrides the `info` default. Colour only on a
-/// terminal: redirected logs (files, CI) stay plain text.
-pub fn init_logging() {
-    use std::io::IsTerminal;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .try_init();
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -285,10 +174,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&cfg)?);
         return Ok(());
     }
-    if args.shell {
-        return super::shell::run_with(&cfg, &super::shell::ChatOptions::default());
-    }
-    init_logging();
+    super::init_logging();
     // Bind first: a port in use is reported before the model loads, not after.
     let addr = SocketAddr::new(cfg.host, cfg.port);
     let std_listener = std::net::TcpListener::bind(addr)

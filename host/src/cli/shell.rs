@@ -67,8 +67,8 @@ pub fn run_with(cfg: &Config, opts: &ChatOptions) -> anyhow::Result<()> {
             opts.temperature
         );
     }
-    super::serve::init_logging();
-    let started = super::serve::start_engine(cfg)?;
+    super::init_logging();
+    let started = crate::engine::builder::start(cfg)?;
     let tok = started.tokenizer;
     let engine = started.engine;
     if !tok.has_chat_template() {

@@ -1,7 +1,8 @@
 //! The engine: the loop thread with overlap scheduling, the handle the server
 //! uses, and the offline batch API.
 //!
-//! * [`api`]: configuration, requests, events, metrics (the public vocabulary).
+//! * [`api`]: configuration, and the request/metrics vocabulary re-exported.
+//! * [`builder`]: settings to a running engine (the one composition root).
 //! * [`handle`]: [`spawn`] starts the loop thread; [`EngineHandle`] submits,
 //!   aborts, reads metrics, shuts down.
 //! * [`worker`]: the model runner on its own thread (overlap).
@@ -9,6 +10,7 @@
 //! * [`testing`]: a deterministic hash "model" for tests.
 
 pub mod api;
+pub mod builder;
 pub mod handle;
 pub mod offline;
 pub mod testing;

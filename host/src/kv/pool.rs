@@ -63,16 +63,6 @@ pub fn bytes_per_page(
         * u64::from(dtype_bytes)
 }
 
-/// Bytes of one KV cache element on `device`: the CPU backend stores f32,
-/// CUDA bf16. `Auto` counts CUDA's 2 (a fallback to the CPU then gets half
-/// the pages the budget would allow there, never more memory than asked).
-pub fn kv_elem_bytes(device: crate::model::runner::DeviceKind) -> u32 {
-    match device {
-        crate::model::runner::DeviceKind::Cpu => 4,
-        _ => 2,
-    }
-}
-
 /// How many pages of `per_page` bytes fit in `budget` bytes.
 pub fn pages_for_budget(budget: u64, per_page: u64) -> Result<u32, PoolError> {
     let pages = budget.checked_div(per_page).unwrap_or(0);
@@ -280,9 +270,6 @@ mod tests {
         assert!(PagePool::new(0, 16).is_err());
         let per_page = bytes_per_page(16, 28, 8, 128, 2);
         assert_eq!(per_page, 2 * 16 * 28 * 8 * 128 * 2);
-        use crate::model::runner::DeviceKind;
-        assert_eq!(kv_elem_bytes(DeviceKind::Cpu), 4);
-        assert_eq!(kv_elem_bytes(DeviceKind::Cuda), 2);
         assert_eq!(pages_for_budget(per_page * 10 + 5, per_page).unwrap(), 10);
         assert!(pages_for_budget(5, per_page).is_err());
     }

@@ -10,6 +10,7 @@ use super::llama::Model;
 use super::loader::LoadedModel;
 use super::ModelError;
 use crate::backend::cpu::CpuBackend;
+pub use crate::backend::DeviceKind;
 use crate::backend::{Backend, KvLayout, StepMeta};
 use crate::batch::{SampleSpec, SeqOutput, StepInput, StepOutput};
 
@@ -387,28 +388,6 @@ impl<B: Backend> ModelRunner for Runner<B> {
 
     fn device_name(&self) -> &'static str {
         self.backend.name()
-    }
-}
-
-/// Which backend to run on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum DeviceKind {
-    Cpu,
-    Cuda,
-    /// CUDA when a driver and GPU are present, else CPU.
-    #[default]
-    Auto,
-}
-
-impl std::str::FromStr for DeviceKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "cpu" => Ok(DeviceKind::Cpu),
-            "cuda" => Ok(DeviceKind::Cuda),
-            "auto" => Ok(DeviceKind::Auto),
-            o => Err(format!("unknown device `{o}` (expected cpu, cuda or auto)")),
-        }
     }
 }
 

@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use wasmtime::UpdateDeadline;
 
-use super::runtime::TICK;
+/// Epoch period: deadlines are enforced to within about one tick.
+pub(crate) const TICK: Duration = Duration::from_millis(1);
 
 /// CPU time the calling thread has used, or `None` where the platform has no
 /// per-thread CPU clock (the wall clock is used then).

@@ -15,7 +15,7 @@ use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Config, Engine, Precompiled, ResourceLimiter, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::clock::CallClock;
+use super::clock::{CallClock, TICK};
 use super::stderr::ErrorOutput;
 use super::{PluginError, PluginKind};
 
@@ -23,8 +23,6 @@ use super::{PluginError, PluginKind};
 /// also in the key, covers the exact version and settings).
 const WASMTIME_RELEASE: &str = "48";
 
-/// Epoch period: deadlines are enforced to within about one tick.
-pub(crate) const TICK: Duration = Duration::from_millis(1);
 
 /// Per-store state: the (empty) WASI context, the memory cap, the guest's
 /// stderr and the clocks of the call in progress.

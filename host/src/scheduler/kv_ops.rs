@@ -6,7 +6,8 @@ use minisgl_policies::Lru;
 
 use super::request::Request;
 use super::Scheduler;
-use crate::engine::{CacheMode, FixupCause};
+use crate::kv::CacheMode;
+use crate::metrics::FixupCause;
 use crate::kv::RadixTree;
 
 /// The cached prefix a waiting request would get, leaving at least one input

@@ -39,16 +39,15 @@ use std::time::Instant;
 use minisgl_plugin_sdk::{Budget, RequestView};
 
 use crate::batch::{SeqInput, StepInput, StepOutput};
-use crate::engine::{
-    CacheMode, EngineMetrics, Event, FinishReason, FixupCause, GenerateRequest, Usage,
-};
-use crate::kv::{PagePool, RadixTree};
+use crate::kv::{CacheMode, PagePool, RadixTree};
+use crate::metrics::{EngineMetrics, FixupCause};
+use crate::request::{Event, FinishReason, GenerateRequest, Usage};
 pub use policy::{NativePolicy, Policy};
 use request::{Phase, Request};
 pub use sampling::params_ok;
 use tokio::sync::mpsc::UnboundedSender;
 
-/// Settings the loop needs (a subset of [`crate::engine::EngineConfig`]).
+/// Settings the loop needs (the engine's `EngineConfig` narrows to these).
 #[derive(Clone, Debug)]
 pub struct SchedulerConfig {
     pub num_pages: u32,

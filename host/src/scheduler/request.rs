@@ -3,7 +3,7 @@
 use minisgl_plugin_sdk::RequestView;
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::engine::{Event, GenerateRequest};
+use crate::request::{Event, GenerateRequest};
 use crate::kv::{NodeId, PageId};
 
 /// Where a request is in its lifecycle.

@@ -9,7 +9,7 @@ use minisgl_policies::pick_seeded;
 use super::request::Request;
 use super::{Scheduler, SeqMeta, StepTicket};
 use crate::batch::{ResolvedSampling, SampleMode, SampleSpec, SeqInput, SeqOutput};
-use crate::engine::FixupCause;
+use crate::metrics::FixupCause;
 
 /// Largest candidate list a plan may ask for (`pick-from-top`).
 pub const MAX_PICK_FROM_TOP: u32 = 64;

@@ -33,6 +33,7 @@ pub mod state;
 pub mod stop;
 pub mod tokenize;
 pub mod vllm_metrics;
+pub mod worker_meta;
 
 use std::future::Future;
 use std::sync::atomic::Ordering;

@@ -8,7 +8,7 @@ use crate::config::Config;
 use crate::engine::EngineHandle;
 use crate::model::Tokenizer;
 
-use super::compat::WorkerMeta;
+use super::worker_meta::WorkerMeta;
 use super::metrics::ServerMetrics;
 use super::protocol::Limits;
 

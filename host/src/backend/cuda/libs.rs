@@ -80,6 +80,20 @@ fn load_one(names: &[&str]) -> Result<(), String> {
     ))
 }
 
+/// Loads one library by absolute path (`MINISGL_CUDA_DRIVER_LIB` names the
+/// driver this way, e.g. a forward-compatibility libcuda, or a missing file
+/// to force the no-driver path).
+fn load_path(path: &std::path::Path) -> Result<(), String> {
+    // SAFETY: as in `load_one`.
+    match unsafe { libloading::Library::new(path) } {
+        Ok(lib) => {
+            std::mem::forget(lib);
+            Ok(())
+        }
+        Err(e) => Err(format!("{} (MINISGL_CUDA_DRIVER_LIB): {e}", path.display())),
+    }
+}
+
 /// Which CUDA pieces are usable in this process.
 #[derive(Clone, Debug)]
 pub struct Libs {
@@ -92,7 +106,10 @@ pub struct Libs {
 pub fn probe() -> &'static Libs {
     static LIBS: OnceLock<Libs> = OnceLock::new();
     LIBS.get_or_init(|| {
-        let driver = load_one(&["libcuda.so.1", "libcuda.so"]);
+        let driver = match std::env::var_os("MINISGL_CUDA_DRIVER_LIB") {
+            Some(path) => load_path(std::path::Path::new(&path)),
+            None => load_one(&["libcuda.so.1", "libcuda.so"]),
+        };
         let nvrtc = load_one(&["libnvrtc.so.13", "libnvrtc.so"]);
         let cublas = load_one(&["libcublasLt.so.13", "libcublasLt.so"])
             .and_then(|_| load_one(&["libcublas.so.13", "libcublas.so"]));

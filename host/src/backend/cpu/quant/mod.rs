@@ -53,12 +53,12 @@ impl QMatrix {
 
     /// Row `r` dequantised to f32.
     pub fn row_f32(&self, r: usize) -> Vec<f32> {
-        crate::model::gguf::dequant::dequantize_quant(self.ty, self.row(r))
+        crate::backend::ggml::dequantize_quant(self.ty, self.row(r))
     }
 
     /// The whole matrix dequantised to f32 (tests, debugging, `to_host`).
     pub fn to_f32(&self) -> Vec<f32> {
-        crate::model::gguf::dequant::dequantize_quant(self.ty, &self.bytes)
+        crate::backend::ggml::dequantize_quant(self.ty, &self.bytes)
     }
 }
 
