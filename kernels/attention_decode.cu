@@ -199,6 +199,203 @@ DECODE(128, 2)
 DECODE(128, 4)
 DECODE(128, 8)
 
+// Tensor-core decode for GQA: the query heads of one kv head become the 16 rows of
+// an mma.sync m16n8k16 A operand (heads past the group are zero rows), so each K/V
+// row is read once and multiplied against the whole group on tensor cores instead
+// of a shuffle reduction per head. Same split-KV partials as decode_impl, merged by
+// attn_decode_combine. Needs group <= 16.
+//
+// grid: (splits, kv_heads, B); block: 128 (4 warps). The block stages DM_BK context
+// rows of K and V in shared memory; warp w computes scores and P.V for rows
+// [16 w, 16 w + 16) of each tile with its own online-softmax state, and the four
+// states are merged at the end.
+#define DM_BK 64
+#define DM_PAD 8
+
+template <int HD>
+__device__ __forceinline__ void decode_mma_impl(
+    const bf16_t* __restrict__ q, int q_stride, const bf16_t* __restrict__ k_cache,
+    const bf16_t* __restrict__ v_cache, const int* __restrict__ q_start,
+    const int* __restrict__ kv_len, const int* __restrict__ page_start,
+    const int* __restrict__ page_ids, int q_heads, int kv_heads, int page_size, float scale,
+    float* __restrict__ o_part, float* __restrict__ lse_part) {
+    constexpr int LD = HD + DM_PAD;
+    // K and V tiles during the loop; the warps' partial outputs ([4][16][HD] f32)
+    // after it. The tiles are the larger of the two for HD 64 and 128.
+    __shared__ __align__(16) bf16_t smem[2 * DM_BK * LD];
+    __shared__ float sm_m[4][16];
+    __shared__ float sm_l[4][16];
+    bf16_t* Ks = smem;
+    bf16_t* Vs = smem + DM_BK * LD;
+
+    int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
+    int group = q_heads / kv_heads;
+    int h0 = kvh * group;
+    int ctx = kv_len[b];
+    int part = decode_part(ctx, gridDim.x);
+    int c0 = split * part;
+    if (c0 >= ctx) return;
+    int c1 = min(ctx, c0 + part);
+    int t = q_start[b + 1] - 1;
+    const int* pages = page_ids + page_start[b];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
+
+    u32 qf[HD / 16][4];
+    {
+        bool ok0 = g < group, ok1 = g + 8 < group;
+        const bf16_t* q0p = q + (size_t)t * q_stride + (h0 + (ok0 ? g : 0)) * HD;
+        const bf16_t* q1p = q + (size_t)t * q_stride + (h0 + (ok1 ? g + 8 : 0)) * HD;
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++) {
+            qf[kk][0] = ok0 ? *reinterpret_cast<const u32*>(q0p + kk * 16 + 2 * tq) : 0u;
+            qf[kk][1] = ok1 ? *reinterpret_cast<const u32*>(q1p + kk * 16 + 2 * tq) : 0u;
+            qf[kk][2] = ok0 ? *reinterpret_cast<const u32*>(q0p + kk * 16 + 8 + 2 * tq) : 0u;
+            qf[kk][3] = ok1 ? *reinterpret_cast<const u32*>(q1p + kk * 16 + 8 + 2 * tq) : 0u;
+        }
+    }
+    float oacc[HD / 8][4];
+#pragma unroll
+    for (int i = 0; i < HD / 8; i++) oacc[i][0] = oacc[i][1] = oacc[i][2] = oacc[i][3] = 0.0f;
+    float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.0f, l1 = 0.0f;
+    float sl2 = scale * LOG2E;
+    int wr = warp * 16;  // this warp's rows within a tile
+
+    for (int kb = c0; kb < c1; kb += DM_BK) {
+        __syncthreads();
+        // Every 16-byte piece of the tile in flight at once (cp.async, no registers
+        // held); rows past the end are zero-filled.
+#pragma unroll
+        for (int i = 0; i < DM_BK * HD / 8 / 128; i++) {
+            int idx = threadIdx.x + i * 128;
+            int r = idx / (HD / 8), c = idx % (HD / 8);
+            int p = kb + r;
+            bool valid = p < c1;
+            size_t row = valid ? ((size_t)pages[p / page_size] * page_size + p % page_size) * kv_heads + kvh : 0;
+            cp_async16(smem_u32(&Ks[r * LD + c * 8]), k_cache + row * HD + c * 8, valid);
+            cp_async16(smem_u32(&Vs[r * LD + c * 8]), v_cache + row * HD + c * 8, valid);
+        }
+        cp_async_commit();
+        cp_async_wait<0>();
+        __syncthreads();
+        if (kb + wr >= c1) continue;  // this warp's rows of the tile are all past the end
+
+        float sacc[2][4];
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++) sacc[nt][0] = sacc[nt][1] = sacc[nt][2] = sacc[nt][3] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++) {
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++) {
+                const bf16_t* kp = &Ks[(wr + nt * 8 + g) * LD + kk * 16 + 2 * tq];
+                u32 b0 = *reinterpret_cast<const u32*>(kp);
+                u32 b1 = *reinterpret_cast<const u32*>(kp + 8);
+                mma_bf16_16816(sacc[nt], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], b0, b1);
+            }
+        }
+        float mx0 = NEG_INF, mx1 = NEG_INF;
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int col = kb + wr + nt * 8 + 2 * tq + (e & 1);
+                sacc[nt][e] = col < c1 ? sacc[nt][e] * sl2 : NEG_INF;
+            }
+            mx0 = fmaxf(mx0, fmaxf(sacc[nt][0], sacc[nt][1]));
+            mx1 = fmaxf(mx1, fmaxf(sacc[nt][2], sacc[nt][3]));
+        }
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        // At least one column of this warp's slice is valid, so mx is finite.
+        float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+        float al0 = exp2f(m0 - mn0), al1 = exp2f(m1 - mn1);
+        m0 = mn0;
+        m1 = mn1;
+        float rs0 = 0.0f, rs1 = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++) {
+            sacc[nt][0] = exp2f(sacc[nt][0] - mn0);
+            sacc[nt][1] = exp2f(sacc[nt][1] - mn0);
+            sacc[nt][2] = exp2f(sacc[nt][2] - mn1);
+            sacc[nt][3] = exp2f(sacc[nt][3] - mn1);
+            rs0 += sacc[nt][0] + sacc[nt][1];
+            rs1 += sacc[nt][2] + sacc[nt][3];
+        }
+        l0 = l0 * al0 + rs0;
+        l1 = l1 * al1 + rs1;
+        u32 a0 = pack_bf16x2(sacc[0][0], sacc[0][1]);
+        u32 a1 = pack_bf16x2(sacc[0][2], sacc[0][3]);
+        u32 a2 = pack_bf16x2(sacc[1][0], sacc[1][1]);
+        u32 a3 = pack_bf16x2(sacc[1][2], sacc[1][3]);
+        int kr = wr + 2 * tq;
+#pragma unroll
+        for (int dt = 0; dt < HD / 8; dt++) {
+            oacc[dt][0] *= al0;
+            oacc[dt][1] *= al0;
+            oacc[dt][2] *= al1;
+            oacc[dt][3] *= al1;
+            int col = dt * 8 + g;
+            u32 b0 = (u32)Vs[kr * LD + col] | ((u32)Vs[(kr + 1) * LD + col] << 16);
+            u32 b1 = (u32)Vs[(kr + 8) * LD + col] | ((u32)Vs[(kr + 9) * LD + col] << 16);
+            mma_bf16_16816(oacc[dt], a0, a1, a2, a3, b0, b1);
+        }
+    }
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+
+    // Merge the four warps' states (the tiles' memory now holds the partial outputs).
+    __syncthreads();
+    float* sm_o = reinterpret_cast<float*>(smem);
+    if (tq == 0) {
+        sm_m[warp][g] = l0 > 0.0f ? m0 : NEG_INF;
+        sm_l[warp][g] = l0;
+        sm_m[warp][g + 8] = l1 > 0.0f ? m1 : NEG_INF;
+        sm_l[warp][g + 8] = l1;
+    }
+#pragma unroll
+    for (int dt = 0; dt < HD / 8; dt++) {
+        int col = dt * 8 + 2 * tq;
+        sm_o[(wr + g) * HD + col] = oacc[dt][0];
+        sm_o[(wr + g) * HD + col + 1] = oacc[dt][1];
+        sm_o[(wr + g + 8) * HD + col] = oacc[dt][2];
+        sm_o[(wr + g + 8) * HD + col + 1] = oacc[dt][3];
+    }
+    __syncthreads();
+    int splits = gridDim.x;
+    int nh = min(group, 16);
+    for (int idx = threadIdx.x; idx < nh * HD; idx += blockDim.x) {
+        int gi = idx / HD, d = idx % HD;
+        float M = NEG_INF;
+#pragma unroll
+        for (int w = 0; w < 4; w++) M = fmaxf(M, sm_m[w][gi]);
+        float L = 0.0f, O = 0.0f;
+#pragma unroll
+        for (int w = 0; w < 4; w++) {
+            float wt = sm_m[w][gi] == NEG_INF ? 0.0f : exp2f(sm_m[w][gi] - M);
+            L += sm_l[w][gi] * wt;
+            O += sm_o[(w * 16 + gi) * HD + d] * wt;
+        }
+        size_t bh = (size_t)b * q_heads + h0 + gi;
+        o_part[(bh * splits + split) * HD + d] = O / L;
+        if (d == 0) lse_part[bh * splits + split] = M + log2f(L);
+    }
+}
+
+#define DECODE_MMA(HD)                                                                         \
+    extern "C" __global__ void __launch_bounds__(128, 4) attn_decode_mma_hd##HD(                 \
+        const bf16_t* q, int q_stride, const bf16_t* k_cache, const bf16_t* v_cache,          \
+        const int* q_start, const int* kv_len, const int* page_start, const int* page_ids,   \
+        int q_heads, int kv_heads, int page_size, float scale, float* o_part,                 \
+        float* lse_part) {                                                                     \
+        decode_mma_impl<HD>(q, q_stride, k_cache, v_cache, q_start, kv_len, page_start,        \
+                            page_ids, q_heads, kv_heads, page_size, scale, o_part, lse_part);  \
+    }
+DECODE_MMA(64)
+DECODE_MMA(128)
+
 // Merge the splits: o[t, h, :] = sum_s w_s o_part[b, h, s, :] / sum_s w_s,
 // w_s = 2^(lse_s - max lse). grid: (B, q_heads); block: 128. `splits` is the grid.x
 // of the decode launch.

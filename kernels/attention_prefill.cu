@@ -8,15 +8,6 @@
 #define PF_BK 64
 #define PF_PAD 8
 
-__device__ __forceinline__ void mma_bf16_16816(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0,
-                                               u32 b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 // grid: (num_tiles, q_heads); block: 128 (4 warps x 16 query rows).
 // Tile i covers new tokens tile_q0[i] .. tile_q0[i] + 64 of sequence tile_seq[i].
 template <int HD>

@@ -93,3 +93,30 @@ __device__ __forceinline__ float key_float(u32 k) {
     u32 u = (k & 0x80000000u) ? (k & 0x7fffffffu) : ~k;
     return __uint_as_float(u);
 }
+
+// D += A·B on tensor cores: m16n8k16, A row-major and B column-major bf16 fragments,
+// f32 accumulators (sm_80+; only families that need sm_80 call it).
+__device__ __forceinline__ void mma_bf16_16816(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0,
+                                               u32 b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Asynchronous global -> shared copies of 16 bytes (sm_80+), for kernels that keep
+// many tile loads in flight without holding them in registers.
+__device__ __forceinline__ u32 smem_u32(const void* p) {
+    u32 r;
+    asm volatile("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
+    return r;
+}
+
+__device__ __forceinline__ void cp_async16(u32 dst, const void* src, bool valid) {
+    int n = valid ? 16 : 0;  // 0: the 16 bytes are zero-filled, src is not read
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }

@@ -14,8 +14,8 @@ use minisgl_plugin_sdk::SamplingParams;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::kv::pool::bytes_per_page;
 use crate::engine::{CacheMode, Engine, EngineConfig, EngineMetrics, GenerateRequest};
-use crate::kv::pool::{bytes_per_page, pages_for_budget};
 use crate::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
 use crate::model::{load, load_random, LoadedModel};
 use crate::plugin::PluginSet;
@@ -459,20 +459,19 @@ fn num_pages(
     if let Some(n) = args.num_pages {
         return Ok(n);
     }
-    let c = &model.config;
-    let per_page = bytes_per_page(
-        args.page_size,
-        c.num_layers() as u32,
-        c.num_kv_heads() as u32,
-        c.head_dim() as u32,
-        args.device.kv_elem_bytes(),
-    );
-    let budget_bytes = match args.kv_memory_mb {
-        Some(mb) => mb << 20,
-        None if args.device == DeviceKind::Cpu => 4096 << 20,
-        None => crate::model::runner::auto_kv_budget(args.device, 2 * c.num_params() as u64)?,
+    // The bench's CPU default is larger than the server's: it sizes for a
+    // whole offline workload, not for a few interactive users.
+    let budget_bytes = match (args.kv_memory_mb, args.device) {
+        (Some(mb), _) => Some(mb << 20),
+        (None, DeviceKind::Cpu) => Some(4096 << 20),
+        (None, _) => None,
     };
-    let budget = pages_for_budget(budget_bytes, per_page)?;
+    let budget = crate::engine::builder::kv_pages(
+        &model.config,
+        args.device,
+        args.page_size,
+        budget_bytes,
+    )?;
     let needed: u64 = reqs
         .iter()
         .map(|r| {

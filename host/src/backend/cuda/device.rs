@@ -64,6 +64,43 @@ impl std::str::FromStr for PrefillKernel {
     }
 }
 
+/// Which decode attention kernel the flash backend uses (`MINISGL_DECODE_KERNEL`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum DecodeKernel {
+    /// Tensor cores (the group's query heads as mma rows) for GQA groups of
+    /// 3..=16 heads, the CUDA-core kernel for smaller groups.
+    #[default]
+    Auto,
+    /// The tensor-core kernel wherever the group has at most 16 heads.
+    Mma,
+    /// The CUDA-core (shuffle-reduction) kernel everywhere.
+    Simt,
+}
+
+impl std::str::FromStr for DecodeKernel {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "mma" => Ok(Self::Mma),
+            "simt" => Ok(Self::Simt),
+            o => Err(format!("decode kernel must be auto, mma or simt, got {o:?}")),
+        }
+    }
+}
+
+impl DecodeKernel {
+    /// Whether a decode step with `group` query heads per kv head takes the
+    /// tensor-core kernel.
+    pub fn uses_mma(self, group: usize) -> bool {
+        match self {
+            DecodeKernel::Auto => (3..=16).contains(&group),
+            DecodeKernel::Mma => (1..=16).contains(&group),
+            DecodeKernel::Simt => false,
+        }
+    }
+}
+
 /// How to open a device.
 #[derive(Clone, Debug)]
 pub struct CudaOptions {
@@ -71,6 +108,7 @@ pub struct CudaOptions {
     pub ordinal: usize,
     pub attention: AttentionBackend,
     pub prefill_kernel: PrefillKernel,
+    pub decode_kernel: DecodeKernel,
 }
 
 impl Default for CudaOptions {
@@ -90,10 +128,15 @@ impl Default for CudaOptions {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or_default();
+        let decode_kernel = std::env::var("MINISGL_DECODE_KERNEL")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_default();
         CudaOptions {
             ordinal,
             attention,
             prefill_kernel,
+            decode_kernel,
         }
     }
 }
@@ -193,6 +236,7 @@ pub struct Device {
     /// Prefill attention through the Hopper (wgmma) kernel; false = the portable
     /// mma.sync kernel (other devices, a failed build, or `MINISGL_PREFILL_KERNEL=mma`).
     pub hopper_prefill: bool,
+    pub decode_kernel: DecodeKernel,
 }
 
 impl Device {
@@ -297,6 +341,7 @@ impl Device {
             num_sms,
             flash,
             hopper_prefill,
+            decode_kernel: opts.decode_kernel,
         })
     }
 }

@@ -1,6 +1,7 @@
 //! The [`Backend`] ops on the device: shape checks, then one kernel or GEMM each.
 
 use cudarc::cublas::{result as blas, sys as bsys};
+use cudarc::driver::CudaSlice;
 
 use super::{
     cfg, g, Arg, Buf, CudaBackend, CudaKv, CudaStep, CudaTensor, StepOffsets, PREFILL_TILE,
@@ -255,6 +256,36 @@ impl CudaBackend {
         let base = (seqs * kv_heads * head_chunks).max(1);
         let want = (4 * self.dev.num_sms).div_ceil(base);
         want.clamp(1, max_kv.div_ceil(32).clamp(1, 256))
+    }
+
+    /// Merges the split-KV partials of either decode kernel into `op`.
+    #[allow(clippy::too_many_arguments)]
+    fn decode_combine(
+        &self,
+        o_part: &CudaSlice<f32>,
+        lse: &CudaSlice<f32>,
+        step: &CudaStep,
+        op: u64,
+        hq: usize,
+        d: usize,
+        splits: usize,
+    ) -> Result<(), BackendError> {
+        let off = step.off;
+        let s = step.meta.num_seqs();
+        self.launch(
+            "attn_decode_combine",
+            cfg((s as u32, hq as u32, 1), 128),
+            &[
+                Arg::U64(self.ptr(o_part)),
+                Arg::U64(self.ptr(lse)),
+                Arg::U64(self.step_ptr(step, off.q_start)),
+                Arg::U64(self.step_ptr(step, off.kv_len)),
+                Arg::U64(op),
+                Arg::I32(hq as i32),
+                Arg::I32(d as i32),
+                Arg::I32(splits as i32),
+            ],
+        )
     }
 }
 
@@ -1026,7 +1057,10 @@ impl Backend for CudaBackend {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AttnPath {
     Simple,
+    /// The CUDA-core split-KV decode kernel.
     Decode,
+    /// The tensor-core split-KV decode kernel (GQA groups up to 16 heads).
+    DecodeMma,
     /// The portable tensor-core prefill kernel (mma.sync, sm_80+).
     Prefill,
     /// The Hopper prefill kernel (wgmma, sm_90).
@@ -1034,10 +1068,13 @@ pub enum AttnPath {
 }
 
 impl CudaBackend {
-    /// The path `attention` would take for this step and head_dim.
-    pub fn attention_path(&self, step: &CudaStep, head_dim: usize) -> AttnPath {
+    /// The path `attention` would take for this step, head_dim and GQA group
+    /// (query heads per kv head).
+    pub fn attention_path(&self, step: &CudaStep, head_dim: usize, group: usize) -> AttnPath {
         if !self.dev.flash || !matches!(head_dim, 64 | 128) {
             AttnPath::Simple
+        } else if step.decode_only && self.dev.decode_kernel.uses_mma(group) {
+            AttnPath::DecodeMma
         } else if step.decode_only {
             AttnPath::Decode
         } else if self.dev.hopper_prefill {
@@ -1095,7 +1132,7 @@ impl CudaBackend {
         let l = kv.layout;
         let d = l.head_dim;
         let group = hq / l.kv_heads;
-        let path = force.unwrap_or_else(|| self.attention_path(step, d));
+        let path = force.unwrap_or_else(|| self.attention_path(step, d, group));
         let kc = self.ptr(&kv.k[layer]);
         let vc = self.ptr(&kv.v[layer]);
         let sp = |o: usize| self.step_ptr(step, o);
@@ -1177,20 +1214,44 @@ impl CudaBackend {
                         Arg::U64(self.ptr(&lse)),
                     ],
                 )?;
+                self.decode_combine(&o_part, &lse, step, op, hq, d, splits)
+            }
+            AttnPath::DecodeMma => {
+                if !step.decode_only || !matches!(d, 64 | 128) || !(1..=16).contains(&group) {
+                    return Err(BackendError::Unsupported(
+                        "tensor-core decode needs one token per sequence, head_dim 64/128 and at most 16 query heads per kv head".into(),
+                    ));
+                }
+                let max_kv = step.max_kv_hint.unwrap_or(step.meta.max_kv_len() as usize);
+                let splits = self.decode_splits(s, l.kv_heads, 1, max_kv);
+                let o_part = self.alloc_f32(s * hq * splits * d)?;
+                let lse = self.alloc_f32(s * hq * splits)?;
+                let kv_tokens: u64 = step.meta.kv_lens.iter().map(|&x| u64::from(x)).sum();
+                super::timeline::cost(
+                    (kv_tokens as usize * l.kv_heads * d * 2 * 2 + 2 * s * hq * d * 2) as f64,
+                    (4 * kv_tokens as usize * hq * d) as f64,
+                );
                 self.launch(
-                    "attn_decode_combine",
-                    cfg((s as u32, hq as u32, 1), 128),
+                    &format!("attn_decode_mma_hd{d}"),
+                    cfg((splits as u32, l.kv_heads as u32, s as u32), 128),
                     &[
-                        Arg::U64(self.ptr(&o_part)),
-                        Arg::U64(self.ptr(&lse)),
+                        Arg::U64(qp),
+                        Arg::I32(cols as i32),
+                        Arg::U64(kc),
+                        Arg::U64(vc),
                         Arg::U64(sp(off.q_start)),
                         Arg::U64(sp(off.kv_len)),
-                        Arg::U64(op),
+                        Arg::U64(sp(off.page_start)),
+                        Arg::U64(sp(off.page_ids)),
                         Arg::I32(hq as i32),
-                        Arg::I32(d as i32),
-                        Arg::I32(splits as i32),
+                        Arg::I32(l.kv_heads as i32),
+                        Arg::I32(l.page_size as i32),
+                        Arg::F32(scale),
+                        Arg::U64(self.ptr(&o_part)),
+                        Arg::U64(self.ptr(&lse)),
                     ],
-                )
+                )?;
+                self.decode_combine(&o_part, &lse, step, op, hq, d, splits)
             }
             AttnPath::PrefillHopper => {
                 if step.num_wide_tiles == 0 {

@@ -204,7 +204,8 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         )?;
         let ag = gpu.prepare_step(&attn)?;
         let qg = up(gpu, &[t, c.q_heads * c.head_dim], &q)?;
-        let path = gpu.attention_path(&ag, c.head_dim);
+        let group = c.q_heads / c.kv_heads;
+        let path = gpu.attention_path(&ag, c.head_dim, group);
         let og = gpu.attention(&qg, &kvg, 0, &ag, scale)?;
         let max_ctx = attn.kv_lens.iter().max().copied().unwrap_or(0);
         let desc = format!(
@@ -231,6 +232,13 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         }
         if path == AttnPath::PrefillHopper {
             others.push(AttnPath::Prefill);
+        }
+        // Both decode kernels wherever both apply, whichever is the default.
+        if path == AttnPath::Decode && group <= 16 {
+            others.push(AttnPath::DecodeMma);
+        }
+        if path == AttnPath::DecodeMma {
+            others.push(AttnPath::Decode);
         }
         for other in others {
             let os = gpu.new_output(t, c.q_heads * c.head_dim)?;

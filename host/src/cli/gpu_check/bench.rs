@@ -108,7 +108,7 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
         let qg = gpu.upload(&[t, 2048], crate::backend::HostData::f32(&q))?;
         let st = gpu.prepare_step(&attn)?;
         let out = gpu.new_output(t, 2048)?;
-        let path = gpu.attention_path(&st, 128);
+        let path = gpu.attention_path(&st, 128, 2);
         let ms = time_ms(gpu, 20, || {
             Ok(gpu.attention_into(&qg, &kv, 0, &st, 0.088, &out, None)?)
         })?;
@@ -155,6 +155,53 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
                 flops / (ms_portable * 1e-3) / 1e12,
                 ms_simple
             ));
+        }
+    }
+    // The two decode kernels side by side over GQA groups of 2 (Qwen3-0.6B),
+    // 5 (Qwen3-14B) and 8 (Qwen3-32B), 8 kv heads of 128.
+    use crate::backend::cuda::ops::AttnPath;
+    for &(batch, ctx) in &[(256usize, 1100usize), (64, 4096), (8, 16384)] {
+        for &q_heads in &[16usize, 40, 64] {
+            let c = Case {
+                name: "bench",
+                page_size: 16,
+                head_dim: 128,
+                q_heads,
+                kv_heads: 8,
+                seqs: vec![(ctx - 1, 1); batch],
+            };
+            let (num_pages, fill, attn) = metas(&c, &mut rng);
+            let layout = KvLayout {
+                num_layers: 1,
+                num_pages,
+                page_size: 16,
+                kv_heads: 8,
+                head_dim: 128,
+            };
+            let mut kv = gpu.alloc_kv(layout)?;
+            fill_random(gpu, &mut kv, &fill, 1024)?;
+            let t = attn.tokens.len();
+            let q = randn(&mut rng, t * q_heads * 128, 1.0);
+            let qg = gpu.upload(&[t, q_heads * 128], crate::backend::HostData::f32(&q))?;
+            let st = gpu.prepare_step(&attn)?;
+            let out = gpu.new_output(t, q_heads * 128)?;
+            let mut line = format!(
+                "decode kernels, batch {batch} x ctx {ctx}, {q_heads}q/8kv x 128 (group {}):",
+                q_heads / 8
+            );
+            let bytes = (batch * ctx * 8 * 128 * 2 * 2) as f64;
+            for path in [AttnPath::Decode, AttnPath::DecodeMma] {
+                let ms = time_ms(gpu, 20, || {
+                    Ok(gpu.attention_into(&qg, &kv, 0, &st, 0.088, &out, Some(path))?)
+                })?;
+                let bw = bytes / (ms * 1e-3);
+                line += &format!(
+                    " {path:?} {ms:.3} ms = {:.2} TB/s ({:.0}% of copy);",
+                    bw / 1e12,
+                    100.0 * bw / COPY_CEILING
+                );
+            }
+            rep.bench_line(line);
         }
     }
     // Skinny linear layers (decode batches): the gemv kernel against cuBLAS on
