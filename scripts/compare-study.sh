@@ -21,19 +21,21 @@ profile="${1:-docs/results/profiles/cpu-tiny-qwen3.json}"
 name="$(basename "$profile" .json)"
 out="${2:-docs/policy-study/$name}"
 bin=target/release/minisgl-host
-trace="${WORKLOADS:-../shared/workloads}/mooncake_conversation_trace.jsonl"
+wl="${WORKLOADS:-../shared/workloads}"
+[ -d "$wl" ] || wl=/work/shared/workloads
+trace="$wl/mooncake_conversation_trace.jsonl"
 mkdir -p "$out"
 
 case "${SCALE:-cpu-tiny}" in
 cpu-tiny)
     # The tiny model runs a 256-token prefill in ~1 ms: prompts are scaled to its
     # 512 positions and arrivals compressed so the queue builds up.
-    A=(--length-scale 0.02 --max-input-len 400 --max-output-len 64 --time-scale 0.004
-       --num-requests 1500 --num-pages 2048 --page-size 4 --max-prefill-tokens 512 --max-running 32
-       --slo-ttft-ms 20 --slo-tpot-ms 2)
-    B=(--num-requests 3000 --rate 3000 --input-len 16:64 --output-len 4:16 --num-groups 48
-       --prefix-len 96 --num-pages 700 --page-size 4 --max-prefill-tokens 512 --max-running 32
-       --slo-ttft-ms 20 --slo-tpot-ms 2)
+    A=(--length-scale 0.02 --max-input-len 400 --max-output-len 64 --time-scale 0.03
+       --num-requests 1500 --num-pages 16384 --page-size 4 --max-prefill-tokens 512 --max-running 32
+       --slo-ttft-ms 200 --slo-tpot-ms 5)
+    B=(--num-requests 3000 --rate 150 --input-len 16:64 --output-len 4:16 --num-groups 48
+       --prefix-len 96 --num-pages 1000 --page-size 4 --max-prefill-tokens 512 --max-running 16
+       --slo-ttft-ms 10 --slo-tpot-ms 2)
     ;;
 h200)
     # Qwen3-0.6B on an H200: the trace at its own lengths (capped at 16K prompt tokens),

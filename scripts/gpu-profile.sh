@@ -32,7 +32,7 @@ build)
     done
     mkdir -p .gpu/plugins .gpu/workloads
     cp target/wasm32-wasip2/plugin/minisgl_example_lpm.wasm .gpu/plugins/
-    head -n 400 "${WORKLOADS:-../shared/workloads}/mooncake_conversation_trace.jsonl" \
+    head -n 400 "$(d=${WORKLOADS:-../shared/workloads}; [ -d "$d" ] || d=/work/shared/workloads; echo "$d")/mooncake_conversation_trace.jsonl" \
         > .gpu/workloads/mooncake_conversation_400.jsonl
     grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
     git rev-parse --short HEAD > .gpu/commit

@@ -223,11 +223,11 @@ fn solve(
         };
         // Relative error: weight each row by 1/t.
         let w = 1.0 / us;
-        for i in 0..n {
-            for j in 0..n {
-                a[i][j] += w * w * row[i] * row[j];
+        for ((ai, bi), &ri) in a.iter_mut().zip(b.iter_mut()).zip(&row) {
+            for (aij, &rj) in ai.iter_mut().zip(&row) {
+                *aij += w * w * ri * rj;
             }
-            b[i] += w * w * row[i] * us;
+            *bi += w * w * ri * us;
         }
     }
     // A tiny ridge keeps unused columns (a slope switched off) solvable.
@@ -261,8 +261,9 @@ fn gauss(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
         for r in c + 1..n {
             let f = a[r][c] / a[c][c];
             if f != 0.0 {
-                for k in c..n {
-                    a[r][k] -= f * a[c][k];
+                let (top, bottom) = a.split_at_mut(r);
+                for (x, p) in bottom[0][c..].iter_mut().zip(&top[c][c..]) {
+                    *x -= f * p;
                 }
                 b[r] -= f * b[c];
             }

@@ -56,19 +56,56 @@ pub fn fit_context(reqs: &mut [TimedRequest], max_context: u32) {
 }
 
 /// Gives trace requests (which carry no tenant) `clients` client ids and
-/// priorities, so fairness and priority policies have something to act on:
-/// request `i` goes to client `hash(i, seed) % clients` with priority
-/// `client % 3`. Deterministic; `clients <= 1` leaves everything at 0.
+/// priorities, so fairness and priority policies have something to act on.
+/// Demand is skewed as in the multi-tenant generator: client `c` gets a share
+/// of the requests proportional to `c + 1` (the last one is the heavy
+/// hitter), and priority `c % 3`. Deterministic (a hash of the request index
+/// and the seed); `clients <= 1` leaves everything at 0.
 pub fn assign_tenants(reqs: &mut [TimedRequest], clients: u64, seed: u64) {
     if clients <= 1 {
         return;
     }
+    let total = clients * (clients + 1) / 2;
     for (i, r) in reqs.iter_mut().enumerate() {
         let h = (i as u64 ^ seed.rotate_left(17))
             .wrapping_mul(0x9E37_79B9_7F4A_7C15)
             .rotate_left(29);
-        let c = h % clients;
+        let mut x = h % total;
+        let mut c = 0;
+        while x > c {
+            x -= c + 1;
+            c += 1;
+        }
         r.request.client_id = c;
         r.request.priority = (c % 3) as i32;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tenants_are_skewed_and_deterministic() {
+        let mut a: Vec<TimedRequest> = (0..4000)
+            .map(|i| TimedRequest::new(i as f64, vec![20], 1))
+            .collect();
+        assign_tenants(&mut a, 4, 1);
+        let mut n = [0usize; 4];
+        for r in &a {
+            n[r.request.client_id as usize] += 1;
+            assert_eq!(r.request.priority, (r.request.client_id % 3) as i32);
+        }
+        // Shares 1:2:3:4 of 4000, give or take.
+        for (c, &k) in n.iter().enumerate() {
+            let want = 400 * (c + 1);
+            assert!(k.abs_diff(want) < want / 4, "{n:?}");
+        }
+        let mut b = a.clone();
+        assign_tenants(&mut b, 4, 1);
+        assert!(a
+            .iter()
+            .zip(&b)
+            .all(|(x, y)| x.request.client_id == y.request.client_id));
     }
 }

@@ -62,9 +62,8 @@ pub fn azure_time(s: &str) -> Option<f64> {
 /// Loads a Mooncake (`.jsonl`) or Azure (`.csv`) trace, arrivals relative to
 /// its first request.
 pub fn load(path: &Path, o: &TraceOptions) -> Result<Vec<TimedRequest>, TraceError> {
-    if !(o.time_scale > 0.0 && o.time_scale.is_finite())
-        || !(o.length_scale > 0.0 && o.length_scale.is_finite())
-    {
+    let positive = |v: f64| v > 0.0 && v.is_finite();
+    if !positive(o.time_scale) || !positive(o.length_scale) {
         return Err(TraceError::Scale {
             time: o.time_scale,
             length: o.length_scale,
