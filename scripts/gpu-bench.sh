@@ -64,16 +64,17 @@ device)
             --timeline-out "$out/timeline-0.6b.md" --report "$out/timeline-report.md" > "$out/timeline-0.6b.log" 2>&1
         tail -3 "$out/timeline-0.6b.md"
     elif [ "$part" = 3 ]; then
-        # After a decode-kernel change: the kernel checks (every GQA group against the
-        # CPU) and the 14B figures it moves.
-        timeout 150 "$bin" gpu-check --skip-models --skip-engine --report "$out/gpu-check-ops.md" > "$out/gpu-check-ops.log" 2>&1
+        # After a decode-kernel change: the kernel checks (both decode kernels, every
+        # GQA group, against the CPU) and their side-by-side timings, the sim cost
+        # profiles (scripts/gpu-profile.sh, when present), then the 14B figure it moves.
+        timeout 120 "$bin" gpu-check --skip-models --skip-engine --report "$out/gpu-check-ops.md" > "$out/gpu-check-ops.log" 2>&1
         echo "gpu-check rc=$?"
-        grep -E "checks, |decode attention|prefill attention" "$out/gpu-check-ops.log" | head
-        timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
+        grep -E "checks, |FAIL|decode attention|decode kernels|prefill attention" "$out/gpu-check-ops.log" | head -40
+        if [ -f scripts/gpu-profile.sh ]; then
+            timeout 130 bash scripts/gpu-profile.sh "$out" 2>&1 | tail -20
+        fi
+        timeout 150 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
             --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" 2>&1 | tail -8 | tee "$out/offline-14b.log"
-        timeout 150 "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-14b --timeline-batches 64,256 \
-            --timeline-out "$out/timeline-14b.md" --report "$out/timeline-report.md" > "$out/timeline-14b.log" 2>&1
-        grep -E "^Σ|attn_decode" "$out/timeline-14b.md"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
             --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" 2>&1 | tail -8 | tee "$out/offline-14b.log"

@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 const FLOORS: &[&[&str]] = &[
     &["batch"],
     &["request", "metrics", "backend", "plugin"],
-    &["model", "kv", "config"],
+    &["model", "kv", "config", "workload"],
     &["scheduler"],
     &["engine"],
-    &["server"],
+    &["server", "sim"],
     &["cli"],
 ];
 

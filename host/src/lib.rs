@@ -4,6 +4,8 @@
 //! `server → engine/scheduler → {plugin, kv, model} → backend (cpu | cuda) → kernels`.
 //! The server knows requests and streams; the backend knows tensors and pages;
 //! plugins only ever see the compact views of `minisgl_plugin_sdk`.
+//! `sim` runs the engine loop in virtual time against a calibrated step-cost
+//! model; `workload` builds the request streams it (and `compare`) replays.
 
 pub mod backend;
 pub mod batch;
@@ -17,3 +19,5 @@ pub mod plugin;
 pub mod request;
 pub mod scheduler;
 pub mod server;
+pub mod sim;
+pub mod workload;

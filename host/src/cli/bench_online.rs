@@ -7,9 +7,10 @@
 //! (`--trace`): Mooncake JSONL (`timestamp` ms, `input_length`,
 //! `output_length`, `hash_ids` of 512-token blocks, so prompts sharing hash
 //! ids share a token prefix) or the Azure LLM inference CSV
-//! (`TIMESTAMP,ContextTokens,GeneratedTokens`). Prompts are token ids, so no
-//! tokenizer is needed; `--length-scale` shrinks a trace's lengths (and the
-//! block size) to fit a small model.
+//! (`TIMESTAMP,ContextTokens,GeneratedTokens`), read by
+//! [`crate::workload::trace`]. Prompts are token ids, so no tokenizer is
+//! needed; `--length-scale` shrinks a trace's lengths (and the block size)
+//! to fit a small model.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -112,28 +113,14 @@ fn parse_range(s: &str, what: &str) -> anyhow::Result<(u32, u32)> {
     Ok((lo, hi))
 }
 
-/// Seconds of the day (plus days of the month) of `2023-11-16 18:17:03.9799600`.
-fn azure_time(s: &str) -> Option<f64> {
-    let (date, time) = s.trim().split_once(' ')?;
-    let day: f64 = date.rsplit('-').next()?.parse().ok()?;
-    let mut parts = time.split(':');
-    let h: f64 = parts.next()?.parse().ok()?;
-    let m: f64 = parts.next()?.parse().ok()?;
-    let sec: f64 = parts.next()?.parse().ok()?;
-    Some(day * 86400.0 + h * 3600.0 + m * 60.0 + sec)
-}
-
-fn random_tokens(rng: &mut ChaCha8Rng, n: usize, vocab: u32) -> Vec<u32> {
-    // Low ids are usually special tokens; keep prompts to ordinary ones.
-    let lo = 16.min(vocab.saturating_sub(1));
-    (0..n).map(|_| rng.random_range(lo..vocab)).collect()
-}
+use crate::workload::random_tokens;
+#[cfg(test)]
+use crate::workload::trace::azure_time;
 
 fn plan(args: &BenchOnlineArgs, vocab: u32) -> anyhow::Result<Vec<Planned>> {
     let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
     let cap_in = |n: usize| args.max_input_len.map_or(n, |c| n.min(c)).max(1);
     let cap_out = |n: usize| args.max_output_len.map_or(n, |c| n.min(c)).max(1) as u32;
-    let scale = |n: f64| ((n * args.length_scale).round() as usize).max(1);
     let Some(path) = &args.trace else {
         if !(args.rate > 0.0 && args.rate.is_finite()) {
             bail!("--rate must be a positive number, got {}", args.rate);
@@ -157,85 +144,23 @@ fn plan(args: &BenchOnlineArgs, vocab: u32) -> anyhow::Result<Vec<Planned>> {
             })
             .collect());
     };
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading trace {}", path.display()))?;
-    let mut out = Vec::new();
-    let is_csv = path.extension().is_some_and(|e| e == "csv");
-    if is_csv {
-        let mut t0 = None;
-        for (i, line) in text.lines().enumerate().skip(1) {
-            if out.len() >= args.num_requests {
-                break;
-            }
-            let f: Vec<&str> = line.split(',').collect();
-            let parsed = (|| {
-                Some((
-                    azure_time(f.first()?)?,
-                    f.get(1)?.trim().parse::<f64>().ok()?,
-                    f.get(2)?.trim().parse::<f64>().ok()?,
-                ))
-            })();
-            let Some((ts, n_in, n_out)) = parsed else {
-                bail!(
-                    "{}:{}: expected TIMESTAMP,ContextTokens,GeneratedTokens, got {line:?}",
-                    path.display(),
-                    i + 1
-                );
-            };
-            let start = *t0.get_or_insert(ts);
-            out.push(Planned {
-                at: (ts - start) * args.time_scale,
-                prompt: random_tokens(&mut rng, cap_in(scale(n_in)), vocab),
-                output_len: cap_out(scale(n_out)),
-            });
-        }
-    } else {
-        // Mooncake: a block's tokens are a function of its hash id, so
-        // requests sharing leading hash ids share a token prefix.
-        let block = scale(512.0);
-        for (i, line) in text.lines().enumerate() {
-            if out.len() >= args.num_requests {
-                break;
-            }
-            let v: Value = serde_json::from_str(line)
-                .with_context(|| format!("{}:{}: not JSON", path.display(), i + 1))?;
-            let (Some(ts), Some(n_in), Some(n_out)) = (
-                v["timestamp"].as_f64(),
-                v["input_length"].as_f64(),
-                v["output_length"].as_f64(),
-            ) else {
-                bail!(
-                    "{}:{}: expected timestamp, input_length, output_length",
-                    path.display(),
-                    i + 1
-                );
-            };
-            let n_in = cap_in(scale(n_in));
-            let mut prompt = Vec::with_capacity(n_in);
-            for h in v["hash_ids"].as_array().into_iter().flatten() {
-                if prompt.len() >= n_in {
-                    break;
-                }
-                let mut brng =
-                    ChaCha8Rng::seed_from_u64(h.as_u64().unwrap_or(0) ^ args.seed.rotate_left(32));
-                prompt.extend(random_tokens(&mut brng, block, vocab));
-            }
-            if prompt.len() < n_in {
-                let extra = n_in - prompt.len();
-                prompt.extend(random_tokens(&mut rng, extra, vocab));
-            }
-            prompt.truncate(n_in);
-            out.push(Planned {
-                at: ts / 1000.0 * args.time_scale,
-                prompt,
-                output_len: cap_out(scale(n_out)),
-            });
-        }
-    }
-    if out.is_empty() {
-        bail!("{} holds no requests", path.display());
-    }
-    Ok(out)
+    let o = crate::workload::trace::TraceOptions {
+        num_requests: args.num_requests,
+        time_scale: args.time_scale,
+        length_scale: args.length_scale,
+        max_input_len: args.max_input_len,
+        max_output_len: args.max_output_len,
+        vocab,
+        seed: args.seed,
+    };
+    Ok(crate::workload::trace::load(path, &o)?
+        .into_iter()
+        .map(|r| Planned {
+            at: r.at_us as f64 / 1e6,
+            prompt: r.request.prompt_tokens,
+            output_len: r.request.max_new_tokens,
+        })
+        .collect())
 }
 
 /// `http://host:port` → `host:port`.

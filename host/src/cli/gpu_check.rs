@@ -115,7 +115,7 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
         let gpu = CudaBackend::new(&CudaOptions {
             ordinal: args.device,
             attention,
-            prefill_kernel: CudaOptions::default().prefill_kernel,
+            ..CudaOptions::default()
         })
         .context("opening the CUDA device")?;
         let open_s = t0.elapsed().as_secs_f64();

@@ -6,9 +6,11 @@ mod bench_floor;
 mod bench_offline;
 mod bench_online;
 mod bench_plugins;
+mod compare;
 mod generate;
 mod gpu_check;
 mod plugin_harness;
+mod profile;
 pub mod serve;
 mod shell;
 
@@ -45,6 +47,12 @@ pub enum Command {
     Plugin(plugin_harness::PluginCommand),
     /// Check the CUDA backend on this machine's GPU against the CPU backend.
     GpuCheck(gpu_check::GpuCheckArgs),
+    /// Replay one workload against several policy sets (simulated or real)
+    /// and write a table and plots.
+    Compare(Box<compare::CompareArgs>),
+    /// Measure step times on a device and write a cost-model profile for
+    /// `compare --backend sim`.
+    Profile(profile::ProfileArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -70,6 +78,8 @@ pub fn main() -> anyhow::Result<()> {
         Some(Command::Bench(BenchCommand::Plugins(args))) => bench_plugins::run(args),
         Some(Command::Plugin(cmd)) => plugin_harness::run(cmd),
         Some(Command::GpuCheck(args)) => gpu_check::run(args),
+        Some(Command::Compare(args)) => compare::run(*args),
+        Some(Command::Profile(args)) => profile::run(args),
     }
 }
 

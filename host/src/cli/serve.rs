@@ -9,15 +9,12 @@ use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 
 use crate::config::{Config, ConfigLayer, PluginsLayer};
-use crate::engine::{try_spawn, CacheMode, EngineConfig, EngineHandle};
-use crate::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
+use crate::engine::EngineHandle;
 use crate::model::Tokenizer;
-use crate::plugin::{Deadlines, PluginConfig, PluginKind, PluginSet};
 use crate::server::worker_meta::WorkerMeta;
 use crate::server::protocol::Limits;
 use crate::server::AppState;

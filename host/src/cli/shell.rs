@@ -87,7 +87,7 @@ pub fn run_with(cfg: &Config, opts: &ChatOptions) -> anyhow::Result<()> {
     writeln!(
         out,
         "minisgl shell: {} — type a message; /reset clears the conversation, /exit quits.",
-        started.limits.model_name
+        cfg.model_name()
     )?;
     let mut lines = stdin.lock().lines();
     loop {

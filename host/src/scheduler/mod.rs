@@ -26,6 +26,7 @@
 //! steps in order, so a page released while processing step N can only be
 //! reused by step N+2, after step N+1 (which may still write it) has run.
 
+pub mod clock;
 mod kv_ops;
 pub mod policy;
 pub mod request;
@@ -35,6 +36,8 @@ pub mod validate;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
+
+pub use clock::{Clock, VirtualClock};
 
 use minisgl_plugin_sdk::{Budget, RequestView};
 
@@ -91,7 +94,7 @@ pub struct Scheduler {
     waiting: Vec<u64>,
     /// Running requests in admission order.
     running: Vec<u64>,
-    clock: Instant,
+    clock: Clock,
     step: u64,
     in_flight: u32,
     metrics: EngineMetrics,
@@ -102,6 +105,15 @@ impl Scheduler {
         cfg: SchedulerConfig,
         policy: Arc<dyn Policy>,
         clock: Instant,
+    ) -> Result<Self, crate::kv::PoolError> {
+        Self::with_clock(cfg, policy, Clock::Wall(clock))
+    }
+
+    /// [`Scheduler::new`] on any clock (the simulator's is virtual).
+    pub fn with_clock(
+        cfg: SchedulerConfig,
+        policy: Arc<dyn Policy>,
+        clock: Clock,
     ) -> Result<Self, crate::kv::PoolError> {
         let pool = PagePool::new(cfg.num_pages, cfg.page_size)?;
         let tree = RadixTree::new(cfg.page_size);
@@ -126,7 +138,7 @@ impl Scheduler {
     }
 
     fn now_us(&self) -> u64 {
-        self.clock.elapsed().as_micros() as u64
+        self.clock.now_us()
     }
 
     /// Requests not finished yet.
@@ -198,7 +210,19 @@ impl Scheduler {
         arrival: Instant,
         tx: UnboundedSender<Event>,
     ) {
-        let arrival_us = arrival.saturating_duration_since(self.clock).as_micros() as u64;
+        let arrival_us = self.clock.since_start_us(arrival);
+        self.add_at(id, spec, arrival_us, tx);
+    }
+
+    /// [`Scheduler::add`] with the arrival given on the loop's clock, in
+    /// microseconds (the simulator's requests arrive in virtual time).
+    pub fn add_at(
+        &mut self,
+        id: u64,
+        spec: GenerateRequest,
+        arrival_us: u64,
+        tx: UnboundedSender<Event>,
+    ) {
         let req = Request::new(id, spec, arrival_us, tx);
         self.reqs.insert(id, req);
         self.enqueue_waiting(id);

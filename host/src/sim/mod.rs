@@ -1,0 +1,25 @@
+//! The policy simulator: the real engine loop in virtual time against a
+//! step-cost model calibrated on a device.
+//!
+//! * [`cost`]: the cost model (step time from tokens, KV read, attention
+//!   pairs) and its fit;
+//! * [`profile`]: the profile file (measured points + fitted model);
+//! * [`measure`]: measuring a profile's points on any model runner;
+//! * [`driver`]: [`simulate`], the virtual-time loop;
+//! * [`record`]: what a replay produced (shared with the real-engine replay);
+//! * [`summary`]: the figures reported per replay;
+//! * [`timed`]: measuring policy (plugin) call time.
+
+pub mod cost;
+pub mod driver;
+pub mod measure;
+pub mod profile;
+pub mod record;
+pub mod summary;
+pub mod timed;
+
+pub use cost::{CostModel, StepShape};
+pub use driver::{simulate, PolicyTime, SimConfig};
+pub use profile::{Profile, ProfilePoint};
+pub use record::{RequestRecord, RunRecord, Sample};
+pub use summary::{Slo, Summary, Timing};

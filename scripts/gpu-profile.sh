@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Simulator calibration on the GPU (issue 13), in two halves like gpu-bench.sh:
+#
+#   scripts/gpu-profile.sh build    (here, with Rust) builds target/release/minisgl-host and the
+#                                   plugins, and stages into .gpu/ (git-ignored): the Qwen3-0.6B /
+#                                   14B configs, the LPM plugin and a Mooncake trace slice;
+#   scripts/gpu-profile.sh device   (on the GPU machine, no Rust) writes into $OUT:
+#     1. profiles of both shapes (`minisgl-host profile --device cuda`): 18 points each,
+#        qwen3-0.6b-h200.json and qwen3-14b-h200.json (commit them to docs/results/profiles/);
+#     2. if at least FIDELITY_MIN_LEFT seconds of the call's budget remain: the fidelity check,
+#        the same Mooncake slice and two policy sets (FCFS, LPM) on the real engine
+#        (fid-cuda/) and in the simulator with the profile just measured (fid-sim/).
+#   Then here: python3 scripts/fidelity_table.py OUT/fid-cuda OUT/fid-sim
+#
+# Device call (tool `run`, kind nvidia-h200):
+#   command: bash scripts/gpu-profile.sh device
+#   carry:   ["target/release/minisgl-host", ".gpu"]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# The fidelity slice: Mooncake conversation, first N requests, arrivals 4x faster.
+FID_ARGS=(--num-requests 100 --time-scale 0.25 --max-input-len 8192 --max-output-len 256
+          --num-pages 20000 --page-size 16 --seed 0)
+
+case "${1:-}" in
+build)
+    cargo build --release -p minisgl-host
+    scripts/build-plugins.sh >/dev/null
+    for s in qwen3-0.6b qwen3-14b; do
+        mkdir -p .gpu/$s
+        cp "${MODEL_CONFIGS:-examples/model-configs}/$s/config.json" .gpu/$s/config.json
+    done
+    mkdir -p .gpu/plugins .gpu/workloads
+    cp target/wasm32-wasip2/plugin/minisgl_example_lpm.wasm .gpu/plugins/
+    head -n 400 "$(d=${WORKLOADS:-../shared/workloads}; [ -d "$d" ] || d=/work/shared/workloads; echo "$d")/mooncake_conversation_trace.jsonl" \
+        > .gpu/workloads/mooncake_conversation_400.jsonl
+    grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
+    git rev-parse --short HEAD > .gpu/commit
+    ls -la target/release/minisgl-host .gpu .gpu/plugins .gpu/workloads
+    ;;
+device)
+    budget="${BUDGET_S:-280}"
+    out="${OUT:-$PWD/gpu-out}"
+    mkdir -p "$out"
+    export PATH="/usr/local/cuda/bin:$PATH"
+    export LD_LIBRARY_PATH="/usr/local/cuda/targets/x86_64-linux/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+    export MINISGL_KERNEL_CACHE="${MINISGL_KERNEL_CACHE:-/tmp/minisgl-kernels}"
+    bin=target/release/minisgl-host
+    commit="$(cat .gpu/commit 2>/dev/null || echo unknown)"
+    gpu="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || echo cuda)"
+    note="measured by scripts/gpu-profile.sh at commit $commit on $(date -u +%Y-%m-%d)"
+    { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; } > "$out/env.log" 2>&1
+    set +e
+    for s in qwen3-0.6b qwen3-14b; do
+        t=$([ "$s" = qwen3-14b ] && echo 90 || echo 60)
+        timeout "$t" "$bin" profile --device cuda --random-weights .gpu/$s --name "$s" \
+            --device-label "$gpu" --note "$note" --out "$out/$s-h200.json" 2>&1 | tee "$out/profile-$s.log"
+        echo "profile $s rc=${PIPESTATUS[0]} at ${SECONDS}s"
+    done
+    if [ $((budget - SECONDS)) -ge "${FIDELITY_MIN_LEFT:-120}" ] && [ -f "$out/qwen3-0.6b-h200.json" ]; then
+        pol=(--policy fcfs=native --policy lpm=.gpu/plugins/minisgl_example_lpm.wasm)
+        tr=(--trace .gpu/workloads/mooncake_conversation_400.jsonl --random-weights .gpu/qwen3-0.6b)
+        timeout $((budget - SECONDS - 20)) "$bin" compare --backend cuda "${tr[@]}" "${FID_ARGS[@]}" "${pol[@]}" \
+            --out "$out/fid-cuda" > "$out/fid-cuda.log" 2>&1
+        echo "fidelity cuda rc=$? at ${SECONDS}s"
+        timeout 60 "$bin" compare --backend sim --profile "$out/qwen3-0.6b-h200.json" "${tr[@]}" "${FID_ARGS[@]}" \
+            "${pol[@]}" --out "$out/fid-sim" > "$out/fid-sim.log" 2>&1
+        echo "fidelity sim rc=$? at ${SECONDS}s"
+        tail -n 12 "$out/fid-cuda/results.md" "$out/fid-sim/results.md" 2>/dev/null
+    else
+        echo "fidelity check skipped: $((budget - SECONDS)) s left of $budget"
+    fi
+    echo "done in ${SECONDS}s"
+    ;;
+*)
+    echo "usage: $0 build | device" >&2
+    exit 2
+    ;;
+esac
