@@ -71,7 +71,8 @@ device)
         echo "gpu-check rc=$?"
         grep -E "checks, |FAIL|decode attention|decode kernels|prefill attention" "$out/gpu-check-ops.log" | head -40
         if [ -f scripts/gpu-profile.sh ]; then
-            timeout 130 bash scripts/gpu-profile.sh "$out" 2>&1 | tail -20
+            # Profiles only (BUDGET_S=0 skips the fidelity replay, which needs its own call).
+            OUT="$out/profile" BUDGET_S=0 timeout 160 bash scripts/gpu-profile.sh device 2>&1 | tail -12
         fi
         timeout 150 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
             --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" 2>&1 | tail -8 | tee "$out/offline-14b.log"

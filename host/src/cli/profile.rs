@@ -10,8 +10,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 
-use crate::kv::pool::{bytes_per_page, kv_elem_bytes, pages_for_budget};
-use crate::model::runner::{auto_kv_budget, build_runner_with, DeviceKind, RunnerOptions};
+use crate::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
 use crate::model::{load, load_random};
 use crate::sim::measure::{measure, Grid};
 use crate::sim::Profile;
@@ -111,16 +110,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
     // takes memory.
     let kv_pages = match args.kv_pages {
         Some(n) => n,
-        None => {
-            let per = bytes_per_page(
-                args.page_size,
-                c.num_layers() as u32,
-                c.num_kv_heads() as u32,
-                c.head_dim() as u32,
-                kv_elem_bytes(args.device),
-            );
-            pages_for_budget(auto_kv_budget(args.device, 2 * c.num_params() as u64)?, per)?
-        }
+        None => crate::engine::builder::kv_pages(c, args.device, args.page_size, None)?,
     };
     let pages = grid.pages_needed(args.page_size);
     let mut runner = build_runner_with(

@@ -18,7 +18,6 @@ use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::engine::{CacheMode, EngineConfig};
-use crate::kv::pool::{bytes_per_page, kv_elem_bytes, pages_for_budget};
 use crate::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
 use crate::model::{load, load_random, LoadedModel};
 use crate::scheduler::Policy;
@@ -309,19 +308,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
             let ps = args.page_size.unwrap_or(16);
             let pages = match args.num_pages {
                 Some(n) => n,
-                None => {
-                    let c = &m.config;
-                    let per = bytes_per_page(
-                        ps,
-                        c.num_layers() as u32,
-                        c.num_kv_heads() as u32,
-                        c.head_dim() as u32,
-                        kv_elem_bytes(device),
-                    );
-                    let budget =
-                        crate::model::runner::auto_kv_budget(device, 2 * c.num_params() as u64)?;
-                    pages_for_budget(budget, per)?
-                }
+                None => crate::engine::builder::kv_pages(&m.config, device, ps, None)?,
             };
             let desc =
                 format!("{:?} engine, model `{}`", args.backend, m.source.display()).to_lowercase();
