@@ -39,6 +39,34 @@ fn every_kernel_family_compiles_for_sm90() {
     );
 }
 
+/// The section names of the kernels in a CUBIN (`.text.<name>`).
+fn cubin_kernels(cubin: &[u8]) -> Vec<String> {
+    let mut names = Vec::new();
+    for part in cubin.split(|&b| b == 0) {
+        if let Some(name) = part.strip_prefix(b".text.") {
+            names.push(String::from_utf8_lossy(name).into_owned());
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+#[test]
+fn the_loader_lists_exactly_the_kernels_each_family_defines() {
+    // A kernel missing from the list is unusable at run time ("not available
+    // on this device"); a listed name that is not compiled fails device open.
+    require_nvrtc();
+    for &(family, src) in nvrtc::FAMILIES {
+        let arch = nvrtc::family_arch(family, "sm_90").expect("every family applies to sm_90");
+        let cubin = nvrtc::compile(family, src, &arch).expect("compiles");
+        let defined = cubin_kernels(&cubin);
+        let mut listed = minisgl::backend::cuda::device::kernel_names(family);
+        listed.sort();
+        assert_eq!(listed, defined, "family {family}: loader list vs compiled kernels");
+    }
+}
+
 #[test]
 fn a_broken_kernel_is_reported_with_its_log() {
     require_nvrtc();

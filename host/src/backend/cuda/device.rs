@@ -67,8 +67,9 @@ impl std::str::FromStr for PrefillKernel {
 /// Which decode attention kernel the flash backend uses (`MINISGL_DECODE_KERNEL`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum DecodeKernel {
-    /// Tensor cores (the group's query heads as mma rows) for GQA groups of
-    /// 3..=16 heads, the CUDA-core kernel for smaller groups.
+    /// The CUDA-core kernel. The tensor-core kernel becomes the default for
+    /// larger GQA groups once it has been checked and timed on a GPU (it has
+    /// compiled for sm_90 but not yet run).
     #[default]
     Auto,
     /// The tensor-core kernel wherever the group has at most 16 heads.
@@ -94,7 +95,7 @@ impl DecodeKernel {
     /// tensor-core kernel.
     pub fn uses_mma(self, group: usize) -> bool {
         match self {
-            DecodeKernel::Auto => (3..=16).contains(&group),
+            DecodeKernel::Auto => false,
             DecodeKernel::Mma => (1..=16).contains(&group),
             DecodeKernel::Simt => false,
         }
@@ -163,7 +164,8 @@ impl Kernels {
 }
 
 /// Kernel names of each family (loaded from its module after compilation).
-fn kernel_names(family: &str) -> Vec<String> {
+/// `tests/kernels_nvrtc.rs` holds this list against the compiled CUBINs.
+pub fn kernel_names(family: &str) -> Vec<String> {
     let v: Vec<&str> = match family {
         "embedding" => vec!["embedding_gather"],
         "norm" => vec!["add_rmsnorm"],
@@ -191,6 +193,7 @@ fn kernel_names(family: &str) -> Vec<String> {
                 for g in [1, 2, 4, 8] {
                     v.push(format!("attn_decode_hd{hd}_g{g}"));
                 }
+                v.push(format!("attn_decode_mma_hd{hd}"));
             }
             return v;
         }
