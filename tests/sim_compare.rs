@@ -129,7 +129,14 @@ fn the_cost_model_reproduces_a_measured_profile() {
     std::fs::write(&p, prof.to_json()).unwrap();
     // (JSON floats round-trip to the last bit or so: compare the predictions.)
     let back = Profile::load(&p).unwrap();
-    assert_eq!(back.points, prof.points);
+    assert_eq!(back.points.len(), prof.points.len());
+    for (b, p) in back.points.iter().zip(&prof.points) {
+        assert_eq!(b.shape(), p.shape());
+        assert!(
+            (b.seconds - p.seconds).abs() <= 1e-12 * p.seconds,
+            "{b:?} vs {p:?}"
+        );
+    }
     for (pt, pred, _) in prof.reproduction() {
         let b = back.model_fit.step_us(&pt.shape()) * 1e-6;
         assert!((b - pred).abs() <= 1e-9 * pred, "{pt:?}: {b} vs {pred}");
