@@ -64,6 +64,20 @@ pub struct Summary {
     /// perfectly even, 1/n is one client served alone; 1 with one client.
     pub jain_fairness: f64,
     pub clients: usize,
+    /// Per client (by id), when there is more than one.
+    pub per_client: Vec<ClientSummary>,
+}
+
+/// One client's share of a replay.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClientSummary {
+    pub client_id: u64,
+    pub requests: usize,
+    pub completed: usize,
+    /// Prompt + output tokens of its completed requests.
+    pub tokens: u64,
+    pub ttft: Percentiles,
+    pub e2e: Percentiles,
 }
 
 /// Measured on the machine that ran the replay (differs between runs).
@@ -161,6 +175,37 @@ impl Summary {
             .count();
         let clients: std::collections::BTreeSet<u64> =
             r.requests.iter().map(|q| q.client_id).collect();
+        let per_client = if clients.len() < 2 {
+            Vec::new()
+        } else {
+            clients
+                .iter()
+                .map(|&c| {
+                    let mine: Vec<_> = ok.iter().filter(|q| q.client_id == c).collect();
+                    ClientSummary {
+                        client_id: c,
+                        requests: r.requests.iter().filter(|q| q.client_id == c).count(),
+                        completed: mine.len(),
+                        tokens: mine
+                            .iter()
+                            .map(|q| u64::from(q.prompt_tokens) + u64::from(q.output_tokens))
+                            .sum(),
+                        ttft: Percentiles::of_us(
+                            mine.iter()
+                                .filter_map(|q| q.ttft_us())
+                                .map(|v| v as f64)
+                                .collect(),
+                        ),
+                        e2e: Percentiles::of_us(
+                            mine.iter()
+                                .filter_map(|q| q.e2e_us())
+                                .map(|v| v as f64)
+                                .collect(),
+                        ),
+                    }
+                })
+                .collect()
+        };
         Summary {
             requests: r.requests.len(),
             completed: ok.len(),
@@ -192,6 +237,7 @@ impl Summary {
             steps: r.metrics.steps,
             jain_fairness: windowed_jain(r, FAIRNESS_WINDOWS),
             clients: clients.len(),
+            per_client,
         }
     }
 }
