@@ -34,7 +34,8 @@ build)
     cp target/wasm32-wasip2/plugin/minisgl_example_lpm.wasm .gpu/plugins/
     head -n 400 "$(d=${WORKLOADS:-../shared/workloads}; [ -d "$d" ] || d=/work/shared/workloads; echo "$d")/mooncake_conversation_trace.jsonl" \
         > .gpu/workloads/mooncake_conversation_400.jsonl
-    grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
+    ex="$(git rev-parse --git-path info/exclude)"; mkdir -p "$(dirname "$ex")"
+    grep -qx '/.gpu/' "$ex" 2>/dev/null || echo '/.gpu/' >> "$ex"
     git rev-parse --short HEAD > .gpu/commit
     ls -la target/release/minisgl-host .gpu .gpu/plugins .gpu/workloads
     ;;

@@ -106,18 +106,21 @@ fn the_cost_model_reproduces_a_measured_profile() {
         decode_contexts: vec![16, 128],
         prefill_tokens: vec![16, 64, 128],
         prefill_contexts: vec![0, 128],
-        reps: 5,
+        reps: 9,
     };
     let mut runner = minisgl::model::runner::cpu_runner(&model, grid.pages_needed(16), 16).unwrap();
     let points = measure(&mut runner, &grid, &mut |_, _| {}).unwrap();
     assert_eq!(points.len(), 12);
     let prof = Profile::fit("cpu", "test", "qwen3", 16, 64, "", points).unwrap();
     // Knots sit at the measured sizes: only the attention slopes are shared,
-    // so the points come back closely despite timing noise.
-    let err = prof.reproduction_error();
+    // so the points come back closely. Timing noise on a shared CI machine
+    // can spike one point, so the bound is on the median error.
+    let mut errs: Vec<f64> = prof.reproduction().iter().map(|r| r.2.abs()).collect();
+    errs.sort_by(f64::total_cmp);
+    let median = errs[errs.len() / 2];
     assert!(
-        err < 0.35,
-        "model error {err} on its own points: {:?}",
+        median < 0.25,
+        "median model error {median} on its own points: {:?}",
         prof.reproduction()
     );
     // The file round-trips.
@@ -126,7 +129,14 @@ fn the_cost_model_reproduces_a_measured_profile() {
     std::fs::write(&p, prof.to_json()).unwrap();
     // (JSON floats round-trip to the last bit or so: compare the predictions.)
     let back = Profile::load(&p).unwrap();
-    assert_eq!(back.points, prof.points);
+    assert_eq!(back.points.len(), prof.points.len());
+    for (b, p) in back.points.iter().zip(&prof.points) {
+        assert_eq!(b.shape(), p.shape());
+        assert!(
+            (b.seconds - p.seconds).abs() <= 1e-12 * p.seconds,
+            "{b:?} vs {p:?}"
+        );
+    }
     for (pt, pred, _) in prof.reproduction() {
         let b = back.model_fit.step_us(&pt.shape()) * 1e-6;
         assert!((b - pred).abs() <= 1e-9 * pred, "{pt:?}: {b} vs {pred}");

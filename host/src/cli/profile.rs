@@ -46,8 +46,9 @@ pub struct ProfileArgs {
     /// Cached prefix before a chunk [default: 0,4096 on cuda; 0,200 on cpu].
     #[arg(long, value_delimiter = ',')]
     pub prefill_contexts: Vec<u64>,
-    /// Timed repetitions per point (the median is kept).
-    #[arg(long, default_value_t = 3)]
+    /// Timed steps per point, run back to back as the engine's worker runs
+    /// them (their mean is kept).
+    #[arg(long, default_value_t = 4)]
     pub reps: usize,
     /// KV pages the simulator uses by default [default: the engine's memory
     /// budget on this device].

@@ -230,10 +230,15 @@ fn solve(
             *bi += w * w * ri * us;
         }
     }
-    // A tiny ridge keeps unused columns (a slope switched off) solvable.
-    let scale = (0..n).map(|i| a[i][i]).fold(0.0f64, f64::max).max(1e-30);
+    // A ridge relative to each column's own scale (it biases the fit by
+    // ~1e-12); an unused column (a slope switched off) gets a unit diagonal
+    // so its coefficient solves to 0.
     for (i, r) in a.iter_mut().enumerate() {
-        r[i] += scale * 1e-12;
+        r[i] = if r[i] > 0.0 {
+            r[i] * (1.0 + 1e-12)
+        } else {
+            1.0
+        };
     }
     let x = gauss(a, b).ok_or(FitError::Singular)?;
     Ok(CostModel {

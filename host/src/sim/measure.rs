@@ -5,6 +5,7 @@
 use std::time::Instant;
 
 use crate::batch::{SampleMode, SampleSpec, SeqInput, StepInput};
+use crate::model::runner::Launched;
 use crate::model::{ModelError, ModelRunner};
 
 use super::profile::ProfilePoint;
@@ -17,7 +18,8 @@ pub struct Grid {
     pub decode_contexts: Vec<u64>,
     pub prefill_tokens: Vec<u64>,
     pub prefill_contexts: Vec<u64>,
-    /// Timed repetitions per point (after one warm-up); the median is kept.
+    /// Timed steps per point (after one warm-up), run back to back as the
+    /// engine's worker runs them; their mean is kept.
     pub reps: usize,
 }
 
@@ -132,8 +134,36 @@ pub fn step_for(p: &ProfilePoint, page_size: u32, vocab: u32) -> StepInput {
     }
 }
 
-/// Measures every point of `grid` on `runner` (one warm-up step, then the
-/// median of `grid.reps`); `progress(i, n)` after each point.
+/// Seconds per step of `reps` copies of `input` run the way the engine's
+/// worker runs steps: the next one is launched while the previous one is still
+/// on the device (at most two in flight), so host-side preparation hides
+/// behind device time as it does under overlap scheduling. A runner that
+/// computes at launch (the CPU) simply runs them one after another.
+fn pipelined(
+    runner: &mut dyn ModelRunner,
+    input: &StepInput,
+    reps: usize,
+) -> Result<f64, ModelError> {
+    let t = Instant::now();
+    let mut in_flight = 0;
+    for _ in 0..reps {
+        if let Launched::Pending = runner.launch(input)? {
+            in_flight += 1;
+            if in_flight >= 2 {
+                runner.finish()?;
+                in_flight -= 1;
+            }
+        }
+    }
+    for _ in 0..in_flight {
+        runner.finish()?;
+    }
+    Ok(t.elapsed().as_secs_f64() / reps as f64)
+}
+
+/// Measures every point of `grid` on `runner` (one warm-up step, then
+/// `grid.reps` steps pipelined as in the engine); `progress(i, n)` after each
+/// point.
 pub fn measure(
     runner: &mut dyn ModelRunner,
     grid: &Grid,
@@ -151,14 +181,7 @@ pub fn measure(
     for (i, p) in points.iter_mut().enumerate() {
         let input = step_for(p, runner.page_size(), runner.vocab_size());
         runner.step(&input)?;
-        let mut times = Vec::with_capacity(grid.reps.max(1));
-        for _ in 0..grid.reps.max(1) {
-            let t = Instant::now();
-            runner.step(&input)?;
-            times.push(t.elapsed().as_secs_f64());
-        }
-        times.sort_by(f64::total_cmp);
-        p.seconds = times[times.len() / 2];
+        p.seconds = pipelined(runner, &input, grid.reps.max(1))?;
         progress(i + 1, n);
     }
     Ok(points)

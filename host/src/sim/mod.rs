@@ -22,4 +22,4 @@ pub use cost::{CostModel, StepShape};
 pub use driver::{simulate, PolicyTime, SimConfig};
 pub use profile::{Profile, ProfilePoint};
 pub use record::{RequestRecord, RunRecord, Sample};
-pub use summary::{Slo, Summary, Timing};
+pub use summary::{ClientSummary, Slo, Summary, Timing};

@@ -25,7 +25,8 @@ pub struct ProfilePoint {
     pub prefill_tokens: u64,
     #[serde(default)]
     pub prefill_context: u64,
-    /// Median device time of the step (seconds).
+    /// Time per step when such steps run back to back as in the engine
+    /// (seconds): device time, plus host time the pipeline does not hide.
     pub seconds: f64,
 }
 

@@ -57,10 +57,27 @@ pub struct Summary {
     pub preemptions: u64,
     pub evicted_pages: u64,
     pub steps: u64,
-    /// Jain's index over the tokens (prompt + output) each client was
-    /// served; 1 is perfectly even, 1/n is one client served alone.
+    /// Fairness among clients: Jain's index over the tokens (prompt +
+    /// output) served to each client with requests in the system, per
+    /// window ([`FAIRNESS_WINDOWS`] of the run), averaged over the windows
+    /// where at least two clients had requests in the system. 1 is
+    /// perfectly even, 1/n is one client served alone; 1 with one client.
     pub jain_fairness: f64,
     pub clients: usize,
+    /// Per client (by id), when there is more than one.
+    pub per_client: Vec<ClientSummary>,
+}
+
+/// One client's share of a replay.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClientSummary {
+    pub client_id: u64,
+    pub requests: usize,
+    pub completed: usize,
+    /// Prompt + output tokens of its completed requests.
+    pub tokens: u64,
+    pub ttft: Percentiles,
+    pub e2e: Percentiles,
 }
 
 /// Measured on the machine that ran the replay (differs between runs).
@@ -72,6 +89,56 @@ pub struct Timing {
     pub policy_charged_us: f64,
     /// Wall-clock seconds the replay took.
     pub wall_s: f64,
+}
+
+/// Windows the run is cut into for [`Summary::jain_fairness`].
+pub const FAIRNESS_WINDOWS: usize = 20;
+
+/// Jain's index among the clients present in each window, averaged (see
+/// [`Summary::jain_fairness`]). A request's prompt tokens count when its first
+/// token comes, its output tokens evenly from its first to its last token.
+pub fn windowed_jain(r: &RunRecord, windows: usize) -> f64 {
+    let ok: Vec<_> = r.requests.iter().filter(|q| q.ok()).collect();
+    let end = ok.iter().filter_map(|q| q.finish_us).max().unwrap_or(0) as f64;
+    if end <= 0.0 || windows == 0 {
+        return 1.0;
+    }
+    let w = end / windows as f64;
+    let (mut sum, mut counted) = (0.0, 0usize);
+    for k in 0..windows {
+        let (w0, w1) = (k as f64 * w, (k + 1) as f64 * w);
+        let mut service = std::collections::BTreeMap::<u64, f64>::new();
+        for q in &ok {
+            let (a, e) = (q.arrival_us as f64, q.finish_us.unwrap_or(0) as f64);
+            if a >= w1 || e < w0 {
+                continue;
+            }
+            let s = service.entry(q.client_id).or_default();
+            let (f, l) = (
+                q.first_token_us.unwrap_or(0) as f64,
+                q.last_token_us.unwrap_or(0) as f64,
+            );
+            if (w0..w1).contains(&f) {
+                *s += f64::from(q.prompt_tokens);
+            }
+            let out = f64::from(q.output_tokens);
+            if l > f {
+                let overlap = (l.min(w1) - f.max(w0)).max(0.0);
+                *s += out * overlap / (l - f);
+            } else if (w0..w1).contains(&f) {
+                *s += out;
+            }
+        }
+        if service.len() >= 2 {
+            sum += jain(&service.into_values().collect::<Vec<_>>());
+            counted += 1;
+        }
+    }
+    if counted == 0 {
+        1.0
+    } else {
+        sum / counted as f64
+    }
 }
 
 /// Jain's fairness index of `x` (1 for an empty or all-zero input).
@@ -106,12 +173,39 @@ impl Summary {
                     && q.tpot_us().is_none_or(|t| t <= slo.tpot_ms * 1e3)
             })
             .count();
-        let mut service = std::collections::BTreeMap::<u64, f64>::new();
-        for q in &ok {
-            *service.entry(q.client_id).or_default() +=
-                f64::from(q.prompt_tokens) + f64::from(q.output_tokens);
-        }
-        let service: Vec<f64> = service.into_values().collect();
+        let clients: std::collections::BTreeSet<u64> =
+            r.requests.iter().map(|q| q.client_id).collect();
+        let per_client = if clients.len() < 2 {
+            Vec::new()
+        } else {
+            clients
+                .iter()
+                .map(|&c| {
+                    let mine: Vec<_> = ok.iter().filter(|q| q.client_id == c).collect();
+                    ClientSummary {
+                        client_id: c,
+                        requests: r.requests.iter().filter(|q| q.client_id == c).count(),
+                        completed: mine.len(),
+                        tokens: mine
+                            .iter()
+                            .map(|q| u64::from(q.prompt_tokens) + u64::from(q.output_tokens))
+                            .sum(),
+                        ttft: Percentiles::of_us(
+                            mine.iter()
+                                .filter_map(|q| q.ttft_us())
+                                .map(|v| v as f64)
+                                .collect(),
+                        ),
+                        e2e: Percentiles::of_us(
+                            mine.iter()
+                                .filter_map(|q| q.e2e_us())
+                                .map(|v| v as f64)
+                                .collect(),
+                        ),
+                    }
+                })
+                .collect()
+        };
         Summary {
             requests: r.requests.len(),
             completed: ok.len(),
@@ -141,8 +235,9 @@ impl Summary {
             preemptions: r.metrics.preemptions,
             evicted_pages: r.metrics.evicted_pages,
             steps: r.metrics.steps,
-            jain_fairness: jain(&service),
-            clients: service.len(),
+            jain_fairness: windowed_jain(r, FAIRNESS_WINDOWS),
+            clients: clients.len(),
+            per_client,
         }
     }
 }

@@ -135,6 +135,33 @@ pub fn markdown(header: &str, slo: Slo, rows: &[Row]) -> String {
             s.failed
         );
     }
+    if rows.iter().any(|r| !r.summary.per_client.is_empty()) {
+        let _ = writeln!(
+            out,
+            "\nPer client (priority = client id % 3 for traces and multi-tenant workloads):\n\n\
+             | policy | client | requests | tokens served | TTFT p50 / p90 / p99 (ms) | E2E p50 / p90 / p99 (ms) |\n\
+             |---|---:|---:|---:|---:|---:|"
+        );
+        for r in rows {
+            for c in &r.summary.per_client {
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} / {} | {} | {:.1} / {:.1} / {:.1} | {:.1} / {:.1} / {:.1} |",
+                    r.name,
+                    c.client_id,
+                    c.completed,
+                    c.requests,
+                    c.tokens,
+                    c.ttft.p50,
+                    c.ttft.p90,
+                    c.ttft.p99,
+                    c.e2e.p50,
+                    c.e2e.p90,
+                    c.e2e.p99
+                );
+            }
+        }
+    }
     let _ = writeln!(out, "\nPolicy sets:\n");
     for r in rows {
         let _ = writeln!(out, "- `{}` = `{}`", r.name, r.spec);
