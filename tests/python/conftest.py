@@ -26,6 +26,9 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("MINISGL_BIN", ROOT / "target" / "release" / "minisgl-host"))
 MODELS = ROOT / "tests" / "fixtures" / "models"
 PLUGINS = ROOT / "target" / "wasm32-wasip2" / "plugin"
+# FCFS taking ~2 ms per step (tests/guests/pace): for tests that need requests
+# to wait, whatever the machine's speed (the fixtures decode in microseconds).
+PACE = PLUGINS / "minisgl_guest_pace.wasm"
 # Tiny random Llama (vocab 1024, context 512) with a chat template and
 # Hugging Face reference outputs (reference/outputs.json, reference/logits.safetensors).
 MODEL = MODELS / "llama_gqa_tied"

@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from conftest import MODEL_NAME, PLUGINS, Server, wait_idle
+from conftest import MODEL_NAME, PLUGINS, Server, wait_idle, PACE
 
 HEADER_TIMEOUT_S = 0.3
 
@@ -20,7 +20,7 @@ def srv():
     # token while the first generates; the keep-alive (header) timeout is
     # shortened far below that wait.
     s = Server(
-        "--max-running", "1",
+        "--max-running", "1", "--scheduler", PACE,
         env={"MINISGL_HTTP_HEADER_TIMEOUT_S": str(HEADER_TIMEOUT_S)},
     )
     yield s

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MODEL, MODEL_NAME, Server, wait_idle
+from conftest import MODEL, MODEL_NAME, Server, wait_idle, PACE
 
 KEEP_ALIVE_S = 0.25
 # With one running slot the last of 8 requests waits for 7 x 400 tokens.
@@ -41,7 +41,7 @@ def bench_script():
 
 @pytest.fixture(scope="module")
 def srv():
-    s = Server("--max-running", "1", env={"MINISGL_HTTP_HEADER_TIMEOUT_S": str(KEEP_ALIVE_S)})
+    s = Server("--max-running", "1", "--scheduler", PACE, env={"MINISGL_HTTP_HEADER_TIMEOUT_S": str(KEEP_ALIVE_S)})
     yield s
     assert s.stop() == 0, "".join(s.log[-40:])
 

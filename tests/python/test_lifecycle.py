@@ -9,7 +9,7 @@ import time
 
 import openai
 
-from conftest import BIN, MODEL, MODEL_NAME, Server
+from conftest import BIN, MODEL, MODEL_NAME, Server, PACE
 
 
 def test_sigterm_finishes_in_flight_requests_and_exits_0():
@@ -36,7 +36,7 @@ def test_sigterm_finishes_in_flight_requests_and_exits_0():
 
 
 def test_sigterm_aborts_after_the_grace_period():
-    srv = Server("--shutdown-timeout", "1", "--max-running", "1")
+    srv = Server("--shutdown-timeout", "1", "--max-running", "1", "--scheduler", PACE)
     client = openai.OpenAI(base_url=srv.url, api_key="x", max_retries=0, timeout=120)
     # Many long requests on a tiny batch: they cannot finish within 1 s.
     streams = [client.completions.create(

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import MODEL_NAME, Server, wait_idle
+from conftest import MODEL_NAME, Server, wait_idle, PACE
 
 
 @pytest.fixture(scope="module")
@@ -192,7 +192,7 @@ def test_cut_streams_free_pages(srv):
 
 
 def test_queue_bound_gives_429():
-    s = Server("--max-waiting", "2", "--max-running", "1")
+    s = Server("--max-waiting", "2", "--max-running", "1", "--scheduler", PACE)
     try:
         body = json.dumps({"model": MODEL_NAME, "prompt": "x", "max_tokens": 500,
                            "ignore_eos": True, "stream": True}).encode()
