@@ -186,6 +186,18 @@ pub fn matmul(a: &QActs, w: &QMatrix, k: Kernels, out: &mut [f32]) {
 /// layer are 384 KiB: they stay in L2 while a thread's groups go past).
 const PACKED_TILE: usize = 256;
 
+/// Below this many multiply-adds a packed product runs on the calling
+/// thread (`MINISGL_CPU_PACKED_SERIAL` overrides it, for measuring).
+fn packed_serial_work() -> usize {
+    static W: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *W.get_or_init(|| {
+        std::env::var("MINISGL_CPU_PACKED_SERIAL")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(SERIAL_WORK)
+    })
+}
+
 /// [`matmul`] on [`Packed`] weights: groups of 16 weight rows split across
 /// the threads, four activation rows at a time per group.
 fn matmul_packed(a: &QActs, p: &Packed, k: Kernels, out: &mut [f32]) {
@@ -225,7 +237,7 @@ fn matmul_packed(a: &QActs, p: &Packed, k: Kernels, out: &mut [f32]) {
         }
     };
     let threads = rayon::current_num_threads();
-    if threads <= 1 || m * n * a.cols < SERIAL_WORK {
+    if threads <= 1 || m * n * a.cols < packed_serial_work() {
         run(0, groups);
         return;
     }
