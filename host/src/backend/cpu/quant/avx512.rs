@@ -57,6 +57,8 @@ unsafe fn kernel<const R: usize, const NIB: bool>(
     let gbb = if NIB { 256 } else { 512 };
     let low = _mm512_set1_epi8(0x0f);
     let mut acc = [_mm512_setzero_ps(); R];
+    // The `m · sa` terms apart, so the two FMAs per block do not chain.
+    let mut accm = [_mm512_setzero_ps(); R];
     let qbase = p.q.as_ptr().add(g * nb * gbb);
     let dbase = p.d.as_ptr().add(g * nb * GROUP);
     let has_m = !p.m.is_empty();
@@ -87,20 +89,23 @@ unsafe fn kernel<const R: usize, const NIB: bool>(
         for i in 0..R {
             let row = i0 + i;
             let ap = a.qs.as_ptr().add(row * a.cols + b * QK) as *const i32;
-            let mut s0 = _mm512_setzero_si512();
-            let mut s1 = _mm512_setzero_si512();
-            for t in (0..8).step_by(2) {
-                s0 = _mm512_dpbusd_epi32(s0, w[t], _mm512_set1_epi32(ap.add(t).read_unaligned()));
-                s1 = _mm512_dpbusd_epi32(
-                    s1,
-                    w[t + 1],
-                    _mm512_set1_epi32(ap.add(t + 1).read_unaligned()),
-                );
+            // Independent partial sums: with one or two activation rows the
+            // `vpdpbusd` latency, not its throughput, would bound the loop.
+            let chains = if R <= 2 { 4 } else { 2 };
+            let mut ps = [_mm512_setzero_si512(); 4];
+            for t in 0..8 {
+                let c = t % chains;
+                ps[c] =
+                    _mm512_dpbusd_epi32(ps[c], w[t], _mm512_set1_epi32(ap.add(t).read_unaligned()));
             }
-            let s = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1));
+            let mut si = _mm512_add_epi32(ps[0], ps[1]);
+            if chains == 4 {
+                si = _mm512_add_epi32(si, _mm512_add_epi32(ps[2], ps[3]));
+            }
+            let s = _mm512_cvtepi32_ps(si);
             let k = row * nb + b;
             acc[i] = _mm512_fmadd_ps(s, _mm512_mul_ps(dv, _mm512_set1_ps(*ad.add(k))), acc[i]);
-            acc[i] = _mm512_fmadd_ps(mv, _mm512_set1_ps(*asum.add(k)), acc[i]);
+            accm[i] = _mm512_fmadd_ps(mv, _mm512_set1_ps(*asum.add(k)), accm[i]);
         }
     }
     let valid = (p.rows - g * GROUP).min(GROUP);
@@ -110,6 +115,7 @@ unsafe fn kernel<const R: usize, const NIB: bool>(
         (1u16 << valid) - 1
     };
     for i in 0..R {
-        _mm512_mask_storeu_ps(out.add((i0 + i) * ld + g * GROUP), mask, acc[i]);
+        let v = _mm512_add_ps(acc[i], accm[i]);
+        _mm512_mask_storeu_ps(out.add((i0 + i) * ld + g * GROUP), mask, v);
     }
 }
