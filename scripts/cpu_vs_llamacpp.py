@@ -185,7 +185,8 @@ def main():
     res = {"model": str(MODEL.relative_to(ROOT) if MODEL.is_relative_to(ROOT) else MODEL),
            "threads": THREADS, "prompt_tokens": PROMPT, "new_tokens": NEW, "runs": RUNS,
            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-           "cpuset": os.environ.get("CPUSET"), "cpu": cpu_name(),
+           "cpuset": os.environ.get("CPUSET"), "cpu": cpu_name(), "llama_bin": str(LLAMA),
+           "minisgl_kernels": os.environ.get("MINISGL_CPU_KERNELS", "detected"),
            "load_avg_before": os.getloadavg()}
     res["llama_bench"] = llama_bench()
     res["minisgl_generate"] = minisgl_generate()
@@ -202,7 +203,8 @@ def main():
     print(f"| {STREAMS} streams, median per-stream tok/s | {ls['median_stream_decode_tok_s']:.1f} | {ms['median_stream_decode_tok_s']:.1f} |")
     print(f"| {STREAMS} streams, wall time for all, s | {ls['wall_s']:.1f} | {ms['wall_s']:.1f} |")
     print(f"\nCPU: {res['cpu']}; cores: {res['cpuset'] or 'all'}; threads {THREADS}; "
-          f"load average before/after: {res['load_avg_before']} / {res['load_avg_after']}")
+          f"load average before/after: {res['load_avg_before']} / {res['load_avg_after']}; "
+          f"llama.cpp from {LLAMA}")
 
 
 if __name__ == "__main__":

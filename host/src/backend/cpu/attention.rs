@@ -61,11 +61,18 @@ pub(super) fn paged_attention(
             &meta.page_table[meta.page_indptr[s] as usize..meta.page_indptr[s + 1] as usize];
         let g = h / group;
         let qh = &q.data[r * cols + h * d..r * cols + (h + 1) * d];
-        let slot = |j: usize| pages[j / ps] as usize * ps + j % ps;
-        let mut scores = vec![0.0f32; pos + 1];
+        // Offsets of keys 0..=pos in the cache, page by page (no division
+        // per key: the page size is not a compile-time constant).
+        let n = pos + 1;
+        let offsets = || {
+            pages
+                .iter()
+                .flat_map(move |&pg| (0..ps).map(move |o| (pg as usize * ps + o) * kvw + g * d))
+                .take(n)
+        };
+        let mut scores = vec![0.0f32; n];
         let mut m = f32::NEG_INFINITY;
-        for (j, sc) in scores.iter_mut().enumerate() {
-            let at = slot(j) * kvw + g * d;
+        for (sc, at) in scores.iter_mut().zip(offsets()) {
             *sc = dot(qh, &kc[at..at + d]) * scale;
             m = m.max(*sc);
         }
@@ -74,9 +81,9 @@ pub(super) fn paged_attention(
             *sc = (*sc - m).exp();
             denom += *sc;
         }
-        for (j, &p) in scores.iter().enumerate() {
-            let at = slot(j) * kvw + g * d;
-            let w = p / denom;
+        let inv = 1.0 / denom;
+        for (&p, at) in scores.iter().zip(offsets()) {
+            let w = p * inv;
             for (o, &vv) in oh.iter_mut().zip(&vc[at..at + d]) {
                 *o += w * vv;
             }

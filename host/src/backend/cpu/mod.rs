@@ -70,7 +70,7 @@ pub struct CpuStep {
 }
 
 /// The CPU backend. `threads` bounds GEMM parallelism (0 = rayon's pool size).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct CpuBackend {
     threads: usize,
     /// Tokens chosen by the latest `sample_launch`, by sample row.
@@ -80,6 +80,47 @@ pub struct CpuBackend {
     kernels: Kernels,
     /// Quantised activations, reused across products.
     acts: RefCell<QActs>,
+    /// From this many activation rows on, a product with unpacked quantised
+    /// weights dequantises them and runs the f32 GEMM.
+    dequant_gemm_rows: usize,
+}
+
+impl Default for CpuBackend {
+    fn default() -> Self {
+        CpuBackend {
+            threads: 0,
+            last_chosen: RefCell::default(),
+            f32_weights: false,
+            kernels: Kernels::detect(),
+            acts: RefCell::default(),
+            dequant_gemm_rows: std::env::var("MINISGL_CPU_DEQUANT_GEMM_ROWS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(DEQUANT_GEMM_ROWS),
+        }
+    }
+}
+
+/// See [`CpuBackend`]'s `dequant_gemm_rows` (`MINISGL_CPU_DEQUANT_GEMM_ROWS`
+/// overrides it).
+const DEQUANT_GEMM_ROWS: usize = 32;
+
+/// `q` dequantised to f32, rows in parallel.
+fn dequantize_par(q: &QMatrix) -> Vec<f32> {
+    let mut out = vec![0.0f32; q.rows * q.cols];
+    if q.cols == 0 {
+        return out;
+    }
+    const ROWS: usize = 16;
+    out.par_chunks_mut(q.cols * ROWS)
+        .enumerate()
+        .for_each(|(c, chunk)| {
+            let r0 = c * ROWS;
+            let r1 = r0 + chunk.len() / q.cols;
+            let bytes = &q.bytes[r0 * q.row_bytes()..r1 * q.row_bytes()];
+            chunk.copy_from_slice(&crate::model::gguf::dequant::dequantize_quant(q.ty, bytes));
+        });
+    out
 }
 
 impl CpuBackend {
@@ -112,6 +153,41 @@ impl CpuBackend {
     /// Name of the quantised-product kernels in use ("avx2", "scalar").
     pub fn kernels(&self) -> &'static str {
         self.kernels.name()
+    }
+
+    /// `out (m×n) = x (m×k) · wᵀ` for a row-major `w` (n×k), f32.
+    fn gemm_f32(&self, x: &[f32], w: &[f32], m: usize, k: usize, n: usize, out: &mut [f32]) {
+        assert!(x.len() == m * k && w.len() == n * k && out.len() == m * n);
+        if m == 0 || n == 0 || k == 0 {
+            return;
+        }
+        // SAFETY: dst is m×n row-major (col stride 1, row stride n); lhs is
+        // x, m×k row-major; rhs is Wᵀ, k×n, read from W (n×k row-major) with
+        // row stride 1 and column stride k. All buffers have exactly those
+        // extents (asserted above) and do not alias.
+        unsafe {
+            gemm::gemm(
+                m,
+                n,
+                k,
+                out.as_mut_ptr(),
+                1,
+                n as isize,
+                false,
+                x.as_ptr(),
+                1,
+                k as isize,
+                w.as_ptr(),
+                k as isize,
+                1,
+                0.0,
+                1.0,
+                false,
+                false,
+                false,
+                self.par(),
+            );
+        }
     }
 
     fn par(&self) -> gemm::Parallelism {
@@ -179,15 +255,14 @@ impl Backend for CpuBackend {
         }
         if let (DType::Quant(ty), [rows, cols]) = (data.dtype, shape) {
             if !self.f32_weights && cols.is_multiple_of(ty.block_elems()) {
+                let mut q = QMatrix::new(ty, *rows, *cols, data.bytes.to_vec());
+                if self.kernels.packs() {
+                    q.pack();
+                }
                 return Ok(CpuTensor {
                     shape: shape.to_vec(),
                     data: Vec::new(),
-                    quant: Some(Arc::new(QMatrix {
-                        ty,
-                        rows: *rows,
-                        cols: *cols,
-                        bytes: data.bytes.to_vec(),
-                    })),
+                    quant: Some(Arc::new(q)),
                 });
             }
         }
@@ -312,49 +387,21 @@ impl Backend for CpuBackend {
                 ));
             }
         }
-        if let Some(q) = &w.quant {
-            let mut out = vec![0.0f32; m * n];
-            let mut acts = self.acts.borrow_mut();
-            quant::quantize_acts(&x.data, m, k, &mut acts);
-            quant::matmul(&acts, q, self.kernels, &mut out);
-            if let Some(b) = bias {
-                for row in out.chunks_mut(n.max(1)) {
-                    for (o, &bv) in row.iter_mut().zip(&b.data) {
-                        *o += bv;
-                    }
-                }
-            }
-            return Ok(CpuTensor::new(vec![m, n], out));
-        }
         let mut out = vec![0.0f32; m * n];
-        if m > 0 && n > 0 && k > 0 {
-            // SAFETY: dst is m×n row-major (col stride 1, row stride n); lhs is
-            // x, m×k row-major; rhs is Wᵀ, k×n, read from W (n×k row-major) with
-            // row stride 1 and column stride k. All buffers have exactly those
-            // extents (checked above) and do not alias.
-            unsafe {
-                gemm::gemm(
-                    m,
-                    n,
-                    k,
-                    out.as_mut_ptr(),
-                    1,
-                    n as isize,
-                    false,
-                    x.data.as_ptr(),
-                    1,
-                    k as isize,
-                    w.data.as_ptr(),
-                    k as isize,
-                    1,
-                    0.0,
-                    1.0,
-                    false,
-                    false,
-                    false,
-                    self.par(),
-                );
+        match &w.quant {
+            // Many rows (prefill) without the packed GEMM: the weights
+            // dequantised once per product, then the f32 GEMM, beats the
+            // row kernels (each weight block would be unpacked per 4 rows).
+            Some(q) if q.packed.is_none() && m >= self.dequant_gemm_rows => {
+                let wf = dequantize_par(q);
+                self.gemm_f32(&x.data, &wf, m, k, n, &mut out);
             }
+            Some(q) => {
+                let mut acts = self.acts.borrow_mut();
+                quant::quantize_acts(&x.data, m, k, &mut acts);
+                quant::matmul(&acts, q, self.kernels, &mut out);
+            }
+            None => self.gemm_f32(&x.data, &w.data, m, k, n, &mut out),
         }
         if let Some(b) = bias {
             for_rows(&mut out, n, |_, row| {

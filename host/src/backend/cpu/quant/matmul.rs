@@ -4,9 +4,14 @@
 //! time (a decode step of one sequence is one activation row; a prefill
 //! chunk or a batch of sequences is many, and then each weight block is
 //! unpacked once per four rows, and stays in L1 across the tile).
+//!
+//! With AVX-512 VNNI and a [`Packed`] copy of the weight, the work is split
+//! by groups of sixteen weight rows instead, and each group runs the VNNI
+//! kernel over all activation rows, four at a time (see [`super::avx512`]).
 
 use rayon::prelude::*;
 
+use super::packed::{Packed, GROUP};
 use super::{scalar, QActs, QMatrix};
 use crate::backend::QuantType;
 
@@ -15,10 +20,15 @@ enum Kind {
     Scalar,
     #[cfg(target_arch = "x86_64")]
     Avx2,
+    /// AVX2 for the row kernels, plus the AVX-512 VNNI GEMM on packed
+    /// Q4_0/Q4_1/Q8_0 weights.
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
 }
 
-/// The dot-product kernels in use: AVX2 (+FMA, F16C) when the CPU has
-/// them, else the portable ones. Only [`Kernels::detect`] hands out AVX2.
+/// The dot-product kernels in use: AVX-512 VNNI (with AVX2 for the formats
+/// it does not cover), AVX2 (+FMA, F16C) when the CPU has them, else the
+/// portable ones. Only [`Kernels::detect`] hands out the SIMD ones.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Kernels(Kind);
 
@@ -29,16 +39,38 @@ impl Default for Kernels {
 }
 
 impl Kernels {
-    /// The fastest kernels this CPU runs.
+    /// The fastest kernels this CPU runs, capped by the environment's
+    /// `MINISGL_CPU_KERNELS` (`scalar`, `avx2`; for comparisons).
     pub fn detect() -> Self {
+        let cap = std::env::var("MINISGL_CPU_KERNELS").unwrap_or_default();
+        if cap == "scalar" {
+            return Kernels(Kind::Scalar);
+        }
         #[cfg(target_arch = "x86_64")]
         if is_x86_feature_detected!("avx2")
             && is_x86_feature_detected!("fma")
             && is_x86_feature_detected!("f16c")
         {
+            if cap != "avx2"
+                && is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("avx512bw")
+                && is_x86_feature_detected!("avx512vnni")
+            {
+                return Kernels(Kind::Avx512);
+            }
             return Kernels(Kind::Avx2);
         }
         Kernels(Kind::Scalar)
+    }
+
+    /// Whether these kernels use [`Packed`] weights (then upload packs
+    /// Q4_0/Q4_1/Q8_0 matrices).
+    pub fn packs(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if self.0 == Kind::Avx512 {
+            return true;
+        }
+        false
     }
 
     /// The portable kernels (the reference).
@@ -52,6 +84,8 @@ impl Kernels {
             Kind::Scalar => "scalar",
             #[cfg(target_arch = "x86_64")]
             Kind::Avx2 => "avx2",
+            #[cfg(target_arch = "x86_64")]
+            Kind::Avx512 => "avx512vnni",
         }
     }
 
@@ -77,7 +111,7 @@ impl Kernels {
             // SAFETY: `Kind::Avx2` exists only when `detect` saw the features;
             // the lengths were checked above.
             #[cfg(target_arch = "x86_64")]
-            Kind::Avx2 => unsafe { super::avx2::dot_rows(ty, w, a, r0, n, out) },
+            Kind::Avx2 | Kind::Avx512 => unsafe { super::avx2::dot_rows(ty, w, a, r0, n, out) },
         }
     }
 }
@@ -109,6 +143,9 @@ pub fn matmul(a: &QActs, w: &QMatrix, k: Kernels, out: &mut [f32]) {
     assert_eq!(out.len(), m * n, "output size");
     if m == 0 || n == 0 {
         return;
+    }
+    if let Some(p) = w.packed.as_deref().filter(|_| k.packs()) {
+        return matmul_packed(a, p, k, out);
     }
     let ptr = OutPtr(out.as_mut_ptr());
     let run = |j0: usize, j1: usize| {
@@ -143,4 +180,70 @@ pub fn matmul(a: &QActs, w: &QMatrix, k: Kernels, out: &mut [f32]) {
     (0..tasks)
         .into_par_iter()
         .for_each(|t| run((t * per).min(n), ((t + 1) * per).min(n)));
+}
+
+/// Activation rows per tile of the packed GEMM (256 rows of a 1536-wide
+/// layer are 384 KiB: they stay in L2 while a thread's groups go past).
+const PACKED_TILE: usize = 256;
+
+/// Below this many multiply-adds a packed product runs on the calling
+/// thread (`MINISGL_CPU_PACKED_SERIAL` overrides it, for measuring).
+fn packed_serial_work() -> usize {
+    static W: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *W.get_or_init(|| {
+        std::env::var("MINISGL_CPU_PACKED_SERIAL")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(SERIAL_WORK)
+    })
+}
+
+/// [`matmul`] on [`Packed`] weights: groups of 16 weight rows split across
+/// the threads, four activation rows at a time per group.
+fn matmul_packed(a: &QActs, p: &Packed, k: Kernels, out: &mut [f32]) {
+    let (m, n) = (a.rows, p.rows);
+    assert_eq!(a.cols, p.cols, "activation and weight widths");
+    let groups = p.groups();
+    let ptr = OutPtr(out.as_mut_ptr());
+    let run = |g0: usize, g1: usize| {
+        for ib in (0..m).step_by(PACKED_TILE) {
+            let ie = (ib + PACKED_TILE).min(m);
+            for g in g0..g1 {
+                let mut i = ib;
+                while i < ie {
+                    let c = (ie - i).min(4);
+                    match k.0 {
+                        // SAFETY: `Kind::Avx512` exists only when `detect` saw
+                        // avx512f/bw/vnni; widths were checked; rows i..i+c
+                        // exist; `out` is m × n and only this task writes
+                        // group g's columns.
+                        #[cfg(target_arch = "x86_64")]
+                        Kind::Avx512 => unsafe {
+                            super::avx512::group_rows(p, g, a, i, c, ptr.0, n)
+                        },
+                        _ => {
+                            for r in i..i + c {
+                                for j in g * GROUP..((g + 1) * GROUP).min(n) {
+                                    // SAFETY: r < m, j < n; only this task
+                                    // writes group g's columns.
+                                    unsafe { ptr.write(r * n + j, p.dot_ref(j, a, r)) };
+                                }
+                            }
+                        }
+                    }
+                    i += c;
+                }
+            }
+        }
+    };
+    let threads = rayon::current_num_threads();
+    if threads <= 1 || m * n * a.cols < packed_serial_work() {
+        run(0, groups);
+        return;
+    }
+    let tasks = (threads * 4).min(groups).max(1);
+    let per = groups.div_ceil(tasks);
+    (0..tasks)
+        .into_par_iter()
+        .for_each(|t| run((t * per).min(groups), ((t + 1) * per).min(groups)));
 }

@@ -9,6 +9,9 @@
 //!   against;
 //! * [`avx2`]: AVX2 + FMA + F16C kernels, chosen at run time
 //!   (`is_x86_feature_detected!`);
+//! * [`avx512`]: the AVX-512 VNNI GEMM on weights repacked sixteen rows
+//!   at a time ([`packed`]; Q4_0, Q4_1, Q8_0), chosen at run time; one
+//!   kernel for decode and prefill;
 //! * [`matmul`]: the parallel driver (rows of the weight split across
 //!   threads, up to four activation rows per weight block so that prefill
 //!   and batched decode unpack each block once).
@@ -21,7 +24,10 @@
 mod acts;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 mod matmul;
+pub mod packed;
 pub mod scalar;
 
 pub use acts::{quantize_acts, QActs, QK};
@@ -37,9 +43,28 @@ pub struct QMatrix {
     pub rows: usize,
     pub cols: usize,
     pub bytes: Vec<u8>,
+    /// The interleaved copy the AVX-512 kernels read (see [`QMatrix::pack`]).
+    pub packed: Option<Box<packed::Packed>>,
 }
 
 impl QMatrix {
+    /// A matrix of `ty` blocks, not packed.
+    pub fn new(ty: QuantType, rows: usize, cols: usize, bytes: Vec<u8>) -> Self {
+        QMatrix {
+            ty,
+            rows,
+            cols,
+            bytes,
+            packed: None,
+        }
+    }
+
+    /// Adds the interleaved copy the AVX-512 GEMM reads, for the formats it
+    /// covers (Q4_0, Q4_1, Q8_0; ~1.1-1.2x the bytes again).
+    pub fn pack(&mut self) {
+        self.packed = packed::Packed::from_matrix(self).map(Box::new);
+    }
+
     /// Bytes of one row.
     pub fn row_bytes(&self) -> usize {
         self.cols / self.ty.block_elems() * self.ty.block_bytes()

@@ -40,12 +40,7 @@ fn random_matrix(ty: QuantType, rows: usize, cols: usize, rng: &mut ChaCha8Rng) 
             QuantType::Q6_K => scale(208, rng),
         }
     }
-    QMatrix {
-        ty,
-        rows,
-        cols,
-        bytes,
-    }
+    QMatrix::new(ty, rows, cols, bytes)
 }
 
 fn random_acts(rows: usize, cols: usize, rng: &mut ChaCha8Rng) -> Vec<f32> {
@@ -203,4 +198,54 @@ fn activation_quantisation_rounds_to_the_nearest_step() {
     quantize_acts(&[0.0; 32], 1, 32, &mut a);
     assert_eq!((a.d[0], a.s[0]), (0.0, 0.0));
     assert!(a.qs.iter().all(|&q| q == 0));
+}
+
+#[test]
+fn packed_gemm_matches_the_scalar_row_kernels() {
+    let mut rng = ChaCha8Rng::seed_from_u64(4);
+    let k = Kernels::detect();
+    if !k.packs() {
+        eprintln!("NOTICE: no AVX-512 VNNI on this CPU; only the packed reference ran");
+    }
+    // Odd sizes: a partial last group of 16, partial groups of four rows,
+    // one row (decode), more activation rows than a tile.
+    for (ty, m, n, cols) in [
+        (QuantType::Q4_1, 70, 37, 256),
+        (QuantType::Q4_0, 3, 16, 96),
+        (QuantType::Q8_0, 1, 300, 96),
+        (QuantType::Q4_1, 261, 40, 64),
+        (QuantType::Q8_0, 5, 7, 576),
+    ] {
+        let mut w = random_matrix(ty, n, cols, &mut rng);
+        w.pack();
+        let p = w.packed.as_deref().expect("packed");
+        let x = random_acts(m, cols, &mut rng);
+        let mut a = QActs::default();
+        quantize_acts(&x, m, cols, &mut a);
+        let mut out = vec![f32::NAN; m * n];
+        matmul(&a, &w, k, &mut out);
+        let wf = w.to_f32();
+        for i in 0..m {
+            for j in 0..n {
+                let want = scalar::dot(ty, w.row(j), &a, i);
+                let mag: f32 = wf[j * cols..(j + 1) * cols]
+                    .iter()
+                    .zip(&x[i * cols..(i + 1) * cols])
+                    .map(|(p, q)| (p * q).abs())
+                    .sum();
+                let tol = 1e-5 * mag.max(1.0);
+                let r = p.dot_ref(j, &a, i);
+                assert!(
+                    (r - want).abs() <= tol,
+                    "{ty:?} ref [{i},{j}]: {r} vs {want}"
+                );
+                let got = out[i * n + j];
+                assert!(
+                    (got - want).abs() <= tol,
+                    "{ty:?} {} [{i},{j}]: {got} vs {want}",
+                    k.name()
+                );
+            }
+        }
+    }
 }
