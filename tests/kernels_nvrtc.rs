@@ -63,7 +63,10 @@ fn the_loader_lists_exactly_the_kernels_each_family_defines() {
         let defined = cubin_kernels(&cubin);
         let mut listed = minisgl::backend::cuda::device::kernel_names(family);
         listed.sort();
-        assert_eq!(listed, defined, "family {family}: loader list vs compiled kernels");
+        assert_eq!(
+            listed, defined,
+            "family {family}: loader list vs compiled kernels"
+        );
     }
 }
 
@@ -99,7 +102,10 @@ fn cache_key_tracks_source_and_arch() {
 fn no_driver_is_a_clean_error_not_a_panic() {
     // Hide the driver (whether or not this machine has one): the binary
     // must refuse CUDA with advice, not panic inside cudarc.
-    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/models/llama_gqa_tied");
+    let model = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/models/llama_gqa_tied"
+    );
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_minisgl-host"))
         .args(["generate", "--device", "cuda", "--model", model])
         .args(["--prompt-ids", "1,2,3", "--max-new-tokens", "1"])

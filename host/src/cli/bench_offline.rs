@@ -14,8 +14,8 @@ use minisgl_plugin_sdk::SamplingParams;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::kv::pool::bytes_per_page;
 use crate::engine::{CacheMode, Engine, EngineConfig, EngineMetrics, GenerateRequest};
+use crate::kv::pool::bytes_per_page;
 use crate::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
 use crate::model::{load, load_random, LoadedModel};
 use crate::plugin::PluginSet;
@@ -466,12 +466,8 @@ fn num_pages(
         (None, DeviceKind::Cpu) => Some(4096 << 20),
         (None, _) => None,
     };
-    let budget = crate::engine::builder::kv_pages(
-        &model.config,
-        args.device,
-        args.page_size,
-        budget_bytes,
-    )?;
+    let budget =
+        crate::engine::builder::kv_pages(&model.config, args.device, args.page_size, budget_bytes)?;
     let needed: u64 = reqs
         .iter()
         .map(|r| {

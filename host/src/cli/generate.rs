@@ -16,8 +16,8 @@ use std::sync::Arc;
 
 use crate::engine::{Engine, EngineConfig, Event, FinishReason, GenerateRequest};
 use crate::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
-use crate::plugin::PluginSet;
 use crate::model::IncrementalDecoder;
+use crate::plugin::PluginSet;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct GenerateArgs {

@@ -15,8 +15,8 @@ use anyhow::Context;
 use crate::config::{Config, ConfigLayer, PluginsLayer};
 use crate::engine::EngineHandle;
 use crate::model::Tokenizer;
-use crate::server::worker_meta::WorkerMeta;
 use crate::server::protocol::Limits;
+use crate::server::worker_meta::WorkerMeta;
 use crate::server::AppState;
 
 #[derive(clap::Args, Debug, Clone, Default)]

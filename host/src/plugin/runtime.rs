@@ -23,7 +23,6 @@ use super::{PluginError, PluginKind};
 /// also in the key, covers the exact version and settings).
 const WASMTIME_RELEASE: &str = "48";
 
-
 /// Per-store state: the (empty) WASI context, the memory cap, the guest's
 /// stderr and the clocks of the call in progress.
 pub(crate) struct HostState {

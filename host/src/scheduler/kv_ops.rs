@@ -7,8 +7,8 @@ use minisgl_policies::Lru;
 use super::request::Request;
 use super::Scheduler;
 use crate::kv::CacheMode;
-use crate::metrics::FixupCause;
 use crate::kv::RadixTree;
+use crate::metrics::FixupCause;
 
 /// The cached prefix a waiting request would get, leaving at least one input
 /// token to compute (its logits give the first new token).

@@ -3,8 +3,8 @@
 use minisgl_plugin_sdk::RequestView;
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::request::{Event, GenerateRequest};
 use crate::kv::{NodeId, PageId};
+use crate::request::{Event, GenerateRequest};
 
 /// Where a request is in its lifecycle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -8,9 +8,9 @@ use crate::config::Config;
 use crate::engine::EngineHandle;
 use crate::model::Tokenizer;
 
-use super::worker_meta::WorkerMeta;
 use super::metrics::ServerMetrics;
 use super::protocol::Limits;
+use super::worker_meta::WorkerMeta;
 
 /// Everything a handler needs; shared as `Arc<AppState>`.
 pub struct AppState {

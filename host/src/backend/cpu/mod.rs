@@ -118,7 +118,7 @@ fn dequantize_par(q: &QMatrix) -> Vec<f32> {
             let r0 = c * ROWS;
             let r1 = r0 + chunk.len() / q.cols;
             let bytes = &q.bytes[r0 * q.row_bytes()..r1 * q.row_bytes()];
-            chunk.copy_from_slice(&crate::model::gguf::dequant::dequantize_quant(q.ty, bytes));
+            chunk.copy_from_slice(&crate::backend::ggml::dequantize_quant(q.ty, bytes));
         });
     out
 }

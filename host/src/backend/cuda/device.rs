@@ -85,7 +85,9 @@ impl std::str::FromStr for DecodeKernel {
             "auto" => Ok(Self::Auto),
             "mma" => Ok(Self::Mma),
             "simt" => Ok(Self::Simt),
-            o => Err(format!("decode kernel must be auto, mma or simt, got {o:?}")),
+            o => Err(format!(
+                "decode kernel must be auto, mma or simt, got {o:?}"
+            )),
         }
     }
 }
