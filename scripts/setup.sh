@@ -45,7 +45,7 @@ fi
 
 rustup target add wasm32-wasip2 >/dev/null
 # NVRTC without a GPU, pinned: newer NVRTC emits PTX that driver 580 may refuse.
-# tests/kernels_nvrtc.rs compiles every kernel for sm_90 with it.
+# host/tests/kernels_nvrtc.rs compiles every kernel for sm_90 with it.
 if [ ! -e target/nvrtc/nvidia/cu13/lib/libnvrtc.so.13 ]; then
     echo "== installing NVRTC 13.0 (for the kernel compile test) into target/nvrtc" >&2
     "$py" -m pip install --progress-bar off --disable-pip-version-check --target target/nvrtc \

@@ -3,7 +3,7 @@
 //! host checks. Each failure is counted by cause, the call is answered by the
 //! native built-in, nothing panics, and later calls are still served.
 
-#[path = "plugin_support.rs"]
+#[path = "support/plugin.rs"]
 mod support;
 
 use std::time::{Duration, Instant};

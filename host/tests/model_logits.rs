@@ -3,7 +3,7 @@
 //! whole prompts, ragged batches, chunked prefill, prefixes reused from an
 //! earlier request's KV pages, and greedy continuations.
 
-#[path = "model_support/mod.rs"]
+#[path = "support/model/mod.rs"]
 mod support;
 
 use minisgl::backend::cpu::CpuBackend;

@@ -3,7 +3,7 @@
 //! validation, and no call falls back (a fallback would make the comparison
 //! trivially true, so it fails the test).
 
-#[path = "plugin_support.rs"]
+#[path = "support/plugin.rs"]
 mod support;
 
 use minisgl::plugin::{synth, validate, PluginKind, PluginSource};

@@ -3,7 +3,7 @@
 //! with the Wasm component built from the same crate, driven through the
 //! host's plugin runtime (every decision also passes the host's validation).
 
-#[path = "plugin_examples_support.rs"]
+#[path = "support/plugin_examples.rs"]
 mod support;
 
 use minisgl_example_dfs_weight::DfsWeight;

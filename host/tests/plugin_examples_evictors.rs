@@ -1,6 +1,6 @@
 //! The example evictors' defining behaviour, native and as Wasm components.
 
-#[path = "plugin_examples_support.rs"]
+#[path = "support/plugin_examples.rs"]
 mod support;
 
 use minisgl_example_lfu::Lfu;

@@ -6,7 +6,7 @@
 //! every request gets the same tokens as under the native scheduler, and the
 //! plugin answered every call itself (no fallback).
 
-#[path = "model_support/mod.rs"]
+#[path = "support/model/mod.rs"]
 mod model_support;
 
 use std::path::PathBuf;

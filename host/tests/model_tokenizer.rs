@@ -1,7 +1,7 @@
 //! Tokenizer round trips, streaming detokenization and chat-template
 //! rendering against what Hugging Face transformers produced for the fixtures.
 
-#[path = "model_support/mod.rs"]
+#[path = "support/model/mod.rs"]
 mod support;
 
 use minisgl::model::{IncrementalDecoder, Tokenizer};

@@ -1,6 +1,6 @@
 //! Loading failures give clear errors that name the problem.
 
-#[path = "model_support/mod.rs"]
+#[path = "support/model/mod.rs"]
 mod support;
 
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! Swapping in a corrupt or missing file returns an error and the old plugin
 //! keeps serving.
 
-#[path = "plugin_support.rs"]
+#[path = "support/plugin.rs"]
 mod support;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
