@@ -1167,19 +1167,31 @@ impl CudaBackend {
                     ],
                 )
             }
-            AttnPath::Decode => {
-                if !step.decode_only || !matches!(d, 64 | 128) {
-                    return Err(BackendError::Unsupported(
-                        "decode kernel needs one token per sequence and head_dim 64/128".into(),
-                    ));
+            AttnPath::Decode | AttnPath::DecodeMma => {
+                let mma = path == AttnPath::DecodeMma;
+                if !step.decode_only
+                    || !matches!(d, 64 | 128)
+                    || (mma && !(1..=16).contains(&group))
+                {
+                    return Err(BackendError::Unsupported(if mma {
+                        "tensor-core decode needs one token per sequence, head_dim 64/128 and at most 16 query heads per kv head".into()
+                    } else {
+                        "decode kernel needs one token per sequence and head_dim 64/128".into()
+                    }));
                 }
-                let gmax = match group {
-                    1 => 1,
-                    2 => 2,
-                    3 | 4 => 4,
-                    _ => 8,
+                // The CUDA-core kernel covers a group in chunks of up to 8 heads;
+                // the tensor-core one takes the whole group (up to 16) as mma rows.
+                let (name, head_chunks) = if mma {
+                    (format!("attn_decode_mma_hd{d}"), 1)
+                } else {
+                    let gmax = match group {
+                        1 => 1,
+                        2 => 2,
+                        3 | 4 => 4,
+                        _ => 8,
+                    };
+                    (format!("attn_decode_hd{d}_g{gmax}"), group.div_ceil(gmax))
                 };
-                let head_chunks = group.div_ceil(gmax);
                 let max_kv = step.max_kv_hint.unwrap_or(step.meta.max_kv_len() as usize);
                 let splits = self.decode_splits(s, l.kv_heads, head_chunks, max_kv);
                 let o_part = self.alloc_f32(s * hq * splits * d)?;
@@ -1190,66 +1202,32 @@ impl CudaBackend {
                     (kv_tokens as usize * l.kv_heads * d * 2 * 2 + 2 * s * hq * d * 2) as f64,
                     (4 * kv_tokens as usize * hq * d) as f64,
                 );
+                let mut args = vec![
+                    Arg::U64(qp),
+                    Arg::I32(cols as i32),
+                    Arg::U64(kc),
+                    Arg::U64(vc),
+                    Arg::U64(sp(off.q_start)),
+                    Arg::U64(sp(off.kv_len)),
+                    Arg::U64(sp(off.page_start)),
+                    Arg::U64(sp(off.page_ids)),
+                    Arg::I32(hq as i32),
+                    Arg::I32(l.kv_heads as i32),
+                    Arg::I32(l.page_size as i32),
+                    Arg::F32(scale),
+                ];
+                if !mma {
+                    args.push(Arg::I32(head_chunks as i32));
+                }
+                args.push(Arg::U64(self.ptr(&o_part)));
+                args.push(Arg::U64(self.ptr(&lse)));
                 self.launch(
-                    &format!("attn_decode_hd{d}_g{gmax}"),
+                    &name,
                     cfg(
                         (splits as u32, (l.kv_heads * head_chunks) as u32, s as u32),
                         128,
                     ),
-                    &[
-                        Arg::U64(qp),
-                        Arg::I32(cols as i32),
-                        Arg::U64(kc),
-                        Arg::U64(vc),
-                        Arg::U64(sp(off.q_start)),
-                        Arg::U64(sp(off.kv_len)),
-                        Arg::U64(sp(off.page_start)),
-                        Arg::U64(sp(off.page_ids)),
-                        Arg::I32(hq as i32),
-                        Arg::I32(l.kv_heads as i32),
-                        Arg::I32(l.page_size as i32),
-                        Arg::F32(scale),
-                        Arg::I32(head_chunks as i32),
-                        Arg::U64(self.ptr(&o_part)),
-                        Arg::U64(self.ptr(&lse)),
-                    ],
-                )?;
-                self.decode_combine(&o_part, &lse, step, op, hq, d, splits)
-            }
-            AttnPath::DecodeMma => {
-                if !step.decode_only || !matches!(d, 64 | 128) || !(1..=16).contains(&group) {
-                    return Err(BackendError::Unsupported(
-                        "tensor-core decode needs one token per sequence, head_dim 64/128 and at most 16 query heads per kv head".into(),
-                    ));
-                }
-                let max_kv = step.max_kv_hint.unwrap_or(step.meta.max_kv_len() as usize);
-                let splits = self.decode_splits(s, l.kv_heads, 1, max_kv);
-                let o_part = self.alloc_f32(s * hq * splits * d)?;
-                let lse = self.alloc_f32(s * hq * splits)?;
-                let kv_tokens: u64 = step.meta.kv_lens.iter().map(|&x| u64::from(x)).sum();
-                super::timeline::cost(
-                    (kv_tokens as usize * l.kv_heads * d * 2 * 2 + 2 * s * hq * d * 2) as f64,
-                    (4 * kv_tokens as usize * hq * d) as f64,
-                );
-                self.launch(
-                    &format!("attn_decode_mma_hd{d}"),
-                    cfg((splits as u32, l.kv_heads as u32, s as u32), 128),
-                    &[
-                        Arg::U64(qp),
-                        Arg::I32(cols as i32),
-                        Arg::U64(kc),
-                        Arg::U64(vc),
-                        Arg::U64(sp(off.q_start)),
-                        Arg::U64(sp(off.kv_len)),
-                        Arg::U64(sp(off.page_start)),
-                        Arg::U64(sp(off.page_ids)),
-                        Arg::I32(hq as i32),
-                        Arg::I32(l.kv_heads as i32),
-                        Arg::I32(l.page_size as i32),
-                        Arg::F32(scale),
-                        Arg::U64(self.ptr(&o_part)),
-                        Arg::U64(self.ptr(&lse)),
-                    ],
+                    &args,
                 )?;
                 self.decode_combine(&o_part, &lse, step, op, hq, d, splits)
             }
