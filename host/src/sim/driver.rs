@@ -27,7 +27,7 @@ use crate::scheduler::{Policy, Scheduler, SchedulerConfig, StepTicket, VirtualCl
 use crate::workload::TimedRequest;
 
 use super::cost::{CostModel, StepShape};
-use super::record::{RequestRecord, RunRecord, Sample};
+use super::record::{RunRecord, Sample};
 use super::timed::TimedPolicy;
 
 /// Whether measured policy time moves virtual time.
@@ -111,19 +111,7 @@ pub fn simulate(
     let capacity = u64::from(cfg.num_pages) * u64::from(cfg.page_size);
     let overlap = cfg.engine.overlap;
 
-    let mut rec = RunRecord {
-        requests: workload
-            .iter()
-            .map(|r| RequestRecord {
-                arrival_us: r.at_us,
-                prompt_tokens: r.request.prompt_tokens.len() as u32,
-                client_id: r.request.client_id,
-                priority: r.request.priority,
-                ..RequestRecord::default()
-            })
-            .collect(),
-        ..RunRecord::default()
-    };
+    let mut rec = RunRecord::for_workload(workload);
     // Engine id -> (workload index, event stream); ordered for determinism.
     let mut live: BTreeMap<u64, (usize, UnboundedReceiver<Event>)> = BTreeMap::new();
     let mut next_arrival = 0usize;

@@ -3,6 +3,7 @@
 //! gauges. Times are microseconds since the replay started.
 
 use crate::metrics::EngineMetrics;
+use crate::workload::TimedRequest;
 
 /// One request's life.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -69,4 +70,24 @@ pub struct RunRecord {
     pub wall_s: f64,
     /// Virtual (sim) or wall time policy calls were charged, in microseconds.
     pub policy_charged_us: f64,
+}
+
+impl RunRecord {
+    /// An empty record with one entry per request of `workload`, holding
+    /// what is known before the replay (arrival, prompt length, client).
+    pub fn for_workload(workload: &[TimedRequest]) -> RunRecord {
+        RunRecord {
+            requests: workload
+                .iter()
+                .map(|r| RequestRecord {
+                    arrival_us: r.at_us,
+                    prompt_tokens: r.request.prompt_tokens.len() as u32,
+                    client_id: r.request.client_id,
+                    priority: r.request.priority,
+                    ..RequestRecord::default()
+                })
+                .collect(),
+            ..RunRecord::default()
+        }
+    }
 }

@@ -13,7 +13,7 @@ use crate::engine::{spawn_with_policy, EngineConfig, Event};
 use crate::model::ModelRunner;
 use crate::plugin::PluginSet;
 use crate::sim::timed::TimedPolicy;
-use crate::sim::{RequestRecord, RunRecord, Sample};
+use crate::sim::{RunRecord, Sample};
 use crate::workload::TimedRequest;
 
 /// How often the engine's gauges are sampled.
@@ -32,19 +32,7 @@ pub fn replay(
     let policy_ns = timed.counter();
     let handle = spawn_with_policy(runner, timed, plugins, cfg, eos_ids)
         .map_err(|e| anyhow::anyhow!("starting the engine: {e}"))?;
-    let mut rec = RunRecord {
-        requests: workload
-            .iter()
-            .map(|r| RequestRecord {
-                arrival_us: r.at_us,
-                prompt_tokens: r.request.prompt_tokens.len() as u32,
-                client_id: r.request.client_id,
-                priority: r.request.priority,
-                ..RequestRecord::default()
-            })
-            .collect(),
-        ..RunRecord::default()
-    };
+    let mut rec = RunRecord::for_workload(workload);
     let start = Instant::now();
     let us = || start.elapsed().as_micros() as u64;
     let mut streams: Vec<(usize, UnboundedReceiver<Event>)> = Vec::new();
