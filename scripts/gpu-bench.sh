@@ -9,7 +9,8 @@
 #             the kernel checks of both prefill kernels, decode-step and attention benches,
 #             Qwen3-0.6B offline (default workload and long prompts), 0.6B decode timeline;
 #     part 2: Qwen3-14B offline (default workload and long prompts), 14B decode timeline;
-#     part 3: after a decode-kernel change: kernel checks, 14B offline, 14B timeline.
+#     part 3: after a decode-kernel change: kernel checks, offline A/B of the two
+#             decode kernels (MINISGL_DECODE_KERNEL=simt|mma) on both shapes.
 #
 # Device call (tool `run`, kind nvidia-h200), one per part:
 #   command: bash scripts/gpu-bench.sh device 1
@@ -65,17 +66,20 @@ device)
         tail -3 "$out/timeline-0.6b.md"
     elif [ "$part" = 3 ]; then
         # After a decode-kernel change: the kernel checks (both decode kernels, every
-        # GQA group, against the CPU) and their side-by-side timings, the sim cost
-        # profiles (scripts/gpu-profile.sh, when present), then the 14B figure it moves.
+        # GQA group, against the CPU) and their side-by-side timings, then the offline
+        # workload with each decode kernel forced, on both shapes (an A/B in one call;
+        # the sim profiles are regenerated in their own call once the default moves).
         timeout 120 "$bin" gpu-check --skip-models --skip-engine --report "$out/gpu-check-ops.md" > "$out/gpu-check-ops.log" 2>&1
         echo "gpu-check rc=$?"
         grep -E "checks, |FAIL|decode attention|decode kernels|prefill attention" "$out/gpu-check-ops.log" | head -40
-        if [ -f scripts/gpu-profile.sh ]; then
-            # Profiles only (BUDGET_S=0 skips the fidelity replay, which needs its own call).
-            OUT="$out/profile" BUDGET_S=0 timeout 160 bash scripts/gpu-profile.sh device 2>&1 | tail -12
-        fi
-        timeout 150 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
-            --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" 2>&1 | tail -8 | tee "$out/offline-14b.log"
+        for k in simt mma; do
+            MINISGL_DECODE_KERNEL=$k timeout 90 "$bin" bench offline --random-weights .gpu/qwen3-0.6b --device cuda --shape qwen3-0.6b \
+                --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" 2>&1 | tail -4 | tee "$out/offline-0.6b-$k.log"
+        done
+        for k in simt mma; do
+            MINISGL_DECODE_KERNEL=$k timeout 130 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
+                --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" 2>&1 | tail -4 | tee "$out/offline-14b-$k.log"
+        done
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
             --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" 2>&1 | tail -8 | tee "$out/offline-14b.log"

@@ -35,6 +35,11 @@ prepare)
     "$bin" generate --model "$model" --prompt "$story" --max-new-tokens 64 --device cpu --json > .gpu-smol-b/story.json
     "$bin" generate --model "$model" --chat --prompt "$chat" --max-new-tokens 64 --device cpu --json > .gpu-smol-b/chat.json
     sha256sum "$model" | cut -d' ' -f1 > .gpu-smol-b/sha256
+    # gguf (pure Python) for transformers' GGUF reader on the GPU machine,
+    # which has torch and transformers but no registry.
+    if [ -x target/venv/bin/pip ]; then
+        target/venv/bin/pip download -q --no-deps -d .gpu-smol-b/wheels gguf || true
+    fi
     du -sb .gpu-smol-a .gpu-smol-b
     ;;
 device)
@@ -51,6 +56,7 @@ device)
         /tmp/mh generate --model /tmp/smol.gguf --prompt "$story" --max-new-tokens 64 --device cuda --json "${extra[@]}" > "$out/story-$g.json"
         /tmp/mh generate --model /tmp/smol.gguf --chat --prompt "$chat" --max-new-tokens 64 --device cuda --json "${extra[@]}" > "$out/chat-$g.json"
     done
+    set +e
     OUT="$out" python3 - <<'PY'
 import json, os, sys
 out = os.environ["OUT"]
@@ -67,6 +73,17 @@ for name in ["story", "chat"]:
     print(f"{name} text: {cpu['text']!r}")
 sys.exit(0 if ok else 1)
 PY
+    rc=$?
+    # Transformers' greedy chat answers with per-step top-5 logits
+    # (tests/fixtures/gguf/smollm2_chat_reference.json): the GPU machine has
+    # torch and transformers; gguf travels as a wheel when prepare found one.
+    if ls .gpu-smol-b/wheels/gguf-*.whl >/dev/null 2>&1; then
+        python3 -m pip install -q --no-deps --target /tmp/pyextra .gpu-smol-b/wheels/gguf-*.whl
+        mkdir -p /tmp/smoldir && cp /tmp/smol.gguf /tmp/smoldir/SmolLM2-135M-Instruct.Q4_1.gguf
+        PYTHONPATH=/tmp/pyextra CHAT_OUT="$out/smollm2_chat_reference.json" CUDA_VISIBLE_DEVICES= \
+            python3 scripts/hf_gguf_reference.py --chat /tmp/smoldir/SmolLM2-135M-Instruct.Q4_1.gguf
+    fi
+    exit $rc
     ;;
 *)
     echo "usage: $0 prepare|device" >&2

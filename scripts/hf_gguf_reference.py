@@ -12,8 +12,14 @@ as the outside reference for minisgl's GGUF loader and model code:
   after it undoes llama.cpp's Q/K permutation).
 
 Writes tests/fixtures/gguf/smollm2_reference.json.
+
+With --chat it writes tests/fixtures/gguf/smollm2_chat_reference.json
+instead: a few one-message chats (the README's question among them) through
+the chat template, each with transformers' greedy answer and, at every step
+of it, the top-5 logits, so a test can tell a wrong token from a near tie.
+
 Needs: pip install torch transformers accelerate gguf (not in CI; ~3 GB).
-Run:   python3 scripts/hf_gguf_reference.py [path/to/model.gguf]
+Run:   python3 scripts/hf_gguf_reference.py [--chat] [path/to/model.gguf]
 """
 
 import json
@@ -54,14 +60,58 @@ WEIGHTS = [
 ]
 
 
+CHAT_OUT = os.path.join(ROOT, "tests", "fixtures", "gguf", "smollm2_chat_reference.json")
+CHATS = [
+    "What is the capital of France?",
+    "What is 2 + 2?",
+    "Name three primary colors.",
+    "Write a haiku about the sea.",
+]
+CHAT_NEW_TOKENS = 32
+
+
+def chat_reference(path, tok, model):
+    """Greedy answers to CHATS, with the top-5 logits of every step."""
+    cases = []
+    for q in CHATS:
+        messages = [{"role": "user", "content": q}]
+        text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        ids = tok(text, return_tensors="pt", add_special_tokens=False).input_ids
+        with torch.no_grad():
+            out = model.generate(ids, max_new_tokens=CHAT_NEW_TOKENS, do_sample=False,
+                                 attention_mask=torch.ones_like(ids),
+                                 pad_token_id=tok.eos_token_id,
+                                 output_logits=True, return_dict_in_generate=True)
+        new = out.sequences[0, ids.shape[1]:].tolist()
+        steps = []
+        for row in out.logits:
+            top = torch.topk(row[0].to(torch.float32), 5)
+            steps.append({"ids": top.indices.tolist(), "values": [float(v) for v in top.values]})
+        cases.append({"question": q, "prompt_ids": ids[0].tolist(), "greedy_new_ids": new,
+                      "greedy_new_text": tok.decode(new, skip_special_tokens=True),
+                      "top5": steps})
+        print(f"{q!r} -> {cases[-1]['greedy_new_text']!r}")
+    ref = {"file": os.path.basename(path), "transformers_version": transformers.__version__,
+           "torch_version": torch.__version__, "max_new_tokens": CHAT_NEW_TOKENS,
+           "chats": cases}
+    out_path = os.environ.get("CHAT_OUT", CHAT_OUT)
+    with open(out_path, "w") as fh:
+        json.dump(ref, fh, indent=1, ensure_ascii=False)
+    print(f"wrote {out_path}")
+
+
 def main():
-    path = sys.argv[1] if len(sys.argv) > 1 else subprocess.check_output(
+    args = [a for a in sys.argv[1:] if a != "--chat"]
+    path = args[0] if args else subprocess.check_output(
         [os.path.join(ROOT, "scripts", "fetch_default_model.sh")], text=True).strip()
     d, f = os.path.split(os.path.abspath(path))
     torch.manual_seed(0)
     tok = AutoTokenizer.from_pretrained(d, gguf_file=f)
     model = AutoModelForCausalLM.from_pretrained(d, gguf_file=f, dtype=torch.float32)
     model.eval()
+    if "--chat" in sys.argv[1:]:
+        chat_reference(path, tok, model)
+        return
 
     ref = {
         "file": f,

@@ -367,6 +367,9 @@ fn append_jsonl(
         "copy_tbps": ceiling.map(|c| (c.0.copy_bytes_s / 1e10).round() / 100.0),
         "gemm_tflops": ceiling.map(|c| (c.0.gemm_flops_s / 1e12).round()),
         "seconds": (r.seconds * 1000.0).round() / 1000.0,
+        // Kernel switches change the figure; record them as set (unset = auto).
+        "decode_kernel": std::env::var("MINISGL_DECODE_KERNEL").unwrap_or_else(|_| "auto".into()),
+        "prefill_kernel": std::env::var("MINISGL_PREFILL_KERNEL").unwrap_or_else(|_| "auto".into()),
     });
     let mut f = std::fs::OpenOptions::new()
         .create(true)

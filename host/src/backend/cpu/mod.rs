@@ -83,6 +83,10 @@ pub struct CpuBackend {
     /// From this many activation rows on, a product with unpacked quantised
     /// weights dequantises them and runs the f32 GEMM.
     dequant_gemm_rows: usize,
+    /// Activations rounded in two 8-bit parts (the default; ~15 bits) or one
+    /// (`MINISGL_CPU_ACT_BITS=8`: faster, llama.cpp's rounding, flips
+    /// near-tie tokens; see `quant/acts.rs`).
+    split_acts: bool,
 }
 
 impl Default for CpuBackend {
@@ -97,6 +101,24 @@ impl Default for CpuBackend {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(DEQUANT_GEMM_ROWS),
+            split_acts: split_acts_from_env(),
+        }
+    }
+}
+
+/// `MINISGL_CPU_ACT_BITS`: `8` rounds activations in one 8-bit part, `16`
+/// (the default) in two. Anything else is reported and the default kept: a
+/// backend is made where no error can be returned, and a wrong speed knob
+/// must not stop the server.
+fn split_acts_from_env() -> bool {
+    match std::env::var("MINISGL_CPU_ACT_BITS").as_deref() {
+        Err(_) | Ok("16") => true,
+        Ok("8") => false,
+        Ok(other) => {
+            tracing::warn!(
+                "MINISGL_CPU_ACT_BITS={other:?} is not 8 or 16; activations keep 16 bits"
+            );
+            true
         }
     }
 }
@@ -395,6 +417,18 @@ impl Backend for CpuBackend {
             Some(q) if q.packed.is_none() && m >= self.dequant_gemm_rows => {
                 let wf = dequantize_par(q);
                 self.gemm_f32(&x.data, &wf, m, k, n, &mut out);
+            }
+            Some(q) if self.split_acts => {
+                let mut acts = self.acts.borrow_mut();
+                quant::quantize_acts_split(&x.data, m, k, &mut acts);
+                let mut parts = vec![0.0f32; 2 * m * n];
+                quant::matmul(&acts, q, self.kernels, &mut parts);
+                for_rows(&mut out, n, |i, row| {
+                    let (hi, lo) = parts[2 * i * n..(2 * i + 2) * n].split_at(n);
+                    for ((o, &a), &b) in row.iter_mut().zip(hi).zip(lo) {
+                        *o = a + b;
+                    }
+                });
             }
             Some(q) => {
                 let mut acts = self.acts.borrow_mut();

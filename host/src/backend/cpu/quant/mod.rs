@@ -16,10 +16,13 @@
 //!   threads, up to four activation rows per weight block so that prefill
 //!   and batched decode unpack each block once).
 //!
-//! Accuracy: the 8-bit activation rounding is the only difference from
+//! Accuracy: the activation rounding is the only difference from
 //! "dequantise the weights, multiply in f32" (the integer sums are exact).
-//! Per block it is at most half a step, `max|x| / 254`, per element; see the
-//! tests for the bound this gives a dot product.
+//! Activations are rounded in two 8-bit parts by default
+//! ([`quantize_acts_split`]: at most `max|x| / 64516` per element of a
+//! block); one part ([`quantize_acts`], `max|x| / 254`, what llama.cpp does)
+//! is faster but flips near-tie greedy tokens of real models (see
+//! `acts.rs`). See the tests for the bound each gives a dot product.
 
 mod acts;
 #[cfg(target_arch = "x86_64")]
@@ -30,7 +33,7 @@ mod matmul;
 pub mod packed;
 pub mod scalar;
 
-pub use acts::{quantize_acts, QActs, QK};
+pub use acts::{quantize_acts, quantize_acts_split, QActs, QK};
 pub use matmul::{matmul, Kernels};
 
 use crate::backend::QuantType;

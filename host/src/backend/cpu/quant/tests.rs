@@ -249,3 +249,63 @@ fn packed_gemm_matches_the_scalar_row_kernels() {
         }
     }
 }
+
+/// The two-part rounding: each row is its coarse part plus its residual
+/// within `max|x| / 64516` per element of a block, even beside an outlier
+/// (the case one part handles badly), and a product through the two parts
+/// is close to the f32 product where one part is not.
+#[test]
+fn split_activations_carry_fifteen_bits_past_outliers() {
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let (rows, cols) = (3, 96);
+    let mut x: Vec<f32> = (0..rows * cols).map(|_| rng.random_range(-1.0..1.0)).collect();
+    x[5] = 300.0; // an outlier channel, as in real hidden states
+    x[cols + 40] = -120.0;
+    let mut a = QActs::default();
+    quantize_acts_split(&x, rows, cols, &mut a);
+    assert_eq!((a.rows, a.cols), (2 * rows, cols));
+    let nb = cols / QK;
+    for i in 0..rows {
+        for b in 0..nb {
+            let xb = &x[i * cols + b * QK..i * cols + (b + 1) * QK];
+            let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let (hi, lo) = ((2 * i) * nb + b, (2 * i + 1) * nb + b);
+            let (mut s0, mut s1) = (0i32, 0i32);
+            for (e, &v) in xb.iter().enumerate() {
+                let q0 = a.qs[(2 * i) * cols + b * QK + e];
+                let q1 = a.qs[(2 * i + 1) * cols + b * QK + e];
+                let back = a.d[hi] * f32::from(q0) + a.d[lo] * f32::from(q1);
+                assert!(
+                    (back - v).abs() <= amax / 64516.0 + amax * 1e-7,
+                    "row {i} block {b} element {e}: {v} came back as {back}"
+                );
+                s0 += i32::from(q0);
+                s1 += i32::from(q1);
+            }
+            assert_eq!(a.s[hi], a.d[hi] * s0 as f32);
+            assert_eq!(a.s[lo], a.d[lo] * s1 as f32);
+        }
+    }
+    // Products: the two parts summed against one part, both against f32.
+    let w = random_matrix(QuantType::Q4_1, 8, cols, &mut rng);
+    let wf = w.to_f32();
+    let mut one = QActs::default();
+    quantize_acts(&x, rows, cols, &mut one);
+    let (mut err_one, mut err_two) = (0f32, 0f32);
+    for i in 0..rows {
+        for j in 0..8 {
+            let exact: f32 = (0..cols).map(|c| x[i * cols + c] * wf[j * cols + c]).sum();
+            let two =
+                scalar::dot(w.ty, w.row(j), &a, 2 * i) + scalar::dot(w.ty, w.row(j), &a, 2 * i + 1);
+            err_two = err_two.max((two - exact).abs() / exact.abs().max(1.0));
+            err_one = err_one
+                .max((scalar::dot(w.ty, w.row(j), &one, i) - exact).abs() / exact.abs().max(1.0));
+        }
+    }
+    println!("relative error: one part {err_one}, two parts {err_two}");
+    assert!(err_two < 1e-3, "two parts: relative error {err_two}");
+    assert!(
+        err_one > 20.0 * err_two,
+        "one part {err_one} vs two {err_two}"
+    );
+}
