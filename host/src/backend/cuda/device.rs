@@ -224,6 +224,10 @@ pub fn dynamic_smem(name: &str) -> Option<usize> {
     match name {
         "attn_prefill_sm90_hd64" => Some(3 * 2 * 64 * 64 * 2 + 1024),
         "attn_prefill_sm90_hd128" => Some(3 * 2 * 64 * 128 * 2 + 1024),
+        // attention_decode.cu: DM_STAGES (2) stages of a K and a V tile of DM_BK
+        // (64) rows x (head_dim + DM_PAD (8)) bf16.
+        "attn_decode_mma_hd64" => Some(2 * 2 * 64 * (64 + 8) * 2),
+        "attn_decode_mma_hd128" => Some(2 * 2 * 64 * (128 + 8) * 2),
         _ => None,
     }
 }

@@ -1221,14 +1221,12 @@ impl CudaBackend {
                 }
                 args.push(Arg::U64(self.ptr(&o_part)));
                 args.push(Arg::U64(self.ptr(&lse)));
-                self.launch(
-                    &name,
-                    cfg(
-                        (splits as u32, (l.kv_heads * head_chunks) as u32, s as u32),
-                        128,
-                    ),
-                    &args,
-                )?;
+                let mut c = cfg(
+                    (splits as u32, (l.kv_heads * head_chunks) as u32, s as u32),
+                    128,
+                );
+                c.shared_mem_bytes = super::device::dynamic_smem(&name).unwrap_or(0) as u32;
+                self.launch(&name, c, &args)?;
                 self.decode_combine(&o_part, &lse, step, op, hq, d, splits)
             }
             AttnPath::PrefillHopper => {
