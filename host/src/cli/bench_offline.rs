@@ -202,6 +202,7 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
     for (label, overlap, cache, graph_bs) in runs {
         let opts = RunnerOptions {
             cuda_graph_max_bs: graph_bs,
+            ..RunnerOptions::default()
         };
         let runner = build_runner_with(&model, args.device, num_pages, args.page_size, &opts)
             .context("building the model runner")?;

@@ -99,6 +99,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     // One sequence: a single graph of batch size 1 is all decoding needs.
     let opts = RunnerOptions {
         cuda_graph_max_bs: usize::from(!args.no_cuda_graph),
+        ..RunnerOptions::default()
     };
     let runner = build_runner_with(&model, args.device, pages.max(1), args.page_size, &opts)?;
     let device_name = runner.device_name();
