@@ -26,7 +26,10 @@ pub trait Communicator: Send + Sync + fmt::Debug {
     fn rank(&self) -> usize;
     /// Ranks in the group.
     fn world(&self) -> usize;
-    /// Replace `data` with the element-wise sum of every rank's `data`.
+    /// Replace `data` (host memory) with the element-wise sum of every
+    /// rank's `data`. A device backend sums its activations where they live,
+    /// in its own [`Backend::all_reduce`](super::Backend::all_reduce); this is
+    /// the path of backends whose activations are on the host.
     fn all_reduce_sum(&self, data: &mut [f32]) -> Result<(), BackendError>;
     /// Make every rank blocked in, or later entering, an all-reduce fail with
     /// [`BackendError::Aborted`] carrying `reason`: a rank that fails in the
