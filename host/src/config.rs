@@ -78,6 +78,9 @@ pub struct Config {
     pub overlap: bool,
     /// Largest decode batch replayed from a CUDA graph; 0 disables graphs.
     pub cuda_graph_max_bs: u32,
+    /// Tensor-parallel ranks the model is split across (CPU: threads, for
+    /// testing; CUDA: not built yet).
+    pub tp: u32,
     /// Most requests waiting for admission; beyond it new requests get 429.
     pub max_waiting: u32,
     /// Bearer token for `/admin/*`; without it admin is loopback-only.
@@ -116,6 +119,7 @@ impl Default for Config {
             plugin_cache_dir: None,
             overlap: true,
             cuda_graph_max_bs: 256,
+            tp: 1,
             max_waiting: 1024,
             admin_token: None,
             shutdown_timeout_s: 30,
@@ -143,6 +147,7 @@ pub struct ConfigLayer {
     pub plugin_cache_dir: Option<PathBuf>,
     pub overlap: Option<bool>,
     pub cuda_graph_max_bs: Option<u32>,
+    pub tp: Option<u32>,
     pub max_waiting: Option<u32>,
     pub admin_token: Option<String>,
     pub shutdown_timeout_s: Option<u64>,
@@ -233,6 +238,7 @@ impl ConfigLayer {
                 "CUDA_GRAPH_MAX_BS" => {
                     l.cuda_graph_max_bs = Some(env_parse(&k, &v, "a batch size (0 disables)")?);
                 }
+                "TP" => l.tp = Some(env_parse(&k, &v, "a number of ranks")?),
                 "SCHEDULER" => l.plugins.scheduler = Some(PathBuf::from(v)),
                 "EVICTOR" => l.plugins.evictor = Some(PathBuf::from(v)),
                 "SAMPLER" => l.plugins.sampler = Some(PathBuf::from(v)),
@@ -300,6 +306,7 @@ impl Config {
             chunk_size,
             overlap,
             cuda_graph_max_bs,
+            tp,
             max_waiting,
             shutdown_timeout_s,
             default_max_tokens
@@ -355,6 +362,7 @@ impl Config {
             _ => Ok(()),
         };
         positive("page_size", Some(u64::from(self.page_size)))?;
+        positive("tp", Some(u64::from(self.tp)))?;
         positive("kv_memory_mb", self.kv_memory_mb)?;
         positive("max_running", Some(u64::from(self.max_running)))?;
         positive("chunk_size", Some(u64::from(self.chunk_size)))?;
@@ -455,6 +463,34 @@ mod tests {
             "file-relative plugin path"
         );
         assert_eq!(c.host.to_string(), "127.0.0.1");
+    }
+
+    #[test]
+    fn tp_comes_from_env_file_and_flags_and_is_at_least_one() {
+        assert_eq!(Config::default().tp, 1);
+        let env = ConfigLayer::from_vars(vars(&[("MINISGL_TP", "2")])).unwrap();
+        let c = Config::build(env.clone(), None, ConfigLayer::default()).unwrap();
+        assert_eq!(c.tp, 2);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("minisgl.toml");
+        std::fs::write(&file, "tp = 4\n").unwrap();
+        let c = Config::build(env.clone(), Some(&file), ConfigLayer::default()).unwrap();
+        assert_eq!(c.tp, 4, "file beats env");
+        let flags = ConfigLayer {
+            tp: Some(3),
+            ..Default::default()
+        };
+        assert_eq!(Config::build(env, Some(&file), flags).unwrap().tp, 3);
+        let zero = ConfigLayer {
+            tp: Some(0),
+            ..Default::default()
+        };
+        let msg = Config::build(ConfigLayer::default(), None, zero)
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("`tp`") && msg.contains("\"0\""), "{msg}");
+        let e = ConfigLayer::from_vars(vars(&[("MINISGL_TP", "two")])).unwrap_err();
+        assert!(e.to_string().contains("MINISGL_TP"), "{e}");
     }
 
     #[test]

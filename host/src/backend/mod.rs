@@ -53,6 +53,7 @@
 //! out    = sample(logits, specs)                         // host results
 //! ```
 
+pub mod comm;
 pub mod cpu;
 pub mod cuda;
 mod device_kind;
@@ -381,6 +382,9 @@ pub enum BackendError {
     /// The backend cannot do this (e.g. a dtype or head size it has no kernel for).
     #[error("unsupported: {0}")]
     Unsupported(String),
+    /// A collective was abandoned because another rank of the group failed.
+    #[error("collective aborted: {0}")]
+    Aborted(String),
 }
 
 /// Shapes of a tensor as seen by the model.
@@ -599,6 +603,19 @@ pub trait Backend: Send + 'static {
     ) -> Result<Vec<Sampled>, BackendError> {
         let s = self.sample_launch(logits, specs)?;
         self.sample_finish(s)
+    }
+
+    /// Tensor parallelism: replace `x` (`[rows, cols]`, f32 activations)
+    /// with its element-wise sum over every rank of the backend's group,
+    /// identical on every rank (see [`comm::Communicator`]). The model calls
+    /// it after each row-parallel projection, and only when it is one shard
+    /// of several, so a backend that was built without a group never sees it;
+    /// the default says so instead of pretending to be a group of one.
+    fn all_reduce(&self, _x: &mut Self::Tensor) -> Result<(), BackendError> {
+        Err(BackendError::Unsupported(format!(
+            "all-reduce: the {} backend was built without a communicator",
+            self.name()
+        )))
     }
 
     // ---- Decode graphs --------------------------------------------------

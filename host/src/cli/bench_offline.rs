@@ -84,6 +84,11 @@ pub struct BenchOfflineArgs {
     /// Largest decode batch replayed from a CUDA graph; 0 disables graphs.
     #[arg(long, default_value_t = 256)]
     pub cuda_graph_max_bs: usize,
+    /// Tensor-parallel ranks. On the CPU, N > 1 splits the model across N
+    /// threads (for testing the sharded math); CUDA needs the NCCL
+    /// communicator, not built yet.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub tp: usize,
     /// Also run every configuration with CUDA graphs off and print the ratio.
     #[arg(long)]
     pub compare_graphs: bool,
@@ -202,6 +207,7 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
     for (label, overlap, cache, graph_bs) in runs {
         let opts = RunnerOptions {
             cuda_graph_max_bs: graph_bs,
+            tp: args.tp,
         };
         let runner = build_runner_with(&model, args.device, num_pages, args.page_size, &opts)
             .context("building the model runner")?;
@@ -350,7 +356,7 @@ fn append_jsonl(
         "commit": std::env::var("MINISGL_COMMIT").unwrap_or_default(),
         "machine": ceiling.map(|c| c.1.clone()).unwrap_or_else(|| "cpu".into()),
         "shape": shape,
-        "tp": 1,
+        "tp": args.tp,
         "workload": workload,
         "metric": "offline_output_tok_s",
         "value": (r.out_tps() * 10.0).round() / 10.0,

@@ -61,6 +61,11 @@ pub struct GenerateArgs {
     /// Print one JSON object (ids, text, timings) instead of streaming text.
     #[arg(long)]
     pub json: bool,
+    /// Tensor-parallel ranks. On the CPU, N > 1 splits the model across N
+    /// threads (for testing the sharded math); CUDA needs the NCCL
+    /// communicator, not built yet.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub tp: usize,
     /// Decode eagerly on CUDA instead of replaying a recorded graph.
     #[arg(long)]
     pub no_cuda_graph: bool,
@@ -99,6 +104,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     // One sequence: a single graph of batch size 1 is all decoding needs.
     let opts = RunnerOptions {
         cuda_graph_max_bs: usize::from(!args.no_cuda_graph),
+        tp: args.tp,
     };
     let runner = build_runner_with(&model, args.device, pages.max(1), args.page_size, &opts)?;
     let device_name = runner.device_name();

@@ -72,6 +72,11 @@ pub struct ServeArgs {
     /// Largest decode batch replayed from a CUDA graph; 0 disables graphs [default: 256].
     #[arg(long, value_name = "N")]
     pub cuda_graph_max_bs: Option<u32>,
+    /// Tensor-parallel ranks [default: 1]. On the CPU, N > 1 splits the model
+    /// across N threads (for testing the sharded math); CUDA needs the NCCL
+    /// communicator, not built yet.
+    #[arg(long, value_name = "N")]
+    pub tp: Option<u32>,
     /// Most waiting requests; beyond it requests get 429 [default: 1024].
     #[arg(long)]
     pub max_waiting: Option<u32>,
@@ -116,6 +121,7 @@ impl ServeArgs {
             plugin_cache_dir: self.plugin_cache_dir.clone(),
             overlap: self.no_overlap.then_some(false),
             cuda_graph_max_bs: self.cuda_graph_max_bs,
+            tp: self.tp,
             max_waiting: self.max_waiting,
             admin_token: self.admin_token.clone(),
             shutdown_timeout_s: self.shutdown_timeout,

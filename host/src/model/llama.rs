@@ -4,9 +4,12 @@
 //!
 //! Weights use the HF names (`model.layers.N.self_attn.q_proj.weight`, …);
 //! q/k/v and gate/up are fused at load time (rows concatenated) so a layer
-//! runs four GEMMs.
+//! runs four GEMMs. Under tensor parallelism a model is one rank's shard
+//! ([`super::tp`]): it attends with its own heads and all-reduces the
+//! outputs of o and down, the two row-parallel products of a layer.
 
 use super::config::ModelConfig;
+use super::tp::TpShard;
 use super::weights::{WeightTensor, Weights};
 use super::ModelError;
 use crate::backend::{AttnParams, Backend, DType, HostData, KvLayout};
@@ -28,6 +31,7 @@ pub struct Layer<B: Backend> {
 /// A loaded model: weights on the device plus the frozen config.
 pub struct Model<B: Backend> {
     cfg: ModelConfig,
+    shard: TpShard,
     embed: B::Tensor,
     layers: Vec<Layer<B>>,
     final_norm: B::Tensor,
@@ -100,19 +104,35 @@ fn concat_rows(parts: &[WeightTensor<'_>]) -> (Vec<usize>, DType, Vec<u8>) {
 impl<B: Backend> Model<B> {
     /// Upload all weights of `cfg` from `weights` (shapes checked).
     pub fn load(backend: &B, cfg: &ModelConfig, weights: &Weights) -> Result<Self, ModelError> {
+        Self::load_shard(backend, cfg, weights, TpShard::WHOLE)
+    }
+
+    /// Upload rank `shard`'s part of the weights (see [`super::tp`] for the
+    /// split); with [`TpShard::WHOLE`], all of them.
+    pub fn load_shard(
+        backend: &B,
+        cfg: &ModelConfig,
+        weights: &Weights,
+        shard: TpShard,
+    ) -> Result<Self, ModelError> {
+        TpShard::check(cfg, shard.world())?;
         let h = cfg.hidden_size();
         let d = cfg.head_dim();
         let (qd, kvd) = (cfg.num_heads() * d, cfg.num_kv_heads() * d);
         let i = cfg.intermediate_size();
-        let up = |name: &str, shape: &[usize]| -> Result<B::Tensor, ModelError> {
-            let t = weights.get(name, shape)?;
-            Ok(backend.upload(shape, t.host())?)
+        let upload = |t: WeightTensor<'_>| -> Result<B::Tensor, ModelError> {
+            Ok(backend.upload(&t.shape, t.host())?)
         };
+        let up = |name: &str, shape: &[usize]| upload(weights.get(name, shape)?);
+        // Row-parallel: this rank's input columns.
+        let up_cols =
+            |name: &str, shape: &[usize]| upload(shard.cols(name, weights.get(name, shape)?)?);
+        // Column-parallel, fused: each part's block of rows, then concatenated.
         let fused = |names: &[(String, Vec<usize>)]| -> Result<B::Tensor, ModelError> {
             let parts = names
                 .iter()
-                .map(|(n, s)| weights.get(n, s))
-                .collect::<Result<Vec<_>, _>>()?;
+                .map(|(n, s)| Ok(shard.rows(n, weights.get(n, s)?)?))
+                .collect::<Result<Vec<_>, ModelError>>()?;
             let (shape, dtype, bytes) = concat_rows(&parts);
             Ok(backend.upload(
                 &shape,
@@ -145,8 +165,9 @@ impl<B: Backend> Model<B> {
                 } else {
                     None
                 },
-                w_o: up(&format!("{a}.o_proj.weight"), &[h, qd])?,
-                b_o: if cfg.o_bias() {
+                w_o: up_cols(&format!("{a}.o_proj.weight"), &[h, qd])?,
+                // Rank 0 adds it to its partial product: the sum counts it once.
+                b_o: if cfg.o_bias() && shard.rank() == 0 {
                     Some(up(&format!("{a}.o_proj.bias"), &[h])?)
                 } else {
                     None
@@ -165,7 +186,7 @@ impl<B: Backend> Model<B> {
                     (format!("{p}.mlp.gate_proj.weight"), vec![i, h]),
                     (format!("{p}.mlp.up_proj.weight"), vec![i, h]),
                 ])?,
-                w_down: up(&format!("{p}.mlp.down_proj.weight"), &[h, i])?,
+                w_down: up_cols(&format!("{p}.mlp.down_proj.weight"), &[h, i])?,
             });
         }
         let final_norm = up("model.norm.weight", &[h])?;
@@ -178,6 +199,7 @@ impl<B: Backend> Model<B> {
         let inv_freq = backend.upload(&[inv.len()], HostData::f32(&inv))?;
         Ok(Model {
             cfg: cfg.clone(),
+            shard,
             embed,
             layers,
             final_norm,
@@ -186,18 +208,23 @@ impl<B: Backend> Model<B> {
         })
     }
 
+    /// Which part of the model this is.
+    pub fn shard(&self) -> TpShard {
+        self.shard
+    }
+
     /// The model's config.
     pub fn config(&self) -> &ModelConfig {
         &self.cfg
     }
 
-    /// KV cache shape for this model.
+    /// KV cache shape for this model (this rank's KV heads only).
     pub fn kv_layout(&self, num_pages: usize, page_size: usize) -> KvLayout {
         KvLayout {
             num_layers: self.cfg.num_layers(),
             num_pages,
             page_size,
-            kv_heads: self.cfg.num_kv_heads(),
+            kv_heads: self.shard.part(self.cfg.num_kv_heads()),
             head_dim: self.cfg.head_dim(),
         }
     }
@@ -253,8 +280,8 @@ impl<B: Backend> Model<B> {
         for (l, layer) in self.layers.iter().enumerate() {
             let qkv = b.linear(&x, &layer.w_qkv, layer.b_qkv.as_ref())?;
             let params = AttnParams {
-                q_heads: cfg.num_heads(),
-                kv_heads: cfg.num_kv_heads(),
+                q_heads: self.shard.part(cfg.num_heads()),
+                kv_heads: self.shard.part(cfg.num_kv_heads()),
                 head_dim: d,
                 q_norm: layer.q_norm.as_ref(),
                 k_norm: layer.k_norm.as_ref(),
@@ -263,10 +290,16 @@ impl<B: Backend> Model<B> {
                 scale,
             };
             let attn = b.qkv_attention(qkv, kv, l, step, &params)?;
-            let o = b.linear(&attn, &layer.w_o, layer.b_o.as_ref())?;
+            let mut o = b.linear(&attn, &layer.w_o, layer.b_o.as_ref())?;
+            if self.shard.is_split() {
+                b.all_reduce(&mut o)?;
+            }
             x = b.add_rms_norm(&mut residual, &o, &layer.post_attn_norm, eps)?;
             let gu = b.linear(&x, &layer.w_gate_up, None)?;
-            let m = b.linear(&b.silu_mul(&gu)?, &layer.w_down, None)?;
+            let mut m = b.linear(&b.silu_mul(&gu)?, &layer.w_down, None)?;
+            if self.shard.is_split() {
+                b.all_reduce(&mut m)?;
+            }
             let next_norm = match self.layers.get(l + 1) {
                 Some(n) => &n.input_norm,
                 None => &self.final_norm,

@@ -8,6 +8,8 @@
 //! * [`llama`]: the one model definition (Llama, Qwen2, Qwen3, Mistral),
 //!   written against [`crate::backend::Backend`].
 //! * [`runner`]: [`ModelRunner`], the step interface of [`crate::batch`].
+//! * [`tp`]: tensor parallelism's split of the weights; [`tp_runner`]: a
+//!   [`ModelRunner`] over one thread per rank.
 
 pub mod chat_template;
 pub mod config;
@@ -17,6 +19,8 @@ pub mod llama;
 pub mod loader;
 pub mod runner;
 pub mod tokenizer;
+pub mod tp;
+pub mod tp_runner;
 pub mod weights;
 
 pub use config::{Arch, ModelConfig, RopeScaling};
@@ -53,6 +57,9 @@ pub enum ModelError {
     /// The compute backend failed.
     #[error(transparent)]
     Backend(#[from] BackendError),
+    /// The model cannot be split across the requested tensor-parallel ranks.
+    #[error(transparent)]
+    Tp(#[from] tp::TpError),
 }
 
 impl ModelError {

@@ -8,6 +8,7 @@ use super::config::ModelConfig;
 use super::graphs::DecodeGraphs;
 use super::llama::Model;
 use super::loader::LoadedModel;
+use super::tp::{TpError, TpShard};
 use super::ModelError;
 use crate::backend::cpu::CpuBackend;
 pub use crate::backend::DeviceKind;
@@ -71,12 +72,17 @@ pub struct RunnerOptions {
     /// Largest decode batch replayed from a recorded graph on backends that
     /// record (CUDA); 0 records none (`--cuda-graph-max-bs`).
     pub cuda_graph_max_bs: usize,
+    /// Tensor-parallel ranks (`--tp`). [`build_runner_with`] honours it; a
+    /// [`Runner`] is always one rank (its shard is given to
+    /// [`Runner::with_shard`]).
+    pub tp: usize,
 }
 
 impl Default for RunnerOptions {
     fn default() -> Self {
         RunnerOptions {
             cuda_graph_max_bs: 256,
+            tp: 1,
         }
     }
 }
@@ -133,6 +139,7 @@ impl<B: Backend> Runner<B> {
     ) -> Result<Self, ModelError> {
         let opts = RunnerOptions {
             cuda_graph_max_bs: 0,
+            ..RunnerOptions::default()
         };
         Self::with_options(backend, model, num_pages, page_size, &opts)
     }
@@ -147,12 +154,33 @@ impl<B: Backend> Runner<B> {
         page_size: u32,
         opts: &RunnerOptions,
     ) -> Result<Self, ModelError> {
+        if opts.tp != 1 {
+            return Err(ModelError::InvalidInput(format!(
+                "a Runner holds one rank; tp = {} needs build_runner_with or a TpRunner",
+                opts.tp
+            )));
+        }
+        Self::with_shard(backend, model, TpShard::WHOLE, num_pages, page_size, opts)
+    }
+
+    /// A runner over rank `shard`'s part of the model: its KV cache holds
+    /// that rank's KV heads only (the page ids mean the same on every rank),
+    /// and `backend` must be a member of the rank's group when the model is
+    /// split (see [`Backend::all_reduce`]).
+    pub fn with_shard(
+        backend: B,
+        model: &LoadedModel,
+        shard: TpShard,
+        num_pages: u32,
+        page_size: u32,
+        opts: &RunnerOptions,
+    ) -> Result<Self, ModelError> {
         if page_size == 0 || num_pages == 0 {
             return Err(ModelError::InvalidInput(format!(
                 "num_pages ({num_pages}) and page_size ({page_size}) must be positive"
             )));
         }
-        let m = Model::load(&backend, &model.config, &model.weights)?;
+        let m = Model::load_shard(&backend, &model.config, &model.weights, shard)?;
         let layout = m.kv_layout(num_pages as usize, page_size as usize);
         let mut kv = backend.alloc_kv(layout)?;
         // A sequence can neither outgrow the model's context nor the pool.
@@ -461,7 +489,9 @@ pub fn build_runner(
 }
 
 /// A runner on the requested device. `Auto` falls back to the CPU (with a
-/// log line) when CUDA is unavailable.
+/// log line) when CUDA is unavailable. With `opts.tp > 1` the model is split
+/// across that many ranks ([`super::tp_runner`]): threads on the CPU; CUDA
+/// has no communicator yet and says so.
 pub fn build_runner_with(
     model: &LoadedModel,
     device: DeviceKind,
@@ -470,23 +500,39 @@ pub fn build_runner_with(
     opts: &RunnerOptions,
 ) -> Result<Box<dyn ModelRunner>, ModelError> {
     use crate::backend::cuda::{CudaBackend, CudaOptions};
+    TpShard::check(&model.config, opts.tp)?;
     let cuda = || {
         CudaBackend::new(&CudaOptions::default())
             .map_err(|e| ModelError::Backend(crate::backend::BackendError::Device(e.to_string())))
     };
     let on_cuda = |b| -> Result<Box<dyn ModelRunner>, ModelError> {
+        if opts.tp > 1 {
+            return Err(TpError::NoCudaCommunicator { world: opts.tp }.into());
+        }
         Ok(Box::new(Runner::with_options(
             b, model, num_pages, page_size, opts,
         )?))
     };
+    let on_cpu = || -> Result<Box<dyn ModelRunner>, ModelError> {
+        if opts.tp > 1 {
+            return Ok(Box::new(super::tp_runner::cpu_threads(
+                model, opts.tp, num_pages, page_size,
+            )?));
+        }
+        Ok(Box::new(cpu_runner(model, num_pages, page_size)?))
+    };
     match device {
-        DeviceKind::Cpu => Ok(Box::new(cpu_runner(model, num_pages, page_size)?)),
+        DeviceKind::Cpu => on_cpu(),
+        // Said before touching a GPU, so the answer does not depend on one.
+        DeviceKind::Cuda if opts.tp > 1 => {
+            Err(TpError::NoCudaCommunicator { world: opts.tp }.into())
+        }
         DeviceKind::Cuda => on_cuda(cuda()?),
         DeviceKind::Auto => match cuda() {
             Ok(b) => on_cuda(b),
             Err(e) => {
                 tracing::info!("CUDA unavailable ({e}); using the CPU backend");
-                Ok(Box::new(cpu_runner(model, num_pages, page_size)?))
+                on_cpu()
             }
         },
     }

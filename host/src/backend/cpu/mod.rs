@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use super::comm::Communicator;
 use super::{Backend, BackendError, DType, DeviceTensor, HostData, KvLayout, Sampled, StepMeta};
 use crate::batch::SampleSpec;
 use quant::{Kernels, QActs, QMatrix};
@@ -87,6 +88,8 @@ pub struct CpuBackend {
     /// (`MINISGL_CPU_ACT_BITS=8`: faster, llama.cpp's rounding, flips
     /// near-tie tokens; see `quant/acts.rs`).
     split_acts: bool,
+    /// The tensor-parallel group this backend is one rank of, if any.
+    comm: Option<Arc<dyn Communicator>>,
 }
 
 impl Default for CpuBackend {
@@ -102,6 +105,7 @@ impl Default for CpuBackend {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(DEQUANT_GEMM_ROWS),
             split_acts: split_acts_from_env(),
+            comm: None,
         }
     }
 }
@@ -170,6 +174,13 @@ impl CpuBackend {
             kernels,
             ..CpuBackend::default()
         }
+    }
+
+    /// This backend as one rank of a tensor-parallel group:
+    /// [`Backend::all_reduce`] goes through `comm`.
+    pub fn with_communicator(mut self, comm: Arc<dyn Communicator>) -> Self {
+        self.comm = Some(comm);
+        self
     }
 
     /// Name of the quantised-product kernels in use ("avx2", "scalar").
@@ -616,6 +627,21 @@ impl Backend for CpuBackend {
             data.extend_from_slice(&x.data[r * cols..(r + 1) * cols]);
         }
         Ok(CpuTensor::new(vec![idx.len(), cols], data))
+    }
+
+    fn all_reduce(&self, x: &mut CpuTensor) -> Result<(), BackendError> {
+        let comm = self.comm.as_ref().ok_or_else(|| {
+            BackendError::Unsupported(
+                "all-reduce: this CPU backend is not a rank of a tensor-parallel group".into(),
+            )
+        })?;
+        if x.quant.is_some() {
+            return Err(shape_err(
+                "all_reduce",
+                "a quantised weight is not an activation".into(),
+            ));
+        }
+        comm.all_reduce_sum(&mut x.data)
     }
 
     fn alloc_logits(&self, rows: usize, cols: usize) -> Result<CpuTensor, BackendError> {

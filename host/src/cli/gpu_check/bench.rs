@@ -248,6 +248,7 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
             ps,
             &RunnerOptions {
                 cuda_graph_max_bs: 0,
+                ..RunnerOptions::default()
             },
         )?;
         let t0 = std::time::Instant::now();

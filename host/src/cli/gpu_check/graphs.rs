@@ -52,6 +52,7 @@ pub fn check(path: &Path, random: bool, rep: &mut Report) -> Result<()> {
     let pages = per_seq * nseq as u32;
     let opts = RunnerOptions {
         cuda_graph_max_bs: MAX_BS,
+        ..RunnerOptions::default()
     };
     let mut graphs = Runner::with_options(cuda()?, &lm, pages, ps, &opts)?;
     let mut eager = Runner::new(cuda()?, &lm, pages, ps)?;

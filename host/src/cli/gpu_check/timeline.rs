@@ -31,6 +31,7 @@ pub fn run(cfg: &Path, batches: &[usize], prompt: usize) -> Result<String> {
         ps,
         &RunnerOptions {
             cuda_graph_max_bs: 0,
+            ..RunnerOptions::default()
         },
     )?;
     let c = &lm.config;

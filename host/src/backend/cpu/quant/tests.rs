@@ -258,7 +258,9 @@ fn packed_gemm_matches_the_scalar_row_kernels() {
 fn split_activations_carry_fifteen_bits_past_outliers() {
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     let (rows, cols) = (3, 96);
-    let mut x: Vec<f32> = (0..rows * cols).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let mut x: Vec<f32> = (0..rows * cols)
+        .map(|_| rng.random_range(-1.0..1.0))
+        .collect();
     x[5] = 300.0; // an outlier channel, as in real hidden states
     x[cols + 40] = -120.0;
     let mut a = QActs::default();
