@@ -10,7 +10,8 @@
 #             Qwen3-0.6B offline (default workload and long prompts), 0.6B decode timeline;
 #     part 2: Qwen3-14B offline (default workload and long prompts), 14B decode timeline;
 #     part 3: after a decode-kernel change: kernel checks, offline A/B of the two
-#             decode kernels (MINISGL_DECODE_KERNEL=simt|mma) on both shapes.
+#             decode kernels (MINISGL_DECODE_KERNEL=simt|mma) on both shapes;
+#     part 4: long prompts on both shapes and the 14B decode timeline.
 #
 # Device call (tool `run`, kind nvidia-h200), one per part:
 #   command: bash scripts/gpu-bench.sh device 1
@@ -80,6 +81,16 @@ device)
             MINISGL_DECODE_KERNEL=$k timeout 130 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
                 --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" 2>&1 | tail -4 | tee "$out/offline-14b-$k.log"
         done
+    elif [ "$part" = 4 ]; then
+        # Long prompts on both shapes (prefill-bound) and the 14B decode timeline
+        # (the per-kernel gaps the next decode work starts from).
+        timeout 100 "$bin" bench offline --random-weights .gpu/qwen3-0.6b --device cuda --shape qwen3-0.6b \
+            "${long[@]}" --jsonl "$jl" 2>&1 | tail -4 | tee "$out/long-0.6b.log"
+        timeout 150 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
+            "${long[@]}" --jsonl "$jl" 2>&1 | tail -4 | tee "$out/long-14b.log"
+        timeout 200 "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-14b \
+            --timeline-out "$out/timeline-14b.md" --report "$out/timeline-report.md" > "$out/timeline-14b.log" 2>&1
+        tail -40 "$out/timeline-14b.md"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
             --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" 2>&1 | tail -8 | tee "$out/offline-14b.log"

@@ -18,8 +18,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The fidelity slice: Mooncake conversation, first N requests, arrivals 4x faster.
-FID_ARGS=(--num-requests 100 --time-scale 0.25 --max-input-len 8192 --max-output-len 256
+# The fidelity slice: Mooncake conversation, first N requests, arrivals sped up by
+# each of FID_SCALES (0.25: 4x faster, about 10 req/s, no queue; 0.05: 20x, a queue
+# forms and the policies differ).
+FID_ARGS=(--num-requests 100 --max-input-len 8192 --max-output-len 256
           --num-pages 20000 --page-size 16 --seed 0)
 
 case "${1:-}" in
@@ -52,22 +54,33 @@ device)
     note="measured by scripts/gpu-profile.sh at commit $commit on $(date -u +%Y-%m-%d)"
     { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; } > "$out/env.log" 2>&1
     set +e
-    for s in qwen3-0.6b qwen3-14b; do
+    # PROFILES picks the shapes to measure (default both); a shape left out
+    # uses its committed profile for the fidelity check.
+    for s in ${PROFILES:-qwen3-0.6b qwen3-14b}; do
         t=$([ "$s" = qwen3-14b ] && echo 90 || echo 60)
         timeout "$t" "$bin" profile --device cuda --random-weights .gpu/$s --name "$s" \
             --device-label "$gpu" --note "$note" --out "$out/$s-h200.json" 2>&1 | tee "$out/profile-$s.log"
         echo "profile $s rc=${PIPESTATUS[0]} at ${SECONDS}s"
     done
-    if [ $((budget - SECONDS)) -ge "${FIDELITY_MIN_LEFT:-120}" ] && [ -f "$out/qwen3-0.6b-h200.json" ]; then
+    prof06="$out/qwen3-0.6b-h200.json"
+    [ -f "$prof06" ] || prof06=docs/results/profiles/qwen3-0.6b-h200.json
+    if [ $((budget - SECONDS)) -ge "${FIDELITY_MIN_LEFT:-120}" ] && [ -f "$prof06" ]; then
         pol=(--policy fcfs=native --policy lpm=.gpu/plugins/minisgl_example_lpm.wasm)
         tr=(--trace .gpu/workloads/mooncake_conversation_400.jsonl --random-weights .gpu/qwen3-0.6b)
-        timeout $((budget - SECONDS - 20)) "$bin" compare --backend cuda "${tr[@]}" "${FID_ARGS[@]}" "${pol[@]}" \
-            --out "$out/fid-cuda" > "$out/fid-cuda.log" 2>&1
-        echo "fidelity cuda rc=$? at ${SECONDS}s"
-        timeout 60 "$bin" compare --backend sim --profile "$out/qwen3-0.6b-h200.json" "${tr[@]}" "${FID_ARGS[@]}" \
-            "${pol[@]}" --out "$out/fid-sim" > "$out/fid-sim.log" 2>&1
-        echo "fidelity sim rc=$? at ${SECONDS}s"
-        tail -n 12 "$out/fid-cuda/results.md" "$out/fid-sim/results.md" 2>/dev/null
+        for sc in ${FID_SCALES:-0.25}; do
+            # With --profile the real replay also prices each of its steps with the
+            # model (fid-cuda-$sc/steps.md: the model's error per step class).
+            timeout $((budget - SECONDS - 20)) "$bin" compare --backend cuda "${tr[@]}" "${FID_ARGS[@]}" \
+                --time-scale "$sc" "${pol[@]}" --profile "$prof06" --out "$out/fid-cuda-$sc" > "$out/fid-cuda-$sc.log" 2>&1
+            echo "fidelity cuda (time scale $sc) rc=$? at ${SECONDS}s"
+            timeout 60 "$bin" compare --backend sim --profile "$prof06" "${tr[@]}" "${FID_ARGS[@]}" \
+                --time-scale "$sc" "${pol[@]}" --out "$out/fid-sim-$sc" > "$out/fid-sim-$sc.log" 2>&1
+            echo "fidelity sim (time scale $sc) rc=$? at ${SECONDS}s"
+            tail -n 12 "$out/fid-cuda-$sc/results.md" "$out/fid-sim-$sc/results.md" 2>/dev/null
+            cat "$out/fid-cuda-$sc/steps.md" 2>/dev/null
+        done
+        # The device tool returns a limited number of files: one archive.
+        (cd "$out" && tar -czf fidelity.tar.gz fid-cuda-* fid-sim-* && rm -rf fid-cuda-* fid-sim-*)
     else
         echo "fidelity check skipped: $((budget - SECONDS)) s left of $budget"
     fi

@@ -226,20 +226,46 @@ fn check_outputs(dir: &Path) {
         .contains("<svg"));
 }
 
+/// Every step of a real replay is logged, and a profile given to a real
+/// backend is checked against those steps, class by class (steps.md).
 #[test]
 fn compare_runs_two_policies_on_the_cpu_engine() {
     let dir = tempfile::tempdir().unwrap();
+    let prof = cpu_profile(dir.path());
     let out = dir.path().join("cpu");
     let mut args = compare_args(&out);
-    args.extend(["--backend", "cpu"].map(String::from));
+    args.extend(["--backend", "cpu", "--profile", prof.to_str().unwrap()].map(String::from));
     ok(bin().args(&args));
     check_outputs(&out);
+    let md = std::fs::read_to_string(out.join("steps.md")).unwrap();
+    for name in ["fcfs", "lpm"] {
+        let csv = std::fs::read_to_string(out.join(format!("steps-{name}.csv"))).unwrap();
+        let rows: Vec<Vec<u64>> = csv
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').map(|x| x.parse().unwrap()).collect())
+            .collect();
+        assert!(!rows.is_empty(), "{name}: no steps logged");
+        // Steps finish in order, each after its launch; the first ones are
+        // prefills (nothing is cached or decoding yet).
+        for w in rows.windows(2) {
+            assert!(w[0][1] <= w[1][1], "{name}: steps out of order\n{csv}");
+        }
+        assert!(rows.iter().all(|r| r[0] <= r[1] && r[4] >= 1), "{csv}");
+        assert_eq!(rows[0][5], 0, "{name}: the first step is a prefill\n{csv}");
+        // 16 requests of 2-8 output tokens: at least one decode step each
+        // beyond the prefill, and every step is in the table.
+        let section = md.split(&format!("## {name}:")).nth(1).unwrap();
+        assert!(
+            section.contains(&format!("| all | {} |", rows.len())),
+            "{name}: {section}"
+        );
+    }
 }
 
-#[test]
-fn compare_in_the_simulator_is_byte_identical_between_runs() {
-    let dir = tempfile::tempdir().unwrap();
-    let prof = dir.path().join("cpu-qwen3.json");
+/// A small profile of the qwen3 fixture on the CPU backend.
+fn cpu_profile(dir: &Path) -> PathBuf {
+    let prof = dir.join("cpu-qwen3.json");
     let model = root().join("tests/fixtures/models/qwen3");
     let stdout = ok(bin().args([
         "profile",
@@ -263,6 +289,13 @@ fn compare_in_the_simulator_is_byte_identical_between_runs() {
         prof.to_str().unwrap(),
     ]));
     assert!(stdout.contains("model error"), "{stdout}");
+    prof
+}
+
+#[test]
+fn compare_in_the_simulator_is_byte_identical_between_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let prof = cpu_profile(dir.path());
     let mut outs = Vec::new();
     for i in 0..2 {
         let out = dir.path().join(format!("sim{i}"));
@@ -272,7 +305,13 @@ fn compare_in_the_simulator_is_byte_identical_between_runs() {
         check_outputs(&out);
         outs.push(out);
     }
-    for f in ["results.md", "results.csv", "ttft_cdf.svg", "kv.svg"] {
+    for f in [
+        "results.md",
+        "results.csv",
+        "ttft_cdf.svg",
+        "kv.svg",
+        "steps-fcfs.csv",
+    ] {
         assert_eq!(
             std::fs::read(outs[0].join(f)).unwrap(),
             std::fs::read(outs[1].join(f)).unwrap(),

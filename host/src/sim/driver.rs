@@ -28,6 +28,7 @@ use crate::workload::TimedRequest;
 
 use super::cost::{CostModel, StepShape};
 use super::record::{RunRecord, Sample};
+use super::step_log::StepRecord;
 use super::timed::TimedPolicy;
 
 /// Whether measured policy time moves virtual time.
@@ -173,8 +174,16 @@ pub fn simulate(
         let launched = next.is_some();
         if let Some((input, ticket)) = next {
             let start = now.max(device_free);
-            let dur = cost.step_us(&StepShape::of(&input)).round() as u64;
+            let shape = StepShape::of(&input);
+            let dur = cost.step_us(&shape).round() as u64;
             device_free = start + dur.max(1);
+            rec.steps.push(StepRecord {
+                launch_us: now,
+                done_us: device_free,
+                step_us: dur.max(1),
+                seqs: input.seqs.len() as u32,
+                shape,
+            });
             flights.push_back(Flight {
                 ticket,
                 end_us: device_free,

@@ -2,6 +2,7 @@
 //! the real engine): per-request timings and a time series of the engine's
 //! gauges. Times are microseconds since the replay started.
 
+use super::step_log::StepRecord;
 use crate::metrics::EngineMetrics;
 use crate::workload::TimedRequest;
 
@@ -70,6 +71,9 @@ pub struct RunRecord {
     pub wall_s: f64,
     /// Virtual (sim) or wall time policy calls were charged, in microseconds.
     pub policy_charged_us: f64,
+    /// Every model step, in order (priced by the cost model in the
+    /// simulator, timed on the real engine).
+    pub steps: Vec<StepRecord>,
 }
 
 impl RunRecord {

@@ -21,7 +21,9 @@ use crate::engine::{CacheMode, EngineConfig};
 use crate::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
 use crate::model::{load, load_random, LoadedModel};
 use crate::scheduler::Policy;
-use crate::sim::{simulate, PolicyTime, Profile, RunRecord, SimConfig, Slo, Summary, Timing};
+use crate::sim::{
+    simulate, step_log, PolicyTime, Profile, RunRecord, SimConfig, Slo, Summary, Timing,
+};
 use crate::workload::synth::{SynthKind, SynthSpec};
 use crate::workload::trace::TraceOptions;
 use crate::workload::{fit_context, TimedRequest};
@@ -48,7 +50,8 @@ pub struct CompareArgs {
     pub plugin_dir: PathBuf,
     #[arg(long, value_enum, default_value = "sim")]
     pub backend: Backend,
-    /// Profile file for `sim` (from `minisgl-host profile`).
+    /// Profile file (from `minisgl-host profile`): the cost model of `sim`; with
+    /// `cpu`/`cuda`, checked against every measured step (steps.md).
     #[arg(long)]
     pub profile: Option<PathBuf>,
     /// Model for `cpu`/`cuda` (an HF directory or GGUF file).
@@ -312,7 +315,10 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
             };
             let desc =
                 format!("{:?} engine, model `{}`", args.backend, m.source.display()).to_lowercase();
-            (ps, pages, desc, None)
+            // A profile given to a real backend is checked against every step
+            // the replay runs (steps.md): the simulator's fidelity, step by step.
+            let prof = args.profile.as_deref().map(Profile::load).transpose()?;
+            (ps, pages, desc, prof)
         }
     };
     let mut max_ctx = num_pages.saturating_mul(page_size);
@@ -411,13 +417,34 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     write("results.md", &md)?;
     write("results.csv", &report::csv(&rows))?;
     write("timing.md", &report::timing(&rows))?;
+    let mut steps_md = String::from("# Steps\n");
+    for (name, r) in &runs {
+        write(&format!("steps-{name}.csv"), &step_log::csv(&r.steps))?;
+        if let Some(prof) = profile.as_ref().filter(|_| args.backend != Backend::Sim) {
+            steps_md.push_str(&format!(
+                "\n## {name}: profile `{}` against the {} measured steps\n\n{}",
+                prof.model,
+                r.steps.len(),
+                step_log::model_error_table(&r.steps, &prof.model_fit)
+            ));
+        }
+    }
+    if profile.is_some() && args.backend != Backend::Sim {
+        write("steps.md", &steps_md)?;
+        println!("{steps_md}");
+    }
     let plotted: Vec<(String, &RunRecord)> = runs.iter().map(|(n, r)| (n.clone(), r)).collect();
     let files = plots::write_all(&args.out, &plotted, u64::from(num_pages))?;
     println!("{md}");
     println!("{}", report::timing(&rows));
     println!(
-        "wrote results.md, results.csv, timing.md, {} in {}",
+        "wrote results.md, results.csv, timing.md, {}, steps-*.csv{} in {}",
         files.join(", "),
+        if profile.is_some() && args.backend != Backend::Sim {
+            ", steps.md"
+        } else {
+            ""
+        },
         args.out.display()
     );
     Ok(())

@@ -13,7 +13,7 @@ use crate::engine::{spawn_with_policy, EngineConfig, Event};
 use crate::model::ModelRunner;
 use crate::plugin::PluginSet;
 use crate::sim::timed::TimedPolicy;
-use crate::sim::{RunRecord, Sample};
+use crate::sim::{LoggingRunner, RunRecord, Sample};
 use crate::workload::TimedRequest;
 
 /// How often the engine's gauges are sampled.
@@ -30,10 +30,11 @@ pub fn replay(
 ) -> anyhow::Result<RunRecord> {
     let timed = Arc::new(TimedPolicy::new(plugins.clone()));
     let policy_ns = timed.counter();
-    let handle = spawn_with_policy(runner, timed, plugins, cfg, eos_ids)
+    let start = Instant::now();
+    let (runner, steps) = LoggingRunner::new(runner, start);
+    let handle = spawn_with_policy(Box::new(runner), timed, plugins, cfg, eos_ids)
         .map_err(|e| anyhow::anyhow!("starting the engine: {e}"))?;
     let mut rec = RunRecord::for_workload(workload);
-    let start = Instant::now();
     let us = || start.elapsed().as_micros() as u64;
     let mut streams: Vec<(usize, UnboundedReceiver<Event>)> = Vec::new();
     let (mut next, mut done) = (0usize, 0usize);
@@ -101,6 +102,7 @@ pub fn replay(
     }
     rec.metrics = handle.metrics();
     handle.shutdown();
+    rec.steps = std::mem::take(&mut *steps.lock().expect("step log"));
     rec.policy_wall_us = policy_ns.load(Ordering::Relaxed) as f64 / 1e3;
     // Real time: every policy call is on the loop's clock already.
     rec.policy_charged_us = rec.policy_wall_us;
