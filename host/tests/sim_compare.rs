@@ -261,6 +261,32 @@ fn compare_runs_two_policies_on_the_cpu_engine() {
             "{name}: {section}"
         );
     }
+    // The profile refitted on those steps prices them better than before.
+    let refit = dir.path().join("refit.json");
+    let stdout = ok(bin().args([
+        "profile",
+        "--refit",
+        prof.to_str().unwrap(),
+        "--steps",
+        out.join("steps-fcfs.csv").to_str().unwrap(),
+        "--steps",
+        out.join("steps-lpm.csv").to_str().unwrap(),
+        "--out",
+        refit.to_str().unwrap(),
+    ]));
+    let all_err = |table: &str| -> f64 {
+        let row = table.lines().find(|l| l.starts_with("| all |")).unwrap();
+        let f: Vec<&str> = row.split('|').map(str::trim).collect();
+        f[5].trim_end_matches('%').parse().unwrap()
+    };
+    let (before, after) = stdout.split_once("after:").unwrap();
+    assert!(
+        all_err(after).abs() <= all_err(before).abs() + 0.05,
+        "{stdout}"
+    );
+    let p: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&refit).unwrap()).unwrap();
+    assert!(p["note"].as_str().unwrap().contains("refitted on"), "{p}");
 }
 
 /// A small profile of the qwen3 fixture on the CPU backend.

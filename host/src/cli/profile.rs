@@ -4,6 +4,11 @@
 //!
 //! The CPU and CUDA paths are the same code ([`crate::sim::measure`]) over a
 //! different runner.
+//!
+//! `--refit PROFILE --steps FILE...` measures nothing: it fits PROFILE's model
+//! again on its points plus the steps a real replay logged
+//! (`compare --backend cuda --out DIR` writes DIR/steps-POLICY.csv), and
+//! prints the model's error per step class before and after.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -13,7 +18,7 @@ use anyhow::{bail, Context};
 use crate::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
 use crate::model::{load, load_random};
 use crate::sim::measure::{measure, Grid};
-use crate::sim::Profile;
+use crate::sim::{step_log, Profile, StepRecord};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ProfileArgs {
@@ -62,9 +67,67 @@ pub struct ProfileArgs {
     pub note: String,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Refit this profile instead of measuring (needs --steps).
+    #[arg(long, value_name = "PROFILE", requires = "steps")]
+    pub refit: Option<PathBuf>,
+    /// Steps logged by a real replay (steps-POLICY.csv), for --refit.
+    #[arg(long, value_name = "CSV", requires = "refit")]
+    pub steps: Vec<PathBuf>,
+}
+
+/// `--refit`: the profile's model fitted again with a replay's steps.
+fn refit(args: &ProfileArgs, path: &std::path::Path) -> anyhow::Result<()> {
+    let prof = Profile::load(path)?;
+    let mut steps = Vec::new();
+    let mut names = Vec::new();
+    for f in &args.steps {
+        let text = std::fs::read_to_string(f)
+            .with_context(|| format!("reading --steps {}", f.display()))?;
+        let s = step_log::parse_csv(&text)
+            .map_err(|e| anyhow::anyhow!("--steps {}: {e}", f.display()))?;
+        steps.extend(s);
+        names.push(f.display().to_string());
+    }
+    let note = format!(
+        "refitted on {} replay steps ({}){}",
+        steps.len(),
+        names.join(", "),
+        if args.note.is_empty() {
+            String::new()
+        } else {
+            format!(", {}", args.note)
+        }
+    );
+    let new = prof.refit_with_steps(&steps, &note)?;
+    let recs: Vec<StepRecord> = steps
+        .iter()
+        .map(|&(shape, secs)| StepRecord {
+            step_us: (secs * 1e6).round() as u64,
+            shape,
+            ..StepRecord::default()
+        })
+        .collect();
+    println!(
+        "model error on the {} steps, before:\n{}\nafter:\n{}",
+        recs.len(),
+        step_log::model_error_table(&recs, &prof.model_fit),
+        step_log::model_error_table(&recs, &new.model_fit)
+    );
+    println!(
+        "model error on the profile's own points: {:.1}% before, {:.1}% after",
+        100.0 * prof.reproduction_error(),
+        100.0 * new.reproduction_error()
+    );
+    std::fs::write(&args.out, new.to_json() + "\n")
+        .with_context(|| format!("writing {}", args.out.display()))?;
+    println!("wrote {}", args.out.display());
+    Ok(())
 }
 
 pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
+    if let Some(p) = &args.refit {
+        return refit(&args, p);
+    }
     let t0 = Instant::now();
     let (model, source) = match (&args.model, &args.random_weights) {
         (Some(p), None) => (

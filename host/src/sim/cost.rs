@@ -158,11 +158,6 @@ impl CostModel {
     /// go at the measured token counts; the attention slopes are kept
     /// non-negative (a negative slope is fitted again at zero).
     pub fn fit(points: &[(StepShape, f64)]) -> Result<CostModel, FitError> {
-        for (i, &(_, t)) in points.iter().enumerate() {
-            if !(t.is_finite() && t > 0.0) {
-                return Err(FitError::BadTime { index: i, value: t });
-            }
-        }
         let knots = |decode: bool| {
             let mut xs: Vec<u64> = points
                 .iter()
@@ -174,13 +169,30 @@ impl CostModel {
             xs
         };
         let (dx, px) = (knots(true), knots(false));
+        CostModel::fit_with_knots(points, &dx, &px)
+    }
+
+    /// [`CostModel::fit`] with the knots given: `dx` for decode-only steps,
+    /// `px` for the others (increasing token counts). A refit on a replay's
+    /// steps keeps the profile's knots, so thousands of steps of every size
+    /// correct the curves instead of each becoming a knot of its own.
+    pub fn fit_with_knots(
+        points: &[(StepShape, f64)],
+        dx: &[u64],
+        px: &[u64],
+    ) -> Result<CostModel, FitError> {
+        for (i, &(_, t)) in points.iter().enumerate() {
+            if !(t.is_finite() && t > 0.0) {
+                return Err(FitError::BadTime { index: i, value: t });
+            }
+        }
         if px.is_empty() {
             return Err(FitError::NoPoints("prefill"));
         }
         let mut use_kv = points.iter().any(|(s, _)| s.kv_read > 0);
         let mut use_attn = points.iter().any(|(s, _)| s.attn_pairs > 0);
         loop {
-            let m = solve(points, &dx, &px, use_kv, use_attn)?;
+            let m = solve(points, dx, px, use_kv, use_attn)?;
             if use_kv && m.us_per_kv_token < 0.0 {
                 use_kv = false;
                 continue;

@@ -78,6 +78,41 @@ pub enum ProfileError {
 }
 
 impl Profile {
+    /// This profile's model fitted again on its own points plus `steps`
+    /// (shape, seconds) timed in a real replay (`compare --backend cuda`
+    /// writes them to steps-POLICY.csv), at the profile's knots. The isolated
+    /// points miss what only a running engine shows (ragged contexts, the
+    /// host work overlap does not hide); the replay's steps carry it. The
+    /// points stay as measured; `note` says what was added.
+    pub fn refit_with_steps(
+        &self,
+        steps: &[(StepShape, f64)],
+        note: &str,
+    ) -> Result<Profile, ProfileError> {
+        let mut pts: Vec<(StepShape, f64)> =
+            self.points.iter().map(|p| (p.shape(), p.seconds)).collect();
+        let knots = |decode: bool| {
+            let mut xs: Vec<u64> = pts
+                .iter()
+                .filter(|(s, _)| s.decode_only == decode)
+                .map(|(s, _)| s.tokens)
+                .collect();
+            xs.sort_unstable();
+            xs.dedup();
+            xs
+        };
+        let (dx, px) = (knots(true), knots(false));
+        pts.extend_from_slice(steps);
+        let mut p = self.clone();
+        p.model_fit = CostModel::fit_with_knots(&pts, &dx, &px)?;
+        p.note = if self.note.is_empty() {
+            note.to_string()
+        } else {
+            format!("{}; {note}", self.note)
+        };
+        Ok(p)
+    }
+
     /// Fits the model on `points` and assembles the file.
     pub fn fit(
         device: &str,

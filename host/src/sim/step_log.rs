@@ -213,6 +213,39 @@ pub fn csv(steps: &[StepRecord]) -> String {
     out
 }
 
+/// The steps of a [`csv`] file, as `(shape, seconds)` fit points.
+pub fn parse_csv(text: &str) -> Result<Vec<(StepShape, f64)>, String> {
+    let mut lines = text.lines();
+    let header = lines.next().unwrap_or_default();
+    if header != csv(&[]).trim_end() {
+        return Err(format!("not a steps file: header {header:?}"));
+    }
+    lines
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            let f: Vec<u64> = l
+                .split(',')
+                .map(|x| x.trim().parse::<u64>())
+                .collect::<Result<_, _>>()
+                .map_err(|e| format!("line {}: {e}: {l:?}", i + 2))?;
+            if f.len() != 8 || f[2] == 0 {
+                return Err(format!(
+                    "line {}: expected 8 fields, step_us > 0: {l:?}",
+                    i + 2
+                ));
+            }
+            let shape = StepShape {
+                tokens: f[4],
+                decode_only: f[5] == 1,
+                kv_read: f[6],
+                attn_pairs: f[7],
+            };
+            Ok((shape, f[2] as f64 / 1e6))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,6 +284,14 @@ mod tests {
         );
         assert!(t.contains("| all | 3 | 4.8 | 4.0 | -15.8% | |"), "{t}");
         assert!(!t.contains("prefill + decodes"), "{t}");
-        assert_eq!(csv(&steps).lines().count(), 4);
+        let text = csv(&steps);
+        assert_eq!(text.lines().count(), 4);
+        let back = parse_csv(&text).unwrap();
+        assert_eq!(back.len(), 3);
+        assert_eq!(back[0], (StepShape::decode(1, 10), 1250e-6));
+        assert_eq!(back[2].0, StepShape::prefill(128, 0));
+        let bad = text.replace("1250", "x");
+        assert!(parse_csv(&bad).unwrap_err().contains("line 2"), "{bad}");
+        assert!(parse_csv("a,b\n").unwrap_err().contains("header"));
     }
 }
