@@ -3,7 +3,10 @@
 #
 #   scripts/gpu-profile.sh build    (here, with Rust) builds target/release/minisgl-host and the
 #                                   plugins, and stages into .gpu/ (git-ignored): the Qwen3-0.6B /
-#                                   14B configs, the LPM plugin and a Mooncake trace slice;
+#                                   14B configs, the LPM and SJF plugins and a Mooncake trace slice;
+#   Settings of the device half: PROFILES (shapes to measure; "" = none, the committed
+#   profiles are used), FID_SCALES (time scales of the fidelity replay), FID_POLICIES
+#   (policy sets), FID_PROFILE (the 0.6B profile the simulator uses), BUDGET_S.
 #   scripts/gpu-profile.sh device   (on the GPU machine, no Rust) writes into $OUT:
 #     1. profiles of both shapes (`minisgl-host profile --device cuda`): 18 points each,
 #        qwen3-0.6b-h200.json and qwen3-14b-h200.json (commit them to docs/results/profiles/);
@@ -33,7 +36,7 @@ build)
         cp "${MODEL_CONFIGS:-examples/model-configs}/$s/config.json" .gpu/$s/config.json
     done
     mkdir -p .gpu/plugins .gpu/workloads
-    cp target/wasm32-wasip2/plugin/minisgl_example_lpm.wasm .gpu/plugins/
+    cp target/wasm32-wasip2/plugin/minisgl_example_{lpm,sjf}.wasm .gpu/plugins/
     head -n 400 "$(d=${WORKLOADS:-../shared/workloads}; [ -d "$d" ] || d=/work/shared/workloads; echo "$d")/mooncake_conversation_trace.jsonl" \
         > .gpu/workloads/mooncake_conversation_400.jsonl
     ex="$(git rev-parse --git-path info/exclude)"; mkdir -p "$(dirname "$ex")"
@@ -56,16 +59,21 @@ device)
     set +e
     # PROFILES picks the shapes to measure (default both); a shape left out
     # uses its committed profile for the fidelity check.
-    for s in ${PROFILES:-qwen3-0.6b qwen3-14b}; do
+    for s in ${PROFILES-qwen3-0.6b qwen3-14b}; do
         t=$([ "$s" = qwen3-14b ] && echo 90 || echo 60)
         timeout "$t" "$bin" profile --device cuda --random-weights .gpu/$s --name "$s" \
             --device-label "$gpu" --note "$note" --out "$out/$s-h200.json" 2>&1 | tee "$out/profile-$s.log"
         echo "profile $s rc=${PIPESTATUS[0]} at ${SECONDS}s"
     done
-    prof06="$out/qwen3-0.6b-h200.json"
+    prof06="${FID_PROFILE:-$out/qwen3-0.6b-h200.json}"
     [ -f "$prof06" ] || prof06=docs/results/profiles/qwen3-0.6b-h200.json
     if [ $((budget - SECONDS)) -ge "${FIDELITY_MIN_LEFT:-120}" ] && [ -f "$prof06" ]; then
-        pol=(--policy fcfs=native --policy lpm=.gpu/plugins/minisgl_example_lpm.wasm)
+        # FID_POLICIES: fcfs (native) and example plugins staged in .gpu/plugins.
+        pol=()
+        for p in ${FID_POLICIES:-fcfs lpm}; do
+            if [ "$p" = fcfs ]; then pol+=(--policy fcfs=native)
+            else pol+=(--policy "$p=.gpu/plugins/minisgl_example_$p.wasm"); fi
+        done
         tr=(--trace .gpu/workloads/mooncake_conversation_400.jsonl --random-weights .gpu/qwen3-0.6b)
         for sc in ${FID_SCALES:-0.25}; do
             # With --profile the real replay also prices each of its steps with the
