@@ -32,6 +32,7 @@
 
 extern crate self as minisgl_plugin_sdk;
 
+mod records;
 pub mod types;
 
 #[cfg(target_arch = "wasm32")]
@@ -88,43 +89,22 @@ pub trait Sampler {
 #[macro_export]
 macro_rules! export_scheduler {
     ($ty:ty) => {
-        /// The policy this crate exports, for native use.
-        #[doc(hidden)]
-        pub fn __minisgl_policy() -> $ty {
-            <$ty as ::core::default::Default>::default()
-        }
-
-        #[cfg(target_arch = "wasm32")]
-        const _: () = {
-            use $crate::wit::types as w;
-            struct Export;
-            ::std::thread_local! {
-                static POLICY: ::core::cell::RefCell<$ty> =
-                    ::core::cell::RefCell::new(<$ty as ::core::default::Default>::default());
+        $crate::export_world!(scheduler, Scheduler, $ty, {
+            fn schedule(
+                waiting: ::std::vec::Vec<w::RequestView>,
+                running: ::std::vec::Vec<w::RequestView>,
+                budget: w::Budget,
+            ) -> w::ScheduleDecision {
+                let waiting: ::std::vec::Vec<$crate::RequestView> = $crate::__private::all(waiting);
+                let running: ::std::vec::Vec<$crate::RequestView> = $crate::__private::all(running);
+                let budget: $crate::Budget = budget.into();
+                POLICY
+                    .with_borrow_mut(|p| {
+                        <$ty as $crate::Scheduler>::schedule(p, &waiting, &running, &budget)
+                    })
+                    .into()
             }
-            impl $crate::wit::scheduler::Guest for Export {
-                fn name() -> ::std::string::String {
-                    POLICY.with_borrow(|p| <$ty as $crate::Scheduler>::name(p))
-                }
-                fn schedule(
-                    waiting: ::std::vec::Vec<w::RequestView>,
-                    running: ::std::vec::Vec<w::RequestView>,
-                    budget: w::Budget,
-                ) -> w::ScheduleDecision {
-                    let waiting: ::std::vec::Vec<$crate::RequestView> =
-                        $crate::__private::all(waiting);
-                    let running: ::std::vec::Vec<$crate::RequestView> =
-                        $crate::__private::all(running);
-                    let budget: $crate::Budget = budget.into();
-                    POLICY
-                        .with_borrow_mut(|p| {
-                            <$ty as $crate::Scheduler>::schedule(p, &waiting, &running, &budget)
-                        })
-                        .into()
-                }
-            }
-    $crate::wit::scheduler::export_world!(Export with_types_in $crate::wit::scheduler);
-        };
+        });
     };
 }
 
@@ -133,36 +113,17 @@ macro_rules! export_scheduler {
 #[macro_export]
 macro_rules! export_evictor {
     ($ty:ty) => {
-        /// The policy this crate exports, for native use.
-        #[doc(hidden)]
-        pub fn __minisgl_policy() -> $ty {
-            <$ty as ::core::default::Default>::default()
-        }
-
-        #[cfg(target_arch = "wasm32")]
-        const _: () = {
-            use $crate::wit::types as w;
-            struct Export;
-            ::std::thread_local! {
-                static POLICY: ::core::cell::RefCell<$ty> =
-                    ::core::cell::RefCell::new(<$ty as ::core::default::Default>::default());
+        $crate::export_world!(evictor, Evictor, $ty, {
+            fn pick_victims(
+                leaves: ::std::vec::Vec<w::CacheLeaf>,
+                pages_needed: u32,
+            ) -> ::std::vec::Vec<u64> {
+                let leaves: ::std::vec::Vec<$crate::CacheLeaf> = $crate::__private::all(leaves);
+                POLICY.with_borrow_mut(|p| {
+                    <$ty as $crate::Evictor>::pick_victims(p, &leaves, pages_needed)
+                })
             }
-            impl $crate::wit::evictor::Guest for Export {
-                fn name() -> ::std::string::String {
-                    POLICY.with_borrow(|p| <$ty as $crate::Evictor>::name(p))
-                }
-                fn pick_victims(
-                    leaves: ::std::vec::Vec<w::CacheLeaf>,
-                    pages_needed: u32,
-                ) -> ::std::vec::Vec<u64> {
-                    let leaves: ::std::vec::Vec<$crate::CacheLeaf> = $crate::__private::all(leaves);
-                    POLICY.with_borrow_mut(|p| {
-                        <$ty as $crate::Evictor>::pick_victims(p, &leaves, pages_needed)
-                    })
-                }
-            }
-    $crate::wit::evictor::export_world!(Export with_types_in $crate::wit::evictor);
-        };
+        });
     };
 }
 
@@ -171,6 +132,33 @@ macro_rules! export_evictor {
 #[macro_export]
 macro_rules! export_sampler {
     ($ty:ty) => {
+        $crate::export_world!(sampler, Sampler, $ty, {
+            fn plan(
+                requests: ::std::vec::Vec<w::SampleRequest>,
+                vocab_size: u32,
+            ) -> ::std::vec::Vec<w::SamplePlan> {
+                let requests: ::std::vec::Vec<$crate::SampleRequest> =
+                    $crate::__private::all(requests);
+                let plans = POLICY
+                    .with_borrow_mut(|p| <$ty as $crate::Sampler>::plan(p, &requests, vocab_size));
+                $crate::__private::all(plans)
+            }
+            fn pick(lists: ::std::vec::Vec<w::CandidateList>) -> ::std::vec::Vec<u32> {
+                let lists: ::std::vec::Vec<$crate::CandidateList> = $crate::__private::all(lists);
+                POLICY.with_borrow_mut(|p| <$ty as $crate::Sampler>::pick(p, &lists))
+            }
+        });
+    };
+}
+
+/// The part the three export macros share, parameterised by world: the
+/// native constructor, the per-instance policy value, `name`, and the
+/// component export of `$world` with the world's own methods (which see the
+/// policy as `POLICY` and the WIT records as `w`). Not a stable interface.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! export_world {
+    ($world:ident, $trait:ident, $ty:ty, { $($methods:tt)* }) => {
         /// The policy this crate exports, for native use.
         #[doc(hidden)]
         pub fn __minisgl_policy() -> $ty {
@@ -185,28 +173,13 @@ macro_rules! export_sampler {
                 static POLICY: ::core::cell::RefCell<$ty> =
                     ::core::cell::RefCell::new(<$ty as ::core::default::Default>::default());
             }
-            impl $crate::wit::sampler::Guest for Export {
+            impl $crate::wit::$world::Guest for Export {
                 fn name() -> ::std::string::String {
-                    POLICY.with_borrow(|p| <$ty as $crate::Sampler>::name(p))
+                    POLICY.with_borrow(|p| <$ty as $crate::$trait>::name(p))
                 }
-                fn plan(
-                    requests: ::std::vec::Vec<w::SampleRequest>,
-                    vocab_size: u32,
-                ) -> ::std::vec::Vec<w::SamplePlan> {
-                    let requests: ::std::vec::Vec<$crate::SampleRequest> =
-                        $crate::__private::all(requests);
-                    let plans = POLICY.with_borrow_mut(|p| {
-                        <$ty as $crate::Sampler>::plan(p, &requests, vocab_size)
-                    });
-                    $crate::__private::all(plans)
-                }
-                fn pick(lists: ::std::vec::Vec<w::CandidateList>) -> ::std::vec::Vec<u32> {
-                    let lists: ::std::vec::Vec<$crate::CandidateList> =
-                        $crate::__private::all(lists);
-                    POLICY.with_borrow_mut(|p| <$ty as $crate::Sampler>::pick(p, &lists))
-                }
+                $($methods)*
             }
-    $crate::wit::sampler::export_world!(Export with_types_in $crate::wit::sampler);
+            $crate::wit::$world::export_world!(Export with_types_in $crate::wit::$world);
         };
     };
 }

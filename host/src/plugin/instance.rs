@@ -9,7 +9,7 @@ use minisgl_plugin_sdk as plain;
 use wasmtime::component::Component;
 use wasmtime::Store;
 
-use super::bindings::{self, evictor, sampler, scheduler};
+use super::bindings::{evictor, sampler, scheduler, w};
 use super::clock::CallClock;
 use super::runtime::{HostState, Runtime};
 use super::{FailureCause, PluginError, PluginKind, PluginSource};
@@ -214,14 +214,14 @@ impl WasmPlugin {
         running: &[plain::RequestView],
         budget: &plain::Budget,
     ) -> Result<plain::ScheduleDecision, CallFailure> {
-        let waiting: Vec<_> = waiting.iter().map(bindings::request_view).collect();
-        let running: Vec<_> = running.iter().map(bindings::request_view).collect();
-        let budget = bindings::budget(budget);
+        let waiting: Vec<_> = waiting.iter().cloned().map(w::RequestView::from).collect();
+        let running: Vec<_> = running.iter().cloned().map(w::RequestView::from).collect();
+        let budget = w::Budget::from(budget.clone());
         self.call(|store, exports| match exports {
             Exports::Scheduler(e) => e.call_schedule(store, &waiting, &running, budget),
             _ => Err(wasmtime::Error::msg("scheduler slot holds a scheduler")),
         })
-        .map(bindings::decision)
+        .map(plain::ScheduleDecision::from)
     }
 
     pub fn pick_victims(
@@ -229,7 +229,7 @@ impl WasmPlugin {
         leaves: &[plain::CacheLeaf],
         pages_needed: u32,
     ) -> Result<Vec<u64>, CallFailure> {
-        let leaves: Vec<_> = leaves.iter().map(bindings::cache_leaf).collect();
+        let leaves: Vec<_> = leaves.iter().cloned().map(w::CacheLeaf::from).collect();
         self.call(|store, exports| match exports {
             Exports::Evictor(e) => e.call_pick_victims(store, &leaves, pages_needed),
             _ => Err(wasmtime::Error::msg("evictor slot holds an evictor")),
@@ -241,16 +241,16 @@ impl WasmPlugin {
         reqs: &[plain::SampleRequest],
         vocab_size: u32,
     ) -> Result<Vec<plain::SamplePlan>, CallFailure> {
-        let reqs: Vec<_> = reqs.iter().map(bindings::sample_request).collect();
+        let reqs: Vec<_> = reqs.iter().cloned().map(w::SampleRequest::from).collect();
         self.call(|store, exports| match exports {
             Exports::Sampler(e) => e.call_plan(store, &reqs, vocab_size),
             _ => Err(wasmtime::Error::msg("sampler slot holds a sampler")),
         })
-        .map(|plans| plans.into_iter().map(bindings::sample_plan).collect())
+        .map(|plans| plans.into_iter().map(plain::SamplePlan::from).collect())
     }
 
     pub fn pick(&mut self, lists: &[plain::CandidateList]) -> Result<Vec<u32>, CallFailure> {
-        let lists: Vec<_> = lists.iter().map(bindings::candidate_list).collect();
+        let lists: Vec<_> = lists.iter().cloned().map(w::CandidateList::from).collect();
         self.call(|store, exports| match exports {
             Exports::Sampler(e) => e.call_pick(store, &lists),
             _ => Err(wasmtime::Error::msg("sampler slot holds a sampler")),
