@@ -211,7 +211,8 @@ impl<G: Group> clap::Args for SettingArgs<G> {
                 .long(names.long)
                 .value_name(s.value_name)
                 .value_parser(clap::value_parser!(String))
-                .help(with_default(s.summary()))
+                // Like clap's derive: no full stop on the one-line help.
+                .help(with_default(s.summary().trim_end_matches('.')))
                 .required(G::REQUIRED.contains(&s.name));
             if s.help_text() != s.summary() {
                 arg = arg.long_help(with_default(&s.help_text()));
