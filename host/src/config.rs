@@ -227,7 +227,8 @@ impl SettingValue for u16 {
 
 impl SettingValue for u32 {
     const VALUE_NAME: &'static str = "N";
-    const SAMPLES: &'static [&'static str] = &["32", "7"];
+    // Varied so that some sample passes any one rule (power of two, odd, small).
+    const SAMPLES: &'static [&'static str] = &["32", "7", "2"];
     fn parse(s: &str) -> Result<Self, String> {
         parse_num(s, "a non-negative integer")
     }
@@ -238,7 +239,7 @@ impl SettingValue for u32 {
 
 impl SettingValue for u64 {
     const VALUE_NAME: &'static str = "N";
-    const SAMPLES: &'static [&'static str] = &["32", "7"];
+    const SAMPLES: &'static [&'static str] = &["32", "7", "2"];
     fn parse(s: &str) -> Result<Self, String> {
         parse_num(s, "a non-negative integer")
     }
