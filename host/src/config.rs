@@ -248,6 +248,17 @@ impl SettingValue for u64 {
     }
 }
 
+impl SettingValue for f64 {
+    const VALUE_NAME: &'static str = "SECONDS";
+    const SAMPLES: &'static [&'static str] = &["0.5", "2"];
+    fn parse(s: &str) -> Result<Self, String> {
+        parse_num(s, "a number")
+    }
+    fn show(&self) -> String {
+        self.to_string()
+    }
+}
+
 impl SettingValue for bool {
     const VALUE_NAME: &'static str = "BOOL";
     const SHAPE: Shape = Shape::Bool;
@@ -428,6 +439,14 @@ fn power_of_two_to_256(v: &u32) -> Result<(), String> {
         Ok(())
     } else {
         Err("must be a power of two between 1 and 256".into())
+    }
+}
+
+fn positive_seconds(v: &f64) -> Result<(), String> {
+    if *v > 0.0 && v.is_finite() {
+        Ok(())
+    } else {
+        Err("must be a positive number of seconds".into())
     }
 }
 
@@ -632,6 +651,14 @@ settings! {
     admin_token: Option<String> = None, check not_empty, secret true;
     /// Seconds in-flight requests get to finish after SIGINT/SIGTERM.
     shutdown_timeout_s: u64 = 30, alias [Alias::flag("--shutdown-timeout")];
+    /// Seconds a connection gets to deliver a complete request head.
+    /// Also the idle keep-alive timeout; fractions allowed.
+    http_header_timeout_s: f64 = 10.0, check positive_seconds;
+    /// Seconds a request body gets to arrive; fractions allowed.
+    http_body_timeout_s: f64 = 30.0, check positive_seconds;
+    /// Most client connections open at once; beyond it a connection gets 503.
+    /// Kept below the open-file limit.
+    max_connections: u32 = 4096, check at_least_1;
 }
 
 /// `--print-config`: every setting by its one name, secrets masked.
