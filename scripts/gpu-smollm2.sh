@@ -52,7 +52,7 @@ device)
     export MINISGL_KERNEL_CACHE=/tmp/minisgl-kernels
     for g in graph eager; do
         extra=()
-        [ "$g" = eager ] && extra=(--no-cuda-graph)
+        [ "$g" = eager ] && extra=(--cuda-graph-max-bs 0)
         /tmp/mh generate --model /tmp/smol.gguf --prompt "$story" --max-new-tokens 64 --device cuda --json "${extra[@]}" > "$out/story-$g.json"
         /tmp/mh generate --model /tmp/smol.gguf --chat --prompt "$chat" --max-new-tokens 64 --device cuda --json "${extra[@]}" > "$out/chat-$g.json"
     done

@@ -17,7 +17,7 @@ fn check(file: &str, kind: &str) {
         .args([
             "plugin", "check", "--kind", kind, "--cases", "1500", "--seed", "21",
         ])
-        .args(["--deadline-ms", "1000"])
+        .args(["--plugin-deadline-ms", "1000"])
         .arg(&plugin)
         .env("MINISGL_PLUGIN_CACHE_DIR", dir.join("plugin-cache"))
         .output()

@@ -27,7 +27,7 @@ fn host(args: &[&str]) -> (bool, String) {
     let args: Vec<&str> = args
         .iter()
         .copied()
-        .chain(["--deadline-ms", "1000"])
+        .chain(["--plugin-deadline-ms", "1000"])
         .collect();
     let cache = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugin-cache");
     let out = Command::new(env!("CARGO_BIN_EXE_minisgl-host"))

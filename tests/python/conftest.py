@@ -47,7 +47,7 @@ class Server:
                 "(or point MINISGL_BIN at a build)"
             )
         extra = list(map(str, extra_args))
-        defaults = {"--port": "0", "--kv-memory-mb": "8", "--shutdown-timeout": "20"}
+        defaults = {"--port": "0", "--kv-memory-mb": "8", "--shutdown-timeout-s": "20"}
         args = [str(BIN), "--model", str(model)]
         for flag, value in defaults.items():
             if flag not in extra:

@@ -36,7 +36,7 @@ def test_sigterm_finishes_in_flight_requests_and_exits_0():
 
 
 def test_sigterm_aborts_after_the_grace_period():
-    srv = Server("--shutdown-timeout", "1", "--max-running", "1", "--scheduler", PACE)
+    srv = Server("--shutdown-timeout-s", "1", "--max-running", "1", "--scheduler", PACE)
     client = openai.OpenAI(base_url=srv.url, api_key="x", max_retries=0, timeout=120)
     # Many long requests on a tiny batch: they cannot finish within 1 s.
     streams = [client.completions.create(
@@ -95,12 +95,20 @@ def test_config_precedence(tmp_path):
     c = json.loads(out.stdout)
     assert c["port"] == 9101  # file over env
     assert c["max_waiting"] == 7  # file over env
-    assert c["chunk_size"] == 64  # env over default
+    assert c["max_prefill_tokens"] == 64  # env over default, through the old spelling
+    assert "`MINISGL_CHUNK_SIZE` is deprecated; use `MINISGL_MAX_PREFILL_TOKENS`" in out.stderr
     assert c["max_running"] == 9  # flag over file
     assert c["host"] == "127.0.0.1"
     bad = subprocess.run([str(BIN), "--config", str(cfg), "--page-size", "12", "--print-config"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "page_size" in bad.stderr and "12" in bad.stderr
+    old = subprocess.run([str(BIN), "--config", str(cfg), "--chunk-size", "32", "--shutdown-timeout", "5",
+                          "--print-config"], capture_output=True, text=True, timeout=60)
+    assert old.returncode == 0, old.stderr
+    c = json.loads(old.stdout)
+    assert c["max_prefill_tokens"] == 32 and c["shutdown_timeout_s"] == 5
+    assert "`--chunk-size` is deprecated; use `--max-prefill-tokens`" in old.stderr
+    assert "`--shutdown-timeout` is deprecated; use `--shutdown-timeout-s`" in old.stderr
     cfg.write_text("prot = 1\n")
     bad = subprocess.run([str(BIN), "--config", str(cfg), "--print-config"],
                          capture_output=True, text=True, timeout=60)

@@ -39,7 +39,7 @@ from conftest import MODEL_NAME, ROOT, Server
 
 PINNED = {"sglang-router": "0.3.2", "vllm-router": "0.1.17"}
 RESULTS = ROOT / "target" / "scale-out-results.json"
-REPLICA_ARGS = ("--kv-memory-mb", "1", "--max-running", "8", "--shutdown-timeout", "30")
+REPLICA_ARGS = ("--kv-memory-mb", "1", "--max-running", "8", "--shutdown-timeout-s", "30")
 GROUPS, PER_GROUP, PREFIX_WORDS = 8, 5, 110
 HEALTH_FLAGS = [  # health checks and breakers every second instead of the 60 s default
     "--health-check-interval-secs", "1", "--health-check-timeout-secs", "2",

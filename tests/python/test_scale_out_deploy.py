@@ -64,7 +64,7 @@ def test_minisgl_deployment_probes_drain_and_flags():
     assert c["startupProbe"]["httpGet"]["path"] == "/live"
     # SIGKILL only after preStop plus the server's own drain bound.
     pre_stop = int(c["lifecycle"]["preStop"]["exec"]["command"][1])
-    assert pod["terminationGracePeriodSeconds"] > pre_stop + int(args["--shutdown-timeout"])
+    assert pod["terminationGracePeriodSeconds"] > pre_stop + int(args["--shutdown-timeout-s"])
     # Every flag is one the binary knows.
     assert BIN.exists(), f"{BIN} missing: cargo build -p minisgl-host"
     unknown = arg_flags(c["args"]) - flags_of([str(BIN), "--help"])

@@ -22,6 +22,23 @@ impl std::str::FromStr for DeviceKind {
     }
 }
 
+impl std::fmt::Display for DeviceKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DeviceKind::Cpu => "cpu",
+            DeviceKind::Cuda => "cuda",
+            DeviceKind::Auto => "auto",
+        })
+    }
+}
+
+/// As it is spelled on the command line (`--print-config` shows it).
+impl serde::Serialize for DeviceKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 impl DeviceKind {
     /// Bytes of one KV cache element: the CPU backend stores f32, CUDA bf16.
     /// `Auto` counts CUDA's 2 (a fallback to the CPU then gets half the pages

@@ -14,6 +14,8 @@ use minisgl_plugin_sdk::SamplingParams;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::settings::{Group, SettingArgs};
+use crate::config::Config;
 use crate::engine::{CacheMode, Engine, EngineConfig, EngineMetrics, GenerateRequest};
 use crate::kv::pool::bytes_per_page;
 use crate::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
@@ -22,15 +24,12 @@ use crate::plugin::PluginSet;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchOfflineArgs {
-    /// Model: an HF directory or a GGUF file.
-    #[arg(long, conflicts_with = "random_weights")]
-    pub model: Option<PathBuf>,
+    /// Model, device and engine settings, spelled as for serving.
+    #[command(flatten)]
+    pub settings: SettingArgs<BenchSettings>,
     /// Random weights of the shape in this config.json (or its directory).
-    #[arg(long, value_name = "CONFIG_DIR")]
+    #[arg(long, value_name = "CONFIG_DIR", conflicts_with = "model")]
     pub random_weights: Option<PathBuf>,
-    /// cpu, cuda or auto.
-    #[arg(long, default_value = "auto")]
-    pub device: DeviceKind,
     /// Number of requests.
     #[arg(long, default_value_t = 256)]
     pub num_seqs: usize,
@@ -53,42 +52,18 @@ pub struct BenchOfflineArgs {
     pub prefix_len: u32,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Tokens per KV page.
-    #[arg(long, default_value_t = 16)]
-    pub page_size: u32,
     /// KV pages (default: from --kv-memory-mb, capped at what the workload needs).
     #[arg(long)]
     pub num_pages: Option<u32>,
-    /// KV memory budget in MiB when --num-pages is not given (KV is f32 on the
-    /// CPU, bf16 on CUDA). Default: on a GPU, 90% of the memory left after the
-    /// weights; on the CPU, 4096.
-    #[arg(long)]
-    pub kv_memory_mb: Option<u64>,
-    #[arg(long, default_value_t = 256)]
-    pub max_running: u32,
-    /// Prefill token budget per step (chunk size).
-    #[arg(long, default_value_t = 8192)]
-    pub max_prefill_tokens: u32,
     /// radix or naive.
     #[arg(long, default_value = "radix")]
     pub cache: CacheMode,
-    /// Run serially (no overlap scheduling).
-    #[arg(long)]
-    pub no_overlap: bool,
     /// Run twice, overlap on and off, and print the ratio.
     #[arg(long)]
     pub compare_overlap: bool,
     /// Run twice, radix and naive cache, and print both hit rates.
     #[arg(long)]
     pub compare_cache: bool,
-    /// Largest decode batch replayed from a CUDA graph; 0 disables graphs.
-    #[arg(long, default_value_t = 256)]
-    pub cuda_graph_max_bs: usize,
-    /// Tensor-parallel ranks. On the CPU, N > 1 splits the model across N
-    /// threads (for testing the sharded math); CUDA needs the NCCL
-    /// communicator, not built yet.
-    #[arg(long, value_name = "N", default_value_t = 1)]
-    pub tp: usize,
     /// Also run every configuration with CUDA graphs off and print the ratio.
     #[arg(long)]
     pub compare_graphs: bool,
@@ -104,6 +79,25 @@ pub struct BenchOfflineArgs {
     /// Workload name for --jsonl (default: derived from the length flags).
     #[arg(long)]
     pub workload_name: Option<String>,
+}
+
+/// The settings `bench offline` takes. With no `--kv-memory-mb` the CPU
+/// budget is 4096 MiB, not the server's 1024: it sizes for a whole offline
+/// workload (see [`num_pages`]).
+pub struct BenchSettings;
+impl Group for BenchSettings {
+    const NAMES: Option<&'static [&'static str]> = Some(&[
+        "model",
+        "device",
+        "page_size",
+        "kv_memory_mb",
+        "max_running",
+        "max_prefill_tokens",
+        "overlap",
+        "cuda_graph_max_bs",
+        "tp",
+    ]);
+    const DEFAULTS: &'static [(&'static str, &'static str)] = &[("device", "auto")];
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,15 +135,17 @@ impl RunResult {
 }
 
 pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
-    let model = load_model(&args)?;
+    super::init_warnings();
+    let cfg = args.settings.config()?;
+    let model = load_model(&args, &cfg)?;
     let vocab = model.config.vocab_size() as u32;
     let reqs = workload(&args, vocab)?;
     let input_tokens: u64 = reqs.iter().map(|r| r.prompt_tokens.len() as u64).sum();
     let output_tokens: u64 = reqs.iter().map(|r| u64::from(r.max_new_tokens)).sum();
     // Ceilings first, on an empty device: the KV budget below is sized from
     // what is free.
-    let ceiling = measure_ceiling(&args)?;
-    let num_pages = num_pages(&args, &model, &reqs)?;
+    let ceiling = measure_ceiling(&args, &cfg)?;
+    let num_pages = num_pages(&args, &cfg, &model, &reqs)?;
     let lens: Vec<(u64, u64)> = reqs
         .iter()
         .map(|r| (r.prompt_tokens.len() as u64, u64::from(r.max_new_tokens)))
@@ -172,11 +168,11 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
         model.config.num_layers(),
         model.config.hidden_size(),
         reqs.len(),
-        args.page_size
+        cfg.page_size
     );
 
     let mut plans: Vec<(String, bool, CacheMode)> = Vec::new();
-    let overlap = !args.no_overlap;
+    let overlap = cfg.overlap;
     match (args.compare_overlap, args.compare_cache) {
         (false, false) => plans.push((label(overlap, args.cache), overlap, args.cache)),
         (true, false) => {
@@ -201,33 +197,33 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
         if args.compare_graphs {
             runs.push((format!("{label}, graphs off"), overlap, cache, 0));
         }
-        runs.push((label, overlap, cache, args.cuda_graph_max_bs));
+        runs.push((label, overlap, cache, cfg.cuda_graph_max_bs as usize));
     }
     let mut results = Vec::new();
     for (label, overlap, cache, graph_bs) in runs {
         let opts = RunnerOptions {
             cuda_graph_max_bs: graph_bs,
-            tp: args.tp,
+            tp: cfg.tp as usize,
         };
-        let runner = build_runner_with(&model, args.device, num_pages, args.page_size, &opts)
+        let runner = build_runner_with(&model, cfg.device, num_pages, cfg.page_size, &opts)
             .context("building the model runner")?;
-        let cfg = EngineConfig {
+        let engine_cfg = EngineConfig {
             num_pages: Some(num_pages),
-            max_running: args.max_running,
-            max_prefill_tokens: args.max_prefill_tokens,
+            max_running: cfg.max_running,
+            max_prefill_tokens: cfg.max_prefill_tokens,
             max_waiting: reqs.len().max(1),
             cache,
             overlap,
             seed: args.seed,
             ..EngineConfig::default()
         };
-        if overlap && !cfg.overlap_enabled() {
+        if overlap && !engine_cfg.overlap_enabled() {
             println!("note: MINISGL_DISABLE_OVERLAP_SCHEDULING is set; `{label}` runs serially");
         }
         let engine = Engine::new(
             runner,
             Arc::new(PluginSet::native()),
-            cfg,
+            engine_cfg,
             model.config.eos_token_ids().to_vec(),
         )
         .map_err(anyhow::Error::msg)?;
@@ -274,6 +270,7 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
             append_jsonl(
                 path,
                 &args,
+                &cfg,
                 &model,
                 &r,
                 floor,
@@ -291,13 +288,14 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
 /// The device ceilings when the run is on a GPU (and not turned off).
 fn measure_ceiling(
     args: &BenchOfflineArgs,
+    cfg: &Config,
 ) -> anyhow::Result<Option<(super::bench_floor::Ceilings, String)>> {
-    if args.no_ceiling || args.device == DeviceKind::Cpu {
+    if args.no_ceiling || cfg.device == DeviceKind::Cpu {
         return Ok(None);
     }
     match super::bench_floor::measure_cuda() {
         Ok(c) => Ok(Some(c)),
-        Err(e) if args.device == DeviceKind::Auto => {
+        Err(e) if cfg.device == DeviceKind::Auto => {
             tracing::info!("no device ceilings ({e}); the CPU run reports none");
             Ok(None)
         }
@@ -310,6 +308,7 @@ fn measure_ceiling(
 fn append_jsonl(
     path: &std::path::Path,
     args: &BenchOfflineArgs,
+    cfg: &Config,
     model: &LoadedModel,
     r: &RunResult,
     floor: Option<f64>,
@@ -322,7 +321,7 @@ fn append_jsonl(
         let p = args
             .random_weights
             .as_ref()
-            .or(args.model.as_ref())
+            .or(cfg.model.as_ref())
             .cloned()
             .unwrap_or_default();
         p.file_stem()
@@ -344,11 +343,11 @@ fn append_jsonl(
     let ceil_tps = floor.map(|f| r.output_tokens as f64 / f);
     let kv_gib = num_pages as f64
         * bytes_per_page(
-            args.page_size,
+            cfg.page_size,
             model.config.num_layers() as u32,
             model.config.num_kv_heads() as u32,
             model.config.head_dim() as u32,
-            args.device.kv_elem_bytes(),
+            cfg.device.kv_elem_bytes(),
         ) as f64
         / (1u64 << 30) as f64;
     let v = serde_json::json!({
@@ -356,7 +355,7 @@ fn append_jsonl(
         "commit": std::env::var("MINISGL_COMMIT").unwrap_or_default(),
         "machine": ceiling.map(|c| c.1.clone()).unwrap_or_else(|| "cpu".into()),
         "shape": shape,
-        "tp": args.tp,
+        "tp": cfg.tp,
         "workload": workload,
         "metric": "offline_output_tok_s",
         "value": (r.out_tps() * 10.0).round() / 10.0,
@@ -366,9 +365,9 @@ fn append_jsonl(
         "run": r.label,
         "kv_pages": num_pages,
         "kv_gib": (kv_gib * 100.0).round() / 100.0,
-        "page_size": args.page_size,
-        "chunk": args.max_prefill_tokens,
-        "max_running": args.max_running,
+        "page_size": cfg.page_size,
+        "chunk": cfg.max_prefill_tokens,
+        "max_running": cfg.max_running,
         "cuda_graph_max_bs": graph_bs,
         "copy_tbps": ceiling.map(|c| (c.0.copy_bytes_s / 1e10).round() / 100.0),
         "gemm_tflops": ceiling.map(|c| (c.0.gemm_flops_s / 1e12).round()),
@@ -397,8 +396,8 @@ fn label(overlap: bool, cache: CacheMode) -> String {
     )
 }
 
-fn load_model(args: &BenchOfflineArgs) -> anyhow::Result<LoadedModel> {
-    match (&args.model, &args.random_weights) {
+fn load_model(args: &BenchOfflineArgs, cfg: &Config) -> anyhow::Result<LoadedModel> {
+    match (&cfg.model, &args.random_weights) {
         (Some(p), None) => load(p).with_context(|| format!("loading --model {}", p.display())),
         (None, Some(p)) => load_random(p, args.seed)
             .with_context(|| format!("building --random-weights {}", p.display())),
@@ -462,6 +461,7 @@ fn workload(args: &BenchOfflineArgs, vocab: u32) -> anyhow::Result<Vec<GenerateR
 /// workload could ever use (every request resident at once).
 fn num_pages(
     args: &BenchOfflineArgs,
+    cfg: &Config,
     model: &LoadedModel,
     reqs: &[GenerateRequest],
 ) -> anyhow::Result<u32> {
@@ -470,17 +470,17 @@ fn num_pages(
     }
     // The bench's CPU default is larger than the server's: it sizes for a
     // whole offline workload, not for a few interactive users.
-    let budget_bytes = match (args.kv_memory_mb, args.device) {
+    let budget_bytes = match (cfg.kv_memory_mb, cfg.device) {
         (Some(mb), _) => Some(mb << 20),
         (None, DeviceKind::Cpu) => Some(4096 << 20),
         (None, _) => None,
     };
     let budget =
-        crate::engine::builder::kv_pages(&model.config, args.device, args.page_size, budget_bytes)?;
+        crate::engine::builder::kv_pages(&model.config, cfg.device, cfg.page_size, budget_bytes)?;
     let needed: u64 = reqs
         .iter()
         .map(|r| {
-            u64::from((r.prompt_tokens.len() as u32 + r.max_new_tokens).div_ceil(args.page_size))
+            u64::from((r.prompt_tokens.len() as u32 + r.max_new_tokens).div_ceil(cfg.page_size))
         })
         .sum();
     Ok(budget.min(needed.min(u64::from(u32::MAX)) as u32))

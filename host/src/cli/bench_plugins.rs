@@ -12,6 +12,8 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use super::settings::{Group, SettingArgs};
+use crate::config::Alias;
 use crate::plugin::{synth, validate, Deadlines, PluginConfig, PluginSet};
 use anyhow::{bail, Context};
 use minisgl_plugin_sdk::{Evictor, Sampler, Scheduler};
@@ -28,24 +30,16 @@ pub struct BenchPluginsArgs {
     /// Timed calls per kind, batch size and implementation.
     #[arg(long, default_value_t = 2000)]
     pub iterations: usize,
-    /// Scheduler component (default: the built minisgl-fcfs-scheduler).
-    #[arg(long)]
-    pub scheduler: Option<PathBuf>,
-    /// Evictor component (default: the built minisgl-lru-evictor).
-    #[arg(long)]
-    pub evictor: Option<PathBuf>,
-    /// Sampler component (default: the built minisgl-default-sampler).
-    #[arg(long)]
-    pub sampler: Option<PathBuf>,
+    /// The components to time (`--scheduler`, `--evictor`, `--sampler`,
+    /// default: the built ones) and their compile cache, spelled as for serving.
+    #[command(flatten)]
+    pub settings: SettingArgs<BenchPluginSettings>,
     /// Vocabulary size for sampler inputs (Qwen3's by default).
     #[arg(long, default_value_t = 151_936)]
     pub vocab: u32,
     /// Seed of the generated inputs.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Cache compiled components here (large components compile for seconds).
-    #[arg(long)]
-    pub cache_dir: Option<PathBuf>,
 }
 
 impl Default for BenchPluginsArgs {
@@ -53,12 +47,9 @@ impl Default for BenchPluginsArgs {
         BenchPluginsArgs {
             batches: vec![8, 256],
             iterations: 2000,
-            scheduler: None,
-            evictor: None,
-            sampler: None,
+            settings: SettingArgs::default(),
             vocab: 151_936,
             seed: 0,
-            cache_dir: None,
         }
     }
 }
@@ -131,7 +122,24 @@ fn plugin_path(given: &Option<PathBuf>, crate_name: &str) -> anyhow::Result<Path
     }
 }
 
+/// The settings `bench plugins` takes; large components compile for
+/// seconds, so `--plugin-cache-dir` pays off here.
+pub struct BenchPluginSettings;
+impl Group for BenchPluginSettings {
+    const NAMES: Option<&'static [&'static str]> =
+        Some(&["scheduler", "evictor", "sampler", "plugin_cache_dir"]);
+    const SHOWN_DEFAULTS: &'static [(&'static str, &'static str)] = &[
+        ("scheduler", "the built minisgl-fcfs-scheduler"),
+        ("evictor", "the built minisgl-lru-evictor"),
+        ("sampler", "the built minisgl-default-sampler"),
+    ];
+    const LOCAL_ALIASES: &'static [(&'static str, Alias)] =
+        &[("plugin_cache_dir", Alias::flag("--cache-dir"))];
+}
+
 pub fn run(args: BenchPluginsArgs) -> anyhow::Result<()> {
+    super::init_warnings();
+    let settings = args.settings.config()?;
     if args.iterations == 0 || args.batches.is_empty() {
         bail!(
             "--iterations and --batches must be non-empty (got {} and {:?})",
@@ -140,12 +148,12 @@ pub fn run(args: BenchPluginsArgs) -> anyhow::Result<()> {
         );
     }
     let cfg = PluginConfig {
-        scheduler: Some(plugin_path(&args.scheduler, "minisgl-fcfs-scheduler")?),
-        evictor: Some(plugin_path(&args.evictor, "minisgl-lru-evictor")?),
-        sampler: Some(plugin_path(&args.sampler, "minisgl-default-sampler")?),
+        scheduler: Some(plugin_path(&settings.scheduler, "minisgl-fcfs-scheduler")?),
+        evictor: Some(plugin_path(&settings.evictor, "minisgl-lru-evictor")?),
+        sampler: Some(plugin_path(&settings.sampler, "minisgl-default-sampler")?),
         // Generous: a benchmark measures, it does not police.
         deadlines: Deadlines::all(Duration::from_secs(1)),
-        cache_dir: args.cache_dir.clone(),
+        cache_dir: settings.plugin_cache_dir.clone(),
         ..PluginConfig::default()
     };
     let set = PluginSet::load(&cfg).context("loading the plugins to benchmark")?;

@@ -6,7 +6,6 @@
 //! quick check exercises the real loop.
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
@@ -14,16 +13,17 @@ use minisgl_plugin_sdk::SamplingParams;
 
 use std::sync::Arc;
 
+use super::settings::{Group, SettingArgs};
 use crate::engine::{Engine, EngineConfig, Event, FinishReason, GenerateRequest};
-use crate::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
+use crate::model::runner::{build_runner_with, RunnerOptions};
 use crate::model::IncrementalDecoder;
 use crate::plugin::PluginSet;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct GenerateArgs {
-    /// HF model directory, a .gguf file, or a directory holding one .gguf.
-    #[arg(long)]
-    pub model: PathBuf,
+    /// Model, device, page size and CUDA graphs, spelled as for serving.
+    #[command(flatten)]
+    pub settings: SettingArgs<GenerateSettings>,
     /// Prompt text (tokenized with the model's tokenizer, special tokens added).
     #[arg(
         long,
@@ -52,35 +52,29 @@ pub struct GenerateArgs {
     /// Keep going after an end-of-sequence token.
     #[arg(long)]
     pub ignore_eos: bool,
-    /// cpu, cuda, or auto (CUDA when available); cpu by default, like the server.
-    #[arg(long, default_value = "cpu")]
-    pub device: DeviceKind,
-    /// KV page size in tokens.
-    #[arg(long, default_value_t = 16)]
-    pub page_size: u32,
     /// Print one JSON object (ids, text, timings) instead of streaming text.
     #[arg(long)]
     pub json: bool,
-    /// Tensor-parallel ranks. On the CPU, N > 1 splits the model across N
-    /// threads (for testing the sharded math); CUDA needs the NCCL
-    /// communicator, not built yet.
-    #[arg(long, value_name = "N", default_value_t = 1)]
-    pub tp: usize,
-    /// Decode eagerly on CUDA instead of replaying a recorded graph.
-    #[arg(long)]
-    pub no_cuda_graph: bool,
+}
+
+/// The settings `generate` takes (a `.gguf` directory works as `--model`).
+pub struct GenerateSettings;
+impl Group for GenerateSettings {
+    const NAMES: Option<&'static [&'static str]> =
+        Some(&["model", "device", "page_size", "cuda_graph_max_bs", "tp"]);
+    const REQUIRED: &'static [&'static str] = &["model"];
 }
 
 pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
-    if args.page_size == 0 {
-        bail!("--page-size must be positive");
-    }
+    super::init_warnings();
+    let cfg = args.settings.config()?;
+    let model_path = cfg.model.clone().context("--model is required")?;
     if !(args.temperature >= 0.0 && args.temperature.is_finite()) {
         bail!("--temperature must be >= 0, got {}", args.temperature);
     }
     let t0 = Instant::now();
-    let model = crate::model::load(&args.model)
-        .with_context(|| format!("loading {}", args.model.display()))?;
+    let model = crate::model::load(&model_path)
+        .with_context(|| format!("loading {}", model_path.display()))?;
     let tok = model.tokenizer.as_ref();
     let prompt_ids: Vec<u32> = match (&args.prompt, &args.prompt_ids) {
         (_, Some(ids)) => ids.clone(),
@@ -100,13 +94,13 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         bail!("the prompt is empty");
     }
     let total = prompt_ids.len() + args.max_new_tokens as usize;
-    let pages = total.div_ceil(args.page_size as usize) as u32;
+    let pages = total.div_ceil(cfg.page_size as usize) as u32;
     // One sequence: a single graph of batch size 1 is all decoding needs.
     let opts = RunnerOptions {
-        cuda_graph_max_bs: usize::from(!args.no_cuda_graph),
-        tp: args.tp,
+        cuda_graph_max_bs: cfg.cuda_graph_max_bs.min(1) as usize,
+        tp: cfg.tp as usize,
     };
-    let runner = build_runner_with(&model, args.device, pages.max(1), args.page_size, &opts)?;
+    let runner = build_runner_with(&model, cfg.device, pages.max(1), cfg.page_size, &opts)?;
     let device_name = runner.device_name();
     let eos = match tok {
         Some(t) => t.eos_ids(),
@@ -188,7 +182,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     };
     if args.json {
         let v = serde_json::json!({
-            "model": args.model.display().to_string(),
+            "model": model_path.display().to_string(),
             "device": device_name,
             "prompt_ids": prompt_ids,
             "token_ids": out_ids,

@@ -12,6 +12,7 @@ mod gpu_check;
 mod plugin_harness;
 mod profile;
 pub mod serve;
+pub mod settings;
 mod shell;
 
 use clap::{Parser, Subcommand};
@@ -95,9 +96,19 @@ fn serve_or_shell(args: serve::ServeArgs) -> anyhow::Result<()> {
 /// Logs to stderr; `RUST_LOG` overrides the `info` default. Colour only on a
 /// terminal: redirected logs (files, CI) stay plain text.
 pub fn init_logging() {
+    init_logging_at("info");
+}
+
+/// For tools whose output is their report: only warnings (deprecated
+/// setting spellings among them) unless `RUST_LOG` asks for more.
+pub fn init_warnings() {
+    init_logging_at("warn");
+}
+
+fn init_logging_at(default: &str) {
     use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -25,6 +25,8 @@ use minisgl_plugin_sdk::{
     Budget, CacheLeaf, CandidateList, RequestView, SamplePlan, SampleRequest, ScheduleDecision,
 };
 
+use super::settings::{Group, SettingArgs};
+use crate::config::Alias;
 use crate::plugin::clock::thread_cpu_time;
 use crate::plugin::{Deadlines, FailureMode, PluginConfig, PluginKind, PluginSet};
 use views::{Case, Size};
@@ -56,13 +58,23 @@ pub struct Inputs {
     /// Replay recorded cases (JSON lines, see `plugin gen`) instead.
     #[arg(long)]
     pub views: Option<PathBuf>,
-    /// Per-call CPU-time deadline; the host's default is 20 ms.
-    #[arg(long)]
-    pub deadline_ms: Option<u64>,
-    /// Where compiled components are cached (a 17 MB Python component takes
-    /// ~10-20 s to compile once, then loads in tens of milliseconds).
-    #[arg(long, env = "MINISGL_PLUGIN_CACHE_DIR")]
-    pub cache_dir: Option<PathBuf>,
+    /// The plugin deadline and compile cache, spelled as for serving.
+    #[command(flatten)]
+    pub settings: SettingArgs<HarnessSettings>,
+}
+
+/// The settings the harness takes. A compile cache pays off here: a 17 MB
+/// Python component takes ~10-20 s to compile once, then loads in tens of
+/// milliseconds.
+pub struct HarnessSettings;
+impl Group for HarnessSettings {
+    const NAMES: Option<&'static [&'static str]> =
+        Some(&["plugin_deadline_ms", "plugin_cache_dir"]);
+    const READS_ENV: bool = true;
+    const LOCAL_ALIASES: &'static [(&'static str, Alias)] = &[
+        ("plugin_deadline_ms", Alias::flag("--deadline-ms")),
+        ("plugin_cache_dir", Alias::flag("--cache-dir")),
+    ];
 }
 
 #[derive(clap::Args, Debug)]
@@ -130,12 +142,13 @@ fn load(spec: &str, inputs: &Inputs, mode: FailureMode) -> Result<PluginSet> {
     if !path.is_file() {
         bail!("plugin {spec:?}: no such file (give a .wasm/.cwasm path or `native`)");
     }
+    let settings = inputs.settings.config()?;
     let mut cfg = PluginConfig {
         failure_mode: mode,
-        cache_dir: inputs.cache_dir.clone(),
+        cache_dir: settings.plugin_cache_dir,
         ..PluginConfig::default()
     };
-    if let Some(ms) = inputs.deadline_ms {
+    if let Some(ms) = settings.plugin_deadline_ms {
         cfg.deadlines = Deadlines::all(Duration::from_millis(ms));
     }
     let set = PluginSet::load(&cfg).context("starting the plugin runtime")?;

@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 
+use super::settings::{Group, SettingArgs};
 use crate::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
 use crate::model::{load, load_random};
 use crate::sim::measure::{measure, Grid};
@@ -22,14 +23,11 @@ use crate::sim::{step_log, Profile, StepRecord};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ProfileArgs {
-    /// cpu or cuda.
-    #[arg(long, default_value = "cpu")]
-    pub device: DeviceKind,
-    /// Model: an HF directory or a GGUF file.
-    #[arg(long, conflicts_with = "random_weights")]
-    pub model: Option<PathBuf>,
+    /// Model, device (cpu or cuda) and page size, spelled as for serving.
+    #[command(flatten)]
+    pub settings: SettingArgs<ProfileSettings>,
     /// Random weights of the shape in this config.json (or its directory).
-    #[arg(long, value_name = "CONFIG")]
+    #[arg(long, value_name = "CONFIG", conflicts_with = "model")]
     pub random_weights: Option<PathBuf>,
     /// Profile file to write.
     #[arg(long)]
@@ -37,8 +35,6 @@ pub struct ProfileArgs {
     /// Name of the model in the profile [default: the directory's name].
     #[arg(long)]
     pub name: Option<String>,
-    #[arg(long, default_value_t = 16)]
-    pub page_size: u32,
     /// Decode batch sizes [default: 1,16,64,128,256 on cuda; 1,4,16 on cpu].
     #[arg(long, value_delimiter = ',')]
     pub decode_batches: Vec<u64>,
@@ -124,12 +120,20 @@ fn refit(args: &ProfileArgs, path: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The settings `profile` takes.
+pub struct ProfileSettings;
+impl Group for ProfileSettings {
+    const NAMES: Option<&'static [&'static str]> = Some(&["model", "device", "page_size"]);
+}
+
 pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
     if let Some(p) = &args.refit {
         return refit(&args, p);
     }
+    super::init_warnings();
+    let cfg = args.settings.config()?;
     let t0 = Instant::now();
-    let (model, source) = match (&args.model, &args.random_weights) {
+    let (model, source) = match (&cfg.model, &args.random_weights) {
         (Some(p), None) => (
             load(p).with_context(|| format!("loading --model {}", p.display()))?,
             p,
@@ -141,10 +145,10 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
         ),
         _ => bail!("give exactly one of --model PATH or --random-weights CONFIG"),
     };
-    if args.device == DeviceKind::Auto {
+    if cfg.device == DeviceKind::Auto {
         bail!("--device must be cpu or cuda, got auto");
     }
-    let mut grid = if args.device == DeviceKind::Cuda {
+    let mut grid = if cfg.device == DeviceKind::Cuda {
         Grid::gpu()
     } else {
         Grid::cpu()
@@ -174,26 +178,21 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
     // takes memory.
     let kv_pages = match args.kv_pages {
         Some(n) => n,
-        None => crate::engine::builder::kv_pages(c, args.device, args.page_size, None)?,
+        None => crate::engine::builder::kv_pages(c, cfg.device, cfg.page_size, None)?,
     };
-    let pages = grid.pages_needed(args.page_size);
+    let pages = grid.pages_needed(cfg.page_size);
     let mut runner = build_runner_with(
         &model,
-        args.device,
+        cfg.device,
         pages,
-        args.page_size,
+        cfg.page_size,
         &RunnerOptions::default(),
     )
-    .with_context(|| {
-        format!(
-            "building the {:?} runner with {pages} KV pages",
-            args.device
-        )
-    })?;
+    .with_context(|| format!("building the {:?} runner with {pages} KV pages", cfg.device))?;
     let device_name = args
         .device_label
         .clone()
-        .unwrap_or_else(|| match args.device {
+        .unwrap_or_else(|| match cfg.device {
             DeviceKind::Cuda => "cuda".into(),
             _ => format!(
                 "cpu ({} threads)",
@@ -220,7 +219,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default()
     });
-    let device = if args.device == DeviceKind::Cuda {
+    let device = if cfg.device == DeviceKind::Cuda {
         "cuda"
     } else {
         "cpu"
@@ -229,7 +228,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
         device,
         &device_name,
         &name,
-        args.page_size,
+        cfg.page_size,
         kv_pages,
         &args.note,
         points,

@@ -60,9 +60,9 @@ pub fn kv_pages(
 /// kind is read from the component itself; a kind given twice is an error.
 pub fn load_plugins(cfg: &Config) -> anyhow::Result<PluginSet> {
     let mut plugin_cfg = PluginConfig {
-        scheduler: cfg.plugins.get(&PluginKind::Scheduler).cloned(),
-        evictor: cfg.plugins.get(&PluginKind::Evictor).cloned(),
-        sampler: cfg.plugins.get(&PluginKind::Sampler).cloned(),
+        scheduler: cfg.scheduler.clone(),
+        evictor: cfg.evictor.clone(),
+        sampler: cfg.sampler.clone(),
         cache_dir: cfg.plugin_cache_dir.clone(),
         ..PluginConfig::default()
     };
@@ -70,7 +70,7 @@ pub fn load_plugins(cfg: &Config) -> anyhow::Result<PluginSet> {
         plugin_cfg.deadlines = Deadlines::all(Duration::from_millis(ms));
     }
     let plugins = PluginSet::load(&plugin_cfg).context("loading plugins")?;
-    load_untyped(&plugins, &plugin_cfg, &cfg.plugins_untyped)?;
+    load_untyped(&plugins, &plugin_cfg, &cfg.plugin)?;
     Ok(plugins)
 }
 
@@ -103,7 +103,7 @@ pub fn engine_config(cfg: &Config) -> EngineConfig {
     EngineConfig {
         num_pages: None,
         max_running: cfg.max_running,
-        max_prefill_tokens: cfg.chunk_size,
+        max_prefill_tokens: cfg.max_prefill_tokens,
         max_waiting: cfg.max_waiting as usize,
         max_context: cfg.max_context,
         cache: CacheMode::Radix,
@@ -133,7 +133,7 @@ pub fn start(cfg: &Config) -> anyhow::Result<Assembled> {
             model_path.display()
         );
     };
-    let device: DeviceKind = cfg.device.parse().map_err(anyhow::Error::msg)?;
+    let device = cfg.device;
     let num_pages = kv_pages(
         &loaded.config,
         device,

@@ -15,9 +15,9 @@
 //! - the soft descriptor limit is raised to the hard one at start
 //!   ([`raise_fd_limit`]) and the connection cap kept below it.
 //!
-//! The limits come from `MINISGL_HTTP_HEADER_TIMEOUT_S`,
-//! `MINISGL_HTTP_BODY_TIMEOUT_S` and `MINISGL_MAX_CONNECTIONS` (tests shorten
-//! them); the defaults suit a server behind nothing.
+//! The limits are settings (`http_header_timeout_s`, `http_body_timeout_s`,
+//! `max_connections`, see `crate::config`; tests shorten them); the defaults
+//! suit a server behind nothing.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -33,6 +33,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tower_service::Service;
 
+use crate::config::Config;
+
 /// Time and count bounds on client connections.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HttpLimits {
@@ -47,46 +49,19 @@ pub struct HttpLimits {
 
 impl Default for HttpLimits {
     fn default() -> Self {
-        HttpLimits {
-            header_timeout: Duration::from_secs(10),
-            body_timeout: Duration::from_secs(30),
-            max_connections: 4096,
-        }
+        HttpLimits::from_config(&Config::default())
     }
 }
 
 impl HttpLimits {
-    /// Defaults overridden by `MINISGL_HTTP_HEADER_TIMEOUT_S`,
-    /// `MINISGL_HTTP_BODY_TIMEOUT_S` (seconds, fractions allowed) and
-    /// `MINISGL_MAX_CONNECTIONS`; a malformed value is an error naming it.
-    pub fn from_env() -> anyhow::Result<Self> {
-        Self::from_vars(|k| std::env::var(k).ok())
-    }
-
-    /// As [`HttpLimits::from_env`], reading variables through `get`.
-    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> anyhow::Result<Self> {
-        let mut l = HttpLimits::default();
-        let secs = |var: &str, v: String| -> anyhow::Result<Duration> {
-            match v.trim().parse::<f64>() {
-                Ok(s) if s > 0.0 && s.is_finite() => Ok(Duration::from_secs_f64(s)),
-                _ => anyhow::bail!("invalid value for {var}: {v:?} (a positive number of seconds)"),
-            }
-        };
-        if let Some(v) = get("MINISGL_HTTP_HEADER_TIMEOUT_S") {
-            l.header_timeout = secs("MINISGL_HTTP_HEADER_TIMEOUT_S", v)?;
+    /// The limits `cfg` sets (`http_header_timeout_s`, `http_body_timeout_s`,
+    /// `max_connections`; checked when the configuration was built).
+    pub fn from_config(cfg: &Config) -> Self {
+        HttpLimits {
+            header_timeout: Duration::from_secs_f64(cfg.http_header_timeout_s),
+            body_timeout: Duration::from_secs_f64(cfg.http_body_timeout_s),
+            max_connections: cfg.max_connections as usize,
         }
-        if let Some(v) = get("MINISGL_HTTP_BODY_TIMEOUT_S") {
-            l.body_timeout = secs("MINISGL_HTTP_BODY_TIMEOUT_S", v)?;
-        }
-        if let Some(v) = get("MINISGL_MAX_CONNECTIONS") {
-            l.max_connections = match v.trim().parse::<usize>() {
-                Ok(n) if n > 0 => n,
-                _ => anyhow::bail!(
-                    "invalid value for MINISGL_MAX_CONNECTIONS: {v:?} (a positive integer)"
-                ),
-            };
-        }
-        Ok(l)
     }
 }
 
@@ -159,7 +134,7 @@ impl CapLog {
                 refused_total = n,
                 %peer,
                 "connection cap reached: {cap} connections open; new ones get 503 until some close \
-                 (MINISGL_MAX_CONNECTIONS)"
+                 (--max-connections)"
             );
         }
     }
@@ -257,19 +232,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn limits_from_vars() {
-        let l = HttpLimits::from_vars(|k| match k {
-            "MINISGL_HTTP_HEADER_TIMEOUT_S" => Some("0.5".into()),
-            "MINISGL_MAX_CONNECTIONS" => Some("7".into()),
-            _ => None,
-        })
+    fn limits_come_from_the_settings() {
+        let env = crate::config::ConfigLayer::from_vars([
+            (
+                "MINISGL_HTTP_HEADER_TIMEOUT_S".to_string(),
+                "0.5".to_string(),
+            ),
+            ("MINISGL_MAX_CONNECTIONS".to_string(), "7".to_string()),
+        ])
         .unwrap();
+        let l = HttpLimits::from_config(&Config::from_layers([env]).unwrap());
         assert_eq!(l.header_timeout, Duration::from_millis(500));
-        assert_eq!(l.body_timeout, HttpLimits::default().body_timeout);
+        assert_eq!(l.body_timeout, Duration::from_secs(30));
         assert_eq!(l.max_connections, 7);
-        let e = HttpLimits::from_vars(|k| {
-            (k == "MINISGL_HTTP_BODY_TIMEOUT_S").then(|| "soon".to_string())
-        })
+        let e = crate::config::ConfigLayer::from_vars([(
+            "MINISGL_HTTP_BODY_TIMEOUT_S".to_string(),
+            "soon".to_string(),
+        )])
         .unwrap_err()
         .to_string();
         assert!(

@@ -106,13 +106,13 @@ fn worker_routes() -> Router<Arc<AppState>> {
 /// `/ready`) get 503 while in-flight ones get `config.shutdown_timeout_s` to
 /// finish before the engine aborts them; the listener closes once nothing is
 /// in flight; returns once every connection is closed and the engine has
-/// stopped. Connections are bounded by [`HttpLimits::from_env`].
+/// stopped. Connections are bounded by [`HttpLimits::from_config`].
 pub async fn serve(
     listener: TcpListener,
     state: Arc<AppState>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let limits = HttpLimits::from_env().map_err(std::io::Error::other)?;
+    let limits = HttpLimits::from_config(&state.config);
     serve_with(listener, state, limits, shutdown).await
 }
 

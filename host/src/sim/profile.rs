@@ -179,3 +179,62 @@ impl Profile {
             .fold(0.0, f64::max)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(decode_batch: u64, prefill_tokens: u64, ms: f64) -> ProfilePoint {
+        ProfilePoint {
+            decode_batch,
+            decode_context: if decode_batch > 0 { 1000 } else { 0 },
+            prefill_tokens,
+            prefill_context: 0,
+            seconds: ms / 1e3,
+        }
+    }
+
+    /// Isolated points say a decode step costs 1-2 ms; a replay's 200 steps
+    /// say 20% more. The refit follows the steps (they outnumber the
+    /// points), keeps the knots, and keeps the measured points as they were.
+    #[test]
+    fn a_refit_follows_the_replay_steps() {
+        let points = vec![
+            point(1, 0, 1.0),
+            point(64, 0, 2.0),
+            point(0, 128, 3.0),
+            point(0, 2048, 20.0),
+        ];
+        let p = Profile::fit("cuda", "test", "m", 16, 100, "", points.clone()).unwrap();
+        let steps: Vec<(StepShape, f64)> = (0..200)
+            .map(|i| {
+                let b = 1 + (i % 64) as u64;
+                let s = StepShape::decode(b, 1000);
+                (s, 1.2 * p.model_fit.step_us(&s) / 1e6)
+            })
+            .collect();
+        let r = p
+            .refit_with_steps(&steps, "refitted on test steps")
+            .unwrap();
+        assert_eq!(r.points, points);
+        assert_eq!(
+            r.model_fit.decode_knots.len(),
+            p.model_fit.decode_knots.len()
+        );
+        assert!(r.note.contains("refitted on test steps"));
+        for (s, secs) in &steps {
+            let got = r.model_fit.step_us(s) / 1e6;
+            assert!(
+                (got / secs - 1.0).abs() < 0.03,
+                "{s:?}: refit {got}, replay {secs}"
+            );
+        }
+        // Prefill, which no step covered, is still priced by the points.
+        let pre = StepShape::prefill(128, 0);
+        let (a, b) = (p.model_fit.step_us(&pre), r.model_fit.step_us(&pre));
+        assert!((b / a - 1.0).abs() < 0.05, "{a} vs {b}");
+        assert!(p
+            .refit_with_steps(&[(StepShape::decode(1, 1), -1.0)], "")
+            .is_err());
+    }
+}

@@ -290,7 +290,7 @@ impl CudaBackend {
         }
         timeline::wrap(&self.dev, name, || {
             // SAFETY: every kernel's argument list is documented in its .cu file and the
-            // callers in ops.rs/sample.rs push exactly those, with buffers sized for them.
+            // callers in ops/ and sample.rs push exactly those, with buffers sized for them.
             unsafe { b.launch(cfg) }?;
             Ok(())
         })

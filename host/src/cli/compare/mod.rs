@@ -17,6 +17,8 @@ use std::sync::Arc;
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use super::settings::{Group, SettingArgs};
+use crate::config::Config;
 use crate::engine::{CacheMode, EngineConfig};
 use crate::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
 use crate::model::{load, load_random, LoadedModel};
@@ -27,6 +29,20 @@ use crate::sim::{
 use crate::workload::synth::{SynthKind, SynthSpec};
 use crate::workload::trace::TraceOptions;
 use crate::workload::{fit_context, TimedRequest};
+
+/// The settings `compare` takes.
+pub struct CompareSettings;
+impl Group for CompareSettings {
+    const NAMES: Option<&'static [&'static str]> = Some(&[
+        "model",
+        "page_size",
+        "max_running",
+        "max_prefill_tokens",
+        "overlap",
+    ]);
+    const SHOWN_DEFAULTS: &'static [(&'static str, &'static str)] =
+        &[("page_size", "sim: the profile's; else 16")];
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Backend {
@@ -54,12 +70,13 @@ pub struct CompareArgs {
     /// `cpu`/`cuda`, checked against every measured step (steps.md).
     #[arg(long)]
     pub profile: Option<PathBuf>,
-    /// Model for `cpu`/`cuda` (an HF directory or GGUF file).
-    #[arg(long, conflicts_with = "random_weights")]
-    pub model: Option<PathBuf>,
+    /// Model (for `cpu`/`cuda`), page size (`sim` defaults to the
+    /// profile's) and engine settings, spelled as for serving.
+    #[command(flatten)]
+    pub settings: SettingArgs<CompareSettings>,
     /// Random weights of this config's shape, for `cpu`/`cuda`; with `sim`
     /// it only sets the vocabulary.
-    #[arg(long, value_name = "CONFIG")]
+    #[arg(long, value_name = "CONFIG", conflicts_with = "model")]
     pub random_weights: Option<PathBuf>,
     /// Trace: Mooncake `.jsonl` or Azure `.csv` (else --synthetic).
     #[arg(long, conflicts_with = "synthetic")]
@@ -120,18 +137,9 @@ pub struct CompareArgs {
     /// KV pages [default: sim: the profile's; cpu/cuda: the memory budget].
     #[arg(long)]
     pub num_pages: Option<u32>,
-    /// Tokens per KV page [default: sim: the profile's; else 16].
-    #[arg(long)]
-    pub page_size: Option<u32>,
-    #[arg(long, default_value_t = 256)]
-    pub max_running: u32,
-    #[arg(long, default_value_t = 8192)]
-    pub max_prefill_tokens: u32,
     /// radix or naive.
     #[arg(long, default_value = "radix")]
     pub cache: CacheMode,
-    #[arg(long)]
-    pub no_overlap: bool,
     /// SLO target for TTFT (ms).
     #[arg(long, default_value_t = 2000.0)]
     pub slo_ttft_ms: f64,
@@ -163,8 +171,8 @@ fn parse_range(s: &str, what: &str) -> anyhow::Result<(u32, u32)> {
     })
 }
 
-fn load_model(args: &CompareArgs) -> anyhow::Result<Option<LoadedModel>> {
-    Ok(match (&args.model, &args.random_weights) {
+fn load_model(args: &CompareArgs, cfg: &Config) -> anyhow::Result<Option<LoadedModel>> {
+    Ok(match (&cfg.model, &args.random_weights) {
         (Some(p), _) => Some(load(p).with_context(|| format!("loading --model {}", p.display()))?),
         (None, Some(p)) => Some(
             load_random(p, args.seed)
@@ -235,14 +243,14 @@ fn workload(args: &CompareArgs, vocab: u32) -> anyhow::Result<(Vec<TimedRequest>
 }
 
 /// The engine settings shared by every backend.
-fn engine_config(args: &CompareArgs, num_pages: u32) -> EngineConfig {
+fn engine_config(args: &CompareArgs, cfg: &Config, num_pages: u32) -> EngineConfig {
     EngineConfig {
         num_pages: Some(num_pages),
-        max_running: args.max_running,
-        max_prefill_tokens: args.max_prefill_tokens,
+        max_running: cfg.max_running,
+        max_prefill_tokens: cfg.max_prefill_tokens,
         max_waiting: usize::MAX,
         cache: args.cache,
-        overlap: !args.no_overlap,
+        overlap: cfg.overlap,
         seed: args.seed,
         ..EngineConfig::default()
     }
@@ -271,7 +279,11 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
             bail!("--policy name {:?} is given twice", s.name);
         }
     }
-    let model = load_model(&args)?;
+    super::init_warnings();
+    // `sim` takes the profile's page size unless one is given.
+    let page_size_given = args.settings.layer()?.page_size;
+    let settings = args.settings.config()?;
+    let model = load_model(&args, &settings)?;
     let vocab = args
         .vocab
         .or_else(|| model.as_ref().map(|m| m.config.vocab_size() as u32))
@@ -287,7 +299,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
                 .as_ref()
                 .context("--backend sim needs --profile FILE")?;
             let prof = Profile::load(path)?;
-            let ps = args.page_size.unwrap_or(prof.page_size);
+            let ps = page_size_given.unwrap_or(prof.page_size);
             let pages = args.num_pages.unwrap_or(prof.kv_pages);
             let desc = format!(
                 "sim, profile `{}` ({} on {}, {} points, model error on them ≤ {:.1}%)",
@@ -308,7 +320,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
             } else {
                 DeviceKind::Cuda
             };
-            let ps = args.page_size.unwrap_or(16);
+            let ps = settings.page_size;
             let pages = match args.num_pages {
                 Some(n) => n,
                 None => crate::engine::builder::kv_pages(&m.config, device, ps, None)?,
@@ -332,7 +344,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         ttft_ms: args.slo_ttft_ms,
         tpot_ms: args.slo_tpot_ms,
     };
-    let cfg = engine_config(&args, num_pages);
+    let cfg = engine_config(&args, &settings, num_pages);
     let mut runs: Vec<(String, RunRecord)> = Vec::new();
     for s in &specs {
         let plugins = Arc::new(s.load()?);
@@ -404,10 +416,10 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     let header = format!(
         "# minisgl compare\n\nWorkload: {workload_name}.\n\nBackend: {backend_desc}; KV pool {num_pages} pages × {page_size} tokens; \
          max_running {}, chunk {} tokens, cache {:?}, overlap {}.",
-        args.max_running,
-        args.max_prefill_tokens,
+        settings.max_running,
+        settings.max_prefill_tokens,
         args.cache,
-        if args.no_overlap { "off" } else { "on" }
+        if settings.overlap { "on" } else { "off" }
     );
     let md = report::markdown(&header, slo, &rows);
     let write = |name: &str, text: &str| -> anyhow::Result<()> {

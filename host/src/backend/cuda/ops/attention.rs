@@ -1,0 +1,506 @@
+//! Attention over the paged KV cache: the simple, decode and prefill kernels
+//! (`kernels/attention_*.cu`), and the fused q/k norm, rope, KV store and
+//! attention of one layer.
+
+use cudarc::driver::CudaSlice;
+
+use super::kv::check_slots;
+use super::shape_err;
+use crate::backend::cuda::{cfg, g, Arg, CudaBackend, CudaKv, CudaStep, CudaTensor, PREFILL_TILE};
+use crate::backend::{AttnParams, BackendError, StepMeta};
+
+/// Which attention path a call takes (for tests and the benchmark).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttnPath {
+    Simple,
+    /// The CUDA-core split-KV decode kernel.
+    Decode,
+    /// The tensor-core split-KV decode kernel (GQA groups up to 16 heads).
+    DecodeMma,
+    /// The portable tensor-core prefill kernel (mma.sync, sm_80+).
+    Prefill,
+    /// The Hopper prefill kernel (wgmma, sm_90).
+    PrefillHopper,
+}
+
+impl CudaBackend {
+    pub(super) fn attention_impl(
+        &self,
+        q: &CudaTensor,
+        kv: &CudaKv,
+        layer: usize,
+        step: &CudaStep,
+        scale: f32,
+    ) -> Result<CudaTensor, BackendError> {
+        let l = kv.layout;
+        let d = l.head_dim;
+        let (rows, cols) = q.rows_cols("attention")?;
+        if layer >= l.num_layers
+            || d == 0
+            || !cols.is_multiple_of(d)
+            || rows != step.meta.num_tokens()
+        {
+            return Err(shape_err(
+                "attention",
+                format!(
+                    "q {:?}, layer {layer}, cache {l:?}, {} tokens",
+                    q.shape,
+                    step.meta.num_tokens()
+                ),
+            ));
+        }
+        let hq = cols / d;
+        if l.kv_heads == 0 || !hq.is_multiple_of(l.kv_heads) {
+            return Err(shape_err(
+                "attention",
+                format!(
+                    "{hq} query heads are not a multiple of {} KV heads",
+                    l.kv_heads
+                ),
+            ));
+        }
+        if step.meta.page_size as usize != l.page_size {
+            return Err(BackendError::InvalidInput(format!(
+                "step page size {} differs from the cache's {}",
+                step.meta.page_size, l.page_size
+            )));
+        }
+        let out = self.new_bf16(rows, cols)?;
+        if rows == 0 {
+            return Ok(out);
+        }
+        self.attention_into(q, kv, layer, step, scale, &out, None)?;
+        Ok(out)
+    }
+
+    pub(super) fn qkv_attention_impl(
+        &self,
+        qkv: CudaTensor,
+        kv: &mut CudaKv,
+        layer: usize,
+        step: &CudaStep,
+        p: &AttnParams<'_, CudaTensor>,
+    ) -> Result<CudaTensor, BackendError> {
+        let l = kv.layout;
+        let d = p.head_dim;
+        let (rows, cols) = qkv.rows_cols("qkv_attention")?;
+        let (qd, kvd) = (p.q_heads * d, p.kv_heads * d);
+        if cols != qd + 2 * kvd
+            || layer >= l.num_layers
+            || d != l.head_dim
+            || p.kv_heads != l.kv_heads
+            || p.kv_heads == 0
+            || !p.q_heads.is_multiple_of(p.kv_heads)
+            || rows != step.meta.num_tokens()
+            || step.meta.page_size as usize != l.page_size
+            || p.inv_freq.numel() * 2 != d
+            || !cols.is_multiple_of(8)
+        {
+            return Err(shape_err(
+                "qkv_attention",
+                format!(
+                    "qkv {:?} for {}q/{}kv x {d}, layer {layer}, cache {l:?}, {} tokens, page size {}",
+                    qkv.shape,
+                    p.q_heads,
+                    p.kv_heads,
+                    step.meta.num_tokens(),
+                    step.meta.page_size
+                ),
+            ));
+        }
+        let out = self.new_bf16(rows, qd)?;
+        if rows == 0 {
+            return Ok(out);
+        }
+        check_slots(l, step)?;
+        let freq = p.inv_freq.f32_copy.as_ref().ok_or_else(|| {
+            shape_err(
+                "qkv_attention",
+                format!("inv_freq {:?} must be a 1-D upload", p.inv_freq.shape),
+            )
+        })?;
+        let fp = self.ptr(freq);
+        let pos = self.step_ptr(step, step.off.positions);
+        let base = self.bf16_ptr(&qkv, "qkv_attention")?;
+        let kp = base + (qd * 2) as u64;
+        let vp = kp + (kvd * 2) as u64;
+        // q and k in place inside qkv: norm and rotation in one pass; without
+        // per-head norms q and k are adjacent heads of one launch.
+        match (p.q_norm, p.k_norm) {
+            (Some(qn), Some(kn)) => {
+                let (qw, kw) = (
+                    self.bf16_ptr(qn, "qkv_attention")?,
+                    self.bf16_ptr(kn, "qkv_attention")?,
+                );
+                if qn.numel() != d || kn.numel() != d {
+                    return Err(shape_err(
+                        "qkv_attention",
+                        format!("q/k norm {:?}/{:?}, head_dim {d}", qn.shape, kn.shape),
+                    ));
+                }
+                self.norm_rope_raw(
+                    base,
+                    rows,
+                    p.q_heads,
+                    cols,
+                    d,
+                    qw,
+                    pos,
+                    fp,
+                    p.eps,
+                    "qkv_attention",
+                )?;
+                self.norm_rope_raw(
+                    kp,
+                    rows,
+                    p.kv_heads,
+                    cols,
+                    d,
+                    kw,
+                    pos,
+                    fp,
+                    p.eps,
+                    "qkv_attention",
+                )?;
+            }
+            _ => self.norm_rope_raw(
+                base,
+                rows,
+                p.q_heads + p.kv_heads,
+                cols,
+                d,
+                0,
+                pos,
+                fp,
+                0.0,
+                "qkv_attention",
+            )?,
+        }
+        self.launch(
+            "kv_store",
+            cfg((g(rows), 1, 1), 128),
+            &[
+                Arg::U64(kp),
+                Arg::U64(vp),
+                Arg::I32(cols as i32),
+                Arg::I32(cols as i32),
+                Arg::U64(self.step_ptr(step, step.off.slots)),
+                Arg::U64(self.ptr(&kv.k[layer])),
+                Arg::U64(self.ptr(&kv.v[layer])),
+                Arg::I32(kvd as i32),
+            ],
+        )?;
+        self.attention_raw(
+            base,
+            cols,
+            rows,
+            p.q_heads,
+            kv,
+            layer,
+            step,
+            p.scale,
+            self.tptr(&out),
+            None,
+        )?;
+        // qkv is dropped here: freed in stream order, after the kernels above.
+        Ok(out)
+    }
+
+    /// Prefill tiles: (sequence, first new-token row) per 64-row tile, and how
+    /// many of them lead the list as the 128-row tiles of the Hopper kernel.
+    ///
+    /// Tiles starting at a multiple of 128 come first (per sequence, shortest
+    /// causal span first, which the Hopper kernel walks backwards to start the
+    /// longest first); the portable kernel runs the whole list in any order.
+    pub(super) fn tiles(meta: &StepMeta) -> (Vec<i32>, Vec<i32>, usize) {
+        let (mut ts, mut tq) = (Vec::new(), Vec::new());
+        let (mut odd_s, mut odd_q) = (Vec::new(), Vec::new());
+        for s in 0..meta.num_seqs() {
+            let n = (meta.q_indptr[s + 1] - meta.q_indptr[s]) as usize;
+            let mut q0 = 0;
+            while q0 < n {
+                let (a, b) = if q0 % (2 * PREFILL_TILE) == 0 {
+                    (&mut ts, &mut tq)
+                } else {
+                    (&mut odd_s, &mut odd_q)
+                };
+                a.push(s as i32);
+                b.push(q0 as i32);
+                q0 += PREFILL_TILE;
+            }
+        }
+        let wide = ts.len();
+        ts.extend(odd_s);
+        tq.extend(odd_q);
+        (ts, tq, wide)
+    }
+
+    /// Decode splits so that the grid fills the device a few times over.
+    pub(crate) fn decode_splits(
+        &self,
+        seqs: usize,
+        kv_heads: usize,
+        head_chunks: usize,
+        max_kv: usize,
+    ) -> usize {
+        let base = (seqs * kv_heads * head_chunks).max(1);
+        let want = (4 * self.dev.num_sms).div_ceil(base);
+        want.clamp(1, max_kv.div_ceil(32).clamp(1, 256))
+    }
+
+    /// Merges the split-KV partials of either decode kernel into `op`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn decode_combine(
+        &self,
+        o_part: &CudaSlice<f32>,
+        lse: &CudaSlice<f32>,
+        step: &CudaStep,
+        op: u64,
+        hq: usize,
+        d: usize,
+        splits: usize,
+    ) -> Result<(), BackendError> {
+        let off = step.off;
+        let s = step.meta.num_seqs();
+        self.launch(
+            "attn_decode_combine",
+            cfg((s as u32, hq as u32, 1), 128),
+            &[
+                Arg::U64(self.ptr(o_part)),
+                Arg::U64(self.ptr(lse)),
+                Arg::U64(self.step_ptr(step, off.q_start)),
+                Arg::U64(self.step_ptr(step, off.kv_len)),
+                Arg::U64(op),
+                Arg::I32(hq as i32),
+                Arg::I32(d as i32),
+                Arg::I32(splits as i32),
+            ],
+        )
+    }
+
+    /// The path `attention` would take for this step, head_dim and GQA group
+    /// (query heads per kv head).
+    pub fn attention_path(&self, step: &CudaStep, head_dim: usize, group: usize) -> AttnPath {
+        if !self.dev.flash || !matches!(head_dim, 64 | 128) {
+            AttnPath::Simple
+        } else if step.decode_only && self.dev.decode_kernel.uses_mma(group) {
+            AttnPath::DecodeMma
+        } else if step.decode_only {
+            AttnPath::Decode
+        } else if self.dev.hopper_prefill {
+            AttnPath::PrefillHopper
+        } else {
+            AttnPath::Prefill
+        }
+    }
+
+    /// Attention into `out`, optionally forcing a path (tests compare paths).
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_into(
+        &self,
+        q: &CudaTensor,
+        kv: &CudaKv,
+        layer: usize,
+        step: &CudaStep,
+        scale: f32,
+        out: &CudaTensor,
+        force: Option<AttnPath>,
+    ) -> Result<(), BackendError> {
+        let (rows, cols) = q.rows_cols("attention")?;
+        let qp = self.bf16_ptr(q, "attention")?;
+        let hq = cols / kv.layout.head_dim;
+        self.attention_raw(
+            qp,
+            cols,
+            rows,
+            hq,
+            kv,
+            layer,
+            step,
+            scale,
+            self.tptr(out),
+            force,
+        )
+    }
+
+    /// Attention of `hq` query heads read at `qp` (rows `cols` elements apart,
+    /// so q may be a column block of the fused qkv tensor) into `[rows, hq · D]` at `op`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn attention_raw(
+        &self,
+        qp: u64,
+        cols: usize,
+        rows: usize,
+        hq: usize,
+        kv: &CudaKv,
+        layer: usize,
+        step: &CudaStep,
+        scale: f32,
+        op: u64,
+        force: Option<AttnPath>,
+    ) -> Result<(), BackendError> {
+        let l = kv.layout;
+        let d = l.head_dim;
+        let group = hq / l.kv_heads;
+        let path = force.unwrap_or_else(|| self.attention_path(step, d, group));
+        let kc = self.ptr(&kv.k[layer]);
+        let vc = self.ptr(&kv.v[layer]);
+        let sp = |o: usize| self.step_ptr(step, o);
+        let off = step.off;
+        let s = step.meta.num_seqs();
+        match path {
+            AttnPath::Simple => {
+                if d > 256 {
+                    return Err(BackendError::Unsupported(format!(
+                        "attention head_dim {d} > 256"
+                    )));
+                }
+                self.launch(
+                    "attn_simple",
+                    cfg((rows as u32, hq as u32, 1), 128),
+                    &[
+                        Arg::U64(qp),
+                        Arg::I32(cols as i32),
+                        Arg::U64(op),
+                        Arg::U64(kc),
+                        Arg::U64(vc),
+                        Arg::U64(sp(off.q_start)),
+                        Arg::U64(sp(off.kv_len)),
+                        Arg::U64(sp(off.page_start)),
+                        Arg::U64(sp(off.page_ids)),
+                        Arg::U64(sp(off.tok_seq)),
+                        Arg::I32(hq as i32),
+                        Arg::I32(l.kv_heads as i32),
+                        Arg::I32(d as i32),
+                        Arg::I32(l.page_size as i32),
+                        Arg::F32(scale),
+                    ],
+                )
+            }
+            AttnPath::Decode | AttnPath::DecodeMma => {
+                let mma = path == AttnPath::DecodeMma;
+                if !step.decode_only
+                    || !matches!(d, 64 | 128)
+                    || (mma && !(1..=16).contains(&group))
+                {
+                    return Err(BackendError::Unsupported(if mma {
+                        "tensor-core decode needs one token per sequence, head_dim 64/128 and at most 16 query heads per kv head".into()
+                    } else {
+                        "decode kernel needs one token per sequence and head_dim 64/128".into()
+                    }));
+                }
+                // The CUDA-core kernel covers a group in chunks of up to 8 heads;
+                // the tensor-core one takes the whole group (up to 16) as mma rows.
+                let (name, head_chunks) = if mma {
+                    (format!("attn_decode_mma_hd{d}"), 1)
+                } else {
+                    let gmax = match group {
+                        1 => 1,
+                        2 => 2,
+                        3 | 4 => 4,
+                        _ => 8,
+                    };
+                    (format!("attn_decode_hd{d}_g{gmax}"), group.div_ceil(gmax))
+                };
+                let max_kv = step.max_kv_hint.unwrap_or(step.meta.max_kv_len() as usize);
+                let splits = self.decode_splits(s, l.kv_heads, head_chunks, max_kv);
+                let o_part = self.alloc_f32(s * hq * splits * d)?;
+                let lse = self.alloc_f32(s * hq * splits)?;
+                // Floor: each sequence's K and V read once, q read and o written.
+                let kv_tokens: u64 = step.meta.kv_lens.iter().map(|&x| u64::from(x)).sum();
+                crate::backend::cuda::timeline::cost(
+                    (kv_tokens as usize * l.kv_heads * d * 2 * 2 + 2 * s * hq * d * 2) as f64,
+                    (4 * kv_tokens as usize * hq * d) as f64,
+                );
+                let mut args = vec![
+                    Arg::U64(qp),
+                    Arg::I32(cols as i32),
+                    Arg::U64(kc),
+                    Arg::U64(vc),
+                    Arg::U64(sp(off.q_start)),
+                    Arg::U64(sp(off.kv_len)),
+                    Arg::U64(sp(off.page_start)),
+                    Arg::U64(sp(off.page_ids)),
+                    Arg::I32(hq as i32),
+                    Arg::I32(l.kv_heads as i32),
+                    Arg::I32(l.page_size as i32),
+                    Arg::F32(scale),
+                ];
+                if !mma {
+                    args.push(Arg::I32(head_chunks as i32));
+                }
+                args.push(Arg::U64(self.ptr(&o_part)));
+                args.push(Arg::U64(self.ptr(&lse)));
+                let mut c = cfg(
+                    (splits as u32, (l.kv_heads * head_chunks) as u32, s as u32),
+                    128,
+                );
+                c.shared_mem_bytes =
+                    crate::backend::cuda::device::dynamic_smem(&name).unwrap_or(0) as u32;
+                self.launch(&name, c, &args)?;
+                self.decode_combine(&o_part, &lse, step, op, hq, d, splits)
+            }
+            AttnPath::PrefillHopper => {
+                if step.num_wide_tiles == 0 {
+                    return Ok(());
+                }
+                let name = format!("attn_prefill_sm90_hd{d}");
+                let smem = crate::backend::cuda::device::dynamic_smem(&name).ok_or_else(|| {
+                    BackendError::Unsupported(format!("Hopper prefill kernel head_dim {d}"))
+                })?;
+                let mut c = cfg((g(step.num_wide_tiles), hq as u32, 1), 256);
+                c.shared_mem_bytes = smem as u32;
+                self.launch(
+                    &name,
+                    c,
+                    &[
+                        Arg::U64(qp),
+                        Arg::I32(cols as i32),
+                        Arg::U64(op),
+                        Arg::U64(kc),
+                        Arg::U64(vc),
+                        Arg::U64(sp(off.q_start)),
+                        Arg::U64(sp(off.kv_len)),
+                        Arg::U64(sp(off.page_start)),
+                        Arg::U64(sp(off.page_ids)),
+                        Arg::U64(sp(off.tile_seq)),
+                        Arg::U64(sp(off.tile_q0)),
+                        Arg::I32(step.num_wide_tiles as i32),
+                        Arg::I32(hq as i32),
+                        Arg::I32(l.kv_heads as i32),
+                        Arg::I32(l.page_size as i32),
+                        Arg::F32(scale),
+                    ],
+                )
+            }
+            AttnPath::Prefill => {
+                if !matches!(d, 64 | 128) {
+                    return Err(BackendError::Unsupported(format!(
+                        "prefill kernel head_dim {d}"
+                    )));
+                }
+                self.launch(
+                    &format!("attn_prefill_hd{d}"),
+                    cfg((g(step.num_tiles), hq as u32, 1), 128),
+                    &[
+                        Arg::U64(qp),
+                        Arg::I32(cols as i32),
+                        Arg::U64(op),
+                        Arg::U64(kc),
+                        Arg::U64(vc),
+                        Arg::U64(sp(off.q_start)),
+                        Arg::U64(sp(off.kv_len)),
+                        Arg::U64(sp(off.page_start)),
+                        Arg::U64(sp(off.page_ids)),
+                        Arg::U64(sp(off.tile_seq)),
+                        Arg::U64(sp(off.tile_q0)),
+                        Arg::I32(hq as i32),
+                        Arg::I32(l.kv_heads as i32),
+                        Arg::I32(l.page_size as i32),
+                        Arg::F32(scale),
+                    ],
+                )
+            }
+        }
+    }
+}

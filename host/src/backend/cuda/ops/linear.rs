@@ -1,0 +1,235 @@
+//! Matrix products: cuBLAS GEMMs and the skinny decode kernel (`kernels/gemv.cu`).
+
+use cudarc::cublas::{result as blas, sys as bsys};
+
+use super::shape_err;
+use crate::backend::cuda::{cfg, g, Arg, Buf, CudaBackend, CudaTensor};
+use crate::backend::BackendError;
+
+/// Widest output the skinny kernel takes. Measured on the H200 at one row:
+/// 5.7 µs against cuBLAS's 11.0 µs for 4096×1024, but 87 µs against 77 µs for
+/// the 151936×1024 LM head (docs/results/gpu-2026-11-30-graphs.md).
+const GEMV_MAX_COLS: usize = 32_768;
+
+impl CudaBackend {
+    pub(super) fn linear_impl(
+        &self,
+        x: &CudaTensor,
+        w: &CudaTensor,
+        bias: Option<&CudaTensor>,
+    ) -> Result<CudaTensor, BackendError> {
+        let (m, k) = x.rows_cols("linear")?;
+        let (n, kw) = w.rows_cols("linear")?;
+        if k != kw {
+            return Err(shape_err(
+                "linear",
+                format!("x {:?} w {:?}", x.shape, w.shape),
+            ));
+        }
+        if let Some(b) = bias {
+            if b.numel() != n {
+                return Err(shape_err(
+                    "linear",
+                    format!("bias {:?} for {n} outputs", b.shape),
+                ));
+            }
+        }
+        let f32_out = x.logits_input;
+        let out = if f32_out {
+            CudaTensor {
+                shape: vec![m, n],
+                buf: Buf::F32(self.alloc_f32(m * n)?),
+                f32_copy: None,
+                logits_input: false,
+            }
+        } else {
+            self.new_bf16(m, n)?
+        };
+        if m == 0 || n == 0 {
+            return Ok(out);
+        }
+        if self.use_gemv(m, n, k) {
+            let bp = match bias {
+                Some(b) => self.bf16_ptr(b, "linear")?,
+                None => 0,
+            };
+            let (xp, wp) = (self.bf16_ptr(x, "linear")?, self.bf16_ptr(w, "linear")?);
+            self.gemv(xp, wp, bp, self.tptr(&out), m, n, k, f32_out)?;
+            return Ok(out);
+        }
+        let mut beta = 0.0f32;
+        if let Some(b) = bias {
+            beta = 1.0;
+            self.launch(
+                if f32_out {
+                    "bcast_rows_f32"
+                } else {
+                    "bcast_rows_bf16"
+                },
+                cfg((g(m), 1, 1), 256),
+                &[
+                    Arg::U64(self.bf16_ptr(b, "linear")?),
+                    Arg::U64(self.tptr(&out)),
+                    Arg::I32(n as i32),
+                ],
+            )?;
+        }
+        if k == 0 {
+            // No reduction: y = bias (or zeros).
+            if bias.is_none() {
+                match &out.buf {
+                    Buf::Bf16(_) | Buf::F32(_) => {
+                        return Err(BackendError::Unsupported(
+                            "linear with in_features 0".into(),
+                        ))
+                    }
+                }
+            }
+            return Ok(out);
+        }
+        self.gemm(
+            self.bf16_ptr(x, "linear")?,
+            self.bf16_ptr(w, "linear")?,
+            self.tptr(&out),
+            m,
+            n,
+            k,
+            f32_out,
+            beta,
+        )?;
+        Ok(out)
+    }
+
+    pub(super) fn linear_into_impl(
+        &self,
+        x: &CudaTensor,
+        w: &CudaTensor,
+        out: &mut CudaTensor,
+    ) -> Result<(), BackendError> {
+        let (m, k) = x.rows_cols("linear_into")?;
+        let (n, kw) = w.rows_cols("linear_into")?;
+        let (rows, cols) = out.rows_cols("linear_into")?;
+        if k != kw || rows < m || cols != n || !matches!(out.buf, Buf::F32(_)) {
+            return Err(shape_err(
+                "linear_into",
+                format!("x {:?} w {:?} out {:?}", x.shape, w.shape, out.shape),
+            ));
+        }
+        if m == 0 || n == 0 || k == 0 {
+            return Ok(());
+        }
+        if self.use_gemv(m, n, k) {
+            let (xp, wp) = (
+                self.bf16_ptr(x, "linear_into")?,
+                self.bf16_ptr(w, "linear_into")?,
+            );
+            return self.gemv(xp, wp, 0, self.tptr(out), m, n, k, true);
+        }
+        self.gemm(
+            self.bf16_ptr(x, "linear_into")?,
+            self.bf16_ptr(w, "linear_into")?,
+            self.tptr(out),
+            m,
+            n,
+            k,
+            true,
+            0.0,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn gemm(
+        &self,
+        x: u64,
+        w: u64,
+        y: u64,
+        m: usize,
+        n: usize,
+        k: usize,
+        f32_out: bool,
+        beta: f32,
+    ) -> Result<(), BackendError> {
+        let alpha = 1.0f32;
+        let out_bytes = if f32_out { 4 } else { 2 };
+        crate::backend::cuda::timeline::cost(
+            ((m * k + n * k) * 2 + m * n * out_bytes) as f64,
+            2.0 * (m * n * k) as f64,
+        );
+        // Row-major Y[m,n] = X[m,k] · W[n,k]ᵀ is column-major Yᵀ = W · Xᵀ with W read transposed.
+        // SAFETY: pointers address buffers of the sizes checked by the caller; alpha/beta are
+        // host f32 scalars as CUBLAS_COMPUTE_32F requires.
+        crate::backend::cuda::timeline::wrap(&self.dev, "cublas_gemm", || unsafe {
+            blas::gemm_ex(
+                *self.dev.blas.handle(),
+                bsys::cublasOperation_t::CUBLAS_OP_T,
+                bsys::cublasOperation_t::CUBLAS_OP_N,
+                n as i32,
+                m as i32,
+                k as i32,
+                &alpha as *const f32 as *const _,
+                w as *const _,
+                bsys::cudaDataType::CUDA_R_16BF,
+                k as i32,
+                x as *const _,
+                bsys::cudaDataType::CUDA_R_16BF,
+                k as i32,
+                &beta as *const f32 as *const _,
+                y as *mut _,
+                if f32_out {
+                    bsys::cudaDataType::CUDA_R_32F
+                } else {
+                    bsys::cudaDataType::CUDA_R_16BF
+                },
+                n as i32,
+                bsys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                bsys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+            .map_err(|e| BackendError::Device(format!("cuBLAS GEMM {m}x{n}x{k}: {e:?}")))
+        })
+    }
+
+    /// Whether the skinny-product kernel serves an `m × k` input against an
+    /// `n × k` weight (decode batches). Past [`GEMV_MAX_COLS`] outputs (an LM
+    /// head) cuBLAS streams the weight faster; cuBLAS also serves when the
+    /// gemv family failed to build here.
+    pub(super) fn use_gemv(&self, m: usize, n: usize, k: usize) -> bool {
+        (1..=self.gemv_rows.get()).contains(&m)
+            && n <= GEMV_MAX_COLS
+            && k.is_multiple_of(8)
+            && self.dev.kernels.get("gemv_bf16").is_ok()
+    }
+
+    /// `y[m, n] = x · Wᵀ (+ bias)` through `gemv_bf16`/`gemv_f32`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn gemv(
+        &self,
+        x: u64,
+        w: u64,
+        bias: u64,
+        y: u64,
+        m: usize,
+        n: usize,
+        k: usize,
+        f32_out: bool,
+    ) -> Result<(), BackendError> {
+        let out_bytes = if f32_out { 4 } else { 2 };
+        crate::backend::cuda::timeline::cost(
+            ((m * k + n * k) * 2 + m * n * out_bytes) as f64,
+            2.0 * (m * n * k) as f64,
+        );
+        self.launch(
+            if f32_out { "gemv_f32" } else { "gemv_bf16" },
+            cfg((g(n.div_ceil(8)), 1, 1), 256),
+            &[
+                Arg::U64(x),
+                Arg::U64(w),
+                Arg::U64(bias),
+                Arg::U64(y),
+                Arg::I32(m as i32),
+                Arg::I32(n as i32),
+                Arg::I32(k as i32),
+                Arg::I32(n as i32),
+            ],
+        )
+    }
+}

@@ -1,0 +1,221 @@
+//! The [`Backend`] ops on the device: shape checks, then one kernel or GEMM each.
+//!
+//! One file per op family, mirroring `kernels/*.cu`; this file holds the
+//! [`Backend`] impl, which forwards each op to `<op>_impl` in its family's
+//! file (a trait impl cannot be split across files; the suffix keeps the
+//! inherent method from shadowing the trait's), and what the families share.
+
+mod activation;
+mod attention;
+mod embedding;
+mod kv;
+mod linear;
+mod norm;
+mod rope;
+mod tensor;
+
+pub use attention::AttnPath;
+
+use super::{CudaBackend, CudaKv, CudaStep, CudaTensor};
+use crate::backend::{AttnParams, Backend, BackendError, HostData, KvLayout, Sampled, StepMeta};
+use crate::batch::SampleSpec;
+
+fn shape_err(op: &'static str, detail: String) -> BackendError {
+    BackendError::Shape { op, detail }
+}
+
+impl CudaBackend {
+    /// Device address of the step buffer's `i32` at offset `off`.
+    fn step_ptr(&self, step: &CudaStep, off: usize) -> u64 {
+        step.base + (off * 4) as u64
+    }
+}
+
+impl Backend for CudaBackend {
+    type Tensor = CudaTensor;
+    type Step = CudaStep;
+    type Kv = CudaKv;
+    type Graph = super::CudaGraphStep;
+    type Sampling = super::CudaSampling;
+
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn upload(&self, shape: &[usize], data: HostData<'_>) -> Result<CudaTensor, BackendError> {
+        self.upload_impl(shape, data)
+    }
+
+    fn to_host(&self, t: &CudaTensor) -> Result<Vec<f32>, BackendError> {
+        self.to_host_impl(t)
+    }
+
+    fn alloc_kv(&self, layout: KvLayout) -> Result<CudaKv, BackendError> {
+        self.alloc_kv_impl(layout)
+    }
+
+    fn prepare_step(&self, meta: &StepMeta) -> Result<CudaStep, BackendError> {
+        self.prepare_step_impl(meta)
+    }
+
+    fn embedding(&self, table: &CudaTensor, step: &CudaStep) -> Result<CudaTensor, BackendError> {
+        self.embedding_impl(table, step)
+    }
+
+    fn rms_norm(
+        &self,
+        x: &CudaTensor,
+        w: &CudaTensor,
+        eps: f32,
+    ) -> Result<CudaTensor, BackendError> {
+        self.rms_norm_impl(x, w, eps)
+    }
+
+    fn add_rms_norm(
+        &self,
+        residual: &mut CudaTensor,
+        x: &CudaTensor,
+        w: &CudaTensor,
+        eps: f32,
+    ) -> Result<CudaTensor, BackendError> {
+        self.add_rms_norm_impl(residual, x, w, eps)
+    }
+
+    fn linear(
+        &self,
+        x: &CudaTensor,
+        w: &CudaTensor,
+        bias: Option<&CudaTensor>,
+    ) -> Result<CudaTensor, BackendError> {
+        self.linear_impl(x, w, bias)
+    }
+
+    fn split_cols(
+        &self,
+        x: &CudaTensor,
+        widths: &[usize],
+    ) -> Result<Vec<CudaTensor>, BackendError> {
+        self.split_cols_impl(x, widths)
+    }
+
+    fn head_rms_norm(
+        &self,
+        x: &mut CudaTensor,
+        w: &CudaTensor,
+        head_dim: usize,
+        eps: f32,
+    ) -> Result<(), BackendError> {
+        self.head_rms_norm_impl(x, w, head_dim, eps)
+    }
+
+    fn rope(
+        &self,
+        x: &mut CudaTensor,
+        head_dim: usize,
+        inv_freq: &CudaTensor,
+        step: &CudaStep,
+    ) -> Result<(), BackendError> {
+        self.rope_impl(x, head_dim, inv_freq, step)
+    }
+
+    fn silu_mul(&self, gate_up: &CudaTensor) -> Result<CudaTensor, BackendError> {
+        self.silu_mul_impl(gate_up)
+    }
+
+    fn store_kv(
+        &self,
+        kv: &mut CudaKv,
+        layer: usize,
+        k: &CudaTensor,
+        v: &CudaTensor,
+        step: &CudaStep,
+    ) -> Result<(), BackendError> {
+        self.store_kv_impl(kv, layer, k, v, step)
+    }
+
+    fn attention(
+        &self,
+        q: &CudaTensor,
+        kv: &CudaKv,
+        layer: usize,
+        step: &CudaStep,
+        scale: f32,
+    ) -> Result<CudaTensor, BackendError> {
+        self.attention_impl(q, kv, layer, step, scale)
+    }
+
+    fn gather_rows(&self, x: &CudaTensor, step: &CudaStep) -> Result<CudaTensor, BackendError> {
+        self.gather_rows_impl(x, step)
+    }
+
+    fn sample_launch(
+        &self,
+        logits: &CudaTensor,
+        specs: &[SampleSpec],
+    ) -> Result<super::CudaSampling, BackendError> {
+        self.sample_launch_impl(logits, specs)
+    }
+
+    fn sample_ready(&self, s: &super::CudaSampling) -> bool {
+        self.sample_ready_impl(s)
+    }
+
+    fn sample_finish(&self, s: super::CudaSampling) -> Result<Vec<Sampled>, BackendError> {
+        self.sample_finish_impl(s)
+    }
+
+    fn qkv_attention(
+        &self,
+        qkv: CudaTensor,
+        kv: &mut CudaKv,
+        layer: usize,
+        step: &CudaStep,
+        p: &AttnParams<'_, CudaTensor>,
+    ) -> Result<CudaTensor, BackendError> {
+        self.qkv_attention_impl(qkv, kv, layer, step, p)
+    }
+
+    fn reserve_graph_steps(
+        &self,
+        kv: &CudaKv,
+        max_seqs: usize,
+        max_pages: usize,
+    ) -> Result<bool, BackendError> {
+        self.reserve_graph_arena(kv.layout, max_seqs, max_pages)?;
+        Ok(true)
+    }
+
+    fn prepare_graph_step(
+        &self,
+        meta: &StepMeta,
+        padded_seqs: usize,
+    ) -> Result<CudaStep, BackendError> {
+        self.graph_step(meta, padded_seqs)
+    }
+
+    fn begin_capture(&self) -> Result<(), BackendError> {
+        self.begin_capture_impl()
+    }
+
+    fn end_capture(&self) -> Result<super::CudaGraphStep, BackendError> {
+        self.end_capture_impl()
+    }
+
+    fn replay(&self, graph: &super::CudaGraphStep) -> Result<(), BackendError> {
+        graph.0.launch()?;
+        Ok(())
+    }
+
+    fn alloc_logits(&self, rows: usize, cols: usize) -> Result<CudaTensor, BackendError> {
+        self.alloc_logits_impl(rows, cols)
+    }
+
+    fn linear_into(
+        &self,
+        x: &CudaTensor,
+        w: &CudaTensor,
+        out: &mut CudaTensor,
+    ) -> Result<(), BackendError> {
+        self.linear_into_impl(x, w, out)
+    }
+}

@@ -1,0 +1,123 @@
+//! Per-head RMS norm and rotary embedding, one fused kernel (`kernels/rope.cu`).
+
+use super::shape_err;
+use crate::backend::cuda::{cfg, g, Arg, CudaBackend, CudaStep, CudaTensor};
+use crate::backend::BackendError;
+
+impl CudaBackend {
+    pub(super) fn head_rms_norm_impl(
+        &self,
+        x: &mut CudaTensor,
+        w: &CudaTensor,
+        head_dim: usize,
+        eps: f32,
+    ) -> Result<(), BackendError> {
+        if w.numel() != head_dim {
+            return Err(shape_err(
+                "head_rms_norm",
+                format!("weight {:?}, head_dim {head_dim}", w.shape),
+            ));
+        }
+        let wp = self.bf16_ptr(w, "head_rms_norm")?;
+        self.norm_rope(x, head_dim, wp, 0, 0, eps, "head_rms_norm")
+    }
+
+    pub(super) fn rope_impl(
+        &self,
+        x: &mut CudaTensor,
+        head_dim: usize,
+        inv_freq: &CudaTensor,
+        step: &CudaStep,
+    ) -> Result<(), BackendError> {
+        let (rows, _) = x.rows_cols("rope")?;
+        let freq = inv_freq.f32_copy.as_ref().ok_or_else(|| {
+            shape_err(
+                "rope",
+                format!("inv_freq {:?} must be a 1-D upload", inv_freq.shape),
+            )
+        })?;
+        if inv_freq.numel() * 2 != head_dim || rows != step.meta.positions.len() {
+            return Err(shape_err(
+                "rope",
+                format!(
+                    "x {:?}, head_dim {head_dim}, inv_freq {:?}, {} positions",
+                    x.shape,
+                    inv_freq.shape,
+                    step.meta.positions.len()
+                ),
+            ));
+        }
+        let fp = self.ptr(freq);
+        let pos = self.step_ptr(step, step.off.positions);
+        self.norm_rope(x, head_dim, 0, pos, fp, 0.0, "rope")
+    }
+
+    /// The head_dim-specialised norm/rope kernel.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn norm_rope(
+        &self,
+        x: &mut CudaTensor,
+        head_dim: usize,
+        norm_w: u64,
+        pos: u64,
+        inv_freq: u64,
+        eps: f32,
+        op: &'static str,
+    ) -> Result<(), BackendError> {
+        let (rows, cols) = x.rows_cols(op)?;
+        if head_dim == 0 || !cols.is_multiple_of(head_dim) {
+            return Err(BackendError::Unsupported(format!(
+                "{op}: head_dim {head_dim} does not divide cols {cols}"
+            )));
+        }
+        let xp = self.bf16_ptr(x, op)?;
+        let heads = cols / head_dim;
+        self.norm_rope_raw(
+            xp, rows, heads, cols, head_dim, norm_w, pos, inv_freq, eps, op,
+        )
+    }
+
+    /// norm/rope on `heads` heads at `xp` of each of `rows` rows `row_stride`
+    /// elements apart (a column block of a wider tensor works too).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn norm_rope_raw(
+        &self,
+        xp: u64,
+        rows: usize,
+        heads: usize,
+        row_stride: usize,
+        head_dim: usize,
+        norm_w: u64,
+        pos: u64,
+        inv_freq: u64,
+        eps: f32,
+        op: &'static str,
+    ) -> Result<(), BackendError> {
+        if head_dim == 0 || !head_dim.is_multiple_of(2) || head_dim > 1024 {
+            return Err(BackendError::Unsupported(format!(
+                "{op}: head_dim {head_dim}; kernels need an even head_dim up to 1024"
+            )));
+        }
+        let warps = rows * heads;
+        if warps == 0 {
+            return Ok(());
+        }
+        let mut args = vec![
+            Arg::U64(xp),
+            Arg::I32(rows as i32),
+            Arg::I32(heads as i32),
+            Arg::I32(row_stride as i32),
+            Arg::U64(norm_w),
+            Arg::U64(pos),
+            Arg::U64(inv_freq),
+            Arg::F32(eps),
+        ];
+        let name = if matches!(head_dim, 64 | 128 | 256) {
+            format!("norm_rope_hd{head_dim}")
+        } else {
+            args.push(Arg::I32(head_dim as i32));
+            "norm_rope_generic".to_string()
+        };
+        self.launch(&name, cfg((g(warps.div_ceil(4)), 1, 1), 128), &args)
+    }
+}
