@@ -13,7 +13,7 @@ import urllib.request
 import openai
 import pytest
 
-from conftest import MODEL, MODEL_NAME, PLUGINS, ROOT, Server, wait_idle
+from conftest import MODEL, MODEL_NAME, PACE, PLUGINS, ROOT, Server, wait_idle
 
 REF = json.loads((MODEL / "reference" / "outputs.json").read_text())
 HF_CONFIG = json.loads((MODEL / "config.json").read_text())
@@ -218,7 +218,11 @@ def test_health_generate_live_ready(srv):
 def test_not_ready_while_loading_and_draining():
     """Probes during the whole life of a server: alive throughout; ready only
     between loading (three Wasm plugins to compile) and draining."""
-    plugins = [PLUGINS / f"minisgl_{n}.wasm" for n in ("fcfs_scheduler", "lru_evictor", "default_sampler")]
+    # The pacing scheduler (FCFS at ~2 ms a step) keeps the 480-token stream
+    # below alive for about a second: with plain FCFS the tiny model could
+    # finish it, and the server exit, before the draining probe 50 ms after
+    # SIGTERM (a connection refused in about 1 run of 3).
+    plugins = [PACE] + [PLUGINS / f"minisgl_{n}.wasm" for n in ("lru_evictor", "default_sampler")]
     missing = [p for p in plugins if not p.exists()]
     assert not missing, f"build the plugins first (scripts/build-plugins.sh): {missing}"
     seen = {"loading": 0, "ready": 0, "draining": 0}

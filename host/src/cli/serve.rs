@@ -5,7 +5,6 @@
 //! `MINISGL_*` environment variables, the `--config` TOML file, then these
 //! flags (see `crate::config`).
 
-use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -102,13 +101,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         let loading = tokio::net::TcpListener::from_std(socket.try_clone()?)?;
         let listener = tokio::net::TcpListener::from_std(socket)?;
         let (loaded_tx, loaded_rx) = tokio::sync::oneshot::channel::<()>();
-        let loading_server = tokio::spawn(
-            axum::serve(loading, crate::server::probes::loading_router())
-                .with_graceful_shutdown(async {
-                    let _ = loaded_rx.await;
-                })
-                .into_future(),
-        );
+        let loading_server = tokio::spawn(crate::server::conn::serve_until(
+            loading,
+            crate::server::probes::loading_router(),
+            async {
+                let _ = loaded_rx.await;
+            },
+        ));
         // Printed before loading so probes can be pointed at the port now;
         // `/ready` answers 503 until the "serving" line below.
         eprintln!("minisgl: loading {} on http://{local}", cfg.model_name());
