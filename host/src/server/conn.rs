@@ -228,6 +228,49 @@ fn log_conn_end(r: Result<(), hyper::Error>, peer: SocketAddr) {
     }
 }
 
+/// Serves `app` on `listener` until `done` resolves, one request per
+/// connection (no keep-alive), then stops accepting and lets the connections
+/// it accepted answer their request. The loading phase runs this: connections
+/// still in the socket's backlog at the handover go to the full server, and
+/// none is closed before its request is answered (a graceful shutdown of a
+/// keep-alive server closes a just-accepted connection unanswered, which a
+/// client sees as a reset).
+pub async fn serve_until(listener: TcpListener, app: Router, done: impl Future<Output = ()>) {
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(5))
+        .keep_alive(false);
+    let builder = Arc::new(builder);
+    let mut conns = tokio::task::JoinSet::new();
+    tokio::pin!(done);
+    loop {
+        let (stream, peer) = tokio::select! {
+            _ = &mut done => break,
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let app = app.clone();
+        let builder = builder.clone();
+        conns.spawn(async move {
+            let svc = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
+                req.extensions_mut().insert(ConnectInfo(peer));
+                let mut app = app.clone();
+                async move { Ok::<_, Infallible>(app.call(req).await.unwrap_or_else(|e| match e {})) }
+            });
+            log_conn_end(builder.serve_connection(TokioIo::new(stream), svc).await, peer);
+        });
+    }
+    drop(listener);
+    while conns.join_next().await.is_some() {}
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,47 +320,4 @@ mod tests {
         );
         serde_json::from_str::<serde_json::Value>(body).unwrap();
     }
-}
-
-/// Serves `app` on `listener` until `done` resolves, one request per
-/// connection (no keep-alive), then stops accepting and lets the connections
-/// it accepted answer their request. The loading phase runs this: connections
-/// still in the socket's backlog at the handover go to the full server, and
-/// none is closed before its request is answered (a graceful shutdown of a
-/// keep-alive server closes a just-accepted connection unanswered, which a
-/// client sees as a reset).
-pub async fn serve_until(listener: TcpListener, app: Router, done: impl Future<Output = ()>) {
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(5))
-        .keep_alive(false);
-    let builder = Arc::new(builder);
-    let mut conns = tokio::task::JoinSet::new();
-    tokio::pin!(done);
-    loop {
-        let (stream, peer) = tokio::select! {
-            _ = &mut done => break,
-            r = listener.accept() => match r {
-                Ok(x) => x,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        let app = app.clone();
-        let builder = builder.clone();
-        conns.spawn(async move {
-            let svc = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
-                req.extensions_mut().insert(ConnectInfo(peer));
-                let mut app = app.clone();
-                async move { Ok::<_, Infallible>(app.call(req).await.unwrap_or_else(|e| match e {})) }
-            });
-            log_conn_end(builder.serve_connection(TokioIo::new(stream), svc).await, peer);
-        });
-    }
-    drop(listener);
-    while conns.join_next().await.is_some() {}
 }
