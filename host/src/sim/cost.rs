@@ -158,7 +158,14 @@ impl CostModel {
     /// go at the measured token counts; the attention slopes are kept
     /// non-negative (a negative slope is fitted again at zero).
     pub fn fit(points: &[(StepShape, f64)]) -> Result<CostModel, FitError> {
-        let knots = |decode: bool| {
+        let (dx, px) = CostModel::knots(points);
+        CostModel::fit_with_knots(points, &dx, &px)
+    }
+
+    /// The knots [`CostModel::fit`] puts at `points`: their distinct token
+    /// counts, decode-only steps and the others apart, increasing.
+    pub fn knots(points: &[(StepShape, f64)]) -> (Vec<u64>, Vec<u64>) {
+        let of = |decode: bool| {
             let mut xs: Vec<u64> = points
                 .iter()
                 .filter(|(s, _)| s.decode_only == decode)
@@ -168,8 +175,7 @@ impl CostModel {
             xs.dedup();
             xs
         };
-        let (dx, px) = (knots(true), knots(false));
-        CostModel::fit_with_knots(points, &dx, &px)
+        (of(true), of(false))
     }
 
     /// [`CostModel::fit`] with the knots given: `dx` for decode-only steps,

@@ -91,17 +91,7 @@ impl Profile {
     ) -> Result<Profile, ProfileError> {
         let mut pts: Vec<(StepShape, f64)> =
             self.points.iter().map(|p| (p.shape(), p.seconds)).collect();
-        let knots = |decode: bool| {
-            let mut xs: Vec<u64> = pts
-                .iter()
-                .filter(|(s, _)| s.decode_only == decode)
-                .map(|(s, _)| s.tokens)
-                .collect();
-            xs.sort_unstable();
-            xs.dedup();
-            xs
-        };
-        let (dx, px) = (knots(true), knots(false));
+        let (dx, px) = CostModel::knots(&pts);
         pts.extend_from_slice(steps);
         let mut p = self.clone();
         p.model_fit = CostModel::fit_with_knots(&pts, &dx, &px)?;
