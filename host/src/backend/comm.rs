@@ -3,8 +3,8 @@
 //! The model needs one collective, a sum all-reduce of activations, twice per
 //! layer. A backend reaches its group through [`Backend::all_reduce`]; how
 //! the bytes move is the backend's business: the CPU backend hands its f32
-//! rows to a [`Communicator`], a CUDA backend will call NCCL on device
-//! memory. [`ThreadGroup`] is the in-memory group for ranks that are threads
+//! rows to a [`Communicator`], the CUDA backend calls NCCL on device
+//! memory (`cuda::nccl`). [`ThreadGroup`] is the in-memory group for ranks that are threads
 //! of one process (tests and `--tp N` on the CPU).
 //!
 //! [`Backend::all_reduce`]: super::Backend::all_reduce
@@ -14,32 +14,55 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use super::BackendError;
 
-/// One rank's handle on a group of `world` ranks.
+/// One rank's membership of a group of `world` ranks: what the
+/// tensor-parallel runner needs to keep the group in step, whatever moves
+/// the bytes (an in-memory [`ThreadGroup`], or NCCL on device memory, see
+/// `cuda::nccl`).
+pub trait Group: Send + Sync + fmt::Debug {
+    /// This rank, `0..world`.
+    fn rank(&self) -> usize;
+    /// Ranks in the group.
+    fn world(&self) -> usize;
+    /// Make every rank blocked in, or later entering, a collective fail with
+    /// [`BackendError::Aborted`] carrying `reason`: a rank that fails in the
+    /// middle of a step calls it so that the others do not wait for it forever.
+    fn abort(&self, reason: &str);
+    /// Make an aborted group usable again. Only called once no rank is inside
+    /// a collective (the TP runner calls it after every rank has answered
+    /// the failed step). A group that cannot recover says so, and its runner
+    /// fails every later step.
+    fn recover(&self) -> Result<(), BackendError>;
+}
+
+/// A shared handle is a member too (the runner keeps one per rank thread).
+impl<T: Group + ?Sized> Group for Arc<T> {
+    fn rank(&self) -> usize {
+        (**self).rank()
+    }
+    fn world(&self) -> usize {
+        (**self).world()
+    }
+    fn abort(&self, reason: &str) {
+        (**self).abort(reason)
+    }
+    fn recover(&self) -> Result<(), BackendError> {
+        (**self).recover()
+    }
+}
+
+/// A [`Group`] whose ranks sum host memory.
 ///
 /// Contract: every rank calls [`Communicator::all_reduce_sum`] the same
 /// number of times with buffers of the same length, and every rank gets
 /// bit-identical results. The TP runner relies on the latter: each rank
 /// samples from its own logits and feeds the sampled token to its own next
 /// step, so the ranks stay in lockstep only if their sums agree exactly.
-pub trait Communicator: Send + Sync + fmt::Debug {
-    /// This rank, `0..world`.
-    fn rank(&self) -> usize;
-    /// Ranks in the group.
-    fn world(&self) -> usize;
+pub trait Communicator: Group {
     /// Replace `data` (host memory) with the element-wise sum of every
     /// rank's `data`. A device backend sums its activations where they live,
     /// in its own [`Backend::all_reduce`](super::Backend::all_reduce); this is
     /// the path of backends whose activations are on the host.
     fn all_reduce_sum(&self, data: &mut [f32]) -> Result<(), BackendError>;
-    /// Make every rank blocked in, or later entering, an all-reduce fail with
-    /// [`BackendError::Aborted`] carrying `reason`: a rank that fails in the
-    /// middle of a step calls it so that the others do not wait for it forever.
-    fn abort(&self, reason: &str);
-    /// Make an aborted group usable again. Only called once no rank is inside
-    /// an all-reduce (the TP runner calls it after every rank has answered
-    /// the failed step). A group that cannot recover says so, and its runner
-    /// fails every later step.
-    fn recover(&self) -> Result<(), BackendError>;
 }
 
 /// The shared state of an in-memory group.
@@ -104,7 +127,7 @@ fn aborted(reason: &str) -> BackendError {
     BackendError::Aborted(reason.to_string())
 }
 
-impl Communicator for ThreadComm {
+impl Group for ThreadComm {
     fn rank(&self) -> usize {
         self.rank
     }
@@ -113,6 +136,24 @@ impl Communicator for ThreadComm {
         self.group.world
     }
 
+    fn abort(&self, reason: &str) {
+        let mut s = self.group.lock();
+        if s.aborted.is_none() {
+            s.aborted = Some(format!("rank {} failed: {reason}", self.rank));
+        }
+        self.group.done.notify_all();
+    }
+
+    fn recover(&self) -> Result<(), BackendError> {
+        let mut s = self.group.lock();
+        s.aborted = None;
+        s.arrived = 0;
+        s.slots.iter_mut().for_each(|p| *p = None);
+        Ok(())
+    }
+}
+
+impl Communicator for ThreadComm {
     fn all_reduce_sum(&self, data: &mut [f32]) -> Result<(), BackendError> {
         let g = &*self.group;
         if g.world == 1 {
@@ -171,22 +212,6 @@ impl Communicator for ThreadComm {
         let sum = s.result.clone();
         drop(s);
         data.copy_from_slice(&sum);
-        Ok(())
-    }
-
-    fn abort(&self, reason: &str) {
-        let mut s = self.group.lock();
-        if s.aborted.is_none() {
-            s.aborted = Some(format!("rank {} failed: {reason}", self.rank));
-        }
-        self.group.done.notify_all();
-    }
-
-    fn recover(&self) -> Result<(), BackendError> {
-        let mut s = self.group.lock();
-        s.aborted = None;
-        s.arrived = 0;
-        s.slots.iter_mut().for_each(|p| *p = None);
         Ok(())
     }
 }

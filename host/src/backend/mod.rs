@@ -605,9 +605,10 @@ pub trait Backend: Send + 'static {
         self.sample_finish(s)
     }
 
-    /// Tensor parallelism: replace `x` (`[rows, cols]`, f32 activations)
-    /// with its element-wise sum over every rank of the backend's group,
-    /// identical on every rank (see [`comm::Communicator`]). The model calls
+    /// Tensor parallelism: replace `x` (`[rows, cols]` activations, f32 on
+    /// the CPU, bf16 on CUDA) with its element-wise sum over every rank of
+    /// the backend's group, identical on every rank (see
+    /// [`comm::Communicator`]). The model calls
     /// it after each row-parallel projection, and only when it is one shard
     /// of several, so a backend that was built without a group never sees it;
     /// the default says so instead of pretending to be a group of one.

@@ -10,6 +10,10 @@
 //!   step (the fewest steps, the most sharing of weight reads).
 //!
 //! Prefix-cache hits are not subtracted (the random workloads share nothing).
+//!
+//! Under tensor parallelism the GPUs split that work evenly, and the ranks'
+//! all-reduces add their bytes at the NCCL bus bandwidth measured in the
+//! same run ([`measure_all_reduce`]).
 
 use crate::backend::cuda::{CudaBackend, CudaOptions};
 use crate::backend::{Backend, HostData};
@@ -65,9 +69,10 @@ pub fn measure_cuda() -> anyhow::Result<(Ceilings, String)> {
 }
 
 /// Seconds the workload needs at least: prefill at the GEMM rate plus decode
-/// steps at the copy bandwidth (see the module docs). `reqs` are
-/// (prompt tokens, output tokens).
-pub fn floor_seconds(c: &ModelConfig, reqs: &[(u64, u64)], ceil: &Ceilings) -> f64 {
+/// steps at the copy bandwidth (see the module docs), on `tp` GPUs that
+/// share both evenly (the all-reduces come on top: see
+/// [`all_reduce_floor_seconds`]). `reqs` are (prompt tokens, output tokens).
+pub fn floor_seconds(c: &ModelConfig, reqs: &[(u64, u64)], ceil: &Ceilings, tp: usize) -> f64 {
     let params = c.num_params() as f64;
     let untied = if c.tie_word_embeddings() {
         0.0
@@ -96,5 +101,96 @@ pub fn floor_seconds(c: &ModelConfig, reqs: &[(u64, u64)], ceil: &Ceilings) -> f
         // Σ_{t<o} (p + 1 + t) tokens of KV read.
         decode_bytes += kv_bytes_per_token * (o * (p as f64 + 1.0) + o * (o - 1.0) / 2.0);
     }
-    prefill_flops / ceil.gemm_flops_s + decode_bytes / ceil.copy_bytes_s
+    (prefill_flops / ceil.gemm_flops_s + decode_bytes / ceil.copy_bytes_s) / tp.max(1) as f64
+}
+
+/// The all-reduce of a tensor-parallel group, timed on its GPUs.
+#[derive(Clone, Debug)]
+pub struct AllReduceTimes {
+    /// Ranks.
+    pub world: usize,
+    /// NCCL bus bandwidth of a large (256 MiB) bf16 sum, nccl-tests' measure:
+    /// bytes / time · 2(n-1)/n.
+    pub bus_bytes_s: f64,
+    /// Seconds per all-reduce of each requested size (bf16 elements).
+    pub per_call: Vec<(usize, f64)>,
+}
+
+/// Time the bf16 sum all-reduce on GPUs `first..first + world` (a group of
+/// its own, one thread a rank): a 256 MiB buffer for the bus bandwidth, then
+/// each of `sizes` (elements) for per-call latency.
+pub fn measure_all_reduce(world: usize, sizes: &[usize]) -> anyhow::Result<AllReduceTimes> {
+    use crate::backend::cuda::nccl;
+    use cudarc::driver::sys::CUevent_flags;
+    let first = CudaOptions::default().ordinal;
+    let ordinals: Vec<usize> = (first..first + world).collect();
+    let ranks = nccl::init_group(&ordinals)?;
+    const BIG: usize = 128 << 20; // bf16 elements: 256 MiB
+    let times: Vec<anyhow::Result<Vec<f64>>> = std::thread::scope(|s| {
+        let hs: Vec<_> = ranks
+            .into_iter()
+            .map(|rank| {
+                s.spawn(move || -> anyhow::Result<Vec<f64>> {
+                    let gpu = CudaBackend::for_rank(&CudaOptions::default(), rank)?;
+                    let dev = &gpu.dev;
+                    let mut out = Vec::new();
+                    for (n, iters) in
+                        std::iter::once((BIG, 10)).chain(sizes.iter().map(|&n| (n, 200)))
+                    {
+                        let mut x = gpu.new_output(1, n)?;
+                        for _ in 0..3 {
+                            gpu.all_reduce(&mut x)?;
+                        }
+                        let e0 = dev.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+                        let e1 = dev.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+                        e0.record(&dev.stream)?;
+                        for _ in 0..iters {
+                            gpu.all_reduce(&mut x)?;
+                        }
+                        e1.record(&dev.stream)?;
+                        e1.synchronize()?;
+                        out.push(e0.elapsed_ms(&e1)? as f64 * 1e-3 / iters as f64);
+                    }
+                    Ok(out)
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a rank panicked")))
+            })
+            .collect()
+    });
+    let times = times.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
+    // The slowest rank sets the pace of a collective.
+    let worst = |i: usize| times.iter().map(|t| t[i]).fold(0.0f64, f64::max);
+    let bytes = (BIG * 2) as f64;
+    let ring = 2.0 * (world - 1) as f64 / world as f64;
+    Ok(AllReduceTimes {
+        world,
+        bus_bytes_s: bytes / worst(0) * ring,
+        per_call: sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (n, worst(i + 1)))
+            .collect(),
+    })
+}
+
+/// Seconds of all-reduce a tensor-parallel run of the workload needs at
+/// least: two sums of the hidden state per layer for every token processed
+/// (prompt tokens, then one per decode step of each request), each moving
+/// 2(n-1)/n of its bytes over the bus.
+pub fn all_reduce_floor_seconds(c: &ModelConfig, reqs: &[(u64, u64)], ar: &AllReduceTimes) -> f64 {
+    if ar.world < 2 {
+        return 0.0;
+    }
+    let tokens: f64 = reqs
+        .iter()
+        .map(|&(p, o)| (p + o.saturating_sub(1)) as f64)
+        .sum();
+    let bytes = tokens * (2 * c.num_layers() * c.hidden_size() * 2) as f64;
+    let ring = 2.0 * (ar.world - 1) as f64 / ar.world as f64;
+    bytes * ring / ar.bus_bytes_s
 }

@@ -150,12 +150,29 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
         .iter()
         .map(|r| (r.prompt_tokens.len() as u64, u64::from(r.max_new_tokens)))
         .collect();
-    let floor = ceiling
-        .as_ref()
-        .map(|(c, _)| super::bench_floor::floor_seconds(&model.config, &lens, c));
+    let tp = cfg.tp as usize;
+    let all_reduce = match &ceiling {
+        Some(_) if tp > 1 => Some(
+            super::bench_floor::measure_all_reduce(tp, &[])
+                .context("measuring the NCCL all-reduce (--no-ceiling skips it)")?,
+        ),
+        _ => None,
+    };
+    let floor = ceiling.as_ref().map(|(c, _)| {
+        super::bench_floor::floor_seconds(&model.config, &lens, c, tp)
+            + all_reduce.as_ref().map_or(0.0, |ar| {
+                super::bench_floor::all_reduce_floor_seconds(&model.config, &lens, ar)
+            })
+    });
     if let (Some((c, dev)), Some(f)) = (&ceiling, floor) {
+        let ar = all_reduce.as_ref().map_or(String::new(), |ar| {
+            format!(
+                ", NCCL all-reduce {:.0} GB/s bus bandwidth over {tp} GPUs",
+                ar.bus_bytes_s / 1e9
+            )
+        });
         println!(
-            "{dev}: copy {:.2} TB/s, bf16 GEMM {:.0} TFLOP/s (measured now); workload floor {f:.2} s = {:.0} output tok/s",
+            "{dev}: copy {:.2} TB/s, bf16 GEMM {:.0} TFLOP/s{ar} (measured now); workload floor {f:.2} s = {:.0} output tok/s",
             c.copy_bytes_s / 1e12,
             c.gemm_flops_s / 1e12,
             output_tokens as f64 / f
@@ -275,6 +292,7 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
                 &r,
                 floor,
                 ceiling.as_ref(),
+                all_reduce.as_ref(),
                 num_pages,
                 graph_bs,
             )?;
@@ -313,6 +331,7 @@ fn append_jsonl(
     r: &RunResult,
     floor: Option<f64>,
     ceiling: Option<&(super::bench_floor::Ceilings, String)>,
+    all_reduce: Option<&super::bench_floor::AllReduceTimes>,
     num_pages: u32,
     graph_bs: usize,
 ) -> anyhow::Result<()> {
@@ -345,7 +364,7 @@ fn append_jsonl(
         * bytes_per_page(
             cfg.page_size,
             model.config.num_layers() as u32,
-            model.config.num_kv_heads() as u32,
+            (model.config.num_kv_heads() / (cfg.tp as usize).max(1)) as u32,
             model.config.head_dim() as u32,
             cfg.device.kv_elem_bytes(),
         ) as f64
@@ -371,6 +390,7 @@ fn append_jsonl(
         "cuda_graph_max_bs": graph_bs,
         "copy_tbps": ceiling.map(|c| (c.0.copy_bytes_s / 1e10).round() / 100.0),
         "gemm_tflops": ceiling.map(|c| (c.0.gemm_flops_s / 1e12).round()),
+        "allreduce_busbw_gbs": all_reduce.map(|a| (a.bus_bytes_s / 1e9).round()),
         "seconds": (r.seconds * 1000.0).round() / 1000.0,
         // Kernel switches change the figure; record them as set (unset = auto).
         "decode_kernel": std::env::var("MINISGL_DECODE_KERNEL").unwrap_or_else(|_| "auto".into()),
@@ -475,8 +495,13 @@ fn num_pages(
         (None, DeviceKind::Cpu) => Some(4096 << 20),
         (None, _) => None,
     };
-    let budget =
-        crate::engine::builder::kv_pages(&model.config, cfg.device, cfg.page_size, budget_bytes)?;
+    let budget = crate::engine::builder::kv_pages(
+        &model.config,
+        cfg.device,
+        cfg.page_size,
+        budget_bytes,
+        cfg.tp as usize,
+    )?;
     let needed: u64 = reqs
         .iter()
         .map(|r| {

@@ -16,6 +16,7 @@ mod report;
 mod rounded_cpu;
 mod sampling;
 mod timeline;
+mod tp;
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -89,6 +90,20 @@ pub struct GpuCheckArgs {
     /// Write the timeline tables (Markdown) here.
     #[arg(long, default_value = "decode-timeline.md")]
     pub timeline_out: PathBuf,
+    /// Models (HF folders, or config folders for random weights) to run split
+    /// across `--tp` GPUs against one GPU (repeatable).
+    #[arg(long = "tp-model")]
+    pub tp_models: Vec<PathBuf>,
+    /// Models whose decode step is timed on one GPU and on `--tp`, with the
+    /// all-reduce's share (repeatable).
+    #[arg(long = "tp-bench-model")]
+    pub tp_bench_models: Vec<PathBuf>,
+    /// GPUs of the tensor-parallel checks.
+    #[arg(long, default_value_t = 2)]
+    pub tp: usize,
+    /// Write the tensor-parallel timing tables (Markdown) here.
+    #[arg(long, default_value = "tp-bench.md")]
+    pub tp_out: PathBuf,
 }
 
 pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
@@ -105,6 +120,8 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
         !args.skip_models && (!args.models.is_empty() || !args.random_models.is_empty());
     let runs_engine = !args.skip_engine && !args.models.is_empty();
     let needs_gpu = !args.timeline_models.is_empty()
+        || !args.tp_models.is_empty()
+        || !args.tp_bench_models.is_empty()
         || !args.skip_ops
         || !args.skip_bench
         || compares_models
@@ -213,6 +230,31 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
         println!("{md}");
         std::fs::write(&args.timeline_out, &md)
             .with_context(|| format!("writing {}", args.timeline_out.display()))?;
+    }
+    for m in &args.tp_models {
+        if let Err(e) = tp::check(m, args.tp, args.decode_steps, &mut rep) {
+            rep.fact(
+                "tp",
+                m.display().to_string(),
+                false,
+                format!("error: {e:#}"),
+            );
+        }
+    }
+    if !args.tp_bench_models.is_empty() {
+        let mut md = String::from("# Tensor parallelism: decode steps and all-reduces\n");
+        for m in &args.tp_bench_models {
+            md.push_str(&tp::timing(
+                m,
+                args.tp,
+                &args.timeline_batches,
+                args.timeline_context,
+                &mut rep,
+            )?);
+        }
+        println!("{md}");
+        std::fs::write(&args.tp_out, &md)
+            .with_context(|| format!("writing {}", args.tp_out.display()))?;
     }
     rep.print();
     std::fs::write(&args.report, rep.markdown())

@@ -178,7 +178,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
     // takes memory.
     let kv_pages = match args.kv_pages {
         Some(n) => n,
-        None => crate::engine::builder::kv_pages(c, cfg.device, cfg.page_size, None)?,
+        None => crate::engine::builder::kv_pages(c, cfg.device, cfg.page_size, None, 1)?,
     };
     let pages = grid.pages_needed(cfg.page_size);
     let mut runner = build_runner_with(

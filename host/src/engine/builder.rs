@@ -33,27 +33,40 @@ pub struct Assembled {
 }
 
 /// Pages of `page_size` tokens that a KV budget holds for `model` on
-/// `device`. `budget_bytes: None` sizes from free device memory (CUDA) or
-/// the CPU default (see [`auto_kv_budget`]).
+/// `device`, split `tp` ways. `budget_bytes` is per rank (each GPU's pool
+/// holds its share of the KV heads for every page); `None` sizes from free
+/// device memory (CUDA: the least free of the `tp` GPUs, after that rank's
+/// shard of the weights) or the CPU default (see [`auto_kv_budget`]).
 pub fn kv_pages(
     model: &ModelConfig,
     device: DeviceKind,
     page_size: u32,
     budget_bytes: Option<u64>,
+    tp: usize,
 ) -> anyhow::Result<u32> {
+    let tp = tp.max(1);
     let per_page = bytes_per_page(
         page_size,
         model.num_layers() as u32,
-        model.num_kv_heads() as u32,
+        (model.num_kv_heads() / tp).max(1) as u32,
         model.head_dim() as u32,
         device.kv_elem_bytes(),
     );
     let budget = match budget_bytes {
         Some(b) => b,
-        None => auto_kv_budget(device, 2 * model.num_params() as u64)
+        None => auto_kv_budget(device, rank_weight_bytes(model, tp), tp)
             .context("sizing the KV cache from device memory (set kv_memory_mb to choose)")?,
     };
     pages_for_budget(budget, per_page).with_context(|| format!("KV budget {} MiB", budget >> 20))
+}
+
+/// bf16 bytes of one rank's weights: the split matrices' share plus the
+/// replicated embedding and LM head (see `model::tp`).
+fn rank_weight_bytes(model: &ModelConfig, tp: usize) -> u64 {
+    let total = model.num_params() as u64;
+    let tied = if model.tie_word_embeddings() { 1 } else { 2 };
+    let replicated = (model.vocab_size() * model.hidden_size() * tied) as u64;
+    2 * (total.saturating_sub(replicated) / tp as u64 + replicated)
 }
 
 /// The plugin set `cfg` names: typed slots first, then components whose
@@ -139,6 +152,7 @@ pub fn start(cfg: &Config) -> anyhow::Result<Assembled> {
         device,
         cfg.page_size,
         cfg.kv_memory_mb.map(|mb| mb << 20),
+        cfg.tp as usize,
     )?;
     let runner_opts = RunnerOptions {
         cuda_graph_max_bs: cfg.cuda_graph_max_bs as usize,

@@ -8,7 +8,7 @@ use super::config::ModelConfig;
 use super::graphs::DecodeGraphs;
 use super::llama::Model;
 use super::loader::LoadedModel;
-use super::tp::{TpError, TpShard};
+use super::tp::TpShard;
 use super::ModelError;
 use crate::backend::cpu::CpuBackend;
 pub use crate::backend::DeviceKind;
@@ -428,16 +428,20 @@ pub const KV_MEMORY_RATIO: f64 = 0.9;
 /// needs about 1 GiB of activations).
 const GPU_RESERVE_BYTES: u64 = 4 << 30;
 
-/// KV cache budget in bytes when none is configured: on a GPU,
-/// [`KV_MEMORY_RATIO`] of the free device memory once `weight_bytes` are
-/// loaded, less a reserve; on the CPU (or `Auto` without a GPU), 1 GiB.
-pub fn auto_kv_budget(device: DeviceKind, weight_bytes: u64) -> Result<u64, ModelError> {
+/// KV cache budget in bytes of one rank when none is configured: on a GPU,
+/// [`KV_MEMORY_RATIO`] of the free device memory once `weight_bytes` (the
+/// rank's weights) are loaded, less a reserve, on the least free of the `tp`
+/// devices the ranks use; on the CPU (or `Auto` without a GPU), 1 GiB.
+pub fn auto_kv_budget(device: DeviceKind, weight_bytes: u64, tp: usize) -> Result<u64, ModelError> {
     const CPU_DEFAULT: u64 = 1 << 30;
     let gpu = |strict: bool| -> Result<u64, ModelError> {
-        match crate::backend::cuda::device::memory_info(
-            crate::backend::cuda::CudaOptions::default().ordinal,
-        ) {
-            Ok((free, _)) => {
+        let first = crate::backend::cuda::CudaOptions::default().ordinal;
+        let free = (first..first + tp.max(1))
+            .map(|o| crate::backend::cuda::device::memory_info(o).map(|(f, _)| f))
+            .collect::<Result<Vec<u64>, _>>()
+            .map(|f| f.into_iter().min().unwrap_or(0));
+        match free {
+            Ok(free) => {
                 let left = free.saturating_sub(weight_bytes);
                 let kv = (left as f64 * KV_MEMORY_RATIO) as u64;
                 let kv = kv.saturating_sub(GPU_RESERVE_BYTES);
@@ -490,8 +494,8 @@ pub fn build_runner(
 
 /// A runner on the requested device. `Auto` falls back to the CPU (with a
 /// log line) when CUDA is unavailable. With `opts.tp > 1` the model is split
-/// across that many ranks ([`super::tp_runner`]): threads on the CPU; CUDA
-/// has no communicator yet and says so.
+/// across that many ranks ([`super::tp_runner`]): threads on the CPU, GPUs
+/// meeting through NCCL on CUDA.
 pub fn build_runner_with(
     model: &LoadedModel,
     device: DeviceKind,
@@ -506,11 +510,13 @@ pub fn build_runner_with(
             .map_err(|e| ModelError::Backend(crate::backend::BackendError::Device(e.to_string())))
     };
     let on_cuda = |b| -> Result<Box<dyn ModelRunner>, ModelError> {
-        if opts.tp > 1 {
-            return Err(TpError::NoCudaCommunicator { world: opts.tp }.into());
-        }
         Ok(Box::new(Runner::with_options(
             b, model, num_pages, page_size, opts,
+        )?))
+    };
+    let split_cuda = || -> Result<Box<dyn ModelRunner>, ModelError> {
+        Ok(Box::new(super::tp_runner::cuda_ranks(
+            model, num_pages, page_size, opts,
         )?))
     };
     let on_cpu = || -> Result<Box<dyn ModelRunner>, ModelError> {
@@ -523,11 +529,19 @@ pub fn build_runner_with(
     };
     match device {
         DeviceKind::Cpu => on_cpu(),
-        // Said before touching a GPU, so the answer does not depend on one.
-        DeviceKind::Cuda if opts.tp > 1 => {
-            Err(TpError::NoCudaCommunicator { world: opts.tp }.into())
-        }
+        DeviceKind::Cuda if opts.tp > 1 => split_cuda(),
         DeviceKind::Cuda => on_cuda(cuda()?),
+        DeviceKind::Auto if opts.tp > 1 => match crate::backend::cuda::device::device_count() {
+            Ok(n) if n > 0 => split_cuda(),
+            Ok(_) => {
+                tracing::info!("CUDA shows no GPU; using the CPU backend");
+                on_cpu()
+            }
+            Err(e) => {
+                tracing::info!("CUDA unavailable ({e}); using the CPU backend");
+                on_cpu()
+            }
+        },
         DeviceKind::Auto => match cuda() {
             Ok(b) => on_cuda(b),
             Err(e) => {

@@ -52,11 +52,16 @@ pub enum TpError {
         len: usize,
         world: usize,
     },
-    /// `tp > 1` on CUDA: NCCL is not wired in yet.
+    /// Fewer GPUs visible than ranks asked for (from the first device on).
     #[error(
-        "tensor parallelism on CUDA needs the NCCL communicator, not built yet (tp = {world})"
+        "tensor parallelism: tp = {world} needs {world} GPUs from device {first} on, but \
+         {visible} are visible (check CUDA_VISIBLE_DEVICES and MINISGL_CUDA_DEVICE)"
     )]
-    NoCudaCommunicator { world: usize },
+    TooFewGpus {
+        world: usize,
+        first: usize,
+        visible: usize,
+    },
     /// A quantised weight whose column split would cut through its blocks.
     #[error(
         "tensor parallelism: `{tensor}` is {format} with rows of {width} values; split {world} \

@@ -9,6 +9,11 @@
 //! (`first_from_last_step`), and rank 0's output is the step's. The engine
 //! above sees one runner and runs its scheduler and plugins once.
 //!
+//! Overlap scheduling passes through: [`ModelRunner::launch`] enqueues the
+//! step on every rank's device and returns, [`ModelRunner::finish`] collects
+//! it, so on CUDA the engine prepares step N+1 while the GPUs run step N,
+//! as with one GPU.
+//!
 //! Threads rather than processes: a rank is a backend, and on CUDA a backend
 //! is one device's context, which a thread can hold; NCCL wants one
 //! communicator per device, which is one per thread here. The scheduler, the
@@ -27,20 +32,25 @@ use std::thread::JoinHandle;
 
 use super::config::ModelConfig;
 use super::loader::LoadedModel;
+use super::runner::Launched;
 use super::runner::{ModelRunner, Runner, RunnerOptions};
 use super::tp::TpShard;
 use super::ModelError;
-use crate::backend::comm::{Communicator, ThreadGroup};
+use crate::backend::comm::{Communicator, Group, ThreadGroup};
 use crate::backend::cpu::CpuBackend;
 use crate::backend::{Backend, BackendError};
 use crate::batch::{StepInput, StepOutput};
 
 enum Cmd {
-    Step(Arc<StepInput>),
+    Launch(Arc<StepInput>),
+    Ready,
+    Finish,
     Logits(Arc<StepInput>),
 }
 
 enum Reply {
+    Launched(Launched),
+    Ready(bool),
     Step(StepOutput),
     Logits(Vec<Vec<f32>>),
 }
@@ -53,7 +63,7 @@ pub struct TpRunner {
     answers: Vec<Receiver<Answer>>,
     threads: Vec<JoinHandle<()>>,
     /// Any rank's handle: abort and recover act on the whole group.
-    comm: Arc<dyn Communicator>,
+    comm: Arc<dyn Group>,
     cfg: ModelConfig,
     page_size: u32,
     num_pages: u32,
@@ -63,7 +73,7 @@ pub struct TpRunner {
 }
 
 /// A rank that panics must not leave the others blocked in an all-reduce.
-struct AbortOnPanic(Arc<dyn Communicator>);
+struct AbortOnPanic(Arc<dyn Group>);
 
 impl Drop for AbortOnPanic {
     fn drop(&mut self) {
@@ -75,14 +85,16 @@ impl Drop for AbortOnPanic {
 
 fn serve<B: Backend>(
     mut runner: Runner<B>,
-    comm: Arc<dyn Communicator>,
+    comm: Arc<dyn Group>,
     cmds: Receiver<Cmd>,
     answers: Sender<Answer>,
 ) {
     let _guard = AbortOnPanic(comm.clone());
     for cmd in cmds {
         let a = match cmd {
-            Cmd::Step(input) => runner.step(&input).map(Reply::Step),
+            Cmd::Launch(input) => runner.launch(&input).map(Reply::Launched),
+            Cmd::Ready => Ok(Reply::Ready(runner.ready())),
+            Cmd::Finish => runner.finish().map(Reply::Step),
             Cmd::Logits(input) => runner.logits(&input).map(Reply::Logits),
         };
         if let Err(e) = &a {
@@ -104,9 +116,9 @@ impl TpRunner {
     /// (which must route [`Backend::all_reduce`] through that communicator).
     /// The ranks load their shards in parallel; the first rank's error, if
     /// any, is returned.
-    pub fn new<B, F>(
+    pub fn new<B, G, F>(
         model: &LoadedModel,
-        comms: Vec<Arc<dyn Communicator>>,
+        comms: Vec<G>,
         num_pages: u32,
         page_size: u32,
         opts: &RunnerOptions,
@@ -114,7 +126,8 @@ impl TpRunner {
     ) -> Result<Self, ModelError>
     where
         B: Backend,
-        F: Fn(Arc<dyn Communicator>) -> Result<B, ModelError> + Sync,
+        G: Group + Clone + 'static,
+        F: Fn(G) -> Result<B, ModelError> + Sync,
     {
         let world = comms.len();
         TpShard::check(&model.config, world)?;
@@ -167,7 +180,7 @@ impl TpRunner {
             cmds: Vec::new(),
             answers: Vec::new(),
             threads: Vec::new(),
-            comm: comms[0].clone(),
+            comm: Arc::new(comms[0].clone()),
             cfg: model.config.clone(),
             page_size,
             num_pages,
@@ -179,7 +192,7 @@ impl TpRunner {
             let (ans_tx, ans_rx) = channel();
             let t = std::thread::Builder::new()
                 .name(format!("tp-rank-{}", comm.rank()))
-                .spawn(move || serve(runner, comm, cmd_rx, ans_tx))
+                .spawn(move || serve(runner, Arc::new(comm), cmd_rx, ans_tx))
                 .map_err(|e| ModelError::InvalidInput(format!("spawning a rank thread: {e}")))?;
             r.cmds.push(cmd_tx);
             r.answers.push(ans_rx);
@@ -270,10 +283,37 @@ fn broken(why: &str) -> ModelError {
 
 impl ModelRunner for TpRunner {
     fn step(&mut self, input: &StepInput) -> Result<StepOutput, ModelError> {
+        match self.launch(input)? {
+            Launched::Done(out) => Ok(out),
+            Launched::Pending => self.finish(),
+        }
+    }
+
+    fn launch(&mut self, input: &StepInput) -> Result<Launched, ModelError> {
         let input = Arc::new(input.clone());
-        match self.all(|| Cmd::Step(input.clone()))? {
+        match self.all(|| Cmd::Launch(input.clone()))? {
+            Reply::Launched(l) => Ok(l),
+            _ => Err(broken("a rank answered a launch with something else")),
+        }
+    }
+
+    fn ready(&self) -> bool {
+        // Rank 0 stands for all: the ranks run the same step in lockstep
+        // and `finish` waits for every one anyway. A rank that cannot
+        // answer is "ready", so that `finish` runs and reports it.
+        if self.broken.is_some() || self.cmds[0].send(Cmd::Ready).is_err() {
+            return true;
+        }
+        match self.answers[0].recv() {
+            Ok(Ok(Reply::Ready(r))) => r,
+            _ => true,
+        }
+    }
+
+    fn finish(&mut self) -> Result<StepOutput, ModelError> {
+        match self.all(|| Cmd::Finish)? {
             Reply::Step(out) => Ok(out),
-            Reply::Logits(_) => Err(broken("a rank answered a step with logits")),
+            _ => Err(broken("a rank answered finish with something else")),
         }
     }
 
@@ -281,7 +321,7 @@ impl ModelRunner for TpRunner {
         let input = Arc::new(input.clone());
         match self.all(|| Cmd::Logits(input.clone()))? {
             Reply::Logits(l) => Ok(l),
-            Reply::Step(_) => Err(broken("a rank answered logits with a step")),
+            _ => Err(broken("a rank answered logits with something else")),
         }
     }
 
@@ -340,4 +380,40 @@ pub fn cpu_threads(
         },
         |comm| Ok(CpuBackend::new().with_communicator(comm)),
     )
+}
+
+/// `opts.tp` GPUs, one rank thread each, summing through NCCL: devices
+/// `first..first + tp`, where `first` is the device a one-GPU run would use
+/// (`MINISGL_CUDA_DEVICE`, default 0).
+pub fn cuda_ranks(
+    model: &LoadedModel,
+    num_pages: u32,
+    page_size: u32,
+    opts: &RunnerOptions,
+) -> Result<TpRunner, ModelError> {
+    use crate::backend::cuda::{device, nccl, CudaBackend, CudaOptions};
+    let world = opts.tp;
+    TpShard::check(&model.config, world)?;
+    let dev_err = |e: crate::backend::cuda::CudaError| ModelError::Backend(e.into());
+    let base = CudaOptions::default();
+    let visible = device::device_count().map_err(dev_err)?;
+    if base.ordinal + world > visible {
+        return Err(super::tp::TpError::TooFewGpus {
+            world,
+            first: base.ordinal,
+            visible,
+        }
+        .into());
+    }
+    let ordinals: Vec<usize> = (base.ordinal..base.ordinal + world).collect();
+    let t0 = std::time::Instant::now();
+    let ranks = nccl::init_group(&ordinals).map_err(dev_err)?;
+    tracing::info!(
+        "NCCL {} group of {world} GPUs (devices {ordinals:?}) in {:.2} s",
+        nccl::version().unwrap_or(0),
+        t0.elapsed().as_secs_f64()
+    );
+    TpRunner::new(model, ranks, num_pages, page_size, opts, |rank| {
+        CudaBackend::for_rank(&base, rank).map_err(dev_err)
+    })
 }

@@ -358,6 +358,12 @@ impl Device {
     }
 }
 
+/// GPUs the driver shows this process (after `CUDA_VISIBLE_DEVICES`).
+pub fn device_count() -> Result<usize, CudaError> {
+    libs::require_all()?;
+    Ok(CudaContext::device_count()?.max(0) as usize)
+}
+
 /// Free and total memory of device `ordinal` in bytes, as the driver reports
 /// them now (what a KV cache sized after the weights can take).
 pub fn memory_info(ordinal: usize) -> Result<(u64, u64), CudaError> {

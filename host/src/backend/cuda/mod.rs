@@ -12,6 +12,7 @@ pub mod device;
 pub mod error;
 mod graph;
 pub mod libs;
+pub mod nccl;
 pub mod nvrtc;
 pub mod ops;
 mod sample;
@@ -152,6 +153,9 @@ pub struct CudaBackend {
     /// Linear layers with at most this many rows use the skinny-product kernel
     /// (`gemv.cu`) instead of cuBLAS; 0 = always cuBLAS.
     pub(crate) gemv_rows: std::cell::Cell<usize>,
+    /// This device's rank when the model is split across GPUs
+    /// ([`Backend::all_reduce`](super::Backend::all_reduce) goes through it).
+    pub(crate) nccl: Option<nccl::NcclRank>,
 }
 
 impl CudaBackend {
@@ -163,7 +167,20 @@ impl CudaBackend {
             last_chosen: RefCell::new(None),
             pinned_pool: RefCell::new(Vec::new()),
             gemv_rows: std::cell::Cell::new(GEMV_ROWS_DEFAULT),
+            nccl: None,
         })
+    }
+
+    /// Rank `rank` of a tensor-parallel group: opens the rank's device and
+    /// sums through its communicator.
+    pub fn for_rank(opts: &CudaOptions, rank: nccl::NcclRank) -> Result<Self, CudaError> {
+        let opts = CudaOptions {
+            ordinal: rank.ordinal(),
+            ..opts.clone()
+        };
+        let mut b = Self::new(&opts)?;
+        b.nccl = Some(rank);
+        Ok(b)
     }
 
     /// Route linear layers of at most `rows` rows to the skinny-product kernel

@@ -323,7 +323,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
             let ps = settings.page_size;
             let pages = match args.num_pages {
                 Some(n) => n,
-                None => crate::engine::builder::kv_pages(&m.config, device, ps, None)?,
+                None => crate::engine::builder::kv_pages(&m.config, device, ps, None, 1)?,
             };
             let desc =
                 format!("{:?} engine, model `{}`", args.backend, m.source.display()).to_lowercase();

@@ -48,6 +48,68 @@ pub(super) fn top2(v: &[f32]) -> (u32, f32, f32) {
     (i1, v1, v2)
 }
 
+/// Two runs' logits row by row: the worst cosine, and whether every greedy
+/// difference is a near tie (the reference's own top-2 margin within twice
+/// the largest logit difference between the runs at that row).
+pub(super) struct Agreement {
+    pub min_cos: f64,
+    first_diff: Option<String>,
+    low_margin_diff: bool,
+    pub compared: usize,
+}
+
+impl Default for Agreement {
+    fn default() -> Self {
+        Agreement {
+            min_cos: 1.0,
+            first_diff: None,
+            low_margin_diff: true,
+            compared: 0,
+        }
+    }
+}
+
+impl Agreement {
+    /// Compare one row; returns the reference's greedy token (what both runs
+    /// are fed next, so they stay on one sequence).
+    pub fn add(&mut self, step: usize, seq: usize, reference: &[f32], other: &[f32]) -> u32 {
+        self.min_cos = worst(self.min_cos, cosine(other, reference));
+        let (tr, v1, v2) = top2(reference);
+        let (to, _, _) = top2(other);
+        let max_diff = reference
+            .iter()
+            .zip(other)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, |m, d| if d.is_nan() { f32::NAN } else { m.max(d) });
+        self.compared += 1;
+        if tr != to && self.first_diff.is_none() {
+            let margin = v1 - v2;
+            self.low_margin_diff = margin <= 2.0 * max_diff; // false for NaN
+            self.first_diff = Some(format!(
+                "first greedy difference at step {step} seq {seq}: reference {tr} other {to}, \
+                 reference margin {margin:.4}, max |Δlogit| {max_diff:.4}"
+            ));
+        }
+        tr
+    }
+
+    /// Cosine above 0.999 and no greedy difference but near ties.
+    pub fn pass(&self) -> bool {
+        self.min_cos > 0.999 && self.low_margin_diff
+    }
+
+    pub fn summary(&self) -> String {
+        format!(
+            "min logits cosine {:.6} over {} rows; {}",
+            self.min_cos,
+            self.compared,
+            self.first_diff
+                .clone()
+                .unwrap_or_else(|| "greedy tokens identical at every step".into())
+        )
+    }
+}
+
 pub fn compare(path: &Path, random: bool, steps: usize, rep: &mut Report) -> Result<()> {
     let lm = if random {
         load_random(path, 1)
@@ -77,41 +139,11 @@ pub fn compare(path: &Path, random: bool, steps: usize, rep: &mut Report) -> Res
     };
     let mut gpu = build_runner(&lm, DeviceKind::Cuda, pages, ps)?;
     let mut min_cos32 = 1.0f64;
-    let mut rng = ChaCha8Rng::seed_from_u64(42);
-    let mut seqs: Vec<(Vec<u32>, Vec<u32>)> = prompts
-        .iter()
-        .enumerate()
-        .map(|(i, &n)| {
-            let toks = (0..n)
-                .map(|_| rng.random_range(0..vocab.min(32000)))
-                .collect();
-            let pt = (0..per_seq).map(|p| i as u32 * per_seq + p).collect();
-            (toks, pt)
-        })
-        .collect();
-    let mut min_cos = 1.0f64;
-    let mut first_diff: Option<String> = None;
-    let mut low_margin_diff = true;
-    let mut compared = 0usize;
+    let mut seqs = random_seqs(&prompts, vocab, per_seq);
+    let mut agree = Agreement::default();
     let mut done = vec![0usize; seqs.len()]; // tokens already in the cache
     for step in 0..=steps {
-        let input = StepInput {
-            seqs: seqs
-                .iter()
-                .enumerate()
-                .map(|(i, (toks, pt))| SeqInput {
-                    id: i as u64,
-                    tokens: toks[done[i]..].to_vec(),
-                    first_from_last_step: false,
-                    start_pos: done[i] as u32,
-                    page_table: pt.clone(),
-                    sample: Some(SampleSpec {
-                        mode: SampleMode::Greedy,
-                        logprobs: None,
-                    }),
-                })
-                .collect(),
-        };
+        let input = greedy_step(&seqs, &done);
         let lc = cpu.logits(&input)?;
         let lg = gpu.logits(&input)?;
         if let Some(r) = cpu32.as_mut() {
@@ -120,30 +152,11 @@ pub fn compare(path: &Path, random: bool, steps: usize, rep: &mut Report) -> Res
             }
         }
         for (i, (c, g)) in lc.iter().zip(&lg).enumerate() {
-            let cos = cosine(g, c);
-            min_cos = worst(min_cos, cos);
-            let (tc, v1, v2) = top2(c);
-            let (tg, _, _) = top2(g);
-            let max_diff = c
-                .iter()
-                .zip(g)
-                .map(|(a, b)| (a - b).abs())
-                .fold(0.0f32, |m, d| if d.is_nan() { f32::NAN } else { m.max(d) });
-            compared += 1;
-            if tc != tg && first_diff.is_none() {
-                let margin = v1 - v2;
-                // A flip is explained by precision when the CPU's own top-2 margin is within
-                // twice the largest logit difference between the backends at this step.
-                low_margin_diff = margin <= 2.0 * max_diff; // false for NaN
-                first_diff = Some(format!(
-                    "first greedy difference at step {step} seq {i}: cpu {tc} gpu {tg}, cpu margin {margin:.4}, max |Δlogit| {max_diff:.4}"
-                ));
-            }
+            let next = agree.add(step, i, c, g);
             done[i] = seqs[i].0.len();
-            seqs[i].0.push(tc);
+            seqs[i].0.push(next);
         }
     }
-    let pass = min_cos > 0.999 && low_margin_diff;
     let vs32 = if random {
         String::new()
     } else {
@@ -151,14 +164,56 @@ pub fn compare(path: &Path, random: bool, steps: usize, rep: &mut Report) -> Res
     };
     rep.fact(
         "model",
-        format!("{name}: {} seqs, prefill {:?} + {steps} decode steps", prompts.len(), prompts),
-        pass,
         format!(
-            "vs CPU on the same bf16 weights: min logits cosine {min_cos:.6} over {compared} rows; {}{vs32}",
-            first_diff.unwrap_or_else(|| "greedy tokens identical at every step".into())
+            "{name}: {} seqs, prefill {:?} + {steps} decode steps",
+            prompts.len(),
+            prompts
+        ),
+        agree.pass(),
+        format!(
+            "GPU vs CPU (reference) on the same bf16 weights: {}{vs32}",
+            agree.summary()
         ),
     );
     Ok(())
+}
+
+/// Random prompts of `lens` tokens (seed 42), each with `per_seq` pages of
+/// its own.
+pub(super) fn random_seqs(lens: &[usize], vocab: u32, per_seq: u32) -> Vec<(Vec<u32>, Vec<u32>)> {
+    let mut rng = ChaCha8Rng::seed_from_u64(42);
+    lens.iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            let toks = (0..n)
+                .map(|_| rng.random_range(0..vocab.min(32000)))
+                .collect();
+            let pt = (0..per_seq).map(|p| i as u32 * per_seq + p).collect();
+            (toks, pt)
+        })
+        .collect()
+}
+
+/// One greedy step of every sequence: the tokens not yet in the cache
+/// (`done[i]` of sequence `i` are), sampled greedily.
+pub(super) fn greedy_step(seqs: &[(Vec<u32>, Vec<u32>)], done: &[usize]) -> StepInput {
+    StepInput {
+        seqs: seqs
+            .iter()
+            .enumerate()
+            .map(|(i, (toks, pt))| SeqInput {
+                id: i as u64,
+                tokens: toks[done[i]..].to_vec(),
+                first_from_last_step: false,
+                start_pos: done[i] as u32,
+                page_table: pt.clone(),
+                sample: Some(SampleSpec {
+                    mode: SampleMode::Greedy,
+                    logprobs: None,
+                }),
+            })
+            .collect(),
+    }
 }
 
 /// Greedy decode throughput of a runner: `batch` sequences with `prompt` tokens, then

@@ -7,6 +7,7 @@
 
 mod activation;
 mod attention;
+mod collective;
 mod embedding;
 mod kv;
 mod linear;
@@ -56,6 +57,10 @@ impl Backend for CudaBackend {
 
     fn prepare_step(&self, meta: &StepMeta) -> Result<CudaStep, BackendError> {
         self.prepare_step_impl(meta)
+    }
+
+    fn all_reduce(&self, x: &mut CudaTensor) -> Result<(), BackendError> {
+        self.all_reduce_impl(x)
     }
 
     fn embedding(&self, table: &CudaTensor, step: &CudaStep) -> Result<CudaTensor, BackendError> {
