@@ -643,8 +643,8 @@ settings! {
         alias [Alias::env_negated("MINISGL_DISABLE_OVERLAP_SCHEDULING")];
     /// Largest decode batch replayed from a CUDA graph; 0 disables graphs.
     cuda_graph_max_bs: u32 = 256, alias [Alias::flag_fixed("--no-cuda-graph", "0")];
-    /// Tensor-parallel ranks the model is split across (CPU: threads, for
-    /// testing; CUDA: not built yet, an error).
+    /// Tensor-parallel ranks the model is split across (CUDA: one GPU each,
+    /// NCCL between them; CPU: threads, for testing).
     tp: u32 = 1, check at_least_1;
     /// Most requests waiting for admission; beyond it new requests get 429.
     max_waiting: u32 = 1024, check at_least_1;
