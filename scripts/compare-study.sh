@@ -9,8 +9,8 @@
 #
 # Usage: scripts/compare-study.sh [PROFILE] [OUT_DIR]
 #   PROFILE  default docs/results/profiles/cpu-tiny-qwen3.json (measured on a CPU with the
-#            tiny test model; re-run with docs/results/profiles/qwen3-0.6b-h200.json and
-#            SCALE=h200 once the H200 profile is committed)
+#            tiny test model); the H200 study uses SCALE=h200 with
+#            docs/results/profiles/qwen3-0.6b-h200-replay.json (refitted on real CUDA steps)
 #   OUT_DIR  default docs/policy-study/<profile name>
 # Environment: SCALE=cpu-tiny (default) or h200 picks lengths, arrival speed and pool size
 # that load the profiled device about equally; WORKLOADS = folder of the public traces.
@@ -56,4 +56,7 @@ esac
 "$bin" compare --backend sim --profile "$profile" --synthetic shared-prefix "${B[@]}" \
     --policy lru=native,native --policy lfu=native,lfu --policy slru=native,slru \
     --out "$out/evictors"
+# compare also logs every simulated step (steps-POLICY.csv, ~1 MB each at the H200
+# scale); the study's findings are in the tables and plots, so the logs are not kept.
+rm -f "$out"/schedulers/steps-*.csv "$out"/evictors/steps-*.csv
 echo "study written to $out"

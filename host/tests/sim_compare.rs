@@ -224,6 +224,39 @@ fn check_outputs(dir: &Path) {
     assert!(std::fs::read_to_string(dir.join("ttft_cdf.svg"))
         .unwrap()
         .contains("<svg"));
+    for f in ["ttft_cdf.png", "throughput.png", "queue.png", "kv.png"] {
+        check_png(&dir.join(f));
+    }
+}
+
+/// A PNG plot is a real image: the signature, an IHDR of the plot's size, pixels
+/// that decode, more than one colour, and text in the caption band (the title is
+/// drawn from the embedded font, which a missing font would leave blank).
+fn check_png(path: &Path) {
+    let bytes = std::fs::read(path).unwrap();
+    let name = path.display();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "{name}: PNG signature");
+    assert_eq!(&bytes[12..16], b"IHDR", "{name}: first chunk");
+    let be = |i: usize| u32::from_be_bytes(bytes[i..i + 4].try_into().unwrap());
+    assert_eq!((be(16), be(20)), (800, 500), "{name}: IHDR size");
+    let mut reader = png::Decoder::new(std::io::Cursor::new(&bytes))
+        .read_info()
+        .unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    assert_eq!(info.color_type, png::ColorType::Rgb, "{name}");
+    let px: Vec<&[u8]> = buf[..info.buffer_size()].chunks(3).collect();
+    let colours: std::collections::HashSet<&[u8]> = px.iter().copied().collect();
+    assert!(colours.len() > 1, "{name}: blank image");
+    // The caption is 22 px text centred in the top ~40 rows, above the plot area.
+    let dark_in_caption = px[..800 * 40]
+        .iter()
+        .filter(|p| p.iter().all(|&c| c < 128))
+        .count();
+    assert!(
+        dark_in_caption > 50,
+        "{name}: no title text ({dark_in_caption} dark pixels)"
+    );
 }
 
 /// Every step of a real replay is logged, and a profile given to a real
@@ -332,6 +365,8 @@ fn compare_in_the_simulator_is_byte_identical_between_runs() {
         "results.csv",
         "ttft_cdf.svg",
         "kv.svg",
+        "ttft_cdf.png",
+        "kv.png",
         "steps-fcfs.csv",
     ] {
         assert_eq!(

@@ -1,5 +1,5 @@
 //! `minisgl-host compare`: replay one workload against several policy sets
-//! and write a table (Markdown, CSV) and plots (SVG).
+//! and write a table (Markdown, CSV) and plots (SVG and PNG).
 //!
 //! Every policy set sees the same requests with the same arrival times. The
 //! backend is the simulator (`sim`: the real loop, KV pool, radix cache and

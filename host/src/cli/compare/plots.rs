@@ -1,12 +1,21 @@
-//! The comparison's plots (SVG, through `plotters`): TTFT CDF, throughput,
-//! queue length and KV usage over time, one line per policy set.
+//! The comparison's plots, each written as SVG and as PNG (through
+//! `plotters`): TTFT CDF, throughput, queue length and KV usage over time, one
+//! line per policy set.
 //!
-//! PNG is not produced: plotters' bitmap backend needs a font library or a
-//! font file to draw text, and the SVG files carry the same lines.
+//! Text needs a font: the SVG files name one (`sans-serif`) and leave drawing
+//! to the viewer, but the bitmap backend rasterises glyphs itself. A fresh CI
+//! machine may have no fontconfig or freetype, so the glyphs come from a subset
+//! of DejaVu Sans embedded in the binary (`host/assets/fonts`, Bitstream Vera
+//! licence) and drawn by plotters' pure-Rust `ab_glyph` path. The same font
+//! lays out the SVG labels, so both files place their text alike. (plotters
+//! 0.3.7 draws each glyph at its pen position without the left side bearing,
+//! so letter spacing in the PNG labels is off by a pixel here and there.)
 
 use std::path::Path;
+use std::sync::Once;
 
 use anyhow::Context;
+use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::sim::RunRecord;
@@ -14,9 +23,76 @@ use crate::sim::RunRecord;
 /// A named line: `(x, y)` points.
 pub type Series = (String, Vec<(f64, f64)>);
 
+/// Plot size in pixels (SVG user units and PNG pixels alike).
+const SIZE: (u32, u32) = (800, 500);
+
+/// ASCII, Latin-1 and a few punctuation marks of DejaVu Sans: enough for the
+/// titles, axis labels, numbers and policy names, at 40 KB instead of 760 KB.
+static FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans-subset.ttf");
+
+/// Registers [`FONT`] under every family name plotters may ask for. With the
+/// `ab_glyph` feature, a family that was never registered is an error at the
+/// first label, not a fallback.
+fn register_fonts() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        for family in ["sans-serif", "serif", "monospace"] {
+            // The font is a constant that parses (the PNG test draws with it), so
+            // failure here is a broken build, not an input error.
+            if plotters::style::register_font(family, FontStyle::Normal, FONT).is_err() {
+                panic!("embedded font {family} does not parse");
+            }
+        }
+    });
+}
+
 /// Draws `series` into an SVG file at `path`.
 pub fn line_chart(
     path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+) -> anyhow::Result<()> {
+    register_fonts();
+    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    draw_chart(&root, title, x_label, y_label, series)
+        .with_context(|| format!("drawing {}", path.display()))
+}
+
+/// Draws `series` into a PNG file at `path`: rendered into an RGB buffer, then
+/// encoded by the `png` crate (deterministic, so the same runs give the same
+/// bytes).
+pub fn line_chart_png(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+) -> anyhow::Result<()> {
+    register_fonts();
+    let (w, h) = SIZE;
+    let mut rgb = vec![0u8; (w * h * 3) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut rgb, SIZE).into_drawing_area();
+        draw_chart(&root, title, x_label, y_label, series)
+            .with_context(|| format!("drawing {}", path.display()))?;
+    }
+    let file =
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let mut enc = png::Encoder::new(std::io::BufWriter::new(file), w, h);
+    enc.set_color(png::ColorType::Rgb);
+    enc.set_depth(png::BitDepth::Eight);
+    enc.set_compression(png::Compression::Best);
+    let mut writer = enc.write_header()?;
+    writer.write_image_data(&rgb)?;
+    writer.finish()?;
+    Ok(())
+}
+
+/// The chart itself, on any plotters backend.
+fn draw_chart<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
     title: &str,
     x_label: &str,
     y_label: &str,
@@ -32,10 +108,9 @@ pub fn line_chart(
         if x1 > 0.0 { x1 } else { 1.0 },
         if y1 > 0.0 { y1 * 1.05 } else { 1.0 },
     );
-    let root = SVGBackend::new(path, (800, 500)).into_drawing_area();
     let draw = || -> Result<(), Box<dyn std::error::Error + '_>> {
         root.fill(&WHITE)?;
-        let mut chart = ChartBuilder::on(&root)
+        let mut chart = ChartBuilder::on(root)
             .caption(title, ("sans-serif", 22))
             .margin(12)
             .x_label_area_size(40)
@@ -65,9 +140,7 @@ pub fn line_chart(
         root.present()?;
         Ok(())
     };
-    draw()
-        .map_err(|e| anyhow::anyhow!("{e}"))
-        .with_context(|| format!("drawing {}", path.display()))
+    draw().map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// TTFT empirical CDF (seconds, fraction of completed requests).
@@ -115,7 +188,8 @@ pub fn gauge(r: &RunRecord, max: usize, f: impl Fn(&crate::sim::Sample) -> f64) 
         .collect()
 }
 
-/// Writes every plot for the runs into `dir`; returns the file names.
+/// Writes every plot for the runs into `dir`, each as `NAME.svg` and
+/// `NAME.png`; returns the file names.
 pub fn write_all(
     dir: &Path,
     runs: &[(String, &RunRecord)],
@@ -132,28 +206,28 @@ pub fn write_all(
     let total = kv_pages.max(1) as f64;
     let plots: [(&str, &str, &str, &str, Vec<Series>); 4] = [
         (
-            "ttft_cdf.svg",
+            "ttft_cdf",
             "TTFT CDF",
             "TTFT (s)",
             "fraction of requests",
             per(&ttft_cdf),
         ),
         (
-            "throughput.svg",
+            "throughput",
             "Output throughput over time",
             "time (s)",
             "output tokens / s",
             per(&|r| throughput(r, end_s, 60)),
         ),
         (
-            "queue.svg",
+            "queue",
             "Waiting requests over time",
             "time (s)",
             "queue length",
             per(&|r| gauge(r, 2000, |s| s.queue_len as f64)),
         ),
         (
-            "kv.svg",
+            "kv",
             "KV pages in use (requests + radix cache)",
             "time (s)",
             "fraction of the pool",
@@ -165,9 +239,12 @@ pub fn write_all(
         ),
     ];
     let mut names = Vec::new();
-    for (file, title, xl, yl, series) in plots {
-        line_chart(&dir.join(file), title, xl, yl, &series)?;
-        names.push(file.to_string());
+    for (stem, title, xl, yl, series) in plots {
+        let (svg, png) = (format!("{stem}.svg"), format!("{stem}.png"));
+        line_chart(&dir.join(&svg), title, xl, yl, &series)?;
+        line_chart_png(&dir.join(&png), title, xl, yl, &series)?;
+        names.push(svg);
+        names.push(png);
     }
     Ok(names)
 }
