@@ -3,12 +3,22 @@
 //! Policies are written against these types so the same code runs natively in
 //! the host (as its built-in fallback) and inside a Wasm component. Field
 //! meanings are documented once, in the WIT file.
+//!
+//! With the `serde` feature the inputs of the three worlds serialize as
+//! JSON with their field names; a missing field takes its default, a token
+//! bias is a `[token, bias]` pair, a candidate a `[token, logprob]` pair,
+//! and a sample request's parameters sit inline beside its other fields.
 
 /// Host identifier of a request.
 pub type RequestId = u64;
 
 /// See `request-view` in `wit/types.wit`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(default)
+)]
 pub struct RequestView {
     pub id: RequestId,
     pub arrival_us: u64,
@@ -34,6 +44,11 @@ impl RequestView {
 
 /// See `budget` in `wit/types.wit`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(default)
+)]
 pub struct Budget {
     pub max_prefill_tokens: u32,
     pub max_running: u32,
@@ -61,6 +76,11 @@ pub struct ScheduleDecision {
 
 /// See `cache-leaf` in `wit/types.wit`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(default)
+)]
 pub struct CacheLeaf {
     pub node: u64,
     pub depth: u32,
@@ -74,6 +94,11 @@ pub struct CacheLeaf {
 
 /// See `sampling-params` in `wit/types.wit`.
 #[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(default)
+)]
 pub struct SamplingParams {
     pub temperature: f32,
     pub top_k: i32,
@@ -117,6 +142,11 @@ impl SamplingParams {
 
 /// See `token-bias` in `wit/types.wit`.
 #[derive(Clone, Debug, Default, PartialEq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(from = "(u32, f32)", into = "(u32, f32)")
+)]
 pub struct TokenBias {
     pub token: u32,
     pub bias: f32,
@@ -124,8 +154,14 @@ pub struct TokenBias {
 
 /// See `sample-request` in `wit/types.wit`.
 #[derive(Clone, Debug, Default, PartialEq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(default)
+)]
 pub struct SampleRequest {
     pub id: RequestId,
+    #[cfg_attr(feature = "serde", serde(flatten))]
     pub params: SamplingParams,
     pub logit_bias: Vec<TokenBias>,
     pub generated_len: u32,
@@ -146,6 +182,11 @@ pub struct SamplePlan {
 
 /// See `candidate` in `wit/types.wit`.
 #[derive(Clone, Debug, Default, PartialEq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(from = "(u32, f32)", into = "(u32, f32)")
+)]
 pub struct Candidate {
     pub token: u32,
     pub logprob: f32,
@@ -153,8 +194,37 @@ pub struct Candidate {
 
 /// See `candidate-list` in `wit/types.wit`.
 #[derive(Clone, Debug, Default, PartialEq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(default)
+)]
 pub struct CandidateList {
     pub id: RequestId,
     pub seed: u64,
     pub candidates: Vec<Candidate>,
+}
+
+impl From<(u32, f32)> for TokenBias {
+    fn from((token, bias): (u32, f32)) -> Self {
+        TokenBias { token, bias }
+    }
+}
+
+impl From<TokenBias> for (u32, f32) {
+    fn from(x: TokenBias) -> Self {
+        (x.token, x.bias)
+    }
+}
+
+impl From<(u32, f32)> for Candidate {
+    fn from((token, logprob): (u32, f32)) -> Self {
+        Candidate { token, logprob }
+    }
+}
+
+impl From<Candidate> for (u32, f32) {
+    fn from(x: Candidate) -> Self {
+        (x.token, x.logprob)
+    }
 }

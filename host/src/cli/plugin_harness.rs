@@ -21,9 +21,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use minisgl_plugin_sdk::{
-    Budget, CacheLeaf, CandidateList, RequestView, SamplePlan, SampleRequest, ScheduleDecision,
-};
+use minisgl_plugin_sdk::{SamplePlan, ScheduleDecision};
 
 use super::settings::{Group, SettingArgs};
 use crate::config::Alias;
@@ -189,42 +187,6 @@ fn case_kind(case: &Case) -> PluginKind {
     }
 }
 
-/// A case converted to the SDK's types once, so timing measures the call.
-enum Prepared {
-    Schedule(Vec<RequestView>, Vec<RequestView>, Budget),
-    Evict(Vec<CacheLeaf>, u32),
-    Sample(Vec<SampleRequest>, u32, Vec<CandidateList>),
-}
-
-impl From<&Case> for Prepared {
-    fn from(case: &Case) -> Self {
-        match case {
-            Case::Schedule {
-                waiting,
-                running,
-                budget,
-            } => Prepared::Schedule(
-                waiting.iter().map(Into::into).collect(),
-                running.iter().map(Into::into).collect(),
-                budget.into(),
-            ),
-            Case::Evict {
-                leaves,
-                pages_needed,
-            } => Prepared::Evict(leaves.iter().map(Into::into).collect(), *pages_needed),
-            Case::Sample {
-                requests,
-                vocab_size,
-                lists,
-            } => Prepared::Sample(
-                requests.iter().map(Into::into).collect(),
-                *vocab_size,
-                lists.iter().map(Into::into).collect(),
-            ),
-        }
-    }
-}
-
 /// What a plugin answered to one case.
 #[derive(Debug, PartialEq)]
 enum Answer {
@@ -233,13 +195,22 @@ enum Answer {
     Sample(Vec<SamplePlan>, Vec<u32>),
 }
 
-fn call(set: &PluginSet, case: &Prepared) -> Answer {
+fn call(set: &PluginSet, case: &Case) -> Answer {
     match case {
-        Prepared::Schedule(w, r, b) => Answer::Schedule(set.schedule(w, r, b)),
-        Prepared::Evict(leaves, need) => Answer::Evict(set.pick_victims(leaves, *need)),
-        Prepared::Sample(reqs, vocab, lists) => {
-            Answer::Sample(set.plan(reqs, *vocab), set.pick(lists))
-        }
+        Case::Schedule {
+            waiting,
+            running,
+            budget,
+        } => Answer::Schedule(set.schedule(waiting, running, budget)),
+        Case::Evict {
+            leaves,
+            pages_needed,
+        } => Answer::Evict(set.pick_victims(leaves, *pages_needed)),
+        Case::Sample {
+            requests,
+            vocab_size,
+            lists,
+        } => Answer::Sample(set.plan(requests, *vocab_size), set.pick(lists)),
     }
 }
 
@@ -262,7 +233,7 @@ fn check(args: CheckArgs) -> Result<()> {
     let set = load(&spec, inputs, FailureMode::Fail)?;
     let mut n = 0u64;
     for (i, case) in cases(inputs)?.enumerate() {
-        call(&set, &Prepared::from(&case));
+        call(&set, &case);
         n += 1;
         if let Err(err) = set.check() {
             let json = serde_json::to_string(&case)?;
@@ -285,8 +256,7 @@ fn diff(args: DiffArgs) -> Result<()> {
     let b = load(&args.b, inputs, FailureMode::Fallback)?;
     let (mut n, mut differ) = (0u64, 0u64);
     for (i, case) in cases(inputs)?.enumerate() {
-        let prepared = Prepared::from(&case);
-        let (x, y) = (call(&a, &prepared), call(&b, &prepared));
+        let (x, y) = (call(&a, &case), call(&b, &case));
         n += 1;
         if x != y {
             differ += 1;
@@ -334,7 +304,7 @@ struct Timing {
 }
 
 /// Sorted wall times and sorted thread CPU times of `iters` calls, in µs.
-fn time_calls(set: &PluginSet, cases: &[Prepared], iters: usize) -> (Vec<f64>, Vec<f64>) {
+fn time_calls(set: &PluginSet, cases: &[Case], iters: usize) -> (Vec<f64>, Vec<f64>) {
     for case in cases.iter().cycle().take(20) {
         call(set, case);
     }
@@ -416,7 +386,7 @@ fn cost(args: CostArgs) -> Result<()> {
 /// The case sets `cost` times: the `--views` file as one set (every case of
 /// it, cycled), else 16 synthetic cases per `--batch` size, cycled, so a
 /// plugin cannot cache one answer.
-fn cost_inputs(args: &CostArgs) -> Result<Vec<(usize, String, Vec<Prepared>)>> {
+fn cost_inputs(args: &CostArgs) -> Result<Vec<(usize, String, Vec<Case>)>> {
     let inputs = &args.inputs;
     if let Some(path) = &inputs.views {
         let recorded: Vec<Case> = cases(inputs)?.collect();
@@ -424,24 +394,16 @@ fn cost_inputs(args: &CostArgs) -> Result<Vec<(usize, String, Vec<Prepared>)>> {
             bail!("{}: no cases to time", path.display());
         }
         let batch = recorded.iter().map(views::size).max().unwrap_or(0);
-        let prepared = recorded.iter().map(Prepared::from).collect();
-        return Ok(vec![(batch, path.display().to_string(), prepared)]);
+        return Ok(vec![(batch, path.display().to_string(), recorded)]);
     }
     Ok(args
         .batch
         .iter()
         .map(|&batch| {
-            let prepared = (0..16)
-                .map(|i| {
-                    Prepared::from(&views::synthetic(
-                        inputs.kind,
-                        inputs.seed,
-                        i,
-                        Size::Batch(batch),
-                    ))
-                })
+            let cases = (0..16)
+                .map(|i| views::synthetic(inputs.kind, inputs.seed, i, Size::Batch(batch)))
                 .collect();
-            (batch, "synthetic".to_string(), prepared)
+            (batch, "synthetic".to_string(), cases)
         })
         .collect())
 }

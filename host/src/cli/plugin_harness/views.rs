@@ -16,24 +16,26 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-/// One call to make, for any plugin kind.
+/// One call to make, for any plugin kind, in the SDK's own records (their
+/// JSON form is the SDK's `serde` feature: field names as in `plugin-sdk`,
+/// missing fields defaulted).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Case {
     Schedule {
-        waiting: Vec<ViewJson>,
-        running: Vec<ViewJson>,
-        budget: BudgetJson,
+        waiting: Vec<RequestView>,
+        running: Vec<RequestView>,
+        budget: Budget,
     },
     Evict {
-        leaves: Vec<LeafJson>,
+        leaves: Vec<CacheLeaf>,
         pages_needed: u32,
     },
     /// `plan` over `requests`, then `pick` over `lists`.
     Sample {
-        requests: Vec<SampleJson>,
+        requests: Vec<SampleRequest>,
         vocab_size: u32,
-        lists: Vec<ListJson>,
+        lists: Vec<CandidateList>,
     },
 }
 
@@ -116,7 +118,7 @@ fn schedule_case(rng: &mut ChaCha8Rng, n: usize, size: Size) -> Case {
         } else {
             computed.max(hit)
         };
-        ViewJson {
+        RequestView {
             id: next_id,
             arrival_us: now,
             prompt_len: prompt,
@@ -134,10 +136,10 @@ fn schedule_case(rng: &mut ChaCha8Rng, n: usize, size: Size) -> Case {
         }
     };
     // Running requests started before the waiting ones arrived.
-    let running: Vec<ViewJson> = (0..n_run).map(|_| view(rng, true)).collect();
-    let waiting: Vec<ViewJson> = (0..n_wait).map(|_| view(rng, false)).collect();
+    let running: Vec<RequestView> = (0..n_run).map(|_| view(rng, true)).collect();
+    let waiting: Vec<RequestView> = (0..n_wait).map(|_| view(rng, false)).collect();
     let tight = rng.random_bool(0.25);
-    let budget = BudgetJson {
+    let budget = Budget {
         max_prefill_tokens: if rng.random_bool(0.1) {
             rng.random_range(0..=64)
         } else {
@@ -168,12 +170,12 @@ fn schedule_case(rng: &mut ChaCha8Rng, n: usize, size: Size) -> Case {
 
 fn evict_case(rng: &mut ChaCha8Rng, n: usize) -> Case {
     let mut node = rng.random_range(1..1000u64);
-    let leaves: Vec<LeafJson> = (0..n)
+    let leaves: Vec<CacheLeaf> = (0..n)
         .map(|_| {
             node += rng.random_range(1..100);
             let tokens = rng.random_range(1..=512);
             let created = rng.random_range(0..1_000_000);
-            LeafJson {
+            CacheLeaf {
                 node,
                 depth: tokens + rng.random_range(0..4_096),
                 tokens,
@@ -196,29 +198,29 @@ fn evict_case(rng: &mut ChaCha8Rng, n: usize) -> Case {
 fn sample_case(rng: &mut ChaCha8Rng, n: usize) -> Case {
     let vocab_size = rng.random_range(1_000..=200_000);
     let mut id = rng.random_range(1..1000u64);
-    let requests: Vec<SampleJson> = (0..n)
+    let requests: Vec<SampleRequest> = (0..n)
         .map(|_| {
             id += rng.random_range(1..50);
-            SampleJson {
+            SampleRequest {
                 id,
-                temperature: [0.0, 0.7, 1.0, 1.5][rng.random_range(0..4)],
-                top_k: [0, -1, 1, 40][rng.random_range(0..4)],
-                top_p: [1.0, 0.9, 0.5][rng.random_range(0..3)],
-                min_p: [0.0, 0.05][rng.random_range(0..2)],
-                presence_penalty: [0.0, 0.5, -0.5][rng.random_range(0..3)],
-                frequency_penalty: [0.0, 0.3][rng.random_range(0..2)],
-                repetition_penalty: [1.0, 1.1][rng.random_range(0..2)],
-                seed: if rng.random_bool(0.5) {
-                    Some(rng.random())
-                } else {
-                    None
+                params: SamplingParams {
+                    temperature: [0.0, 0.7, 1.0, 1.5][rng.random_range(0..4)],
+                    top_k: [0, -1, 1, 40][rng.random_range(0..4)],
+                    top_p: [1.0, 0.9, 0.5][rng.random_range(0..3)],
+                    min_p: [0.0, 0.05][rng.random_range(0..2)],
+                    presence_penalty: [0.0, 0.5, -0.5][rng.random_range(0..3)],
+                    frequency_penalty: [0.0, 0.3][rng.random_range(0..2)],
+                    repetition_penalty: [1.0, 1.1][rng.random_range(0..2)],
+                    seed: if rng.random_bool(0.5) {
+                        Some(rng.random())
+                    } else {
+                        None
+                    },
                 },
                 logit_bias: (0..rng.random_range(0..4))
-                    .map(|_| {
-                        (
-                            rng.random_range(0..vocab_size),
-                            rng.random_range(-100.0..=100.0),
-                        )
+                    .map(|_| TokenBias {
+                        token: rng.random_range(0..vocab_size),
+                        bias: rng.random_range(-100.0..=100.0),
                     })
                     .collect(),
                 generated_len: rng.random_range(0..1_000),
@@ -232,13 +234,16 @@ fn sample_case(rng: &mut ChaCha8Rng, n: usize) -> Case {
         .map(|r| {
             let k = rng.random_range(1..=64);
             let mut logprob = 0.0f32;
-            ListJson {
+            CandidateList {
                 id: r.id,
                 seed: rng.random(),
                 candidates: (0..k)
                     .map(|_| {
                         logprob -= rng.random_range(0.0..2.0);
-                        (rng.random_range(0..vocab_size), logprob)
+                        Candidate {
+                            token: rng.random_range(0..vocab_size),
+                            logprob,
+                        }
                     })
                     .collect(),
             }
@@ -266,173 +271,69 @@ pub fn read_jsonl(path: &std::path::Path) -> anyhow::Result<Vec<Case>> {
         .collect()
 }
 
-/// `request-view` as JSON (snake_case field names, as in `plugin-sdk`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ViewJson {
-    pub id: u64,
-    pub arrival_us: u64,
-    pub prompt_len: u32,
-    #[serde(default)]
-    pub prefix_hit_len: u32,
-    #[serde(default)]
-    pub computed_len: u32,
-    #[serde(default)]
-    pub generated_len: u32,
-    pub max_new_tokens: u32,
-    #[serde(default)]
-    pub priority: i32,
-    #[serde(default)]
-    pub client_id: u64,
-    #[serde(default)]
-    pub deadline_us: Option<u64>,
-    #[serde(default)]
-    pub pages_held: u32,
-    #[serde(default)]
-    pub last_scheduled_us: u64,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugin::PluginKind;
 
-impl From<&ViewJson> for RequestView {
-    fn from(v: &ViewJson) -> Self {
-        RequestView {
-            id: v.id,
-            arrival_us: v.arrival_us,
-            prompt_len: v.prompt_len,
-            prefix_hit_len: v.prefix_hit_len,
-            computed_len: v.computed_len,
-            generated_len: v.generated_len,
-            max_new_tokens: v.max_new_tokens,
-            priority: v.priority,
-            client_id: v.client_id,
-            deadline_us: v.deadline_us,
-            pages_held: v.pages_held,
-            last_scheduled_us: v.last_scheduled_us,
+    #[test]
+    fn cases_survive_a_json_round_trip() {
+        for kind in [
+            PluginKind::Scheduler,
+            PluginKind::Evictor,
+            PluginKind::Sampler,
+        ] {
+            for i in 0..40 {
+                let case = synthetic(kind, 7, i, Size::Varied);
+                let line = serde_json::to_string(&case).unwrap();
+                let back: Case = serde_json::from_str(&line).unwrap();
+                assert_eq!(back, case, "{kind:?} case {i}: {line:.200}");
+            }
         }
     }
-}
 
-/// `budget` as JSON.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BudgetJson {
-    pub max_prefill_tokens: u32,
-    pub max_running: u32,
-    pub free_pages: u32,
-    #[serde(default)]
-    pub evictable_pages: u32,
-    pub page_size: u32,
-    #[serde(default)]
-    pub now_us: u64,
-    #[serde(default)]
-    pub step: u64,
-}
-
-impl From<&BudgetJson> for Budget {
-    fn from(b: &BudgetJson) -> Self {
-        Budget {
-            max_prefill_tokens: b.max_prefill_tokens,
-            max_running: b.max_running,
-            free_pages: b.free_pages,
-            evictable_pages: b.evictable_pages,
-            page_size: b.page_size,
-            now_us: b.now_us,
-            step: b.step,
-        }
-    }
-}
-
-/// `cache-leaf` as JSON.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LeafJson {
-    pub node: u64,
-    pub depth: u32,
-    pub tokens: u32,
-    pub pages: u32,
-    pub last_access_us: u64,
-    #[serde(default)]
-    pub hit_count: u32,
-    #[serde(default)]
-    pub created_us: u64,
-    #[serde(default)]
-    pub priority: i32,
-}
-
-impl From<&LeafJson> for CacheLeaf {
-    fn from(l: &LeafJson) -> Self {
-        CacheLeaf {
-            node: l.node,
-            depth: l.depth,
-            tokens: l.tokens,
-            pages: l.pages,
-            last_access_us: l.last_access_us,
-            hit_count: l.hit_count,
-            created_us: l.created_us,
-            priority: l.priority,
-        }
-    }
-}
-
-/// `sample-request` as JSON, with the sampling parameters inlined and biases
-/// as `[token, bias]` pairs.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SampleJson {
-    pub id: u64,
-    pub temperature: f32,
-    pub top_k: i32,
-    pub top_p: f32,
-    pub min_p: f32,
-    pub presence_penalty: f32,
-    pub frequency_penalty: f32,
-    pub repetition_penalty: f32,
-    pub seed: Option<u64>,
-    pub logit_bias: Vec<(u32, f32)>,
-    pub generated_len: u32,
-    pub prompt_len: u32,
-    pub entropy: u64,
-}
-
-impl From<&SampleJson> for SampleRequest {
-    fn from(s: &SampleJson) -> Self {
-        SampleRequest {
-            id: s.id,
-            params: SamplingParams {
-                temperature: s.temperature,
-                top_k: s.top_k,
-                top_p: s.top_p,
-                min_p: s.min_p,
-                presence_penalty: s.presence_penalty,
-                frequency_penalty: s.frequency_penalty,
-                repetition_penalty: s.repetition_penalty,
-                seed: s.seed,
-            },
-            logit_bias: s
-                .logit_bias
-                .iter()
-                .map(|&(token, bias)| TokenBias { token, bias })
-                .collect(),
-            generated_len: s.generated_len,
-            prompt_len: s.prompt_len,
-            entropy: s.entropy,
-        }
-    }
-}
-
-/// `candidate-list` as JSON, candidates as `[token, logprob]` pairs.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ListJson {
-    pub id: u64,
-    pub seed: u64,
-    pub candidates: Vec<(u32, f32)>,
-}
-
-impl From<&ListJson> for CandidateList {
-    fn from(l: &ListJson) -> Self {
-        CandidateList {
-            id: l.id,
-            seed: l.seed,
-            candidates: l
-                .candidates
-                .iter()
-                .map(|&(token, logprob)| Candidate { token, logprob })
-                .collect(),
-        }
+    #[test]
+    fn hand_written_cases_default_what_they_leave_out() {
+        let line = r#"{"schedule":{"waiting":[{"id":3,"prompt_len":10,"max_new_tokens":4}],
+            "running":[],"budget":{"max_prefill_tokens":64,"max_running":8,"free_pages":100,"page_size":16}}}"#;
+        let Case::Schedule {
+            waiting, budget, ..
+        } = serde_json::from_str(line).unwrap()
+        else {
+            panic!("not a schedule case");
+        };
+        assert_eq!(
+            (waiting[0].id, waiting[0].prompt_len, waiting[0].deadline_us),
+            (3, 10, None)
+        );
+        assert_eq!((budget.page_size, budget.evictable_pages), (16, 0));
+        let line = r#"{"sample":{"vocab_size":100,
+            "requests":[{"id":1,"temperature":0.5,"logit_bias":[[7,-1.5]]}],
+            "lists":[{"id":1,"seed":9,"candidates":[[7,-0.1],[8,-2.0]]}]}}"#;
+        let Case::Sample {
+            requests, lists, ..
+        } = serde_json::from_str(line).unwrap()
+        else {
+            panic!("not a sample case");
+        };
+        assert_eq!(requests[0].params.temperature, 0.5);
+        assert_eq!(
+            requests[0].params.top_p, 1.0,
+            "unset parameters keep OpenAI's defaults"
+        );
+        assert_eq!(
+            requests[0].logit_bias[0],
+            TokenBias {
+                token: 7,
+                bias: -1.5
+            }
+        );
+        assert_eq!(
+            lists[0].candidates[1],
+            Candidate {
+                token: 8,
+                logprob: -2.0
+            }
+        );
     }
 }
