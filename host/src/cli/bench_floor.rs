@@ -122,8 +122,7 @@ pub struct AllReduceTimes {
 pub fn measure_all_reduce(world: usize, sizes: &[usize]) -> anyhow::Result<AllReduceTimes> {
     use crate::backend::cuda::nccl;
     use cudarc::driver::sys::CUevent_flags;
-    let first = CudaOptions::default().ordinal;
-    let ordinals: Vec<usize> = (first..first + world).collect();
+    let ordinals = crate::model::tp_runner::gpu_ordinals(world)?;
     let ranks = nccl::init_group(&ordinals)?;
     const BIG: usize = 128 << 20; // bf16 elements: 256 MiB
     let times: Vec<anyhow::Result<Vec<f64>>> = std::thread::scope(|s| {

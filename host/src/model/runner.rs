@@ -435,8 +435,13 @@ const GPU_RESERVE_BYTES: u64 = 4 << 30;
 pub fn auto_kv_budget(device: DeviceKind, weight_bytes: u64, tp: usize) -> Result<u64, ModelError> {
     const CPU_DEFAULT: u64 = 1 << 30;
     let gpu = |strict: bool| -> Result<u64, ModelError> {
-        let first = crate::backend::cuda::CudaOptions::default().ordinal;
-        let free = (first..first + tp.max(1))
+        let ordinals = match super::tp_runner::gpu_ordinals(tp.max(1)) {
+            Ok(o) => o,
+            Err(e) if strict => return Err(e),
+            Err(_) => return Ok(CPU_DEFAULT),
+        };
+        let free = ordinals
+            .into_iter()
             .map(|o| crate::backend::cuda::device::memory_info(o).map(|(f, _)| f))
             .collect::<Result<Vec<u64>, _>>()
             .map(|f| f.into_iter().min().unwrap_or(0));

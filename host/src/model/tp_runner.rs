@@ -382,6 +382,24 @@ pub fn cpu_threads(
     )
 }
 
+/// The devices of `world` GPU ranks, `first..first + world`, where `first`
+/// is the device a one-GPU run would use (`MINISGL_CUDA_DEVICE`, default
+/// 0); an error naming the count when fewer are visible.
+pub fn gpu_ordinals(world: usize) -> Result<Vec<usize>, ModelError> {
+    use crate::backend::cuda::{device, CudaOptions};
+    let first = CudaOptions::default().ordinal;
+    let visible = device::device_count().map_err(|e| ModelError::Backend(e.into()))?;
+    if first + world > visible {
+        return Err(super::tp::TpError::TooFewGpus {
+            world,
+            first,
+            visible,
+        }
+        .into());
+    }
+    Ok((first..first + world).collect())
+}
+
 /// `opts.tp` GPUs, one rank thread each, summing through NCCL: devices
 /// `first..first + tp`, where `first` is the device a one-GPU run would use
 /// (`MINISGL_CUDA_DEVICE`, default 0).
@@ -391,21 +409,12 @@ pub fn cuda_ranks(
     page_size: u32,
     opts: &RunnerOptions,
 ) -> Result<TpRunner, ModelError> {
-    use crate::backend::cuda::{device, nccl, CudaBackend, CudaOptions};
+    use crate::backend::cuda::{nccl, CudaBackend, CudaOptions};
     let world = opts.tp;
     TpShard::check(&model.config, world)?;
     let dev_err = |e: crate::backend::cuda::CudaError| ModelError::Backend(e.into());
     let base = CudaOptions::default();
-    let visible = device::device_count().map_err(dev_err)?;
-    if base.ordinal + world > visible {
-        return Err(super::tp::TpError::TooFewGpus {
-            world,
-            first: base.ordinal,
-            visible,
-        }
-        .into());
-    }
-    let ordinals: Vec<usize> = (base.ordinal..base.ordinal + world).collect();
+    let ordinals = gpu_ordinals(world)?;
     let t0 = std::time::Instant::now();
     let ranks = nccl::init_group(&ordinals).map_err(dev_err)?;
     tracing::info!(
