@@ -18,14 +18,17 @@ __device__ __forceinline__ int decode_part(int ctx, int splits) {
 // Block (s, y, b) handles query heads kvh * group + hc * GMAX + [0, GMAX) of sequence b
 // over context rows [s * part, (s + 1) * part), kvh = y / head_chunks, hc = y % head_chunks.
 // Writes normalized partial outputs o_part[b, h, s, :] (f32) and their log2-sum-exp
-// lse_part[b, h, s] for attn_decode_combine.
+// lse_part[b, h, s] for attn_decode_combine; with one split and o_direct set, the
+// block's result is the output, so it is written there in bf16 and no combine runs
+// (at large batches the grid is full without splitting; the combine was 2-3% of a step).
 template <int HD, int GMAX>
 __device__ __forceinline__ void decode_impl(
     const bf16_t* __restrict__ q, int q_stride, const bf16_t* __restrict__ k_cache,
     const bf16_t* __restrict__ v_cache, const int* __restrict__ q_start,
     const int* __restrict__ kv_len, const int* __restrict__ page_start,
     const int* __restrict__ page_ids, int q_heads, int kv_heads, int page_size, float scale,
-    int head_chunks, float* __restrict__ o_part, float* __restrict__ lse_part) {
+    int head_chunks, float* __restrict__ o_part, float* __restrict__ lse_part,
+    bf16_t* __restrict__ o_direct) {
     constexpr int LPR = HD / 8;                 // lanes per K/V row (16 bytes each)
     constexpr int RGW = 32 / LPR;               // row groups per warp
     constexpr int RG = DECODE_WARPS * RGW;      // row groups per block
@@ -174,9 +177,13 @@ __device__ __forceinline__ void decode_impl(
             L += sm_l[i][g] * w;
             O += sm_acc[i][g][d] * w;
         }
-        size_t bh = (size_t)b * q_heads + h0 + g;
-        o_part[(bh * splits + split) * HD + d] = O / L;
-        if (d == 0) lse_part[bh * splits + split] = M + log2f(L);
+        if (o_direct != nullptr) {
+            o_direct[(size_t)(q_start[b + 1] - 1) * q_heads * HD + (h0 + g) * HD + d] = f2bf(O / L);
+        } else {
+            size_t bh = (size_t)b * q_heads + h0 + g;
+            o_part[(bh * splits + split) * HD + d] = O / L;
+            if (d == 0) lse_part[bh * splits + split] = M + log2f(L);
+        }
     }
 }
 
@@ -185,10 +192,10 @@ __device__ __forceinline__ void decode_impl(
         const bf16_t* q, int q_stride, const bf16_t* k_cache, const bf16_t* v_cache,          \
         const int* q_start, const int* kv_len, const int* page_start, const int* page_ids,   \
         int q_heads, int kv_heads, int page_size, float scale, int head_chunks, float* o_part, \
-        float* lse_part) {                                                                     \
+        float* lse_part, bf16_t* o_direct) {                                                   \
         decode_impl<HD, G>(q, q_stride, k_cache, v_cache, q_start, kv_len, page_start,         \
                            page_ids, q_heads, kv_heads, page_size, scale, head_chunks, o_part, \
-                           lse_part);                                                          \
+                           lse_part, o_direct);                                                \
     }
 DECODE(64, 1)
 DECODE(64, 2)
@@ -243,7 +250,7 @@ __device__ __forceinline__ void decode_mma_impl(
     const bf16_t* __restrict__ v_cache, const int* __restrict__ q_start,
     const int* __restrict__ kv_len, const int* __restrict__ page_start,
     const int* __restrict__ page_ids, int q_heads, int kv_heads, int page_size, float scale,
-    float* __restrict__ o_part, float* __restrict__ lse_part) {
+    float* __restrict__ o_part, float* __restrict__ lse_part, bf16_t* __restrict__ o_direct) {
     constexpr int LD = HD + DM_PAD;
     constexpr int TILE = DM_BK * LD;
     // Stage s: K at smem + 2 s TILE, V at smem + (2 s + 1) TILE. After the loop the
@@ -408,9 +415,13 @@ __device__ __forceinline__ void decode_mma_impl(
             L += sm_l[w][gi] * wt;
             O += sm_o[(w * 16 + gi) * HD + d] * wt;
         }
-        size_t bh = (size_t)b * q_heads + h0 + gi;
-        o_part[(bh * splits + split) * HD + d] = O / L;
-        if (d == 0) lse_part[bh * splits + split] = M + log2f(L);
+        if (o_direct != nullptr) {
+            o_direct[(size_t)(q_start[b + 1] - 1) * q_heads * HD + (h0 + gi) * HD + d] = f2bf(O / L);
+        } else {
+            size_t bh = (size_t)b * q_heads + h0 + gi;
+            o_part[(bh * splits + split) * HD + d] = O / L;
+            if (d == 0) lse_part[bh * splits + split] = M + log2f(L);
+        }
     }
 }
 
@@ -419,9 +430,10 @@ __device__ __forceinline__ void decode_mma_impl(
         const bf16_t* q, int q_stride, const bf16_t* k_cache, const bf16_t* v_cache,          \
         const int* q_start, const int* kv_len, const int* page_start, const int* page_ids,   \
         int q_heads, int kv_heads, int page_size, float scale, float* o_part,                 \
-        float* lse_part) {                                                                     \
+        float* lse_part, bf16_t* o_direct) {                                                   \
         decode_mma_impl<HD>(q, q_stride, k_cache, v_cache, q_start, kv_len, page_start,        \
-                            page_ids, q_heads, kv_heads, page_size, scale, o_part, lse_part);  \
+                            page_ids, q_heads, kv_heads, page_size, scale, o_part, lse_part,   \
+                            o_direct);                                                         \
     }
 DECODE_MMA(64)
 DECODE_MMA(128)

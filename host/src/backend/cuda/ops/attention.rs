@@ -404,8 +404,11 @@ impl CudaBackend {
                 };
                 let max_kv = step.max_kv_hint.unwrap_or(step.meta.max_kv_len() as usize);
                 let splits = self.decode_splits(s, l.kv_heads, head_chunks, max_kv);
-                let o_part = self.alloc_f32(s * hq * splits * d)?;
-                let lse = self.alloc_f32(s * hq * splits)?;
+                // One split: the kernel writes the output itself, no partials.
+                let direct = splits == 1;
+                let part_rows = if direct { 0 } else { s * hq * splits };
+                let o_part = self.alloc_f32(part_rows * d)?;
+                let lse = self.alloc_f32(part_rows)?;
                 // Floor: each sequence's K and V read once, q read and o written.
                 let kv_tokens: u64 = step.meta.kv_lens.iter().map(|&x| u64::from(x)).sum();
                 crate::backend::cuda::timeline::cost(
@@ -431,6 +434,7 @@ impl CudaBackend {
                 }
                 args.push(Arg::U64(self.ptr(&o_part)));
                 args.push(Arg::U64(self.ptr(&lse)));
+                args.push(Arg::U64(if direct { op } else { 0 }));
                 let mut c = cfg(
                     (splits as u32, (l.kv_heads * head_chunks) as u32, s as u32),
                     128,
@@ -438,6 +442,9 @@ impl CudaBackend {
                 c.shared_mem_bytes =
                     crate::backend::cuda::device::dynamic_smem(&name).unwrap_or(0) as u32;
                 self.launch(&name, c, &args)?;
+                if direct {
+                    return Ok(());
+                }
                 self.decode_combine(&o_part, &lse, step, op, hq, d, splits)
             }
             AttnPath::PrefillHopper => {
