@@ -54,8 +54,8 @@ pub enum TpError {
     },
     /// Fewer GPUs visible than ranks asked for (from the first device on).
     #[error(
-        "tensor parallelism: tp = {world} needs {world} GPUs from device {first} on, but \
-         {visible} are visible (check CUDA_VISIBLE_DEVICES and MINISGL_CUDA_DEVICE)"
+        "tensor parallelism: tp = {world} needs {world} GPUs from device {first} on; GPUs \
+         visible: {visible} (check CUDA_VISIBLE_DEVICES and MINISGL_CUDA_DEVICE)"
     )]
     TooFewGpus {
         world: usize,
