@@ -234,9 +234,6 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
             seed: args.seed,
             ..EngineConfig::default()
         };
-        if overlap && !engine_cfg.overlap_enabled() {
-            println!("note: MINISGL_DISABLE_OVERLAP_SCHEDULING is set; `{label}` runs serially");
-        }
         let engine = Engine::new(
             runner,
             Arc::new(PluginSet::native()),

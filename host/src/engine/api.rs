@@ -24,8 +24,9 @@ pub struct EngineConfig {
     /// Longest sequence (prompt + generated); `None`: what the KV pool holds.
     pub max_context: Option<u32>,
     pub cache: CacheMode,
-    /// Prepare step N+1 while step N runs. Also turned off by the environment
-    /// variable `MINISGL_DISABLE_OVERLAP_SCHEDULING=1`.
+    /// Prepare step N+1 while step N runs. (`MINISGL_DISABLE_OVERLAP_SCHEDULING=1`
+    /// reaches it through the settings table, `config::Config::overlap`; the
+    /// engine itself reads no environment.)
     pub overlap: bool,
     /// Mixed into the entropy given to the sampler for unseeded requests.
     pub seed: u64,
@@ -46,15 +47,5 @@ impl Default for EngineConfig {
             seed: 0,
             max_top_logprobs: 20,
         }
-    }
-}
-
-impl EngineConfig {
-    /// Overlap as configured, unless the environment disables it.
-    pub fn overlap_enabled(&self) -> bool {
-        let disabled = std::env::var("MINISGL_DISABLE_OVERLAP_SCHEDULING")
-            .map(|v| !matches!(v.trim(), "" | "0" | "false" | "no" | "off"))
-            .unwrap_or(false);
-        self.overlap && !disabled
     }
 }

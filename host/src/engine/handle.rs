@@ -128,7 +128,7 @@ pub fn spawn_with_policy(
         metrics: Mutex::new(scheduler.metrics()),
         thread: Mutex::new(None),
     });
-    let overlap = cfg.overlap_enabled();
+    let overlap = cfg.overlap;
     let loop_shared = shared.clone();
     let thread = std::thread::Builder::new()
         .name("minisgl-engine".into())

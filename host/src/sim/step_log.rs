@@ -130,32 +130,34 @@ impl ModelRunner for LoggingRunner {
     }
 }
 
-/// The step classes the error table reports.
+/// The step classes the error table reports, in its row order.
+const CLASSES: [&str; 5] = [
+    "decode, 1-8 seqs",
+    "decode, 9-64 seqs",
+    "decode, 65+ seqs",
+    "prefill only",
+    "prefill + decodes",
+];
+
+/// A step's class, one of [`CLASSES`].
 fn class(s: &StepShape) -> &'static str {
-    match (s.decode_only, s.kv_read > 0) {
-        (true, _) if s.tokens <= 8 => "decode, 1-8 seqs",
-        (true, _) if s.tokens <= 64 => "decode, 9-64 seqs",
-        (true, _) => "decode, 65+ seqs",
-        (false, false) => "prefill only",
-        (false, true) => "prefill + decodes",
-    }
+    CLASSES[match (s.decode_only, s.kv_read > 0) {
+        (true, _) if s.tokens <= 8 => 0,
+        (true, _) if s.tokens <= 64 => 1,
+        (true, _) => 2,
+        (false, false) => 3,
+        (false, true) => 4,
+    }]
 }
 
 /// Markdown: per step class, how many steps, their measured time, the model's
 /// time, the error of the sum, and the median per-step error.
 pub fn model_error_table(steps: &[StepRecord], model: &CostModel) -> String {
-    let classes = [
-        "decode, 1-8 seqs",
-        "decode, 9-64 seqs",
-        "decode, 65+ seqs",
-        "prefill only",
-        "prefill + decodes",
-    ];
     let mut out = String::from(
         "| step class | steps | measured ms (sum) | model ms (sum) | error of the sum | median step error |\n|---|---:|---:|---:|---:|---:|\n",
     );
     let mut all = (0usize, 0f64, 0f64);
-    for c in classes {
+    for c in CLASSES {
         let mut n = 0usize;
         let (mut real, mut pred) = (0f64, 0f64);
         let mut errs = Vec::new();
