@@ -136,11 +136,16 @@ impl OutPtr {
     }
 }
 
-/// `out[i * w.rows + j] = a[i] · w[j]` (`out` is `a.rows × w.rows`).
+/// `out[i * w.rows + j] = a[i] · w[j]` (`out` is `a.logical_rows() ×
+/// w.rows`; the parts of a split activation row are summed).
 pub fn matmul(a: &QActs, w: &QMatrix, k: Kernels, out: &mut [f32]) {
     let (m, n) = (a.rows, w.rows);
+    let parts = a.parts.max(1);
     assert_eq!(a.cols, w.cols, "activation and weight widths");
-    assert_eq!(out.len(), m * n, "output size");
+    assert_eq!(out.len(), m / parts * n, "output size");
+    // Tiles and groups of four rows start at even rows, so with two parts
+    // (an even `m`) a pair never straddles two of them.
+    assert!(parts <= 2 && m.is_multiple_of(parts), "activation parts");
     if m == 0 || n == 0 {
         return;
     }
@@ -158,10 +163,18 @@ pub fn matmul(a: &QActs, w: &QMatrix, k: Kernels, out: &mut [f32]) {
                 while i < ie {
                     let c = (ie - i).min(4);
                     k.dot_rows(w.ty, row, a, i, c, &mut tmp);
-                    for (r, &v) in tmp[..c].iter().enumerate() {
-                        // SAFETY: (i + r) < m and j < n, so the index is in
-                        // `out`; only the task owning column j writes it.
-                        unsafe { ptr.write((i + r) * n + j, v) };
+                    if parts == 2 {
+                        for r in (0..c).step_by(2) {
+                            // SAFETY: (i + r) / 2 < m / 2 and j < n; only the
+                            // task owning column j writes it.
+                            unsafe { ptr.write((i + r) / 2 * n + j, tmp[r] + tmp[r + 1]) };
+                        }
+                    } else {
+                        for (r, &v) in tmp[..c].iter().enumerate() {
+                            // SAFETY: (i + r) < m and j < n, so the index is
+                            // in `out`; only the task owning column j writes it.
+                            unsafe { ptr.write((i + r) * n + j, v) };
+                        }
                     }
                     i += c;
                 }
@@ -202,6 +215,7 @@ fn packed_serial_work() -> usize {
 /// the threads, four activation rows at a time per group.
 fn matmul_packed(a: &QActs, p: &Packed, k: Kernels, out: &mut [f32]) {
     let (m, n) = (a.rows, p.rows);
+    let parts = a.parts.max(1);
     assert_eq!(a.cols, p.cols, "activation and weight widths");
     let groups = p.groups();
     let ptr = OutPtr(out.as_mut_ptr());
@@ -222,11 +236,12 @@ fn matmul_packed(a: &QActs, p: &Packed, k: Kernels, out: &mut [f32]) {
                             super::avx512::group_rows(p, g, a, i, c, ptr.0, n)
                         },
                         _ => {
-                            for r in i..i + c {
+                            for r in (i..i + c).step_by(parts) {
                                 for j in g * GROUP..((g + 1) * GROUP).min(n) {
-                                    // SAFETY: r < m, j < n; only this task
-                                    // writes group g's columns.
-                                    unsafe { ptr.write(r * n + j, p.dot_ref(j, a, r)) };
+                                    let v = (r..r + parts).map(|r| p.dot_ref(j, a, r)).sum();
+                                    // SAFETY: r / parts < m / parts, j < n;
+                                    // only this task writes group g's columns.
+                                    unsafe { ptr.write(r / parts * n + j, v) };
                                 }
                             }
                         }
