@@ -1,7 +1,5 @@
 //! Causal paged attention over a ragged batch, on the CPU.
 
-use rayon::prelude::*;
-
 use super::{CpuKv, CpuTensor};
 use crate::backend::{BackendError, StepMeta};
 
@@ -94,9 +92,7 @@ pub(super) fn paged_attention(
     if work < 1 << 15 {
         out.chunks_mut(d).enumerate().for_each(|(i, o)| head(i, o));
     } else {
-        out.par_chunks_mut(d)
-            .enumerate()
-            .for_each(|(i, o)| head(i, o));
+        super::team::for_chunks(&mut out, d, head);
     }
     Ok(CpuTensor::new(vec![rows, cols], out))
 }

@@ -8,6 +8,7 @@
 mod attention;
 pub mod quant;
 pub mod sampling;
+mod team;
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -304,7 +305,7 @@ fn for_rows(out: &mut [f32], n: usize, f: impl Fn(usize, &mut [f32]) + Sync + Se
     if out.len() < PAR_MIN_ELEMS {
         out.chunks_mut(n).enumerate().for_each(|(i, c)| f(i, c));
     } else {
-        out.par_chunks_mut(n).enumerate().for_each(|(i, c)| f(i, c));
+        team::for_chunks(out, n, f);
     }
 }
 
@@ -693,11 +694,20 @@ impl Backend for CpuBackend {
                 format!("{rows} rows for {} specs", specs.len()),
             ));
         }
-        let out: Vec<Sampled> = logits.data[..specs.len() * vocab]
-            .par_chunks(vocab.max(1))
-            .zip(specs.par_iter())
-            .map(|(row, spec)| sampling::sample_row(row, spec))
-            .collect();
+        let rows = logits.data[..specs.len() * vocab].chunks(vocab.max(1));
+        // One row (a single decode stream) on this thread: a pool hand-off
+        // per token costs more than sampling it.
+        let out: Vec<Sampled> = if specs.len() <= 1 {
+            rows.zip(specs)
+                .map(|(row, spec)| sampling::sample_row(row, spec))
+                .collect()
+        } else {
+            logits.data[..specs.len() * vocab]
+                .par_chunks(vocab.max(1))
+                .zip(specs.par_iter())
+                .map(|(row, spec)| sampling::sample_row(row, spec))
+                .collect()
+        };
         *self.last_chosen.borrow_mut() = out.iter().map(|s| s.token).collect();
         Ok(out)
     }

@@ -1,5 +1,5 @@
 //! `out = acts · Wᵀ` for a quantised `W`: the rows of `W` are split across
-//! rayon's threads; each thread walks its rows once per tile of up to 64
+//! the threads (the caller and its [`crate::backend::cpu::team`]); each thread walks its rows once per tile of up to 64
 //! activation rows, dotting each weight row with four activation rows at a
 //! time (a decode step of one sequence is one activation row; a prefill
 //! chunk or a batch of sequences is many, and then each weight block is
@@ -8,8 +8,6 @@
 //! With AVX-512 VNNI and a [`Packed`] copy of the weight, the work is split
 //! by groups of sixteen weight rows instead, and each group runs the VNNI
 //! kernel over all activation rows, four at a time (see [`super::avx512`]).
-
-use rayon::prelude::*;
 
 use super::packed::{Packed, GROUP};
 use super::{scalar, QActs, QMatrix};
@@ -190,9 +188,7 @@ pub fn matmul(a: &QActs, w: &QMatrix, k: Kernels, out: &mut [f32]) {
     // keep scheduling cheap.
     let tasks = (threads * 4).min(n.div_ceil(8)).max(1);
     let per = n.div_ceil(tasks);
-    (0..tasks)
-        .into_par_iter()
-        .for_each(|t| run((t * per).min(n), ((t + 1) * per).min(n)));
+    crate::backend::cpu::team::for_each(tasks, |t| run((t * per).min(n), ((t + 1) * per).min(n)));
 }
 
 /// Activation rows per tile of the packed GEMM (256 rows of a 1536-wide
@@ -258,7 +254,7 @@ fn matmul_packed(a: &QActs, p: &Packed, k: Kernels, out: &mut [f32]) {
     }
     let tasks = (threads * 4).min(groups).max(1);
     let per = groups.div_ceil(tasks);
-    (0..tasks)
-        .into_par_iter()
-        .for_each(|t| run((t * per).min(groups), ((t + 1) * per).min(groups)));
+    crate::backend::cpu::team::for_each(tasks, |t| {
+        run((t * per).min(groups), ((t + 1) * per).min(groups))
+    });
 }
