@@ -23,7 +23,9 @@
 # Env:   LLAMA_AVX512=1 builds llama.cpp with AVX-512 (F, BW, VNNI, VBMI, BF16) as
 #        well, into target/llamacpp/build-avx512 (bench with
 #        LLAMA_BIN=target/llamacpp/build-avx512/bin), THREADS (2), MODEL (the default SmolLM2 GGUF), STREAMS (16),
-#        NEW_TOKENS (128), PROMPT_TOKENS (128), MINISGL (target/release/minisgl-host)
+#        NEW_TOKENS (128), PROMPT_TOKENS (128), MINISGL (target/release/minisgl-host),
+#        PAIRS=N alternates the engines N times (1 stream; SERVER_PAIRS for S streams)
+#        and reports min / median / max and per-pair ratios (for a shared machine)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)

@@ -9,6 +9,12 @@ S streams:  llama-server -np S and minisgl-host serve, each sent the same S
             aggregate = all generated tokens / wall time from the first send to
             the last answer, and the median per-request decode rate.
 
+PAIRS=N (default 0) instead alternates the engines, which is the fair way on
+a shared machine whose load drifts: N times llama-bench -r 1 then one minisgl
+generate (1 stream), then SERVER_PAIRS (default 1) times llama-server then
+minisgl serve (S streams); it reports min / median / max of each and the
+minisgl/llama.cpp ratio pair by pair, with the load average before each pair.
+
 Writes a Markdown table to stdout and JSON to target/llamacpp/results.json.
 """
 
@@ -33,6 +39,8 @@ STREAMS = int(os.environ.get("STREAMS", "16"))
 PROMPT = int(os.environ.get("PROMPT_TOKENS", "128"))
 NEW = int(os.environ.get("NEW_TOKENS", "128"))
 RUNS = int(os.environ.get("RUNS", "3"))
+PAIRS = int(os.environ.get("PAIRS", "0"))
+SERVER_PAIRS = int(os.environ.get("SERVER_PAIRS", "1"))
 # CPUSET=0,1 pins both engines to those cores (taskset), e.g. on a bigger machine.
 PIN = ["taskset", "-c", os.environ["CPUSET"]] if os.environ.get("CPUSET") else []
 
@@ -42,9 +50,9 @@ def run(cmd, **kw):
     return subprocess.run(list(map(str, cmd)), check=True, capture_output=True, text=True, **kw)
 
 
-def llama_bench():
+def llama_bench(runs=RUNS):
     out = run(PIN + [LLAMA / "llama-bench", "-m", MODEL, "-p", PROMPT, "-n", NEW, "-t", THREADS,
-               "-r", RUNS, "-o", "json"]).stdout
+               "-r", runs, "-o", "json"]).stdout
     rows = json.loads(out)
     pp = next(r for r in rows if r["n_prompt"] > 0 and r["n_gen"] == 0)
     tg = next(r for r in rows if r["n_gen"] > 0 and r["n_prompt"] == 0)
@@ -52,11 +60,11 @@ def llama_bench():
             "build": rows[0].get("build_commit", "?"), "cpu": rows[0].get("cpu_info", "?")}
 
 
-def minisgl_generate():
+def minisgl_generate(runs=RUNS):
     ids = ",".join(str(1000 + (i * 37) % 20000) for i in range(PROMPT))
     env = dict(os.environ, RAYON_NUM_THREADS=str(THREADS))
     pre, dec = [], []
-    for _ in range(RUNS):
+    for _ in range(runs):
         out = run(PIN + [MINISGL, "generate", "--model", MODEL, "--device", "cpu", "--prompt-ids", ids,
                    "--max-new-tokens", NEW, "--ignore-eos", "--json"], env=env).stdout
         j = json.loads(out)
@@ -181,6 +189,52 @@ def cpu_name():
     return "?"
 
 
+def spread(xs):
+    return {"min": min(xs), "median": statistics.median(xs), "max": max(xs), "all": xs}
+
+
+def alternate():
+    """PAIRS alternating 1-stream pairs, SERVER_PAIRS alternating S-stream pairs."""
+    one = []
+    for _ in range(PAIRS):
+        load = os.getloadavg()[0]
+        lb, mg = llama_bench(1), minisgl_generate(1)
+        one.append({"load": load, "llama": lb, "minisgl": mg})
+    many = []
+    for _ in range(SERVER_PAIRS):
+        load = os.getloadavg()[0]
+        ls, ms = llama_server(), minisgl_server()
+        many.append({"load": load, "llama": ls, "minisgl": ms})
+    out = {"pairs": one, "server_pairs": many}
+    rows = []
+    for key, label in [("prefill_tok_s", f"1 stream prefill ({PROMPT} tokens), tok/s"),
+                       ("decode_tok_s", f"1 stream decode ({NEW} tokens), tok/s")]:
+        l, m = [p["llama"][key] for p in one], [p["minisgl"][key] for p in one]
+        r = [b / a for a, b in zip(l, m)]
+        out[key] = {"llama": spread(l), "minisgl": spread(m), "ratio": spread(r)}
+        rows.append((label, out[key]))
+    for key, label in [("aggregate_tok_s", f"{STREAMS} streams, aggregate generated tok/s"),
+                       ("wall_s", f"{STREAMS} streams, wall time for all, s")]:
+        if not many:
+            break
+        l, m = [p["llama"][key] for p in many], [p["minisgl"][key] for p in many]
+        r = [b / a for a, b in zip(l, m)]
+        out[key] = {"llama": spread(l), "minisgl": spread(m), "ratio": spread(r)}
+        rows.append((label, out[key]))
+    print("| | llama.cpp min / median / max | minisgl min / median / max | minisgl/llama.cpp per pair, min / median / max |")
+    print("|---|---:|---:|---:|")
+    f = lambda d: f"{d['min']:.1f} / {d['median']:.1f} / {d['max']:.1f}"
+    g = lambda d: f"{d['min']:.2f} / {d['median']:.2f} / {d['max']:.2f}"
+    for label, d in rows:
+        print(f"| {label} | {f(d['llama'])} | {f(d['minisgl'])} | {g(d['ratio'])} |")
+    print("\nPairs (load average before; llama.cpp / minisgl decode tok/s): " + "; ".join(
+        f"{p['load']:.1f}: {p['llama']['decode_tok_s']:.1f} / {p['minisgl']['decode_tok_s']:.1f}" for p in one))
+    print("Server pairs (load; llama.cpp / minisgl aggregate tok/s): " + "; ".join(
+        f"{p['load']:.1f}: {p['llama']['aggregate_tok_s']:.1f} / {p['minisgl']['aggregate_tok_s']:.1f}"
+        for p in many))
+    return out
+
+
 def main():
     res = {"model": str(MODEL.relative_to(ROOT) if MODEL.is_relative_to(ROOT) else MODEL),
            "threads": THREADS, "prompt_tokens": PROMPT, "new_tokens": NEW, "runs": RUNS,
@@ -188,6 +242,15 @@ def main():
            "cpuset": os.environ.get("CPUSET"), "cpu": cpu_name(), "llama_bin": str(LLAMA),
            "minisgl_kernels": os.environ.get("MINISGL_CPU_KERNELS", "detected"),
            "load_avg_before": os.getloadavg()}
+    if PAIRS > 0:
+        res["alternating"] = alternate()
+        res["load_avg_after"] = os.getloadavg()
+        (ROOT / "target" / "llamacpp").mkdir(parents=True, exist_ok=True)
+        (ROOT / "target" / "llamacpp" / "results.json").write_text(json.dumps(res, indent=2))
+        print(f"\nCPU: {res['cpu']}; cores: {res['cpuset'] or 'all'}; threads {THREADS}; "
+              f"load average before/after: {res['load_avg_before']} / {res['load_avg_after']}; "
+              f"llama.cpp from {LLAMA}")
+        return
     res["llama_bench"] = llama_bench()
     res["minisgl_generate"] = minisgl_generate()
     res["llama_server"] = llama_server()

@@ -8,6 +8,7 @@
 mod attention;
 pub mod quant;
 pub mod sampling;
+mod team;
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -223,6 +224,62 @@ impl CpuBackend {
         }
     }
 
+    /// [`Backend::linear`] into the first `m · n` values of `out`.
+    fn linear_to(
+        &self,
+        x: &CpuTensor,
+        w: &CpuTensor,
+        bias: Option<&CpuTensor>,
+        out: &mut [f32],
+    ) -> Result<(), BackendError> {
+        let (m, k) = x.rows_cols("linear")?;
+        let (n, kw) = w.rows_cols("linear")?;
+        if k != kw {
+            return Err(shape_err(
+                "linear",
+                format!("x {:?} w {:?}", x.shape, w.shape),
+            ));
+        }
+        if let Some(b) = bias {
+            if b.data.len() != n {
+                return Err(shape_err(
+                    "linear",
+                    format!("bias {:?} for {n} outputs", b.shape),
+                ));
+            }
+        }
+        let out = &mut out[..m * n];
+        match &w.quant {
+            // Many rows (prefill) without the packed GEMM: the weights
+            // dequantised once per product, then the f32 GEMM, beats the
+            // row kernels (each weight block would be unpacked per 4 rows).
+            Some(q) if q.packed.is_none() && m >= self.dequant_gemm_rows => {
+                let wf = dequantize_par(q);
+                self.gemm_f32(&x.data, &wf, m, k, n, out);
+            }
+            // The two parts are summed inside the product (no buffer of
+            // their own; see `QActs::parts`).
+            Some(q) => {
+                let mut acts = self.acts.borrow_mut();
+                if self.split_acts {
+                    quant::quantize_acts_split(&x.data, m, k, &mut acts);
+                } else {
+                    quant::quantize_acts(&x.data, m, k, &mut acts);
+                }
+                quant::matmul(&acts, q, self.kernels, out);
+            }
+            None => self.gemm_f32(&x.data, &w.data, m, k, n, out),
+        }
+        if let Some(b) = bias {
+            for_rows(out, n, |_, row| {
+                for (o, &bv) in row.iter_mut().zip(&b.data) {
+                    *o += bv;
+                }
+            });
+        }
+        Ok(())
+    }
+
     fn par(&self) -> gemm::Parallelism {
         let n = if self.threads == 0 {
             rayon::current_num_threads()
@@ -248,7 +305,7 @@ fn for_rows(out: &mut [f32], n: usize, f: impl Fn(usize, &mut [f32]) + Sync + Se
     if out.len() < PAR_MIN_ELEMS {
         out.chunks_mut(n).enumerate().for_each(|(i, c)| f(i, c));
     } else {
-        out.par_chunks_mut(n).enumerate().for_each(|(i, c)| f(i, c));
+        team::for_chunks(out, n, f);
     }
 }
 
@@ -404,57 +461,10 @@ impl Backend for CpuBackend {
         w: &CpuTensor,
         bias: Option<&CpuTensor>,
     ) -> Result<CpuTensor, BackendError> {
-        let (m, k) = x.rows_cols("linear")?;
-        let (n, kw) = w.rows_cols("linear")?;
-        if k != kw {
-            return Err(shape_err(
-                "linear",
-                format!("x {:?} w {:?}", x.shape, w.shape),
-            ));
-        }
-        if let Some(b) = bias {
-            if b.data.len() != n {
-                return Err(shape_err(
-                    "linear",
-                    format!("bias {:?} for {n} outputs", b.shape),
-                ));
-            }
-        }
+        let (m, _) = x.rows_cols("linear")?;
+        let (n, _) = w.rows_cols("linear")?;
         let mut out = vec![0.0f32; m * n];
-        match &w.quant {
-            // Many rows (prefill) without the packed GEMM: the weights
-            // dequantised once per product, then the f32 GEMM, beats the
-            // row kernels (each weight block would be unpacked per 4 rows).
-            Some(q) if q.packed.is_none() && m >= self.dequant_gemm_rows => {
-                let wf = dequantize_par(q);
-                self.gemm_f32(&x.data, &wf, m, k, n, &mut out);
-            }
-            Some(q) if self.split_acts => {
-                let mut acts = self.acts.borrow_mut();
-                quant::quantize_acts_split(&x.data, m, k, &mut acts);
-                let mut parts = vec![0.0f32; 2 * m * n];
-                quant::matmul(&acts, q, self.kernels, &mut parts);
-                for_rows(&mut out, n, |i, row| {
-                    let (hi, lo) = parts[2 * i * n..(2 * i + 2) * n].split_at(n);
-                    for ((o, &a), &b) in row.iter_mut().zip(hi).zip(lo) {
-                        *o = a + b;
-                    }
-                });
-            }
-            Some(q) => {
-                let mut acts = self.acts.borrow_mut();
-                quant::quantize_acts(&x.data, m, k, &mut acts);
-                quant::matmul(&acts, q, self.kernels, &mut out);
-            }
-            None => self.gemm_f32(&x.data, &w.data, m, k, n, &mut out),
-        }
-        if let Some(b) = bias {
-            for_rows(&mut out, n, |_, row| {
-                for (o, &bv) in row.iter_mut().zip(&b.data) {
-                    *o += bv;
-                }
-            });
-        }
+        self.linear_to(x, w, bias, &mut out)?;
         Ok(CpuTensor::new(vec![m, n], out))
     }
 
@@ -654,8 +664,10 @@ impl Backend for CpuBackend {
         w: &CpuTensor,
         out: &mut CpuTensor,
     ) -> Result<(), BackendError> {
-        let y = self.linear(x, w, None)?;
-        let (m, n) = y.rows_cols("linear_into")?;
+        // Straight into `out` (the logits: a fresh 2-row product buffer
+        // per step was page faults and a copy).
+        let (m, _) = x.rows_cols("linear_into")?;
+        let (n, _) = w.rows_cols("linear_into")?;
         let (rows, cols) = out.rows_cols("linear_into")?;
         if rows < m || cols != n {
             return Err(shape_err(
@@ -663,8 +675,7 @@ impl Backend for CpuBackend {
                 format!("[{m}, {n}] does not fit into {:?}", out.shape),
             ));
         }
-        out.data[..m * n].copy_from_slice(&y.data);
-        Ok(())
+        self.linear_to(x, w, None, &mut out.data)
     }
 
     fn sample_finish(&self, sampling: Vec<Sampled>) -> Result<Vec<Sampled>, BackendError> {
@@ -683,11 +694,20 @@ impl Backend for CpuBackend {
                 format!("{rows} rows for {} specs", specs.len()),
             ));
         }
-        let out: Vec<Sampled> = logits.data[..specs.len() * vocab]
-            .par_chunks(vocab.max(1))
-            .zip(specs.par_iter())
-            .map(|(row, spec)| sampling::sample_row(row, spec))
-            .collect();
+        let rows = logits.data[..specs.len() * vocab].chunks(vocab.max(1));
+        // One row (a single decode stream) on this thread: a pool hand-off
+        // per token costs more than sampling it.
+        let out: Vec<Sampled> = if specs.len() <= 1 {
+            rows.zip(specs)
+                .map(|(row, spec)| sampling::sample_row(row, spec))
+                .collect()
+        } else {
+            logits.data[..specs.len() * vocab]
+                .par_chunks(vocab.max(1))
+                .zip(specs.par_iter())
+                .map(|(row, spec)| sampling::sample_row(row, spec))
+                .collect()
+        };
         *self.last_chosen.borrow_mut() = out.iter().map(|s| s.token).collect();
         Ok(out)
     }

@@ -29,12 +29,21 @@ pub struct QActs {
     pub d: Vec<f32>,
     /// `rows * cols / 32` block sums `d · Σq`.
     pub s: Vec<f32>,
+    /// Stored rows per activation row: 1, or 2 after [`quantize_acts_split`]
+    /// (then [`super::matmul`] sums each pair into one output row, so the
+    /// two parts never take a buffer or a pass of their own).
+    pub parts: usize,
 }
 
 impl QActs {
     /// Blocks per row.
     pub fn blocks(&self) -> usize {
         self.cols / QK
+    }
+
+    /// Activation rows (stored rows / parts), the rows of a product's output.
+    pub fn logical_rows(&self) -> usize {
+        self.rows / self.parts.max(1)
     }
 }
 
@@ -46,6 +55,7 @@ pub fn quantize_acts(x: &[f32], rows: usize, cols: usize, out: &mut QActs) {
     let nb = rows * cols / QK;
     out.rows = rows;
     out.cols = cols;
+    out.parts = 1;
     out.qs.resize(rows * cols, 0);
     out.d.resize(nb, 0.0);
     out.s.resize(nb, 0.0);
@@ -79,9 +89,25 @@ pub fn quantize_acts_split(x: &[f32], rows: usize, cols: usize, out: &mut QActs)
     let nb = cols / QK;
     out.rows = 2 * rows;
     out.cols = cols;
+    out.parts = 2;
     out.qs.resize(2 * rows * cols, 0);
     out.d.resize(2 * rows * nb, 0.0);
     out.s.resize(2 * rows * nb, 0.0);
+    // SAFETY: the features were just detected; the buffers have the sizes
+    // set above.
+    #[cfg(target_arch = "x86_64")]
+    if is_x86_feature_detected!("avx512f") {
+        unsafe { super::avx512::quantize_split(x, rows, cols, out) };
+        return;
+    }
+    quantize_split_scalar(x, rows, cols, out);
+}
+
+/// [`quantize_acts_split`] without SIMD (the reference the AVX-512 one must
+/// equal bit for bit); `out` already sized.
+pub fn quantize_split_scalar(x: &[f32], rows: usize, cols: usize, out: &mut QActs) {
+    let nb = cols / QK;
+    debug_assert!(out.qs.len() == 2 * rows * cols && out.d.len() == 2 * rows * nb);
     let mut resid = [0f32; QK];
     for (i, xr) in x.chunks_exact(cols).enumerate() {
         for (b, xb) in xr.chunks_exact(QK).enumerate() {

@@ -1,5 +1,5 @@
 //! `out = acts · Wᵀ` for a quantised `W`: the rows of `W` are split across
-//! rayon's threads; each thread walks its rows once per tile of up to 64
+//! the threads (the caller and its [`crate::backend::cpu::team`]); each thread walks its rows once per tile of up to 64
 //! activation rows, dotting each weight row with four activation rows at a
 //! time (a decode step of one sequence is one activation row; a prefill
 //! chunk or a batch of sequences is many, and then each weight block is
@@ -8,8 +8,6 @@
 //! With AVX-512 VNNI and a [`Packed`] copy of the weight, the work is split
 //! by groups of sixteen weight rows instead, and each group runs the VNNI
 //! kernel over all activation rows, four at a time (see [`super::avx512`]).
-
-use rayon::prelude::*;
 
 use super::packed::{Packed, GROUP};
 use super::{scalar, QActs, QMatrix};
@@ -136,11 +134,16 @@ impl OutPtr {
     }
 }
 
-/// `out[i * w.rows + j] = a[i] · w[j]` (`out` is `a.rows × w.rows`).
+/// `out[i * w.rows + j] = a[i] · w[j]` (`out` is `a.logical_rows() ×
+/// w.rows`; the parts of a split activation row are summed).
 pub fn matmul(a: &QActs, w: &QMatrix, k: Kernels, out: &mut [f32]) {
     let (m, n) = (a.rows, w.rows);
+    let parts = a.parts.max(1);
     assert_eq!(a.cols, w.cols, "activation and weight widths");
-    assert_eq!(out.len(), m * n, "output size");
+    assert_eq!(out.len(), m / parts * n, "output size");
+    // Tiles and groups of four rows start at even rows, so with two parts
+    // (an even `m`) a pair never straddles two of them.
+    assert!(parts <= 2 && m.is_multiple_of(parts), "activation parts");
     if m == 0 || n == 0 {
         return;
     }
@@ -158,10 +161,18 @@ pub fn matmul(a: &QActs, w: &QMatrix, k: Kernels, out: &mut [f32]) {
                 while i < ie {
                     let c = (ie - i).min(4);
                     k.dot_rows(w.ty, row, a, i, c, &mut tmp);
-                    for (r, &v) in tmp[..c].iter().enumerate() {
-                        // SAFETY: (i + r) < m and j < n, so the index is in
-                        // `out`; only the task owning column j writes it.
-                        unsafe { ptr.write((i + r) * n + j, v) };
+                    if parts == 2 {
+                        for r in (0..c).step_by(2) {
+                            // SAFETY: (i + r) / 2 < m / 2 and j < n; only the
+                            // task owning column j writes it.
+                            unsafe { ptr.write((i + r) / 2 * n + j, tmp[r] + tmp[r + 1]) };
+                        }
+                    } else {
+                        for (r, &v) in tmp[..c].iter().enumerate() {
+                            // SAFETY: (i + r) < m and j < n, so the index is
+                            // in `out`; only the task owning column j writes it.
+                            unsafe { ptr.write((i + r) * n + j, v) };
+                        }
                     }
                     i += c;
                 }
@@ -177,9 +188,7 @@ pub fn matmul(a: &QActs, w: &QMatrix, k: Kernels, out: &mut [f32]) {
     // keep scheduling cheap.
     let tasks = (threads * 4).min(n.div_ceil(8)).max(1);
     let per = n.div_ceil(tasks);
-    (0..tasks)
-        .into_par_iter()
-        .for_each(|t| run((t * per).min(n), ((t + 1) * per).min(n)));
+    crate::backend::cpu::team::for_each(tasks, |t| run((t * per).min(n), ((t + 1) * per).min(n)));
 }
 
 /// Activation rows per tile of the packed GEMM (256 rows of a 1536-wide
@@ -202,6 +211,7 @@ fn packed_serial_work() -> usize {
 /// the threads, four activation rows at a time per group.
 fn matmul_packed(a: &QActs, p: &Packed, k: Kernels, out: &mut [f32]) {
     let (m, n) = (a.rows, p.rows);
+    let parts = a.parts.max(1);
     assert_eq!(a.cols, p.cols, "activation and weight widths");
     let groups = p.groups();
     let ptr = OutPtr(out.as_mut_ptr());
@@ -222,11 +232,12 @@ fn matmul_packed(a: &QActs, p: &Packed, k: Kernels, out: &mut [f32]) {
                             super::avx512::group_rows(p, g, a, i, c, ptr.0, n)
                         },
                         _ => {
-                            for r in i..i + c {
+                            for r in (i..i + c).step_by(parts) {
                                 for j in g * GROUP..((g + 1) * GROUP).min(n) {
-                                    // SAFETY: r < m, j < n; only this task
-                                    // writes group g's columns.
-                                    unsafe { ptr.write(r * n + j, p.dot_ref(j, a, r)) };
+                                    let v = (r..r + parts).map(|r| p.dot_ref(j, a, r)).sum();
+                                    // SAFETY: r / parts < m / parts, j < n;
+                                    // only this task writes group g's columns.
+                                    unsafe { ptr.write(r / parts * n + j, v) };
                                 }
                             }
                         }
@@ -243,7 +254,7 @@ fn matmul_packed(a: &QActs, p: &Packed, k: Kernels, out: &mut [f32]) {
     }
     let tasks = (threads * 4).min(groups).max(1);
     let per = groups.div_ceil(tasks);
-    (0..tasks)
-        .into_par_iter()
-        .for_each(|t| run((t * per).min(groups), ((t + 1) * per).min(groups)));
+    crate::backend::cpu::team::for_each(tasks, |t| {
+        run((t * per).min(groups), ((t + 1) * per).min(groups))
+    });
 }

@@ -33,7 +33,7 @@ mod matmul;
 pub mod packed;
 pub mod scalar;
 
-pub use acts::{quantize_acts, quantize_acts_split, QActs, QK};
+pub use acts::{quantize_acts, quantize_acts_split, quantize_split_scalar, QActs, QK};
 pub use matmul::{matmul, Kernels};
 
 use crate::backend::QuantType;

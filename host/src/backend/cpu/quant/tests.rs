@@ -311,3 +311,74 @@ fn split_activations_carry_fifteen_bits_past_outliers() {
         "one part {err_one} vs two {err_two}"
     );
 }
+
+/// The AVX-512 two-part rounding equals the scalar one bit for bit
+/// (including exact ties, which both round away from zero, and zero blocks).
+#[test]
+fn split_quantisation_simd_equals_scalar() {
+    let mut rng = ChaCha8Rng::seed_from_u64(8);
+    let (rows, cols) = (5, 192);
+    let mut x: Vec<f32> = (0..rows * cols)
+        .map(|_| rng.random_range(-3.0..3.0))
+        .collect();
+    x[7] = 500.0;
+    // A block of exact ties: max 127 gives d = 1, so k + 0.5 is a tie.
+    for (e, v) in x[cols..cols + 32].iter_mut().enumerate() {
+        *v = e as f32 - 15.5;
+    }
+    x[cols + 31] = 127.0;
+    x[2 * cols..2 * cols + 32].fill(0.0);
+    let mut fast = QActs::default();
+    quantize_acts_split(&x, rows, cols, &mut fast);
+    let mut slow = fast.clone();
+    slow.qs.fill(0);
+    slow.d.fill(f32::NAN);
+    slow.s.fill(f32::NAN);
+    quantize_split_scalar(&x, rows, cols, &mut slow);
+    assert_eq!(fast.qs, slow.qs);
+    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&fast.d), bits(&slow.d));
+    assert_eq!(bits(&fast.s), bits(&slow.s));
+}
+
+/// With split activations a product sums each row's two parts into one
+/// output row, in the packed GEMM and in the row kernels alike.
+#[test]
+fn matmul_sums_the_two_parts_of_split_activations() {
+    let mut rng = ChaCha8Rng::seed_from_u64(9);
+    for (ty, m, n, cols, pack) in [
+        (QuantType::Q4_1, 1, 40, 96, true),
+        (QuantType::Q8_0, 3, 300, 64, true),
+        (QuantType::Q4_1, 131, 33, 64, true),
+        (QuantType::Q4_1, 5, 37, 256, false),
+        (QuantType::Q4_K, 3, 13, 512, false),
+    ] {
+        let mut w = random_matrix(ty, n, cols, &mut rng);
+        if pack {
+            w.pack();
+        }
+        let x = random_acts(m, cols, &mut rng);
+        let mut a = QActs::default();
+        quantize_acts_split(&x, m, cols, &mut a);
+        assert_eq!((a.rows, a.parts, a.logical_rows()), (2 * m, 2, m));
+        let mut out = vec![f32::NAN; m * n];
+        matmul(&a, &w, Kernels::detect(), &mut out);
+        let wf = w.to_f32();
+        for i in 0..m {
+            for j in 0..n {
+                let want =
+                    scalar::dot(ty, w.row(j), &a, 2 * i) + scalar::dot(ty, w.row(j), &a, 2 * i + 1);
+                let mag: f32 = wf[j * cols..(j + 1) * cols]
+                    .iter()
+                    .zip(&x[i * cols..(i + 1) * cols])
+                    .map(|(p, q)| (p * q).abs())
+                    .sum();
+                let got = out[i * n + j];
+                assert!(
+                    (got - want).abs() <= 1e-5 * mag.max(1.0),
+                    "{ty:?} pack={pack} [{i},{j}]: {got} vs {want}"
+                );
+            }
+        }
+    }
+}
