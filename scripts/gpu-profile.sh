@@ -6,7 +6,8 @@
 #                                   14B configs, the LPM and SJF plugins and a Mooncake trace slice;
 #   Settings of the device half: PROFILES (shapes to measure; "" = none, the committed
 #   profiles are used), FID_SCALES (time scales of the fidelity replay), FID_POLICIES
-#   (policy sets), FID_PROFILE (the 0.6B profile the simulator uses), BUDGET_S.
+#   (policy sets), FID_PROFILE (the 0.6B profile the simulator uses), FID_N (requests of
+#   the slice, default 100; at most the 400 staged), BUDGET_S.
 #   scripts/gpu-profile.sh device   (on the GPU machine, no Rust) writes into $OUT:
 #     1. profiles of both shapes (`minisgl-host profile --device cuda`): 18 points each,
 #        qwen3-0.6b-h200.json and qwen3-14b-h200.json (commit them to docs/results/profiles/);
@@ -24,7 +25,7 @@ cd "$(dirname "$0")/.."
 # The fidelity slice: Mooncake conversation, first N requests, arrivals sped up by
 # each of FID_SCALES (0.25: 4x faster, about 10 req/s, no queue; 0.05: 20x, a queue
 # forms and the policies differ).
-FID_ARGS=(--num-requests 100 --max-input-len 8192 --max-output-len 256
+FID_ARGS=(--num-requests "${FID_N:-100}" --max-input-len 8192 --max-output-len 256
           --num-pages 20000 --page-size 16 --seed 0)
 
 case "${1:-}" in
