@@ -65,6 +65,96 @@ pub trait Communicator: Group {
     fn all_reduce_sum(&self, data: &mut [f32]) -> Result<(), BackendError>;
 }
 
+/// An abort that waits: [`DeferredAbort::arm`] starts a grace period, and
+/// unless [`DeferredAbort::cancel`] comes before it ends, the given action
+/// runs (once, on a thread of its own). A device group uses it when one rank
+/// fails mid-step: the ranks that did not fail may be blocked on their
+/// devices, waiting for a collective only an abort can end, or they may all
+/// have failed at the same point before any collective, in which case the
+/// runner cancels and the group lives on.
+#[derive(Debug, Default)]
+pub struct DeferredAbort {
+    state: Mutex<Deferred>,
+    changed: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct Deferred {
+    /// Armed with this reason.
+    pending: Option<String>,
+    /// The action ran, for this reason.
+    fired: Option<String>,
+}
+
+impl DeferredAbort {
+    fn lock(&self) -> MutexGuard<'_, Deferred> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Start the grace period; `fire(reason)` runs when it ends uncancelled.
+    /// Returns `false` (and does nothing) when already armed or fired.
+    pub fn arm(
+        self: &Arc<Self>,
+        reason: String,
+        grace: std::time::Duration,
+        fire: impl FnOnce(&str) + Send + 'static,
+    ) -> bool {
+        let mut st = self.lock();
+        if st.pending.is_some() || st.fired.is_some() {
+            return false;
+        }
+        st.pending = Some(reason);
+        drop(st);
+        // Shared with the fallback below: a failed spawn drops its closure.
+        type Fire = Box<dyn FnOnce(&str) + Send>;
+        let fire: Arc<Mutex<Option<Fire>>> = Arc::new(Mutex::new(Some(Box::new(fire))));
+        let fire_now = |st: &mut Deferred, fire: &Mutex<Option<Fire>>| {
+            if let Some(reason) = st.pending.take() {
+                if let Some(f) = fire.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                    f(&reason);
+                }
+                st.fired = Some(reason);
+            }
+        };
+        let (me, f) = (self.clone(), fire.clone());
+        let run = move || {
+            let st = me.lock();
+            let (mut st, _) = me
+                .changed
+                .wait_timeout_while(st, grace, |st| st.pending.is_some())
+                .unwrap_or_else(|e| e.into_inner());
+            // Under the lock: a cancel arriving now waits and then sees it fired.
+            fire_now(&mut st, &f);
+        };
+        if let Err(e) = std::thread::Builder::new()
+            .name("deferred-abort".into())
+            .spawn(run)
+        {
+            // No thread for the grace period: fire now rather than risk ranks
+            // waiting forever.
+            tracing::warn!("no grace-period thread ({e}); aborting at once");
+            fire_now(&mut self.lock(), &fire);
+        }
+        true
+    }
+
+    /// End the grace period without firing; the reason it fired, if it did.
+    pub fn cancel(&self) -> Result<(), String> {
+        let mut st = self.lock();
+        st.pending = None;
+        self.changed.notify_all();
+        match &st.fired {
+            Some(r) => Err(r.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// The reason the action ran, if it has.
+    pub fn fired(&self) -> Option<String> {
+        self.lock().fired.clone()
+    }
+}
+
 /// The shared state of an in-memory group.
 #[derive(Debug, Default)]
 struct State {
@@ -316,6 +406,64 @@ mod tests {
             hs.into_iter().map(|h| h.join().unwrap().unwrap()).collect()
         });
         assert!(sums.iter().all(|s| s == &[3.0, 3.0]), "{sums:?}");
+    }
+
+    #[test]
+    fn a_cancelled_deferred_abort_never_fires() {
+        let d = Arc::new(DeferredAbort::default());
+        let fired = Arc::new(Mutex::new(0));
+        let f = fired.clone();
+        assert!(d.arm(
+            "rank 1 failed".into(),
+            std::time::Duration::from_millis(200),
+            move |_| { *f.lock().unwrap() += 1 }
+        ));
+        // Armed twice: the second is ignored.
+        assert!(
+            !d.arm("again".into(), std::time::Duration::ZERO, |_| panic!(
+                "second arm fired"
+            ))
+        );
+        assert_eq!(d.cancel(), Ok(()));
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        assert_eq!(*fired.lock().unwrap(), 0);
+        assert_eq!(d.fired(), None);
+        // Usable again after a cancel.
+        let (tx, rx) = std::sync::mpsc::channel();
+        assert!(d.arm(
+            "later".into(),
+            std::time::Duration::from_millis(10),
+            move |r| tx.send(r.to_string()).unwrap()
+        ));
+        let got = rx.recv_timeout(std::time::Duration::from_secs(10));
+        assert_eq!(got.as_deref(), Ok("later"));
+    }
+
+    #[test]
+    fn an_uncancelled_deferred_abort_fires_once_and_stays_fired() {
+        let d = Arc::new(DeferredAbort::default());
+        let (tx, rx) = std::sync::mpsc::channel();
+        assert!(d.arm(
+            "rank 0 failed: out of memory".into(),
+            std::time::Duration::from_millis(20),
+            move |r| { tx.send(r.to_string()).unwrap() }
+        ));
+        let got = rx
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("fired");
+        assert_eq!(got, "rank 0 failed: out of memory");
+        assert!(
+            rx.recv_timeout(std::time::Duration::from_millis(100))
+                .is_err(),
+            "fired twice"
+        );
+        assert_eq!(d.cancel(), Err("rank 0 failed: out of memory".to_string()));
+        assert!(
+            !d.arm("after".into(), std::time::Duration::ZERO, |_| panic!(
+                "re-armed after firing"
+            ))
+        );
+        assert_eq!(d.fired().as_deref(), Some("rank 0 failed: out of memory"));
     }
 
     #[test]

@@ -23,11 +23,11 @@
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use super::error::CudaError;
-use crate::backend::comm::Group;
+use crate::backend::comm::{DeferredAbort, Group};
 use crate::backend::BackendError;
 
 /// How long ranks that did not fail get to answer after one did, before
@@ -173,21 +173,12 @@ fn check(a: &Api, r: NcclResult, comm: Comm) -> Result<(), CudaError> {
     Err(CudaError::Driver(format!("NCCL: {what}{detail}")))
 }
 
-/// What the grace period watches.
-#[derive(Default)]
-struct Watch {
-    /// A rank failed; the group is aborted unless recovered in time.
-    pending: Option<String>,
-    /// Aborted: the communicators are gone.
-    dead: Option<String>,
-}
-
 struct Shared {
     api: &'static Api,
     comms: Vec<Comm>,
     ordinals: Vec<usize>,
-    watch: Mutex<Watch>,
-    changed: Condvar,
+    grace: Arc<DeferredAbort>,
+    /// The communicators were aborted (read on every all-reduce).
     dead: AtomicBool,
 }
 
@@ -211,19 +202,13 @@ impl Drop for Shared {
 }
 
 impl Shared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Watch> {
-        self.watch.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn abort_now(&self, w: &mut Watch, reason: String) {
+    fn abort_comms(&self) {
+        self.dead.store(true, Ordering::Release);
         for &c in &self.comms {
             // SAFETY: frees the communicator and makes its in-flight kernels
             // return; nothing uses it afterwards (`dead` is checked first).
             unsafe { (self.api.abort)(c) };
         }
-        self.dead.store(true, Ordering::Release);
-        w.dead = Some(reason);
-        w.pending = None;
     }
 }
 
@@ -268,8 +253,7 @@ pub fn init_group(ordinals: &[usize]) -> Result<Vec<NcclRank>, CudaError> {
         api: a,
         comms,
         ordinals: ordinals.to_vec(),
-        watch: Mutex::new(Watch::default()),
-        changed: Condvar::new(),
+        grace: Arc::new(DeferredAbort::default()),
         dead: AtomicBool::new(false),
     });
     Ok((0..ordinals.len())
@@ -297,7 +281,7 @@ impl NcclRank {
         stream: &cudarc::driver::CudaStream,
     ) -> Result<(), BackendError> {
         if self.shared.dead.load(Ordering::Acquire) {
-            let why = self.shared.lock().dead.clone().unwrap_or_default();
+            let why = self.shared.grace.fired().unwrap_or_default();
             return Err(BackendError::Aborted(format!(
                 "the NCCL group was aborted: {why}"
             )));
@@ -323,49 +307,25 @@ impl Group for NcclRank {
     }
 
     fn abort(&self, reason: &str) {
-        let mut w = self.shared.lock();
-        if w.dead.is_some() || w.pending.is_some() {
-            return;
-        }
-        w.pending = Some(format!("rank {} failed: {reason}", self.rank));
-        drop(w);
         let shared = self.shared.clone();
-        // The grace period runs beside the ranks: those that did not fail may
-        // be blocked on their device, waiting for this very abort.
-        let spawned = std::thread::Builder::new()
-            .name("nccl-abort".into())
-            .spawn(move || {
-                let w = shared.lock();
-                let (mut w, _) = shared
-                    .changed
-                    .wait_timeout_while(w, ABORT_GRACE, |w| w.pending.is_some())
-                    .unwrap_or_else(|e| e.into_inner());
-                if let Some(reason) = w.pending.take() {
-                    tracing::error!(
-                        "tensor-parallel ranks did not answer within {ABORT_GRACE:?} of a \
-                         failure ({reason}); aborting the NCCL communicators"
-                    );
-                    shared.abort_now(&mut w, reason);
-                }
-            });
-        if spawned.is_err() {
-            // No thread for the grace period: abort at once rather than risk
-            // ranks spinning forever.
-            let mut w = self.shared.lock();
-            let reason = w.pending.take().unwrap_or_default();
-            self.shared.abort_now(&mut w, reason);
-        }
+        self.shared.grace.arm(
+            format!("rank {} failed: {reason}", self.rank),
+            ABORT_GRACE,
+            move |reason| {
+                tracing::error!(
+                    "tensor-parallel ranks did not answer within {ABORT_GRACE:?} of a \
+                     failure ({reason}); aborting the NCCL communicators"
+                );
+                shared.abort_comms();
+            },
+        );
     }
 
     fn recover(&self) -> Result<(), BackendError> {
-        let mut w = self.shared.lock();
-        w.pending = None;
-        self.shared.changed.notify_all();
-        match &w.dead {
-            Some(why) => Err(BackendError::Aborted(format!(
+        self.shared.grace.cancel().map_err(|why| {
+            BackendError::Aborted(format!(
                 "the NCCL group was aborted and cannot be rebuilt under recorded graphs: {why}"
-            ))),
-            None => Ok(()),
-        }
+            ))
+        })
     }
 }
