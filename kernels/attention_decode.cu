@@ -21,6 +21,24 @@ __device__ __forceinline__ int decode_part(int ctx, int splits) {
 // lse_part[b, h, s] for attn_decode_combine; with one split and o_direct set, the
 // block's result is the output, so it is written there in bf16 and no combine runs
 // (at large batches the grid is full without splitting; the combine was 2-3% of a step).
+// One (query head, dim) of a block's merged result: the bf16 output itself when the
+// launch has one split and o_direct is set, else the normalized partial and (d == 0)
+// its log2-sum-exp for attn_decode_combine. Shared by both decode kernels.
+__device__ __forceinline__ void decode_store(bf16_t* __restrict__ o_direct,
+                                             float* __restrict__ o_part,
+                                             float* __restrict__ lse_part,
+                                             const int* __restrict__ q_start, int b,
+                                             int q_heads, int h, int hd, int d, int split,
+                                             int splits, float M, float L, float O) {
+    if (o_direct != nullptr) {
+        o_direct[(size_t)(q_start[b + 1] - 1) * q_heads * hd + h * hd + d] = f2bf(O / L);
+    } else {
+        size_t bh = (size_t)b * q_heads + h;
+        o_part[(bh * splits + split) * hd + d] = O / L;
+        if (d == 0) lse_part[bh * splits + split] = M + log2f(L);
+    }
+}
+
 template <int HD, int GMAX>
 __device__ __forceinline__ void decode_impl(
     const bf16_t* __restrict__ q, int q_stride, const bf16_t* __restrict__ k_cache,
@@ -177,13 +195,8 @@ __device__ __forceinline__ void decode_impl(
             L += sm_l[i][g] * w;
             O += sm_acc[i][g][d] * w;
         }
-        if (o_direct != nullptr) {
-            o_direct[(size_t)(q_start[b + 1] - 1) * q_heads * HD + (h0 + g) * HD + d] = f2bf(O / L);
-        } else {
-            size_t bh = (size_t)b * q_heads + h0 + g;
-            o_part[(bh * splits + split) * HD + d] = O / L;
-            if (d == 0) lse_part[bh * splits + split] = M + log2f(L);
-        }
+        decode_store(o_direct, o_part, lse_part, q_start, b, q_heads, h0 + g, HD, d, split,
+                     splits, M, L, O);
     }
 }
 
@@ -415,13 +428,8 @@ __device__ __forceinline__ void decode_mma_impl(
             L += sm_l[w][gi] * wt;
             O += sm_o[(w * 16 + gi) * HD + d] * wt;
         }
-        if (o_direct != nullptr) {
-            o_direct[(size_t)(q_start[b + 1] - 1) * q_heads * HD + (h0 + gi) * HD + d] = f2bf(O / L);
-        } else {
-            size_t bh = (size_t)b * q_heads + h0 + gi;
-            o_part[(bh * splits + split) * HD + d] = O / L;
-            if (d == 0) lse_part[bh * splits + split] = M + log2f(L);
-        }
+        decode_store(o_direct, o_part, lse_part, q_start, b, q_heads, h0 + gi, HD, d, split,
+                     splits, M, L, O);
     }
 }
 
