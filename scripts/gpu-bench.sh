@@ -20,28 +20,17 @@
 # docs/results/bench.jsonl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/gpu/common.sh
 
 case "${1:-}" in
 build)
-    cargo build --release -p minisgl-host
-    for s in qwen3-0.6b qwen3-14b; do
-        mkdir -p .gpu/$s
-        cp "${MODEL_CONFIGS:-examples/model-configs}/$s/config.json" .gpu/$s/config.json
-    done
-    grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
-    git rev-parse --short HEAD > .gpu/commit
-    ls -la target/release/minisgl-host .gpu
+    gpu_stage qwen3-0.6b qwen3-14b
     ;;
 device)
     part="${2:?part 1 or 2}"
     out="${OUT:-$PWD/gpu-out}"
     mkdir -p "$out"
-    export PATH="/usr/local/cuda/bin:$PATH"
-    export LD_LIBRARY_PATH="/usr/local/cuda/targets/x86_64-linux/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-    export MINISGL_KERNEL_CACHE="${MINISGL_KERNEL_CACHE:-/tmp/minisgl-kernels}"
-    export MINISGL_COMMIT="$(cat .gpu/commit 2>/dev/null || echo unknown)"
-    export MINISGL_BENCH_DATE="$(date -u +%Y-%m-%d)"
-    export PYTHONUNBUFFERED=1
+    gpu_device_env
     bin=target/release/minisgl-host
     jl="$out/bench.jsonl"
     { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv; } 2>&1 | tee "$out/env.log"

@@ -17,32 +17,22 @@
 # Then here: python3 scripts/gpu/collect.py DIR appends the figures to docs/results/bench.jsonl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/gpu/common.sh
 
 case "${1:-}" in
 build)
-    cargo build --release -p minisgl-host
-    for s in qwen3-14b qwen3-32b; do
-        mkdir -p .gpu/$s
-        cp "examples/model-configs/$s/config.json" .gpu/$s/config.json
-    done
-    grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
-    git rev-parse --short HEAD > .gpu/commit
-    ls -la target/release/minisgl-host .gpu
+    gpu_stage qwen3-14b qwen3-32b
     ;;
 device)
     part="${2:?part 1 or 2}"
     out="${OUT:-$PWD/gpu-out}"
     mkdir -p "$out"
-    export PATH="/usr/local/cuda/bin:$PATH"
+    gpu_device_env
     # NCCL comes with PyTorch's wheel (nvidia-nccl-cu13).
     nccl_lib="$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)"
-    export LD_LIBRARY_PATH="${nccl_lib:+$nccl_lib:}/usr/local/cuda/targets/x86_64-linux/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+    export LD_LIBRARY_PATH="${nccl_lib:+$nccl_lib:}$LD_LIBRARY_PATH"
     # NVLink multicast stays off on the lent machines (see the device README).
     export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-    export MINISGL_KERNEL_CACHE="${MINISGL_KERNEL_CACHE:-/tmp/minisgl-kernels}"
-    export MINISGL_COMMIT="$(cat .gpu/commit 2>/dev/null || echo unknown)"
-    export MINISGL_BENCH_DATE="$(date -u +%Y-%m-%d)"
-    export PYTHONUNBUFFERED=1
     bin=target/release/minisgl-host
     jl="$out/bench.jsonl"
     { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nvidia-smi topo -m; ls "$nccl_lib"; } 2>&1 | tee "$out/env.log"

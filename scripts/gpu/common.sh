@@ -1,0 +1,25 @@
+# Shared by scripts/gpu-bench.sh and scripts/gpu-tp.sh (sourced, not run).
+
+# Here, with Rust: the release binary and the given shapes' configs in .gpu/
+# (git-ignored), with the commit they were built from.
+gpu_stage() {
+    cargo build --release -p minisgl-host
+    for s in "$@"; do
+        mkdir -p .gpu/$s
+        cp "${MODEL_CONFIGS:-examples/model-configs}/$s/config.json" .gpu/$s/config.json
+    done
+    grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
+    git rev-parse --short HEAD > .gpu/commit
+    ls -la target/release/minisgl-host .gpu
+}
+
+# On the GPU machine: CUDA on the paths, the kernel cache, and what bench
+# offline records with each figure (commit, date).
+gpu_device_env() {
+    export PATH="/usr/local/cuda/bin:$PATH"
+    export LD_LIBRARY_PATH="/usr/local/cuda/targets/x86_64-linux/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+    export MINISGL_KERNEL_CACHE="${MINISGL_KERNEL_CACHE:-/tmp/minisgl-kernels}"
+    export MINISGL_COMMIT="$(cat .gpu/commit 2>/dev/null || echo unknown)"
+    export MINISGL_BENCH_DATE="$(date -u +%Y-%m-%d)"
+    export PYTHONUNBUFFERED=1
+}
