@@ -11,7 +11,11 @@
 #     part 2: Qwen3-14B offline (default workload and long prompts), 14B decode timeline;
 #     part 3: after a decode-kernel change: kernel checks, offline A/B of the two
 #             decode kernels (MINISGL_DECODE_KERNEL=simt|mma) on both shapes;
-#     part 4: long prompts on both shapes and the 14B decode timeline.
+#     part 4: long prompts on both shapes and the 14B decode timeline;
+#     part 5: after a prefill-kernel change: attn_bench (variants in VARIANTS, cuDNN beside;
+#             NCU=1 adds one Nsight Compute profile), the kernel checks, long prompts;
+#     part 6: a round's closing figures: attn_bench with the ws variant and cuDNN, kernel
+#             and model checks, default and long-prompt workloads on both shapes.
 #
 # Device call (tool `run`, kind nvidia-h200), one per part:
 #   command: bash scripts/gpu-bench.sh device 1
@@ -80,6 +84,51 @@ device)
         timeout 200 "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-14b \
             --timeline-out "$out/timeline-14b.md" --report "$out/timeline-report.md" > "$out/timeline-14b.log" 2>&1
         tail -40 "$out/timeline-14b.md"
+    elif [ "$part" = 5 ]; then
+        # After a prefill-kernel change: the kernel and its variants against an f32
+        # reference and side by side with cuDNN (attn_bench), the engine's kernel checks
+        # (both prefill kernels against the CPU backend), then the prefill-bound
+        # workload on both shapes. VARIANTS adds attn_bench variants.
+        timeout 420 python3 scripts/gpu/attn_bench.py --jsonl "$jl" --timeout 90 --skip "${SKIP:-}" \
+            --variants "${VARIANTS:-ws}" 2>&1 | grep -v "Exception ignored\|driver.pyx\|  launch " | tee "$out/attn.log"
+        if [ "${NCU:-0}" = 1 ]; then
+            # Where the kernel's time goes: one launch of the main case under Nsight Compute.
+            timeout 150 ncu --clock-control none --target-processes all -k regex:attn_prefill_sm90 -c 1 \
+                --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+                --section WarpStateStats --section Occupancy \
+                python3 scripts/gpu/attn_bench.py --only sm90 --cases "8x2048 fresh" --shapes qwen3-14b --reps 1 \
+                > "$out/ncu.txt" 2>&1
+            echo "ncu rc=$?"
+            grep -E "Throughput|Pipe|Busy|Stall|Issued|Eligible|Duration|Bandwidth|Hit Rate" "$out/ncu.txt" | head -60
+        fi
+        timeout 120 "$bin" gpu-check --skip-models --skip-engine --report "$out/gpu-check-ops.md" > "$out/gpu-check-ops.log" 2>&1
+        echo "gpu-check rc=$?"
+        grep -E "checks, |FAIL|prefill attention" "$out/gpu-check-ops.log" | head -30
+        timeout 60 "$bin" bench offline --random-weights .gpu/qwen3-0.6b --device cuda --shape qwen3-0.6b \
+            "${long[@]}" --jsonl "$jl" 2>&1 | tail -4 | tee "$out/long-0.6b.log"
+        timeout 100 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
+            "${long[@]}" --jsonl "$jl" 2>&1 | tail -4 | tee "$out/long-14b.log"
+    elif [ "$part" = 6 ]; then
+        # A round's closing figures in one call: attn_bench (the engine's kernel, the
+        # variants in VARIANTS, cuDNN beside), the kernel and model checks, then the
+        # long-prompt and default workloads on both shapes.
+        timeout 200 python3 scripts/gpu/attn_bench.py --jsonl "$jl" --timeout 90 --skip mma \
+            --variants "${VARIANTS-ws}" 2>&1 | grep -v "Exception ignored\|driver.pyx\|  launch \|^  \[" | tee "$out/attn.log"
+        models=()
+        for m in tests/fixtures/models/*/; do models+=(--model "$m"); done
+        timeout 150 "$bin" gpu-check --skip-engine --skip-bench "${models[@]}" --random-model .gpu/qwen3-0.6b \
+            --report "$out/gpu-check.md" > "$out/gpu-check.log" 2>&1
+        echo "gpu-check rc=$?"
+        grep -E "checks, |FAIL" "$out/gpu-check.log" | head -20
+        # Long prompts first (they follow the prefill kernel), the 14B default workload last.
+        for s in qwen3-0.6b qwen3-14b; do
+            timeout 100 "$bin" bench offline --random-weights .gpu/$s --device cuda --shape $s \
+                "${long[@]}" --jsonl "$jl" 2>&1 | tail -3 | tee "$out/long-$s.log"
+        done
+        for s in qwen3-0.6b qwen3-14b; do
+            timeout 150 "$bin" bench offline --random-weights .gpu/$s --device cuda --shape $s \
+                --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" 2>&1 | tail -3 | tee "$out/offline-$s.log"
+        done
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
             --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" 2>&1 | tail -8 | tee "$out/offline-14b.log"

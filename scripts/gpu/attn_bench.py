@@ -8,6 +8,11 @@ times them beside cuDNN's fused attention on the same shapes, and measures the
 copy-bandwidth and GEMM ceilings. Prints a table; `--jsonl F` appends figures.
 
     python3 scripts/gpu/attn_bench.py [--jsonl OUT] [--variants v1,v2]
+
+A variant is sm90+DEFINE=V+... (kernels/attention_prefill_sm90.cu built with those
+defines) or STEM+... for scripts/gpu/variants/STEM.cu (ws.cu: the warp-specialised,
+persistent candidate). GRID=tiles launches a block per (tile, head) instead of one per
+SM.
 """
 import argparse, json, math, os, subprocess, sys, tempfile, time
 from pathlib import Path
@@ -18,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[2]
+NUM_SMS = torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else 132
 K = ROOT / "kernels"
 
 
@@ -103,7 +109,9 @@ class Paged:
         return 4.0 * tot * self.hd * self.hq
 
 
-def run_ours(kind, fn, P, bq, smem=0, threads=128):
+def run_ours(kind, fn, P, bq, smem=0, threads=128, grid=None):
+    # The persistent kernel draws work items from a counter that it resets itself.
+    counter = torch.zeros(1, dtype=torch.int32, device="cuda")
     o = torch.full((P.T, P.hq * P.hd), float("nan"), dtype=torch.bfloat16, device="cuda")
     ts, tq = P.tiles(bq)
     n = ts.numel()
@@ -111,18 +119,40 @@ def run_ours(kind, fn, P, bq, smem=0, threads=128):
     if kind == "sm90":
         args = (ptr(P.q), np.int32(P.hq * P.hd), ptr(o), ptr(P.k), ptr(P.v), ptr(P.q_start), ptr(P.kv_len),
                 ptr(P.page_start), ptr(P.page_ids), ptr(ts), ptr(tq), np.int32(n), np.int32(P.hq),
-                np.int32(P.hkv), np.int32(P.ps), scale)
+                np.int32(P.hkv), np.int32(P.ps), scale, ptr(counter))
     else:
         args = (ptr(P.q), np.int32(P.hq * P.hd), ptr(o), ptr(P.k), ptr(P.v), ptr(P.q_start), ptr(P.kv_len),
                 ptr(P.page_start), ptr(P.page_ids), ptr(ts), ptr(tq), np.int32(P.hq), np.int32(P.hkv),
                 np.int32(P.ps), scale)
+    # A persistent kernel takes one block per SM (grid="sms"); the others a block per
+    # (tile, head).
+    dims = (min(n * P.hq, NUM_SMS), 1) if grid == "sms" else (n, P.hq)
 
     def launch():
         # ts/tq are referenced here so they outlive run_ours (the kernel reads them).
-        fn((n, P.hq), (threads,), args, shared_mem=smem)
-        return ts, tq
+        fn(dims, (threads,), args, shared_mem=smem)
+        return ts, tq, counter
 
     return o, launch
+
+
+def spec(src_text, defs, hd):
+    """Launch geometry of a Hopper kernel source: (threads, dynamic smem, grid, bq)."""
+    import re
+
+    def val(name, default):
+        for d in defs:
+            if d.startswith(name + "="):
+                return int(d.split("=")[1])
+        m = re.search(rf"#define {name} (\d+)", src_text)
+        return int(m.group(1)) if m else default
+
+    if "#define P_THREADS" in src_text:  # the warp-specialised persistent kernel
+        bk, stages, qslots = val("P_BK", 128), val("P_STAGES", 2), val("P_QSLOTS", 2)
+        grid = "tiles" if "GRID=tiles" in defs else "sms"
+        return val("P_THREADS", 384), (qslots * 128 + 2 * stages * bk) * hd * 2 + 1024, grid, 128
+    bk, stages = val("H_BK", 64), val("H_STAGES", 3)
+    return 256, stages * 2 * bk * hd * 2 + 1024, "tiles", 128
 
 
 def bench(launch, reps=20):
@@ -172,6 +202,10 @@ def main():
     ap.add_argument("--jsonl")
     ap.add_argument("--variants", default="")
     ap.add_argument("--skip", default="")
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per kernel's process")
+    ap.add_argument("--cases", default="", help="comma-separated case names to run (default: all)")
+    ap.add_argument("--shapes", default="", help="comma-separated shape names to run (default: all)")
+    ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--only", help="run one kernel (mma, sdpa, or a variant name) in this process")
     args = ap.parse_args()
     if not args.only:
@@ -180,10 +214,14 @@ def main():
         if args.skip:
             names = [n for n in names if n not in args.skip.split(",")]
         for n in names:
-            cmd = [sys.executable, __file__, "--only", n] + (["--jsonl", args.jsonl] if args.jsonl else [])
-            r = subprocess.run(cmd)
-            if r.returncode != 0:
-                print(f"== {n}: exit {r.returncode}")
+            cmd = [sys.executable, __file__, "--only", n, "--cases", args.cases, "--shapes", args.shapes,
+                   "--reps", str(args.reps)] + (["--jsonl", args.jsonl] if args.jsonl else [])
+            try:
+                r = subprocess.run(cmd, timeout=args.timeout)
+                if r.returncode != 0:
+                    print(f"== {n}: exit {r.returncode}")
+            except subprocess.TimeoutExpired:
+                print(f"== {n}: timed out after {args.timeout} s (a hung kernel?)")
         return
     gen = torch.Generator().manual_seed(0)
     only = args.only
@@ -196,10 +234,9 @@ def main():
         stem = name.split("+")[0]
         src = K / "attention_prefill_sm90.cu" if stem == "sm90" else Path(__file__).parent / "variants" / f"{stem}.cu"
         try:
-            m = build(src, "90a", defs, name=name.replace("+", "_").replace("=", "_"))
-            import re
-            st = re.search(r"#define H_STAGES (\d+)", src.read_text())
-            hop[name] = (m, int(st.group(1)) if st else 2)
+            m = build(src, "90a", [d for d in defs if not d.startswith("GRID=")],
+                      name=name.replace("+", "_").replace("=", "_"))
+            hop[name] = (m, src.read_text(), defs)
         except SystemExit as e:
             print(f"  build {name} failed: {e}")
     rows, figures = [], []
@@ -211,29 +248,36 @@ def main():
         ("8x2048 fresh", [2048] * 8, [2048] * 8, 16),
         ("4x4096 extend 1024/3072", [4096] * 4, [1024] * 4, 16),
         ("ragged mixed p1", [300, 1500, 77, 2048, 513], [300, 700, 77, 1024, 1], 1),
+        # Shapes the issue does not list, so tuning stays general.
+        ("1x8192 fresh", [8192], [8192], 16),
+        ("32x512 fresh", [512] * 32, [512] * 32, 16),
+        ("ragged extend p64", [5000, 700, 2500, 129], [1000, 700, 37, 129], 64),
     ]
+    if args.shapes:
+        shapes = [x for x in shapes if x[0] in args.shapes.split(",")]
+    if args.cases:
+        cases = [x for x in cases if x[0] in args.cases.split(",")]
     for sname, hq, hkv, hd in shapes:
         for cname, ctxs, news, ps in cases:
             P = Paged(ctxs, news, hq, hkv, hd, ps, gen)
             ref = P.reference()
             flops = P.flops()
             line = {"shape": sname, "case": cname}
-            cands = [("mma", old.get_function(f"attn_prefill_hd{hd}"), "mma", 64, 0, 128)] if old else []
-            for vn, (m, stages) in hop.items():
+            cands = [("mma", old.get_function(f"attn_prefill_hd{hd}"), "mma", 64, 0, 128, None)] if old else []
+            for vn, (m, text, defs) in hop.items():
                 fn = m.get_function(f"attn_prefill_sm90_hd{hd}")
-                bk = 128 if "H_BK=128" in vn else 64
-                smem = stages * 2 * bk * hd * 2 + 1024
+                thr, smem, grid, bq = spec(text, defs, hd)
                 fn.max_dynamic_shared_size_bytes = smem
-                cands.append((vn, fn, "sm90", 128, smem, 256))
-            for label, fn, kind, bq, smem, thr in cands:
-                o, launch = run_ours(kind, fn, P, bq, smem, thr)
+                cands.append((vn, fn, "sm90", bq, smem, thr, grid))
+            for label, fn, kind, bq, smem, thr, grid in cands:
+                o, launch = run_ours(kind, fn, P, bq, smem, thr, grid)
                 print(f"  launch {label} {sname} {cname}", flush=True)
                 launch()
                 torch.cuda.synchronize()
                 of = o.float()
                 nan = torch.isnan(of).sum().item()
                 err = ((of - ref).norm() / ref.norm()).item() if nan == 0 else float("nan")
-                t = bench(launch) if nan == 0 and err < 2e-2 else None
+                t = bench(launch, args.reps) if nan == 0 and err < 2e-2 else None
                 tf = flops / t / 1e12 if t else 0.0
                 line[label] = (err, tf)
                 print(f"{sname:11s} {cname:26s} {label:14s} rel_err {err:.2e} nan {nan:6d}  {tf:7.1f} TFLOP/s")

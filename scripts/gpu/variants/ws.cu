@@ -1,0 +1,628 @@
+// Warp-specialised Hopper prefill attention (FlashAttention-3's structure), a
+// candidate to replace kernels/attention_prefill_sm90.cu. Benchmarked and checked by
+// scripts/gpu/attn_bench.py (`--variants ws`, built with nvcc -I kernels); NOT used by
+// the engine yet. Status (2026-12-01, docs/results/gpu-2026-12-01-prefill.md): correct
+// against the f32 reference on every attn_bench case and against the CPU backend in
+// gpu-check (102 checks, when wired into the engine), 1.16-1.51x the engine's kernel,
+// but the Qwen3-14B long-prompt `bench offline` run did not finish (killed at 100 s,
+// three of four tries) with it in the engine, so it stays out until that is found.
+// Launch: grid = min(items, SMs), 384 threads, P_SMEM(HD) dynamic shared memory, and a
+// zeroed int counter as the last argument.
+//
+// Same contract and metadata as attention_prefill.cu: causal, cached prefix, GQA,
+// head_dim 64 or 128.
+//
+// - Warpgroup 0 is the producer: it gathers Q and the K/V tiles of one KV head from
+//   the paged cache with cp.async into 128-byte-swizzled shared memory, and each copy
+//   batch signals an mbarrier when it lands (cp.async.mbarrier.arrive.noinc), so the
+//   producer never waits for its own loads, only for a stage to be released. It runs
+//   on few registers (setmaxnreg) so the two consumers can hold S, P and O.
+// - Warpgroups 1 and 2 each own 64 query rows of a 128-row tile. Q K^T runs on wgmma
+//   from shared memory (Q is in shared memory, not registers), P V with P in
+//   registers. Within a warpgroup, Q K^T of tile j and P V of tile j-1 go to the tensor
+//   cores together and the softmax of tile j runs while P V does (intra-warpgroup
+//   overlap); between the two warpgroups, named barriers hand the tensor cores over
+//   in turn (ping-pong). The causal mask is applied only on the tiles that cross the
+//   diagonal.
+// - The grid is persistent (one block per SM): each block takes work items (one query
+//   tile of one head, heaviest causal spans first) from a global counter as it frees
+//   up, so uneven spans balance across SMs, and the producer runs ahead into the next
+//   item while the consumers finish the current one. The counter resets itself: the
+//   block that draws the last past-the-end number sets it back to zero.
+#include "common.cuh"
+
+#define P_BQ 128       // query rows per work item (two consumer warpgroups of 64)
+#define P_THREADS 384  // warpgroup 0 loads, warpgroups 1 and 2 compute
+#ifndef P_BK
+#define P_BK 128  // keys per K/V tile
+#endif
+#ifndef P_STAGES
+#define P_STAGES 2  // K/V tiles in flight
+#endif
+#ifndef P_QSLOTS
+#define P_QSLOTS 2  // Q tiles: 2 lets the producer load the next item's Q early
+#endif
+#ifndef P_PINGPONG
+#define P_PINGPONG 1
+#endif
+// The cp.async writes are ordinary (generic-proxy) stores that wgmma then reads
+// through the async proxy: each consumer fences after its wait on the copies.
+#ifndef P_CONSUMER_FENCE
+#define P_CONSUMER_FENCE 1
+#endif
+#ifndef P_PRODUCER_REGS
+#define P_PRODUCER_REGS 56
+#endif
+#ifndef P_CONSUMER_REGS
+#define P_CONSUMER_REGS 224
+#endif
+
+// setmaxnreg moves registers within the block's own allocation (384 threads at the
+// 168 that __launch_bounds__(384, 1) gives): asking for more makes the consumers'
+// setmaxnreg.inc wait forever.
+static_assert(128 * P_PRODUCER_REGS + 256 * P_CONSUMER_REGS <= P_THREADS * 168,
+              "register split exceeds the block's allocation");
+static_assert(P_PRODUCER_REGS % 8 == 0 && P_CONSUMER_REGS % 8 == 0, "setmaxnreg takes multiples of 8");
+
+// Dynamic shared memory of a launch (the host computes the same): Q slots, then
+// P_STAGES stages of a K and a V tile, plus 1 KB to align to 1024 bytes.
+#define P_SMEM(HD) ((P_QSLOTS * P_BQ + 2 * P_STAGES * P_BK) * (HD) * 2 + 1024)
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+// Keeps the compiler from moving accumulator reads above the wait.
+__device__ __forceinline__ void reg_fence(float& x) { asm volatile("" : "+f"(x)::"memory"); }
+template <int N>
+__device__ __forceinline__ void fence_regs(float (&x)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; i++) reg_fence(x[i]);
+}
+
+// Shared-memory matrix descriptor, 128-byte swizzle.
+__device__ __forceinline__ u64 desc_sw128(u32 addr, u32 lbo, u32 sbo) {
+    u64 d = 0;
+    d |= (u64)((addr & 0x3FFFF) >> 4);
+    d |= (u64)((lbo >> 4) & 0x3FFF) << 16;
+    d |= (u64)((sbo >> 4) & 0x3FFF) << 32;
+    d |= (u64)1 << 62;
+    return d;
+}
+
+// D (+)= A B on wgmma, m64nNk16, f32 accumulators. _ss: A and B from shared memory
+// (both K-major); _rs_tb: A from registers, B from shared memory N-major (transposed).
+__device__ __forceinline__ void wgmma_ss_n64(float* d, u64 da, u64 db, int acc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(da), "l"(db), "r"(acc));
+}
+
+__device__ __forceinline__ void wgmma_rs_n64_tb(float* d, const u32* a, u64 db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+
+__device__ __forceinline__ void wgmma_ss_n128(float* d, u64 da, u64 db, int acc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(da), "l"(db), "r"(acc));
+}
+
+__device__ __forceinline__ void wgmma_rs_n128_tb(float* d, const u32* a, u64 db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+
+// --- mbarriers and named barriers ------------------------------------------------
+__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// Returns once the phase of the given parity has completed.
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+    asm volatile(
+        "{\n.reg .pred p;\nWAIT:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+        "@!p bra WAIT;\n}\n" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+}
+// One arrival if `on` (predicated, not a branch: it sits inside wgmma stages).
+__device__ __forceinline__ void mbar_arrive_if(u32 bar, bool on) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n"
+        "@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(bar),
+        "r"((int)on)
+        : "memory");
+}
+// The barrier gets this thread's arrival once all its earlier cp.asyncs have landed.
+__device__ __forceinline__ void mbar_arrive_on_copies(u32 bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void named_sync(int id, int n) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int n) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+
+__device__ __forceinline__ u32 pack_bf16x2_fast(float lo, float hi) {
+    u32 r;  // round-to-nearest-even, as f2bf; P holds no NaN
+    // volatile: keeps the packing above the next wgmma.fence, so ptxas need not
+    // inject a warpgroup.arrive of its own.
+    asm volatile("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+// volatile: stays on its side of the wgmma waits (ptxas otherwise sinks half the
+// softmax below the wait for P V, which serialises it with the tensor cores).
+__device__ __forceinline__ float ex2(float x) {
+    float y;
+    asm volatile("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// Tile layout in shared memory (Q, K and V alike): head_dim split into 64-column
+// blocks; block b is [ROWS][128 bytes], the 16-byte chunk c of row r stored at chunk
+// c ^ (r & 7) (the hardware's 128-byte swizzle; every tile starts 1024-byte aligned).
+template <int ROWS>
+__device__ __forceinline__ u32 tile_off(int r, int c) {
+    return (u32)((c >> 3) * (ROWS * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+}
+
+// One work item: query rows [q0, q0 + P_BQ) of sequence s, query head h.
+struct Item {
+    int s, h, qs0, n_new, prefix, q0, kv_end, n;
+    __device__ __forceinline__ Item(int t, const int* q_start, const int* kv_len, const int* tile_seq,
+                                    const int* tile_q0, int num_tiles, int q_heads) {
+        // Heaviest first: within a sequence the tile list runs from short to long causal
+        // spans; consecutive items are the heads of one tile, which share K/V in L2.
+        int tile = num_tiles - 1 - t / q_heads;
+        h = t % q_heads;
+        s = tile_seq[tile];
+        q0 = tile_q0[tile];
+        qs0 = q_start[s];
+        n_new = q_start[s + 1] - qs0;
+        prefix = kv_len[s] - n_new;
+        kv_end = prefix + min(q0 + P_BQ, n_new);
+        n = (kv_end + P_BK - 1) / P_BK;
+    }
+};
+
+// The producer warpgroup's copies. Warp w moves rows [32w, 32w + 32) of each
+// 128-row tile; lane l owns row 32w + l's cache slot (a page-table read, fetched a
+// tile ahead so the copies never wait on it) and the warp copies its rows LPR lanes
+// to a row, each lane 16 bytes, slots passed by shuffles.
+template <int HD>
+struct Producer {
+    static constexpr int LPR = HD / 8;    // lanes per row
+    static constexpr int RPI = 32 / LPR;  // rows per iteration
+    const bf16_t* k_cache;
+    const bf16_t* v_cache;
+    const int* pages;
+    int kv_end, kv_heads, kvh, page_size, page_shift;  // page_shift < 0: not a power of 2
+    int row0, lane;                                     // 32 * warp, lane
+
+    // This lane's row of the tile at kb: its slot in the cache (rows times heads),
+    // or -1 past the end.
+    __device__ __forceinline__ int slot(int kb) const {
+        int p = kb + row0 + lane;
+        if (p >= kv_end) return -1;
+        int pg = __ldg(pages + (page_shift >= 0 ? (p >> page_shift) : p / page_size));
+        int in = page_shift >= 0 ? (p & (page_size - 1)) : p % page_size;
+        return (pg * page_size + in) * kv_heads + kvh;
+    }
+    // Copies the warp's 32 rows of a tile whose slots the lanes hold in `my_slot`.
+    __device__ __forceinline__ void tile(u32 dst, const bf16_t* cache, int my_slot) const {
+        int c = lane % LPR;
+#pragma unroll
+        for (int i = 0; i < 32 / RPI; i++) {
+            int rr = i * RPI + lane / LPR;
+            int sl = __shfl_sync(0xffffffffu, my_slot, rr);
+            const bf16_t* src = cache + (size_t)(sl < 0 ? 0 : sl) * HD + c * 8;
+            cp_async16(dst + tile_off<P_BK>(row0 + rr, c), src, sl >= 0);
+        }
+    }
+    __device__ __forceinline__ void q_tile(u32 dst, const bf16_t* q, int q_stride, const Item& it) const {
+        int c = lane % LPR;
+#pragma unroll
+        for (int i = 0; i < 32 / RPI; i++) {
+            int r = row0 + i * RPI + lane / LPR;
+            bool valid = it.q0 + r < it.n_new;
+            const bf16_t* src = q + (size_t)(it.qs0 + (valid ? it.q0 + r : 0)) * q_stride + it.h * HD + c * 8;
+            cp_async16(dst + tile_off<P_BQ>(r, c), src, valid);
+        }
+    }
+};
+
+// Barriers in shared memory: Q slots, then K and V stages, each a full/empty pair.
+struct Bars {
+    u32 base;
+    __device__ __forceinline__ u32 full_q(int i) const { return base + 8 * i; }
+    __device__ __forceinline__ u32 empty_q(int i) const { return base + 8 * (P_QSLOTS + i); }
+    __device__ __forceinline__ u32 full_k(int i) const { return base + 8 * (2 * P_QSLOTS + i); }
+    __device__ __forceinline__ u32 empty_k(int i) const { return base + 8 * (2 * P_QSLOTS + P_STAGES + i); }
+    __device__ __forceinline__ u32 full_v(int i) const { return base + 8 * (2 * P_QSLOTS + 2 * P_STAGES + i); }
+    __device__ __forceinline__ u32 empty_v(int i) const { return base + 8 * (2 * P_QSLOTS + 3 * P_STAGES + i); }
+    static constexpr int COUNT = 2 * P_QSLOTS + 4 * P_STAGES;
+};
+
+// One consumer warpgroup's state over its 64 rows of the query tile.
+template <int HD>
+struct Rows {
+    float oacc[HD / 2];
+    float m0, m1, l0, l1;  // running max (scaled to log2 units) and sum per row
+    int pos0, pos1, first_pos;
+    float sl2;
+
+    // S -> P (bf16 A fragments), running max and sum; returns in al0/al1 the factors
+    // by which O must be rescaled once the previous P V has landed.
+    // MASK: the tile reaches past this warpgroup's first row, so the causal mask
+    // applies (decided per round by the caller: masking every tile cost a compare and
+    // a select per score, a fifth of the softmax's instructions).
+    template <bool MASK>
+    __device__ __forceinline__ void softmax(float (&s)[P_BK / 2], int kb, u32 (&pf)[P_BK / 16][4],
+                                            float& al0, float& al1) {
+        int tq = threadIdx.x & 3;
+        float mx0 = NEG_INF, mx1 = NEG_INF;
+#pragma unroll
+        for (int nt = 0; nt < P_BK / 8; nt++) {
+            if (MASK) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int col = kb + nt * 8 + 2 * tq + (e & 1);
+                    if (col > (e < 2 ? pos0 : pos1)) s[nt * 4 + e] = NEG_INF;
+                }
+            }
+            mx0 = fmaxf(mx0, fmaxf(s[nt * 4 + 0], s[nt * 4 + 1]));
+            mx1 = fmaxf(mx1, fmaxf(s[nt * 4 + 2], s[nt * 4 + 3]));
+        }
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        float mn0 = fmaxf(m0, mx0 * sl2), mn1 = fmaxf(m1, mx1 * sl2);
+        if (mn0 == NEG_INF) mn0 = 0.0f;  // rows past the sequence see only masked scores
+        if (mn1 == NEG_INF) mn1 = 0.0f;
+        al0 = ex2(m0 - mn0);
+        al1 = ex2(m1 - mn1);
+        m0 = mn0;
+        m1 = mn1;
+        float rs0 = 0.0f, rs1 = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < P_BK / 8; nt++) {
+            // exp2(s * scale·log2e - max): one FFMA and one MUFU per score.
+            s[nt * 4 + 0] = ex2(fmaf(s[nt * 4 + 0], sl2, -mn0));
+            s[nt * 4 + 1] = ex2(fmaf(s[nt * 4 + 1], sl2, -mn0));
+            s[nt * 4 + 2] = ex2(fmaf(s[nt * 4 + 2], sl2, -mn1));
+            s[nt * 4 + 3] = ex2(fmaf(s[nt * 4 + 3], sl2, -mn1));
+            rs0 += s[nt * 4 + 0] + s[nt * 4 + 1];
+            rs1 += s[nt * 4 + 2] + s[nt * 4 + 3];
+        }
+        l0 = l0 * al0 + rs0;
+        l1 = l1 * al1 + rs1;
+#pragma unroll
+        for (int c = 0; c < P_BK / 16; c++) {
+            pf[c][0] = pack_bf16x2_fast(s[(2 * c) * 4 + 0], s[(2 * c) * 4 + 1]);
+            pf[c][1] = pack_bf16x2_fast(s[(2 * c) * 4 + 2], s[(2 * c) * 4 + 3]);
+            pf[c][2] = pack_bf16x2_fast(s[(2 * c + 1) * 4 + 0], s[(2 * c + 1) * 4 + 1]);
+            pf[c][3] = pack_bf16x2_fast(s[(2 * c + 1) * 4 + 2], s[(2 * c + 1) * 4 + 3]);
+        }
+    }
+
+    __device__ __forceinline__ void rescale(float al0, float al1) {
+#pragma unroll
+        for (int dt = 0; dt < HD / 8; dt++) {
+            oacc[dt * 4 + 0] *= al0;
+            oacc[dt * 4 + 1] *= al0;
+            oacc[dt * 4 + 2] *= al1;
+            oacc[dt * 4 + 3] *= al1;
+        }
+    }
+};
+
+// S = Q K^T for this warpgroup's 64 rows: Q rows [wg*64, wg*64+64) of the Q tile.
+template <int HD>
+__device__ __forceinline__ void issue_qk(float (&s)[P_BK / 2], u32 qs, u32 ks) {
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+        u64 da = desc_sw128(qs + (kk >> 2) * (P_BQ * 128) + (kk & 3) * 32, 16, 1024);
+        u64 db = desc_sw128(ks + (kk >> 2) * (P_BK * 128) + (kk & 3) * 32, 16, 1024);
+        if constexpr (P_BK == 64)
+            wgmma_ss_n64(s, da, db, kk);
+        else
+            wgmma_ss_n128(s, da, db, kk);
+    }
+}
+
+// O += P V. V is N-major (head_dim contiguous): LBO steps between 64-column blocks,
+// SBO between groups of 8 key rows.
+template <int HD>
+__device__ __forceinline__ void issue_pv(float (&o)[HD / 2], const u32 (&pf)[P_BK / 16][4], u32 vs) {
+#pragma unroll
+    for (int c = 0; c < P_BK / 16; c++) {
+        u64 d = desc_sw128(vs + c * 16 * 128, P_BK * 128, 1024);
+        if constexpr (HD == 64)
+            wgmma_rs_n64_tb(o, pf[c], d);
+        else
+            wgmma_rs_n128_tb(o, pf[c], d);
+    }
+}
+
+template <int HD>
+__device__ __forceinline__ void prefill_sm90_impl(
+    const bf16_t* __restrict__ q, int q_stride, bf16_t* __restrict__ o,
+    const bf16_t* __restrict__ k_cache, const bf16_t* __restrict__ v_cache,
+    const int* __restrict__ q_start, const int* __restrict__ kv_len,
+    const int* __restrict__ page_start, const int* __restrict__ page_ids,
+    const int* __restrict__ tile_seq, const int* __restrict__ tile_q0, int num_tiles, int q_heads,
+    int kv_heads, int page_size, float scale, int* __restrict__ work_counter) {
+    extern __shared__ unsigned char smem_raw[];
+    __shared__ __align__(8) u64 bar_mem[Bars::COUNT];
+    __shared__ int item_of_slot[P_QSLOTS];  // the work item whose Q a slot holds
+    constexpr int Q_BYTES = P_BQ * HD * 2, TILE_BYTES = P_BK * HD * 2;
+    const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+    const u32 kv_base = base + P_QSLOTS * Q_BYTES;  // stage i: K at +2i·TILE, V at +(2i+1)·TILE
+    Bars bars{smem_u32(bar_mem)};
+
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < P_QSLOTS; i++) {
+            // One cp.async arrival per producer thread, and thread 0's once the
+            // slot's item number is written.
+            mbar_init(bars.full_q(i), 129);
+            mbar_init(bars.empty_q(i), 8);   // one arrival per consumer warp
+        }
+        for (int i = 0; i < P_STAGES; i++) {
+            mbar_init(bars.full_k(i), 128);
+            mbar_init(bars.empty_k(i), 8);
+            mbar_init(bars.full_v(i), 128);
+            mbar_init(bars.empty_v(i), 8);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    const int total = num_tiles * q_heads;
+    const int group = q_heads / kv_heads;
+
+    if (threadIdx.x < 128) {
+        // ---- producer -----------------------------------------------------------
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(P_PRODUCER_REGS));
+        Producer<HD> pr;
+        pr.row0 = (threadIdx.x >> 5) * 32;
+        pr.lane = threadIdx.x & 31;
+        pr.k_cache = k_cache;
+        pr.v_cache = v_cache;
+        pr.kv_heads = kv_heads;
+        pr.page_size = page_size;
+        pr.page_shift = (page_size & (page_size - 1)) == 0 ? __ffs(page_size) - 1 : -1;
+        int qc = 0, kc = 0, vc = 0;  // tiles issued so far, for slot and parity
+        while (true) {
+            const int slot = qc % P_QSLOTS;
+            mbar_wait(bars.empty_q(slot), ((qc / P_QSLOTS) & 1) ^ 1);
+            if (threadIdx.x == 0) {
+                int t = atomicAdd(work_counter, 1);
+                if (t == total + (int)(gridDim.x * gridDim.y) - 1) atomicExch(work_counter, 0);
+                item_of_slot[slot] = t;
+            }
+            named_sync(3, 128);  // the producer warps read the item thread 0 drew
+            const int t = item_of_slot[slot];
+            if (t >= total) {
+                // Past the end: tell the consumers, with no copies in the slot.
+                mbar_arrive_on_copies(bars.full_q(slot));
+                if (threadIdx.x == 0) mbar_arrive_if(bars.full_q(slot), true);
+                break;
+            }
+            Item it(t, q_start, kv_len, tile_seq, tile_q0, num_tiles, q_heads);
+            pr.kv_end = it.kv_end;
+            pr.kvh = it.h / group;
+            pr.pages = page_ids + page_start[it.s];
+            int sl_cur = pr.slot(0), sl_prev = -1;
+            pr.q_tile(base + slot * Q_BYTES, q, q_stride, it);
+            mbar_arrive_on_copies(bars.full_q(slot));
+            if (threadIdx.x == 0) mbar_arrive_if(bars.full_q(slot), true);
+            qc++;
+            // K runs one tile ahead of V: V(k) is needed one step after K(k).
+            for (int k = 0; k <= it.n; k++) {
+                // Page ids of tile k + 1, in flight while tiles k and k - 1 are issued.
+                int sl_next = k + 1 < it.n ? pr.slot((k + 1) * P_BK) : -1;
+                if (k < it.n) {
+                    int st = kc % P_STAGES;
+                    mbar_wait(bars.empty_k(st), ((kc / P_STAGES) & 1) ^ 1);
+                    pr.tile(kv_base + 2 * st * TILE_BYTES, k_cache, sl_cur);
+                    mbar_arrive_on_copies(bars.full_k(st));
+                    kc++;
+                }
+                if (k > 0) {
+                    int st = vc % P_STAGES;
+                    mbar_wait(bars.empty_v(st), ((vc / P_STAGES) & 1) ^ 1);
+                    pr.tile(kv_base + (2 * st + 1) * TILE_BYTES, v_cache, sl_prev);
+                    mbar_arrive_on_copies(bars.full_v(st));
+                    vc++;
+                }
+                sl_prev = sl_cur;
+                sl_cur = sl_next;
+            }
+        }
+        return;
+    }
+
+    // ---- consumers ----------------------------------------------------------------
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(P_CONSUMER_REGS));
+    const int wg = (threadIdx.x >> 7) - 1;  // 0 or 1
+    const int ctid = threadIdx.x & 127;
+    const int warp = ctid >> 5, lane = ctid & 31, g = lane >> 2, tq = lane & 3;
+    const bool leader = lane == 0;
+    // Ping-pong: warpgroup wg issues its matrix work after barrier 1 + wg, then opens
+    // the other's. Warpgroup 1 opens warpgroup 0's first turn.
+    const int my_turn = 1 + wg, their_turn = 2 - wg;
+    if (P_PINGPONG && wg == 1) named_arrive(1, 256);
+
+    int qc = 0, kc = 0, vc = 0;
+    while (true) {
+        const int qslot = qc % P_QSLOTS;
+        mbar_wait(bars.full_q(qslot), (qc / P_QSLOTS) & 1);
+        const int t = item_of_slot[qslot];
+        if (t >= total) break;
+        Item it(t, q_start, kv_len, tile_seq, tile_q0, num_tiles, q_heads);
+        const int n = it.n;
+        const int wq0 = it.q0 + wg * 64;
+        const int r0 = wq0 + warp * 16 + g, r1 = r0 + 8;
+
+        Rows<HD> st;
+        st.pos0 = it.prefix + r0;
+        st.pos1 = it.prefix + r1;
+        st.first_pos = it.prefix + wq0;
+        st.sl2 = scale * LOG2E;
+        st.m0 = st.m1 = NEG_INF;
+        st.l0 = st.l1 = 0.0f;
+#pragma unroll
+        for (int i = 0; i < HD / 2; i++) st.oacc[i] = 0.0f;
+
+        const u32 qs = base + qslot * Q_BYTES + wg * 64 * 128;
+        if (P_CONSUMER_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+
+        auto k_stage = [&](int i) { return kv_base + 2 * (i % P_STAGES) * TILE_BYTES; };
+        auto v_stage = [&](int i) { return kv_base + (2 * (i % P_STAGES) + 1) * TILE_BYTES; };
+        auto wait_k = [&](int i) {
+            mbar_wait(bars.full_k(i % P_STAGES), (i / P_STAGES) & 1);
+            if (P_CONSUMER_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        };
+        auto wait_v = [&](int i) {
+            mbar_wait(bars.full_v(i % P_STAGES), (i / P_STAGES) & 1);
+            if (P_CONSUMER_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        };
+        auto turn_begin = [&]() {
+            if (P_PINGPONG) named_sync(my_turn, 256);
+        };
+        auto turn_end = [&]() {
+            if (P_PINGPONG) named_arrive(their_turn, 256);
+        };
+
+        float sacc[P_BK / 2];
+        u32 pa[P_BK / 16][4], pb[P_BK / 16][4];
+        float al0, al1;
+
+        // Round 0: S_0 only. O starts at zero, so P_0's rescale factor is moot.
+        wait_k(kc);
+        turn_begin();
+        wgmma_fence();
+        issue_qk<HD>(sacc, qs, k_stage(kc));
+        wgmma_commit();
+        turn_end();
+        wgmma_wait<0>();
+        fence_regs(sacc);
+        mbar_arrive_if(bars.empty_k(kc % P_STAGES), leader);
+        mbar_arrive_if(bars.empty_q(qslot), leader && n == 1);
+        kc++;
+        if (P_BK > st.first_pos)
+            st.template softmax<true>(sacc, 0, pa, al0, al1);
+        else
+            st.template softmax<false>(sacc, 0, pa, al0, al1);
+
+        // Round j (1 <= j < n): Q K_j^T goes to the tensor cores, O is rescaled by
+        // the factors of softmax j-1 while it runs, then P_{j-1} V_{j-1} follows;
+        // the softmax of S_j runs while P V does (FlashAttention-3's order). No
+        // branch and no access to a running wgmma's registers between it and its
+        // wait: either makes ptxas serialise the wgmmas.
+        // Two copies of a round, with and without the causal mask (NVRTC takes no
+        // generic lambdas, so the flag is a macro argument).
+#define PREFILL_ROUND(MASK)                                                          \
+    [&](const u32(&cur)[P_BK / 16][4], u32(&nxt)[P_BK / 16][4], int j) {            \
+        wait_k(kc);                                                                  \
+        wait_v(vc);                                                                  \
+        turn_begin();                                                                \
+        wgmma_fence();                                                               \
+        issue_qk<HD>(sacc, qs, k_stage(kc));                                         \
+        wgmma_commit();                                                              \
+        st.rescale(al0, al1);                                                        \
+        wgmma_fence();                                                               \
+        issue_pv<HD>(st.oacc, cur, v_stage(vc));                                     \
+        wgmma_commit();                                                              \
+        turn_end();                                                                  \
+        wgmma_wait<1>();                                                             \
+        fence_regs(sacc);                                                            \
+        mbar_arrive_if(bars.empty_k(kc % P_STAGES), leader);                         \
+        mbar_arrive_if(bars.empty_q(qslot), leader && j == n - 1);                   \
+        st.template softmax<MASK>(sacc, j * P_BK, nxt, al0, al1);                    \
+        wgmma_wait<0>();                                                             \
+        fence_regs(st.oacc);                                                         \
+        mbar_arrive_if(bars.empty_v(vc % P_STAGES), leader);                         \
+        kc++;                                                                        \
+        vc++;                                                                        \
+    }
+        auto step = PREFILL_ROUND(false);
+        auto step_masked = PREFILL_ROUND(true);
+#undef PREFILL_ROUND
+        // The last round: P V only.
+        auto last = [&](const u32 (&cur)[P_BK / 16][4]) {
+            wait_v(vc);
+            turn_begin();
+            st.rescale(al0, al1);
+            wgmma_fence();
+            issue_pv<HD>(st.oacc, cur, v_stage(vc));
+            wgmma_commit();
+            turn_end();
+            wgmma_wait<0>();
+            fence_regs(st.oacc);
+            mbar_arrive_if(bars.empty_v(vc % P_STAGES), leader);
+            vc++;
+        };
+        // Tiles from `diag` on reach past the warpgroup's first row.
+        const int diag = max(1, (st.first_pos + 1) / P_BK);
+        int j = 1;
+        while (true) {
+            if (j >= n) { last(pa); break; }
+            if (j >= diag) step_masked(pa, pb, j++); else step(pa, pb, j++);
+            if (j >= n) { last(pb); break; }
+            if (j >= diag) step_masked(pb, pa, j++); else step(pb, pa, j++);
+        }
+        qc++;
+
+        float l0 = st.l0, l1 = st.l1;
+        l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+        l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+        l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+        l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+        float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
+        size_t ostride = (size_t)q_heads * HD;
+#pragma unroll
+        for (int dt = 0; dt < HD / 8; dt++) {
+            int col = it.h * HD + dt * 8 + 2 * tq;
+            if (r0 < it.n_new)
+                *reinterpret_cast<u32*>(o + (size_t)(it.qs0 + r0) * ostride + col) =
+                    pack_bf16x2(st.oacc[dt * 4 + 0] * inv0, st.oacc[dt * 4 + 1] * inv0);
+            if (r1 < it.n_new)
+                *reinterpret_cast<u32*>(o + (size_t)(it.qs0 + r1) * ostride + col) =
+                    pack_bf16x2(st.oacc[dt * 4 + 2] * inv1, st.oacc[dt * 4 + 3] * inv1);
+        }
+    }
+    // Warpgroup 1's opening arrival is still pending on barrier 1: take it.
+    if (P_PINGPONG && wg == 0) named_sync(1, 256);
+}
+
+#define PREFILL_SM90(HD)                                                                         \
+    extern "C" __global__ void __launch_bounds__(P_THREADS, 1) attn_prefill_sm90_hd##HD(          \
+        const bf16_t* q, int q_stride, bf16_t* o, const bf16_t* k_cache, const bf16_t* v_cache,  \
+        const int* q_start, const int* kv_len, const int* page_start, const int* page_ids,      \
+        const int* tile_seq, const int* tile_q0, int num_tiles, int q_heads, int kv_heads,      \
+        int page_size, float scale, int* work_counter) {                                        \
+        prefill_sm90_impl<HD>(q, q_stride, o, k_cache, v_cache, q_start, kv_len, page_start,    \
+                              page_ids, tile_seq, tile_q0, num_tiles, q_heads, kv_heads,        \
+                              page_size, scale, work_counter);                                  \
+    }
+PREFILL_SM90(64)
+PREFILL_SM90(128)
