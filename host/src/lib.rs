@@ -9,7 +9,6 @@
 
 pub mod backend;
 pub mod batch;
-pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod kv;

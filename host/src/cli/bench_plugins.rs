@@ -13,9 +13,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::settings::{Group, SettingArgs};
-use crate::config::Alias;
-use crate::plugin::{synth, validate, Deadlines, PluginConfig, PluginSet};
 use anyhow::{bail, Context};
+use minisgl::config::Alias;
+use minisgl::plugin::{synth, validate, Deadlines, PluginConfig, PluginSet};
 use minisgl_plugin_sdk::{Evictor, Sampler, Scheduler};
 use minisgl_policies::{DefaultSampler, Fcfs, Lru};
 use rand::SeedableRng;
