@@ -454,9 +454,7 @@ fn hf_scenario(
             r
         })
         .collect();
-    reqs.extend(minisgl::engine::testing::random_requests(
-        7, 6, 16, vocab, None,
-    ));
+    reqs.extend(minisgl::workload::random_requests(7, 6, 16, vocab, None));
     let s = Setup {
         page_size: 16,
         num_pages: 256,
@@ -531,7 +529,7 @@ fn batching_scenarios(
     tol: FlipTolerance,
     rep: &mut Report,
 ) -> Result<()> {
-    let reqs = minisgl::engine::testing::random_requests(11, 24, 32, vocab, Some(2));
+    let reqs = minisgl::workload::random_requests(11, 24, 32, vocab, Some(2));
     let all: Vec<usize> = (0..reqs.len()).collect();
     // Each request alone, whole prompt in one chunk, no prefix reuse.
     let solo_setup = Setup {
