@@ -6,10 +6,13 @@
 //! plugins only ever see the compact views of `minisgl_plugin_sdk`.
 //! `sim` runs the engine loop in virtual time against a calibrated step-cost
 //! model; `workload` builds the request streams it (and `compare`) replays.
+//!
+//! The binary `minisgl-host` (`main.rs` and `cli/`: the subcommands, the
+//! benchmarks, the plugin harness and the GPU check) is not part of this
+//! crate's API: it uses the crate only through that API, like any embedder.
 
 pub mod backend;
 pub mod batch;
-pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod kv;

@@ -1,13 +1,16 @@
-//! The engine loop against the hash model (`minisgl::engine::testing`),
+//! The engine loop against the hash model (`support/hash_model.rs`),
 //! whose next token is a hash of the whole sequence read back through the
 //! page table: continuous batching, chunked prefill, paging, prefix caching,
 //! eviction, preemption and overlap must all leave every request's output
 //! exactly what the model gives for that request alone.
 
+#[path = "support/hash_model.rs"]
+mod hash_model;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use minisgl::engine::testing::HashRunner;
+use hash_model::HashRunner;
 use minisgl::engine::{
     CacheMode, Engine, EngineConfig, EngineMetrics, Event, FinishReason, GenerateRequest,
     SubmitError,
@@ -450,7 +453,7 @@ impl minisgl::scheduler::Policy for PickSecond {
 
 #[test]
 fn sampler_picks_are_used_and_overlap_waits_for_them() {
-    use minisgl::engine::testing::hash;
+    use crate::hash_model::hash;
     let mut reqs = workload(8, 16, 30, 12, true);
     for r in &mut reqs {
         r.params.temperature = 0.7;

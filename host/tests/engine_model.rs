@@ -10,11 +10,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use minisgl::engine::testing::random_requests;
 use minisgl::engine::{CacheMode, Engine, EngineConfig, FinishReason, GenerateRequest};
 use minisgl::model::runner::cpu_runner;
 use minisgl::model::{load, LoadedModel};
 use minisgl::plugin::PluginSet;
+use minisgl::workload::random_requests;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -6,11 +6,12 @@
 #[path = "support/plugin.rs"]
 mod support;
 
-use minisgl::plugin::{synth, validate, PluginKind, PluginSource};
+use minisgl::plugin::{validate, PluginKind, PluginSource};
 use minisgl_plugin_sdk::{Evictor, Sampler, Scheduler};
 use minisgl_policies::{DefaultSampler, Fcfs, Lru};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use support::synth;
 
 const CASES: usize = 3000;
 

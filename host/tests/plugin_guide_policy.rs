@@ -7,12 +7,17 @@
 //! them (`decision_fixups == 0`), and every request still gets exactly the
 //! tokens the model gives it alone.
 
+#[path = "support/hash_model.rs"]
+mod hash_model;
+#[path = "support/plugin.rs"]
+mod support;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use minisgl::engine::testing::HashRunner;
+use hash_model::HashRunner;
 use minisgl::engine::{spawn_with_policy, CacheMode, Engine, EngineConfig, GenerateRequest};
-use minisgl::plugin::{synth, validate, PluginSet};
+use minisgl::plugin::{validate, PluginSet};
 use minisgl::scheduler::Policy;
 use minisgl_plugin_sdk::{
     Budget, CacheLeaf, CandidateList, PrefillChunk, RequestView, SamplePlan, SampleRequest,
@@ -21,6 +26,7 @@ use minisgl_plugin_sdk::{
 use minisgl_policies::DefaultSampler;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use support::synth;
 
 const VOCAB: u32 = 500;
 

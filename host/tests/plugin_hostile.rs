@@ -191,7 +191,7 @@ fn invalid_plans_and_picks_are_rejected() {
     // vocab % 6 selects the guest's mistake.
     let rules = ["P3", "P4", "P2", "P5", "P1", "P1"];
     for vocab in 600..606 {
-        let reqs = minisgl::plugin::synth::sample_input(&mut rng, 4, true, vocab);
+        let reqs = support::synth::sample_input(&mut rng, 4, true, vocab);
         assert_eq!(set.plan(&reqs, vocab), DefaultSampler.plan(&reqs, vocab));
         expected += 1;
         let s = stats(&set, PluginKind::Sampler);

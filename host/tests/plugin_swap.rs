@@ -11,13 +11,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use minisgl::plugin::{
-    precompile, synth, FailureMode, PluginError, PluginKind, PluginSet, PluginSource,
-};
+use minisgl::plugin::{precompile, FailureMode, PluginError, PluginKind, PluginSet, PluginSource};
 use minisgl_plugin_sdk::Scheduler;
 use minisgl_policies::Fcfs;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use support::synth;
 
 fn scheduler_stats(set: &PluginSet) -> minisgl::plugin::SlotStats {
     set.stats().remove(0)

@@ -24,6 +24,8 @@
 //!   shape `[num_pages, page_size, kv_heads, head_dim]`. Token position `p` of a
 //!   sequence lives in page `page_table[p / page_size]`, slot `p % page_size`;
 //!   its flat slot id is `page * page_size + p % page_size`.
+//! * An op's input rules (shapes, token ids) that both backends check live
+//!   once in `shapes.rs`, so a bad call is the same error on either.
 //!
 //! # Per-step metadata
 //! The runner builds one host-side [`StepMeta`] per step and calls
@@ -58,6 +60,7 @@ pub mod cpu;
 pub mod cuda;
 mod device_kind;
 pub mod ggml;
+mod shapes;
 
 pub use device_kind::DeviceKind;
 

@@ -15,9 +15,9 @@
 //! all-reduces add their bytes at the NCCL bus bandwidth measured in the
 //! same run ([`measure_all_reduce`]).
 
-use crate::backend::cuda::{CudaBackend, CudaOptions};
-use crate::backend::{Backend, HostData};
-use crate::model::ModelConfig;
+use minisgl::backend::cuda::{CudaBackend, CudaOptions};
+use minisgl::backend::{Backend, HostData};
+use minisgl::model::ModelConfig;
 
 /// Measured device ceilings.
 #[derive(Clone, Copy, Debug)]
@@ -120,9 +120,9 @@ pub struct AllReduceTimes {
 /// its own, one thread a rank): a 256 MiB buffer for the bus bandwidth, then
 /// each of `sizes` (elements) for per-call latency.
 pub fn measure_all_reduce(world: usize, sizes: &[usize]) -> anyhow::Result<AllReduceTimes> {
-    use crate::backend::cuda::nccl;
     use cudarc::driver::sys::CUevent_flags;
-    let ordinals = crate::model::tp_runner::gpu_ordinals(world)?;
+    use minisgl::backend::cuda::nccl;
+    let ordinals = minisgl::model::tp_runner::gpu_ordinals(world)?;
     let ranks = nccl::init_group(&ordinals)?;
     const BIG: usize = 128 << 20; // bf16 elements: 256 MiB
     let times: Vec<anyhow::Result<Vec<f64>>> = std::thread::scope(|s| {

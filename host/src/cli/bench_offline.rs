@@ -15,12 +15,12 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::settings::{Group, SettingArgs};
-use crate::config::Config;
-use crate::engine::{CacheMode, Engine, EngineConfig, EngineMetrics, GenerateRequest};
-use crate::kv::pool::bytes_per_page;
-use crate::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
-use crate::model::{load, load_random, LoadedModel};
-use crate::plugin::PluginSet;
+use minisgl::config::Config;
+use minisgl::engine::{CacheMode, Engine, EngineConfig, EngineMetrics, GenerateRequest};
+use minisgl::kv::pool::bytes_per_page;
+use minisgl::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
+use minisgl::model::{load, load_random, LoadedModel};
+use minisgl::plugin::PluginSet;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchOfflineArgs {
@@ -492,7 +492,7 @@ fn num_pages(
         (None, DeviceKind::Cpu) => Some(4096 << 20),
         (None, _) => None,
     };
-    let budget = crate::engine::builder::kv_pages(
+    let budget = minisgl::engine::builder::kv_pages(
         &model.config,
         cfg.device,
         cfg.page_size,

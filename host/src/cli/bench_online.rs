@@ -8,7 +8,7 @@
 //! `output_length`, `hash_ids` of 512-token blocks, so prompts sharing hash
 //! ids share a token prefix) or the Azure LLM inference CSV
 //! (`TIMESTAMP,ContextTokens,GeneratedTokens`), read by
-//! [`crate::workload::trace`]. Prompts are token ids, so no tokenizer is
+//! [`minisgl::workload::trace`]. Prompts are token ids, so no tokenizer is
 //! needed; `--length-scale` shrinks a trace's lengths (and the block size)
 //! to fit a small model.
 
@@ -113,9 +113,9 @@ fn parse_range(s: &str, what: &str) -> anyhow::Result<(u32, u32)> {
     Ok((lo, hi))
 }
 
-use crate::workload::random_tokens;
+use minisgl::workload::random_tokens;
 #[cfg(test)]
-use crate::workload::trace::azure_time;
+use minisgl::workload::trace::azure_time;
 
 fn plan(args: &BenchOnlineArgs, vocab: u32) -> anyhow::Result<Vec<Planned>> {
     let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
@@ -144,7 +144,7 @@ fn plan(args: &BenchOnlineArgs, vocab: u32) -> anyhow::Result<Vec<Planned>> {
             })
             .collect());
     };
-    let o = crate::workload::trace::TraceOptions {
+    let o = minisgl::workload::trace::TraceOptions {
         num_requests: args.num_requests,
         time_scale: args.time_scale,
         length_scale: args.length_scale,
@@ -153,7 +153,7 @@ fn plan(args: &BenchOnlineArgs, vocab: u32) -> anyhow::Result<Vec<Planned>> {
         vocab,
         seed: args.seed,
     };
-    Ok(crate::workload::trace::load(path, &o)?
+    Ok(minisgl::workload::trace::load(path, &o)?
         .into_iter()
         .map(|r| Planned {
             at: r.at_us as f64 / 1e6,

@@ -9,13 +9,15 @@
 //! reported, not an error; failed calls (trap, timeout, memory, invalid)
 //! are.
 
+mod synth;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::settings::{Group, SettingArgs};
-use crate::config::Alias;
-use crate::plugin::{synth, validate, Deadlines, PluginConfig, PluginSet};
 use anyhow::{bail, Context};
+use minisgl::config::Alias;
+use minisgl::plugin::{validate, Deadlines, PluginConfig, PluginSet};
 use minisgl_plugin_sdk::{Evictor, Sampler, Scheduler};
 use minisgl_policies::{DefaultSampler, Fcfs, Lru};
 use rand::SeedableRng;

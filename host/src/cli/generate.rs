@@ -14,10 +14,10 @@ use minisgl_plugin_sdk::SamplingParams;
 use std::sync::Arc;
 
 use super::settings::{Group, SettingArgs};
-use crate::engine::{Engine, EngineConfig, Event, FinishReason, GenerateRequest};
-use crate::model::runner::{build_runner_with, RunnerOptions};
-use crate::model::IncrementalDecoder;
-use crate::plugin::PluginSet;
+use minisgl::engine::{Engine, EngineConfig, Event, FinishReason, GenerateRequest};
+use minisgl::model::runner::{build_runner_with, RunnerOptions};
+use minisgl::model::IncrementalDecoder;
+use minisgl::plugin::PluginSet;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct GenerateArgs {
@@ -73,7 +73,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         bail!("--temperature must be >= 0, got {}", args.temperature);
     }
     let t0 = Instant::now();
-    let model = crate::model::load(&model_path)
+    let model = minisgl::model::load(&model_path)
         .with_context(|| format!("loading {}", model_path.display()))?;
     let tok = model.tokenizer.as_ref();
     let prompt_ids: Vec<u32> = match (&args.prompt, &args.prompt_ids) {

@@ -23,9 +23,9 @@ use std::time::Instant;
 
 use anyhow::Context;
 
-use crate::backend::cpu::CpuBackend;
-use crate::backend::cuda::{AttentionBackend, CudaBackend, CudaOptions};
-use crate::model::runner::DeviceKind;
+use minisgl::backend::cpu::CpuBackend;
+use minisgl::backend::cuda::{AttentionBackend, CudaBackend, CudaOptions};
+use minisgl::model::runner::DeviceKind;
 use report::Report;
 
 #[derive(clap::Args, Debug, Clone)]

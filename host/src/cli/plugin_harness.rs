@@ -24,9 +24,9 @@ use anyhow::{bail, Context, Result};
 use minisgl_plugin_sdk::{SamplePlan, ScheduleDecision};
 
 use super::settings::{Group, SettingArgs};
-use crate::config::Alias;
-use crate::plugin::clock::thread_cpu_time;
-use crate::plugin::{Deadlines, FailureMode, PluginConfig, PluginKind, PluginSet};
+use minisgl::config::Alias;
+use minisgl::plugin::clock::thread_cpu_time;
+use minisgl::plugin::{Deadlines, FailureMode, PluginConfig, PluginKind, PluginSet};
 use views::{Case, Size};
 
 #[derive(clap::Subcommand, Debug)]

@@ -2,7 +2,7 @@
 //! batches and prefill chunks, fit the simulator's cost model, and write a
 //! profile file (JSON) for `compare --backend sim --profile FILE`.
 //!
-//! The CPU and CUDA paths are the same code ([`crate::sim::measure`]) over a
+//! The CPU and CUDA paths are the same code ([`minisgl::sim::measure`]) over a
 //! different runner.
 //!
 //! `--refit PROFILE --steps FILE...` measures nothing: it fits PROFILE's model
@@ -16,10 +16,10 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 
 use super::settings::{Group, SettingArgs};
-use crate::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
-use crate::model::{load, load_random};
-use crate::sim::measure::{measure, Grid};
-use crate::sim::{step_log, Profile, StepRecord};
+use minisgl::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
+use minisgl::model::{load, load_random};
+use minisgl::sim::measure::{measure, Grid};
+use minisgl::sim::{step_log, Profile, StepRecord};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ProfileArgs {
@@ -178,7 +178,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
     // takes memory.
     let kv_pages = match args.kv_pages {
         Some(n) => n,
-        None => crate::engine::builder::kv_pages(c, cfg.device, cfg.page_size, None, 1)?,
+        None => minisgl::engine::builder::kv_pages(c, cfg.device, cfg.page_size, None, 1)?,
     };
     let pages = grid.pages_needed(cfg.page_size);
     let mut runner = build_runner_with(

@@ -3,7 +3,7 @@
 //!
 //! Settings come from, lowest precedence first: built-in defaults,
 //! `MINISGL_*` environment variables, the `--config` TOML file, then these
-//! flags (see `crate::config`).
+//! flags (see `minisgl::config`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -12,12 +12,12 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use super::settings::{AllSettings, SettingArgs};
-use crate::config::{Config, ConfigLayer};
-use crate::engine::EngineHandle;
-use crate::model::Tokenizer;
-use crate::server::protocol::Limits;
-use crate::server::worker_meta::WorkerMeta;
-use crate::server::AppState;
+use minisgl::config::{Config, ConfigLayer};
+use minisgl::engine::EngineHandle;
+use minisgl::model::Tokenizer;
+use minisgl::server::protocol::Limits;
+use minisgl::server::worker_meta::WorkerMeta;
+use minisgl::server::AppState;
 
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct ServeArgs {
@@ -58,7 +58,7 @@ pub struct Started {
 
 /// Starts the engine from `cfg` and adds what the HTTP front end needs.
 pub fn start_engine(cfg: &Config) -> anyhow::Result<Started> {
-    let a = crate::engine::builder::start(cfg)?;
+    let a = minisgl::engine::builder::start(cfg)?;
     let limits = Limits {
         model_name: cfg.model_name(),
         vocab_size: a.engine.vocab_size(),
@@ -101,9 +101,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         let loading = tokio::net::TcpListener::from_std(socket.try_clone()?)?;
         let listener = tokio::net::TcpListener::from_std(socket)?;
         let (loaded_tx, loaded_rx) = tokio::sync::oneshot::channel::<()>();
-        let loading_server = tokio::spawn(crate::server::conn::serve_until(
+        let loading_server = tokio::spawn(minisgl::server::conn::serve_until(
             loading,
-            crate::server::probes::loading_router(),
+            minisgl::server::probes::loading_router(),
             async {
                 let _ = loaded_rx.await;
             },
@@ -125,7 +125,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             "minisgl: serving {} on http://{local}",
             state.limits.model_name
         );
-        crate::server::serve(listener, state, crate::server::shutdown_signal()).await?;
+        minisgl::server::serve(listener, state, minisgl::server::shutdown_signal()).await?;
         Ok::<_, anyhow::Error>(())
     })?;
     Ok(())

@@ -1,4 +1,4 @@
-//! Flags for the settings of [`crate::config`], built from its one table
+//! Flags for the settings of [`minisgl::config`], built from its one table
 //! ([`SETTINGS`]) so that each subcommand taking a setting spells, explains
 //! and checks it the same way. A subcommand flattens `SettingArgs<G>`, where
 //! `G` names the settings it takes.
@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, Command};
 
-use crate::config::{
+use minisgl::config::{
     setting, Alias, AliasValue, Config, ConfigError, ConfigLayer, Raw, Setting, Shape, Source,
     SETTINGS,
 };
@@ -498,7 +498,7 @@ mod tests {
         let cli = Some_::try_parse_from(["x", "--page-size", "32"]).unwrap();
         let c = cli.settings.config().unwrap();
         assert_eq!(c.page_size, 32);
-        assert_eq!(c.device, crate::config::DeviceKind::Auto);
+        assert_eq!(c.device, minisgl::config::DeviceKind::Auto);
         assert!(Some_::try_parse_from(["x", "--port", "1"]).is_err());
     }
 }

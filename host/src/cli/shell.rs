@@ -11,9 +11,9 @@ use anyhow::Context;
 use minisgl_plugin_sdk::SamplingParams;
 use serde_json::json;
 
-use crate::config::Config;
-use crate::engine::{Event, GenerateRequest};
-use crate::model::IncrementalDecoder;
+use minisgl::config::Config;
+use minisgl::engine::{Event, GenerateRequest};
+use minisgl::model::IncrementalDecoder;
 
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct ShellArgs {
@@ -68,7 +68,7 @@ pub fn run_with(cfg: &Config, opts: &ChatOptions) -> anyhow::Result<()> {
         );
     }
     super::init_logging();
-    let started = crate::engine::builder::start(cfg)?;
+    let started = minisgl::engine::builder::start(cfg)?;
     let tok = started.tokenizer;
     let engine = started.engine;
     if !tok.has_chat_template() {

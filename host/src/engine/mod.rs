@@ -7,13 +7,11 @@
 //!   aborts, reads metrics, shuts down.
 //! * [`worker`]: the model runner on its own thread (overlap).
 //! * [`offline`]: [`Engine::generate`] for batches.
-//! * [`testing`]: a deterministic hash "model" for tests.
 
 pub mod api;
 pub mod builder;
 pub mod handle;
 pub mod offline;
-pub mod testing;
 mod worker;
 
 pub use api::{

@@ -25,7 +25,6 @@ mod instance;
 mod runtime;
 mod stats;
 mod stderr;
-pub mod synth;
 pub mod validate;
 
 use std::path::Path;

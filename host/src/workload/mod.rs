@@ -6,11 +6,13 @@
 //!   `hash_ids`) and Azure `.csv`.
 //! * [`synth`]: Poisson, bursty, shared-prefix groups, multi-tenant clients
 //!   with priorities; optional deadlines.
+//! * [`random_requests`]: a batch without arrival times, half of it sharing a
+//!   prefix, for checking the engine's output (its tests and `gpu-check`).
 
 pub mod synth;
 pub mod trace;
 
-use rand::Rng;
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::request::GenerateRequest;
@@ -79,6 +81,34 @@ pub fn assign_tenants(reqs: &mut [TimedRequest], clients: u64, seed: u64) {
         r.request.client_id = c;
         r.request.priority = (c % 3) as i32;
     }
+}
+
+/// Random greedy requests for engine checks (tests and `gpu-check`): prompts
+/// of up to 63 tokens, half of them behind a shared 24-token prefix (radix
+/// hits), asking for 1..`max_new` tokens; deterministic for a seed.
+pub fn random_requests(
+    seed: u64,
+    n: usize,
+    max_new: u32,
+    vocab: u32,
+    logprobs: Option<u32>,
+) -> Vec<GenerateRequest> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let shared: Vec<u32> = (0..24).map(|_| rng.random_range(0..vocab)).collect();
+    (0..n)
+        .map(|_| {
+            let mut prompt = if rng.random_bool(0.5) {
+                shared.clone()
+            } else {
+                Vec::new()
+            };
+            let len = rng.random_range(1..40);
+            prompt.extend((0..len).map(|_| rng.random_range(0..vocab)));
+            let mut r = GenerateRequest::greedy(prompt, rng.random_range(1..max_new));
+            r.logprobs = logprobs;
+            r
+        })
+        .collect()
 }
 
 #[cfg(test)]

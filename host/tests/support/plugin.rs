@@ -8,9 +8,14 @@ use std::time::Duration;
 
 use minisgl::plugin::{Deadlines, FailureMode, PluginConfig, PluginKind, PluginSet};
 
+/// The seeded plugin inputs of `bench plugins`, shared with the binary (one
+/// copy, not part of the library's API).
+#[path = "../../src/cli/bench_plugins/synth.rs"]
+pub mod synth;
+
 /// The component of workspace crate `name`, built by scripts/build-plugins.sh.
 pub fn plugin(name: &str) -> PathBuf {
-    minisgl::plugin::synth::built_plugin(name).unwrap_or_else(|e| panic!("{e}"))
+    synth::built_plugin(name).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A compile cache shared by the test binaries (each component is compiled

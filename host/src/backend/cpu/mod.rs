@@ -16,6 +16,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::comm::Communicator;
+use super::shapes::{self, shape_err};
 use super::{Backend, BackendError, DType, DeviceTensor, HostData, KvLayout, Sampled, StepMeta};
 use crate::batch::SampleSpec;
 use quant::{Kernels, QActs, QMatrix};
@@ -46,14 +47,7 @@ impl CpuTensor {
     }
 
     fn rows_cols(&self, op: &'static str) -> Result<(usize, usize), BackendError> {
-        match self.shape.as_slice() {
-            [r, c] => Ok((*r, *c)),
-            [c] => Ok((1, *c)),
-            s => Err(BackendError::Shape {
-                op,
-                detail: format!("expected a 2-D tensor, got {s:?}"),
-            }),
-        }
+        shapes::rows_cols(&self.shape, op)
     }
 }
 
@@ -232,22 +226,11 @@ impl CpuBackend {
         bias: Option<&CpuTensor>,
         out: &mut [f32],
     ) -> Result<(), BackendError> {
-        let (m, k) = x.rows_cols("linear")?;
-        let (n, kw) = w.rows_cols("linear")?;
-        if k != kw {
-            return Err(shape_err(
-                "linear",
-                format!("x {:?} w {:?}", x.shape, w.shape),
-            ));
-        }
-        if let Some(b) = bias {
-            if b.data.len() != n {
-                return Err(shape_err(
-                    "linear",
-                    format!("bias {:?} for {n} outputs", b.shape),
-                ));
-            }
-        }
+        let (m, k, n) = shapes::linear(
+            &x.shape,
+            &w.shape,
+            bias.map(|b| (b.shape.as_slice(), b.data.len())),
+        )?;
         let out = &mut out[..m * n];
         match &w.quant {
             // Many rows (prefill) without the packed GEMM: the weights
@@ -309,10 +292,6 @@ fn for_rows(out: &mut [f32], n: usize, f: impl Fn(usize, &mut [f32]) + Sync + Se
     }
 }
 
-fn shape_err(op: &'static str, detail: String) -> BackendError {
-    BackendError::Shape { op, detail }
-}
-
 fn rms_row(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
     let ss: f32 = x.iter().map(|v| v * v).sum::<f32>() / x.len() as f32;
     let inv = 1.0 / (ss + eps).sqrt();
@@ -333,16 +312,7 @@ impl Backend for CpuBackend {
     }
 
     fn upload(&self, shape: &[usize], data: HostData<'_>) -> Result<CpuTensor, BackendError> {
-        let n: usize = shape.iter().product();
-        if data.len() != n || !data.bytes.len().is_multiple_of(data.dtype.size()) {
-            return Err(shape_err(
-                "upload",
-                format!(
-                    "shape {shape:?} needs {n} elements, data has {}",
-                    data.len()
-                ),
-            ));
-        }
+        shapes::upload(shape, &data)?;
         if let (DType::Quant(ty), [rows, cols]) = (data.dtype, shape) {
             if !self.f32_weights && cols.is_multiple_of(ty.block_elems()) {
                 let mut q = QMatrix::new(ty, *rows, *cols, data.bytes.to_vec());
@@ -399,13 +369,8 @@ impl Backend for CpuBackend {
     }
 
     fn embedding(&self, table: &CpuTensor, step: &CpuStep) -> Result<CpuTensor, BackendError> {
-        let (vocab, hidden) = table.rows_cols("embedding")?;
         let toks = &step.meta.tokens;
-        if let Some(t) = toks.iter().find(|&&t| t as usize >= vocab) {
-            return Err(BackendError::InvalidInput(format!(
-                "token id {t} out of range (vocab {vocab})"
-            )));
-        }
+        let (_, hidden) = shapes::embedding(&table.shape, toks)?;
         let mut data = vec![0.0f32; toks.len() * hidden];
         for (row, &t) in data.chunks_mut(hidden.max(1)).zip(toks) {
             match &table.quant {
@@ -469,13 +434,7 @@ impl Backend for CpuBackend {
     }
 
     fn split_cols(&self, x: &CpuTensor, widths: &[usize]) -> Result<Vec<CpuTensor>, BackendError> {
-        let (rows, cols) = x.rows_cols("split_cols")?;
-        if widths.iter().sum::<usize>() != cols {
-            return Err(shape_err(
-                "split_cols",
-                format!("{widths:?} do not sum to {cols}"),
-            ));
-        }
+        let (rows, cols) = shapes::split_cols(&x.shape, widths)?;
         let mut outs = Vec::with_capacity(widths.len());
         let mut off = 0;
         for &wd in widths {
@@ -518,24 +477,13 @@ impl Backend for CpuBackend {
         inv_freq: &CpuTensor,
         step: &CpuStep,
     ) -> Result<(), BackendError> {
-        let (rows, cols) = x.rows_cols("rope")?;
+        let (_, cols) = shapes::rope(
+            &x.shape,
+            head_dim,
+            (&inv_freq.shape, inv_freq.data.len()),
+            step.meta.positions.len(),
+        )?;
         let half = head_dim / 2;
-        if head_dim == 0
-            || !head_dim.is_multiple_of(2)
-            || !cols.is_multiple_of(head_dim)
-            || inv_freq.data.len() != half
-            || rows != step.meta.positions.len()
-        {
-            return Err(shape_err(
-                "rope",
-                format!(
-                    "x {:?}, head_dim {head_dim}, inv_freq {:?}, {} positions",
-                    x.shape,
-                    inv_freq.shape,
-                    step.meta.positions.len()
-                ),
-            ));
-        }
         let pos = &step.meta.positions;
         for_rows(&mut x.data, cols, |r, row| {
             let p = pos[r];
@@ -666,15 +614,7 @@ impl Backend for CpuBackend {
     ) -> Result<(), BackendError> {
         // Straight into `out` (the logits: a fresh 2-row product buffer
         // per step was page faults and a copy).
-        let (m, _) = x.rows_cols("linear_into")?;
-        let (n, _) = w.rows_cols("linear_into")?;
-        let (rows, cols) = out.rows_cols("linear_into")?;
-        if rows < m || cols != n {
-            return Err(shape_err(
-                "linear_into",
-                format!("[{m}, {n}] does not fit into {:?}", out.shape),
-            ));
-        }
+        shapes::linear_into(&x.shape, &w.shape, &out.shape)?;
         self.linear_to(x, w, None, &mut out.data)
     }
 

@@ -53,14 +53,7 @@ impl DeviceTensor for CudaTensor {
 
 impl CudaTensor {
     fn rows_cols(&self, op: &'static str) -> Result<(usize, usize), BackendError> {
-        match self.shape.as_slice() {
-            [r, c] => Ok((*r, *c)),
-            [c] => Ok((1, *c)),
-            s => Err(BackendError::Shape {
-                op,
-                detail: format!("expected a 2-D tensor, got {s:?}"),
-            }),
-        }
+        super::shapes::rows_cols(&self.shape, op)
     }
 
     fn numel(&self) -> usize {

@@ -18,17 +18,17 @@ use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::settings::{Group, SettingArgs};
-use crate::config::Config;
-use crate::engine::{CacheMode, EngineConfig};
-use crate::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
-use crate::model::{load, load_random, LoadedModel};
-use crate::scheduler::Policy;
-use crate::sim::{
+use minisgl::config::Config;
+use minisgl::engine::{CacheMode, EngineConfig};
+use minisgl::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
+use minisgl::model::{load, load_random, LoadedModel};
+use minisgl::scheduler::Policy;
+use minisgl::sim::{
     simulate, step_log, PolicyTime, Profile, RunRecord, SimConfig, Slo, Summary, Timing,
 };
-use crate::workload::synth::{SynthKind, SynthSpec};
-use crate::workload::trace::TraceOptions;
-use crate::workload::{fit_context, TimedRequest};
+use minisgl::workload::synth::{SynthKind, SynthSpec};
+use minisgl::workload::trace::TraceOptions;
+use minisgl::workload::{fit_context, TimedRequest};
 
 /// The settings `compare` takes.
 pub struct CompareSettings;
@@ -193,8 +193,8 @@ fn workload(args: &CompareArgs, vocab: u32) -> anyhow::Result<(Vec<TimedRequest>
             vocab,
             seed: args.seed,
         };
-        let mut w = crate::workload::trace::load(path, &o)?;
-        crate::workload::assign_tenants(&mut w, args.trace_clients, args.seed);
+        let mut w = minisgl::workload::trace::load(path, &o)?;
+        minisgl::workload::assign_tenants(&mut w, args.trace_clients, args.seed);
         let name = format!(
             "trace {} (first {} requests, {} clients, time scale {}, length scale {}, caps in {:?} out {:?}, seed {})",
             path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(),
@@ -226,7 +226,7 @@ fn workload(args: &CompareArgs, vocab: u32) -> anyhow::Result<(Vec<TimedRequest>
         vocab,
         seed: args.seed,
     };
-    let w = crate::workload::synth::generate(&spec)?;
+    let w = minisgl::workload::synth::generate(&spec)?;
     let name = format!(
         "synthetic {kind:?} ({} requests, {} req/s, in {}, out {}, groups {} × {} tokens, clients {}, deadline {:?} ms, seed {})",
         w.len(),
@@ -323,7 +323,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
             let ps = settings.page_size;
             let pages = match args.num_pages {
                 Some(n) => n,
-                None => crate::engine::builder::kv_pages(&m.config, device, ps, None, 1)?,
+                None => minisgl::engine::builder::kv_pages(&m.config, device, ps, None, 1)?,
             };
             let desc =
                 format!("{:?} engine, model `{}`", args.backend, m.source.display()).to_lowercase();

@@ -18,7 +18,7 @@ use anyhow::Context;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::sim::RunRecord;
+use minisgl::sim::RunRecord;
 
 /// A named line: `(x, y)` points.
 pub type Series = (String, Vec<(f64, f64)>);
@@ -178,7 +178,11 @@ pub fn throughput(r: &RunRecord, end_s: f64, buckets: usize) -> Vec<(f64, f64)> 
 
 /// A gauge over time, thinned to at most `max` points (the last sample of
 /// each window).
-pub fn gauge(r: &RunRecord, max: usize, f: impl Fn(&crate::sim::Sample) -> f64) -> Vec<(f64, f64)> {
+pub fn gauge(
+    r: &RunRecord,
+    max: usize,
+    f: impl Fn(&minisgl::sim::Sample) -> f64,
+) -> Vec<(f64, f64)> {
     let step = r.samples.len().div_ceil(max.max(1)).max(1);
     r.samples
         .iter()

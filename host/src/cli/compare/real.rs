@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::engine::{spawn_with_policy, EngineConfig, Event};
-use crate::model::ModelRunner;
-use crate::plugin::PluginSet;
-use crate::sim::timed::TimedPolicy;
-use crate::sim::{LoggingRunner, RunRecord, Sample};
-use crate::workload::TimedRequest;
+use minisgl::engine::{spawn_with_policy, EngineConfig, Event};
+use minisgl::model::ModelRunner;
+use minisgl::plugin::PluginSet;
+use minisgl::sim::timed::TimedPolicy;
+use minisgl::sim::{LoggingRunner, RunRecord, Sample};
+use minisgl::workload::TimedRequest;
 
 /// How often the engine's gauges are sampled.
 const SAMPLE_EVERY: Duration = Duration::from_millis(10);

@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use crate::sim::{Slo, Summary, Timing};
+use minisgl::sim::{Slo, Summary, Timing};
 
 /// One policy set's row.
 pub struct Row<'a> {

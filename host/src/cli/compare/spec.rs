@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
-use crate::plugin::{PluginConfig, PluginSet};
+use minisgl::plugin::{PluginConfig, PluginSet};
 
 /// A parsed `--policy`.
 #[derive(Clone, Debug, PartialEq)]

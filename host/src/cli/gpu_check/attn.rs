@@ -8,10 +8,10 @@ use rand_chacha::ChaCha8Rng;
 
 use super::ops::{randn, up};
 use super::report::Report;
-use crate::backend::cpu::CpuBackend;
-use crate::backend::cuda::ops::AttnPath;
-use crate::backend::cuda::CudaBackend;
-use crate::backend::{Backend, KvLayout, StepMeta};
+use minisgl::backend::cpu::CpuBackend;
+use minisgl::backend::cuda::ops::AttnPath;
+use minisgl::backend::cuda::CudaBackend;
+use minisgl::backend::{Backend, KvLayout, StepMeta};
 
 /// One attention scenario: sequences as (cached prefix, new tokens).
 pub struct Case {

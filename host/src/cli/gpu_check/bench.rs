@@ -11,9 +11,9 @@ use rand_chacha::ChaCha8Rng;
 use super::attn::{metas, Case};
 use super::ops::randn;
 use super::report::Report;
-use crate::backend::cuda::CudaBackend;
-use crate::backend::{Backend, HostData, KvLayout, StepMeta};
-use crate::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
+use minisgl::backend::cuda::CudaBackend;
+use minisgl::backend::{Backend, HostData, KvLayout, StepMeta};
+use minisgl::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
 
 /// Measured device-to-device copy bandwidth on the H200 (TOOLCHAIN.md), bytes/s.
 const COPY_CEILING: f64 = 4.28e12;
@@ -29,8 +29,8 @@ fn fill_random(
     let mut rng = ChaCha8Rng::seed_from_u64(11);
     let k = randn(&mut rng, chunk * kvw, 1.0);
     let v = randn(&mut rng, chunk * kvw, 1.0);
-    let kt = gpu.upload(&[chunk, kvw], crate::backend::HostData::f32(&k))?;
-    let vt = gpu.upload(&[chunk, kvw], crate::backend::HostData::f32(&v))?;
+    let kt = gpu.upload(&[chunk, kvw], minisgl::backend::HostData::f32(&k))?;
+    let vt = gpu.upload(&[chunk, kvw], minisgl::backend::HostData::f32(&v))?;
     for s in fill.slots.chunks(chunk) {
         let mut m = fill.clone();
         m.slots = s.to_vec();
@@ -48,11 +48,11 @@ fn fill_random(
         } else {
             let kk = gpu.upload(
                 &[s.len(), kvw],
-                crate::backend::HostData::f32(&k[..s.len() * kvw]),
+                minisgl::backend::HostData::f32(&k[..s.len() * kvw]),
             )?;
             let vv = gpu.upload(
                 &[s.len(), kvw],
-                crate::backend::HostData::f32(&v[..s.len() * kvw]),
+                minisgl::backend::HostData::f32(&v[..s.len() * kvw]),
             )?;
             gpu.store_kv(kv, 0, &kk, &vv, &st)?;
         }
@@ -105,7 +105,7 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
         fill_random(gpu, &mut kv, &fill, 1024)?;
         let t = attn.tokens.len();
         let q = randn(&mut rng, t * 16 * 128, 1.0);
-        let qg = gpu.upload(&[t, 2048], crate::backend::HostData::f32(&q))?;
+        let qg = gpu.upload(&[t, 2048], minisgl::backend::HostData::f32(&q))?;
         let st = gpu.prepare_step(&attn)?;
         let out = gpu.new_output(t, 2048)?;
         let path = gpu.attention_path(&st, 128, 2);
@@ -120,7 +120,7 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
                 &st,
                 0.088,
                 &out,
-                Some(crate::backend::cuda::ops::AttnPath::Simple),
+                Some(minisgl::backend::cuda::ops::AttnPath::Simple),
             )?)
         })?;
         if kind == "decode" {
@@ -144,7 +144,7 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
                     &st,
                     0.088,
                     &out,
-                    Some(crate::backend::cuda::ops::AttnPath::Prefill),
+                    Some(minisgl::backend::cuda::ops::AttnPath::Prefill),
                 )?)
             })?;
             rep.bench_line(format!(
@@ -159,7 +159,7 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
     }
     // The two decode kernels side by side over GQA groups of 2 (Qwen3-0.6B),
     // 5 (Qwen3-14B) and 8 (Qwen3-32B), 8 kv heads of 128.
-    use crate::backend::cuda::ops::AttnPath;
+    use minisgl::backend::cuda::ops::AttnPath;
     for &(batch, ctx) in &[(256usize, 1100usize), (64, 4096), (8, 16384)] {
         for &q_heads in &[16usize, 40, 64] {
             let c = Case {
@@ -182,7 +182,7 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
             fill_random(gpu, &mut kv, &fill, 1024)?;
             let t = attn.tokens.len();
             let q = randn(&mut rng, t * q_heads * 128, 1.0);
-            let qg = gpu.upload(&[t, q_heads * 128], crate::backend::HostData::f32(&q))?;
+            let qg = gpu.upload(&[t, q_heads * 128], minisgl::backend::HostData::f32(&q))?;
             let st = gpu.prepare_step(&attn)?;
             let out = gpu.new_output(t, q_heads * 128)?;
             let mut line = format!(
@@ -228,11 +228,11 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
                 gbs(ms[1])
             ));
         }
-        gpu.set_gemv_rows(crate::backend::cuda::GEMV_ROWS_DEFAULT);
+        gpu.set_gemv_rows(minisgl::backend::cuda::GEMV_ROWS_DEFAULT);
         rep.bench_line(line);
     }
     if let Some(p) = bench_model {
-        let lm = crate::model::load_random(p, 1)?;
+        let lm = minisgl::model::load_random(p, 1)?;
         let (prompt, steps, ps) = (256usize, 16usize, 16u32);
         let pages = ((prompt + steps + 2).div_ceil(16) * 256) as u32 + 1;
         let c = &lm.config;
@@ -280,7 +280,7 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
 /// Bytes a decode step must read at least: every weight once (bf16), the LM
 /// head included. An untied input embedding is left out: its gather reads
 /// only a few rows.
-pub(super) fn weight_bytes(c: &crate::model::ModelConfig) -> f64 {
+pub(super) fn weight_bytes(c: &minisgl::model::ModelConfig) -> f64 {
     let untied_embedding = if c.tie_word_embeddings() {
         0
     } else {

@@ -24,12 +24,12 @@ use anyhow::{anyhow, ensure, Context, Result};
 
 use super::model::top2;
 use super::report::Report;
-use crate::engine::{
+use minisgl::engine::{
     CacheMode, Engine, EngineConfig, EngineMetrics, FinishReason, GenerateOutput, GenerateRequest,
 };
-use crate::model::runner::{build_runner, DeviceKind};
-use crate::model::{load, LoadedModel};
-use crate::plugin::PluginSet;
+use minisgl::model::runner::{build_runner, DeviceKind};
+use minisgl::model::{load, LoadedModel};
+use minisgl::plugin::PluginSet;
 
 /// When two runs may legitimately pick different greedy tokens.
 ///
@@ -454,9 +454,7 @@ fn hf_scenario(
             r
         })
         .collect();
-    reqs.extend(crate::engine::testing::random_requests(
-        7, 6, 16, vocab, None,
-    ));
+    reqs.extend(minisgl::workload::random_requests(7, 6, 16, vocab, None));
     let s = Setup {
         page_size: 16,
         num_pages: 256,
@@ -531,7 +529,7 @@ fn batching_scenarios(
     tol: FlipTolerance,
     rep: &mut Report,
 ) -> Result<()> {
-    let reqs = crate::engine::testing::random_requests(11, 24, 32, vocab, Some(2));
+    let reqs = minisgl::workload::random_requests(11, 24, 32, vocab, Some(2));
     let all: Vec<usize> = (0..reqs.len()).collect();
     // Each request alone, whole prompt in one chunk, no prefix reuse.
     let solo_setup = Setup {

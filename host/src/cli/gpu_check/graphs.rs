@@ -14,10 +14,10 @@ use rand_chacha::ChaCha8Rng;
 
 use super::model::top2;
 use super::report::{compare, Report, Row};
-use crate::backend::cuda::{CudaBackend, CudaOptions};
-use crate::batch::{SampleMode, SampleSpec, SeqInput, StepInput};
-use crate::model::runner::{Runner, RunnerOptions};
-use crate::model::{load, load_random, ModelRunner};
+use minisgl::backend::cuda::{CudaBackend, CudaOptions};
+use minisgl::batch::{SampleMode, SampleSpec, SeqInput, StepInput};
+use minisgl::model::runner::{Runner, RunnerOptions};
+use minisgl::model::{load, load_random, ModelRunner};
 
 /// Largest recorded batch in this check (small, so capture stays quick, while
 /// batches of 1..=13 still hit exact sizes and padded ones).

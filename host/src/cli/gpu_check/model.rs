@@ -9,10 +9,10 @@ use rand_chacha::ChaCha8Rng;
 
 use super::report::Report;
 use super::rounded_cpu::RoundedCpu;
-use crate::backend::cpu::CpuBackend;
-use crate::batch::{SampleMode, SampleSpec, SeqInput, StepInput};
-use crate::model::runner::{build_runner, cpu_runner, DeviceKind, Runner};
-use crate::model::{load, load_random, ModelRunner};
+use minisgl::backend::cpu::CpuBackend;
+use minisgl::batch::{SampleMode, SampleSpec, SeqInput, StepInput};
+use minisgl::model::runner::{build_runner, cpu_runner, DeviceKind, Runner};
+use minisgl::model::{load, load_random, ModelRunner};
 
 fn cosine(a: &[f32], b: &[f32]) -> f64 {
     let (mut ab, mut aa, mut bb) = (0.0f64, 0.0f64, 0.0f64);
@@ -234,7 +234,7 @@ pub fn decode_timeline(
     r: &mut dyn ModelRunner,
     batch: usize,
     prompt: usize,
-) -> Result<Vec<crate::backend::cuda::timeline::KernelTime>> {
+) -> Result<Vec<minisgl::backend::cuda::timeline::KernelTime>> {
     Ok(decode_steps(r, batch, prompt, 1, true)?.2)
 }
 
@@ -246,7 +246,7 @@ fn decode_steps(
     prompt: usize,
     steps: usize,
     timeline: bool,
-) -> Result<(f64, f64, Vec<crate::backend::cuda::timeline::KernelTime>)> {
+) -> Result<(f64, f64, Vec<minisgl::backend::cuda::timeline::KernelTime>)> {
     let ps = r.page_size() as usize;
     let per_seq = (prompt + steps + 2).div_ceil(ps);
     anyhow::ensure!(
@@ -301,11 +301,11 @@ fn decode_steps(
     for i in 0..steps {
         let last = i + 1 == steps;
         if timeline && last {
-            crate::backend::cuda::timeline::start();
+            minisgl::backend::cuda::timeline::start();
         }
         let res = run(&mut seqs, r);
         if timeline && last {
-            kernels = crate::backend::cuda::timeline::stop()?;
+            kernels = minisgl::backend::cuda::timeline::stop()?;
         }
         res?;
     }

@@ -5,9 +5,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::report::Report;
-use crate::backend::cpu::CpuBackend;
-use crate::backend::cuda::CudaBackend;
-use crate::backend::{Backend, HostData, StepMeta};
+use minisgl::backend::cpu::CpuBackend;
+use minisgl::backend::cuda::CudaBackend;
+use minisgl::backend::{Backend, HostData, StepMeta};
 
 /// Normal(0, std) values already rounded to bf16, so both backends see the same inputs.
 pub fn randn(rng: &mut ChaCha8Rng, n: usize, std: f32) -> Vec<f32> {
@@ -136,7 +136,7 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
                 T,
             );
         }
-        gpu.set_gemv_rows(crate::backend::cuda::GEMV_ROWS_DEFAULT);
+        gpu.set_gemv_rows(minisgl::backend::cuda::GEMV_ROWS_DEFAULT);
     }
     for t in [29usize, 7] {
         let (hidden, vocab) = (1024usize, 151_936usize);

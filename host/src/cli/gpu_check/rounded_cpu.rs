@@ -1,9 +1,9 @@
 //! The CPU backend with every upload rounded to bf16: the like-for-like reference
 //! for the CUDA backend, which stores weights in bf16 (the CPU keeps f32).
 
-use crate::backend::cpu::{CpuBackend, CpuKv, CpuStep, CpuTensor};
-use crate::backend::{Backend, BackendError, HostData, KvLayout, Sampled, StepMeta};
-use crate::batch::SampleSpec;
+use minisgl::backend::cpu::{CpuBackend, CpuKv, CpuStep, CpuTensor};
+use minisgl::backend::{Backend, BackendError, HostData, KvLayout, Sampled, StepMeta};
+use minisgl::batch::SampleSpec;
 
 pub struct RoundedCpu(pub CpuBackend);
 
@@ -19,7 +19,7 @@ impl Backend for RoundedCpu {
     fn upload(&self, shape: &[usize], data: HostData<'_>) -> Result<CpuTensor, BackendError> {
         let mut t = self.0.upload(shape, data)?;
         // 1-D f32 tables (RoPE frequencies) stay exact on the GPU too.
-        if shape.len() > 1 || data.dtype != crate::backend::DType::F32 {
+        if shape.len() > 1 || data.dtype != minisgl::backend::DType::F32 {
             for x in t.data.iter_mut() {
                 *x = half::bf16::from_f32(*x).to_f32();
             }

@@ -7,10 +7,10 @@ use rand_chacha::ChaCha8Rng;
 
 use super::ops::randn;
 use super::report::Report;
-use crate::backend::cpu::CpuBackend;
-use crate::backend::cuda::CudaBackend;
-use crate::backend::{Backend, HostData};
-use crate::batch::{ResolvedSampling, SampleMode, SampleSpec};
+use minisgl::backend::cpu::CpuBackend;
+use minisgl::backend::cuda::CudaBackend;
+use minisgl::backend::{Backend, HostData};
+use minisgl::batch::{ResolvedSampling, SampleMode, SampleSpec};
 
 fn resolved(rng: &mut ChaCha8Rng, params: SamplingParams, vocab: usize) -> ResolvedSampling {
     ResolvedSampling {

@@ -10,8 +10,8 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use crate::backend::cuda::timeline::KernelTime;
-use crate::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
+use minisgl::backend::cuda::timeline::KernelTime;
+use minisgl::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
 
 /// Measured on the H200 (docs/results): device-to-device copy, bytes read + written.
 const COPY_CEILING: f64 = 4.28e12;
@@ -20,7 +20,7 @@ const GEMM_CEILING: f64 = 782e12;
 
 /// One table per batch size, for the model whose config is at `cfg`.
 pub fn run(cfg: &Path, batches: &[usize], prompt: usize) -> Result<String> {
-    let lm = crate::model::load_random(cfg, 1)?;
+    let lm = minisgl::model::load_random(cfg, 1)?;
     let max_b = batches.iter().copied().max().unwrap_or(1);
     let ps = 16u32;
     let pages = ((prompt + 4).div_ceil(ps as usize) * max_b) as u32 + 1;

@@ -61,8 +61,8 @@ pub enum Size {
 
 /// The `i`-th synthetic case of `kind` for `seed`: the same triple always
 /// gives the same case, whatever was generated before it.
-pub fn synthetic(kind: crate::plugin::PluginKind, seed: u64, i: u64, size: Size) -> Case {
-    use crate::plugin::PluginKind;
+pub fn synthetic(kind: minisgl::plugin::PluginKind, seed: u64, i: u64, size: Size) -> Case {
+    use minisgl::plugin::PluginKind;
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15));
     let n = match size {
         Size::Batch(n) => n,
@@ -274,7 +274,7 @@ pub fn read_jsonl(path: &std::path::Path) -> anyhow::Result<Vec<Case>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugin::PluginKind;
+    use minisgl::plugin::PluginKind;
 
     #[test]
     fn cases_survive_a_json_round_trip() {

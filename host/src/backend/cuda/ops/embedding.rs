@@ -1,7 +1,7 @@
 //! Token embedding lookup (`kernels/embedding.cu`).
 
 use crate::backend::cuda::{cfg, g, Arg, CudaBackend, CudaStep, CudaTensor};
-use crate::backend::BackendError;
+use crate::backend::{shapes, BackendError};
 
 impl CudaBackend {
     pub(super) fn embedding_impl(
@@ -9,13 +9,8 @@ impl CudaBackend {
         table: &CudaTensor,
         step: &CudaStep,
     ) -> Result<CudaTensor, BackendError> {
-        let (vocab, hidden) = table.rows_cols("embedding")?;
         let toks = &step.meta.tokens;
-        if let Some(t) = toks.iter().find(|&&t| t as usize >= vocab) {
-            return Err(BackendError::InvalidInput(format!(
-                "token id {t} out of range (vocab {vocab})"
-            )));
-        }
+        let (vocab, hidden) = shapes::embedding(&table.shape, toks)?;
         if !hidden.is_multiple_of(8) {
             return Err(BackendError::Unsupported(format!(
                 "embedding: hidden {hidden} not a multiple of 8"

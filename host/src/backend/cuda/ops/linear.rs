@@ -4,7 +4,7 @@ use cudarc::cublas::{result as blas, sys as bsys};
 
 use super::shape_err;
 use crate::backend::cuda::{cfg, g, Arg, Buf, CudaBackend, CudaTensor};
-use crate::backend::BackendError;
+use crate::backend::{shapes, BackendError};
 
 /// Widest output the skinny kernel takes. Measured on the H200 at one row:
 /// 5.7 µs against cuBLAS's 11.0 µs for 4096×1024, but 87 µs against 77 µs for
@@ -18,22 +18,11 @@ impl CudaBackend {
         w: &CudaTensor,
         bias: Option<&CudaTensor>,
     ) -> Result<CudaTensor, BackendError> {
-        let (m, k) = x.rows_cols("linear")?;
-        let (n, kw) = w.rows_cols("linear")?;
-        if k != kw {
-            return Err(shape_err(
-                "linear",
-                format!("x {:?} w {:?}", x.shape, w.shape),
-            ));
-        }
-        if let Some(b) = bias {
-            if b.numel() != n {
-                return Err(shape_err(
-                    "linear",
-                    format!("bias {:?} for {n} outputs", b.shape),
-                ));
-            }
-        }
+        let (m, k, n) = shapes::linear(
+            &x.shape,
+            &w.shape,
+            bias.map(|b| (b.shape.as_slice(), b.numel())),
+        )?;
         let f32_out = x.logits_input;
         let out = if f32_out {
             CudaTensor {
@@ -106,13 +95,11 @@ impl CudaBackend {
         w: &CudaTensor,
         out: &mut CudaTensor,
     ) -> Result<(), BackendError> {
-        let (m, k) = x.rows_cols("linear_into")?;
-        let (n, kw) = w.rows_cols("linear_into")?;
-        let (rows, cols) = out.rows_cols("linear_into")?;
-        if k != kw || rows < m || cols != n || !matches!(out.buf, Buf::F32(_)) {
+        let (m, k, n) = shapes::linear_into(&x.shape, &w.shape, &out.shape)?;
+        if !matches!(out.buf, Buf::F32(_)) {
             return Err(shape_err(
                 "linear_into",
-                format!("x {:?} w {:?} out {:?}", x.shape, w.shape, out.shape),
+                format!("out {:?} must be an f32 buffer", out.shape),
             ));
         }
         if m == 0 || n == 0 || k == 0 {

@@ -21,9 +21,9 @@ use super::{CudaBackend, CudaKv, CudaStep, CudaTensor};
 use crate::backend::{AttnParams, Backend, BackendError, HostData, KvLayout, Sampled, StepMeta};
 use crate::batch::SampleSpec;
 
-fn shape_err(op: &'static str, detail: String) -> BackendError {
-    BackendError::Shape { op, detail }
-}
+// The one definition, shared with the CPU backend; the op files import it
+// from here.
+use crate::backend::shapes::shape_err;
 
 impl CudaBackend {
     /// Device address of the step buffer's `i32` at offset `off`.

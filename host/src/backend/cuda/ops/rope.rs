@@ -2,7 +2,7 @@
 
 use super::shape_err;
 use crate::backend::cuda::{cfg, g, Arg, CudaBackend, CudaStep, CudaTensor};
-use crate::backend::BackendError;
+use crate::backend::{shapes, BackendError};
 
 impl CudaBackend {
     pub(super) fn head_rms_norm_impl(
@@ -29,24 +29,19 @@ impl CudaBackend {
         inv_freq: &CudaTensor,
         step: &CudaStep,
     ) -> Result<(), BackendError> {
-        let (rows, _) = x.rows_cols("rope")?;
+        shapes::rope(
+            &x.shape,
+            head_dim,
+            (&inv_freq.shape, inv_freq.numel()),
+            step.meta.positions.len(),
+        )?;
+        // The kernel reads the frequencies in f32, which only a 1-D upload keeps.
         let freq = inv_freq.f32_copy.as_ref().ok_or_else(|| {
             shape_err(
                 "rope",
                 format!("inv_freq {:?} must be a 1-D upload", inv_freq.shape),
             )
         })?;
-        if inv_freq.numel() * 2 != head_dim || rows != step.meta.positions.len() {
-            return Err(shape_err(
-                "rope",
-                format!(
-                    "x {:?}, head_dim {head_dim}, inv_freq {:?}, {} positions",
-                    x.shape,
-                    inv_freq.shape,
-                    step.meta.positions.len()
-                ),
-            ));
-        }
         let fp = self.ptr(freq);
         let pos = self.step_ptr(step, step.off.positions);
         self.norm_rope(x, head_dim, 0, pos, fp, 0.0, "rope")

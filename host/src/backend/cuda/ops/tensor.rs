@@ -1,9 +1,8 @@
 //! Tensors on the device: uploads, copies back, the step's index buffer,
 //! column splits and row gathers (`kernels/tensor.cu`).
 
-use super::shape_err;
 use crate::backend::cuda::{cfg, g, Arg, Buf, CudaBackend, CudaStep, CudaTensor, StepOffsets};
-use crate::backend::{BackendError, DType, HostData, StepMeta};
+use crate::backend::{shapes, BackendError, DType, HostData, StepMeta};
 
 fn to_bf16_bits(data: &HostData<'_>) -> Vec<u16> {
     match data.dtype {
@@ -26,16 +25,7 @@ impl CudaBackend {
         shape: &[usize],
         data: HostData<'_>,
     ) -> Result<CudaTensor, BackendError> {
-        let n: usize = shape.iter().product();
-        if data.len() != n || !data.bytes.len().is_multiple_of(data.dtype.size()) {
-            return Err(shape_err(
-                "upload",
-                format!(
-                    "shape {shape:?} needs {n} elements, data has {}",
-                    data.len()
-                ),
-            ));
-        }
+        shapes::upload(shape, &data)?;
         let bits = to_bf16_bits(&data);
         let buf = self.dev.stream.clone_htod(&bits)?;
         let f32_copy = if shape.len() == 1 {
@@ -133,13 +123,7 @@ impl CudaBackend {
         x: &CudaTensor,
         widths: &[usize],
     ) -> Result<Vec<CudaTensor>, BackendError> {
-        let (rows, cols) = x.rows_cols("split_cols")?;
-        if widths.iter().sum::<usize>() != cols {
-            return Err(shape_err(
-                "split_cols",
-                format!("{widths:?} do not sum to {cols}"),
-            ));
-        }
+        let (rows, cols) = shapes::split_cols(&x.shape, widths)?;
         let xp = self.bf16_ptr(x, "split_cols")?;
         let mut outs = Vec::with_capacity(widths.len());
         let mut off = 0usize;

@@ -1,4 +1,5 @@
-//! A deterministic stand-in model for engine tests (and server tests).
+//! A deterministic stand-in model for the engine tests (`engine_batching`,
+//! `plugin_guide_policy`, which include it with `#[path]`).
 //!
 //! [`HashRunner`]'s "KV cache" stores, for every slot of every page, the
 //! token and position written there; its next token is a hash of the whole
@@ -7,15 +8,13 @@
 //! or is reported as an error, while a correct engine gives every request
 //! exactly the tokens it would get alone.
 
+#![allow(dead_code)]
+
 use std::collections::HashMap;
 use std::time::Duration;
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
-
-use crate::batch::{SampleMode, SeqOutput, StepInput, StepOutput, TokenLogprob};
-use crate::engine::GenerateRequest;
-use crate::model::{ModelConfig, ModelError, ModelRunner};
+use minisgl::batch::{SampleMode, SeqOutput, StepInput, StepOutput, TokenLogprob};
+use minisgl::model::{ModelConfig, ModelError, ModelRunner};
 
 const EMPTY: u64 = u64::MAX;
 
@@ -225,32 +224,4 @@ impl HashRunner {
         }
         Ok(StepOutput { outputs })
     }
-}
-
-/// Random greedy requests for engine checks (tests and `gpu-check`): prompts
-/// of up to 63 tokens, half of them behind a shared 24-token prefix (radix
-/// hits), asking for 1..`max_new` tokens; deterministic for a seed.
-pub fn random_requests(
-    seed: u64,
-    n: usize,
-    max_new: u32,
-    vocab: u32,
-    logprobs: Option<u32>,
-) -> Vec<GenerateRequest> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let shared: Vec<u32> = (0..24).map(|_| rng.random_range(0..vocab)).collect();
-    (0..n)
-        .map(|_| {
-            let mut prompt = if rng.random_bool(0.5) {
-                shared.clone()
-            } else {
-                Vec::new()
-            };
-            let len = rng.random_range(1..40);
-            prompt.extend((0..len).map(|_| rng.random_range(0..vocab)));
-            let mut r = GenerateRequest::greedy(prompt, rng.random_range(1..max_new));
-            r.logprobs = logprobs;
-            r
-        })
-        .collect()
 }

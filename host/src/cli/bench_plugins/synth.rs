@@ -1,5 +1,7 @@
-//! Seeded synthetic plugin inputs, shaped like the engine's: used by the
-//! Wasm-vs-native equivalence tests and by `minisgl-host bench plugins`.
+//! Seeded synthetic plugin inputs, shaped like the engine's: used by
+//! `minisgl-host bench plugins` and by the Wasm-vs-native equivalence tests
+//! (which include this file through `host/tests/support/plugin.rs`, so it
+//! names nothing of the binary).
 //!
 //! The views are consistent the way the engine's are: ids are unique,
 //! waiting requests are in arrival order, prefix hits are page aligned and
