@@ -206,16 +206,23 @@ def main():
     ap.add_argument("--cases", default="", help="comma-separated case names to run (default: all)")
     ap.add_argument("--shapes", default="", help="comma-separated shape names to run (default: all)")
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--gemm", type=float, default=0.0, help="the GEMM ceiling measured by the ceil process")
     ap.add_argument("--only", help="run one kernel (mma, sdpa, or a variant name) in this process")
     args = ap.parse_args()
     if not args.only:
-        # Each kernel in its own process: a fault in one leaves the others' figures.
+        # The ceilings first, so every kernel's figures carry the GEMM rate measured in
+        # this call; then each kernel in its own process (a fault in one leaves the
+        # others' figures).
+        r = subprocess.run([sys.executable, __file__, "--only", "ceil"] + (["--jsonl", args.jsonl] if args.jsonl else []),
+                           capture_output=True, text=True, timeout=args.timeout)
+        print(r.stdout.strip())
+        gemm = float(r.stdout.split("GEMM ")[1].split()[0]) if "GEMM " in r.stdout else 0.0
         names = ["mma", "sm90"] + [v for v in args.variants.split(",") if v] + ["sdpa"]
         if args.skip:
             names = [n for n in names if n not in args.skip.split(",")]
         for n in names:
             cmd = [sys.executable, __file__, "--only", n, "--cases", args.cases, "--shapes", args.shapes,
-                   "--reps", str(args.reps)] + (["--jsonl", args.jsonl] if args.jsonl else [])
+                   "--reps", str(args.reps), "--gemm", str(gemm)] + (["--jsonl", args.jsonl] if args.jsonl else [])
             try:
                 r = subprocess.run(cmd, timeout=args.timeout)
                 if r.returncode != 0:
@@ -225,11 +232,23 @@ def main():
         return
     gen = torch.Generator().manual_seed(0)
     only = args.only
+    if only == "ceil":
+        bw, gemm = ceilings()
+        print(f"ceilings: copy {bw:.2f} TB/s, bf16 GEMM {gemm:.0f} TFLOP/s")
+        if args.jsonl:
+            common = {"date": os.environ.get("MINISGL_BENCH_DATE", time.strftime("%Y-%m-%d")),
+                      "commit": os.environ.get("MINISGL_COMMIT", "unknown"),
+                      "machine": torch.cuda.get_device_name(), "tp": 1}
+            with open(args.jsonl, "a") as f:
+                for fig in ({"metric": "gemm_bf16_tflops", "value": round(gemm, 1), "unit": "TFLOP/s"},
+                            {"metric": "copy_bandwidth_tbps", "value": round(bw, 3), "unit": "TB/s"}):
+                    f.write(json.dumps({**common, **fig}) + "\n")
+        return
     old = build(K / "attention_prefill.cu", "90", name="prefill_mma") if only == "mma" else None
     hop = {}
     # A variant is sm90[+DEFINE=V...] (the kernel in kernels/) or a file under
     # scripts/gpu/variants/ named by its stem, e.g. v2+H_BK=128.
-    variants = [(only, tuple(only.split("+")[1:]))] if only not in ("mma", "sdpa") else []
+    variants = [(only, tuple(only.split("+")[1:]))] if only not in ("mma", "sdpa", "ceil") else []
     for name, defs in variants:
         stem = name.split("+")[0]
         src = K / "attention_prefill_sm90.cu" if stem == "sm90" else Path(__file__).parent / "variants" / f"{stem}.cu"
@@ -240,9 +259,7 @@ def main():
         except SystemExit as e:
             print(f"  build {name} failed: {e}")
     rows, figures = [], []
-    bw, gemm = ceilings() if only == "sdpa" else (0.0, 780.0)
-    if only == "sdpa":
-        print(f"ceilings: copy {bw:.2f} TB/s, bf16 GEMM {gemm:.0f} TFLOP/s")
+    gemm = args.gemm or 780.0  # run alone (--only X) the ceiling is the nominal rate
     shapes = [("qwen3-0.6b", 16, 8, 128), ("qwen3-14b", 40, 8, 128), ("hd64-gqa", 32, 8, 64)]
     cases = [
         ("8x2048 fresh", [2048] * 8, [2048] * 8, 16),
@@ -296,11 +313,6 @@ def main():
                                         "shape": sname, "workload": cname, "value": round(tf, 1), "unit": "TFLOP/s",
                                         "ceiling": round(gemm, 1), "fraction": round(tf / gemm, 3)})
             rows.append(line)
-    if only != "sdpa":
-        bw = None
-    if bw:
-        figures.append({"metric": "gemm_bf16_tflops", "value": round(gemm, 1), "unit": "TFLOP/s"})
-        figures.append({"metric": "copy_bandwidth_tbps", "value": round(bw, 3), "unit": "TB/s"})
     if args.jsonl:
         common = {"date": os.environ.get("MINISGL_BENCH_DATE", time.strftime("%Y-%m-%d")),
                   "commit": os.environ.get("MINISGL_COMMIT", "unknown"),
