@@ -457,6 +457,11 @@ __device__ __forceinline__ void prefill_sm90_impl(
                 sl_cur = sl_next;
             }
         }
+        // The consumers still wait on the arrivals of this thread's last copies; do
+        // not retire with them in flight (a suspect for the open 14B hang, §4 of
+        // docs/results/gpu-2026-12-01-prefill.md; added after the last device call,
+        // not yet run).
+        asm volatile("cp.async.wait_all;\n" ::: "memory");
         return;
     }
 
