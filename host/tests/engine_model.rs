@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use minisgl::engine::{CacheMode, Engine, EngineConfig, FinishReason, GenerateRequest};
-use minisgl::model::runner::cpu_runner;
+use minisgl::model::placement::cpu_runner;
 use minisgl::model::{load, LoadedModel};
 use minisgl::plugin::PluginSet;
 use minisgl::workload::random_requests;

@@ -125,7 +125,7 @@ fn missing_or_misshapen_tensor_is_named() {
         c.insert("intermediate_size".into(), serde_json::json!(96));
     });
     let m = load(d.path()).unwrap();
-    let e = minisgl::model::runner::cpu_runner(&m, 8, 4)
+    let e = minisgl::model::placement::cpu_runner(&m, 8, 4)
         .err()
         .expect("shape mismatch");
     assert!(
@@ -138,7 +138,7 @@ fn missing_or_misshapen_tensor_is_named() {
         c.insert("tie_word_embeddings".into(), serde_json::json!(false));
     });
     let m = load(d.path()).unwrap();
-    let e = minisgl::model::runner::cpu_runner(&m, 8, 4)
+    let e = minisgl::model::placement::cpu_runner(&m, 8, 4)
         .err()
         .expect("missing lm_head");
     assert!(e.to_string().contains("lm_head.weight"), "{e}");
@@ -172,8 +172,8 @@ fn random_weights_run_and_are_deterministic() {
     use minisgl::model::runner::ModelRunner;
     let a = load_random(&fixture("qwen3"), 7).unwrap();
     let b = load_random(&fixture("qwen3").join("config.json"), 7).unwrap();
-    let mut ra = minisgl::model::runner::cpu_runner(&a, 16, 4).unwrap();
-    let mut rb = minisgl::model::runner::cpu_runner(&b, 16, 4).unwrap();
+    let mut ra = minisgl::model::placement::cpu_runner(&a, 16, 4).unwrap();
+    let mut rb = minisgl::model::placement::cpu_runner(&b, 16, 4).unwrap();
     let s = step(vec![seq(1, &[5, 6, 7, 8, 9], 0, &[3, 1], true)]);
     let la = ra.logits(&s).unwrap();
     let lb = rb.logits(&s).unwrap();
@@ -197,7 +197,7 @@ fn gguf_file_or_directory_with_one_gguf() {
     let via_dir = load(d.path()).expect("a directory with one .gguf loads");
     assert_eq!(direct.config, via_dir.config);
     // It runs through the same model definition.
-    let mut r = minisgl::model::runner::cpu_runner(&via_dir, 4, 4).unwrap();
+    let mut r = minisgl::model::placement::cpu_runner(&via_dir, 4, 4).unwrap();
     let l = r
         .logits(&step(vec![seq(1, &[1, 2, 3], 0, &[2], true)]))
         .unwrap();

@@ -7,7 +7,8 @@
 mod support;
 
 use minisgl::backend::cpu::CpuBackend;
-use minisgl::model::runner::{cpu_runner, ModelRunner, Runner};
+use minisgl::model::placement::cpu_runner;
+use minisgl::model::runner::{ModelRunner, Runner};
 use support::*;
 
 const PAGE_SIZE: u32 = 4;

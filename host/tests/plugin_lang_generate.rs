@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use minisgl::engine::{Engine, EngineConfig, FinishReason, GenerateRequest};
 use minisgl::model::load;
-use minisgl::model::runner::cpu_runner;
+use minisgl::model::placement::cpu_runner;
 use minisgl::plugin::{Deadlines, PluginConfig, PluginKind, PluginSet, PluginSource};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

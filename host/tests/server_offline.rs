@@ -11,7 +11,7 @@ use std::sync::Arc;
 use minisgl::config::Config;
 use minisgl::engine::{try_spawn, Engine, EngineConfig, FinishReason, GenerateRequest};
 use minisgl::model::load;
-use minisgl::model::runner::cpu_runner;
+use minisgl::model::placement::cpu_runner;
 use minisgl::plugin::PluginSet;
 use minisgl::server::protocol::Limits;
 use minisgl::server::AppState;

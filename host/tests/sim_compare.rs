@@ -108,7 +108,8 @@ fn the_cost_model_reproduces_a_measured_profile() {
         prefill_contexts: vec![0, 128],
         reps: 9,
     };
-    let mut runner = minisgl::model::runner::cpu_runner(&model, grid.pages_needed(16), 16).unwrap();
+    let mut runner =
+        minisgl::model::placement::cpu_runner(&model, grid.pages_needed(16), 16).unwrap();
     let points = measure(&mut runner, &grid, &mut |_, _| {}).unwrap();
     assert_eq!(points.len(), 12);
     let prof = Profile::fit("cpu", "test", "qwen3", 16, 64, "", points).unwrap();

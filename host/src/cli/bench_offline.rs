@@ -18,7 +18,8 @@ use super::settings::{Group, SettingArgs};
 use minisgl::config::Config;
 use minisgl::engine::{CacheMode, Engine, EngineConfig, EngineMetrics, GenerateRequest};
 use minisgl::kv::pool::bytes_per_page;
-use minisgl::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
+use minisgl::model::placement::build_runner_with;
+use minisgl::model::runner::{DeviceKind, RunnerOptions};
 use minisgl::model::{load, load_random, LoadedModel};
 use minisgl::plugin::PluginSet;
 

@@ -15,7 +15,8 @@ use std::sync::Arc;
 
 use super::settings::{Group, SettingArgs};
 use minisgl::engine::{Engine, EngineConfig, Event, FinishReason, GenerateRequest};
-use minisgl::model::runner::{build_runner_with, RunnerOptions};
+use minisgl::model::placement::build_runner_with;
+use minisgl::model::runner::RunnerOptions;
 use minisgl::model::IncrementalDecoder;
 use minisgl::plugin::PluginSet;
 

@@ -16,7 +16,8 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 
 use super::settings::{Group, SettingArgs};
-use minisgl::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
+use minisgl::model::placement::build_runner_with;
+use minisgl::model::runner::{DeviceKind, RunnerOptions};
 use minisgl::model::{load, load_random};
 use minisgl::sim::measure::{measure, Grid};
 use minisgl::sim::{step_log, Profile, StepRecord};

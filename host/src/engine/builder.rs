@@ -15,7 +15,8 @@ use super::{try_spawn, CacheMode, EngineConfig, EngineHandle};
 use crate::config::Config;
 use crate::kv::pool::{bytes_per_page, pages_for_budget};
 use crate::model::config::ModelConfig;
-use crate::model::runner::{auto_kv_budget, build_runner_with, DeviceKind, RunnerOptions};
+use crate::model::placement::{auto_kv_budget, build_runner_with};
+use crate::model::runner::{DeviceKind, RunnerOptions};
 use crate::model::Tokenizer;
 use crate::plugin::{Deadlines, PluginConfig, PluginKind, PluginSet};
 

@@ -7,7 +7,8 @@
 //! * [`tokenizer`], [`chat_template`]: text in and out.
 //! * [`llama`]: the one model definition (Llama, Qwen2, Qwen3, Mistral),
 //!   written against [`crate::backend::Backend`].
-//! * [`runner`]: [`ModelRunner`], the step interface of [`crate::batch`].
+//! * [`runner`]: [`ModelRunner`], the step interface of [`crate::batch`];
+//!   [`placement`]: the runner (one rank or TP ranks) and KV budget a device gets.
 //! * [`tp`]: tensor parallelism's split of the weights; [`tp_runner`]: a
 //!   [`ModelRunner`] over one thread per rank.
 
@@ -17,6 +18,7 @@ pub mod gguf;
 pub mod graphs;
 pub mod llama;
 pub mod loader;
+pub mod placement;
 pub mod runner;
 pub mod tokenizer;
 pub mod tp;

@@ -20,7 +20,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::settings::{Group, SettingArgs};
 use minisgl::config::Config;
 use minisgl::engine::{CacheMode, EngineConfig};
-use minisgl::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
+use minisgl::model::placement::build_runner_with;
+use minisgl::model::runner::{DeviceKind, RunnerOptions};
 use minisgl::model::{load, load_random, LoadedModel};
 use minisgl::scheduler::Policy;
 use minisgl::sim::{

@@ -13,7 +13,8 @@ use super::ops::randn;
 use super::report::Report;
 use minisgl::backend::cuda::CudaBackend;
 use minisgl::backend::{Backend, HostData, KvLayout, StepMeta};
-use minisgl::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
+use minisgl::model::placement::build_runner_with;
+use minisgl::model::runner::{DeviceKind, RunnerOptions};
 
 /// Measured device-to-device copy bandwidth on the H200 (TOOLCHAIN.md), bytes/s.
 const COPY_CEILING: f64 = 4.28e12;

@@ -27,7 +27,8 @@ use super::report::Report;
 use minisgl::engine::{
     CacheMode, Engine, EngineConfig, EngineMetrics, FinishReason, GenerateOutput, GenerateRequest,
 };
-use minisgl::model::runner::{build_runner, DeviceKind};
+use minisgl::model::placement::build_runner;
+use minisgl::model::runner::DeviceKind;
 use minisgl::model::{load, LoadedModel};
 use minisgl::plugin::PluginSet;
 

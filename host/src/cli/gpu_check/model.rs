@@ -11,7 +11,8 @@ use super::report::Report;
 use super::rounded_cpu::RoundedCpu;
 use minisgl::backend::cpu::CpuBackend;
 use minisgl::batch::{SampleMode, SampleSpec, SeqInput, StepInput};
-use minisgl::model::runner::{build_runner, cpu_runner, DeviceKind, Runner};
+use minisgl::model::placement::{build_runner, cpu_runner};
+use minisgl::model::runner::{DeviceKind, Runner};
 use minisgl::model::{load, load_random, ModelRunner};
 
 fn cosine(a: &[f32], b: &[f32]) -> f64 {

@@ -11,7 +11,8 @@ use std::path::Path;
 use anyhow::Result;
 
 use minisgl::backend::cuda::timeline::KernelTime;
-use minisgl::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
+use minisgl::model::placement::build_runner_with;
+use minisgl::model::runner::{DeviceKind, RunnerOptions};
 
 /// Measured on the H200 (docs/results): device-to-device copy, bytes read + written.
 const COPY_CEILING: f64 = 4.28e12;

@@ -9,7 +9,8 @@ use anyhow::{Context, Result};
 use super::model::{decode_throughput, greedy_step, random_seqs, Agreement};
 use super::report::Report;
 use crate::cli::bench_floor::measure_all_reduce;
-use minisgl::model::runner::{build_runner_with, DeviceKind, RunnerOptions};
+use minisgl::model::placement::build_runner_with;
+use minisgl::model::runner::{DeviceKind, RunnerOptions};
 use minisgl::model::{load, load_random, LoadedModel, ModelRunner};
 
 /// A checkpoint when the folder has weights, else its config with random
