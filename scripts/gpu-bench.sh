@@ -15,7 +15,9 @@
 #     part 5: after a prefill-kernel change: attn_bench (variants in VARIANTS, cuDNN beside;
 #             NCU=1 adds one Nsight Compute profile), the kernel checks, long prompts;
 #     part 6: a round's closing figures: attn_bench with the ws variant and cuDNN, kernel
-#             and model checks, default and long-prompt workloads on both shapes.
+#             and model checks, default and long-prompt workloads on both shapes;
+#     part 7: the opt-in ws prefill kernel in the engine: its checks, then the 14B
+#             long-prompt run that did not finish with it (bounded), 0.6B, 14B default.
 #
 # Device call (tool `run`, kind nvidia-h200), one per part:
 #   command: bash scripts/gpu-bench.sh device 1
@@ -129,6 +131,22 @@ device)
             timeout 150 "$bin" bench offline --random-weights .gpu/$s --device cuda --shape $s \
                 --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" 2>&1 | tail -3 | tee "$out/offline-$s.log"
         done
+    elif [ "$part" = 7 ]; then
+        # The opt-in ws prefill kernel in the engine (MINISGL_PREFILL_KERNEL=ws): its
+        # checks against the CPU backend and the default kernel, then the workload that
+        # did not finish with it on 2026-12-01 (14B long prompts, bounded), the 0.6B one
+        # and, if those end, the 14B default workload.
+        export MINISGL_PREFILL_KERNEL=ws
+        timeout 120 "$bin" gpu-check --skip-models --skip-engine --report "$out/gpu-check-ws.md" > "$out/gpu-check-ws.log" 2>&1
+        echo "gpu-check (ws) rc=$?"
+        grep -E "checks, |FAIL|PrefillWs" "$out/gpu-check-ws.log" | head -20
+        timeout 120 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
+            "${long[@]}" --jsonl "$jl" > "$out/long-14b-ws.log" 2>&1
+        echo "14B long prompts (ws) rc=$? (124: did not finish in 120 s)"; tail -3 "$out/long-14b-ws.log"
+        timeout 60 "$bin" bench offline --random-weights .gpu/qwen3-0.6b --device cuda --shape qwen3-0.6b \
+            "${long[@]}" --jsonl "$jl" 2>&1 | tail -3 | tee "$out/long-0.6b-ws.log"
+        timeout 150 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
+            --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" 2>&1 | tail -3 | tee "$out/offline-14b-ws.log"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
             --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" 2>&1 | tail -8 | tee "$out/offline-14b.log"

@@ -10,9 +10,9 @@ copy-bandwidth and GEMM ceilings. Prints a table; `--jsonl F` appends figures.
     python3 scripts/gpu/attn_bench.py [--jsonl OUT] [--variants v1,v2]
 
 A variant is sm90+DEFINE=V+... (kernels/attention_prefill_sm90.cu built with those
-defines) or STEM+... for scripts/gpu/variants/STEM.cu (ws.cu: the warp-specialised,
-persistent candidate). GRID=tiles launches a block per (tile, head) instead of one per
-SM.
+defines), ws+... (kernels/attention_prefill_ws_sm90.cu, the warp-specialised persistent
+candidate) or STEM+... for scripts/gpu/variants/STEM.cu. GRID=tiles launches a block
+per (tile, head) instead of one per SM.
 """
 import argparse, json, math, os, subprocess, sys, tempfile, time
 from pathlib import Path
@@ -246,12 +246,14 @@ def main():
         return
     old = build(K / "attention_prefill.cu", "90", name="prefill_mma") if only == "mma" else None
     hop = {}
-    # A variant is sm90[+DEFINE=V...] (the kernel in kernels/) or a file under
-    # scripts/gpu/variants/ named by its stem, e.g. v2+H_BK=128.
+    # A variant is sm90[+DEFINE=V...] or ws[+...] (the kernels in kernels/) or a file
+    # under scripts/gpu/variants/ named by its stem, e.g. v2+H_BK=128.
     variants = [(only, tuple(only.split("+")[1:]))] if only not in ("mma", "sdpa", "ceil") else []
     for name, defs in variants:
         stem = name.split("+")[0]
-        src = K / "attention_prefill_sm90.cu" if stem == "sm90" else Path(__file__).parent / "variants" / f"{stem}.cu"
+        # sm90 and ws are the engine's kernel families; anything else a file under variants/.
+        src = {"sm90": K / "attention_prefill_sm90.cu", "ws": K / "attention_prefill_ws_sm90.cu"}.get(
+            stem, Path(__file__).parent / "variants" / f"{stem}.cu")
         try:
             m = build(src, "90a", [d for d in defs if not d.startswith("GRID=")],
                       name=name.replace("+", "_").replace("=", "_"))
@@ -282,7 +284,8 @@ def main():
             line = {"shape": sname, "case": cname}
             cands = [("mma", old.get_function(f"attn_prefill_hd{hd}"), "mma", 64, 0, 128, None)] if old else []
             for vn, (m, text, defs) in hop.items():
-                fn = m.get_function(f"attn_prefill_sm90_hd{hd}")
+                prefix = "attn_prefill_ws" if "attn_prefill_ws_hd" in text else "attn_prefill_sm90"
+                fn = m.get_function(f"{prefix}_hd{hd}")
                 thr, smem, grid, bq = spec(text, defs, hd)
                 fn.max_dynamic_shared_size_bytes = smem
                 cands.append((vn, fn, "sm90", bq, smem, thr, grid))

@@ -48,6 +48,11 @@ pub enum PrefillKernel {
     Hopper,
     /// The portable mma.sync kernel everywhere (for comparisons and checks).
     Mma,
+    /// Experimental: the warp-specialised Hopper kernel
+    /// (`kernels/attention_prefill_ws_sm90.cu`), or an error where it is
+    /// unavailable. Faster, but one engine workload did not finish with it
+    /// (docs/results/gpu-2026-12-01-prefill.md).
+    Ws,
 }
 
 impl std::str::FromStr for PrefillKernel {
@@ -57,8 +62,9 @@ impl std::str::FromStr for PrefillKernel {
             "auto" => Ok(Self::Auto),
             "hopper" => Ok(Self::Hopper),
             "mma" => Ok(Self::Mma),
+            "ws" => Ok(Self::Ws),
             o => Err(format!(
-                "prefill kernel must be auto, hopper or mma, got {o:?}"
+                "prefill kernel must be auto, hopper, mma or ws, got {o:?}"
             )),
         }
     }
@@ -204,6 +210,7 @@ pub fn kernel_names(family: &str) -> Vec<String> {
         }
         "attention_prefill" => vec!["attn_prefill_hd64", "attn_prefill_hd128"],
         "attention_prefill_sm90" => vec!["attn_prefill_sm90_hd64", "attn_prefill_sm90_hd128"],
+        "attention_prefill_ws_sm90" => vec!["attn_prefill_ws_hd64", "attn_prefill_ws_hd128"],
         "gemv" => vec!["gemv_bf16", "gemv_f32"],
         "sampling" => vec![
             "row_argmax",
@@ -224,6 +231,11 @@ pub fn dynamic_smem(name: &str) -> Option<usize> {
     match name {
         "attn_prefill_sm90_hd64" => Some(3 * 2 * 64 * 64 * 2 + 1024),
         "attn_prefill_sm90_hd128" => Some(3 * 2 * 64 * 128 * 2 + 1024),
+        // attention_prefill_ws_sm90.cu (P_SMEM): P_QSLOTS (2) Q tiles of P_BQ (128)
+        // rows and P_STAGES (2) stages of a K and a V tile of P_BK (128) rows,
+        // head_dim bf16 each, plus 1 KB of alignment.
+        "attn_prefill_ws_hd64" => Some((2 * 128 + 2 * 2 * 128) * 64 * 2 + 1024),
+        "attn_prefill_ws_hd128" => Some((2 * 128 + 2 * 2 * 128) * 128 * 2 + 1024),
         // attention_decode.cu: DM_STAGES (2) stages of a K and a V tile of DM_BK
         // (64) rows x (head_dim + DM_PAD (8)) bf16.
         "attn_decode_mma_hd64" => Some(2 * 2 * 64 * (64 + 8) * 2),
@@ -248,7 +260,13 @@ pub struct Device {
     /// Prefill attention through the Hopper (wgmma) kernel; false = the portable
     /// mma.sync kernel (other devices, a failed build, or `MINISGL_PREFILL_KERNEL=mma`).
     pub hopper_prefill: bool,
+    /// Prefill attention through the experimental warp-specialised Hopper kernel
+    /// (`MINISGL_PREFILL_KERNEL=ws` only).
+    pub ws_prefill: bool,
     pub decode_kernel: DecodeKernel,
+    /// The ws kernel's work counter (one i32, zero between launches: the kernel
+    /// resets it itself; launches on the one stream never overlap).
+    pub prefill_work: CudaSlice<i32>,
 }
 
 impl Device {
@@ -300,7 +318,7 @@ impl Device {
         )? as usize;
         let name = ctx.name()?;
         let arch = format!("sm_{}{}", cc.0, cc.1);
-        let kernels = load_kernels(&ctx, &arch);
+        let kernels = load_kernels(&ctx, &arch, opts.prefill_kernel == PrefillKernel::Ws);
         // The Hopper prefill kernel is optional: without it prefill runs the
         // portable kernel.
         let flash_ok = kernels
@@ -323,6 +341,15 @@ impl Device {
         for (f, e) in &kernels.failed {
             tracing::warn!("kernel family {f} unavailable on {arch}: {e}");
         }
+        let ws_prefill = flash
+            && opts.prefill_kernel == PrefillKernel::Ws
+            && kernels.get("attn_prefill_ws_hd128").is_ok();
+        if opts.prefill_kernel == PrefillKernel::Ws && flash && !ws_prefill {
+            return Err(CudaError::Unsupported(format!(
+                "MINISGL_PREFILL_KERNEL=ws needs an sm_90 device and its kernel (device {arch}, failed: {:?})",
+                kernels.failed
+            )));
+        }
         let hopper_prefill = flash
             && opts.prefill_kernel != PrefillKernel::Mma
             && kernels.get("attn_prefill_sm90_hd128").is_ok();
@@ -336,12 +363,15 @@ impl Device {
             "CUDA device {} ({name}, {arch}, {num_sms} SMs): attention backend {}{}",
             opts.ordinal,
             if flash { "flash" } else { "simple" },
-            if hopper_prefill {
+            if ws_prefill {
+                ", experimental warp-specialised Hopper prefill (ws)"
+            } else if hopper_prefill {
                 ", Hopper (wgmma) prefill"
             } else {
                 ""
             }
         );
+        let prefill_work = stream.alloc_zeros::<i32>(1)?;
         Ok(Device {
             ctx,
             stream,
@@ -353,7 +383,9 @@ impl Device {
             num_sms,
             flash,
             hopper_prefill,
+            ws_prefill,
             decode_kernel: opts.decode_kernel,
+            prefill_work,
         })
     }
 }
@@ -377,11 +409,14 @@ pub fn memory_info(ordinal: usize) -> Result<(u64, u64), CudaError> {
 /// A family's CUBIN and whether it came from the cache, or why not.
 type Compiled = Result<(Vec<u8>, bool), CudaError>;
 
-fn load_kernels(ctx: &Arc<CudaContext>, arch: &str) -> Kernels {
+/// Compiles (or loads from the cache) every family that applies to `arch`; the
+/// opt-in ones ([`nvrtc::OPT_IN`]) only with `opt_in`.
+fn load_kernels(ctx: &Arc<CudaContext>, arch: &str, opt_in: bool) -> Kernels {
     // NVRTC programs are independent: compile the families in parallel.
     let results: Vec<(&'static str, Compiled)> = std::thread::scope(|s| {
         let hs: Vec<_> = nvrtc::FAMILIES
             .iter()
+            .filter(|(fam, _)| opt_in || !nvrtc::OPT_IN.contains(fam))
             .filter_map(|&(fam, src)| {
                 let a = nvrtc::family_arch(fam, arch)?;
                 Some((fam, s.spawn(move || nvrtc::compile_cached(fam, src, &a))))
@@ -446,7 +481,23 @@ pub fn dptr<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::DecodeKernel;
+    use super::{nvrtc, DecodeKernel, PrefillKernel};
+
+    #[test]
+    fn the_ws_prefill_kernel_is_opt_in() {
+        assert_eq!("ws".parse(), Ok(PrefillKernel::Ws));
+        assert_eq!("auto".parse(), Ok(PrefillKernel::Auto));
+        assert!("fast"
+            .parse::<PrefillKernel>()
+            .unwrap_err()
+            .contains("\"fast\""));
+        // Its family is built only when selected, so the default start-up compiles
+        // nothing more than before.
+        assert_eq!(nvrtc::OPT_IN, ["attention_prefill_ws_sm90"]);
+        assert!(nvrtc::FAMILIES
+            .iter()
+            .any(|(f, _)| *f == "attention_prefill_ws_sm90"));
+    }
 
     #[test]
     fn auto_takes_the_tensor_core_kernel_from_group_three() {

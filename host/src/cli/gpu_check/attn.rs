@@ -233,6 +233,11 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         if path == AttnPath::PrefillHopper {
             others.push(AttnPath::Prefill);
         }
+        // With the opt-in ws kernel selected, the default Hopper kernel too.
+        if path == AttnPath::PrefillWs {
+            others.push(AttnPath::PrefillHopper);
+            others.push(AttnPath::Prefill);
+        }
         // Both decode kernels wherever both apply, whichever is the default.
         if path == AttnPath::Decode && group <= 16 {
             others.push(AttnPath::DecodeMma);

@@ -21,6 +21,8 @@ pub enum AttnPath {
     Prefill,
     /// The Hopper prefill kernel (wgmma, sm_90).
     PrefillHopper,
+    /// The experimental warp-specialised Hopper prefill kernel (opt-in).
+    PrefillWs,
 }
 
 impl CudaBackend {
@@ -287,6 +289,8 @@ impl CudaBackend {
             AttnPath::DecodeMma
         } else if step.decode_only {
             AttnPath::Decode
+        } else if self.dev.ws_prefill {
+            AttnPath::PrefillWs
         } else if self.dev.hopper_prefill {
             AttnPath::PrefillHopper
         } else {
@@ -477,6 +481,43 @@ impl CudaBackend {
                         Arg::I32(l.kv_heads as i32),
                         Arg::I32(l.page_size as i32),
                         Arg::F32(scale),
+                    ],
+                )
+            }
+            AttnPath::PrefillWs => {
+                if step.num_wide_tiles == 0 {
+                    return Ok(());
+                }
+                let name = format!("attn_prefill_ws_hd{d}");
+                let smem = crate::backend::cuda::device::dynamic_smem(&name).ok_or_else(|| {
+                    BackendError::Unsupported(format!("ws prefill kernel head_dim {d}"))
+                })?;
+                // Persistent: one block per SM (its shared memory allows no more),
+                // each drawing work items (tile, head) from the device's counter.
+                let items = step.num_wide_tiles * hq;
+                let mut c = cfg((g(items.min(self.dev.num_sms.max(1))), 1, 1), 384);
+                c.shared_mem_bytes = smem as u32;
+                self.launch(
+                    &name,
+                    c,
+                    &[
+                        Arg::U64(qp),
+                        Arg::I32(cols as i32),
+                        Arg::U64(op),
+                        Arg::U64(kc),
+                        Arg::U64(vc),
+                        Arg::U64(sp(off.q_start)),
+                        Arg::U64(sp(off.kv_len)),
+                        Arg::U64(sp(off.page_start)),
+                        Arg::U64(sp(off.page_ids)),
+                        Arg::U64(sp(off.tile_seq)),
+                        Arg::U64(sp(off.tile_q0)),
+                        Arg::I32(step.num_wide_tiles as i32),
+                        Arg::I32(hq as i32),
+                        Arg::I32(l.kv_heads as i32),
+                        Arg::I32(l.page_size as i32),
+                        Arg::F32(scale),
+                        Arg::U64(self.ptr(&self.dev.prefill_work)),
                     ],
                 )
             }

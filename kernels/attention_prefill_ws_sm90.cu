@@ -1,11 +1,11 @@
-// Warp-specialised Hopper prefill attention (FlashAttention-3's structure), a
-// candidate to replace kernels/attention_prefill_sm90.cu. Benchmarked and checked by
-// scripts/gpu/attn_bench.py (`--variants ws`, built with nvcc -I kernels); NOT used by
-// the engine yet. Status (2026-12-01, docs/results/gpu-2026-12-01-prefill.md): correct
-// against the f32 reference on every attn_bench case and against the CPU backend in
-// gpu-check (102 checks, when wired into the engine), 1.16-1.51x the engine's kernel,
-// but the Qwen3-14B long-prompt `bench offline` run did not finish (killed at 100 s,
-// three of four tries) with it in the engine, so it stays out until that is found.
+// Warp-specialised Hopper prefill attention (FlashAttention-3's structure), the
+// candidate to replace attention_prefill_sm90.cu. Opt-in: the engine runs it only with
+// MINISGL_PREFILL_KERNEL=ws (experimental). Status (2026-12-01,
+// docs/results/gpu-2026-12-01-prefill.md): correct against an f32 reference on every
+// attn_bench case and against the CPU backend in gpu-check (102 checks), 1.16-1.56x
+// the default kernel, but a Qwen3-14B long-prompt `bench offline` run with it did not
+// finish (three of four tries); the producer's drain before it returns (below) was
+// added after the last device call and has not run yet.
 // Launch: grid = min(items, SMs), 384 threads, P_SMEM(HD) dynamic shared memory, and a
 // zeroed int counter as the last argument.
 //
@@ -460,7 +460,7 @@ __device__ __forceinline__ void prefill_sm90_impl(
         // The consumers still wait on the arrivals of this thread's last copies; do
         // not retire with them in flight (a suspect for the open 14B hang, §4 of
         // docs/results/gpu-2026-12-01-prefill.md; added after the last device call,
-        // not yet run).
+        // not yet run on a GPU).
         asm volatile("cp.async.wait_all;\n" ::: "memory");
         return;
     }
@@ -619,8 +619,8 @@ __device__ __forceinline__ void prefill_sm90_impl(
     if (P_PINGPONG && wg == 0) named_sync(1, 256);
 }
 
-#define PREFILL_SM90(HD)                                                                         \
-    extern "C" __global__ void __launch_bounds__(P_THREADS, 1) attn_prefill_sm90_hd##HD(          \
+#define PREFILL_WS(HD)                                                                         \
+    extern "C" __global__ void __launch_bounds__(P_THREADS, 1) attn_prefill_ws_hd##HD(          \
         const bf16_t* q, int q_stride, bf16_t* o, const bf16_t* k_cache, const bf16_t* v_cache,  \
         const int* q_start, const int* kv_len, const int* page_start, const int* page_ids,      \
         const int* tile_seq, const int* tile_q0, int num_tiles, int q_heads, int kv_heads,      \
@@ -629,5 +629,5 @@ __device__ __forceinline__ void prefill_sm90_impl(
                               page_ids, tile_seq, tile_q0, num_tiles, q_heads, kv_heads,        \
                               page_size, scale, work_counter);                                  \
     }
-PREFILL_SM90(64)
-PREFILL_SM90(128)
+PREFILL_WS(64)
+PREFILL_WS(128)
