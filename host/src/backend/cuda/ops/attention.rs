@@ -451,75 +451,51 @@ impl CudaBackend {
                 }
                 self.decode_combine(&o_part, &lse, step, op, hq, d, splits)
             }
-            AttnPath::PrefillHopper => {
+            AttnPath::PrefillHopper | AttnPath::PrefillWs => {
                 if step.num_wide_tiles == 0 {
                     return Ok(());
                 }
-                let name = format!("attn_prefill_sm90_hd{d}");
+                let ws = path == AttnPath::PrefillWs;
+                let name = if ws {
+                    format!("attn_prefill_ws_hd{d}")
+                } else {
+                    format!("attn_prefill_sm90_hd{d}")
+                };
                 let smem = crate::backend::cuda::device::dynamic_smem(&name).ok_or_else(|| {
-                    BackendError::Unsupported(format!("Hopper prefill kernel head_dim {d}"))
+                    BackendError::Unsupported(format!("{path:?} kernel head_dim {d}"))
                 })?;
-                let mut c = cfg((g(step.num_wide_tiles), hq as u32, 1), 256);
+                // The default kernel: a block per (128-row tile, head). The ws one is
+                // persistent: a block per SM (its shared memory allows no more), each
+                // drawing work items (tile, head) from the device's counter.
+                let mut c = if ws {
+                    let items = step.num_wide_tiles * hq;
+                    cfg((g(items.min(self.dev.num_sms.max(1))), 1, 1), 384)
+                } else {
+                    cfg((g(step.num_wide_tiles), hq as u32, 1), 256)
+                };
                 c.shared_mem_bytes = smem as u32;
-                self.launch(
-                    &name,
-                    c,
-                    &[
-                        Arg::U64(qp),
-                        Arg::I32(cols as i32),
-                        Arg::U64(op),
-                        Arg::U64(kc),
-                        Arg::U64(vc),
-                        Arg::U64(sp(off.q_start)),
-                        Arg::U64(sp(off.kv_len)),
-                        Arg::U64(sp(off.page_start)),
-                        Arg::U64(sp(off.page_ids)),
-                        Arg::U64(sp(off.tile_seq)),
-                        Arg::U64(sp(off.tile_q0)),
-                        Arg::I32(step.num_wide_tiles as i32),
-                        Arg::I32(hq as i32),
-                        Arg::I32(l.kv_heads as i32),
-                        Arg::I32(l.page_size as i32),
-                        Arg::F32(scale),
-                    ],
-                )
-            }
-            AttnPath::PrefillWs => {
-                if step.num_wide_tiles == 0 {
-                    return Ok(());
+                let mut args = vec![
+                    Arg::U64(qp),
+                    Arg::I32(cols as i32),
+                    Arg::U64(op),
+                    Arg::U64(kc),
+                    Arg::U64(vc),
+                    Arg::U64(sp(off.q_start)),
+                    Arg::U64(sp(off.kv_len)),
+                    Arg::U64(sp(off.page_start)),
+                    Arg::U64(sp(off.page_ids)),
+                    Arg::U64(sp(off.tile_seq)),
+                    Arg::U64(sp(off.tile_q0)),
+                    Arg::I32(step.num_wide_tiles as i32),
+                    Arg::I32(hq as i32),
+                    Arg::I32(l.kv_heads as i32),
+                    Arg::I32(l.page_size as i32),
+                    Arg::F32(scale),
+                ];
+                if ws {
+                    args.push(Arg::U64(self.ptr(&self.dev.prefill_work)));
                 }
-                let name = format!("attn_prefill_ws_hd{d}");
-                let smem = crate::backend::cuda::device::dynamic_smem(&name).ok_or_else(|| {
-                    BackendError::Unsupported(format!("ws prefill kernel head_dim {d}"))
-                })?;
-                // Persistent: one block per SM (its shared memory allows no more),
-                // each drawing work items (tile, head) from the device's counter.
-                let items = step.num_wide_tiles * hq;
-                let mut c = cfg((g(items.min(self.dev.num_sms.max(1))), 1, 1), 384);
-                c.shared_mem_bytes = smem as u32;
-                self.launch(
-                    &name,
-                    c,
-                    &[
-                        Arg::U64(qp),
-                        Arg::I32(cols as i32),
-                        Arg::U64(op),
-                        Arg::U64(kc),
-                        Arg::U64(vc),
-                        Arg::U64(sp(off.q_start)),
-                        Arg::U64(sp(off.kv_len)),
-                        Arg::U64(sp(off.page_start)),
-                        Arg::U64(sp(off.page_ids)),
-                        Arg::U64(sp(off.tile_seq)),
-                        Arg::U64(sp(off.tile_q0)),
-                        Arg::I32(step.num_wide_tiles as i32),
-                        Arg::I32(hq as i32),
-                        Arg::I32(l.kv_heads as i32),
-                        Arg::I32(l.page_size as i32),
-                        Arg::F32(scale),
-                        Arg::U64(self.ptr(&self.dev.prefill_work)),
-                    ],
-                )
+                self.launch(&name, c, &args)
             }
             AttnPath::Prefill => {
                 if !matches!(d, 64 | 128) {
