@@ -197,6 +197,18 @@ def ceilings():
     return bw, 2 * 8192**3 / t / 1e12
 
 
+def write_figures(path, figures):
+    """Appends figures to bench.jsonl (when a path is given) with date, commit and machine."""
+    if not path:
+        return
+    common = {"date": os.environ.get("MINISGL_BENCH_DATE", time.strftime("%Y-%m-%d")),
+              "commit": os.environ.get("MINISGL_COMMIT", "unknown"),
+              "machine": torch.cuda.get_device_name(), "tp": 1}
+    with open(path, "a") as f:
+        for fig in figures:
+            f.write(json.dumps({**common, **fig}) + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--jsonl")
@@ -235,14 +247,8 @@ def main():
     if only == "ceil":
         bw, gemm = ceilings()
         print(f"ceilings: copy {bw:.2f} TB/s, bf16 GEMM {gemm:.0f} TFLOP/s")
-        if args.jsonl:
-            common = {"date": os.environ.get("MINISGL_BENCH_DATE", time.strftime("%Y-%m-%d")),
-                      "commit": os.environ.get("MINISGL_COMMIT", "unknown"),
-                      "machine": torch.cuda.get_device_name(), "tp": 1}
-            with open(args.jsonl, "a") as f:
-                for fig in ({"metric": "gemm_bf16_tflops", "value": round(gemm, 1), "unit": "TFLOP/s"},
-                            {"metric": "copy_bandwidth_tbps", "value": round(bw, 3), "unit": "TB/s"}):
-                    f.write(json.dumps({**common, **fig}) + "\n")
+        write_figures(args.jsonl, [{"metric": "gemm_bf16_tflops", "value": round(gemm, 1), "unit": "TFLOP/s"},
+                                   {"metric": "copy_bandwidth_tbps", "value": round(bw, 3), "unit": "TB/s"}])
         return
     old = build(K / "attention_prefill.cu", "90", name="prefill_mma") if only == "mma" else None
     hop = {}
@@ -316,13 +322,7 @@ def main():
                                         "shape": sname, "workload": cname, "value": round(tf, 1), "unit": "TFLOP/s",
                                         "ceiling": round(gemm, 1), "fraction": round(tf / gemm, 3)})
             rows.append(line)
-    if args.jsonl:
-        common = {"date": os.environ.get("MINISGL_BENCH_DATE", time.strftime("%Y-%m-%d")),
-                  "commit": os.environ.get("MINISGL_COMMIT", "unknown"),
-                  "machine": torch.cuda.get_device_name(), "tp": 1}
-        with open(args.jsonl, "a") as f:
-            for fig in figures:
-                f.write(json.dumps({**common, **fig}) + "\n")
+    write_figures(args.jsonl, figures)
 
 
 if __name__ == "__main__":

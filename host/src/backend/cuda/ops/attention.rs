@@ -352,6 +352,33 @@ impl CudaBackend {
         let sp = |o: usize| self.step_ptr(step, o);
         let off = step.off;
         let s = step.meta.num_seqs();
+        // The prefill kernels' common signature (attention_prefill*.cu); the Hopper
+        // ones also take the count of their 128-row tiles.
+        let prefill_args = |wide_tiles: Option<usize>| {
+            let mut a = vec![
+                Arg::U64(qp),
+                Arg::I32(cols as i32),
+                Arg::U64(op),
+                Arg::U64(kc),
+                Arg::U64(vc),
+                Arg::U64(sp(off.q_start)),
+                Arg::U64(sp(off.kv_len)),
+                Arg::U64(sp(off.page_start)),
+                Arg::U64(sp(off.page_ids)),
+                Arg::U64(sp(off.tile_seq)),
+                Arg::U64(sp(off.tile_q0)),
+            ];
+            if let Some(n) = wide_tiles {
+                a.push(Arg::I32(n as i32));
+            }
+            a.extend([
+                Arg::I32(hq as i32),
+                Arg::I32(l.kv_heads as i32),
+                Arg::I32(l.page_size as i32),
+                Arg::F32(scale),
+            ]);
+            a
+        };
         match path {
             AttnPath::Simple => {
                 if d > 256 {
@@ -474,24 +501,7 @@ impl CudaBackend {
                     cfg((g(step.num_wide_tiles), hq as u32, 1), 256)
                 };
                 c.shared_mem_bytes = smem as u32;
-                let mut args = vec![
-                    Arg::U64(qp),
-                    Arg::I32(cols as i32),
-                    Arg::U64(op),
-                    Arg::U64(kc),
-                    Arg::U64(vc),
-                    Arg::U64(sp(off.q_start)),
-                    Arg::U64(sp(off.kv_len)),
-                    Arg::U64(sp(off.page_start)),
-                    Arg::U64(sp(off.page_ids)),
-                    Arg::U64(sp(off.tile_seq)),
-                    Arg::U64(sp(off.tile_q0)),
-                    Arg::I32(step.num_wide_tiles as i32),
-                    Arg::I32(hq as i32),
-                    Arg::I32(l.kv_heads as i32),
-                    Arg::I32(l.page_size as i32),
-                    Arg::F32(scale),
-                ];
+                let mut args = prefill_args(Some(step.num_wide_tiles));
                 if ws {
                     args.push(Arg::U64(self.ptr(&self.dev.prefill_work)));
                 }
@@ -506,23 +516,7 @@ impl CudaBackend {
                 self.launch(
                     &format!("attn_prefill_hd{d}"),
                     cfg((g(step.num_tiles), hq as u32, 1), 128),
-                    &[
-                        Arg::U64(qp),
-                        Arg::I32(cols as i32),
-                        Arg::U64(op),
-                        Arg::U64(kc),
-                        Arg::U64(vc),
-                        Arg::U64(sp(off.q_start)),
-                        Arg::U64(sp(off.kv_len)),
-                        Arg::U64(sp(off.page_start)),
-                        Arg::U64(sp(off.page_ids)),
-                        Arg::U64(sp(off.tile_seq)),
-                        Arg::U64(sp(off.tile_q0)),
-                        Arg::I32(hq as i32),
-                        Arg::I32(l.kv_heads as i32),
-                        Arg::I32(l.page_size as i32),
-                        Arg::F32(scale),
-                    ],
+                    &prefill_args(None),
                 )
             }
         }
