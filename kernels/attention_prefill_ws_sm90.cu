@@ -6,8 +6,8 @@
 // the default kernel, but a Qwen3-14B long-prompt `bench offline` run with it did not
 // finish (three of four tries); the producer's drain before it returns (below) was
 // added after the last device call and has not run yet.
-// Launch: grid = min(items, SMs), 384 threads, P_SMEM(HD) dynamic shared memory, and a
-// zeroed int counter as the last argument.
+// Launch: grid = min(items, SMs), 384 threads, P_SMEM(HD) dynamic shared memory, a
+// zeroed int counter, and the watchdog's report (6 ints of host memory, or null).
 //
 // Same contract and metadata as attention_prefill.cu: causal, cached prefix, GQA,
 // head_dim 64 or 128.
@@ -132,6 +132,47 @@ __device__ __forceinline__ void wgmma_rs_n128_tb(float* d, const u32* a, u64 db)
 __device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
+__device__ __forceinline__ bool mbar_try(u32 bar, u32 parity) {
+    u32 ok;
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(ok)
+        : "r"(bar), "r"(parity)
+        : "memory");
+    return ok != 0;
+}
+// A wait that never ends would hang the engine with the GPU busy and nothing said (the
+// open 14B defect looked like that): past P_WAIT_NS the waiting warp writes which
+// barrier of which block it waited on into `diag` (host memory the engine watches;
+// printf here would be a call, which serialises every wgmma of the kernel) and traps,
+// so the launch fails with an error instead.
+#ifndef P_WAIT_NS
+#define P_WAIT_NS 4000000000ull
+#endif
+struct Diag {
+    int* p;  // [flag, block, warp, barrier, parity, item] or null
+    __device__ __forceinline__ void stuck(u32 bar_index, u32 parity, int item) const {
+        if (p != nullptr && (threadIdx.x & 31) == 0) {
+            volatile int* v = p;
+            v[1] = (int)blockIdx.x;
+            v[2] = (int)(threadIdx.x >> 5);
+            v[3] = (int)bar_index;
+            v[4] = (int)parity;
+            v[5] = item;
+            __threadfence_system();
+            v[0] = 1;
+            __threadfence_system();
+        }
+        asm volatile("trap;\n");
+    }
+};
+__device__ __forceinline__ u64 global_ns() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
+    return t;
+}
 // Returns once the phase of the given parity has completed.
 __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
     asm volatile(
@@ -140,6 +181,15 @@ __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
         "@!p bra WAIT;\n}\n" ::"r"(bar),
         "r"(parity)
         : "memory");
+}
+// The same with the watchdog, for the producer only (in the consumers its registers
+// made ptxas serialise the wgmmas). Any deadlock of the block reaches a producer
+// wait: the producer waits for the consumers to release every stage, up to its tail.
+__device__ __forceinline__ void mbar_wait_watched(u32 bar, u32 parity, u32 base, int item, Diag diag) {
+    if (mbar_try(bar, parity)) return;
+    const u64 t0 = global_ns();
+    while (!mbar_try(bar, parity))
+        if (global_ns() - t0 > P_WAIT_NS) diag.stuck((bar - base) / 8, parity, item);
 }
 // One arrival if `on` (predicated, not a branch: it sits inside wgmma stages).
 __device__ __forceinline__ void mbar_arrive_if(u32 bar, bool on) {
@@ -251,6 +301,7 @@ struct Producer {
 // Barriers in shared memory: Q slots, then K and V stages, each a full/empty pair.
 struct Bars {
     u32 base;
+    Diag diag;
     __device__ __forceinline__ u32 full_q(int i) const { return base + 8 * i; }
     __device__ __forceinline__ u32 empty_q(int i) const { return base + 8 * (P_QSLOTS + i); }
     __device__ __forceinline__ u32 full_k(int i) const { return base + 8 * (2 * P_QSLOTS + i); }
@@ -258,6 +309,9 @@ struct Bars {
     __device__ __forceinline__ u32 full_v(int i) const { return base + 8 * (2 * P_QSLOTS + 2 * P_STAGES + i); }
     __device__ __forceinline__ u32 empty_v(int i) const { return base + 8 * (2 * P_QSLOTS + 3 * P_STAGES + i); }
     static constexpr int COUNT = 2 * P_QSLOTS + 4 * P_STAGES;
+    __device__ __forceinline__ void wait_watched(u32 bar, u32 parity, int item) const {
+        mbar_wait_watched(bar, parity, base, item, diag);
+    }
 };
 
 // One consumer warpgroup's state over its 64 rows of the query tile.
@@ -369,14 +423,14 @@ __device__ __forceinline__ void prefill_sm90_impl(
     const int* __restrict__ q_start, const int* __restrict__ kv_len,
     const int* __restrict__ page_start, const int* __restrict__ page_ids,
     const int* __restrict__ tile_seq, const int* __restrict__ tile_q0, int num_tiles, int q_heads,
-    int kv_heads, int page_size, float scale, int* __restrict__ work_counter) {
+    int kv_heads, int page_size, float scale, int* __restrict__ work_counter, int* diag) {
     extern __shared__ unsigned char smem_raw[];
     __shared__ __align__(8) u64 bar_mem[Bars::COUNT];
     __shared__ int item_of_slot[P_QSLOTS];  // the work item whose Q a slot holds
     constexpr int Q_BYTES = P_BQ * HD * 2, TILE_BYTES = P_BK * HD * 2;
     const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
     const u32 kv_base = base + P_QSLOTS * Q_BYTES;  // stage i: K at +2i·TILE, V at +(2i+1)·TILE
-    Bars bars{smem_u32(bar_mem)};
+    Bars bars{smem_u32(bar_mem), Diag{diag}};
 
     if (threadIdx.x == 0) {
         for (int i = 0; i < P_QSLOTS; i++) {
@@ -412,7 +466,7 @@ __device__ __forceinline__ void prefill_sm90_impl(
         int qc = 0, kc = 0, vc = 0;  // tiles issued so far, for slot and parity
         while (true) {
             const int slot = qc % P_QSLOTS;
-            mbar_wait(bars.empty_q(slot), ((qc / P_QSLOTS) & 1) ^ 1);
+            bars.wait_watched(bars.empty_q(slot), ((qc / P_QSLOTS) & 1) ^ 1, -1);
             if (threadIdx.x == 0) {
                 int t = atomicAdd(work_counter, 1);
                 if (t == total + (int)(gridDim.x * gridDim.y) - 1) atomicExch(work_counter, 0);
@@ -421,8 +475,10 @@ __device__ __forceinline__ void prefill_sm90_impl(
             named_sync(3, 128);  // the producer warps read the item thread 0 drew
             const int t = item_of_slot[slot];
             if (t >= total) {
-                // Past the end: tell the consumers, with no copies in the slot.
-                mbar_arrive_on_copies(bars.full_q(slot));
+                // Past the end: tell the consumers, with no copies in the slot. Plain
+                // arrivals, not ones triggered by copies, so that none is pending when
+                // the producer returns.
+                mbar_arrive_if(bars.full_q(slot), true);
                 if (threadIdx.x == 0) mbar_arrive_if(bars.full_q(slot), true);
                 break;
             }
@@ -441,14 +497,14 @@ __device__ __forceinline__ void prefill_sm90_impl(
                 int sl_next = k + 1 < it.n ? pr.slot((k + 1) * P_BK) : -1;
                 if (k < it.n) {
                     int st = kc % P_STAGES;
-                    mbar_wait(bars.empty_k(st), ((kc / P_STAGES) & 1) ^ 1);
+                    bars.wait_watched(bars.empty_k(st), ((kc / P_STAGES) & 1) ^ 1, t);
                     pr.tile(kv_base + 2 * st * TILE_BYTES, k_cache, sl_cur);
                     mbar_arrive_on_copies(bars.full_k(st));
                     kc++;
                 }
                 if (k > 0) {
                     int st = vc % P_STAGES;
-                    mbar_wait(bars.empty_v(st), ((vc / P_STAGES) & 1) ^ 1);
+                    bars.wait_watched(bars.empty_v(st), ((vc / P_STAGES) & 1) ^ 1, t);
                     pr.tile(kv_base + (2 * st + 1) * TILE_BYTES, v_cache, sl_prev);
                     mbar_arrive_on_copies(bars.full_v(st));
                     vc++;
@@ -457,11 +513,14 @@ __device__ __forceinline__ void prefill_sm90_impl(
                 sl_cur = sl_next;
             }
         }
-        // The consumers still wait on the arrivals of this thread's last copies; do
-        // not retire with them in flight (a suspect for the open 14B hang, §4 of
-        // docs/results/gpu-2026-12-01-prefill.md; added after the last device call,
-        // not yet run on a GPU).
-        asm volatile("cp.async.wait_all;\n" ::: "memory");
+        // Producer tail: return only once the consumers have released the last
+        // K and V stages, so every copy this thread issued has landed and its
+        // arrival has been taken (a producer that retired with arrivals in flight was
+        // a suspect for the open 14B defect, §4 of docs/results/gpu-2026-12-01-prefill.md).
+        for (int i = max(0, kc - P_STAGES); i < kc; i++)
+            bars.wait_watched(bars.empty_k(i % P_STAGES), (i / P_STAGES) & 1, -2);
+        for (int i = max(0, vc - P_STAGES); i < vc; i++)
+            bars.wait_watched(bars.empty_v(i % P_STAGES), (i / P_STAGES) & 1, -2);
         return;
     }
 
@@ -624,10 +683,10 @@ __device__ __forceinline__ void prefill_sm90_impl(
         const bf16_t* q, int q_stride, bf16_t* o, const bf16_t* k_cache, const bf16_t* v_cache,  \
         const int* q_start, const int* kv_len, const int* page_start, const int* page_ids,      \
         const int* tile_seq, const int* tile_q0, int num_tiles, int q_heads, int kv_heads,      \
-        int page_size, float scale, int* work_counter) {                                        \
+        int page_size, float scale, int* work_counter, int* diag) {                             \
         prefill_sm90_impl<HD>(q, q_stride, o, k_cache, v_cache, q_start, kv_len, page_start,    \
                               page_ids, tile_seq, tile_q0, num_tiles, q_heads, kv_heads,        \
-                              page_size, scale, work_counter);                                  \
+                              page_size, scale, work_counter, diag);                            \
     }
 PREFILL_WS(64)
 PREFILL_WS(128)

@@ -16,8 +16,9 @@
 #             NCU=1 adds one Nsight Compute profile), the kernel checks, long prompts;
 #     part 6: a round's closing figures: attn_bench with the ws variant and cuDNN, kernel
 #             and model checks, default and long-prompt workloads on both shapes;
-#     part 7: the opt-in ws prefill kernel in the engine: its checks, then the 14B
-#             long-prompt run that did not finish with it (bounded), 0.6B, 14B default.
+#     part 7: the opt-in ws prefill kernel in the engine: its checks, the 14B long-prompt
+#             run that did not finish with it (three times, bounded; the kernel's
+#             watchdog reports a stuck wait), memcheck on a 2-layer 14B, 0.6B, and v4.
 #
 # Device call (tool `run`, kind nvidia-h200), one per part:
 #   command: bash scripts/gpu-bench.sh device 1
@@ -133,20 +134,37 @@ device)
         done
     elif [ "$part" = 7 ]; then
         # The opt-in ws prefill kernel in the engine (MINISGL_PREFILL_KERNEL=ws): its
-        # checks against the CPU backend and the default kernel, then the workload that
-        # did not finish with it on 2026-12-01 (14B long prompts, bounded), the 0.6B one
-        # and, if those end, the 14B default workload.
+        # checks against the CPU backend and the default kernel; then the workload that
+        # did not finish with it on 2026-12-01 (14B long prompts), three times, bounded
+        # (a wait past 4 s in the kernel now traps and prints a "deadlock report");
+        # compute-sanitizer memcheck on the ws kernel only, over a two-layer 14B-shape
+        # model; the 0.6B long prompts; and v4 on the 14B long prompts in the same call.
         export MINISGL_PREFILL_KERNEL=ws
         timeout 120 "$bin" gpu-check --skip-models --skip-engine --report "$out/gpu-check-ws.md" > "$out/gpu-check-ws.log" 2>&1
         echo "gpu-check (ws) rc=$?"
         grep -E "checks, |FAIL|PrefillWs" "$out/gpu-check-ws.log" | head -20
-        timeout 120 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
-            "${long[@]}" --jsonl "$jl" > "$out/long-14b-ws.log" 2>&1
-        echo "14B long prompts (ws) rc=$? (124: did not finish in 120 s)"; tail -3 "$out/long-14b-ws.log"
+        for i in 1 2 3; do
+            timeout 60 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
+                "${long[@]}" --jsonl "$jl" > "$out/long-14b-ws-$i.log" 2>&1
+            echo "14B long prompts (ws) run $i rc=$? (124: did not finish in 60 s)"
+            grep -E "deadlock report|rror" "$out/long-14b-ws-$i.log" | head -5; tail -2 "$out/long-14b-ws-$i.log"
+        done
+        mkdir -p /tmp/qwen3-14b-l2
+        python3 -c "import json,sys; c=json.load(open('.gpu/qwen3-14b/config.json')); c['num_hidden_layers']=2; json.dump(c, open('/tmp/qwen3-14b-l2/config.json','w'))"
+        if command -v compute-sanitizer > /dev/null; then
+            timeout 150 compute-sanitizer --tool memcheck --kernel-name regex:attn_prefill_ws --print-limit 20 \
+                "$bin" bench offline --random-weights /tmp/qwen3-14b-l2 --device cuda \
+                --num-seqs 16 --min-input-len 4000 --max-input-len 8000 --min-output-len 16 --max-output-len 64 \
+                > "$out/memcheck-ws-14b-l2.log" 2>&1
+            echo "memcheck (ws, 2-layer 14B) rc=$?"; grep -E "ERROR SUMMARY|Invalid|deadlock|rror" "$out/memcheck-ws-14b-l2.log" | head -12
+        else
+            echo "compute-sanitizer not found"
+        fi
         timeout 60 "$bin" bench offline --random-weights .gpu/qwen3-0.6b --device cuda --shape qwen3-0.6b \
             "${long[@]}" --jsonl "$jl" 2>&1 | tail -3 | tee "$out/long-0.6b-ws.log"
-        timeout 150 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
-            --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" 2>&1 | tail -3 | tee "$out/offline-14b-ws.log"
+        unset MINISGL_PREFILL_KERNEL
+        timeout 60 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
+            "${long[@]}" --jsonl "$jl" 2>&1 | tail -3 | tee "$out/long-14b-v4.log"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
             --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" 2>&1 | tail -8 | tee "$out/offline-14b.log"

@@ -119,7 +119,7 @@ def run_ours(kind, fn, P, bq, smem=0, threads=128, grid=None):
     if kind == "sm90":
         args = (ptr(P.q), np.int32(P.hq * P.hd), ptr(o), ptr(P.k), ptr(P.v), ptr(P.q_start), ptr(P.kv_len),
                 ptr(P.page_start), ptr(P.page_ids), ptr(ts), ptr(tq), np.int32(n), np.int32(P.hq),
-                np.int32(P.hkv), np.int32(P.ps), scale, ptr(counter))
+                np.int32(P.hkv), np.int32(P.ps), scale, ptr(counter), np.uint64(0))  # no watchdog report
     else:
         args = (ptr(P.q), np.int32(P.hq * P.hd), ptr(o), ptr(P.k), ptr(P.v), ptr(P.q_start), ptr(P.kv_len),
                 ptr(P.page_start), ptr(P.page_ids), ptr(ts), ptr(tq), np.int32(P.hq), np.int32(P.hkv),

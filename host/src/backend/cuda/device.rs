@@ -7,6 +7,7 @@ use cudarc::cublas::CudaBlas;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr};
 
 use super::error::CudaError;
+use super::watchdog::Watchdog;
 use super::{libs, nvrtc};
 
 /// cuBLAS workspace (fixed so that graph capture never allocates inside cuBLAS).
@@ -267,6 +268,9 @@ pub struct Device {
     /// The ws kernel's work counter (one i32, zero between launches: the kernel
     /// resets it itself; launches on the one stream never overlap).
     pub prefill_work: CudaSlice<i32>,
+    /// Where the ws kernel reports a barrier wait that did not end (it then traps);
+    /// present when that kernel was built.
+    pub watchdog: Option<Watchdog>,
 }
 
 impl Device {
@@ -372,6 +376,11 @@ impl Device {
             }
         );
         let prefill_work = stream.alloc_zeros::<i32>(1)?;
+        let watchdog = if kernels.get("attn_prefill_ws_hd128").is_ok() {
+            Some(Watchdog::new(&ctx, "attn_prefill_ws")?)
+        } else {
+            None
+        };
         Ok(Device {
             ctx,
             stream,
@@ -386,6 +395,7 @@ impl Device {
             ws_prefill,
             decode_kernel: opts.decode_kernel,
             prefill_work,
+            watchdog,
         })
     }
 }

@@ -17,6 +17,7 @@ pub mod nvrtc;
 pub mod ops;
 mod sample;
 pub mod timeline;
+mod watchdog;
 
 pub use sample::CudaSampling;
 

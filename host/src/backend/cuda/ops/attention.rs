@@ -504,6 +504,9 @@ impl CudaBackend {
                 let mut args = prefill_args(Some(step.num_wide_tiles));
                 if ws {
                     args.push(Arg::U64(self.ptr(&self.dev.prefill_work)));
+                    args.push(Arg::U64(
+                        self.dev.watchdog.as_ref().map_or(0, |w| w.device_ptr()),
+                    ));
                 }
                 self.launch(&name, c, &args)
             }
