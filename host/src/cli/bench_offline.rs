@@ -223,6 +223,7 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
             cuda_graph_max_bs: graph_bs,
             tp: cfg.tp as usize,
         };
+        let built = Instant::now();
         let runner = build_runner_with(&model, cfg.device, num_pages, cfg.page_size, &opts)
             .context("building the model runner")?;
         let engine_cfg = EngineConfig {
@@ -250,9 +251,25 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
             .progress_chars("=> "),
         );
         bar.set_prefix(label.clone());
+        // Off a terminal (device scripts, CI) the bar is hidden: a line every 10 s
+        // instead, so a run that stalls shows where (the 14B long-prompt runs of
+        // 2026-12-01 printed nothing for 100 s).
+        let plain = !std::io::IsTerminal::is_terminal(&std::io::stderr());
+        if plain {
+            eprintln!("{label}: runner and engine ready in {:.1} s", built.elapsed().as_secs_f64());
+        }
         let start = Instant::now();
-        let outs =
-            engine.generate_with_progress(reqs.clone(), &mut |_, tokens| bar.set_position(tokens));
+        let mut last_note = start;
+        let outs = engine.generate_with_progress(reqs.clone(), &mut |_, tokens| {
+            bar.set_position(tokens);
+            if plain && last_note.elapsed().as_secs() >= 10 {
+                last_note = Instant::now();
+                eprintln!(
+                    "{label}: {tokens}/{output_tokens} output tokens after {:.0} s",
+                    start.elapsed().as_secs_f64()
+                );
+            }
+        });
         let seconds = start.elapsed().as_secs_f64();
         bar.finish_and_clear();
         if let Some(e) = outs.iter().find_map(|o| o.error.clone()) {

@@ -54,7 +54,7 @@ impl Engine {
     }
 
     /// [`Engine::generate`], calling `progress(finished_requests,
-    /// generated_tokens)` as results arrive.
+    /// generated_tokens)` as results arrive and while waiting for them.
     pub fn generate_with_progress(
         &self,
         requests: Vec<GenerateRequest>,
@@ -110,9 +110,9 @@ impl Engine {
                     }
                 }
             });
-            if progressed {
-                progress(done, tokens);
-            } else {
+            // Called on idle rounds too, so a caller can tell a stall from silence.
+            progress(done, tokens);
+            if !progressed {
                 std::thread::sleep(Duration::from_micros(200));
             }
         }
