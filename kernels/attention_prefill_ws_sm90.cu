@@ -1,11 +1,9 @@
-// Warp-specialised Hopper prefill attention (FlashAttention-3's structure), the
-// candidate to replace attention_prefill_sm90.cu. Opt-in: the engine runs it only with
-// MINISGL_PREFILL_KERNEL=ws (experimental). Status (2026-12-01,
-// docs/results/gpu-2026-12-01-prefill.md): correct against an f32 reference on every
-// attn_bench case and against the CPU backend in gpu-check (102 checks), 1.16-1.56x
-// the default kernel, but a Qwen3-14B long-prompt `bench offline` run with it did not
-// finish (three of four tries); the producer's drain before it returns (below) was
-// added after the last device call and has not run yet.
+// Warp-specialised Hopper prefill attention (FlashAttention-3's structure): the
+// engine's prefill kernel on sm_90 (attention_prefill_sm90.cu is its fallback and
+// MINISGL_PREFILL_KERNEL=hopper selects it). docs/results/gpu-2026-12-01-prefill.md:
+// correct against an f32 reference on every attn_bench case and against the CPU backend
+// in gpu-check, 1.16-1.56x the earlier kernel, memcheck clean in the engine; the
+// Qwen3-14B run once thought stuck was a 95 s start-up (random weights) plus 20 s.
 // Launch: grid = min(items, SMs), 384 threads, P_SMEM(HD) dynamic shared memory, a
 // zeroed int counter, and the watchdog's report (6 ints of host memory, or null).
 //

@@ -256,7 +256,10 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
         // 2026-12-01 printed nothing for 100 s).
         let plain = !std::io::IsTerminal::is_terminal(&std::io::stderr());
         if plain {
-            eprintln!("{label}: runner and engine ready in {:.1} s", built.elapsed().as_secs_f64());
+            eprintln!(
+                "{label}: runner and engine ready in {:.1} s",
+                built.elapsed().as_secs_f64()
+            );
         }
         let start = Instant::now();
         let mut last_note = start;

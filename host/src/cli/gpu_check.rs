@@ -145,7 +145,13 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
             gpu.dev.cc.1,
             gpu.dev.num_sms,
             if gpu.uses_flash() { "flash" } else { "simple" },
-            if gpu.dev.hopper_prefill { " (Hopper wgmma prefill)" } else { "" },
+            if gpu.dev.ws_prefill {
+                " (warp-specialised Hopper prefill)"
+            } else if gpu.dev.hopper_prefill {
+                " (Hopper wgmma prefill)"
+            } else {
+                ""
+            },
             k.compiled,
             k.cache_hits,
             k.failed,

@@ -166,7 +166,7 @@ fn load_gguf(path: &Path) -> Result<LoadedModel, ModelError> {
 
 /// Random weights of a real shape, for benchmarks: `path` is a directory with
 /// `config.json` (a tokenizer there is loaded too) or a `config.json` file.
-/// Matrices are `normal(0, 0.02)`, norm weights 1, biases 0; the same seed
+/// Matrices are near-normal with mean 0 and std 0.02, norm weights 1, biases 0; the same seed
 /// gives the same weights.
 pub fn load_random(path: &Path, seed: u64) -> Result<LoadedModel, ModelError> {
     let (cfg_path, dir) = if path.is_dir() {

@@ -45,15 +45,12 @@ pub const FAMILIES: &[(&str, &str)] = &[
         "attention_prefill_sm90",
         include_str!("../../../../kernels/attention_prefill_sm90.cu"),
     ),
-    // Opt-in (`MINISGL_PREFILL_KERNEL=ws`): compiled only when selected.
+    // The default prefill kernel on sm_90 (the one above is its fallback).
     (
         "attention_prefill_ws_sm90",
         include_str!("../../../../kernels/attention_prefill_ws_sm90.cu"),
     ),
 ];
-
-/// Families a device compiles only when their kernel is selected.
-pub const OPT_IN: &[&str] = &["attention_prefill_ws_sm90"];
 
 /// The architecture `family` is compiled for on a device of `device_arch`, or
 /// `None` where it does not apply. Hopper-only families (wgmma) need the

@@ -233,7 +233,7 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         if path == AttnPath::PrefillHopper {
             others.push(AttnPath::Prefill);
         }
-        // With the opt-in ws kernel selected, the default Hopper kernel too.
+        // With the ws kernel (the default on sm_90), the earlier Hopper kernel too.
         if path == AttnPath::PrefillWs {
             others.push(AttnPath::PrefillHopper);
             others.push(AttnPath::Prefill);
