@@ -257,13 +257,16 @@ __device__ __forceinline__ void decode_mma_load_tile(
     }
 }
 
-template <int HD>
-__device__ __forceinline__ void decode_mma_impl(
+// One (sequence, kv head) over context rows [c0, c1) (c0 < c1): the whole group's
+// scores, online softmax and P.V, the four warps' states merged at the end;
+// `store(gi, d, M, L, O)` receives each (query head gi of the group, dim d) of the
+// merged state (O / L the output, M + log2 L its log2-sum-exp). `t` is the token row
+// of the query. Shared by the split-KV and the stream-K kernels below.
+template <int HD, typename Store>
+__device__ __forceinline__ void decode_mma_segment(
     const bf16_t* __restrict__ q, int q_stride, const bf16_t* __restrict__ k_cache,
-    const bf16_t* __restrict__ v_cache, const int* __restrict__ q_start,
-    const int* __restrict__ kv_len, const int* __restrict__ page_start,
-    const int* __restrict__ page_ids, int q_heads, int kv_heads, int page_size, float scale,
-    float* __restrict__ o_part, float* __restrict__ lse_part, bf16_t* __restrict__ o_direct) {
+    const bf16_t* __restrict__ v_cache, const int* pages, int t, int kvh, int group,
+    int kv_heads, int page_size, float scale, int c0, int c1, Store store) {
     constexpr int LD = HD + DM_PAD;
     constexpr int TILE = DM_BK * LD;
     // Stage s: K at smem + 2 s TILE, V at smem + (2 s + 1) TILE. After the loop the
@@ -273,16 +276,7 @@ __device__ __forceinline__ void decode_mma_impl(
     __shared__ float sm_m[4][16];
     __shared__ float sm_l[4][16];
 
-    int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
-    int group = q_heads / kv_heads;
     int h0 = kvh * group;
-    int ctx = kv_len[b];
-    int part = decode_part(ctx, gridDim.x);
-    int c0 = split * part;
-    if (c0 >= ctx) return;
-    int c1 = min(ctx, c0 + part);
-    int t = q_start[b + 1] - 1;
-    const int* pages = page_ids + page_start[b];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
 
     decode_mma_load_tile<HD>(smem, smem + TILE, k_cache, v_cache, pages, c0, c1, kvh, kv_heads,
@@ -414,7 +408,6 @@ __device__ __forceinline__ void decode_mma_impl(
         sm_o[(wr + g + 8) * HD + col + 1] = oacc[dt][3];
     }
     __syncthreads();
-    int splits = gridDim.x;
     int nh = min(group, 16);
     for (int idx = threadIdx.x; idx < nh * HD; idx += blockDim.x) {
         int gi = idx / HD, d = idx % HD;
@@ -428,9 +421,31 @@ __device__ __forceinline__ void decode_mma_impl(
             L += sm_l[w][gi] * wt;
             O += sm_o[(w * 16 + gi) * HD + d] * wt;
         }
-        decode_store(o_direct, o_part, lse_part, q_start, b, q_heads, h0 + gi, HD, d, split,
-                     splits, M, L, O);
+        store(gi, d, M, L, O);
     }
+}
+
+template <int HD>
+__device__ __forceinline__ void decode_mma_impl(
+    const bf16_t* __restrict__ q, int q_stride, const bf16_t* __restrict__ k_cache,
+    const bf16_t* __restrict__ v_cache, const int* __restrict__ q_start,
+    const int* __restrict__ kv_len, const int* __restrict__ page_start,
+    const int* __restrict__ page_ids, int q_heads, int kv_heads, int page_size, float scale,
+    float* __restrict__ o_part, float* __restrict__ lse_part, bf16_t* __restrict__ o_direct) {
+    int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
+    int group = q_heads / kv_heads;
+    int ctx = kv_len[b];
+    int part = decode_part(ctx, gridDim.x);
+    int c0 = split * part;
+    if (c0 >= ctx) return;
+    int c1 = min(ctx, c0 + part);
+    int splits = gridDim.x;
+    decode_mma_segment<HD>(q, q_stride, k_cache, v_cache, page_ids + page_start[b], q_start[b + 1] - 1,
+                           kvh, group, kv_heads, page_size, scale, c0, c1,
+                           [&](int gi, int d, float M, float L, float O) {
+                               decode_store(o_direct, o_part, lse_part, q_start, b, q_heads,
+                                            kvh * group + gi, HD, d, split, splits, M, L, O);
+                           });
 }
 
 #define DECODE_MMA(HD)                                                                         \
@@ -445,6 +460,192 @@ __device__ __forceinline__ void decode_mma_impl(
     }
 DECODE_MMA(64)
 DECODE_MMA(128)
+
+// Stream-K decode on the tensor-core kernel. With one block per (split, kv head,
+// sequence) the grid runs in waves of (blocks per SM x SMs): 2,048 equal blocks on
+// 396 slots take 6 waves for 5.2 waves of work, and the kernel stayed at 67-79% of
+// copy bandwidth where the last wave was short. Here the step's work, the
+// DM_BK-row tiles of every (sequence, kv head) pair in order, is cut into gridDim.x
+// (one wave) contiguous ranges of equal size; a block walks the pairs its range
+// covers. A pair inside one range is written out directly; a pair cut by range ends
+// leaves normalized partials in per-block slots (slot 0: the block's first pair,
+// slot 1: its last) that attn_decode_sk_combine merges. Everything is computed
+// here from kv_len, so a recorded graph replays with any lengths.
+//
+// grid: (G); block: 128; dynamic smem as attn_decode_mma. o_part: [G][2][16][HD] f32,
+// lse_part: [G][2][16], rec: [G][4] ints, written by block i for the cut pair that
+// starts in its range: {sequence or -1, kv head, last block holding a piece, slot}.
+#define SK_SCAN 128
+
+// Units (tiles) of sequence b's pairs: kv_heads * ceil(ctx / DM_BK).
+__device__ __forceinline__ int sk_units(const int* kv_len, int b, int kv_heads) {
+    return kv_heads * ((kv_len[b] + DM_BK - 1) / DM_BK);
+}
+// The block whose range [floor(k U / G), floor((k + 1) U / G)) holds unit x.
+__device__ __forceinline__ int sk_block_of(int x, int U, int G) {
+    return (int)(((long long)(x + 1) * G - 1) / U);
+}
+
+template <int HD>
+__device__ __forceinline__ void decode_mma_sk_impl(
+    const bf16_t* __restrict__ q, int q_stride, const bf16_t* __restrict__ k_cache,
+    const bf16_t* __restrict__ v_cache, const int* __restrict__ q_start,
+    const int* __restrict__ kv_len, const int* __restrict__ page_start,
+    const int* __restrict__ page_ids, int q_heads, int kv_heads, int page_size, float scale,
+    int num_seqs, float* __restrict__ o_part, float* __restrict__ lse_part,
+    int* __restrict__ rec, bf16_t* __restrict__ o) {
+    __shared__ int sh_warp[4];
+    __shared__ int sh_found[2];  // sequence holding the range's first unit, units before it
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int group = q_heads / kv_heads;
+
+    // Total units U (every block computes the same).
+    int mine = 0;
+    for (int b = tid; b < num_seqs; b += blockDim.x) mine += sk_units(kv_len, b, kv_heads);
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) mine += __shfl_xor_sync(0xffffffffu, mine, off);
+    if (lane == 0) sh_warp[warp] = mine;
+    __syncthreads();
+    // Units fit an int: 2^31 tiles of 64 rows would be 137 G context rows.
+    const int U = sh_warp[0] + sh_warp[1] + sh_warp[2] + sh_warp[3];
+    const int G = min((int)gridDim.x, U);
+    const int blk = blockIdx.x;
+    if (blk >= G) {
+        if (tid == 0) rec[4 * blk] = -1;
+        return;
+    }
+    const int u0 = (int)((long long)blk * U / G), u1 = (int)((long long)(blk + 1) * U / G);
+
+    // The sequence holding unit u0: a block-wide scan over chunks of sequences.
+    if (tid == 0) sh_found[0] = -1;
+    int before = 0;  // units in the chunks already scanned
+    for (int base = 0; base < num_seqs; base += SK_SCAN) {
+        __syncthreads();
+        int b = base + tid;
+        int n = b < num_seqs ? sk_units(kv_len, b, kv_heads) : 0;
+        int incl = n;  // inclusive scan within the warp, then across the four warps
+#pragma unroll
+        for (int off = 1; off < 32; off <<= 1) {
+            int y = __shfl_up_sync(0xffffffffu, incl, off);
+            if (lane >= off) incl += y;
+        }
+        if (lane == 31) sh_warp[warp] = incl;
+        __syncthreads();
+        int wbefore = 0, chunk = 0;
+#pragma unroll
+        for (int w = 0; w < 4; w++) {
+            if (w < warp) wbefore += sh_warp[w];
+            chunk += sh_warp[w];
+        }
+        int start = before + wbefore + incl - n;
+        if (n > 0 && start <= u0 && u0 < start + n) {
+            sh_found[0] = b;
+            sh_found[1] = start;
+        }
+        __syncthreads();
+        if (sh_found[0] >= 0) break;
+        before += chunk;
+    }
+    int b = sh_found[0];
+    int seq_start = sh_found[1];
+    int ctx = kv_len[b];
+    int nt = (ctx + DM_BK - 1) / DM_BK;
+    int kvh = (u0 - seq_start) / nt;
+    int pair_start = seq_start + kvh * nt;
+    int pos = u0;
+    bool first = true;
+    if (tid == 0) rec[4 * blk] = -1;
+    while (pos < u1) {
+        const int pair_end = pair_start + nt;
+        const int seg_end = min(u1, pair_end);
+        const int c0 = (pos - pair_start) * DM_BK;
+        const int c1 = min(ctx, (seg_end - pair_start) * DM_BK);
+        const bool whole = pos == pair_start && seg_end == pair_end;
+        const int slot = first ? 0 : 1;
+        const int t = q_start[b + 1] - 1;
+        const int h0 = kvh * group;
+        decode_mma_segment<HD>(q, q_stride, k_cache, v_cache, page_ids + page_start[b], t, kvh,
+                               group, kv_heads, page_size, scale, c0, c1,
+                               [&](int gi, int d, float M, float L, float O) {
+                                   if (whole) {
+                                       o[(size_t)t * q_heads * HD + (h0 + gi) * HD + d] = f2bf(O / L);
+                                   } else {
+                                       size_t r = ((size_t)blk * 2 + slot) * 16 + gi;
+                                       o_part[r * HD + d] = O / L;
+                                       if (d == 0) lse_part[r] = M + log2f(L);
+                                   }
+                               });
+        // A cut pair that starts in this range: this block's combine merges it.
+        if (!whole && pos == pair_start && tid == 0) {
+            rec[4 * blk] = b;
+            rec[4 * blk + 1] = kvh;
+            rec[4 * blk + 2] = sk_block_of(pair_end - 1, U, G);
+            rec[4 * blk + 3] = slot;
+        }
+        first = false;
+        pos = seg_end;
+        if (pos >= u1) break;
+        // The next pair: the next kv head, or the next sequence with work.
+        if (++kvh == kv_heads) {
+            kvh = 0;
+            do {
+                seq_start += kv_heads * nt;
+                ctx = kv_len[++b];
+                nt = (ctx + DM_BK - 1) / DM_BK;
+            } while (nt == 0);
+        }
+        pair_start = seq_start + kvh * nt;
+        // The segment's merge read the tiles' memory that the next one loads into.
+        __syncthreads();
+    }
+}
+
+#define DECODE_MMA_SK(HD)                                                                      \
+    extern "C" __global__ void __launch_bounds__(128, 3) attn_decode_mma_sk_hd##HD(              \
+        const bf16_t* q, int q_stride, const bf16_t* k_cache, const bf16_t* v_cache,          \
+        const int* q_start, const int* kv_len, const int* page_start, const int* page_ids,   \
+        int q_heads, int kv_heads, int page_size, float scale, int num_seqs, float* o_part,   \
+        float* lse_part, int* rec, bf16_t* o) {                                               \
+        decode_mma_sk_impl<HD>(q, q_stride, k_cache, v_cache, q_start, kv_len, page_start,     \
+                               page_ids, q_heads, kv_heads, page_size, scale, num_seqs,        \
+                               o_part, lse_part, rec, o);                                      \
+    }
+DECODE_MMA_SK(64)
+DECODE_MMA_SK(128)
+
+// Merges the pieces of the pair cut by stream-K ranges that block blockIdx.x's range
+// starts: its piece is in its own slot rec[3], those of blocks up to rec[2] in their
+// slot 0. grid: (G of the decode launch); block: 128.
+extern "C" __global__ void attn_decode_sk_combine(const float* __restrict__ o_part,
+                                                  const float* __restrict__ lse_part,
+                                                  const int* __restrict__ rec,
+                                                  const int* __restrict__ q_start,
+                                                  bf16_t* __restrict__ o, int q_heads,
+                                                  int kv_heads, int hd) {
+    const int i = blockIdx.x;
+    const int b = rec[4 * i];
+    if (b < 0) return;
+    const int kvh = rec[4 * i + 1], last = rec[4 * i + 2], slot0 = rec[4 * i + 3];
+    const int group = q_heads / kv_heads;
+    const int nh = min(group, 16);
+    const int t = q_start[b + 1] - 1;
+    for (int idx = threadIdx.x; idx < nh * hd; idx += blockDim.x) {
+        const int gi = idx / hd, d = idx % hd;
+        float M = NEG_INF;
+        for (int k = i; k <= last; k++) {
+            size_t r = ((size_t)k * 2 + (k == i ? slot0 : 0)) * 16 + gi;
+            M = fmaxf(M, lse_part[r]);
+        }
+        float W = 0.0f, acc = 0.0f;
+        for (int k = i; k <= last; k++) {
+            size_t r = ((size_t)k * 2 + (k == i ? slot0 : 0)) * 16 + gi;
+            float w = exp2f(lse_part[r] - M);
+            W += w;
+            acc += w * o_part[r * hd + d];
+        }
+        o[(size_t)t * q_heads * hd + (kvh * group + gi) * hd + d] = f2bf(acc / W);
+    }
+}
 
 // Merge the splits: o[t, h, :] = sum_s w_s o_part[b, h, s, :] / sum_s w_s,
 // w_s = 2^(lse_s - max lse). grid: (B, q_heads); block: 128. `splits` is the grid.x

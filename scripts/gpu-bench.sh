@@ -18,7 +18,10 @@
 #             and model checks, default and long-prompt workloads on both shapes;
 #     part 7: the opt-in ws prefill kernel in the engine: its checks, the 14B long-prompt
 #             run that did not finish with it (three times, bounded; the kernel's
-#             watchdog reports a stuck wait), memcheck on a 2-layer 14B, 0.6B, and v4.
+#             watchdog reports a stuck wait), memcheck on a 2-layer 14B, 0.6B, and v4;
+#     part 8: after the stream-K decode schedule: checks, models with the tensor-core
+#             decode forced, the 14B timeline, the default workload with each schedule,
+#             long prompts on both shapes.
 #
 # Device call (tool `run`, kind nvidia-h200), one per part:
 #   command: bash scripts/gpu-bench.sh device 1
@@ -164,6 +167,36 @@ device)
             fi
         done
         unset MINISGL_PREFILL_KERNEL
+    elif [ "$part" = 8 ]; then
+        # Stream-K decode (MINISGL_DECODE_SCHEDULE=stream, the default) and the ws
+        # prefill default: the kernel checks (every decode kernel and schedule against
+        # the CPU) and the decode benches; the models against the CPU with the
+        # tensor-core decode forced (Qwen3-0.6B's group 2 otherwise takes the CUDA-core
+        # kernel), graphs included; the 14B decode timeline; the default workload on
+        # 14B with each schedule and on 0.6B; long prompts on both shapes.
+        timeout 150 "$bin" gpu-check --skip-models --skip-engine --report "$out/gpu-check-ops.md" > "$out/gpu-check-ops.log" 2>&1
+        echo "gpu-check ops rc=$?"
+        grep -E "checks, |FAIL|decode kernels|prefill attention" "$out/gpu-check-ops.log" | head -30
+        models=()
+        for m in tests/fixtures/models/*/; do models+=(--model "$m"); done
+        MINISGL_DECODE_KERNEL=mma timeout 150 "$bin" gpu-check --skip-ops --skip-engine --skip-bench "${models[@]}" \
+            --random-model .gpu/qwen3-0.6b --report "$out/gpu-check-models-mma.md" > "$out/gpu-check-models-mma.log" 2>&1
+        echo "gpu-check models (tensor-core decode, stream-K) rc=$?"
+        grep -E "checks, |FAIL" "$out/gpu-check-models-mma.log" | head -20
+        timeout 150 "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-14b \
+            --timeline-out "$out/timeline-14b.md" --report "$out/timeline-report.md" > "$out/timeline-14b.log" 2>&1
+        echo "timeline rc=$?"; grep -E "x floor|= [0-9.]+x|floor" "$out/timeline-14b.md" | tail -4
+        for sched in stream splits; do
+            MINISGL_DECODE_SCHEDULE=$sched timeout 120 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
+                --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" > "$out/offline-14b-$sched.log" 2>&1
+            echo "14B default workload ($sched) rc=$?"; grep -E "ready in|ceiling|output tok/s" "$out/offline-14b-$sched.log" | tail -3
+        done
+        timeout 80 "$bin" bench offline --random-weights .gpu/qwen3-0.6b --device cuda --shape qwen3-0.6b \
+            --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" 2>&1 | tail -3 | tee "$out/offline-0.6b.log"
+        for sh in qwen3-0.6b qwen3-14b; do
+            timeout 100 "$bin" bench offline --random-weights .gpu/$sh --device cuda --shape $sh \
+                "${long[@]}" --jsonl "$jl" 2>&1 | tail -3 | tee "$out/long-$sh.log"
+        done
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
             --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" 2>&1 | tail -8 | tee "$out/offline-14b.log"

@@ -117,6 +117,32 @@ impl DecodeKernel {
     }
 }
 
+/// How the tensor-core decode kernel spreads a step over the GPU
+/// (`MINISGL_DECODE_SCHEDULE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum DecodeSchedule {
+    /// Stream-K: the step's tiles cut into one wave of equal ranges
+    /// (`attn_decode_mma_sk_*`), so no wave runs part-empty.
+    #[default]
+    Stream,
+    /// A block per (split, kv head, sequence), splits chosen from the batch
+    /// (`attn_decode_mma_*`, the earlier schedule).
+    Splits,
+}
+
+impl std::str::FromStr for DecodeSchedule {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "stream" => Ok(Self::Stream),
+            "splits" => Ok(Self::Splits),
+            o => Err(format!(
+                "decode schedule must be stream or splits, got {o:?}"
+            )),
+        }
+    }
+}
+
 /// How to open a device.
 #[derive(Clone, Debug)]
 pub struct CudaOptions {
@@ -125,6 +151,7 @@ pub struct CudaOptions {
     pub attention: AttentionBackend,
     pub prefill_kernel: PrefillKernel,
     pub decode_kernel: DecodeKernel,
+    pub decode_schedule: DecodeSchedule,
 }
 
 impl Default for CudaOptions {
@@ -148,11 +175,16 @@ impl Default for CudaOptions {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or_default();
+        let decode_schedule = std::env::var("MINISGL_DECODE_SCHEDULE")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_default();
         CudaOptions {
             ordinal,
             attention,
             prefill_kernel,
             decode_kernel,
+            decode_schedule,
         }
     }
 }
@@ -203,12 +235,16 @@ pub fn kernel_names(family: &str) -> Vec<String> {
         ],
         "attention_simple" => vec!["attn_simple"],
         "attention_decode" => {
-            let mut v = vec!["attn_decode_combine".to_string()];
+            let mut v = vec![
+                "attn_decode_combine".to_string(),
+                "attn_decode_sk_combine".to_string(),
+            ];
             for hd in [64, 128] {
                 for g in [1, 2, 4, 8] {
                     v.push(format!("attn_decode_hd{hd}_g{g}"));
                 }
                 v.push(format!("attn_decode_mma_hd{hd}"));
+                v.push(format!("attn_decode_mma_sk_hd{hd}"));
             }
             return v;
         }
@@ -242,8 +278,8 @@ pub fn dynamic_smem(name: &str) -> Option<usize> {
         "attn_prefill_ws_hd128" => Some((2 * 128 + 2 * 2 * 128) * 128 * 2 + 1024),
         // attention_decode.cu: DM_STAGES (2) stages of a K and a V tile of DM_BK
         // (64) rows x (head_dim + DM_PAD (8)) bf16.
-        "attn_decode_mma_hd64" => Some(2 * 2 * 64 * (64 + 8) * 2),
-        "attn_decode_mma_hd128" => Some(2 * 2 * 64 * (128 + 8) * 2),
+        "attn_decode_mma_hd64" | "attn_decode_mma_sk_hd64" => Some(2 * 2 * 64 * (64 + 8) * 2),
+        "attn_decode_mma_hd128" | "attn_decode_mma_sk_hd128" => Some(2 * 2 * 64 * (128 + 8) * 2),
         _ => None,
     }
 }
@@ -268,6 +304,9 @@ pub struct Device {
     /// (`MINISGL_PREFILL_KERNEL=ws` only).
     pub ws_prefill: bool,
     pub decode_kernel: DecodeKernel,
+    pub decode_schedule: DecodeSchedule,
+    /// Blocks of the stream-K decode kernel per SM (its one wave), by head_dim.
+    pub sk_blocks_per_sm: [usize; 2],
     /// The ws kernel's work counter (one i32, zero between launches: the kernel
     /// resets it itself; launches on the one stream never overlap).
     pub prefill_work: CudaSlice<i32>,
@@ -382,6 +421,22 @@ impl Device {
             }
         );
         let prefill_work = stream.alloc_zeros::<i32>(1)?;
+        // The stream-K grid is one wave: ask the driver how many blocks fit an SM.
+        let sk_blocks_per_sm = [64usize, 128].map(|hd| {
+            let name = format!("attn_decode_mma_sk_hd{hd}");
+            kernels
+                .get(&name)
+                .ok()
+                .and_then(|f| {
+                    f.occupancy_max_active_blocks_per_multiprocessor(
+                        128,
+                        dynamic_smem(&name).unwrap_or(0),
+                        None,
+                    )
+                    .ok()
+                })
+                .map_or(1, |n| (n as usize).max(1))
+        });
         let watchdog = if kernels.get("attn_prefill_ws_hd128").is_ok() {
             Some(Watchdog::new(&ctx, "attn_prefill_ws")?)
         } else {
@@ -400,6 +455,8 @@ impl Device {
             hopper_prefill,
             ws_prefill,
             decode_kernel: opts.decode_kernel,
+            decode_schedule: opts.decode_schedule,
+            sk_blocks_per_sm,
             prefill_work,
             watchdog,
         })

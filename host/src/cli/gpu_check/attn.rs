@@ -238,12 +238,14 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
             others.push(AttnPath::PrefillHopper);
             others.push(AttnPath::Prefill);
         }
-        // Both decode kernels wherever both apply, whichever is the default.
-        if path == AttnPath::Decode && group <= 16 {
-            others.push(AttnPath::DecodeMma);
-        }
-        if path == AttnPath::DecodeMma {
-            others.push(AttnPath::Decode);
+        // Every decode kernel and schedule wherever they apply, whichever is the default.
+        let decodes = [AttnPath::Decode, AttnPath::DecodeMma, AttnPath::DecodeMmaSk];
+        if decodes.contains(&path) {
+            others.extend(
+                decodes
+                    .into_iter()
+                    .filter(|&p| p != path && (p == AttnPath::Decode || group <= 16)),
+            );
         }
         for other in others {
             let os = gpu.new_output(t, c.q_heads * c.head_dim)?;

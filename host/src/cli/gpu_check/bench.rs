@@ -158,7 +158,8 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
             ));
         }
     }
-    // The two decode kernels side by side over GQA groups of 2 (Qwen3-0.6B),
+    // The decode kernels side by side (CUDA-core, tensor-core with splits, and
+    // tensor-core on the stream-K schedule) over GQA groups of 2 (Qwen3-0.6B),
     // 5 (Qwen3-14B) and 8 (Qwen3-32B), 8 kv heads of 128.
     use minisgl::backend::cuda::ops::AttnPath;
     for &(batch, ctx) in &[(256usize, 1100usize), (64, 4096), (8, 16384)] {
@@ -191,7 +192,7 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
                 q_heads / 8
             );
             let bytes = (batch * ctx * 8 * 128 * 2 * 2) as f64;
-            for path in [AttnPath::Decode, AttnPath::DecodeMma] {
+            for path in [AttnPath::Decode, AttnPath::DecodeMma, AttnPath::DecodeMmaSk] {
                 let ms = time_ms(gpu, 20, || {
                     Ok(gpu.attention_into(&qg, &kv, 0, &st, 0.088, &out, Some(path))?)
                 })?;

@@ -6,6 +6,7 @@ use cudarc::driver::CudaSlice;
 
 use super::kv::check_slots;
 use super::shape_err;
+use crate::backend::cuda::device::DecodeSchedule;
 use crate::backend::cuda::{cfg, g, Arg, CudaBackend, CudaKv, CudaStep, CudaTensor, PREFILL_TILE};
 use crate::backend::{AttnParams, BackendError, StepMeta};
 
@@ -17,11 +18,14 @@ pub enum AttnPath {
     Decode,
     /// The tensor-core split-KV decode kernel (GQA groups up to 16 heads).
     DecodeMma,
+    /// The tensor-core decode kernel on a stream-K schedule (one wave of equal
+    /// ranges of the step's tiles, cut pairs merged by a second kernel).
+    DecodeMmaSk,
     /// The portable tensor-core prefill kernel (mma.sync, sm_80+).
     Prefill,
-    /// The Hopper prefill kernel (wgmma, sm_90).
+    /// The earlier Hopper prefill kernel (wgmma, sm_90), the fallback.
     PrefillHopper,
-    /// The experimental warp-specialised Hopper prefill kernel (opt-in).
+    /// The warp-specialised Hopper prefill kernel (sm_90's default).
     PrefillWs,
 }
 
@@ -286,7 +290,11 @@ impl CudaBackend {
         if !self.dev.flash || !matches!(head_dim, 64 | 128) {
             AttnPath::Simple
         } else if step.decode_only && self.dev.decode_kernel.uses_mma(group) {
-            AttnPath::DecodeMma
+            if self.dev.decode_schedule == DecodeSchedule::Stream {
+                AttnPath::DecodeMmaSk
+            } else {
+                AttnPath::DecodeMma
+            }
         } else if step.decode_only {
             AttnPath::Decode
         } else if self.dev.ws_prefill {
@@ -477,6 +485,65 @@ impl CudaBackend {
                     return Ok(());
                 }
                 self.decode_combine(&o_part, &lse, step, op, hq, d, splits)
+            }
+            AttnPath::DecodeMmaSk => {
+                if !step.decode_only || !matches!(d, 64 | 128) || !(1..=16).contains(&group) {
+                    return Err(BackendError::Unsupported(
+                        "stream-K decode needs one token per sequence, head_dim 64/128 and at most 16 query heads per kv head".into(),
+                    ));
+                }
+                let name = format!("attn_decode_mma_sk_hd{d}");
+                // One wave; blocks past the step's tiles return at once.
+                let blocks = self.dev.num_sms * self.dev.sk_blocks_per_sm[usize::from(d == 128)];
+                let o_part = self.alloc_f32(blocks * 2 * 16 * d)?;
+                let lse = self.alloc_f32(blocks * 2 * 16)?;
+                // SAFETY: every block writes its record before the combine reads it.
+                let rec = unsafe { self.dev.stream.alloc::<i32>(blocks * 4) }?;
+                let kv_tokens: u64 = step.meta.kv_lens.iter().map(|&x| u64::from(x)).sum();
+                crate::backend::cuda::timeline::cost(
+                    (kv_tokens as usize * l.kv_heads * d * 2 * 2 + 2 * s * hq * d * 2) as f64,
+                    (4 * kv_tokens as usize * hq * d) as f64,
+                );
+                let mut c = cfg((g(blocks), 1, 1), 128);
+                c.shared_mem_bytes =
+                    crate::backend::cuda::device::dynamic_smem(&name).unwrap_or(0) as u32;
+                self.launch(
+                    &name,
+                    c,
+                    &[
+                        Arg::U64(qp),
+                        Arg::I32(cols as i32),
+                        Arg::U64(kc),
+                        Arg::U64(vc),
+                        Arg::U64(sp(off.q_start)),
+                        Arg::U64(sp(off.kv_len)),
+                        Arg::U64(sp(off.page_start)),
+                        Arg::U64(sp(off.page_ids)),
+                        Arg::I32(hq as i32),
+                        Arg::I32(l.kv_heads as i32),
+                        Arg::I32(l.page_size as i32),
+                        Arg::F32(scale),
+                        Arg::I32(s as i32),
+                        Arg::U64(self.ptr(&o_part)),
+                        Arg::U64(self.ptr(&lse)),
+                        Arg::U64(self.ptr(&rec)),
+                        Arg::U64(op),
+                    ],
+                )?;
+                self.launch(
+                    "attn_decode_sk_combine",
+                    cfg((g(blocks), 1, 1), 128),
+                    &[
+                        Arg::U64(self.ptr(&o_part)),
+                        Arg::U64(self.ptr(&lse)),
+                        Arg::U64(self.ptr(&rec)),
+                        Arg::U64(sp(off.q_start)),
+                        Arg::U64(op),
+                        Arg::I32(hq as i32),
+                        Arg::I32(l.kv_heads as i32),
+                        Arg::I32(d as i32),
+                    ],
+                )
             }
             AttnPath::PrefillHopper | AttnPath::PrefillWs => {
                 if step.num_wide_tiles == 0 {
