@@ -225,7 +225,7 @@ DECODE(128, 8)
 // of a shuffle reduction per head. Same split-KV partials as decode_impl, merged by
 // attn_decode_combine. Needs group <= 16.
 //
-// grid: (splits, kv_heads, B); block: 128 (4 warps). The block stages DM_BK context
+// grid: (kv_heads, splits, B); block: 128 (4 warps). The block stages DM_BK context
 // rows of K and V in shared memory, two tiles deep: the next tile's cp.async copies
 // are in flight while the warps compute on the current one (with one stage the
 // block stood idle for every tile's full memory latency, and the kernel reached
@@ -432,14 +432,16 @@ __device__ __forceinline__ void decode_mma_impl(
     const int* __restrict__ kv_len, const int* __restrict__ page_start,
     const int* __restrict__ page_ids, int q_heads, int kv_heads, int page_size, float scale,
     float* __restrict__ o_part, float* __restrict__ lse_part, bf16_t* __restrict__ o_direct) {
-    int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
+    // kv heads fastest: the blocks that run together read every head of the same
+    // tokens, which sit side by side in a cache slot.
+    int kvh = blockIdx.x, split = blockIdx.y, b = blockIdx.z;
     int group = q_heads / kv_heads;
     int ctx = kv_len[b];
-    int part = decode_part(ctx, gridDim.x);
+    int splits = gridDim.y;
+    int part = decode_part(ctx, splits);
     int c0 = split * part;
     if (c0 >= ctx) return;
     int c1 = min(ctx, c0 + part);
-    int splits = gridDim.x;
     decode_mma_segment<HD>(q, q_stride, k_cache, v_cache, page_ids + page_start[b], q_start[b + 1] - 1,
                            kvh, group, kv_heads, page_size, scale, c0, c1,
                            [&](int gi, int d, float M, float L, float O) {
@@ -462,28 +464,32 @@ DECODE_MMA(64)
 DECODE_MMA(128)
 
 // Stream-K decode on the tensor-core kernel. With one block per (split, kv head,
-// sequence) the grid runs in waves of (blocks per SM x SMs): 2,048 equal blocks on
-// 396 slots take 6 waves for 5.2 waves of work, and the kernel stayed at 67-79% of
-// copy bandwidth where the last wave was short. Here the step's work, the
-// DM_BK-row tiles of every (sequence, kv head) pair in order, is cut into gridDim.x
-// (one wave) contiguous ranges of equal size; a block walks the pairs its range
-// covers. A pair inside one range is written out directly; a pair cut by range ends
-// leaves normalized partials in per-block slots (slot 0: the block's first pair,
-// slot 1: its last) that attn_decode_sk_combine merges. Everything is computed
-// here from kv_len, so a recorded graph replays with any lengths.
+// sequence) the grid runs in waves of (blocks per SM x SMs) and the last wave can run
+// part-empty (2,048 equal blocks on 396 slots: 5.2 waves of work in 6). Here each kv
+// head's work, the DM_BK-row tiles of every sequence in order, is cut into R equal
+// contiguous ranges, R = gridDim.x / kv_heads (one wave); block i takes head
+// i % kv_heads and range i / kv_heads, so the blocks that run together read the same
+// tokens of every head (a cache slot holds all kv heads of a token side by side; the
+// first version, ranges over (sequence, head) pairs, read one head of a token per
+// block and ran at 71% of copy bandwidth against 79% for the split grid). A block
+// walks the sequences of its range; a (sequence, head) pair inside one range is
+// written out directly, a pair cut by range ends leaves normalized partials in
+// per-block slots (slot 0: the block's first pair, slot 1: its last) that
+// attn_decode_sk_combine merges. Everything is computed here from kv_len, so a
+// recorded graph replays with any lengths.
 //
 // grid: (G); block: 128; dynamic smem as attn_decode_mma. o_part: [G][2][16][HD] f32,
 // lse_part: [G][2][16], rec: [G][4] ints, written by block i for the cut pair that
 // starts in its range: {sequence or -1, kv head, last block holding a piece, slot}.
 #define SK_SCAN 128
 
-// Units (tiles) of sequence b's pairs: kv_heads * ceil(ctx / DM_BK).
-__device__ __forceinline__ int sk_units(const int* kv_len, int b, int kv_heads) {
-    return kv_heads * ((kv_len[b] + DM_BK - 1) / DM_BK);
+// Tiles of sequence b (per kv head).
+__device__ __forceinline__ int sk_tiles(const int* kv_len, int b) {
+    return (kv_len[b] + DM_BK - 1) / DM_BK;
 }
-// The block whose range [floor(k U / G), floor((k + 1) U / G)) holds unit x.
-__device__ __forceinline__ int sk_block_of(int x, int U, int G) {
-    return (int)(((long long)(x + 1) * G - 1) / U);
+// The range [floor(k U / R), floor((k + 1) U / R)) that holds tile x.
+__device__ __forceinline__ int sk_range_of(int x, int U, int R) {
+    return (int)(((long long)(x + 1) * R - 1) / U);
 }
 
 template <int HD>
@@ -495,34 +501,35 @@ __device__ __forceinline__ void decode_mma_sk_impl(
     int num_seqs, float* __restrict__ o_part, float* __restrict__ lse_part,
     int* __restrict__ rec, bf16_t* __restrict__ o) {
     __shared__ int sh_warp[4];
-    __shared__ int sh_found[2];  // sequence holding the range's first unit, units before it
+    __shared__ int sh_found[2];  // sequence holding the range's first tile, tiles before it
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int group = q_heads / kv_heads;
+    const int blk = blockIdx.x;
 
-    // Total units U (every block computes the same).
+    // Tiles per head U (every block computes the same).
     int mine = 0;
-    for (int b = tid; b < num_seqs; b += blockDim.x) mine += sk_units(kv_len, b, kv_heads);
+    for (int b = tid; b < num_seqs; b += blockDim.x) mine += sk_tiles(kv_len, b);
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) mine += __shfl_xor_sync(0xffffffffu, mine, off);
     if (lane == 0) sh_warp[warp] = mine;
     __syncthreads();
-    // Units fit an int: 2^31 tiles of 64 rows would be 137 G context rows.
+    // Tiles fit an int: 2^31 tiles of 64 rows would be 137 G context rows.
     const int U = sh_warp[0] + sh_warp[1] + sh_warp[2] + sh_warp[3];
-    const int G = min((int)gridDim.x, U);
-    const int blk = blockIdx.x;
-    if (blk >= G) {
+    const int R = min((int)gridDim.x / kv_heads, U);
+    const int kvh = blk % kv_heads, r = blk / kv_heads;
+    if (r >= R) {
         if (tid == 0) rec[4 * blk] = -1;
         return;
     }
-    const int u0 = (int)((long long)blk * U / G), u1 = (int)((long long)(blk + 1) * U / G);
+    const int u0 = (int)((long long)r * U / R), u1 = (int)((long long)(r + 1) * U / R);
 
-    // The sequence holding unit u0: a block-wide scan over chunks of sequences.
+    // The sequence holding tile u0: a block-wide scan over chunks of sequences.
     if (tid == 0) sh_found[0] = -1;
-    int before = 0;  // units in the chunks already scanned
+    int before = 0;  // tiles in the chunks already scanned
     for (int base = 0; base < num_seqs; base += SK_SCAN) {
         __syncthreads();
         int b = base + tid;
-        int n = b < num_seqs ? sk_units(kv_len, b, kv_heads) : 0;
+        int n = b < num_seqs ? sk_tiles(kv_len, b) : 0;
         int incl = n;  // inclusive scan within the warp, then across the four warps
 #pragma unroll
         for (int off = 1; off < 32; off <<= 1) {
@@ -547,11 +554,9 @@ __device__ __forceinline__ void decode_mma_sk_impl(
         before += chunk;
     }
     int b = sh_found[0];
-    int seq_start = sh_found[1];
+    int pair_start = sh_found[1];  // the sequence's first tile
     int ctx = kv_len[b];
     int nt = (ctx + DM_BK - 1) / DM_BK;
-    int kvh = (u0 - seq_start) / nt;
-    int pair_start = seq_start + kvh * nt;
     int pos = u0;
     bool first = true;
     if (tid == 0) rec[4 * blk] = -1;
@@ -570,31 +575,27 @@ __device__ __forceinline__ void decode_mma_sk_impl(
                                    if (whole) {
                                        o[(size_t)t * q_heads * HD + (h0 + gi) * HD + d] = f2bf(O / L);
                                    } else {
-                                       size_t r = ((size_t)blk * 2 + slot) * 16 + gi;
-                                       o_part[r * HD + d] = O / L;
-                                       if (d == 0) lse_part[r] = M + log2f(L);
+                                       size_t rr = ((size_t)blk * 2 + slot) * 16 + gi;
+                                       o_part[rr * HD + d] = O / L;
+                                       if (d == 0) lse_part[rr] = M + log2f(L);
                                    }
                                });
         // A cut pair that starts in this range: this block's combine merges it.
         if (!whole && pos == pair_start && tid == 0) {
             rec[4 * blk] = b;
             rec[4 * blk + 1] = kvh;
-            rec[4 * blk + 2] = sk_block_of(pair_end - 1, U, G);
+            rec[4 * blk + 2] = sk_range_of(pair_end - 1, U, R) * kv_heads + kvh;
             rec[4 * blk + 3] = slot;
         }
         first = false;
         pos = seg_end;
         if (pos >= u1) break;
-        // The next pair: the next kv head, or the next sequence with work.
-        if (++kvh == kv_heads) {
-            kvh = 0;
-            do {
-                seq_start += kv_heads * nt;
-                ctx = kv_len[++b];
-                nt = (ctx + DM_BK - 1) / DM_BK;
-            } while (nt == 0);
-        }
-        pair_start = seq_start + kvh * nt;
+        // The next sequence with work.
+        do {
+            pair_start += nt;
+            ctx = kv_len[++b];
+            nt = (ctx + DM_BK - 1) / DM_BK;
+        } while (nt == 0);
         // The segment's merge read the tiles' memory that the next one loads into.
         __syncthreads();
     }
@@ -614,8 +615,9 @@ DECODE_MMA_SK(64)
 DECODE_MMA_SK(128)
 
 // Merges the pieces of the pair cut by stream-K ranges that block blockIdx.x's range
-// starts: its piece is in its own slot rec[3], those of blocks up to rec[2] in their
-// slot 0. grid: (G of the decode launch); block: 128.
+// starts: its piece is in its own slot rec[3], the others in slot 0 of the blocks of
+// the same head (every kv_heads-th) up to block rec[2]. grid: (G of the decode
+// launch); block: 128.
 extern "C" __global__ void attn_decode_sk_combine(const float* __restrict__ o_part,
                                                   const float* __restrict__ lse_part,
                                                   const int* __restrict__ rec,
@@ -632,52 +634,17 @@ extern "C" __global__ void attn_decode_sk_combine(const float* __restrict__ o_pa
     for (int idx = threadIdx.x; idx < nh * hd; idx += blockDim.x) {
         const int gi = idx / hd, d = idx % hd;
         float M = NEG_INF;
-        for (int k = i; k <= last; k++) {
+        for (int k = i; k <= last; k += kv_heads) {
             size_t r = ((size_t)k * 2 + (k == i ? slot0 : 0)) * 16 + gi;
             M = fmaxf(M, lse_part[r]);
         }
         float W = 0.0f, acc = 0.0f;
-        for (int k = i; k <= last; k++) {
+        for (int k = i; k <= last; k += kv_heads) {
             size_t r = ((size_t)k * 2 + (k == i ? slot0 : 0)) * 16 + gi;
             float w = exp2f(lse_part[r] - M);
             W += w;
             acc += w * o_part[r * hd + d];
         }
         o[(size_t)t * q_heads * hd + (kvh * group + gi) * hd + d] = f2bf(acc / W);
-    }
-}
-
-// Merge the splits: o[t, h, :] = sum_s w_s o_part[b, h, s, :] / sum_s w_s,
-// w_s = 2^(lse_s - max lse). grid: (B, q_heads); block: 128. `splits` is the grid.x
-// of the decode launch.
-extern "C" __global__ void attn_decode_combine(const float* __restrict__ o_part,
-                                               const float* __restrict__ lse_part,
-                                               const int* __restrict__ q_start,
-                                               const int* __restrict__ kv_len,
-                                               bf16_t* __restrict__ o, int q_heads, int hd,
-                                               int splits) {
-    __shared__ float w[256];
-    __shared__ float scratch[32];
-    int b = blockIdx.x, h = blockIdx.y;
-    int ctx = kv_len[b];
-    int part = decode_part(ctx, splits);
-    int n = (ctx + part - 1) / part;
-    size_t bh = (size_t)b * q_heads + h;
-    float M = NEG_INF;
-    for (int s = threadIdx.x; s < n; s += blockDim.x) M = fmaxf(M, lse_part[bh * splits + s]);
-    M = block_max(M, scratch);
-    float tot = 0.0f;
-    for (int s = threadIdx.x; s < n; s += blockDim.x) {
-        float ws = exp2f(lse_part[bh * splits + s] - M);
-        w[s] = ws;
-        tot += ws;
-    }
-    tot = block_sum(tot, scratch);
-    __syncthreads();
-    int t = q_start[b + 1] - 1;
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float acc = 0.0f;
-        for (int s = 0; s < n; s++) acc += w[s] * o_part[(bh * splits + s) * hd + d];
-        o[(size_t)t * q_heads * hd + h * hd + d] = f2bf(acc / tot);
     }
 }

@@ -21,7 +21,8 @@
 #             watchdog reports a stuck wait), memcheck on a 2-layer 14B, 0.6B, and v4;
 #     part 8: after the stream-K decode schedule: checks, models with the tensor-core
 #             decode forced, the 14B timeline, the default workload with each schedule,
-#             long prompts on both shapes.
+#             long prompts on both shapes;
+#     part 9: the decode schedules side by side: checks, benches, 14B offline, timeline.
 #
 # Device call (tool `run`, kind nvidia-h200), one per part:
 #   command: bash scripts/gpu-bench.sh device 1
@@ -196,6 +197,22 @@ device)
         for sh in qwen3-0.6b qwen3-14b; do
             timeout 100 "$bin" bench offline --random-weights .gpu/$sh --device cuda --shape $sh \
                 "${long[@]}" --jsonl "$jl" 2>&1 | tail -3 | tee "$out/long-$sh.log"
+        done
+    elif [ "$part" = 9 ]; then
+        # The decode schedules side by side: kernel checks and decode benches, then the
+        # 14B default workload and the 14B decode timeline with each schedule.
+        timeout 150 "$bin" gpu-check --skip-models --skip-engine --report "$out/gpu-check-ops.md" > "$out/gpu-check-ops.log" 2>&1
+        echo "gpu-check ops rc=$?"
+        grep -E "checks, |FAIL|decode kernels|blocks per SM" "$out/gpu-check-ops.log" | head -30
+        for sched in stream splits; do
+            MINISGL_DECODE_SCHEDULE=$sched timeout 120 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
+                --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" > "$out/offline-14b-$sched.log" 2>&1
+            echo "14B default workload ($sched) rc=$?"; grep -E "ready in|ceiling|output tok/s" "$out/offline-14b-$sched.log" | tail -3
+        done
+        for sched in stream splits; do
+            MINISGL_DECODE_SCHEDULE=$sched timeout 130 "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-14b \
+                --timeline-out "$out/timeline-14b-$sched.md" --report "$out/timeline-report-$sched.md" > "$out/timeline-14b-$sched.log" 2>&1
+            echo "timeline ($sched) rc=$?"; grep -E "attn_decode|Σ" "$out/timeline-14b-$sched.md" | tail -9
         done
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

@@ -138,7 +138,7 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
         let open_s = t0.elapsed().as_secs_f64();
         let k = &gpu.dev.kernels;
         rep.note(format!(
-            "device {} `{}` sm_{}{} with {} SMs; attention backend: {}{}; kernels: {} families compiled, {} from cache, failed: {:?}; open took {:.2} s",
+            "device {} `{}` sm_{}{} with {} SMs; attention backend: {}{}; stream-K decode blocks per SM (hd 64, 128): {:?}; kernels: {} families compiled, {} from cache, failed: {:?}; open took {:.2} s",
             args.device,
             gpu.dev.name,
             gpu.dev.cc.0,
@@ -152,6 +152,7 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
             } else {
                 ""
             },
+            gpu.dev.sk_blocks_per_sm,
             k.compiled,
             k.cache_hits,
             k.failed,

@@ -474,10 +474,13 @@ impl CudaBackend {
                 args.push(Arg::U64(self.ptr(&o_part)));
                 args.push(Arg::U64(self.ptr(&lse)));
                 args.push(Arg::U64(if direct { op } else { 0 }));
-                let mut c = cfg(
-                    (splits as u32, (l.kv_heads * head_chunks) as u32, s as u32),
-                    128,
-                );
+                // The tensor-core kernel takes kv heads fastest (see its grid note).
+                let grid = if mma {
+                    (l.kv_heads as u32, splits as u32, s as u32)
+                } else {
+                    (splits as u32, (l.kv_heads * head_chunks) as u32, s as u32)
+                };
+                let mut c = cfg(grid, 128);
                 c.shared_mem_bytes =
                     crate::backend::cuda::device::dynamic_smem(&name).unwrap_or(0) as u32;
                 self.launch(&name, c, &args)?;
@@ -494,7 +497,8 @@ impl CudaBackend {
                 }
                 let name = format!("attn_decode_mma_sk_hd{d}");
                 // One wave; blocks past the step's tiles return at once.
-                let blocks = self.dev.num_sms * self.dev.sk_blocks_per_sm[usize::from(d == 128)];
+                let blocks = (self.dev.num_sms * self.dev.sk_blocks_per_sm[usize::from(d == 128)])
+                    .max(l.kv_heads);
                 let o_part = self.alloc_f32(blocks * 2 * 16 * d)?;
                 let lse = self.alloc_f32(blocks * 2 * 16)?;
                 // SAFETY: every block writes its record before the combine reads it.
