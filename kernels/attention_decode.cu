@@ -225,7 +225,7 @@ DECODE(128, 8)
 // of a shuffle reduction per head. Same split-KV partials as decode_impl, merged by
 // attn_decode_combine. Needs group <= 16.
 //
-// grid: (kv_heads, splits, B); block: 128 (4 warps). The block stages DM_BK context
+// grid: (splits, kv_heads, B); block: 128 (4 warps). The block stages DM_BK context
 // rows of K and V in shared memory, two tiles deep: the next tile's cp.async copies
 // are in flight while the warps compute on the current one (with one stage the
 // block stood idle for every tile's full memory latency, and the kernel reached
@@ -432,12 +432,10 @@ __device__ __forceinline__ void decode_mma_impl(
     const int* __restrict__ kv_len, const int* __restrict__ page_start,
     const int* __restrict__ page_ids, int q_heads, int kv_heads, int page_size, float scale,
     float* __restrict__ o_part, float* __restrict__ lse_part, bf16_t* __restrict__ o_direct) {
-    // kv heads fastest: the blocks that run together read every head of the same
-    // tokens, which sit side by side in a cache slot.
-    int kvh = blockIdx.x, split = blockIdx.y, b = blockIdx.z;
+    int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
     int group = q_heads / kv_heads;
     int ctx = kv_len[b];
-    int splits = gridDim.y;
+    int splits = gridDim.x;
     int part = decode_part(ctx, splits);
     int c0 = split * part;
     if (c0 >= ctx) return;
@@ -462,6 +460,41 @@ __device__ __forceinline__ void decode_mma_impl(
     }
 DECODE_MMA(64)
 DECODE_MMA(128)
+
+// Merge the splits: o[t, h, :] = sum_s w_s o_part[b, h, s, :] / sum_s w_s,
+// w_s = 2^(lse_s - max lse). grid: (B, q_heads); block: 128. `splits` is the grid.x
+// of the decode launch.
+extern "C" __global__ void attn_decode_combine(const float* __restrict__ o_part,
+                                               const float* __restrict__ lse_part,
+                                               const int* __restrict__ q_start,
+                                               const int* __restrict__ kv_len,
+                                               bf16_t* __restrict__ o, int q_heads, int hd,
+                                               int splits) {
+    __shared__ float w[256];
+    __shared__ float scratch[32];
+    int b = blockIdx.x, h = blockIdx.y;
+    int ctx = kv_len[b];
+    int part = decode_part(ctx, splits);
+    int n = (ctx + part - 1) / part;
+    size_t bh = (size_t)b * q_heads + h;
+    float M = NEG_INF;
+    for (int s = threadIdx.x; s < n; s += blockDim.x) M = fmaxf(M, lse_part[bh * splits + s]);
+    M = block_max(M, scratch);
+    float tot = 0.0f;
+    for (int s = threadIdx.x; s < n; s += blockDim.x) {
+        float ws = exp2f(lse_part[bh * splits + s] - M);
+        w[s] = ws;
+        tot += ws;
+    }
+    tot = block_sum(tot, scratch);
+    __syncthreads();
+    int t = q_start[b + 1] - 1;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float acc = 0.0f;
+        for (int s = 0; s < n; s++) acc += w[s] * o_part[(bh * splits + s) * hd + d];
+        o[(size_t)t * q_heads * hd + h * hd + d] = f2bf(acc / tot);
+    }
+}
 
 // Stream-K decode on the tensor-core kernel. With one block per (split, kv head,
 // sequence) the grid runs in waves of (blocks per SM x SMs) and the last wave can run

@@ -121,13 +121,16 @@ impl DecodeKernel {
 /// (`MINISGL_DECODE_SCHEDULE`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum DecodeSchedule {
-    /// Stream-K: the step's tiles cut into one wave of equal ranges
-    /// (`attn_decode_mma_sk_*`), so no wave runs part-empty.
-    #[default]
-    Stream,
     /// A block per (split, kv head, sequence), splits chosen from the batch
-    /// (`attn_decode_mma_*`, the earlier schedule).
+    /// (`attn_decode_mma_*`).
+    #[default]
     Splits,
+    /// Stream-K (`attn_decode_mma_sk_*`): each kv head's tiles cut into one wave of
+    /// equal ranges, so no wave runs part-empty. Not the default: its first version
+    /// (ranges over (sequence, head) pairs) was 4-11% slower than the split grid at
+    /// batches 64-256 and 3% faster at 8 x 16384 (docs/results/gpu-2026-12-01-decode.md);
+    /// the per-head ranges it has now have not run on a GPU yet.
+    Stream,
 }
 
 impl std::str::FromStr for DecodeSchedule {

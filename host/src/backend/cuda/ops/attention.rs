@@ -474,13 +474,10 @@ impl CudaBackend {
                 args.push(Arg::U64(self.ptr(&o_part)));
                 args.push(Arg::U64(self.ptr(&lse)));
                 args.push(Arg::U64(if direct { op } else { 0 }));
-                // The tensor-core kernel takes kv heads fastest (see its grid note).
-                let grid = if mma {
-                    (l.kv_heads as u32, splits as u32, s as u32)
-                } else {
-                    (splits as u32, (l.kv_heads * head_chunks) as u32, s as u32)
-                };
-                let mut c = cfg(grid, 128);
+                let mut c = cfg(
+                    (splits as u32, (l.kv_heads * head_chunks) as u32, s as u32),
+                    128,
+                );
                 c.shared_mem_bytes =
                     crate::backend::cuda::device::dynamic_smem(&name).unwrap_or(0) as u32;
                 self.launch(&name, c, &args)?;
