@@ -413,6 +413,7 @@ fn append_jsonl(
         // Kernel switches change the figure; record them as set (unset = auto).
         "decode_kernel": std::env::var("MINISGL_DECODE_KERNEL").unwrap_or_else(|_| "auto".into()),
         "prefill_kernel": std::env::var("MINISGL_PREFILL_KERNEL").unwrap_or_else(|_| "auto".into()),
+        "decode_schedule": std::env::var("MINISGL_DECODE_SCHEDULE").unwrap_or_else(|_| "splits".into()),
     });
     let mut f = std::fs::OpenOptions::new()
         .create(true)

@@ -438,8 +438,14 @@ impl Device {
                     )
                     .ok()
                 })
-                .map_or(1, |n| (n as usize).max(1))
+                // Without the driver's answer: what shared memory allows (228 KB an
+                // SM on Hopper, 1 KB reserved a block), at most the 3 of its launch bounds.
+                .map_or_else(
+                    || (228 * 1024 / (dynamic_smem(&name).unwrap_or(0) + 1024)).clamp(1, 3),
+                    |n| (n as usize).max(1),
+                )
         });
+        tracing::info!("stream-K decode: {sk_blocks_per_sm:?} blocks per SM (head_dim 64, 128)");
         let watchdog = if kernels.get("attn_prefill_ws_hd128").is_ok() {
             Some(Watchdog::new(&ctx, "attn_prefill_ws")?)
         } else {
