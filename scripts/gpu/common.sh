@@ -4,6 +4,16 @@
 # (git-ignored), with the commit they were built from.
 gpu_stage() {
     cargo build --release -p minisgl-host
+    # Every kernel family must compile under NVRTC and define exactly the kernels the
+    # loader names, before any device time is spent (a kernel deleted by mistake made
+    # a whole call fall back to the simple attention kernel on 2026-12-01).
+    local nvrtc_lib
+    nvrtc_lib=$(ls -d "$PWD"/target/nvrtc/nvidia/cu13/lib "$PWD"/target/cudatools/lib/python3*/site-packages/nvidia/cu13/lib 2>/dev/null | head -1)
+    if [ -z "$nvrtc_lib" ]; then
+        echo "gpu_stage: no NVRTC here; run scripts/setup.sh (it installs target/nvrtc)" >&2
+        return 1
+    fi
+    LD_LIBRARY_PATH="$nvrtc_lib" cargo test --release -p minisgl-host --test kernels_nvrtc
     for s in "$@"; do
         mkdir -p .gpu/$s
         cp "${MODEL_CONFIGS:-examples/model-configs}/$s/config.json" .gpu/$s/config.json

@@ -20,12 +20,14 @@ use minisgl::backend::{Backend, HostData};
 use minisgl::model::ModelConfig;
 
 /// Measured device ceilings.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Ceilings {
     /// Device-to-device copy, bytes read + written per second.
     pub copy_bytes_s: f64,
     /// bf16 GEMM FLOP/s (8192³ through cuBLAS).
     pub gemm_flops_s: f64,
+    /// The attention kernels the device opened with ([`minisgl::backend::cuda::Device::attention_summary`]).
+    pub attention: String,
 }
 
 /// Measure the ceilings of the default CUDA device.
@@ -64,6 +66,7 @@ pub fn measure_cuda() -> anyhow::Result<(Ceilings, String)> {
     let c = Ceilings {
         copy_bytes_s: 2.0 * (n * 2) as f64 / t_copy,
         gemm_flops_s: 2.0 * (d * d * d) as f64 / t_gemm,
+        attention: dev.attention_summary(),
     };
     Ok((c, dev.name.clone()))
 }

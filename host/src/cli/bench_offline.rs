@@ -173,10 +173,11 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
             )
         });
         println!(
-            "{dev}: copy {:.2} TB/s, bf16 GEMM {:.0} TFLOP/s{ar} (measured now); workload floor {f:.2} s = {:.0} output tok/s",
+            "{dev}: copy {:.2} TB/s, bf16 GEMM {:.0} TFLOP/s{ar} (measured now); workload floor {f:.2} s = {:.0} output tok/s; attention {}",
             c.copy_bytes_s / 1e12,
             c.gemm_flops_s / 1e12,
-            output_tokens as f64 / f
+            output_tokens as f64 / f,
+            c.attention
         );
     }
     println!(
@@ -408,6 +409,7 @@ fn append_jsonl(
         "cuda_graph_max_bs": graph_bs,
         "copy_tbps": ceiling.map(|c| (c.0.copy_bytes_s / 1e10).round() / 100.0),
         "gemm_tflops": ceiling.map(|c| (c.0.gemm_flops_s / 1e12).round()),
+        "attention": ceiling.map(|c| c.0.attention.clone()),
         "allreduce_busbw_gbs": all_reduce.map(|a| (a.bus_bytes_s / 1e9).round()),
         "seconds": (r.seconds * 1000.0).round() / 1000.0,
         // Kernel switches change the figure; record them as set (unset = auto).

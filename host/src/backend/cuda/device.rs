@@ -472,6 +472,34 @@ impl Device {
     }
 }
 
+impl Device {
+    /// The attention kernels this device runs, and the families that failed to
+    /// build (a benchmark records it: a failed family silently moves every figure).
+    pub fn attention_summary(&self) -> String {
+        let mut out = if self.flash {
+            let prefill = if self.ws_prefill {
+                "ws"
+            } else if self.hopper_prefill {
+                "hopper"
+            } else {
+                "portable"
+            };
+            format!(
+                "flash (prefill {prefill}, decode {:?}, schedule {:?})",
+                self.decode_kernel, self.decode_schedule
+            )
+            .to_lowercase()
+        } else {
+            "simple".to_string()
+        };
+        if !self.kernels.failed.is_empty() {
+            let names: Vec<&str> = self.kernels.failed.iter().map(|f| f.0.as_str()).collect();
+            out += &format!("; failed to build: {}", names.join(", "));
+        }
+        out
+    }
+}
+
 /// GPUs the driver shows this process (after `CUDA_VISIBLE_DEVICES`).
 pub fn device_count() -> Result<usize, CudaError> {
     libs::require_all()?;
