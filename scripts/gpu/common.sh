@@ -32,4 +32,6 @@ gpu_device_env() {
     export MINISGL_COMMIT="$(cat .gpu/commit 2>/dev/null || echo unknown)"
     export MINISGL_BENCH_DATE="$(date -u +%Y-%m-%d)"
     export PYTHONUNBUFFERED=1
+    # Start-up lines (weights, KV, graphs, the device's kernels) next to the warnings.
+    export RUST_LOG="${RUST_LOG:-warn,minisgl::model::runner=info,minisgl::backend::cuda::device=info}"
 }

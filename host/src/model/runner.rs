@@ -179,9 +179,17 @@ impl<B: Backend> Runner<B> {
                 "num_pages ({num_pages}) and page_size ({page_size}) must be positive"
             )));
         }
+        let t_load = std::time::Instant::now();
         let m = Model::load_shard(&backend, &model.config, &model.weights, shard)?;
         let layout = m.kv_layout(num_pages as usize, page_size as usize);
+        let t_kv = std::time::Instant::now();
         let mut kv = backend.alloc_kv(layout)?;
+        // Start-up is device time on a lent GPU: say where it goes.
+        tracing::info!(
+            "weights loaded in {:.2} s, KV cache of {num_pages} pages allocated in {:.2} s",
+            (t_kv - t_load).as_secs_f64(),
+            t_kv.elapsed().as_secs_f64()
+        );
         // A sequence can neither outgrow the model's context nor the pool.
         let max_pages = model
             .config
