@@ -8,7 +8,10 @@ warp and fired in order), the two consumer warpgroups (full waits, ping-pong bar
 runnable warp or fires a queued arrival; nothing runnable and nothing queued before all
 warps end is a deadlock. Three modes: queued arrivals fire after a warp retires (what
 the hardware is assumed to do), are lost when it retires, or the producer drains its
-copies before retiring (what the kernel now does).
+copies before retiring. The kernel now also ends its producer with a tail (it waits
+until the consumers have released its last K and V stages) and signals past-the-end
+with plain arrivals, so no arrival is in flight when it retires: all three modes end.
+(The 14B run once blamed on a deadlock was start-up time: gpu-2026-12-01-decode.md.)
 
     python3 scripts/gpu/ws_sync_model.py     # 3000 random schedules per mode
 """
@@ -93,7 +96,9 @@ def run(items_n, grid_items, seed, lose_on_exit, drain, pingpong=True):
             yield from named_sync(3)
             t = item_of_slot[slot]
             if t >= total:
-                pending[w].append(full_q[slot])
+                # Plain arrivals (the kernel's past-the-end signal since 2026-12-01
+                # evening), not ones triggered by copies.
+                full_q[slot].arrive()
                 if w == 0:
                     full_q[slot].arrive()
                 break
@@ -113,6 +118,11 @@ def run(items_n, grid_items, seed, lose_on_exit, drain, pingpong=True):
                     yield (lambda s=st, p=((vc // STAGES) & 1) ^ 1: empty_v[s].done(p))
                     pending[w].append(full_v[st])
                     vc += 1
+        # Producer tail: wait until the consumers released the last K and V stages.
+        for i in range(max(0, kc - STAGES), kc):
+            yield (lambda s=i % STAGES, p=(i // STAGES) & 1: empty_k[s].done(p))
+        for i in range(max(0, vc - STAGES), vc):
+            yield (lambda s=i % STAGES, p=(i // STAGES) & 1: empty_v[s].done(p))
         if drain:
             yield lambda: not pending[w]
         if lose_on_exit:
