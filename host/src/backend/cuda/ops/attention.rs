@@ -387,6 +387,32 @@ impl CudaBackend {
             ]);
             a
         };
+        // The decode kernels' common leading arguments (attention_decode.cu).
+        let decode_args = || {
+            vec![
+                Arg::U64(qp),
+                Arg::I32(cols as i32),
+                Arg::U64(kc),
+                Arg::U64(vc),
+                Arg::U64(sp(off.q_start)),
+                Arg::U64(sp(off.kv_len)),
+                Arg::U64(sp(off.page_start)),
+                Arg::U64(sp(off.page_ids)),
+                Arg::I32(hq as i32),
+                Arg::I32(l.kv_heads as i32),
+                Arg::I32(l.page_size as i32),
+                Arg::F32(scale),
+            ]
+        };
+        // The decode floor for the timeline: each sequence's K and V read once, q
+        // read and o written.
+        let decode_cost = || {
+            let kv_tokens: u64 = step.meta.kv_lens.iter().map(|&x| u64::from(x)).sum();
+            crate::backend::cuda::timeline::cost(
+                (kv_tokens as usize * l.kv_heads * d * 2 * 2 + 2 * s * hq * d * 2) as f64,
+                (4 * kv_tokens as usize * hq * d) as f64,
+            );
+        };
         match path {
             AttnPath::Simple => {
                 if d > 256 {
@@ -448,26 +474,8 @@ impl CudaBackend {
                 let part_rows = if direct { 0 } else { s * hq * splits };
                 let o_part = self.alloc_f32(part_rows * d)?;
                 let lse = self.alloc_f32(part_rows)?;
-                // Floor: each sequence's K and V read once, q read and o written.
-                let kv_tokens: u64 = step.meta.kv_lens.iter().map(|&x| u64::from(x)).sum();
-                crate::backend::cuda::timeline::cost(
-                    (kv_tokens as usize * l.kv_heads * d * 2 * 2 + 2 * s * hq * d * 2) as f64,
-                    (4 * kv_tokens as usize * hq * d) as f64,
-                );
-                let mut args = vec![
-                    Arg::U64(qp),
-                    Arg::I32(cols as i32),
-                    Arg::U64(kc),
-                    Arg::U64(vc),
-                    Arg::U64(sp(off.q_start)),
-                    Arg::U64(sp(off.kv_len)),
-                    Arg::U64(sp(off.page_start)),
-                    Arg::U64(sp(off.page_ids)),
-                    Arg::I32(hq as i32),
-                    Arg::I32(l.kv_heads as i32),
-                    Arg::I32(l.page_size as i32),
-                    Arg::F32(scale),
-                ];
+                decode_cost();
+                let mut args = decode_args();
                 if !mma {
                     args.push(Arg::I32(head_chunks as i32));
                 }
@@ -500,11 +508,7 @@ impl CudaBackend {
                 let lse = self.alloc_f32(blocks * 2 * 16)?;
                 // SAFETY: every block writes its record before the combine reads it.
                 let rec = unsafe { self.dev.stream.alloc::<i32>(blocks * 4) }?;
-                let kv_tokens: u64 = step.meta.kv_lens.iter().map(|&x| u64::from(x)).sum();
-                crate::backend::cuda::timeline::cost(
-                    (kv_tokens as usize * l.kv_heads * d * 2 * 2 + 2 * s * hq * d * 2) as f64,
-                    (4 * kv_tokens as usize * hq * d) as f64,
-                );
+                decode_cost();
                 let mut c = cfg((g(blocks), 1, 1), 128);
                 c.shared_mem_bytes =
                     crate::backend::cuda::device::dynamic_smem(&name).unwrap_or(0) as u32;
@@ -512,24 +516,16 @@ impl CudaBackend {
                     &name,
                     c,
                     &[
-                        Arg::U64(qp),
-                        Arg::I32(cols as i32),
-                        Arg::U64(kc),
-                        Arg::U64(vc),
-                        Arg::U64(sp(off.q_start)),
-                        Arg::U64(sp(off.kv_len)),
-                        Arg::U64(sp(off.page_start)),
-                        Arg::U64(sp(off.page_ids)),
-                        Arg::I32(hq as i32),
-                        Arg::I32(l.kv_heads as i32),
-                        Arg::I32(l.page_size as i32),
-                        Arg::F32(scale),
-                        Arg::I32(s as i32),
-                        Arg::U64(self.ptr(&o_part)),
-                        Arg::U64(self.ptr(&lse)),
-                        Arg::U64(self.ptr(&rec)),
-                        Arg::U64(op),
-                    ],
+                        decode_args(),
+                        vec![
+                            Arg::I32(s as i32),
+                            Arg::U64(self.ptr(&o_part)),
+                            Arg::U64(self.ptr(&lse)),
+                            Arg::U64(self.ptr(&rec)),
+                            Arg::U64(op),
+                        ],
+                    ]
+                    .concat(),
                 )?;
                 self.launch(
                     "attn_decode_sk_combine",
