@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # GPU speed at real scale (issue 11), in two halves:
 #
-#   scripts/gpu-bench.sh build     (here, with Rust) builds target/release/minisgl-host and
-#                                  copies the Qwen3-0.6B / 14B configs into .gpu/ (git-ignored);
+#   scripts/gpu-bench.sh build     (here, with Rust) builds target/release/minisgl-host, runs
+#                                  the NVRTC loader test (every kernel family compiles and
+#                                  defines the kernels the loader names) and copies the
+#                                  Qwen3-0.6B / 14B configs into .gpu/ (git-ignored);
 #   scripts/gpu-bench.sh device N  (on the GPU machine, no Rust) runs part N and writes its
 #                                  logs and JSON lines into $OUT:
 #     part 1: prefill attention (our kernels vs cuDNN/flash SDPA, copy and GEMM ceilings),
