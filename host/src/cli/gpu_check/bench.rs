@@ -161,8 +161,23 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
     // The decode kernels side by side (CUDA-core, tensor-core with splits, and
     // tensor-core on the stream-K schedule) over GQA groups of 2 (Qwen3-0.6B),
     // 5 (Qwen3-14B) and 8 (Qwen3-32B), 8 kv heads of 128.
+    // Besides the uniform batches, a ragged one (contexts 100-8000): real decode
+    // batches are not uniform, and a schedule tuned on equal blocks may not carry over.
     use minisgl::backend::cuda::ops::AttnPath;
-    for &(batch, ctx) in &[(256usize, 1100usize), (64, 4096), (8, 16384)] {
+    use rand::Rng;
+    let mut ragged_rng = ChaCha8Rng::seed_from_u64(5);
+    let ragged: Vec<usize> = (0..100)
+        .map(|_| ragged_rng.random_range(100..=8000))
+        .collect();
+    let batches: Vec<(String, Vec<usize>)> = [(256usize, 1100usize), (64, 4096), (8, 16384)]
+        .iter()
+        .map(|&(b, ctx)| (format!("batch {b} x ctx {ctx}"), vec![ctx; b]))
+        .chain(std::iter::once((
+            "batch 100 x ctx 100-8000 (ragged, seed 5)".to_string(),
+            ragged,
+        )))
+        .collect();
+    for (label, ctxs) in &batches {
         for &q_heads in &[16usize, 40, 64] {
             let c = Case {
                 name: "bench",
@@ -170,7 +185,7 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
                 head_dim: 128,
                 q_heads,
                 kv_heads: 8,
-                seqs: vec![(ctx - 1, 1); batch],
+                seqs: ctxs.iter().map(|&ctx| (ctx - 1, 1)).collect(),
             };
             let (num_pages, fill, attn) = metas(&c, &mut rng);
             let layout = KvLayout {
@@ -188,10 +203,10 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
             let st = gpu.prepare_step(&attn)?;
             let out = gpu.new_output(t, q_heads * 128)?;
             let mut line = format!(
-                "decode kernels, batch {batch} x ctx {ctx}, {q_heads}q/8kv x 128 (group {}):",
+                "decode kernels, {label}, {q_heads}q/8kv x 128 (group {}):",
                 q_heads / 8
             );
-            let bytes = (batch * ctx * 8 * 128 * 2 * 2) as f64;
+            let bytes = (ctxs.iter().sum::<usize>() * 8 * 128 * 2 * 2) as f64;
             for path in [AttnPath::Decode, AttnPath::DecodeMma, AttnPath::DecodeMmaSk] {
                 let ms = time_ms(gpu, 20, || {
                     Ok(gpu.attention_into(&qg, &kv, 0, &st, 0.088, &out, Some(path))?)
