@@ -138,20 +138,13 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
         let open_s = t0.elapsed().as_secs_f64();
         let k = &gpu.dev.kernels;
         rep.note(format!(
-            "device {} `{}` sm_{}{} with {} SMs; attention backend: {}{}; stream-K decode blocks per SM (hd 64, 128): {:?}; kernels: {} families compiled, {} from cache, failed: {:?}; open took {:.2} s",
+            "device {} `{}` sm_{}{} with {} SMs; attention: {}; stream-K decode blocks per SM (hd 64, 128): {:?}; kernels: {} families compiled, {} from cache, failed: {:?}; open took {:.2} s",
             args.device,
             gpu.dev.name,
             gpu.dev.cc.0,
             gpu.dev.cc.1,
             gpu.dev.num_sms,
-            if gpu.uses_flash() { "flash" } else { "simple" },
-            if gpu.dev.ws_prefill {
-                " (warp-specialised Hopper prefill)"
-            } else if gpu.dev.hopper_prefill {
-                " (Hopper wgmma prefill)"
-            } else {
-                ""
-            },
+            gpu.dev.attention_summary(),
             gpu.dev.sk_blocks_per_sm,
             k.compiled,
             k.cache_hits,

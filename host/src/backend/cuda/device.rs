@@ -300,11 +300,11 @@ pub struct Device {
     pub num_sms: usize,
     /// Resolved attention choice: true = flash kernels where shapes allow.
     pub flash: bool,
-    /// Prefill attention through the Hopper (wgmma) kernel; false = the portable
-    /// mma.sync kernel (other devices, a failed build, or `MINISGL_PREFILL_KERNEL=mma`).
+    /// The earlier Hopper (wgmma) prefill kernel is available and allowed (`auto` or
+    /// `hopper`); prefill takes it where `ws_prefill` is false.
     pub hopper_prefill: bool,
-    /// Prefill attention through the experimental warp-specialised Hopper kernel
-    /// (`MINISGL_PREFILL_KERNEL=ws` only).
+    /// Prefill attention through the warp-specialised Hopper kernel (sm_90's default;
+    /// false on other devices, a failed build, or `MINISGL_PREFILL_KERNEL=hopper|mma`).
     pub ws_prefill: bool,
     pub decode_kernel: DecodeKernel,
     pub decode_schedule: DecodeSchedule,
@@ -411,18 +411,6 @@ impl Device {
                 kernels.failed
             )));
         }
-        tracing::info!(
-            "CUDA device {} ({name}, {arch}, {num_sms} SMs): attention backend {}{}",
-            opts.ordinal,
-            if flash { "flash" } else { "simple" },
-            if ws_prefill {
-                ", warp-specialised Hopper prefill (ws)"
-            } else if hopper_prefill {
-                ", Hopper (wgmma) prefill"
-            } else {
-                ""
-            }
-        );
         let prefill_work = stream.alloc_zeros::<i32>(1)?;
         // The stream-K grid is one wave: ask the driver how many blocks fit an SM.
         let sk_blocks_per_sm = [64usize, 128].map(|hd| {
@@ -445,13 +433,12 @@ impl Device {
                     |n| (n as usize).max(1),
                 )
         });
-        tracing::info!("stream-K decode: {sk_blocks_per_sm:?} blocks per SM (head_dim 64, 128)");
         let watchdog = if kernels.get("attn_prefill_ws_hd128").is_ok() {
             Some(Watchdog::new(&ctx, "attn_prefill_ws")?)
         } else {
             None
         };
-        Ok(Device {
+        let dev = Device {
             ctx,
             stream,
             blas,
@@ -468,7 +455,15 @@ impl Device {
             sk_blocks_per_sm,
             prefill_work,
             watchdog,
-        })
+        };
+        tracing::info!(
+            "CUDA device {} ({}, {arch}, {num_sms} SMs): attention {}; stream-K decode {:?} blocks per SM (head_dim 64, 128)",
+            opts.ordinal,
+            dev.name,
+            dev.attention_summary(),
+            dev.sk_blocks_per_sm
+        );
+        Ok(dev)
     }
 }
 

@@ -57,9 +57,8 @@ impl Watchdog {
                 let p = addr.0 as *const i32;
                 while !flag.load(Ordering::Relaxed) {
                     // SAFETY: the allocation is alive until this thread is joined.
-                    let w: Vec<i32> = (0..WORDS)
-                        .map(|i| unsafe { p.add(i).read_volatile() })
-                        .collect();
+                    let w: [i32; WORDS] =
+                        std::array::from_fn(|i| unsafe { p.add(i).read_volatile() });
                     if w[0] != 0 {
                         tracing::error!(
                             "{kernel}: block {} warp {} waited past its limit on barrier {} (parity {}) at work item {}; the kernel trapped",

@@ -413,6 +413,21 @@ impl CudaBackend {
                 (4 * kv_tokens as usize * hq * d) as f64,
             );
         };
+        // What every decode kernel needs; the tensor-core ones (either schedule) take
+        // the whole group as mma rows.
+        let tensor_core = matches!(path, AttnPath::DecodeMma | AttnPath::DecodeMmaSk);
+        let decode = tensor_core || path == AttnPath::Decode;
+        if decode
+            && (!step.decode_only
+                || !matches!(d, 64 | 128)
+                || (tensor_core && !(1..=16).contains(&group)))
+        {
+            return Err(BackendError::Unsupported(if tensor_core {
+                "tensor-core decode needs one token per sequence, head_dim 64/128 and at most 16 query heads per kv head".into()
+            } else {
+                "decode kernel needs one token per sequence and head_dim 64/128".into()
+            }));
+        }
         match path {
             AttnPath::Simple => {
                 if d > 256 {
@@ -444,16 +459,6 @@ impl CudaBackend {
             }
             AttnPath::Decode | AttnPath::DecodeMma => {
                 let mma = path == AttnPath::DecodeMma;
-                if !step.decode_only
-                    || !matches!(d, 64 | 128)
-                    || (mma && !(1..=16).contains(&group))
-                {
-                    return Err(BackendError::Unsupported(if mma {
-                        "tensor-core decode needs one token per sequence, head_dim 64/128 and at most 16 query heads per kv head".into()
-                    } else {
-                        "decode kernel needs one token per sequence and head_dim 64/128".into()
-                    }));
-                }
                 // The CUDA-core kernel covers a group in chunks of up to 8 heads;
                 // the tensor-core one takes the whole group (up to 16) as mma rows.
                 let (name, head_chunks) = if mma {
@@ -495,11 +500,6 @@ impl CudaBackend {
                 self.decode_combine(&o_part, &lse, step, op, hq, d, splits)
             }
             AttnPath::DecodeMmaSk => {
-                if !step.decode_only || !matches!(d, 64 | 128) || !(1..=16).contains(&group) {
-                    return Err(BackendError::Unsupported(
-                        "stream-K decode needs one token per sequence, head_dim 64/128 and at most 16 query heads per kv head".into(),
-                    ));
-                }
                 let name = format!("attn_decode_mma_sk_hd{d}");
                 // One wave; blocks past the step's tiles return at once.
                 let blocks = (self.dev.num_sms * self.dev.sk_blocks_per_sm[usize::from(d == 128)])
