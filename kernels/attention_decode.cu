@@ -226,32 +226,53 @@ DECODE(128, 8)
 // attn_decode_combine. Needs group <= 16.
 //
 // grid: (splits, kv_heads, B); block: 128 (4 warps). The block stages DM_BK context
-// rows of K and V in shared memory, two tiles deep: the next tile's cp.async copies
-// are in flight while the warps compute on the current one (with one stage the
-// block stood idle for every tile's full memory latency, and the kernel reached
-// 48-74% of copy bandwidth on the H200). Warp w computes scores and P.V for rows
-// [16 w, 16 w + 16) of each tile with its own online-softmax state, and the four
-// states are merged at the end. Dynamic shared memory: DM_STAGES * 2 * DM_BK *
-// (HD + DM_PAD) bf16 (device.rs `dynamic_smem` must agree).
+// rows of K and V in shared memory, ST tiles deep: the next ST - 1 tiles' cp.async
+// copies are in flight while the warps compute on the current one (with one stage
+// the block stood idle for every tile's full memory latency, and the kernel reached
+// 48-74% of copy bandwidth on the H200; two stages gave 78-81%). Warp w computes
+// scores and P.V for rows [16 w, 16 w + 16) of each tile with its own online-softmax
+// state, and the four states are merged at the end. Dynamic shared memory:
+// ST * 2 * DM_BK * (HD + DM_PAD) bf16 (device.rs `dynamic_smem` must agree).
+//
+// With PF the page ids of a tile are read one tile before its copies are issued:
+// otherwise every tile's copies wait on a dependent global load of its page ids
+// (an L2 round trip) on the critical path of a latency-bound loop.
 #define DM_BK 64
 #define DM_PAD 8
-#define DM_STAGES 2
+
+// Pieces of 16 bytes each thread copies per tile (K and V each).
+template <int HD>
+struct DmTile {
+    static constexpr int PIECES = DM_BK * HD / 8 / 128;
+};
+
+// The page ids of the rows this thread copies in the tile starting at kb (0 past c1).
+template <int HD>
+__device__ __forceinline__ void decode_mma_tile_pages(int (&pg)[DmTile<HD>::PIECES],
+                                                      const int* pages, int kb, int c1,
+                                                      int page_size) {
+#pragma unroll
+    for (int i = 0; i < DmTile<HD>::PIECES; i++) {
+        int p = kb + (threadIdx.x + i * 128) / (HD / 8);
+        pg[i] = p < c1 ? pages[p / page_size] : 0;
+    }
+}
 
 template <int HD>
 __device__ __forceinline__ void decode_mma_load_tile(
     bf16_t* Ks, bf16_t* Vs, const bf16_t* __restrict__ k_cache,
-    const bf16_t* __restrict__ v_cache, const int* pages, int kb, int c1, int kvh,
-    int kv_heads, int page_size) {
+    const bf16_t* __restrict__ v_cache, const int (&pg)[DmTile<HD>::PIECES], int kb, int c1,
+    int kvh, int kv_heads, int page_size) {
     constexpr int LD = HD + DM_PAD;
     // Every 16-byte piece of the tile in flight at once (cp.async, no registers
     // held); rows past the end are zero-filled.
 #pragma unroll
-    for (int i = 0; i < DM_BK * HD / 8 / 128; i++) {
+    for (int i = 0; i < DmTile<HD>::PIECES; i++) {
         int idx = threadIdx.x + i * 128;
         int r = idx / (HD / 8), c = idx % (HD / 8);
         int p = kb + r;
         bool valid = p < c1;
-        size_t row = valid ? ((size_t)pages[p / page_size] * page_size + p % page_size) * kv_heads + kvh : 0;
+        size_t row = valid ? ((size_t)pg[i] * page_size + p % page_size) * kv_heads + kvh : 0;
         cp_async16(smem_u32(&Ks[r * LD + c * 8]), k_cache + row * HD + c * 8, valid);
         cp_async16(smem_u32(&Vs[r * LD + c * 8]), v_cache + row * HD + c * 8, valid);
     }
@@ -262,11 +283,12 @@ __device__ __forceinline__ void decode_mma_load_tile(
 // `store(gi, d, M, L, O)` receives each (query head gi of the group, dim d) of the
 // merged state (O / L the output, M + log2 L its log2-sum-exp). `t` is the token row
 // of the query. Shared by the split-KV and the stream-K kernels below.
-template <int HD, typename Store>
+template <int HD, int ST, bool PF, typename Store>
 __device__ __forceinline__ void decode_mma_segment(
     const bf16_t* __restrict__ q, int q_stride, const bf16_t* __restrict__ k_cache,
     const bf16_t* __restrict__ v_cache, const int* pages, int t, int kvh, int group,
     int kv_heads, int page_size, float scale, int c0, int c1, Store store) {
+    static_assert(ST >= 2, "the loop keeps at least one tile in flight");
     constexpr int LD = HD + DM_PAD;
     constexpr int TILE = DM_BK * LD;
     // Stage s: K at smem + 2 s TILE, V at smem + (2 s + 1) TILE. After the loop the
@@ -279,9 +301,22 @@ __device__ __forceinline__ void decode_mma_segment(
     int h0 = kvh * group;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
 
-    decode_mma_load_tile<HD>(smem, smem + TILE, k_cache, v_cache, pages, c0, c1, kvh, kv_heads,
-                             page_size);
-    cp_async_commit();
+    // Tiles 0 .. ST - 2 go out before the loop; `pg` then holds the page ids of the
+    // next tile to issue (with PF, read one iteration ahead).
+    int pg[DmTile<HD>::PIECES];
+#pragma unroll
+    for (int s = 0; s < ST - 1; s++) {
+        int kb = c0 + s * DM_BK;
+        if (kb < c1) {
+            decode_mma_tile_pages<HD>(pg, pages, kb, c1, page_size);
+            bf16_t* Ks = smem + 2 * s * TILE;
+            decode_mma_load_tile<HD>(Ks, Ks + TILE, k_cache, v_cache, pg, kb, c1, kvh, kv_heads,
+                                     page_size);
+        }
+        cp_async_commit();
+    }
+    if (PF && c0 + (ST - 1) * DM_BK < c1)
+        decode_mma_tile_pages<HD>(pg, pages, c0 + (ST - 1) * DM_BK, c1, page_size);
 
     u32 qf[HD / 16][4];
     {
@@ -304,19 +339,22 @@ __device__ __forceinline__ void decode_mma_segment(
     int wr = warp * 16;  // this warp's rows within a tile
 
     for (int kb = c0, it = 0; kb < c1; kb += DM_BK, it++) {
-        bf16_t* Ks = smem + 2 * (it % DM_STAGES) * TILE;
+        bf16_t* Ks = smem + 2 * (it % ST) * TILE;
         bf16_t* Vs = Ks + TILE;
-        // The next tile goes to the other stage, which every warp finished
-        // reading before the barrier at the end of the previous iteration. The
-        // group is committed even when empty so that wait<1> always means
-        // "the current tile has landed".
-        if (kb + DM_BK < c1) {
-            bf16_t* Kn = smem + 2 * ((it + 1) % DM_STAGES) * TILE;
-            decode_mma_load_tile<HD>(Kn, Kn + TILE, k_cache, v_cache, pages, kb + DM_BK, c1, kvh,
-                                     kv_heads, page_size);
+        // Tile it + ST - 1 goes to the stage every warp finished reading before the
+        // barrier at the end of the previous iteration. The group is committed even
+        // when empty so that wait<ST - 1> always means "the current tile has landed".
+        int kn = kb + (ST - 1) * DM_BK;
+        if (kn < c1) {
+            if (!PF) decode_mma_tile_pages<HD>(pg, pages, kn, c1, page_size);
+            bf16_t* Kn = smem + 2 * ((it + ST - 1) % ST) * TILE;
+            decode_mma_load_tile<HD>(Kn, Kn + TILE, k_cache, v_cache, pg, kn, c1, kvh, kv_heads,
+                                     page_size);
+            if (PF && kn + DM_BK < c1)
+                decode_mma_tile_pages<HD>(pg, pages, kn + DM_BK, c1, page_size);
         }
         cp_async_commit();
-        cp_async_wait<1>();
+        cp_async_wait<ST - 1>();
         __syncthreads();
         if (kb + wr < c1) {  // else this warp's rows of the tile are all past the end
             float sacc[2][4];
@@ -425,7 +463,7 @@ __device__ __forceinline__ void decode_mma_segment(
     }
 }
 
-template <int HD>
+template <int HD, int ST, bool PF>
 __device__ __forceinline__ void decode_mma_impl(
     const bf16_t* __restrict__ q, int q_stride, const bf16_t* __restrict__ k_cache,
     const bf16_t* __restrict__ v_cache, const int* __restrict__ q_start,
@@ -440,7 +478,7 @@ __device__ __forceinline__ void decode_mma_impl(
     int c0 = split * part;
     if (c0 >= ctx) return;
     int c1 = min(ctx, c0 + part);
-    decode_mma_segment<HD>(q, q_stride, k_cache, v_cache, page_ids + page_start[b], q_start[b + 1] - 1,
+    decode_mma_segment<HD, ST, PF>(q, q_stride, k_cache, v_cache, page_ids + page_start[b], q_start[b + 1] - 1,
                            kvh, group, kv_heads, page_size, scale, c0, c1,
                            [&](int gi, int d, float M, float L, float O) {
                                decode_store(o_direct, o_part, lse_part, q_start, b, q_heads,
@@ -448,18 +486,25 @@ __device__ __forceinline__ void decode_mma_impl(
                            });
 }
 
-#define DECODE_MMA(HD)                                                                         \
-    extern "C" __global__ void __launch_bounds__(128, 3) attn_decode_mma_hd##HD(                 \
+// Variants for the A/B of 2026-12-01 (device.rs `DecodeMmaVariant`): the plain
+// name is two stages without page prefetch, `_pf` adds the prefetch, `_s3` is three
+// stages with it (two blocks per SM at head_dim 128: 104 KB of tiles each).
+#define DECODE_MMA(NAME, HD, ST, PF, MINB)                                                     \
+    extern "C" __global__ void __launch_bounds__(128, MINB) NAME(                              \
         const bf16_t* q, int q_stride, const bf16_t* k_cache, const bf16_t* v_cache,          \
         const int* q_start, const int* kv_len, const int* page_start, const int* page_ids,   \
         int q_heads, int kv_heads, int page_size, float scale, float* o_part,                 \
         float* lse_part, bf16_t* o_direct) {                                                   \
-        decode_mma_impl<HD>(q, q_stride, k_cache, v_cache, q_start, kv_len, page_start,        \
-                            page_ids, q_heads, kv_heads, page_size, scale, o_part, lse_part,   \
-                            o_direct);                                                         \
+        decode_mma_impl<HD, ST, PF>(q, q_stride, k_cache, v_cache, q_start, kv_len,            \
+                                    page_start, page_ids, q_heads, kv_heads, page_size,       \
+                                    scale, o_part, lse_part, o_direct);                       \
     }
-DECODE_MMA(64)
-DECODE_MMA(128)
+DECODE_MMA(attn_decode_mma_hd64, 64, 2, false, 3)
+DECODE_MMA(attn_decode_mma_hd128, 128, 2, false, 3)
+DECODE_MMA(attn_decode_mma_pf_hd64, 64, 2, true, 3)
+DECODE_MMA(attn_decode_mma_pf_hd128, 128, 2, true, 3)
+DECODE_MMA(attn_decode_mma_s3_hd64, 64, 3, true, 3)
+DECODE_MMA(attn_decode_mma_s3_hd128, 128, 3, true, 2)
 
 // Merge the splits: o[t, h, :] = sum_s w_s o_part[b, h, s, :] / sum_s w_s,
 // w_s = 2^(lse_s - max lse). grid: (B, q_heads); block: 128. `splits` is the grid.x
@@ -602,7 +647,7 @@ __device__ __forceinline__ void decode_mma_sk_impl(
         const int slot = first ? 0 : 1;
         const int t = q_start[b + 1] - 1;
         const int h0 = kvh * group;
-        decode_mma_segment<HD>(q, q_stride, k_cache, v_cache, page_ids + page_start[b], t, kvh,
+        decode_mma_segment<HD, 2, false>(q, q_stride, k_cache, v_cache, page_ids + page_start[b], t, kvh,
                                group, kv_heads, page_size, scale, c0, c1,
                                [&](int gi, int d, float M, float L, float O) {
                                    if (whole) {

@@ -35,6 +35,73 @@ __device__ __forceinline__ ValIdx block_argmax(ValIdx x, float* sv, int* si) {
 
 __device__ __forceinline__ float clean(float v) { return v != v ? NEG_INF : v; }
 
+struct __align__(16) f32x4 { float x, y, z, w; };
+
+// Folds N cleaned logits with ids idx into a thread's argmax `best` and its sum
+// s = sum exp(x - best.v) (online: s is rescaled when the max grows). A thread meets
+// its ids in increasing order, so keeping the first of equal values is the lowest-id
+// rule, without better()'s id compare (a row of only -inf still picks id 0: see `am`).
+template <int N>
+__device__ __forceinline__ void online_add(ValIdx& best, float& s, const float (&v)[N],
+                                           const int (&idx)[N]) {
+    float m = best.v;
+#pragma unroll
+    for (int j = 0; j < N; j++) {
+        bool up = v[j] > best.v;
+        best.v = up ? v[j] : best.v;
+        best.i = up ? idx[j] : best.i;
+    }
+    if (best.v > m) s *= __expf(m - best.v);  // m = -inf: s is still 0
+    if (best.v != NEG_INF) {
+#pragma unroll
+        for (int j = 0; j < N; j++) s += __expf(v[j] - best.v);
+    }
+}
+
+__device__ __forceinline__ void online_add4(ValIdx& best, float& s, f32x4 q, int i0) {
+    float v[4] = {clean(q.x), clean(q.y), clean(q.z), clean(q.w)};
+    int idx[4] = {i0, i0 + 1, i0 + 2, i0 + 3};
+    online_add<4>(best, s, v, idx);
+}
+
+// Argmax (ties lowest id) and log-sum-exp of a row in one read of it: each thread
+// keeps an online (max, sum), then the block merges the maxima and rescales each
+// thread's sum to the row max. 16-byte loads when every row is 16-byte aligned.
+__device__ __forceinline__ void row_max_lse(const float* __restrict__ x, int vocab, bool vec,
+                                            float* sv, int* si, ValIdx* best_out,
+                                            float* lse_out) {
+    ValIdx best = {NEG_INF, 0x7fffffff};
+    float s = 0.0f;
+    int start = 0;
+    if (vec) {
+        const f32x4* x4 = reinterpret_cast<const f32x4*>(x);
+        int nv = vocab >> 2, nt = blockDim.x;
+        int i = threadIdx.x;
+        // Two vectors a step, both loads issued before either is used.
+        for (; i + nt < nv; i += 2 * nt) {
+            f32x4 a = x4[i], b = x4[i + nt];
+            float v[8] = {clean(a.x), clean(a.y), clean(a.z), clean(a.w),
+                          clean(b.x), clean(b.y), clean(b.z), clean(b.w)};
+            int ia = 4 * i, ib = 4 * (i + nt);
+            int idx[8] = {ia, ia + 1, ia + 2, ia + 3, ib, ib + 1, ib + 2, ib + 3};
+            online_add<8>(best, s, v, idx);
+        }
+        if (i < nv) online_add4(best, s, x4[i], 4 * i);
+        start = nv * 4;
+    }
+    for (int i = start + threadIdx.x; i < vocab; i += blockDim.x) {
+        float v[1] = {clean(x[i])};
+        int idx[1] = {i};
+        online_add<1>(best, s, v, idx);
+    }
+    float m = best.v;
+    best = block_argmax(best, sv, si);
+    float z = m == NEG_INF ? 0.0f : s * __expf(m - best.v);
+    z = block_sum(z, sv);
+    *best_out = best;
+    *lse_out = best.v + logf(z);
+}
+
 // Row max, argmax and (when lse != null) log-sum-exp. grid: B; block: 1024.
 extern "C" __global__ void row_argmax(const float* __restrict__ logits, int vocab, int row_stride,
                                       u32* __restrict__ token, float* __restrict__ lse) {
@@ -162,7 +229,7 @@ __device__ __forceinline__ float gumbel(u64 seed, u32 t) {
 // kept), the log of the kept probability mass, and when `seed_on[b]` the Gumbel-max
 // draw over the kept tokens; chosen_lp[b] = log-softmax at the drawn (else argmax) token. top_k <= 0 or >= vocab, top_p >= 1, min_p <= 0: off.
 // grid: B; block: 1024.
-extern "C" __global__ void row_select(const float* __restrict__ logits, int vocab, int row_stride,
+extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS, 2) row_select(const float* __restrict__ logits, int vocab, int row_stride,
                                       const int* __restrict__ truncate,
                                       const int* __restrict__ top_k,
                                       const float* __restrict__ top_p,
@@ -178,16 +245,12 @@ extern "C" __global__ void row_select(const float* __restrict__ logits, int voca
     __shared__ u32 sp[2];
     int b = blockIdx.x;
     const float* x = logits + (size_t)b * row_stride;
-    ValIdx best = {NEG_INF, 0x7fffffff};
-    for (int i = threadIdx.x; i < vocab; i += blockDim.x) best = better(best, ValIdx{clean(x[i]), i});
-    best = block_argmax(best, sv, si);
+    bool vec = (row_stride & 3) == 0 && (reinterpret_cast<size_t>(logits) & 15) == 0;
+    ValIdx best;
+    float lse;
+    row_max_lse(x, vocab, vec, sv, si, &best, &lse);
     int am = best.i == 0x7fffffff ? 0 : best.i;
     float mx = best.v;
-    float z = 0.0f;
-    if (mx != NEG_INF)
-        for (int i = threadIdx.x; i < vocab; i += blockDim.x) z += __expf(clean(x[i]) - mx);
-    z = block_sum(z, sv);
-    float lse = mx + logf(z);
     if (threadIdx.x == 0) {
         argmax_tok[b] = (u32)am;
         lse_out[b] = lse;

@@ -146,6 +146,48 @@ impl std::str::FromStr for DecodeSchedule {
     }
 }
 
+/// Which build of the split-grid tensor-core decode kernel runs
+/// (`MINISGL_DECODE_MMA`; attention_decode.cu `DECODE_MMA`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum DecodeMmaVariant {
+    /// Two stages of K/V tiles; each tile's page ids read just before its copies.
+    #[default]
+    Base,
+    /// Two stages, page ids read one tile ahead (`_pf`).
+    Prefetch,
+    /// Three stages with the prefetch (`_s3`): two tiles in flight per block, two
+    /// blocks per SM at head_dim 128 instead of three.
+    ThreeStage,
+}
+
+impl DecodeMmaVariant {
+    pub const ALL: [DecodeMmaVariant; 3] = [Self::Base, Self::Prefetch, Self::ThreeStage];
+
+    /// The kernel's name at head_dim `hd`.
+    pub fn kernel(self, hd: usize) -> String {
+        let tag = match self {
+            Self::Base => "",
+            Self::Prefetch => "_pf",
+            Self::ThreeStage => "_s3",
+        };
+        format!("attn_decode_mma{tag}_hd{hd}")
+    }
+}
+
+impl std::str::FromStr for DecodeMmaVariant {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "base" => Ok(Self::Base),
+            "pf" => Ok(Self::Prefetch),
+            "s3" => Ok(Self::ThreeStage),
+            o => Err(format!(
+                "decode mma variant must be base, pf or s3, got {o:?}"
+            )),
+        }
+    }
+}
+
 /// How to open a device.
 #[derive(Clone, Debug)]
 pub struct CudaOptions {
@@ -155,6 +197,10 @@ pub struct CudaOptions {
     pub prefill_kernel: PrefillKernel,
     pub decode_kernel: DecodeKernel,
     pub decode_schedule: DecodeSchedule,
+    pub decode_mma: DecodeMmaVariant,
+    /// Fewest splits of a split-grid decode launch (`MINISGL_DECODE_MIN_SPLITS`;
+    /// 1: as many as fill the device).
+    pub decode_min_splits: usize,
 }
 
 impl Default for CudaOptions {
@@ -182,12 +228,22 @@ impl Default for CudaOptions {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or_default();
+        let decode_mma = std::env::var("MINISGL_DECODE_MMA")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_default();
+        let decode_min_splits = std::env::var("MINISGL_DECODE_MIN_SPLITS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1);
         CudaOptions {
             ordinal,
             attention,
             prefill_kernel,
             decode_kernel,
             decode_schedule,
+            decode_mma,
+            decode_min_splits,
         }
     }
 }
@@ -224,6 +280,10 @@ pub fn kernel_names(family: &str) -> Vec<String> {
             "norm_rope_hd128",
             "norm_rope_hd256",
             "norm_rope_generic",
+            "qkv_rope_store_hd64",
+            "qkv_rope_store_hd128",
+            "qkv_rope_store_hd256",
+            "qkv_rope_store_generic",
         ],
         "activation" => vec!["silu_mul"],
         "kv_store" => vec!["kv_store"],
@@ -246,7 +306,9 @@ pub fn kernel_names(family: &str) -> Vec<String> {
                 for g in [1, 2, 4, 8] {
                     v.push(format!("attn_decode_hd{hd}_g{g}"));
                 }
-                v.push(format!("attn_decode_mma_hd{hd}"));
+                for m in DecodeMmaVariant::ALL {
+                    v.push(m.kernel(hd));
+                }
                 v.push(format!("attn_decode_mma_sk_hd{hd}"));
             }
             return v;
@@ -279,10 +341,16 @@ pub fn dynamic_smem(name: &str) -> Option<usize> {
         // head_dim bf16 each, plus 1 KB of alignment.
         "attn_prefill_ws_hd64" => Some((2 * 128 + 2 * 2 * 128) * 64 * 2 + 1024),
         "attn_prefill_ws_hd128" => Some((2 * 128 + 2 * 2 * 128) * 128 * 2 + 1024),
-        // attention_decode.cu: DM_STAGES (2) stages of a K and a V tile of DM_BK
-        // (64) rows x (head_dim + DM_PAD (8)) bf16.
-        "attn_decode_mma_hd64" | "attn_decode_mma_sk_hd64" => Some(2 * 2 * 64 * (64 + 8) * 2),
-        "attn_decode_mma_hd128" | "attn_decode_mma_sk_hd128" => Some(2 * 2 * 64 * (128 + 8) * 2),
+        // attention_decode.cu: ST stages (3 for `_s3`, else 2) of a K and a V tile
+        // of DM_BK (64) rows x (head_dim + DM_PAD (8)) bf16.
+        "attn_decode_mma_hd64" | "attn_decode_mma_pf_hd64" | "attn_decode_mma_sk_hd64" => {
+            Some(2 * 2 * 64 * (64 + 8) * 2)
+        }
+        "attn_decode_mma_hd128" | "attn_decode_mma_pf_hd128" | "attn_decode_mma_sk_hd128" => {
+            Some(2 * 2 * 64 * (128 + 8) * 2)
+        }
+        "attn_decode_mma_s3_hd64" => Some(3 * 2 * 64 * (64 + 8) * 2),
+        "attn_decode_mma_s3_hd128" => Some(3 * 2 * 64 * (128 + 8) * 2),
         _ => None,
     }
 }

@@ -25,7 +25,7 @@ use std::cell::RefCell;
 
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
-pub use device::{AttentionBackend, CudaOptions, Device};
+pub use device::{AttentionBackend, CudaOptions, DecodeMmaVariant, Device};
 pub use error::CudaError;
 
 use super::{BackendError, DeviceTensor, KvLayout, StepMeta};
@@ -147,6 +147,10 @@ pub struct CudaBackend {
     /// Linear layers with at most this many rows use the skinny-product kernel
     /// (`gemv.cu`) instead of cuBLAS; 0 = always cuBLAS.
     pub(crate) gemv_rows: std::cell::Cell<usize>,
+    /// The split-grid tensor-core decode build and its fewest splits
+    /// ([`CudaOptions::decode_mma`], [`CudaOptions::decode_min_splits`]);
+    /// benchmarks switch them to compare builds in one process.
+    pub(crate) decode_mma: std::cell::Cell<(DecodeMmaVariant, usize)>,
     /// This device's rank when the model is split across GPUs
     /// ([`Backend::all_reduce`](super::Backend::all_reduce) goes through it).
     pub(crate) nccl: Option<nccl::NcclRank>,
@@ -161,6 +165,7 @@ impl CudaBackend {
             last_chosen: RefCell::new(None),
             pinned_pool: RefCell::new(Vec::new()),
             gemv_rows: std::cell::Cell::new(GEMV_ROWS_DEFAULT),
+            decode_mma: std::cell::Cell::new((opts.decode_mma, opts.decode_min_splits.max(1))),
             nccl: None,
         })
     }
@@ -182,6 +187,18 @@ impl CudaBackend {
     /// [`GEMV_ROWS_DEFAULT`].
     pub fn set_gemv_rows(&self, rows: usize) {
         self.gemv_rows.set(rows.min(GEMV_MAX_ROWS));
+    }
+
+    /// Run the split-grid tensor-core decode as build `variant` with at least
+    /// `min_splits` splits (benchmarks compare builds; the default comes from
+    /// [`CudaOptions`]).
+    pub fn set_decode_mma(&self, variant: DecodeMmaVariant, min_splits: usize) {
+        self.decode_mma.set((variant, min_splits.max(1)));
+    }
+
+    /// The split-grid tensor-core decode build and fewest splits in use.
+    pub fn decode_mma(&self) -> (DecodeMmaVariant, usize) {
+        self.decode_mma.get()
     }
 
     /// `tokens[row] = latest chosen[sample_row]` on the device for each

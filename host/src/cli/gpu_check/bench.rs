@@ -164,6 +164,7 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
     // Besides the uniform batches, a ragged one (contexts 100-8000): real decode
     // batches are not uniform, and a schedule tuned on equal blocks may not carry over.
     use minisgl::backend::cuda::ops::AttnPath;
+    use minisgl::backend::cuda::DecodeMmaVariant;
     use rand::Rng;
     let mut ragged_rng = ChaCha8Rng::seed_from_u64(5);
     let ragged: Vec<usize> = (0..100)
@@ -207,17 +208,35 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
                 q_heads / 8
             );
             let bytes = (ctxs.iter().sum::<usize>() * 8 * 128 * 2 * 2) as f64;
-            for path in [AttnPath::Decode, AttnPath::DecodeMma, AttnPath::DecodeMmaSk] {
+            // The split grid in each of its builds, and with at least two splits
+            // (at 2,048 equal blocks on 396 slots the last of six waves is 17% full).
+            let default_mma = gpu.decode_mma();
+            let mut runs: Vec<(String, AttnPath, (DecodeMmaVariant, usize))> =
+                vec![("Decode".into(), AttnPath::Decode, default_mma)];
+            for v in DecodeMmaVariant::ALL {
+                runs.push((format!("DecodeMma/{v:?}"), AttnPath::DecodeMma, (v, 1)));
+            }
+            for v in [DecodeMmaVariant::Prefetch, DecodeMmaVariant::ThreeStage] {
+                runs.push((
+                    format!("DecodeMma/{v:?}/2 splits"),
+                    AttnPath::DecodeMma,
+                    (v, 2),
+                ));
+            }
+            runs.push(("DecodeMmaSk".into(), AttnPath::DecodeMmaSk, default_mma));
+            for (name, path, (variant, min_splits)) in runs {
+                gpu.set_decode_mma(variant, min_splits);
                 let ms = time_ms(gpu, 20, || {
                     Ok(gpu.attention_into(&qg, &kv, 0, &st, 0.088, &out, Some(path))?)
                 })?;
                 let bw = bytes / (ms * 1e-3);
                 line += &format!(
-                    " {path:?} {ms:.3} ms = {:.2} TB/s ({:.0}% of copy);",
+                    " {name} {ms:.3} ms = {:.2} TB/s ({:.0}% of copy);",
                     bw / 1e12,
                     100.0 * bw / COPY_CEILING
                 );
             }
+            gpu.set_decode_mma(default_mma.0, default_mma.1);
             rep.bench_line(line);
         }
     }

@@ -4,10 +4,11 @@ use anyhow::Result;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::attn::{metas, Case};
 use super::report::Report;
 use minisgl::backend::cpu::CpuBackend;
 use minisgl::backend::cuda::CudaBackend;
-use minisgl::backend::{Backend, HostData, StepMeta};
+use minisgl::backend::{AttnParams, Backend, HostData, KvLayout, StepMeta};
 
 /// Normal(0, std) values already rounded to bf16, so both backends see the same inputs.
 pub fn randn(rng: &mut ChaCha8Rng, n: usize, std: f32) -> Vec<f32> {
@@ -45,10 +46,15 @@ fn flat_step(t: usize, rng: &mut ChaCha8Rng, vocab: u32) -> StepMeta {
 pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Result<()> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x05);
     const T: f64 = 1e-2; // bf16 outputs: ~4e-3 expected
+
+    // add_rmsnorm keeps rows up to 8192 wide in registers: 10240 takes its
+    // two-pass fallback.
     for &(rows, hidden, vocab) in &[
         (1usize, 576usize, 1000usize),
         (37, 1024, 4096),
         (300, 4096, 512),
+        (256, 5120, 300),
+        (3, 10240, 64),
     ] {
         let meta = flat_step(rows, &mut rng, vocab as u32);
         let (sc, sg) = (cpu.prepare_step(&meta)?, gpu.prepare_step(&meta)?);
@@ -235,7 +241,7 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         );
     }
 
-    for &(rows, n) in &[(1usize, 3072usize), (37, 4864), (256, 1536)] {
+    for &(rows, n) in &[(1usize, 3072usize), (37, 4864), (256, 1536), (4, 17408)] {
         let x = randn(&mut rng, rows * 2 * n, 2.0);
         let (xc, xg) = (up(cpu, &[rows, 2 * n], &x)?, up(gpu, &[rows, 2 * n], &x)?);
         let (oc, og) = (cpu.silu_mul(&xc)?, gpu.silu_mul(&xg)?);
@@ -246,6 +252,172 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
             &cpu.to_host(&oc)?,
             T,
         );
+    }
+    qkv_attention(cpu, gpu, &mut rng, rep)
+}
+
+fn params<'a, T>(c: &Case, norms: bool, wq: &'a T, wk: &'a T, inv: &'a T) -> AttnParams<'a, T> {
+    AttnParams {
+        q_heads: c.q_heads,
+        kv_heads: c.kv_heads,
+        head_dim: c.head_dim,
+        q_norm: norms.then_some(wq),
+        k_norm: norms.then_some(wk),
+        inv_freq: inv,
+        eps: 1e-6,
+        scale: 1.0 / (c.head_dim as f32).sqrt(),
+    }
+}
+
+/// `qkv_attention`: the CUDA backend's one launch for q/k norm + RoPE + the K/V cache
+/// write (then attention) against the trait's default sequence of single ops on the
+/// CPU, with the caches compared afterwards.
+fn qkv_attention(
+    cpu: &CpuBackend,
+    gpu: &CudaBackend,
+    rng: &mut ChaCha8Rng,
+    rep: &mut Report,
+) -> Result<()> {
+    const T: f64 = 1e-2;
+    let decode: Vec<(usize, usize)> = (0..32).map(|_| (rng.random_range(0..2000), 1)).collect();
+    let case = |name, page_size, head_dim, q_heads, kv_heads, seqs: &[(usize, usize)]| Case {
+        name,
+        page_size,
+        head_dim,
+        q_heads,
+        kv_heads,
+        seqs: seqs.to_vec(),
+    };
+    let cases = [
+        case(
+            "mixed prefill+decode",
+            16,
+            128,
+            40,
+            8,
+            &[(700, 1), (0, 90), (33, 1), (1200, 64)],
+        ),
+        case(
+            "mixed prefill+decode",
+            1,
+            64,
+            16,
+            8,
+            &[(5, 3), (100, 1), (0, 40), (63, 1)],
+        ),
+        case("decode", 16, 128, 16, 8, &decode),
+        case("decode", 1, 64, 40, 8, &decode[..9]),
+        // Head dims the attention kernels leave to the simple one: the fused
+        // kernel's hd256 build and its generic one.
+        case("prefill+decode", 16, 256, 4, 2, &[(0, 20), (10, 1)]),
+        case("prefill+decode", 16, 96, 6, 2, &[(0, 9), (30, 1)]),
+    ];
+    for c in &cases {
+        let (hd, hq, hkv) = (c.head_dim, c.q_heads, c.kv_heads);
+        let inv: Vec<f32> = (0..hd / 2)
+            .map(|i| 1_000_000f32.powf(-(2.0 * i as f32) / hd as f32))
+            .collect();
+        let (ic, ig) = (up(cpu, &[hd / 2], &inv)?, up(gpu, &[hd / 2], &inv)?);
+        for norms in [true, false] {
+            let (num_pages, fill, attn) = metas(c, rng);
+            let layout = KvLayout {
+                num_layers: 1,
+                num_pages,
+                page_size: c.page_size,
+                kv_heads: hkv,
+                head_dim: hd,
+            };
+            let kvw = hkv * hd;
+            let (nf, t) = (fill.tokens.len(), attn.tokens.len());
+            let cols = (hq + 2 * hkv) * hd;
+            let (kf, vf) = (randn(rng, nf * kvw, 1.0), randn(rng, nf * kvw, 1.0));
+            let qkv = randn(rng, t * cols, 1.0);
+            let (wq, wk) = (randn(rng, hd, 1.0), randn(rng, hd, 1.0));
+            let (wqc, wkc) = (up(cpu, &[hd], &wq)?, up(cpu, &[hd], &wk)?);
+            let (wqg, wkg) = (up(gpu, &[hd], &wq)?, up(gpu, &[hd], &wk)?);
+            // Every position cached first (the prefix), then the step's own K/V.
+            let mut kvc = cpu.alloc_kv(layout)?;
+            let fc = cpu.prepare_step(&fill)?;
+            cpu.store_kv(
+                &mut kvc,
+                0,
+                &up(cpu, &[nf, kvw], &kf)?,
+                &up(cpu, &[nf, kvw], &vf)?,
+                &fc,
+            )?;
+            let ac = cpu.prepare_step(&attn)?;
+            let oc = cpu.qkv_attention(
+                up(cpu, &[t, cols], &qkv)?,
+                &mut kvc,
+                0,
+                &ac,
+                &params(c, norms, &wqc, &wkc, &ic),
+            )?;
+            let mut kvg = gpu.alloc_kv(layout)?;
+            let fg = gpu.prepare_step(&fill)?;
+            gpu.store_kv(
+                &mut kvg,
+                0,
+                &up(gpu, &[nf, kvw], &kf)?,
+                &up(gpu, &[nf, kvw], &vf)?,
+                &fg,
+            )?;
+            let ag = gpu.prepare_step(&attn)?;
+            let og = gpu.qkv_attention(
+                up(gpu, &[t, cols], &qkv)?,
+                &mut kvg,
+                0,
+                &ag,
+                &params(c, norms, &wqg, &wkg, &ig),
+            )?;
+            let group = hq / hkv;
+            let desc = format!(
+                "{} ps={} hd={hd} {hq}q/{hkv}kv T={t} norms={norms}",
+                c.name, c.page_size
+            );
+            rep.check(
+                "qkv_attn",
+                format!("{desc} out [{:?}]", gpu.attention_path(&ag, hd, group)),
+                &gpu.to_host(&og)?,
+                &cpu.to_host(&oc)?,
+                2e-2,
+            );
+            // The step's slots hold the rotated K and the copied V; every other slot
+            // (the CPU cache has no scratch page) still holds what the fill wrote.
+            let bf = |v: Vec<u16>| -> Vec<f32> {
+                v.into_iter()
+                    .map(|b| half::bf16::from_bits(b).to_f32())
+                    .collect()
+            };
+            let kg = bf(gpu.dev.stream.clone_dtoh(&kvg.k[0])?);
+            let vg = bf(gpu.dev.stream.clone_dtoh(&kvg.v[0])?);
+            let mut new = vec![false; num_pages * c.page_size];
+            for &s in &attn.slots {
+                new[s as usize] = true;
+            }
+            let rows_of = |x: &[f32], want: bool| -> Vec<f32> {
+                (0..new.len())
+                    .filter(|&s| new[s] == want)
+                    .flat_map(|s| x[s * kvw..(s + 1) * kvw].iter().copied())
+                    .collect()
+            };
+            for (what, g, cc, tol) in [("K", &kg, &kvc.k[0], T), ("V", &vg, &kvc.v[0], 0.0)] {
+                rep.check(
+                    "qkv_attn",
+                    format!("{desc} cached {what} of the step"),
+                    &rows_of(g, true),
+                    &rows_of(cc, true),
+                    tol,
+                );
+                rep.check(
+                    "qkv_attn",
+                    format!("{desc} cached {what} elsewhere"),
+                    &rows_of(g, false),
+                    &rows_of(cc, false),
+                    0.0,
+                );
+            }
+        }
     }
     Ok(())
 }

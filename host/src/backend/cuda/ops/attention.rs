@@ -5,6 +5,7 @@
 use cudarc::driver::CudaSlice;
 
 use super::kv::check_slots;
+use super::rope::QkvRopeStore;
 use super::shape_err;
 use crate::backend::cuda::device::DecodeSchedule;
 use crate::backend::cuda::{cfg, g, Arg, CudaBackend, CudaKv, CudaStep, CudaTensor, PREFILL_TILE};
@@ -128,74 +129,40 @@ impl CudaBackend {
         let fp = self.ptr(freq);
         let pos = self.step_ptr(step, step.off.positions);
         let base = self.bf16_ptr(&qkv, "qkv_attention")?;
-        let kp = base + (qd * 2) as u64;
-        let vp = kp + (kvd * 2) as u64;
-        // q and k in place inside qkv: norm and rotation in one pass; without
-        // per-head norms q and k are adjacent heads of one launch.
-        match (p.q_norm, p.k_norm) {
+        // The reference normalises q and k only when both weights are given.
+        let (qw, kw) = match (p.q_norm, p.k_norm) {
             (Some(qn), Some(kn)) => {
-                let (qw, kw) = (
-                    self.bf16_ptr(qn, "qkv_attention")?,
-                    self.bf16_ptr(kn, "qkv_attention")?,
-                );
                 if qn.numel() != d || kn.numel() != d {
                     return Err(shape_err(
                         "qkv_attention",
                         format!("q/k norm {:?}/{:?}, head_dim {d}", qn.shape, kn.shape),
                     ));
                 }
-                self.norm_rope_raw(
-                    base,
-                    rows,
-                    p.q_heads,
-                    cols,
-                    d,
-                    qw,
-                    pos,
-                    fp,
-                    p.eps,
-                    "qkv_attention",
-                )?;
-                self.norm_rope_raw(
-                    kp,
-                    rows,
-                    p.kv_heads,
-                    cols,
-                    d,
-                    kw,
-                    pos,
-                    fp,
-                    p.eps,
-                    "qkv_attention",
-                )?;
+                (
+                    self.bf16_ptr(qn, "qkv_attention")?,
+                    self.bf16_ptr(kn, "qkv_attention")?,
+                )
             }
-            _ => self.norm_rope_raw(
-                base,
-                rows,
-                p.q_heads + p.kv_heads,
-                cols,
-                d,
-                0,
-                pos,
-                fp,
-                0.0,
-                "qkv_attention",
-            )?,
-        }
-        self.launch(
-            "kv_store",
-            cfg((g(rows), 1, 1), 128),
-            &[
-                Arg::U64(kp),
-                Arg::U64(vp),
-                Arg::I32(cols as i32),
-                Arg::I32(cols as i32),
-                Arg::U64(self.step_ptr(step, step.off.slots)),
-                Arg::U64(self.ptr(&kv.k[layer])),
-                Arg::U64(self.ptr(&kv.v[layer])),
-                Arg::I32(kvd as i32),
-            ],
-        )?;
+            _ => (0, 0),
+        };
+        // One launch inside qkv: q normed and rotated in place, k normed, rotated
+        // and written to the cache, v copied to the cache.
+        self.qkv_rope_store_raw(&QkvRopeStore {
+            qkv: base,
+            rows,
+            row_stride: cols,
+            q_heads: p.q_heads,
+            kv_heads: p.kv_heads,
+            head_dim: d,
+            q_norm: qw,
+            k_norm: kw,
+            pos,
+            inv_freq: fp,
+            eps: p.eps,
+            slots: self.step_ptr(step, step.off.slots),
+            k_cache: self.ptr(&kv.k[layer]),
+            v_cache: self.ptr(&kv.v[layer]),
+        })?;
         self.attention_raw(
             base,
             cols,
@@ -461,8 +428,9 @@ impl CudaBackend {
                 let mma = path == AttnPath::DecodeMma;
                 // The CUDA-core kernel covers a group in chunks of up to 8 heads;
                 // the tensor-core one takes the whole group (up to 16) as mma rows.
+                let (variant, min_splits) = self.decode_mma.get();
                 let (name, head_chunks) = if mma {
-                    (format!("attn_decode_mma_hd{d}"), 1)
+                    (variant.kernel(d), 1)
                 } else {
                     let gmax = match group {
                         1 => 1,
@@ -473,7 +441,10 @@ impl CudaBackend {
                     (format!("attn_decode_hd{d}_g{gmax}"), group.div_ceil(gmax))
                 };
                 let max_kv = step.max_kv_hint.unwrap_or(step.meta.max_kv_len() as usize);
-                let splits = self.decode_splits(s, l.kv_heads, head_chunks, max_kv);
+                let mut splits = self.decode_splits(s, l.kv_heads, head_chunks, max_kv);
+                if mma {
+                    splits = splits.max(min_splits.min(max_kv.div_ceil(32).clamp(1, 256)));
+                }
                 // One split: the kernel writes the output itself, no partials.
                 let direct = splits == 1;
                 let part_rows = if direct { 0 } else { s * hq * splits };

@@ -1,8 +1,31 @@
-//! Per-head RMS norm and rotary embedding, one fused kernel (`kernels/rope.cu`).
+//! Per-head RMS norm and rotary embedding, one fused kernel (`kernels/rope.cu`), and
+//! the same fused with a layer's K/V cache write over its qkv projection.
 
 use super::shape_err;
 use crate::backend::cuda::{cfg, g, Arg, CudaBackend, CudaStep, CudaTensor};
 use crate::backend::{shapes, BackendError};
+
+/// Where [`CudaBackend::qkv_rope_store_raw`] finds and puts one layer's q, k and v.
+pub(super) struct QkvRopeStore {
+    /// `rows` rows of `row_stride` elements: `q_heads`, then `kv_heads` k, then
+    /// `kv_heads` v heads of `head_dim` each.
+    pub qkv: u64,
+    pub rows: usize,
+    pub row_stride: usize,
+    pub q_heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    /// Per-head RMSNorm weights, 0 for none.
+    pub q_norm: u64,
+    pub k_norm: u64,
+    pub pos: u64,
+    pub inv_freq: u64,
+    pub eps: f32,
+    /// `[rows]` cache slots and the layer's `[slot][kv_heads][head_dim]` caches.
+    pub slots: u64,
+    pub k_cache: u64,
+    pub v_cache: u64,
+}
 
 impl CudaBackend {
     pub(super) fn head_rms_norm_impl(
@@ -112,6 +135,45 @@ impl CudaBackend {
         } else {
             args.push(Arg::I32(head_dim as i32));
             "norm_rope_generic".to_string()
+        };
+        self.launch(&name, cfg((g(warps.div_ceil(4)), 1, 1), 128), &args)
+    }
+    /// q/k norm + RoPE and the K/V cache write of one layer in one launch
+    /// (`qkv_rope_store_*`): q rotated in place, k and v written to the caches.
+    pub(super) fn qkv_rope_store_raw(&self, a: &QkvRopeStore) -> Result<(), BackendError> {
+        let d = a.head_dim;
+        // The v copy moves 16 bytes a lane from every head start.
+        if d == 0 || !d.is_multiple_of(8) || d > 1024 || !a.row_stride.is_multiple_of(8) {
+            return Err(BackendError::Unsupported(format!(
+                "qkv_attention: head_dim {d}, row stride {}; the kernels need multiples of 8 \
+                 and a head_dim up to 1024",
+                a.row_stride
+            )));
+        }
+        let warps = a.rows * (a.q_heads + 2 * a.kv_heads);
+        if warps == 0 {
+            return Ok(());
+        }
+        let mut args = vec![
+            Arg::U64(a.qkv),
+            Arg::I32(a.rows as i32),
+            Arg::I32(a.q_heads as i32),
+            Arg::I32(a.kv_heads as i32),
+            Arg::I32(a.row_stride as i32),
+            Arg::U64(a.q_norm),
+            Arg::U64(a.k_norm),
+            Arg::U64(a.pos),
+            Arg::U64(a.inv_freq),
+            Arg::F32(a.eps),
+            Arg::U64(a.slots),
+            Arg::U64(a.k_cache),
+            Arg::U64(a.v_cache),
+        ];
+        let name = if matches!(d, 64 | 128 | 256) {
+            format!("qkv_rope_store_hd{d}")
+        } else {
+            args.push(Arg::I32(d as i32));
+            "qkv_rope_store_generic".to_string()
         };
         self.launch(&name, cfg((g(warps.div_ceil(4)), 1, 1), 128), &args)
     }
