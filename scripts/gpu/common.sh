@@ -8,7 +8,7 @@ gpu_stage() {
     # loader names, before any device time is spent (a kernel deleted by mistake made
     # a whole call fall back to the simple attention kernel on 2026-12-01).
     local nvrtc_lib
-    nvrtc_lib=$(ls -d "$PWD"/target/nvrtc/nvidia/cu13/lib "$PWD"/target/cudatools/lib/python3*/site-packages/nvidia/cu13/lib 2>/dev/null | head -1)
+    nvrtc_lib=$(ls -d "$PWD"/target/nvrtc/nvidia/cu13/lib "$PWD"/target/cudatools/lib/python3*/site-packages/nvidia/cu13/lib 2>/dev/null | head -1 || true)
     if [ -z "$nvrtc_lib" ]; then
         echo "gpu_stage: no NVRTC here; run scripts/setup.sh (it installs target/nvrtc)" >&2
         return 1
