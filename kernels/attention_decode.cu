@@ -226,55 +226,84 @@ DECODE(128, 8)
 // attn_decode_combine. Needs group <= 16.
 //
 // grid: (splits, kv_heads, B); block: 128 (4 warps). The block stages DM_BK context
-// rows of K and V in shared memory, ST tiles deep: the next ST - 1 tiles' cp.async
-// copies are in flight while the warps compute on the current one (with one stage
-// the block stood idle for every tile's full memory latency, and the kernel reached
-// 48-74% of copy bandwidth on the H200; two stages gave 78-81%). Warp w computes
-// scores and P.V for rows [16 w, 16 w + 16) of each tile with its own online-softmax
-// state, and the four states are merged at the end. Dynamic shared memory:
-// ST * 2 * DM_BK * (HD + DM_PAD) bf16 (device.rs `dynamic_smem` must agree).
-//
-// With PF the page ids of a tile are read one tile before its copies are issued:
-// otherwise every tile's copies wait on a dependent global load of its page ids
-// (an L2 round trip) on the critical path of a latency-bound loop.
+// rows of K and V in shared memory, two tiles deep: the next tile's cp.async copies
+// are in flight while the warps compute on the current one (with one stage the
+// block stood idle for every tile's full memory latency, and the kernel reached
+// 48-74% of copy bandwidth on the H200). Warp w computes scores and P.V for rows
+// [16 w, 16 w + 16) of each tile with its own online-softmax state, and the four
+// states are merged at the end. Dynamic shared memory: DM_STAGES * 2 * DM_BK *
+// (HD + DM_PAD) bf16 (device.rs `dynamic_smem` must agree).
 #define DM_BK 64
 #define DM_PAD 8
-
-// Pieces of 16 bytes each thread copies per tile (K and V each).
-template <int HD>
-struct DmTile {
-    static constexpr int PIECES = DM_BK * HD / 8 / 128;
-};
-
-// The page ids of the rows this thread copies in the tile starting at kb (0 past c1).
-template <int HD>
-__device__ __forceinline__ void decode_mma_tile_pages(int (&pg)[DmTile<HD>::PIECES],
-                                                      const int* pages, int kb, int c1,
-                                                      int page_size) {
-#pragma unroll
-    for (int i = 0; i < DmTile<HD>::PIECES; i++) {
-        int p = kb + (threadIdx.x + i * 128) / (HD / 8);
-        pg[i] = p < c1 ? pages[p / page_size] : 0;
-    }
-}
+#define DM_STAGES 2
 
 template <int HD>
 __device__ __forceinline__ void decode_mma_load_tile(
     bf16_t* Ks, bf16_t* Vs, const bf16_t* __restrict__ k_cache,
-    const bf16_t* __restrict__ v_cache, const int (&pg)[DmTile<HD>::PIECES], int kb, int c1,
-    int kvh, int kv_heads, int page_size) {
+    const bf16_t* __restrict__ v_cache, const int* pages, int kb, int c1, int kvh,
+    int kv_heads, int page_size) {
     constexpr int LD = HD + DM_PAD;
     // Every 16-byte piece of the tile in flight at once (cp.async, no registers
     // held); rows past the end are zero-filled.
 #pragma unroll
-    for (int i = 0; i < DmTile<HD>::PIECES; i++) {
+    for (int i = 0; i < DM_BK * HD / 8 / 128; i++) {
         int idx = threadIdx.x + i * 128;
         int r = idx / (HD / 8), c = idx % (HD / 8);
         int p = kb + r;
         bool valid = p < c1;
-        size_t row = valid ? ((size_t)pg[i] * page_size + p % page_size) * kv_heads + kvh : 0;
+        size_t row = valid ? ((size_t)pages[p / page_size] * page_size + p % page_size) * kv_heads + kvh : 0;
         cp_async16(smem_u32(&Ks[r * LD + c * 8]), k_cache + row * HD + c * 8, valid);
         cp_async16(smem_u32(&Vs[r * LD + c * 8]), v_cache + row * HD + c * 8, valid);
+    }
+}
+
+// The end of a segment: the four warps' online-softmax states (this lane's rows g and
+// g + 8 of its warp's O) merged through shared memory (the tiles' memory, free once
+// every copy has landed) and handed to `store` per (query head, dim).
+template <int HD, typename Store>
+__device__ __forceinline__ void decode_mma_merge(int warp, int g, int tq, float m0, float m1,
+                                                 float l0, float l1, float (&oacc)[HD / 8][4],
+                                                 int group, float (&sm_m)[4][16],
+                                                 float (&sm_l)[4][16], Store store) {
+    extern __shared__ __align__(16) unsigned char dm_smem[];
+    int wr = warp * 16;
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+
+    // Merge the four warps' states (the tiles' memory now holds the partial outputs).
+    __syncthreads();
+    float* sm_o = reinterpret_cast<float*>(dm_smem);
+    if (tq == 0) {
+        sm_m[warp][g] = l0 > 0.0f ? m0 : NEG_INF;
+        sm_l[warp][g] = l0;
+        sm_m[warp][g + 8] = l1 > 0.0f ? m1 : NEG_INF;
+        sm_l[warp][g + 8] = l1;
+    }
+#pragma unroll
+    for (int dt = 0; dt < HD / 8; dt++) {
+        int col = dt * 8 + 2 * tq;
+        sm_o[(wr + g) * HD + col] = oacc[dt][0];
+        sm_o[(wr + g) * HD + col + 1] = oacc[dt][1];
+        sm_o[(wr + g + 8) * HD + col] = oacc[dt][2];
+        sm_o[(wr + g + 8) * HD + col + 1] = oacc[dt][3];
+    }
+    __syncthreads();
+    int nh = min(group, 16);
+    for (int idx = threadIdx.x; idx < nh * HD; idx += blockDim.x) {
+        int gi = idx / HD, d = idx % HD;
+        float M = NEG_INF;
+#pragma unroll
+        for (int w = 0; w < 4; w++) M = fmaxf(M, sm_m[w][gi]);
+        float L = 0.0f, O = 0.0f;
+#pragma unroll
+        for (int w = 0; w < 4; w++) {
+            float wt = sm_m[w][gi] == NEG_INF ? 0.0f : exp2f(sm_m[w][gi] - M);
+            L += sm_l[w][gi] * wt;
+            O += sm_o[(w * 16 + gi) * HD + d] * wt;
+        }
+        store(gi, d, M, L, O);
     }
 }
 
@@ -283,12 +312,11 @@ __device__ __forceinline__ void decode_mma_load_tile(
 // `store(gi, d, M, L, O)` receives each (query head gi of the group, dim d) of the
 // merged state (O / L the output, M + log2 L its log2-sum-exp). `t` is the token row
 // of the query. Shared by the split-KV and the stream-K kernels below.
-template <int HD, int ST, bool PF, typename Store>
+template <int HD, typename Store>
 __device__ __forceinline__ void decode_mma_segment(
     const bf16_t* __restrict__ q, int q_stride, const bf16_t* __restrict__ k_cache,
     const bf16_t* __restrict__ v_cache, const int* pages, int t, int kvh, int group,
     int kv_heads, int page_size, float scale, int c0, int c1, Store store) {
-    static_assert(ST >= 2, "the loop keeps at least one tile in flight");
     constexpr int LD = HD + DM_PAD;
     constexpr int TILE = DM_BK * LD;
     // Stage s: K at smem + 2 s TILE, V at smem + (2 s + 1) TILE. After the loop the
@@ -301,22 +329,9 @@ __device__ __forceinline__ void decode_mma_segment(
     int h0 = kvh * group;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
 
-    // Tiles 0 .. ST - 2 go out before the loop; `pg` then holds the page ids of the
-    // next tile to issue (with PF, read one iteration ahead).
-    int pg[DmTile<HD>::PIECES];
-#pragma unroll
-    for (int s = 0; s < ST - 1; s++) {
-        int kb = c0 + s * DM_BK;
-        if (kb < c1) {
-            decode_mma_tile_pages<HD>(pg, pages, kb, c1, page_size);
-            bf16_t* Ks = smem + 2 * s * TILE;
-            decode_mma_load_tile<HD>(Ks, Ks + TILE, k_cache, v_cache, pg, kb, c1, kvh, kv_heads,
-                                     page_size);
-        }
-        cp_async_commit();
-    }
-    if (PF && c0 + (ST - 1) * DM_BK < c1)
-        decode_mma_tile_pages<HD>(pg, pages, c0 + (ST - 1) * DM_BK, c1, page_size);
+    decode_mma_load_tile<HD>(smem, smem + TILE, k_cache, v_cache, pages, c0, c1, kvh, kv_heads,
+                             page_size);
+    cp_async_commit();
 
     u32 qf[HD / 16][4];
     {
@@ -339,22 +354,19 @@ __device__ __forceinline__ void decode_mma_segment(
     int wr = warp * 16;  // this warp's rows within a tile
 
     for (int kb = c0, it = 0; kb < c1; kb += DM_BK, it++) {
-        bf16_t* Ks = smem + 2 * (it % ST) * TILE;
+        bf16_t* Ks = smem + 2 * (it % DM_STAGES) * TILE;
         bf16_t* Vs = Ks + TILE;
-        // Tile it + ST - 1 goes to the stage every warp finished reading before the
-        // barrier at the end of the previous iteration. The group is committed even
-        // when empty so that wait<ST - 1> always means "the current tile has landed".
-        int kn = kb + (ST - 1) * DM_BK;
-        if (kn < c1) {
-            if (!PF) decode_mma_tile_pages<HD>(pg, pages, kn, c1, page_size);
-            bf16_t* Kn = smem + 2 * ((it + ST - 1) % ST) * TILE;
-            decode_mma_load_tile<HD>(Kn, Kn + TILE, k_cache, v_cache, pg, kn, c1, kvh, kv_heads,
-                                     page_size);
-            if (PF && kn + DM_BK < c1)
-                decode_mma_tile_pages<HD>(pg, pages, kn + DM_BK, c1, page_size);
+        // The next tile goes to the other stage, which every warp finished
+        // reading before the barrier at the end of the previous iteration. The
+        // group is committed even when empty so that wait<1> always means
+        // "the current tile has landed".
+        if (kb + DM_BK < c1) {
+            bf16_t* Kn = smem + 2 * ((it + 1) % DM_STAGES) * TILE;
+            decode_mma_load_tile<HD>(Kn, Kn + TILE, k_cache, v_cache, pages, kb + DM_BK, c1, kvh,
+                                     kv_heads, page_size);
         }
         cp_async_commit();
-        cp_async_wait<ST - 1>();
+        cp_async_wait<1>();
         __syncthreads();
         if (kb + wr < c1) {  // else this warp's rows of the tile are all past the end
             float sacc[2][4];
@@ -423,47 +435,208 @@ __device__ __forceinline__ void decode_mma_segment(
         __syncthreads();
     }
     cp_async_wait<0>();
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    decode_mma_merge<HD>(warp, g, tq, m0, m1, l0, l1, oacc, group, sm_m, sm_l, store);
+}
 
-    // Merge the four warps' states (the tiles' memory now holds the partial outputs).
-    __syncthreads();
-    float* sm_o = reinterpret_cast<float*>(dm_smem);
-    if (tq == 0) {
-        sm_m[warp][g] = l0 > 0.0f ? m0 : NEG_INF;
-        sm_l[warp][g] = l0;
-        sm_m[warp][g + 8] = l1 > 0.0f ? m1 : NEG_INF;
-        sm_l[warp][g + 8] = l1;
-    }
+// Second build of the tensor-core decode (`_v2`, `_v2pf`; the A/B of 2026-12-01).
+// The first build's loop is bound by instruction issue, not by memory: every
+// tile's copies are issued by the same warps that then wait for them, and each
+// 16-byte piece paid an integer division by the page size (p / page_size and
+// p % page_size, ~20 instructions each) and 64-bit index products; moving the page
+// lookup into its own function (so the division was no longer shared between the
+// quotient and the remainder) made the kernel 14% slower. Here:
+// - page sizes are powers of two (the config requires it): shift and mask;
+// - each thread's pointers and shared-memory offsets are fixed per block, a piece
+//   costs one page-id load, a shift, a 32 x 32 -> 64 product and two copies;
+// - with PF the page ids of a tile are read one tile ahead, so the L2 round trip
+//   of that load is not on the critical path of the copies;
+// - K and V fragments come from ldmatrix (8 x4 loads per tile each instead of 32
+//   32-bit and 64 16-bit shared loads plus packing for V).
+// Same tile, stages (two), warps and merge as the first build; same dynamic
+// shared memory.
+template <int HD>
+struct Dm2 {
+    static constexpr int LD = HD + DM_PAD;     // bf16 per staged row
+    static constexpr int TILE = DM_BK * LD;    // bf16 per staged K (or V) tile
+    static constexpr int CPR = HD / 8;         // 16-byte pieces per row
+    static constexpr int RPP = 128 / CPR;      // rows one pass of the block covers
+    static constexpr int PIECES = DM_BK / RPP; // pieces per thread per tile
+};
+
+// Page ids of the rows this thread copies in the tile at kb (0 past c1).
+template <int HD>
+__device__ __forceinline__ void dm2_pages(int (&pg)[Dm2<HD>::PIECES], const int* pages, int kb,
+                                          int r0, int c1, int shift) {
 #pragma unroll
-    for (int dt = 0; dt < HD / 8; dt++) {
-        int col = dt * 8 + 2 * tq;
-        sm_o[(wr + g) * HD + col] = oacc[dt][0];
-        sm_o[(wr + g) * HD + col + 1] = oacc[dt][1];
-        sm_o[(wr + g + 8) * HD + col] = oacc[dt][2];
-        sm_o[(wr + g + 8) * HD + col + 1] = oacc[dt][3];
-    }
-    __syncthreads();
-    int nh = min(group, 16);
-    for (int idx = threadIdx.x; idx < nh * HD; idx += blockDim.x) {
-        int gi = idx / HD, d = idx % HD;
-        float M = NEG_INF;
-#pragma unroll
-        for (int w = 0; w < 4; w++) M = fmaxf(M, sm_m[w][gi]);
-        float L = 0.0f, O = 0.0f;
-#pragma unroll
-        for (int w = 0; w < 4; w++) {
-            float wt = sm_m[w][gi] == NEG_INF ? 0.0f : exp2f(sm_m[w][gi] - M);
-            L += sm_l[w][gi] * wt;
-            O += sm_o[(w * 16 + gi) * HD + d] * wt;
-        }
-        store(gi, d, M, L, O);
+    for (int i = 0; i < Dm2<HD>::PIECES; i++) {
+        int p = kb + r0 + i * Dm2<HD>::RPP;
+        pg[i] = p < c1 ? __ldg(pages + (p >> shift)) : 0;
     }
 }
 
-template <int HD, int ST, bool PF>
+// Issues the copies of the tile at kb into the stage at shared address `dst`
+// (K, then V TILE elements later). kp / vp: this thread's column of kv head kvh
+// in slot 0; `stride`: elements per slot.
+template <int HD>
+__device__ __forceinline__ void dm2_copy(u32 dst, const bf16_t* kp, const bf16_t* vp,
+                                         const int (&pg)[Dm2<HD>::PIECES], int kb, int r0,
+                                         int c1, int shift, u32 stride) {
+    const int mask = (1 << shift) - 1;
+#pragma unroll
+    for (int i = 0; i < Dm2<HD>::PIECES; i++) {
+        int p = kb + r0 + i * Dm2<HD>::RPP;
+        bool valid = p < c1;
+        u32 slot = ((u32)pg[i] << shift) | (u32)(p & mask);
+        size_t off = valid ? (size_t)slot * stride : 0;
+        u32 d = dst + (u32)(i * Dm2<HD>::RPP * Dm2<HD>::LD * 2);
+        cp_async16(d, kp + off, valid);
+        cp_async16(d + Dm2<HD>::TILE * 2, vp + off, valid);
+    }
+}
+
+template <int HD, bool PF, typename Store>
+__device__ __forceinline__ void decode_mma2_segment(
+    const bf16_t* __restrict__ q, int q_stride, const bf16_t* __restrict__ k_cache,
+    const bf16_t* __restrict__ v_cache, const int* pages, int t, int kvh, int group,
+    int kv_heads, int page_size, float scale, int c0, int c1, Store store) {
+    using C = Dm2<HD>;
+    constexpr int LD = C::LD;
+    constexpr int TILE = C::TILE;
+    extern __shared__ __align__(16) unsigned char dm_smem[];
+    bf16_t* smem = reinterpret_cast<bf16_t*>(dm_smem);
+    __shared__ float sm_m[4][16];
+    __shared__ float sm_l[4][16];
+
+    const int h0 = kvh * group;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
+    const int shift = __ffs(page_size) - 1;
+    const int r0 = threadIdx.x / C::CPR, cc = threadIdx.x % C::CPR;
+    const u32 stride = (u32)(kv_heads * HD);
+    const bf16_t* kp = k_cache + kvh * HD + cc * 8;
+    const bf16_t* vp = v_cache + kvh * HD + cc * 8;
+    const u32 smem0 = smem_u32(smem);
+    // This thread's first piece in a stage (stage s at + 2 s TILE elements).
+    const u32 my_dst = smem0 + (u32)((r0 * LD + cc * 8) * 2);
+
+    int pg[C::PIECES];
+    dm2_pages<HD>(pg, pages, c0, r0, c1, shift);
+    dm2_copy<HD>(my_dst, kp, vp, pg, c0, r0, c1, shift, stride);
+    cp_async_commit();
+    if (PF && c0 + DM_BK < c1) dm2_pages<HD>(pg, pages, c0 + DM_BK, r0, c1, shift);
+
+    u32 qf[HD / 16][4];
+    {
+        bool ok0 = g < group, ok1 = g + 8 < group;
+        const bf16_t* q0p = q + (size_t)t * q_stride + (h0 + (ok0 ? g : 0)) * HD;
+        const bf16_t* q1p = q + (size_t)t * q_stride + (h0 + (ok1 ? g + 8 : 0)) * HD;
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++) {
+            qf[kk][0] = ok0 ? *reinterpret_cast<const u32*>(q0p + kk * 16 + 2 * tq) : 0u;
+            qf[kk][1] = ok1 ? *reinterpret_cast<const u32*>(q1p + kk * 16 + 2 * tq) : 0u;
+            qf[kk][2] = ok0 ? *reinterpret_cast<const u32*>(q0p + kk * 16 + 8 + 2 * tq) : 0u;
+            qf[kk][3] = ok1 ? *reinterpret_cast<const u32*>(q1p + kk * 16 + 8 + 2 * tq) : 0u;
+        }
+    }
+    float oacc[HD / 8][4];
+#pragma unroll
+    for (int i = 0; i < HD / 8; i++) oacc[i][0] = oacc[i][1] = oacc[i][2] = oacc[i][3] = 0.0f;
+    float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.0f, l1 = 0.0f;
+    const float sl2 = scale * LOG2E;
+    const int wr = warp * 16;  // this warp's rows within a tile
+    // ldmatrix row addresses (bytes within a stage). K, x4 per 16 dims: matrices
+    // (rows +0..7 | +8..15) x (dims +0..7 | +8..15) = b0/b1 of n-tiles 0 and 1.
+    // V, x4.trans per 16 dims: (tokens +0..7 | +8..15) x (dims +0..7 | +8..15) =
+    // b0/b1 of two d-tiles.
+    const int lm = lane >> 3, lr = lane & 7;
+    const u32 k_lm = (u32)(((wr + (lm >> 1) * 8 + lr) * LD + (lm & 1) * 8) * 2);
+    const u32 v_lm = (u32)(((wr + (lm & 1) * 8 + lr) * LD + (lm >> 1) * 8) * 2 + TILE * 2);
+
+    for (int kb = c0, it = 0; kb < c1; kb += DM_BK, it++) {
+        const u32 stage = smem0 + (u32)((it & 1) * 2 * TILE * 2);
+        // The next tile goes to the other stage, which every warp finished reading
+        // before the barrier at the end of the previous iteration; the group is
+        // committed even when empty so that wait<1> means "the current tile landed".
+        int kn = kb + DM_BK;
+        if (kn < c1) {
+            if (!PF) dm2_pages<HD>(pg, pages, kn, r0, c1, shift);
+            dm2_copy<HD>(my_dst + (u32)((((it + 1) & 1) * 2 * TILE) * 2), kp, vp, pg, kn, r0, c1,
+                         shift, stride);
+            if (PF && kn + DM_BK < c1) dm2_pages<HD>(pg, pages, kn + DM_BK, r0, c1, shift);
+        }
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();
+        if (kb + wr < c1) {  // else this warp's rows of the tile are all past the end
+            float sacc[2][4];
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++) sacc[nt][0] = sacc[nt][1] = sacc[nt][2] = sacc[nt][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < HD / 16; kk++) {
+                u32 b[4];
+                ldmatrix_x4(b, stage + k_lm + kk * 32);
+                mma_bf16_16816(sacc[0], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], b[0], b[1]);
+                mma_bf16_16816(sacc[1], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], b[2], b[3]);
+            }
+            float mx0 = NEG_INF, mx1 = NEG_INF;
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int col = kb + wr + nt * 8 + 2 * tq + (e & 1);
+                    sacc[nt][e] = col < c1 ? sacc[nt][e] * sl2 : NEG_INF;
+                }
+                mx0 = fmaxf(mx0, fmaxf(sacc[nt][0], sacc[nt][1]));
+                mx1 = fmaxf(mx1, fmaxf(sacc[nt][2], sacc[nt][3]));
+            }
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+            // At least one column of this warp's slice is valid, so mx is finite.
+            float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+            float al0 = exp2f(m0 - mn0), al1 = exp2f(m1 - mn1);
+            m0 = mn0;
+            m1 = mn1;
+            float rs0 = 0.0f, rs1 = 0.0f;
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++) {
+                sacc[nt][0] = exp2f(sacc[nt][0] - mn0);
+                sacc[nt][1] = exp2f(sacc[nt][1] - mn0);
+                sacc[nt][2] = exp2f(sacc[nt][2] - mn1);
+                sacc[nt][3] = exp2f(sacc[nt][3] - mn1);
+                rs0 += sacc[nt][0] + sacc[nt][1];
+                rs1 += sacc[nt][2] + sacc[nt][3];
+            }
+            l0 = l0 * al0 + rs0;
+            l1 = l1 * al1 + rs1;
+            u32 a0 = pack_bf16x2(sacc[0][0], sacc[0][1]);
+            u32 a1 = pack_bf16x2(sacc[0][2], sacc[0][3]);
+            u32 a2 = pack_bf16x2(sacc[1][0], sacc[1][1]);
+            u32 a3 = pack_bf16x2(sacc[1][2], sacc[1][3]);
+#pragma unroll
+            for (int dp = 0; dp < HD / 16; dp++) {
+                u32 b[4];
+                ldmatrix_x4_trans(b, stage + v_lm + dp * 32);
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    float* o = oacc[2 * dp + h];
+                    o[0] *= al0;
+                    o[1] *= al0;
+                    o[2] *= al1;
+                    o[3] *= al1;
+                    mma_bf16_16816(o, a0, a1, a2, a3, b[2 * h], b[2 * h + 1]);
+                }
+            }
+        }
+        // The next iteration's copies overwrite this stage.
+        __syncthreads();
+    }
+    cp_async_wait<0>();
+    decode_mma_merge<HD>(warp, g, tq, m0, m1, l0, l1, oacc, group, sm_m, sm_l, store);
+}
+
+// V: 0 = the first build, 1 = the second, 2 = the second with page prefetch.
+template <int HD, int V>
 __device__ __forceinline__ void decode_mma_impl(
     const bf16_t* __restrict__ q, int q_stride, const bf16_t* __restrict__ k_cache,
     const bf16_t* __restrict__ v_cache, const int* __restrict__ q_start,
@@ -478,33 +651,38 @@ __device__ __forceinline__ void decode_mma_impl(
     int c0 = split * part;
     if (c0 >= ctx) return;
     int c1 = min(ctx, c0 + part);
-    decode_mma_segment<HD, ST, PF>(q, q_stride, k_cache, v_cache, page_ids + page_start[b], q_start[b + 1] - 1,
-                           kvh, group, kv_heads, page_size, scale, c0, c1,
-                           [&](int gi, int d, float M, float L, float O) {
-                               decode_store(o_direct, o_part, lse_part, q_start, b, q_heads,
-                                            kvh * group + gi, HD, d, split, splits, M, L, O);
-                           });
+    const int* pages = page_ids + page_start[b];
+    int t = q_start[b + 1] - 1;
+    auto store = [&](int gi, int d, float M, float L, float O) {
+        decode_store(o_direct, o_part, lse_part, q_start, b, q_heads, kvh * group + gi, HD, d,
+                     split, splits, M, L, O);
+    };
+    if (V == 0)
+        decode_mma_segment<HD>(q, q_stride, k_cache, v_cache, pages, t, kvh, group, kv_heads,
+                               page_size, scale, c0, c1, store);
+    else
+        decode_mma2_segment<HD, V == 2>(q, q_stride, k_cache, v_cache, pages, t, kvh, group,
+                                         kv_heads, page_size, scale, c0, c1, store);
 }
 
-// Variants for the A/B of 2026-12-01 (device.rs `DecodeMmaVariant`): the plain
-// name is two stages without page prefetch, `_pf` adds the prefetch, `_s3` is three
-// stages with it (two blocks per SM at head_dim 128: 104 KB of tiles each).
-#define DECODE_MMA(NAME, HD, ST, PF, MINB)                                                     \
-    extern "C" __global__ void __launch_bounds__(128, MINB) NAME(                              \
+// The builds (device.rs `DecodeMmaVariant`): the plain name is the first, `_v2` the
+// second, `_v2pf` the second with page ids read a tile ahead.
+#define DECODE_MMA(NAME, HD, V)                                                                \
+    extern "C" __global__ void __launch_bounds__(128, 3) NAME(                                 \
         const bf16_t* q, int q_stride, const bf16_t* k_cache, const bf16_t* v_cache,          \
         const int* q_start, const int* kv_len, const int* page_start, const int* page_ids,   \
         int q_heads, int kv_heads, int page_size, float scale, float* o_part,                 \
         float* lse_part, bf16_t* o_direct) {                                                   \
-        decode_mma_impl<HD, ST, PF>(q, q_stride, k_cache, v_cache, q_start, kv_len,            \
-                                    page_start, page_ids, q_heads, kv_heads, page_size,       \
-                                    scale, o_part, lse_part, o_direct);                       \
+        decode_mma_impl<HD, V>(q, q_stride, k_cache, v_cache, q_start, kv_len, page_start,     \
+                               page_ids, q_heads, kv_heads, page_size, scale, o_part,          \
+                               lse_part, o_direct);                                            \
     }
-DECODE_MMA(attn_decode_mma_hd64, 64, 2, false, 3)
-DECODE_MMA(attn_decode_mma_hd128, 128, 2, false, 3)
-DECODE_MMA(attn_decode_mma_pf_hd64, 64, 2, true, 3)
-DECODE_MMA(attn_decode_mma_pf_hd128, 128, 2, true, 3)
-DECODE_MMA(attn_decode_mma_s3_hd64, 64, 3, true, 3)
-DECODE_MMA(attn_decode_mma_s3_hd128, 128, 3, true, 2)
+DECODE_MMA(attn_decode_mma_hd64, 64, 0)
+DECODE_MMA(attn_decode_mma_hd128, 128, 0)
+DECODE_MMA(attn_decode_mma_v2_hd64, 64, 1)
+DECODE_MMA(attn_decode_mma_v2_hd128, 128, 1)
+DECODE_MMA(attn_decode_mma_v2pf_hd64, 64, 2)
+DECODE_MMA(attn_decode_mma_v2pf_hd128, 128, 2)
 
 // Merge the splits: o[t, h, :] = sum_s w_s o_part[b, h, s, :] / sum_s w_s,
 // w_s = 2^(lse_s - max lse). grid: (B, q_heads); block: 128. `splits` is the grid.x
@@ -647,7 +825,7 @@ __device__ __forceinline__ void decode_mma_sk_impl(
         const int slot = first ? 0 : 1;
         const int t = q_start[b + 1] - 1;
         const int h0 = kvh * group;
-        decode_mma_segment<HD, 2, false>(q, q_stride, k_cache, v_cache, page_ids + page_start[b], t, kvh,
+        decode_mma_segment<HD>(q, q_stride, k_cache, v_cache, page_ids + page_start[b], t, kvh,
                                group, kv_heads, page_size, scale, c0, c1,
                                [&](int gi, int d, float M, float L, float O) {
                                    if (whole) {

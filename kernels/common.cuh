@@ -117,6 +117,20 @@ __device__ __forceinline__ void cp_async16(u32 dst, const void* src, bool valid)
     int n = valid ? 16 : 0;  // 0: the 16 bytes are zero-filled, src is not read
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
 }
+// Four 8 x 8 bf16 matrices from shared memory (sm_75+): lanes 8 m .. 8 m + 7 give the
+// 16-byte row addresses of matrix m, r[m] receives this lane's pair of it (row lane / 4,
+// columns 2 (lane % 4) and + 1; with .trans the same of the transpose), i.e. an mma
+// operand fragment without per-element loads.
+__device__ __forceinline__ void ldmatrix_x4(u32 (&r)[4], u32 addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(u32 (&r)[4], u32 addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }

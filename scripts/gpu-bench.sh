@@ -25,7 +25,7 @@
 #             decode forced, the 14B timeline, the default workload with each schedule,
 #             long prompts on both shapes;
 #     part 9: the decode schedules side by side: checks, benches, 14B offline, timeline.
-#     part 10: the split-grid decode builds (MINISGL_DECODE_MMA=base|pf|s3) and the fused
+#     part 10: the split-grid decode builds (MINISGL_DECODE_MMA=base|v2|v2pf) and the fused
 #             small kernels: checks, benches, models against the CPU, the 14B default
 #             workload with the base build and with the bench's best one, the 14B
 #             timeline with the best, 0.6B default workload.
@@ -221,7 +221,7 @@ device)
             echo "timeline ($sched) rc=$?"; grep -E "attn_decode|Σ" "$out/timeline-14b-$sched.md" | tail -9
         done
     elif [ "$part" = 10 ]; then
-        timeout 170 "$bin" gpu-check --skip-models --skip-engine --report "$out/gpu-check-ops.md" > "$out/gpu-check-ops.log" 2>&1
+        timeout 170 "$bin" gpu-check --skip-models --skip-engine --report /tmp/gpu-check-ops.md > "$out/gpu-check-ops.log" 2>&1
         echo "gpu-check ops rc=$?"
         grep -E "checks, |FAIL|decode kernels" "$out/gpu-check-ops.log" | head -30
         # The build with the highest mean bandwidth over the 14B head layout (group 5)
@@ -233,7 +233,7 @@ for line in open(sys.argv[1]):
     if "decode kernels" in line and "(group 5)" in line:
         for name, tb in re.findall(r"DecodeMma/(\w+) [0-9.]+ ms = ([0-9.]+) TB/s", line):
             tot[name].append(float(tb))
-names = {"Base": "base", "Prefetch": "pf", "ThreeStage": "s3"}
+names = {"Base": "base", "V2": "v2", "V2Pf": "v2pf"}
 print(names[max(tot, key=lambda k: sum(tot[k]) / len(tot[k]))] if tot else "base")
 PY
 )
@@ -241,7 +241,7 @@ PY
         models=()
         for m in tests/fixtures/models/*/; do models+=(--model "$m"); done
         MINISGL_DECODE_MMA=$best timeout 120 "$bin" gpu-check --skip-ops --skip-engine --skip-bench "${models[@]}" \
-            --random-model .gpu/qwen3-0.6b --report "$out/gpu-check-models.md" > "$out/gpu-check-models.log" 2>&1
+            --random-model .gpu/qwen3-0.6b --report /tmp/gpu-check-models.md > "$out/gpu-check-models.log" 2>&1
         echo "gpu-check models rc=$?"
         grep -E "checks, |FAIL" "$out/gpu-check-models.log" | head -20
         for v in $best base; do
@@ -252,9 +252,15 @@ PY
         done
         timeout 80 "$bin" bench offline --random-weights .gpu/qwen3-0.6b --device cuda --shape qwen3-0.6b \
             --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" 2>&1 | tail -3 | tee "$out/offline-0.6b.log"
+        # Qwen3-0.6B's group 2 takes the CUDA-core kernel; the same with the best
+        # tensor-core build instead.
+        MINISGL_DECODE_KERNEL=mma MINISGL_DECODE_MMA=$best timeout 80 "$bin" bench offline --random-weights .gpu/qwen3-0.6b --device cuda --shape qwen3-0.6b \
+            --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" 2>&1 | tail -3 | tee -a "$out/offline-0.6b.log"
         MINISGL_DECODE_MMA=$best timeout 110 "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-14b \
-            --timeline-out "$out/timeline-14b.md" --report "$out/timeline-report.md" > "$out/timeline-14b.log" 2>&1
+            --timeline-out "$out/timeline-14b.md" --report /tmp/timeline-report.md > /tmp/timeline-14b.log 2>&1
         echo "timeline rc=$?"; grep -E "Σ" "$out/timeline-14b.md" | tail -3
+        # At most 8 files come back from a device call.
+        ls "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
             --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" 2>&1 | tail -8 | tee "$out/offline-14b.log"

@@ -150,25 +150,26 @@ impl std::str::FromStr for DecodeSchedule {
 /// (`MINISGL_DECODE_MMA`; attention_decode.cu `DECODE_MMA`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum DecodeMmaVariant {
-    /// Two stages of K/V tiles; each tile's page ids read just before its copies.
+    /// The first build: a division by the page size per copied piece, shared-memory
+    /// fragments loaded element by element.
     #[default]
     Base,
-    /// Two stages, page ids read one tile ahead (`_pf`).
-    Prefetch,
-    /// Three stages with the prefetch (`_s3`): two tiles in flight per block, two
-    /// blocks per SM at head_dim 128 instead of three.
-    ThreeStage,
+    /// The second (`_v2`): shift-and-mask page arithmetic (page sizes are powers of
+    /// two), per-block copy addresses, ldmatrix fragments.
+    V2,
+    /// The second with each tile's page ids read one tile ahead (`_v2pf`).
+    V2Pf,
 }
 
 impl DecodeMmaVariant {
-    pub const ALL: [DecodeMmaVariant; 3] = [Self::Base, Self::Prefetch, Self::ThreeStage];
+    pub const ALL: [DecodeMmaVariant; 3] = [Self::Base, Self::V2, Self::V2Pf];
 
     /// The kernel's name at head_dim `hd`.
     pub fn kernel(self, hd: usize) -> String {
         let tag = match self {
             Self::Base => "",
-            Self::Prefetch => "_pf",
-            Self::ThreeStage => "_s3",
+            Self::V2 => "_v2",
+            Self::V2Pf => "_v2pf",
         };
         format!("attn_decode_mma{tag}_hd{hd}")
     }
@@ -179,10 +180,10 @@ impl std::str::FromStr for DecodeMmaVariant {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "base" => Ok(Self::Base),
-            "pf" => Ok(Self::Prefetch),
-            "s3" => Ok(Self::ThreeStage),
+            "v2" => Ok(Self::V2),
+            "v2pf" => Ok(Self::V2Pf),
             o => Err(format!(
-                "decode mma variant must be base, pf or s3, got {o:?}"
+                "decode mma variant must be base, v2 or v2pf, got {o:?}"
             )),
         }
     }
@@ -341,16 +342,14 @@ pub fn dynamic_smem(name: &str) -> Option<usize> {
         // head_dim bf16 each, plus 1 KB of alignment.
         "attn_prefill_ws_hd64" => Some((2 * 128 + 2 * 2 * 128) * 64 * 2 + 1024),
         "attn_prefill_ws_hd128" => Some((2 * 128 + 2 * 2 * 128) * 128 * 2 + 1024),
-        // attention_decode.cu: ST stages (3 for `_s3`, else 2) of a K and a V tile
-        // of DM_BK (64) rows x (head_dim + DM_PAD (8)) bf16.
-        "attn_decode_mma_hd64" | "attn_decode_mma_pf_hd64" | "attn_decode_mma_sk_hd64" => {
+        // attention_decode.cu: two stages of a K and a V tile of DM_BK (64) rows x
+        // (head_dim + DM_PAD (8)) bf16, every build.
+        n if n.starts_with("attn_decode_mma") && n.ends_with("_hd64") => {
             Some(2 * 2 * 64 * (64 + 8) * 2)
         }
-        "attn_decode_mma_hd128" | "attn_decode_mma_pf_hd128" | "attn_decode_mma_sk_hd128" => {
+        n if n.starts_with("attn_decode_mma") && n.ends_with("_hd128") => {
             Some(2 * 2 * 64 * (128 + 8) * 2)
         }
-        "attn_decode_mma_s3_hd64" => Some(3 * 2 * 64 * (64 + 8) * 2),
-        "attn_decode_mma_s3_hd128" => Some(3 * 2 * 64 * (128 + 8) * 2),
         _ => None,
     }
 }

@@ -216,7 +216,7 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
             for v in DecodeMmaVariant::ALL {
                 runs.push((format!("DecodeMma/{v:?}"), AttnPath::DecodeMma, (v, 1)));
             }
-            for v in [DecodeMmaVariant::Prefetch, DecodeMmaVariant::ThreeStage] {
+            for v in [DecodeMmaVariant::Base, DecodeMmaVariant::V2Pf] {
                 runs.push((
                     format!("DecodeMma/{v:?}/2 splits"),
                     AttnPath::DecodeMma,

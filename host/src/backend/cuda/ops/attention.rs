@@ -256,7 +256,10 @@ impl CudaBackend {
     pub fn attention_path(&self, step: &CudaStep, head_dim: usize, group: usize) -> AttnPath {
         if !self.dev.flash || !matches!(head_dim, 64 | 128) {
             AttnPath::Simple
-        } else if step.decode_only && self.dev.decode_kernel.uses_mma(group) {
+        } else if step.decode_only
+            && self.dev.decode_kernel.uses_mma(group)
+            && step.meta.page_size.is_power_of_two()
+        {
             if self.dev.decode_schedule == DecodeSchedule::Stream {
                 AttnPath::DecodeMmaSk
             } else {
@@ -387,10 +390,13 @@ impl CudaBackend {
         if decode
             && (!step.decode_only
                 || !matches!(d, 64 | 128)
-                || (tensor_core && !(1..=16).contains(&group)))
+                || (tensor_core && (!(1..=16).contains(&group) || !l.page_size.is_power_of_two())))
         {
             return Err(BackendError::Unsupported(if tensor_core {
-                "tensor-core decode needs one token per sequence, head_dim 64/128 and at most 16 query heads per kv head".into()
+                format!(
+                    "tensor-core decode needs one token per sequence, head_dim 64/128, at most 16 query heads per kv head and a power-of-two page size (got {group} heads per kv head, page size {})",
+                    l.page_size
+                )
             } else {
                 "decode kernel needs one token per sequence and head_dim 64/128".into()
             }));
