@@ -223,39 +223,26 @@ DECODE(128, 8)
 // an mma.sync m16n8k16 A operand (heads past the group are zero rows), so each K/V
 // row is read once and multiplied against the whole group on tensor cores instead
 // of a shuffle reduction per head. Same split-KV partials as decode_impl, merged by
-// attn_decode_combine. Needs group <= 16.
+// attn_decode_combine. Needs group <= 16 and a power-of-two page size.
 //
 // grid: (splits, kv_heads, B); block: 128 (4 warps). The block stages DM_BK context
 // rows of K and V in shared memory, two tiles deep: the next tile's cp.async copies
-// are in flight while the warps compute on the current one (with one stage the
-// block stood idle for every tile's full memory latency, and the kernel reached
-// 48-74% of copy bandwidth on the H200). Warp w computes scores and P.V for rows
-// [16 w, 16 w + 16) of each tile with its own online-softmax state, and the four
-// states are merged at the end. Dynamic shared memory: DM_STAGES * 2 * DM_BK *
-// (HD + DM_PAD) bf16 (device.rs `dynamic_smem` must agree).
+// are in flight while the warps compute on the current one. Warp w computes scores
+// and P.V for rows [16 w, 16 w + 16) of each tile with its own online-softmax state,
+// and the four states are merged at the end. Dynamic shared memory:
+// 2 * 2 * DM_BK * (HD + DM_PAD) bf16 (device.rs `dynamic_smem` must agree).
+//
+// The loop is bound by instruction issue more than by memory: the warps that wait
+// for a tile also issue the next one's copies. Measured on the H200 (2026-12-01,
+// docs/results/gpu-2026-12-01-decode2.md): the first version paid an integer
+// division by the page size and 64-bit index products per 16-byte piece and loaded
+// fragments element by element, and ran at 79% of copy bandwidth (256 x 1100, group
+// 5); splitting its page lookup out, which doubled the divisions, cost another 14%.
+// This one uses shift and mask, per-block copy addresses and ldmatrix fragments
+// (35% fewer instructions) and runs at 92%. Reading page ids a tile ahead and three
+// stages (two blocks per SM) were measured too and gave nothing / lost 20%.
 #define DM_BK 64
 #define DM_PAD 8
-#define DM_STAGES 2
-
-template <int HD>
-__device__ __forceinline__ void decode_mma_load_tile(
-    bf16_t* Ks, bf16_t* Vs, const bf16_t* __restrict__ k_cache,
-    const bf16_t* __restrict__ v_cache, const int* pages, int kb, int c1, int kvh,
-    int kv_heads, int page_size) {
-    constexpr int LD = HD + DM_PAD;
-    // Every 16-byte piece of the tile in flight at once (cp.async, no registers
-    // held); rows past the end are zero-filled.
-#pragma unroll
-    for (int i = 0; i < DM_BK * HD / 8 / 128; i++) {
-        int idx = threadIdx.x + i * 128;
-        int r = idx / (HD / 8), c = idx % (HD / 8);
-        int p = kb + r;
-        bool valid = p < c1;
-        size_t row = valid ? ((size_t)pages[p / page_size] * page_size + p % page_size) * kv_heads + kvh : 0;
-        cp_async16(smem_u32(&Ks[r * LD + c * 8]), k_cache + row * HD + c * 8, valid);
-        cp_async16(smem_u32(&Vs[r * LD + c * 8]), v_cache + row * HD + c * 8, valid);
-    }
-}
 
 // The end of a segment: the four warps' online-softmax states (this lane's rows g and
 // g + 8 of its warp's O) merged through shared memory (the tiles' memory, free once
@@ -307,6 +294,47 @@ __device__ __forceinline__ void decode_mma_merge(int warp, int g, int tq, float 
     }
 }
 
+// The staging geometry of one tile per head_dim; a thread copies rows r0 + RPP i.
+template <int HD>
+struct DmTile {
+    static constexpr int LD = HD + DM_PAD;     // bf16 per staged row
+    static constexpr int TILE = DM_BK * LD;    // bf16 per staged K (or V) tile
+    static constexpr int CPR = HD / 8;         // 16-byte pieces per row
+    static constexpr int RPP = 128 / CPR;      // rows one pass of the block covers
+    static constexpr int PIECES = DM_BK / RPP; // pieces per thread per tile
+};
+
+// Page ids of the rows this thread copies in the tile at kb (0 past c1).
+template <int HD>
+__device__ __forceinline__ void decode_mma_pages(int (&pg)[DmTile<HD>::PIECES], const int* pages, int kb,
+                                          int r0, int c1, int shift) {
+#pragma unroll
+    for (int i = 0; i < DmTile<HD>::PIECES; i++) {
+        int p = kb + r0 + i * DmTile<HD>::RPP;
+        pg[i] = p < c1 ? __ldg(pages + (p >> shift)) : 0;
+    }
+}
+
+// Issues the copies of the tile at kb into the stage at shared address `dst`
+// (K, then V TILE elements later). kp / vp: this thread's column of kv head kvh
+// in slot 0; `stride`: elements per slot.
+template <int HD>
+__device__ __forceinline__ void decode_mma_copy(u32 dst, const bf16_t* kp, const bf16_t* vp,
+                                         const int (&pg)[DmTile<HD>::PIECES], int kb, int r0,
+                                         int c1, int shift, u32 stride) {
+    const int mask = (1 << shift) - 1;
+#pragma unroll
+    for (int i = 0; i < DmTile<HD>::PIECES; i++) {
+        int p = kb + r0 + i * DmTile<HD>::RPP;
+        bool valid = p < c1;
+        u32 slot = ((u32)pg[i] << shift) | (u32)(p & mask);
+        size_t off = valid ? (size_t)slot * stride : 0;
+        u32 d = dst + (u32)(i * DmTile<HD>::RPP * DmTile<HD>::LD * 2);
+        cp_async16(d, kp + off, valid);
+        cp_async16(d + DmTile<HD>::TILE * 2, vp + off, valid);
+    }
+}
+
 // One (sequence, kv head) over context rows [c0, c1) (c0 < c1): the whole group's
 // scores, online softmax and P.V, the four warps' states merged at the end;
 // `store(gi, d, M, L, O)` receives each (query head gi of the group, dim d) of the
@@ -317,189 +345,7 @@ __device__ __forceinline__ void decode_mma_segment(
     const bf16_t* __restrict__ q, int q_stride, const bf16_t* __restrict__ k_cache,
     const bf16_t* __restrict__ v_cache, const int* pages, int t, int kvh, int group,
     int kv_heads, int page_size, float scale, int c0, int c1, Store store) {
-    constexpr int LD = HD + DM_PAD;
-    constexpr int TILE = DM_BK * LD;
-    // Stage s: K at smem + 2 s TILE, V at smem + (2 s + 1) TILE. After the loop the
-    // same memory holds the warps' partial outputs ([4][16][HD] f32).
-    extern __shared__ __align__(16) unsigned char dm_smem[];
-    bf16_t* smem = reinterpret_cast<bf16_t*>(dm_smem);
-    __shared__ float sm_m[4][16];
-    __shared__ float sm_l[4][16];
-
-    int h0 = kvh * group;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
-
-    decode_mma_load_tile<HD>(smem, smem + TILE, k_cache, v_cache, pages, c0, c1, kvh, kv_heads,
-                             page_size);
-    cp_async_commit();
-
-    u32 qf[HD / 16][4];
-    {
-        bool ok0 = g < group, ok1 = g + 8 < group;
-        const bf16_t* q0p = q + (size_t)t * q_stride + (h0 + (ok0 ? g : 0)) * HD;
-        const bf16_t* q1p = q + (size_t)t * q_stride + (h0 + (ok1 ? g + 8 : 0)) * HD;
-#pragma unroll
-        for (int kk = 0; kk < HD / 16; kk++) {
-            qf[kk][0] = ok0 ? *reinterpret_cast<const u32*>(q0p + kk * 16 + 2 * tq) : 0u;
-            qf[kk][1] = ok1 ? *reinterpret_cast<const u32*>(q1p + kk * 16 + 2 * tq) : 0u;
-            qf[kk][2] = ok0 ? *reinterpret_cast<const u32*>(q0p + kk * 16 + 8 + 2 * tq) : 0u;
-            qf[kk][3] = ok1 ? *reinterpret_cast<const u32*>(q1p + kk * 16 + 8 + 2 * tq) : 0u;
-        }
-    }
-    float oacc[HD / 8][4];
-#pragma unroll
-    for (int i = 0; i < HD / 8; i++) oacc[i][0] = oacc[i][1] = oacc[i][2] = oacc[i][3] = 0.0f;
-    float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.0f, l1 = 0.0f;
-    float sl2 = scale * LOG2E;
-    int wr = warp * 16;  // this warp's rows within a tile
-
-    for (int kb = c0, it = 0; kb < c1; kb += DM_BK, it++) {
-        bf16_t* Ks = smem + 2 * (it % DM_STAGES) * TILE;
-        bf16_t* Vs = Ks + TILE;
-        // The next tile goes to the other stage, which every warp finished
-        // reading before the barrier at the end of the previous iteration. The
-        // group is committed even when empty so that wait<1> always means
-        // "the current tile has landed".
-        if (kb + DM_BK < c1) {
-            bf16_t* Kn = smem + 2 * ((it + 1) % DM_STAGES) * TILE;
-            decode_mma_load_tile<HD>(Kn, Kn + TILE, k_cache, v_cache, pages, kb + DM_BK, c1, kvh,
-                                     kv_heads, page_size);
-        }
-        cp_async_commit();
-        cp_async_wait<1>();
-        __syncthreads();
-        if (kb + wr < c1) {  // else this warp's rows of the tile are all past the end
-            float sacc[2][4];
-#pragma unroll
-            for (int nt = 0; nt < 2; nt++) sacc[nt][0] = sacc[nt][1] = sacc[nt][2] = sacc[nt][3] = 0.0f;
-#pragma unroll
-            for (int kk = 0; kk < HD / 16; kk++) {
-#pragma unroll
-                for (int nt = 0; nt < 2; nt++) {
-                    const bf16_t* kp = &Ks[(wr + nt * 8 + g) * LD + kk * 16 + 2 * tq];
-                    u32 b0 = *reinterpret_cast<const u32*>(kp);
-                    u32 b1 = *reinterpret_cast<const u32*>(kp + 8);
-                    mma_bf16_16816(sacc[nt], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], b0, b1);
-                }
-            }
-            float mx0 = NEG_INF, mx1 = NEG_INF;
-#pragma unroll
-            for (int nt = 0; nt < 2; nt++) {
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    int col = kb + wr + nt * 8 + 2 * tq + (e & 1);
-                    sacc[nt][e] = col < c1 ? sacc[nt][e] * sl2 : NEG_INF;
-                }
-                mx0 = fmaxf(mx0, fmaxf(sacc[nt][0], sacc[nt][1]));
-                mx1 = fmaxf(mx1, fmaxf(sacc[nt][2], sacc[nt][3]));
-            }
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-            // At least one column of this warp's slice is valid, so mx is finite.
-            float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-            float al0 = exp2f(m0 - mn0), al1 = exp2f(m1 - mn1);
-            m0 = mn0;
-            m1 = mn1;
-            float rs0 = 0.0f, rs1 = 0.0f;
-#pragma unroll
-            for (int nt = 0; nt < 2; nt++) {
-                sacc[nt][0] = exp2f(sacc[nt][0] - mn0);
-                sacc[nt][1] = exp2f(sacc[nt][1] - mn0);
-                sacc[nt][2] = exp2f(sacc[nt][2] - mn1);
-                sacc[nt][3] = exp2f(sacc[nt][3] - mn1);
-                rs0 += sacc[nt][0] + sacc[nt][1];
-                rs1 += sacc[nt][2] + sacc[nt][3];
-            }
-            l0 = l0 * al0 + rs0;
-            l1 = l1 * al1 + rs1;
-            u32 a0 = pack_bf16x2(sacc[0][0], sacc[0][1]);
-            u32 a1 = pack_bf16x2(sacc[0][2], sacc[0][3]);
-            u32 a2 = pack_bf16x2(sacc[1][0], sacc[1][1]);
-            u32 a3 = pack_bf16x2(sacc[1][2], sacc[1][3]);
-            int kr = wr + 2 * tq;
-#pragma unroll
-            for (int dt = 0; dt < HD / 8; dt++) {
-                oacc[dt][0] *= al0;
-                oacc[dt][1] *= al0;
-                oacc[dt][2] *= al1;
-                oacc[dt][3] *= al1;
-                int col = dt * 8 + g;
-                u32 b0 = (u32)Vs[kr * LD + col] | ((u32)Vs[(kr + 1) * LD + col] << 16);
-                u32 b1 = (u32)Vs[(kr + 8) * LD + col] | ((u32)Vs[(kr + 9) * LD + col] << 16);
-                mma_bf16_16816(oacc[dt], a0, a1, a2, a3, b0, b1);
-            }
-        }
-        // The next iteration's copies overwrite this stage.
-        __syncthreads();
-    }
-    cp_async_wait<0>();
-    decode_mma_merge<HD>(warp, g, tq, m0, m1, l0, l1, oacc, group, sm_m, sm_l, store);
-}
-
-// Second build of the tensor-core decode (`_v2`, `_v2pf`; the A/B of 2026-12-01).
-// The first build's loop is bound by instruction issue, not by memory: every
-// tile's copies are issued by the same warps that then wait for them, and each
-// 16-byte piece paid an integer division by the page size (p / page_size and
-// p % page_size, ~20 instructions each) and 64-bit index products; moving the page
-// lookup into its own function (so the division was no longer shared between the
-// quotient and the remainder) made the kernel 14% slower. Here:
-// - page sizes are powers of two (the config requires it): shift and mask;
-// - each thread's pointers and shared-memory offsets are fixed per block, a piece
-//   costs one page-id load, a shift, a 32 x 32 -> 64 product and two copies;
-// - with PF the page ids of a tile are read one tile ahead, so the L2 round trip
-//   of that load is not on the critical path of the copies;
-// - K and V fragments come from ldmatrix (8 x4 loads per tile each instead of 32
-//   32-bit and 64 16-bit shared loads plus packing for V).
-// Same tile, stages (two), warps and merge as the first build; same dynamic
-// shared memory.
-template <int HD>
-struct Dm2 {
-    static constexpr int LD = HD + DM_PAD;     // bf16 per staged row
-    static constexpr int TILE = DM_BK * LD;    // bf16 per staged K (or V) tile
-    static constexpr int CPR = HD / 8;         // 16-byte pieces per row
-    static constexpr int RPP = 128 / CPR;      // rows one pass of the block covers
-    static constexpr int PIECES = DM_BK / RPP; // pieces per thread per tile
-};
-
-// Page ids of the rows this thread copies in the tile at kb (0 past c1).
-template <int HD>
-__device__ __forceinline__ void dm2_pages(int (&pg)[Dm2<HD>::PIECES], const int* pages, int kb,
-                                          int r0, int c1, int shift) {
-#pragma unroll
-    for (int i = 0; i < Dm2<HD>::PIECES; i++) {
-        int p = kb + r0 + i * Dm2<HD>::RPP;
-        pg[i] = p < c1 ? __ldg(pages + (p >> shift)) : 0;
-    }
-}
-
-// Issues the copies of the tile at kb into the stage at shared address `dst`
-// (K, then V TILE elements later). kp / vp: this thread's column of kv head kvh
-// in slot 0; `stride`: elements per slot.
-template <int HD>
-__device__ __forceinline__ void dm2_copy(u32 dst, const bf16_t* kp, const bf16_t* vp,
-                                         const int (&pg)[Dm2<HD>::PIECES], int kb, int r0,
-                                         int c1, int shift, u32 stride) {
-    const int mask = (1 << shift) - 1;
-#pragma unroll
-    for (int i = 0; i < Dm2<HD>::PIECES; i++) {
-        int p = kb + r0 + i * Dm2<HD>::RPP;
-        bool valid = p < c1;
-        u32 slot = ((u32)pg[i] << shift) | (u32)(p & mask);
-        size_t off = valid ? (size_t)slot * stride : 0;
-        u32 d = dst + (u32)(i * Dm2<HD>::RPP * Dm2<HD>::LD * 2);
-        cp_async16(d, kp + off, valid);
-        cp_async16(d + Dm2<HD>::TILE * 2, vp + off, valid);
-    }
-}
-
-template <int HD, bool PF, typename Store>
-__device__ __forceinline__ void decode_mma2_segment(
-    const bf16_t* __restrict__ q, int q_stride, const bf16_t* __restrict__ k_cache,
-    const bf16_t* __restrict__ v_cache, const int* pages, int t, int kvh, int group,
-    int kv_heads, int page_size, float scale, int c0, int c1, Store store) {
-    using C = Dm2<HD>;
+    using C = DmTile<HD>;
     constexpr int LD = C::LD;
     constexpr int TILE = C::TILE;
     extern __shared__ __align__(16) unsigned char dm_smem[];
@@ -519,10 +365,9 @@ __device__ __forceinline__ void decode_mma2_segment(
     const u32 my_dst = smem0 + (u32)((r0 * LD + cc * 8) * 2);
 
     int pg[C::PIECES];
-    dm2_pages<HD>(pg, pages, c0, r0, c1, shift);
-    dm2_copy<HD>(my_dst, kp, vp, pg, c0, r0, c1, shift, stride);
+    decode_mma_pages<HD>(pg, pages, c0, r0, c1, shift);
+    decode_mma_copy<HD>(my_dst, kp, vp, pg, c0, r0, c1, shift, stride);
     cp_async_commit();
-    if (PF && c0 + DM_BK < c1) dm2_pages<HD>(pg, pages, c0 + DM_BK, r0, c1, shift);
 
     u32 qf[HD / 16][4];
     {
@@ -558,10 +403,9 @@ __device__ __forceinline__ void decode_mma2_segment(
         // committed even when empty so that wait<1> means "the current tile landed".
         int kn = kb + DM_BK;
         if (kn < c1) {
-            if (!PF) dm2_pages<HD>(pg, pages, kn, r0, c1, shift);
-            dm2_copy<HD>(my_dst + (u32)((((it + 1) & 1) * 2 * TILE) * 2), kp, vp, pg, kn, r0, c1,
+            decode_mma_pages<HD>(pg, pages, kn, r0, c1, shift);
+            decode_mma_copy<HD>(my_dst + (u32)((((it + 1) & 1) * 2 * TILE) * 2), kp, vp, pg, kn, r0, c1,
                          shift, stride);
-            if (PF && kn + DM_BK < c1) dm2_pages<HD>(pg, pages, kn + DM_BK, r0, c1, shift);
         }
         cp_async_commit();
         cp_async_wait<1>();
@@ -635,8 +479,7 @@ __device__ __forceinline__ void decode_mma2_segment(
     decode_mma_merge<HD>(warp, g, tq, m0, m1, l0, l1, oacc, group, sm_m, sm_l, store);
 }
 
-// V: 0 = the first build, 1 = the second, 2 = the second with page prefetch.
-template <int HD, int V>
+template <int HD>
 __device__ __forceinline__ void decode_mma_impl(
     const bf16_t* __restrict__ q, int q_stride, const bf16_t* __restrict__ k_cache,
     const bf16_t* __restrict__ v_cache, const int* __restrict__ q_start,
@@ -657,32 +500,22 @@ __device__ __forceinline__ void decode_mma_impl(
         decode_store(o_direct, o_part, lse_part, q_start, b, q_heads, kvh * group + gi, HD, d,
                      split, splits, M, L, O);
     };
-    if (V == 0)
-        decode_mma_segment<HD>(q, q_stride, k_cache, v_cache, pages, t, kvh, group, kv_heads,
-                               page_size, scale, c0, c1, store);
-    else
-        decode_mma2_segment<HD, V == 2>(q, q_stride, k_cache, v_cache, pages, t, kvh, group,
-                                         kv_heads, page_size, scale, c0, c1, store);
+    decode_mma_segment<HD>(q, q_stride, k_cache, v_cache, pages, t, kvh, group, kv_heads,
+                           page_size, scale, c0, c1, store);
 }
 
-// The builds (device.rs `DecodeMmaVariant`): the plain name is the first, `_v2` the
-// second, `_v2pf` the second with page ids read a tile ahead.
-#define DECODE_MMA(NAME, HD, V)                                                                \
-    extern "C" __global__ void __launch_bounds__(128, 3) NAME(                                 \
+#define DECODE_MMA(HD)                                                                         \
+    extern "C" __global__ void __launch_bounds__(128, 3) attn_decode_mma_hd##HD(                 \
         const bf16_t* q, int q_stride, const bf16_t* k_cache, const bf16_t* v_cache,          \
         const int* q_start, const int* kv_len, const int* page_start, const int* page_ids,   \
         int q_heads, int kv_heads, int page_size, float scale, float* o_part,                 \
         float* lse_part, bf16_t* o_direct) {                                                   \
-        decode_mma_impl<HD, V>(q, q_stride, k_cache, v_cache, q_start, kv_len, page_start,     \
-                               page_ids, q_heads, kv_heads, page_size, scale, o_part,          \
-                               lse_part, o_direct);                                            \
+        decode_mma_impl<HD>(q, q_stride, k_cache, v_cache, q_start, kv_len, page_start,        \
+                            page_ids, q_heads, kv_heads, page_size, scale, o_part, lse_part,   \
+                            o_direct);                                                         \
     }
-DECODE_MMA(attn_decode_mma_hd64, 64, 0)
-DECODE_MMA(attn_decode_mma_hd128, 128, 0)
-DECODE_MMA(attn_decode_mma_v2_hd64, 64, 1)
-DECODE_MMA(attn_decode_mma_v2_hd128, 128, 1)
-DECODE_MMA(attn_decode_mma_v2pf_hd64, 64, 2)
-DECODE_MMA(attn_decode_mma_v2pf_hd128, 128, 2)
+DECODE_MMA(64)
+DECODE_MMA(128)
 
 // Merge the splits: o[t, h, :] = sum_s w_s o_part[b, h, s, :] / sum_s w_s,
 // w_s = 2^(lse_s - max lse). grid: (B, q_heads); block: 128. `splits` is the grid.x

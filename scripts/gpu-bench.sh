@@ -25,6 +25,9 @@
 #             decode forced, the 14B timeline, the default workload with each schedule,
 #             long prompts on both shapes;
 #     part 9: the decode schedules side by side: checks, benches, 14B offline, timeline.
+#     part 11: this round's closing figures (the second tensor-core decode the default,
+#             group 2 included): checks, benches, models, both shapes' default workload
+#             with and without MINISGL_DECODE_MIN_SPLITS=2, long prompts, both timelines.
 #     part 10: the split-grid decode builds (MINISGL_DECODE_MMA=base|v2|v2pf) and the fused
 #             small kernels: checks, benches, models against the CPU, the 14B default
 #             workload with the base build and with the bench's best one, the 14B
@@ -260,6 +263,37 @@ PY
             --timeline-out "$out/timeline-14b.md" --report /tmp/timeline-report.md > /tmp/timeline-14b.log 2>&1
         echo "timeline rc=$?"; grep -E "Σ" "$out/timeline-14b.md" | tail -3
         # At most 8 files come back from a device call.
+        ls "$out"
+    elif [ "$part" = 11 ]; then
+        # At most 8 files come back: both timelines go into one, the env into the checks' log.
+        cat "$out/env.log" > "$out/gpu-check-ops.log"; rm "$out/env.log"
+        timeout 170 "$bin" gpu-check --skip-models --skip-engine --report /tmp/gpu-check-ops.md >> "$out/gpu-check-ops.log" 2>&1
+        echo "gpu-check ops rc=$?"
+        grep -E "checks, |FAIL|decode kernels|prefill attention" "$out/gpu-check-ops.log" | head -30
+        models=()
+        for m in tests/fixtures/models/*/; do models+=(--model "$m"); done
+        timeout 120 "$bin" gpu-check --skip-ops --skip-engine --skip-bench "${models[@]}" \
+            --random-model .gpu/qwen3-0.6b --report /tmp/gpu-check-models.md > "$out/gpu-check-models.log" 2>&1
+        echo "gpu-check models rc=$?"
+        grep -E "checks, |FAIL" "$out/gpu-check-models.log" | head -20
+        for sh in qwen3-14b qwen3-0.6b; do
+            for ms in 1 2; do
+                MINISGL_DECODE_MIN_SPLITS=$ms timeout 100 "$bin" bench offline --random-weights .gpu/$sh --device cuda --shape $sh \
+                    --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" >> "$out/offline-$sh.log" 2>&1
+                echo "$sh default workload (min splits $ms) rc=$?"; grep -E "ready in|ceiling|output tok/s" "$out/offline-$sh.log" | tail -3
+            done
+        done
+        for sh in qwen3-0.6b qwen3-14b; do
+            timeout 100 "$bin" bench offline --random-weights .gpu/$sh --device cuda --shape $sh \
+                "${long[@]}" --jsonl "$jl" >> "$out/long.log" 2>&1
+            echo "$sh long prompts rc=$?"; grep -E "ceiling|output tok/s" "$out/long.log" | tail -2
+        done
+        for sh in qwen3-14b qwen3-0.6b; do
+            timeout 110 "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/$sh \
+                --timeline-out /tmp/timeline-$sh.md --report /tmp/timeline-report.md > /tmp/timeline-$sh.log 2>&1
+            echo "timeline $sh rc=$?"; grep -E "Σ" /tmp/timeline-$sh.md | tail -3
+            cat /tmp/timeline-$sh.md >> "$out/timeline.md"
+        done
         ls "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

@@ -416,7 +416,6 @@ fn append_jsonl(
         "decode_kernel": std::env::var("MINISGL_DECODE_KERNEL").unwrap_or_else(|_| "auto".into()),
         "prefill_kernel": std::env::var("MINISGL_PREFILL_KERNEL").unwrap_or_else(|_| "auto".into()),
         "decode_schedule": std::env::var("MINISGL_DECODE_SCHEDULE").unwrap_or_else(|_| "splits".into()),
-        "decode_mma": std::env::var("MINISGL_DECODE_MMA").unwrap_or_else(|_| "base".into()),
         "decode_min_splits": std::env::var("MINISGL_DECODE_MIN_SPLITS").unwrap_or_else(|_| "1".into()),
     });
     let mut f = std::fs::OpenOptions::new()

@@ -77,12 +77,14 @@ impl std::str::FromStr for PrefillKernel {
 /// Which decode attention kernel the flash backend uses (`MINISGL_DECODE_KERNEL`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum DecodeKernel {
-    /// The tensor-core kernel for groups of 3 to 16 query heads per KV head,
-    /// the CUDA-core one for groups of 1 or 2. Measured on the H200
-    /// (2026-12-01, docs/results/gpu-2026-12-01.md): at group 2 the CUDA-core
-    /// kernel is 9-40% faster (it reaches 80-83% of copy bandwidth); at groups
-    /// 5 and 8 the tensor-core kernel is 2.2-2.7x faster (the CUDA-core kernel
-    /// walks the group's heads one after another and falls to 22-30% of copy).
+    /// The tensor-core kernel for groups of 2 to 16 query heads per KV head, the
+    /// CUDA-core one for group 1 (not measured on the tensor-core kernel, which would
+    /// compute 15 empty rows). Measured on the H200 (2026-12-01,
+    /// docs/results/gpu-2026-12-01-decode2.md), group 2: the tensor-core kernel
+    /// 3.99 / 3.74 / 3.60 TB/s at 256 x 1100, 64 x 4096 and a ragged batch against
+    /// 3.67 / 3.49 / 2.95 for the CUDA-core one, which wins only at 8 x 16384 (3.46
+    /// against 3.32); groups 5 and 8: 3.0-3.6x faster (the CUDA-core kernel walks the
+    /// group's heads one after another).
     #[default]
     Auto,
     /// The tensor-core kernel wherever the group has at most 16 heads.
@@ -110,7 +112,7 @@ impl DecodeKernel {
     /// tensor-core kernel.
     pub fn uses_mma(self, group: usize) -> bool {
         match self {
-            DecodeKernel::Auto => (3..=16).contains(&group),
+            DecodeKernel::Auto => (2..=16).contains(&group),
             DecodeKernel::Mma => (1..=16).contains(&group),
             DecodeKernel::Simt => false,
         }
@@ -146,49 +148,6 @@ impl std::str::FromStr for DecodeSchedule {
     }
 }
 
-/// Which build of the split-grid tensor-core decode kernel runs
-/// (`MINISGL_DECODE_MMA`; attention_decode.cu `DECODE_MMA`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum DecodeMmaVariant {
-    /// The first build: a division by the page size per copied piece, shared-memory
-    /// fragments loaded element by element.
-    #[default]
-    Base,
-    /// The second (`_v2`): shift-and-mask page arithmetic (page sizes are powers of
-    /// two), per-block copy addresses, ldmatrix fragments.
-    V2,
-    /// The second with each tile's page ids read one tile ahead (`_v2pf`).
-    V2Pf,
-}
-
-impl DecodeMmaVariant {
-    pub const ALL: [DecodeMmaVariant; 3] = [Self::Base, Self::V2, Self::V2Pf];
-
-    /// The kernel's name at head_dim `hd`.
-    pub fn kernel(self, hd: usize) -> String {
-        let tag = match self {
-            Self::Base => "",
-            Self::V2 => "_v2",
-            Self::V2Pf => "_v2pf",
-        };
-        format!("attn_decode_mma{tag}_hd{hd}")
-    }
-}
-
-impl std::str::FromStr for DecodeMmaVariant {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "base" => Ok(Self::Base),
-            "v2" => Ok(Self::V2),
-            "v2pf" => Ok(Self::V2Pf),
-            o => Err(format!(
-                "decode mma variant must be base, v2 or v2pf, got {o:?}"
-            )),
-        }
-    }
-}
-
 /// How to open a device.
 #[derive(Clone, Debug)]
 pub struct CudaOptions {
@@ -198,7 +157,6 @@ pub struct CudaOptions {
     pub prefill_kernel: PrefillKernel,
     pub decode_kernel: DecodeKernel,
     pub decode_schedule: DecodeSchedule,
-    pub decode_mma: DecodeMmaVariant,
     /// Fewest splits of a split-grid decode launch (`MINISGL_DECODE_MIN_SPLITS`;
     /// 1: as many as fill the device).
     pub decode_min_splits: usize,
@@ -229,10 +187,6 @@ impl Default for CudaOptions {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or_default();
-        let decode_mma = std::env::var("MINISGL_DECODE_MMA")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_default();
         let decode_min_splits = std::env::var("MINISGL_DECODE_MIN_SPLITS")
             .ok()
             .and_then(|v| v.parse().ok())
@@ -243,7 +197,6 @@ impl Default for CudaOptions {
             prefill_kernel,
             decode_kernel,
             decode_schedule,
-            decode_mma,
             decode_min_splits,
         }
     }
@@ -307,9 +260,7 @@ pub fn kernel_names(family: &str) -> Vec<String> {
                 for g in [1, 2, 4, 8] {
                     v.push(format!("attn_decode_hd{hd}_g{g}"));
                 }
-                for m in DecodeMmaVariant::ALL {
-                    v.push(m.kernel(hd));
-                }
+                v.push(format!("attn_decode_mma_hd{hd}"));
                 v.push(format!("attn_decode_mma_sk_hd{hd}"));
             }
             return v;
@@ -671,12 +622,12 @@ mod tests {
     }
 
     #[test]
-    fn auto_takes_the_tensor_core_kernel_from_group_three() {
+    fn auto_takes_the_tensor_core_kernel_from_group_two() {
         let auto: Vec<usize> = (1..=20)
             .filter(|&g| DecodeKernel::Auto.uses_mma(g))
             .collect();
-        assert_eq!(auto, (3..=16).collect::<Vec<_>>());
-        assert!(DecodeKernel::Mma.uses_mma(2) && !DecodeKernel::Mma.uses_mma(17));
+        assert_eq!(auto, (2..=16).collect::<Vec<_>>());
+        assert!(DecodeKernel::Mma.uses_mma(1) && !DecodeKernel::Mma.uses_mma(17));
         assert!(!(1..=16).any(|g| DecodeKernel::Simt.uses_mma(g)));
         assert_eq!("mma".parse(), Ok(DecodeKernel::Mma));
         assert!("tensor"

@@ -25,7 +25,7 @@ use std::cell::RefCell;
 
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
-pub use device::{AttentionBackend, CudaOptions, DecodeMmaVariant, Device};
+pub use device::{AttentionBackend, CudaOptions, Device};
 pub use error::CudaError;
 
 use super::{BackendError, DeviceTensor, KvLayout, StepMeta};
@@ -147,10 +147,9 @@ pub struct CudaBackend {
     /// Linear layers with at most this many rows use the skinny-product kernel
     /// (`gemv.cu`) instead of cuBLAS; 0 = always cuBLAS.
     pub(crate) gemv_rows: std::cell::Cell<usize>,
-    /// The split-grid tensor-core decode build and its fewest splits
-    /// ([`CudaOptions::decode_mma`], [`CudaOptions::decode_min_splits`]);
-    /// benchmarks switch them to compare builds in one process.
-    pub(crate) decode_mma: std::cell::Cell<(DecodeMmaVariant, usize)>,
+    /// Fewest splits of a split-grid decode launch ([`CudaOptions::decode_min_splits`]);
+    /// benchmarks switch it to compare in one process.
+    pub(crate) decode_min_splits: std::cell::Cell<usize>,
     /// This device's rank when the model is split across GPUs
     /// ([`Backend::all_reduce`](super::Backend::all_reduce) goes through it).
     pub(crate) nccl: Option<nccl::NcclRank>,
@@ -165,7 +164,7 @@ impl CudaBackend {
             last_chosen: RefCell::new(None),
             pinned_pool: RefCell::new(Vec::new()),
             gemv_rows: std::cell::Cell::new(GEMV_ROWS_DEFAULT),
-            decode_mma: std::cell::Cell::new((opts.decode_mma, opts.decode_min_splits.max(1))),
+            decode_min_splits: std::cell::Cell::new(opts.decode_min_splits.max(1)),
             nccl: None,
         })
     }
@@ -189,16 +188,15 @@ impl CudaBackend {
         self.gemv_rows.set(rows.min(GEMV_MAX_ROWS));
     }
 
-    /// Run the split-grid tensor-core decode as build `variant` with at least
-    /// `min_splits` splits (benchmarks compare builds; the default comes from
-    /// [`CudaOptions`]).
-    pub fn set_decode_mma(&self, variant: DecodeMmaVariant, min_splits: usize) {
-        self.decode_mma.set((variant, min_splits.max(1)));
+    /// Split the split-grid decode kernels' work at least `min_splits` ways
+    /// (benchmarks compare; the default comes from [`CudaOptions`]).
+    pub fn set_decode_min_splits(&self, min_splits: usize) {
+        self.decode_min_splits.set(min_splits.max(1));
     }
 
-    /// The split-grid tensor-core decode build and fewest splits in use.
-    pub fn decode_mma(&self) -> (DecodeMmaVariant, usize) {
-        self.decode_mma.get()
+    /// The fewest splits of a split-grid decode launch in use.
+    pub fn decode_min_splits(&self) -> usize {
+        self.decode_min_splits.get()
     }
 
     /// `tokens[row] = latest chosen[sample_row]` on the device for each

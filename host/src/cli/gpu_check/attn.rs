@@ -258,34 +258,25 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
                 2e-2,
             );
         }
-        // Every build of the split-grid tensor-core kernel, with the fewest splits
-        // the launch picks and with at least three (so the combine runs too).
-        if decodes.contains(&path) && group <= 16 {
-            use minisgl::backend::cuda::DecodeMmaVariant;
-            let default_mma = gpu.decode_mma();
-            for v in DecodeMmaVariant::ALL {
-                for min_splits in [1, 3] {
-                    gpu.set_decode_mma(v, min_splits);
-                    let os = gpu.new_output(t, c.q_heads * c.head_dim)?;
-                    let r = gpu.attention_into(
-                        &qg,
-                        &kvg,
-                        0,
-                        &ag,
-                        scale,
-                        &os,
-                        Some(AttnPath::DecodeMma),
-                    );
-                    gpu.set_decode_mma(default_mma.0, default_mma.1);
-                    r?;
-                    rep.check(
-                        "attention",
-                        format!("{desc} [DecodeMma/{v:?}, at least {min_splits} splits]"),
-                        &gpu.to_host(&os)?,
-                        &oc,
-                        2e-2,
-                    );
+        // The split-grid kernels with at least three splits too (so the combine runs).
+        if decodes.contains(&path) {
+            let default_splits = gpu.decode_min_splits();
+            for other in [AttnPath::Decode, AttnPath::DecodeMma] {
+                if other == AttnPath::DecodeMma && group > 16 {
+                    continue;
                 }
+                gpu.set_decode_min_splits(3);
+                let os = gpu.new_output(t, c.q_heads * c.head_dim)?;
+                let r = gpu.attention_into(&qg, &kvg, 0, &ag, scale, &os, Some(other));
+                gpu.set_decode_min_splits(default_splits);
+                r?;
+                rep.check(
+                    "attention",
+                    format!("{desc} [{other:?}, at least 3 splits]"),
+                    &gpu.to_host(&os)?,
+                    &oc,
+                    2e-2,
+                );
             }
         }
     }

@@ -4,9 +4,6 @@ use super::shape_err;
 use crate::backend::cuda::{cfg, g, Arg, CudaBackend, CudaTensor};
 use crate::backend::BackendError;
 
-/// 16-byte vectors each thread of `silu_mul` handles (`SILU_VPT` in the kernel).
-const SILU_VPT: usize = 4;
-
 impl CudaBackend {
     pub(super) fn silu_mul_impl(&self, gate_up: &CudaTensor) -> Result<CudaTensor, BackendError> {
         let (rows, cols) = gate_up.rows_cols("silu_mul")?;
@@ -21,7 +18,7 @@ impl CudaBackend {
         if rows > 0 {
             self.launch(
                 "silu_mul",
-                cfg((rows as u32, g((n / 8).div_ceil(128 * SILU_VPT)), 1), 128),
+                cfg((rows as u32, g((n / 8).div_ceil(128)), 1), 128),
                 &[
                     Arg::U64(self.bf16_ptr(gate_up, "silu_mul")?),
                     Arg::U64(self.tptr(&out)),

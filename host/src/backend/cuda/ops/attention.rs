@@ -217,7 +217,9 @@ impl CudaBackend {
         max_kv: usize,
     ) -> usize {
         let base = (seqs * kv_heads * head_chunks).max(1);
-        let want = (4 * self.dev.num_sms).div_ceil(base);
+        let want = (4 * self.dev.num_sms)
+            .div_ceil(base)
+            .max(self.decode_min_splits.get());
         want.clamp(1, max_kv.div_ceil(32).clamp(1, 256))
     }
 
@@ -434,9 +436,8 @@ impl CudaBackend {
                 let mma = path == AttnPath::DecodeMma;
                 // The CUDA-core kernel covers a group in chunks of up to 8 heads;
                 // the tensor-core one takes the whole group (up to 16) as mma rows.
-                let (variant, min_splits) = self.decode_mma.get();
                 let (name, head_chunks) = if mma {
-                    (variant.kernel(d), 1)
+                    (format!("attn_decode_mma_hd{d}"), 1)
                 } else {
                     let gmax = match group {
                         1 => 1,
@@ -447,10 +448,7 @@ impl CudaBackend {
                     (format!("attn_decode_hd{d}_g{gmax}"), group.div_ceil(gmax))
                 };
                 let max_kv = step.max_kv_hint.unwrap_or(step.meta.max_kv_len() as usize);
-                let mut splits = self.decode_splits(s, l.kv_heads, head_chunks, max_kv);
-                if mma {
-                    splits = splits.max(min_splits.min(max_kv.div_ceil(32).clamp(1, 256)));
-                }
+                let splits = self.decode_splits(s, l.kv_heads, head_chunks, max_kv);
                 // One split: the kernel writes the output itself, no partials.
                 let direct = splits == 1;
                 let part_rows = if direct { 0 } else { s * hq * splits };
