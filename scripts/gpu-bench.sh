@@ -28,6 +28,9 @@
 #     part 11: this round's closing figures (the second tensor-core decode the default,
 #             group 2 included): checks, benches, models, both shapes' default workload
 #             with and without MINISGL_DECODE_MIN_SPLITS=2, long prompts, both timelines.
+#     part 12: the decode schedules in the engine (split grid against stream-K, which
+#             shares the split grid's segment since part 11): models against the CPU on
+#             stream-K, both shapes' default workload with each, the 14B timeline on it.
 #     part 10: the split-grid decode builds (MINISGL_DECODE_MMA=base|v2|v2pf) and the fused
 #             small kernels: checks, benches, models against the CPU, the 14B default
 #             workload with the base build and with the bench's best one, the 14B
@@ -294,6 +297,25 @@ PY
             echo "timeline $sh rc=$?"; grep -E "Σ" /tmp/timeline-$sh.md | tail -3
             cat /tmp/timeline-$sh.md >> "$out/timeline.md"
         done
+        ls "$out"
+    elif [ "$part" = 12 ]; then
+        cat "$out/env.log" > "$out/gpu-check-models.log"; rm "$out/env.log"
+        models=()
+        for m in tests/fixtures/models/*/; do models+=(--model "$m"); done
+        MINISGL_DECODE_SCHEDULE=stream timeout 120 "$bin" gpu-check --skip-ops --skip-engine --skip-bench "${models[@]}" \
+            --random-model .gpu/qwen3-0.6b --report /tmp/gpu-check-models.md >> "$out/gpu-check-models.log" 2>&1
+        echo "gpu-check models (stream-K) rc=$?"
+        grep -E "checks, |FAIL" "$out/gpu-check-models.log" | head -20
+        for sh in qwen3-14b qwen3-0.6b; do
+            for sched in stream splits; do
+                MINISGL_DECODE_SCHEDULE=$sched timeout 100 "$bin" bench offline --random-weights .gpu/$sh --device cuda --shape $sh \
+                    --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" >> "$out/offline-$sh.log" 2>&1
+                echo "$sh default workload ($sched) rc=$?"; grep -E "ready in|ceiling|output tok/s" "$out/offline-$sh.log" | tail -3
+            done
+        done
+        MINISGL_DECODE_SCHEDULE=stream timeout 110 "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-14b \
+            --timeline-out "$out/timeline.md" --report /tmp/timeline-report.md > /tmp/timeline.log 2>&1
+        echo "timeline (stream-K) rc=$?"; grep -E "attn_decode|Σ" "$out/timeline.md" | tail -9
         ls "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
