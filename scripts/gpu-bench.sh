@@ -316,6 +316,9 @@ PY
         MINISGL_DECODE_SCHEDULE=stream timeout 110 "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-14b \
             --timeline-out "$out/timeline.md" --report /tmp/timeline-report.md > /tmp/timeline.log 2>&1
         echo "timeline (stream-K) rc=$?"; grep -E "attn_decode|Σ" "$out/timeline.md" | tail -9
+        # The timeline's GEMMs against PyTorch's on the same shapes (what cuBLASLt's
+        # own heuristics and split-K reach without the engine).
+        timeout 60 python3 scripts/gpu/gemm_shapes.py --shape qwen3-14b --rows 1,64,256 2>&1 | tee "$out/gemm.log"
         ls "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
