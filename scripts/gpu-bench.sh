@@ -31,6 +31,8 @@
 #     part 12: the decode schedules in the engine (split grid against stream-K, which
 #             shares the split grid's segment since part 11): models against the CPU on
 #             stream-K, both shapes' default workload with each, the 14B timeline on it.
+#     part 13: the decode step through the runner (CUDA graphs and eager, batch 1-256,
+#             context ~256; the issue's decode-step row) and the kernel benches, on both shapes.
 #     part 10: the split-grid decode builds (MINISGL_DECODE_MMA=base|v2|v2pf) and the fused
 #             small kernels: checks, benches, models against the CPU, the 14B default
 #             workload with the base build and with the bench's best one, the 14B
@@ -319,6 +321,13 @@ PY
         # The timeline's GEMMs against PyTorch's on the same shapes (what cuBLASLt's
         # own heuristics and split-K reach without the engine).
         timeout 60 python3 scripts/gpu/gemm_shapes.py --shape qwen3-14b --rows 1,64,256 2>&1 | tee "$out/gemm.log"
+        ls "$out"
+    elif [ "$part" = 13 ]; then
+        for sh in qwen3-0.6b qwen3-14b; do
+            timeout 200 "$bin" gpu-check --skip-ops --skip-models --skip-engine --bench-model .gpu/$sh \
+                --report /tmp/gpu-check-bench-$sh.md > "$out/gpu-check-bench-$sh.log" 2>&1
+            echo "gpu-check bench $sh rc=$?"; grep -E "runner.step|random weights" "$out/gpu-check-bench-$sh.log"
+        done
         ls "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

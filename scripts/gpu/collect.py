@@ -31,7 +31,7 @@ for d in map(Path, args.dirs):
     for line in log.read_text().splitlines():
         m = re.search(r"decode attention \[(\w+)\] batch (\d+) x ctx (\d+).*?: ([\d.]+) ms, ([\d.]+) TB/s", line)
         if m:
-            out.append({**base, "shape": "qwen3-0.6b-attn (16q/8kv x 128)", "tp": 1,
+            out.append({**base, "shape": "qwen3-0.6b-attn (16q/8kv x 128)", "tp": 1, "decode_path": m[1],
                         "workload": f"decode attention batch {m[2]} x ctx {m[3]}, page 16",
                         "metric": "decode_attention_tbps", "value": float(m[5]), "unit": "TB/s",
                         "ceiling": 4.28, "fraction": round(float(m[5]) / 4.28, 3)})
