@@ -33,6 +33,9 @@
 #             stream-K, both shapes' default workload with each, the 14B timeline on it.
 #     part 13: the decode step through the runner (CUDA graphs and eager, batch 1-256,
 #             context ~256; the issue's decode-step row) and the kernel benches, on both shapes.
+#     part 14: the wave rule for tensor-core decode splits (MINISGL_DECODE_SPLITS=waves,
+#             the default, against fill): checks and benches, the default workload on
+#             both shapes with each rule.
 #     part 10: the split-grid decode builds (MINISGL_DECODE_MMA=base|v2|v2pf) and the fused
 #             small kernels: checks, benches, models against the CPU, the 14B default
 #             workload with the base build and with the bench's best one, the 14B
@@ -327,6 +330,19 @@ PY
             timeout 200 "$bin" gpu-check --skip-ops --skip-models --skip-engine --bench-model .gpu/$sh \
                 --report /tmp/gpu-check-bench-$sh.md > "$out/gpu-check-bench-$sh.log" 2>&1
             echo "gpu-check bench $sh rc=$?"; grep -E "runner.step|random weights" "$out/gpu-check-bench-$sh.log"
+        done
+        ls "$out"
+    elif [ "$part" = 14 ]; then
+        cat "$out/env.log" > "$out/gpu-check-ops.log"; rm "$out/env.log"
+        timeout 170 "$bin" gpu-check --skip-models --skip-engine --report /tmp/gpu-check-ops.md >> "$out/gpu-check-ops.log" 2>&1
+        echo "gpu-check ops rc=$?"
+        grep -E "checks, |FAIL|decode kernels|decode attention" "$out/gpu-check-ops.log" | head -30
+        for sh in qwen3-0.6b qwen3-14b; do
+            for rule in waves fill; do
+                MINISGL_DECODE_SPLITS=$rule timeout 100 "$bin" bench offline --random-weights .gpu/$sh --device cuda --shape $sh \
+                    --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" >> "$out/offline-$sh.log" 2>&1
+                echo "$sh default workload (splits $rule) rc=$?"; grep -E "ceiling|output tok/s" "$out/offline-$sh.log" | tail -2
+            done
         done
         ls "$out"
     else

@@ -128,10 +128,11 @@ pub enum DecodeSchedule {
     #[default]
     Splits,
     /// Stream-K (`attn_decode_mma_sk_*`): each kv head's tiles cut into one wave of
-    /// equal ranges, so no wave runs part-empty. Not the default: its first version
-    /// (ranges over (sequence, head) pairs) was 4-11% slower than the split grid at
-    /// batches 64-256 and 3% faster at 8 x 16384 (docs/results/gpu-2026-12-01-decode.md);
-    /// the per-head ranges it has now have not run on a GPU yet.
+    /// equal ranges, so no wave runs part-empty. Not the default. On the split grid's
+    /// segment (docs/results/gpu-2026-12-01-decode2.md) it leads on a ragged batch
+    /// (3.90 against 3.56 TB/s at group 5) and loses 4-6% at 256 x 1100; in the engine
+    /// the default workload ran 0.4-0.8% slower than on the split grid, and its merge
+    /// kernel costs ~30 us a layer at batch 1.
     Stream,
 }
 
@@ -160,6 +161,9 @@ pub struct CudaOptions {
     /// Fewest splits of a split-grid decode launch (`MINISGL_DECODE_MIN_SPLITS`;
     /// 1: as many as fill the device).
     pub decode_min_splits: usize,
+    /// Tensor-core decode splits sized by waves of blocks under two waves
+    /// (`MINISGL_DECODE_SPLITS=waves`, the default) or by the fill rule alone (`fill`).
+    pub decode_wave_splits: bool,
 }
 
 impl Default for CudaOptions {
@@ -191,6 +195,8 @@ impl Default for CudaOptions {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(1);
+        let decode_wave_splits =
+            std::env::var("MINISGL_DECODE_SPLITS").map_or(true, |v| v != "fill");
         CudaOptions {
             ordinal,
             attention,
@@ -198,6 +204,7 @@ impl Default for CudaOptions {
             decode_kernel,
             decode_schedule,
             decode_min_splits,
+            decode_wave_splits,
         }
     }
 }
@@ -328,6 +335,8 @@ pub struct Device {
     pub decode_schedule: DecodeSchedule,
     /// Blocks of the stream-K decode kernel per SM (its one wave), by head_dim.
     pub sk_blocks_per_sm: [usize; 2],
+    /// Blocks of the split-grid tensor-core decode kernel per SM, by head_dim.
+    pub mma_blocks_per_sm: [usize; 2],
     /// The ws kernel's work counter (one i32, zero between launches: the kernel
     /// resets it itself; launches on the one stream never overlap).
     pub prefill_work: CudaSlice<i32>,
@@ -430,27 +439,33 @@ impl Device {
             )));
         }
         let prefill_work = stream.alloc_zeros::<i32>(1)?;
-        // The stream-K grid is one wave: ask the driver how many blocks fit an SM.
-        let sk_blocks_per_sm = [64usize, 128].map(|hd| {
-            let name = format!("attn_decode_mma_sk_hd{hd}");
-            kernels
-                .get(&name)
-                .ok()
-                .and_then(|f| {
-                    f.occupancy_max_active_blocks_per_multiprocessor(
-                        128,
-                        dynamic_smem(&name).unwrap_or(0),
-                        None,
-                    )
+        // The stream-K grid is one wave and the split grid is sized in waves: ask the
+        // driver how many blocks of each fit an SM.
+        let blocks_per_sm = |kernel: &str| {
+            [64usize, 128].map(|hd| {
+                let name = format!("{kernel}_hd{hd}");
+                kernels
+                    .get(&name)
                     .ok()
-                })
-                // Without the driver's answer: what shared memory allows (228 KB an
-                // SM on Hopper, 1 KB reserved a block), at most the 3 of its launch bounds.
-                .map_or_else(
-                    || (228 * 1024 / (dynamic_smem(&name).unwrap_or(0) + 1024)).clamp(1, 3),
-                    |n| (n as usize).max(1),
-                )
-        });
+                    .and_then(|f| {
+                        f.occupancy_max_active_blocks_per_multiprocessor(
+                            128,
+                            dynamic_smem(&name).unwrap_or(0),
+                            None,
+                        )
+                        .ok()
+                    })
+                    // Without the driver's answer: what shared memory allows (228 KB an
+                    // SM on Hopper, 1 KB reserved a block), at most the 3 of its launch
+                    // bounds.
+                    .map_or_else(
+                        || (228 * 1024 / (dynamic_smem(&name).unwrap_or(0) + 1024)).clamp(1, 3),
+                        |n| (n as usize).max(1),
+                    )
+            })
+        };
+        let sk_blocks_per_sm = blocks_per_sm("attn_decode_mma_sk");
+        let mma_blocks_per_sm = blocks_per_sm("attn_decode_mma");
         let watchdog = if kernels.get("attn_prefill_ws_hd128").is_ok() {
             Some(Watchdog::new(&ctx, "attn_prefill_ws")?)
         } else {
@@ -471,6 +486,7 @@ impl Device {
             decode_kernel: opts.decode_kernel,
             decode_schedule: opts.decode_schedule,
             sk_blocks_per_sm,
+            mma_blocks_per_sm,
             prefill_work,
             watchdog,
         };

@@ -150,6 +150,9 @@ pub struct CudaBackend {
     /// Fewest splits of a split-grid decode launch ([`CudaOptions::decode_min_splits`]);
     /// benchmarks switch it to compare in one process.
     pub(crate) decode_min_splits: std::cell::Cell<usize>,
+    /// Whether the tensor-core decode sizes its splits by waves
+    /// ([`CudaOptions::decode_wave_splits`]; benchmarks compare both rules).
+    pub(crate) decode_wave_splits: std::cell::Cell<bool>,
     /// This device's rank when the model is split across GPUs
     /// ([`Backend::all_reduce`](super::Backend::all_reduce) goes through it).
     pub(crate) nccl: Option<nccl::NcclRank>,
@@ -165,6 +168,7 @@ impl CudaBackend {
             pinned_pool: RefCell::new(Vec::new()),
             gemv_rows: std::cell::Cell::new(GEMV_ROWS_DEFAULT),
             decode_min_splits: std::cell::Cell::new(opts.decode_min_splits.max(1)),
+            decode_wave_splits: std::cell::Cell::new(opts.decode_wave_splits),
             nccl: None,
         })
     }
@@ -192,6 +196,17 @@ impl CudaBackend {
     /// (benchmarks compare; the default comes from [`CudaOptions`]).
     pub fn set_decode_min_splits(&self, min_splits: usize) {
         self.decode_min_splits.set(min_splits.max(1));
+    }
+
+    /// Size the tensor-core decode's splits by waves (true) or by the fill rule
+    /// alone (false); see `decode_mma_splits`.
+    pub fn set_decode_wave_splits(&self, on: bool) {
+        self.decode_wave_splits.set(on);
+    }
+
+    /// Whether the tensor-core decode sizes its splits by waves.
+    pub fn decode_wave_splits(&self) -> bool {
+        self.decode_wave_splits.get()
     }
 
     /// The fewest splits of a split-grid decode launch in use.

@@ -211,14 +211,23 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
             // longest sequences' blocks are the tail (2026-12-01: +6% there, -3% at
             // 256 x 1100).
             let default_splits = gpu.decode_min_splits();
+            let default_waves = gpu.decode_wave_splits();
+            // "fill": the split count without the wave rule (decode_mma_splits).
             let runs = [
-                ("Decode", AttnPath::Decode, default_splits),
-                ("DecodeMma", AttnPath::DecodeMma, default_splits),
-                ("DecodeMma/2 splits", AttnPath::DecodeMma, 2),
-                ("DecodeMmaSk", AttnPath::DecodeMmaSk, default_splits),
+                ("Decode", AttnPath::Decode, default_splits, default_waves),
+                ("DecodeMma/waves", AttnPath::DecodeMma, default_splits, true),
+                ("DecodeMma/fill", AttnPath::DecodeMma, default_splits, false),
+                ("DecodeMma/2 splits", AttnPath::DecodeMma, 2, default_waves),
+                (
+                    "DecodeMmaSk",
+                    AttnPath::DecodeMmaSk,
+                    default_splits,
+                    default_waves,
+                ),
             ];
-            for (name, path, min_splits) in runs {
+            for (name, path, min_splits, waves) in runs {
                 gpu.set_decode_min_splits(min_splits);
+                gpu.set_decode_wave_splits(waves);
                 let ms = time_ms(gpu, 20, || {
                     Ok(gpu.attention_into(&qg, &kv, 0, &st, 0.088, &out, Some(path))?)
                 })?;
@@ -230,6 +239,7 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
                 );
             }
             gpu.set_decode_min_splits(default_splits);
+            gpu.set_decode_wave_splits(default_waves);
             rep.bench_line(line);
         }
     }

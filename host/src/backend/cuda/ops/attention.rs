@@ -223,6 +223,30 @@ impl CudaBackend {
         want.clamp(1, max_kv.div_ceil(32).clamp(1, 256))
     }
 
+    /// Splits of the split-grid tensor-core decode: under two waves of blocks
+    /// (`slots` = blocks per SM x SMs), the count whose blocks fill their last wave
+    /// best, so a few long contexts do not leave a wave mostly empty (8 x 16384 on
+    /// 396 slots: 9 splits make 576 blocks, 1.45 waves; 6 make one full wave). At
+    /// two waves and more the tail is cheap (its blocks run with the bandwidth to
+    /// themselves; at 256 x 1100 two splits were 4% slower than one) and the rule
+    /// above applies.
+    pub(crate) fn decode_mma_splits(
+        &self,
+        seqs: usize,
+        kv_heads: usize,
+        head_dim: usize,
+        max_kv: usize,
+    ) -> usize {
+        let fill = self.decode_splits(seqs, kv_heads, 1, max_kv);
+        if !self.decode_wave_splits.get() {
+            return fill;
+        }
+        let slots = self.dev.num_sms * self.dev.mma_blocks_per_sm[usize::from(head_dim == 128)];
+        // As the fill rule: at least 32 rows a split (DECODE_MIN_PART).
+        let cap = max_kv.div_ceil(32).clamp(1, 256);
+        wave_splits(seqs * kv_heads, slots, cap, self.decode_min_splits.get()).unwrap_or(fill)
+    }
+
     /// Merges the split-KV partials of either decode kernel into `op`.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn decode_combine(
@@ -448,7 +472,11 @@ impl CudaBackend {
                     (format!("attn_decode_hd{d}_g{gmax}"), group.div_ceil(gmax))
                 };
                 let max_kv = step.max_kv_hint.unwrap_or(step.meta.max_kv_len() as usize);
-                let splits = self.decode_splits(s, l.kv_heads, head_chunks, max_kv);
+                let splits = if mma {
+                    self.decode_mma_splits(s, l.kv_heads, d, max_kv)
+                } else {
+                    self.decode_splits(s, l.kv_heads, head_chunks, max_kv)
+                };
                 // One split: the kernel writes the output itself, no partials.
                 let direct = splits == 1;
                 let part_rows = if direct { 0 } else { s * hq * splits };
@@ -562,5 +590,53 @@ impl CudaBackend {
                 )
             }
         }
+    }
+}
+
+/// The wave rule of [`CudaBackend::decode_mma_splits`] for `base` blocks a split on
+/// `slots` resident blocks, `min..=cap` splits allowed: None at two waves and more.
+/// Among the counts up to four waves, the fewest whose last wave is fullest (a
+/// count must beat the best so far by 2% of the slots: each split costs a partial
+/// write and a share of the combine).
+pub(crate) fn wave_splits(base: usize, slots: usize, cap: usize, min: usize) -> Option<usize> {
+    let (base, slots) = (base.max(1), slots.max(1));
+    if base >= 2 * slots {
+        return None;
+    }
+    let eff = |s: usize| {
+        let blocks = base * s;
+        blocks as f64 / (blocks.div_ceil(slots) * slots) as f64
+    };
+    let first = min.clamp(1, cap.max(1));
+    let mut best = first;
+    for s in first..=cap.min(4 * slots.div_ceil(base)) {
+        if eff(s) > eff(best) + 0.02 {
+            best = s;
+        }
+    }
+    Some(best)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wave_splits;
+
+    #[test]
+    fn wave_splits_fill_the_last_wave() {
+        // 396 slots (132 SMs x 3 blocks). 8 sequences x 8 kv heads of 16384: one full
+        // wave of 6 splits, not 9 splits in 1.45 waves.
+        assert_eq!(wave_splits(64, 396, 256, 1), Some(6));
+        // 64 x 8 heads: 3 splits (1,536 blocks, 3.9 waves) rather than 2 (2.6).
+        assert_eq!(wave_splits(512, 396, 128, 1), Some(3));
+        // Batch 1 with 1,024 rows: as many splits as the 32-row minimum allows.
+        assert_eq!(wave_splits(8, 396, 32, 1), Some(32));
+        // Batch 1 under a graph's long capacity: 49 splits, 392 of 396 slots.
+        assert_eq!(wave_splits(8, 396, 256, 1), Some(49));
+        // Two waves and more: the fill rule decides.
+        assert_eq!(wave_splits(2048, 396, 256, 1), None);
+        assert_eq!(wave_splits(800, 396, 256, 1), None);
+        // The floor holds.
+        assert_eq!(wave_splits(64, 396, 256, 8), Some(12));
+        assert_eq!(wave_splits(64, 396, 4, 8), Some(4));
     }
 }
