@@ -34,7 +34,7 @@
 #     part 13: the decode step through the runner (CUDA graphs and eager, batch 1-256,
 #             context ~256; the decode-step row) and the kernel benches, on both shapes.
 #     part 14: the wave rule for tensor-core decode splits (MINISGL_DECODE_SPLITS=waves,
-#             the default, against fill): checks and benches, the default workload on
+#             opt-in until measured, against fill, the default): checks and benches, the default workload on
 #             both shapes with each rule.
 #     part 10: the split-grid decode builds (MINISGL_DECODE_MMA=base|v2|v2pf) and the fused
 #             small kernels: checks, benches, models against the CPU, the 14B default

@@ -417,7 +417,7 @@ fn append_jsonl(
         "prefill_kernel": std::env::var("MINISGL_PREFILL_KERNEL").unwrap_or_else(|_| "auto".into()),
         "decode_schedule": std::env::var("MINISGL_DECODE_SCHEDULE").unwrap_or_else(|_| "splits".into()),
         "decode_min_splits": std::env::var("MINISGL_DECODE_MIN_SPLITS").unwrap_or_else(|_| "1".into()),
-        "decode_splits": std::env::var("MINISGL_DECODE_SPLITS").unwrap_or_else(|_| "waves".into()),
+        "decode_splits": std::env::var("MINISGL_DECODE_SPLITS").unwrap_or_else(|_| "fill".into()),
     });
     let mut f = std::fs::OpenOptions::new()
         .create(true)

@@ -162,7 +162,8 @@ pub struct CudaOptions {
     /// 1: as many as fill the device).
     pub decode_min_splits: usize,
     /// Tensor-core decode splits sized by waves of blocks under two waves
-    /// (`MINISGL_DECODE_SPLITS=waves`, the default) or by the fill rule alone (`fill`).
+    /// (`MINISGL_DECODE_SPLITS=waves`) or by the fill rule alone (`fill`, the default:
+    /// the wave rule has not run on a GPU yet; gpu-bench part 14 measures both).
     pub decode_wave_splits: bool,
 }
 
@@ -195,8 +196,7 @@ impl Default for CudaOptions {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(1);
-        let decode_wave_splits =
-            std::env::var("MINISGL_DECODE_SPLITS").map_or(true, |v| v != "fill");
+        let decode_wave_splits = std::env::var("MINISGL_DECODE_SPLITS").is_ok_and(|v| v == "waves");
         CudaOptions {
             ordinal,
             attention,

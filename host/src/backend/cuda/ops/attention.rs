@@ -229,7 +229,8 @@ impl CudaBackend {
     /// 396 slots: 9 splits make 576 blocks, 1.45 waves; 6 make one full wave). At
     /// two waves and more the tail is cheap (its blocks run with the bandwidth to
     /// themselves; at 256 x 1100 two splits were 4% slower than one) and the rule
-    /// above applies.
+    /// above applies. Opt-in (`MINISGL_DECODE_SPLITS=waves`) until it has been
+    /// measured on a GPU.
     pub(crate) fn decode_mma_splits(
         &self,
         seqs: usize,
