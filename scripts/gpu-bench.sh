@@ -36,10 +36,8 @@
 #     part 14: the wave rule for tensor-core decode splits (MINISGL_DECODE_SPLITS=waves,
 #             opt-in until measured, against fill, the default): checks and benches, the default workload on
 #             both shapes with each rule.
-#     part 10: the split-grid decode builds (MINISGL_DECODE_MMA=base|v2|v2pf) and the fused
-#             small kernels: checks, benches, models against the CPU, the 14B default
-#             workload with the base build and with the bench's best one, the 14B
-#             timeline with the best, 0.6B default workload.
+#     (part 10, the A/B of the tensor-core decode builds, ran at bbe67ff; those builds
+#     are gone, and so is the part.)
 #
 # Device call (tool `run`, kind nvidia-h200), one per part:
 #   command: bash scripts/gpu-bench.sh device 1
@@ -231,47 +229,6 @@ device)
                 --timeline-out "$out/timeline-14b-$sched.md" --report "$out/timeline-report-$sched.md" > "$out/timeline-14b-$sched.log" 2>&1
             echo "timeline ($sched) rc=$?"; grep -E "attn_decode|Σ" "$out/timeline-14b-$sched.md" | tail -9
         done
-    elif [ "$part" = 10 ]; then
-        timeout 170 "$bin" gpu-check --skip-models --skip-engine --report /tmp/gpu-check-ops.md > "$out/gpu-check-ops.log" 2>&1
-        echo "gpu-check ops rc=$?"
-        grep -E "checks, |FAIL|decode kernels" "$out/gpu-check-ops.log" | head -30
-        # The build with the highest mean bandwidth over the 14B head layout (group 5)
-        # lines of the decode bench (its two-split runs are reported, not chosen).
-        best=$(python3 - "$out/gpu-check-ops.log" <<'PY'
-import re, sys, collections
-tot = collections.defaultdict(list)
-for line in open(sys.argv[1]):
-    if "decode kernels" in line and "(group 5)" in line:
-        for name, tb in re.findall(r"DecodeMma/(\w+) [0-9.]+ ms = ([0-9.]+) TB/s", line):
-            tot[name].append(float(tb))
-names = {"Base": "base", "V2": "v2", "V2Pf": "v2pf"}
-print(names[max(tot, key=lambda k: sum(tot[k]) / len(tot[k]))] if tot else "base")
-PY
-)
-        echo "best split-grid build at group 5: $best"
-        models=()
-        for m in tests/fixtures/models/*/; do models+=(--model "$m"); done
-        MINISGL_DECODE_MMA=$best timeout 120 "$bin" gpu-check --skip-ops --skip-engine --skip-bench "${models[@]}" \
-            --random-model .gpu/qwen3-0.6b --report /tmp/gpu-check-models.md > "$out/gpu-check-models.log" 2>&1
-        echo "gpu-check models rc=$?"
-        grep -E "checks, |FAIL" "$out/gpu-check-models.log" | head -20
-        for v in $best base; do
-            MINISGL_DECODE_MMA=$v timeout 100 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
-                --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" > "$out/offline-14b-$v.log" 2>&1
-            echo "14B default workload (decode build $v) rc=$?"; grep -E "ready in|ceiling|output tok/s" "$out/offline-14b-$v.log" | tail -3
-            [ "$best" = base ] && break
-        done
-        timeout 80 "$bin" bench offline --random-weights .gpu/qwen3-0.6b --device cuda --shape qwen3-0.6b \
-            --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" 2>&1 | tail -3 | tee "$out/offline-0.6b.log"
-        # Qwen3-0.6B's group 2 takes the CUDA-core kernel; the same with the best
-        # tensor-core build instead.
-        MINISGL_DECODE_KERNEL=mma MINISGL_DECODE_MMA=$best timeout 80 "$bin" bench offline --random-weights .gpu/qwen3-0.6b --device cuda --shape qwen3-0.6b \
-            --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" 2>&1 | tail -3 | tee -a "$out/offline-0.6b.log"
-        MINISGL_DECODE_MMA=$best timeout 110 "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-14b \
-            --timeline-out "$out/timeline-14b.md" --report /tmp/timeline-report.md > /tmp/timeline-14b.log 2>&1
-        echo "timeline rc=$?"; grep -E "Σ" "$out/timeline-14b.md" | tail -3
-        # At most 8 files come back from a device call.
-        ls "$out"
     elif [ "$part" = 11 ]; then
         # At most 8 files come back: both timelines go into one, the env into the checks' log.
         cat "$out/env.log" > "$out/gpu-check-ops.log"; rm "$out/env.log"
