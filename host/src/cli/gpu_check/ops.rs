@@ -269,6 +269,53 @@ fn params<'a, T>(c: &Case, norms: bool, wq: &'a T, wk: &'a T, inv: &'a T) -> Att
     }
 }
 
+/// What one `qkv_attention` check feeds either backend.
+struct QkvInputs<'a> {
+    c: &'a Case,
+    norms: bool,
+    layout: KvLayout,
+    fill: &'a StepMeta,
+    attn: &'a StepMeta,
+    k: &'a [f32],
+    v: &'a [f32],
+    qkv: &'a [f32],
+    wq: &'a [f32],
+    wk: &'a [f32],
+    inv: &'a [f32],
+}
+
+/// Every position of `fill` cached first (the prefix), then `qkv_attention` over
+/// `attn`: its output, the cache after it and the step.
+fn qkv_attention_on<B: Backend>(b: &B, x: &QkvInputs<'_>) -> Result<(B::Tensor, B::Kv, B::Step)> {
+    let (c, hd) = (x.c, x.c.head_dim);
+    let kvw = c.kv_heads * hd;
+    let (nf, t) = (x.fill.tokens.len(), x.attn.tokens.len());
+    let cols = (c.q_heads + 2 * c.kv_heads) * hd;
+    let (wq, wk, inv) = (
+        up(b, &[hd], x.wq)?,
+        up(b, &[hd], x.wk)?,
+        up(b, &[hd / 2], x.inv)?,
+    );
+    let mut kv = b.alloc_kv(x.layout)?;
+    let fs = b.prepare_step(x.fill)?;
+    b.store_kv(
+        &mut kv,
+        0,
+        &up(b, &[nf, kvw], x.k)?,
+        &up(b, &[nf, kvw], x.v)?,
+        &fs,
+    )?;
+    let st = b.prepare_step(x.attn)?;
+    let out = b.qkv_attention(
+        up(b, &[t, cols], x.qkv)?,
+        &mut kv,
+        0,
+        &st,
+        &params(c, x.norms, &wq, &wk, &inv),
+    )?;
+    Ok((out, kv, st))
+}
+
 /// `qkv_attention`: the CUDA backend's one launch for q/k norm + RoPE + the K/V cache
 /// write (then attention) against the trait's default sequence of single ops on the
 /// CPU, with the caches compared afterwards.
@@ -317,7 +364,6 @@ fn qkv_attention(
         let inv: Vec<f32> = (0..hd / 2)
             .map(|i| 1_000_000f32.powf(-(2.0 * i as f32) / hd as f32))
             .collect();
-        let (ic, ig) = (up(cpu, &[hd / 2], &inv)?, up(gpu, &[hd / 2], &inv)?);
         for norms in [true, false] {
             let (num_pages, fill, attn) = metas(c, rng);
             let layout = KvLayout {
@@ -333,43 +379,21 @@ fn qkv_attention(
             let (kf, vf) = (randn(rng, nf * kvw, 1.0), randn(rng, nf * kvw, 1.0));
             let qkv = randn(rng, t * cols, 1.0);
             let (wq, wk) = (randn(rng, hd, 1.0), randn(rng, hd, 1.0));
-            let (wqc, wkc) = (up(cpu, &[hd], &wq)?, up(cpu, &[hd], &wk)?);
-            let (wqg, wkg) = (up(gpu, &[hd], &wq)?, up(gpu, &[hd], &wk)?);
-            // Every position cached first (the prefix), then the step's own K/V.
-            let mut kvc = cpu.alloc_kv(layout)?;
-            let fc = cpu.prepare_step(&fill)?;
-            cpu.store_kv(
-                &mut kvc,
-                0,
-                &up(cpu, &[nf, kvw], &kf)?,
-                &up(cpu, &[nf, kvw], &vf)?,
-                &fc,
-            )?;
-            let ac = cpu.prepare_step(&attn)?;
-            let oc = cpu.qkv_attention(
-                up(cpu, &[t, cols], &qkv)?,
-                &mut kvc,
-                0,
-                &ac,
-                &params(c, norms, &wqc, &wkc, &ic),
-            )?;
-            let mut kvg = gpu.alloc_kv(layout)?;
-            let fg = gpu.prepare_step(&fill)?;
-            gpu.store_kv(
-                &mut kvg,
-                0,
-                &up(gpu, &[nf, kvw], &kf)?,
-                &up(gpu, &[nf, kvw], &vf)?,
-                &fg,
-            )?;
-            let ag = gpu.prepare_step(&attn)?;
-            let og = gpu.qkv_attention(
-                up(gpu, &[t, cols], &qkv)?,
-                &mut kvg,
-                0,
-                &ag,
-                &params(c, norms, &wqg, &wkg, &ig),
-            )?;
+            let inputs = QkvInputs {
+                c,
+                norms,
+                layout,
+                fill: &fill,
+                attn: &attn,
+                k: &kf,
+                v: &vf,
+                qkv: &qkv,
+                wq: &wq,
+                wk: &wk,
+                inv: &inv,
+            };
+            let (oc, kvc, _) = qkv_attention_on(cpu, &inputs)?;
+            let (og, kvg, ag) = qkv_attention_on(gpu, &inputs)?;
             let group = hq / hkv;
             let desc = format!(
                 "{} ps={} hd={hd} {hq}q/{hkv}kv T={t} norms={norms}",
