@@ -306,8 +306,8 @@ struct DmTile {
 
 // Page ids of the rows this thread copies in the tile at kb (0 past c1).
 template <int HD>
-__device__ __forceinline__ void decode_mma_pages(int (&pg)[DmTile<HD>::PIECES], const int* pages, int kb,
-                                          int r0, int c1, int shift) {
+__device__ __forceinline__ void decode_mma_pages(int (&pg)[DmTile<HD>::PIECES], const int* pages,
+                                                 int kb, int r0, int c1, int shift) {
 #pragma unroll
     for (int i = 0; i < DmTile<HD>::PIECES; i++) {
         int p = kb + r0 + i * DmTile<HD>::RPP;
@@ -320,8 +320,8 @@ __device__ __forceinline__ void decode_mma_pages(int (&pg)[DmTile<HD>::PIECES], 
 // in slot 0; `stride`: elements per slot.
 template <int HD>
 __device__ __forceinline__ void decode_mma_copy(u32 dst, const bf16_t* kp, const bf16_t* vp,
-                                         const int (&pg)[DmTile<HD>::PIECES], int kb, int r0,
-                                         int c1, int shift, u32 stride) {
+                                                const int (&pg)[DmTile<HD>::PIECES], int kb,
+                                                int r0, int c1, int shift, u32 stride) {
     const int mask = (1 << shift) - 1;
 #pragma unroll
     for (int i = 0; i < DmTile<HD>::PIECES; i++) {
@@ -404,8 +404,8 @@ __device__ __forceinline__ void decode_mma_segment(
         int kn = kb + DM_BK;
         if (kn < c1) {
             decode_mma_pages<HD>(pg, pages, kn, r0, c1, shift);
-            decode_mma_copy<HD>(my_dst + (u32)((((it + 1) & 1) * 2 * TILE) * 2), kp, vp, pg, kn, r0, c1,
-                         shift, stride);
+            decode_mma_copy<HD>(my_dst + (u32)((((it + 1) & 1) * 2 * TILE) * 2), kp, vp, pg, kn,
+                                r0, c1, shift, stride);
         }
         cp_async_commit();
         cp_async_wait<1>();

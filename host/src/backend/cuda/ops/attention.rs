@@ -220,7 +220,7 @@ impl CudaBackend {
         let want = (4 * self.dev.num_sms)
             .div_ceil(base)
             .max(self.decode_min_splits.get());
-        want.clamp(1, max_kv.div_ceil(32).clamp(1, 256))
+        want.clamp(1, max_decode_splits(max_kv))
     }
 
     /// Splits of the split-grid tensor-core decode: under two waves of blocks
@@ -243,8 +243,7 @@ impl CudaBackend {
             return fill;
         }
         let slots = self.dev.num_sms * self.dev.mma_blocks_per_sm[usize::from(head_dim == 128)];
-        // As the fill rule: at least 32 rows a split (DECODE_MIN_PART).
-        let cap = max_kv.div_ceil(32).clamp(1, 256);
+        let cap = max_decode_splits(max_kv);
         wave_splits(seqs * kv_heads, slots, cap, self.decode_min_splits.get()).unwrap_or(fill)
     }
 
@@ -592,6 +591,13 @@ impl CudaBackend {
             }
         }
     }
+}
+
+/// Most splits a decode launch over contexts up to `max_kv` rows takes: at least 32
+/// rows a split (DECODE_MIN_PART in attention_decode.cu), at most 256 (the combine's
+/// shared weights).
+fn max_decode_splits(max_kv: usize) -> usize {
+    max_kv.div_ceil(32).clamp(1, 256)
 }
 
 /// The wave rule of [`CudaBackend::decode_mma_splits`] for `base` blocks a split on
