@@ -102,24 +102,6 @@ __device__ __forceinline__ void row_max_lse(const float* __restrict__ x, int voc
     *lse_out = best.v + logf(z);
 }
 
-// Row max, argmax and (when lse != null) log-sum-exp. grid: B; block: 1024.
-extern "C" __global__ void row_argmax(const float* __restrict__ logits, int vocab, int row_stride,
-                                      u32* __restrict__ token, float* __restrict__ lse) {
-    __shared__ float sv[32];
-    __shared__ int si[32];
-    const float* x = logits + (size_t)blockIdx.x * row_stride;
-    ValIdx best = {NEG_INF, 0x7fffffff};
-    for (int i = threadIdx.x; i < vocab; i += blockDim.x) best = better(best, ValIdx{clean(x[i]), i});
-    best = block_argmax(best, sv, si);
-    if (threadIdx.x == 0) token[blockIdx.x] = (u32)(best.i == 0x7fffffff ? 0 : best.i);
-    if (lse != nullptr) {
-        float s = 0.0f;
-        for (int i = threadIdx.x; i < vocab; i += blockDim.x) s += __expf(clean(x[i]) - best.v);
-        s = block_sum(s, sv);
-        if (threadIdx.x == 0) lse[blockIdx.x] = best.v + logf(s);
-    }
-}
-
 // In-place logits processing, the CPU reference's order (backend/cpu/sampling.rs), row b:
 //   1. allowed tokens: when allowed_start[b + 1] > allowed_start[b], every other token
 //      becomes -inf (`mask` is a [B, ceil(vocab / 32)] u32 scratch);

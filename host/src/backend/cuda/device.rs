@@ -277,7 +277,6 @@ pub fn kernel_names(family: &str) -> Vec<String> {
         "attention_prefill_ws_sm90" => vec!["attn_prefill_ws_hd64", "attn_prefill_ws_hd128"],
         "gemv" => vec!["gemv_bf16", "gemv_f32"],
         "sampling" => vec![
-            "row_argmax",
             "process_logits",
             "row_select",
             "topk_rows",
