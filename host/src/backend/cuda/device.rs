@@ -276,12 +276,7 @@ pub fn kernel_names(family: &str) -> Vec<String> {
         "attention_prefill_sm90" => vec!["attn_prefill_sm90_hd64", "attn_prefill_sm90_hd128"],
         "attention_prefill_ws_sm90" => vec!["attn_prefill_ws_hd64", "attn_prefill_ws_hd128"],
         "gemv" => vec!["gemv_bf16", "gemv_f32"],
-        "sampling" => vec![
-            "process_logits",
-            "row_select",
-            "topk_rows",
-            "chosen_tokens",
-        ],
+        "sampling" => vec!["process_logits", "row_select", "topk_rows", "chosen_tokens"],
         _ => vec![],
     };
     v.into_iter().map(String::from).collect()
