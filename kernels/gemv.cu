@@ -1,72 +1,221 @@
-// Skinny matrix products for decode: y = x · Wᵀ (+ bias) with few rows of x.
+// Skinny matrix products for decode: y = x · Wᵀ (+ bias) with few rows of x, and the
+// same product with the op that follows it in a decoder layer done in its epilogue.
 //
 // At a handful of rows a linear layer is a pure weight read (one 2-byte weight per
 // 2 FLOPs per row); cuBLAS's tiled kernels spend most of that time on tiles that are
-// almost all padding. Here each warp owns one output column: its lanes stream that
-// column's weight row with 16-byte loads (coalesced, read once), multiply by every row
-// of x (small, served from L1/L2), and reduce across the warp in f32.
+// almost all padding. Here a warp streams one weight row (an output column) with
+// 16-byte loads, coalesced and read once, multiplies it by every row of x (small,
+// served from L1/L2) and reduces in f32.
+//
+// What sets the speed at one row is memory-level parallelism, not bandwidth: the
+// first version issued one 16-byte load per lane, waited for it, then issued the
+// next, so an n = 1024 product (128 blocks, one per SM) ran at a fifth of the copy
+// rate, one DRAM latency per 512 bytes a warp (Nsight Compute, 2026-12-01: 7.5 µs for
+// 4-6 MB). Now every lane issues GEMV_LOADS loads before it uses any, and narrow
+// products split each column's reduction over up to 8 warps (`ksplit`, chosen by the
+// host from the SM count), so the whole weight is in flight at once.
+//
+// Epilogues (one launch instead of two in a decode layer):
+//   gemv_bf16 / gemv_f32: y = x·Wᵀ + bias, bf16 or f32 (the LM head's logits);
+//   gemv_silu:  W is a fused [gate; up] of 2·n rows, y[:, j] = silu(gate_j) · up_j,
+//               rounded as linear then silu_mul would round;
+//   gemv_residual_norm: residual += bf16(x·Wᵀ + bias) in place (each element by the
+//               warp that computes it), then the last block to finish normalises
+//               the updated rows into `out` (RMSNorm, the same code as add_rmsnorm):
+//               linear then add_rms_norm.
 #include "common.cuh"
 
 #define GEMV_MAX_ROWS 8
 #define GEMV_WARPS 8
+// 16-byte weight loads a lane has in flight per weight row it streams.
+#define GEMV_LOADS 8
 
-// x: [m, k] bf16 (m <= 8); w: [n, k] bf16; bias: [n] bf16 or null; y: [m, n] bf16
-// (or f32 when `f32_out`), rows `y_stride` elements apart. k a multiple of 8.
-// grid: ceil(n / 8); block: 256.
-template <bool F32OUT>
-__device__ __forceinline__ void gemv_impl(const bf16_t* __restrict__ x,
-                                          const bf16_t* __restrict__ w,
-                                          const bf16_t* __restrict__ bias, void* __restrict__ y,
-                                          int m, int n, int k, int y_stride) {
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int col = blockIdx.x * GEMV_WARPS + warp;
-    if (col >= n) return;
-    float acc[GEMV_MAX_ROWS];
+#define EPI_BF16 0
+#define EPI_F32 1
+#define EPI_SILU 2
+#define EPI_RESIDUAL 3
+
+// Read-only, no L1 allocation: a weight is read once.
+__device__ __forceinline__ u32x4 ld_stream(const u32x4* p) {
+    u32x4 v;
+    asm("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ float dot8(const u32x4& w, const float (&x)[8]) {
+    return bf_lo(w.x) * x[0] + bf_hi(w.x) * x[1] + bf_lo(w.y) * x[2] + bf_hi(w.y) * x[3] +
+           bf_lo(w.z) * x[4] + bf_hi(w.z) * x[5] + bf_lo(w.w) * x[6] + bf_hi(w.w) * x[7];
+}
+
+// This lane's share of the dot products of rows 0..m-1 of x ([m, k]) with the NW weight
+// rows `wr` over 8-element chunks [c0, c1): acc[j][r] += x[r] · w_j. MR is the row count
+// the code is unrolled for (m <= MR).
+template <int MR, int NW>
+__device__ __forceinline__ void gemv_dot(const u32x4* const (&wr)[NW],
+                                         const bf16_t* __restrict__ x, int m, int kc, int c0,
+                                         int c1, int lane, float (&acc)[NW][MR]) {
+    constexpr int U = GEMV_LOADS / NW;
+    const u32x4* x4 = reinterpret_cast<const u32x4*>(x);
+    for (int base = c0 + lane; base < c1; base += 32 * U) {
+        u32x4 wv[NW][U];
 #pragma unroll
-    for (int r = 0; r < GEMV_MAX_ROWS; r++) acc[r] = 0.0f;
-    const u32x4* wr = reinterpret_cast<const u32x4*>(w + (size_t)col * k);
-    int chunks = k / 8;
-    for (int i = lane; i < chunks; i += 32) {
-        u32x4 wv = wr[i];
-        u32 ww[4] = {wv.x, wv.y, wv.z, wv.w};
+        for (int u = 0; u < U; u++) {
+            int i = base + u * 32;
+            if (i < c1) {
 #pragma unroll
-        for (int r = 0; r < GEMV_MAX_ROWS; r++) {
-            if (r < m) {
-                u32x4 xv = reinterpret_cast<const u32x4*>(x + (size_t)r * k)[i];
-                u32 xw[4] = {xv.x, xv.y, xv.z, xv.w};
-                float s = 0.0f;
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    s += bf_lo(ww[e]) * bf_lo(xw[e]);
-                    s += bf_hi(ww[e]) * bf_hi(xw[e]);
-                }
-                acc[r] += s;
+                for (int j = 0; j < NW; j++) wv[j][u] = ld_stream(wr[j] + i);
             }
         }
-    }
-    float b = bias != nullptr ? bf2f(bias[col]) : 0.0f;
 #pragma unroll
-    for (int r = 0; r < GEMV_MAX_ROWS; r++) {
-        if (r < m) {
-            float v = warp_sum(acc[r]) + b;
-            if (lane == 0) {
-                if (F32OUT)
-                    reinterpret_cast<float*>(y)[(size_t)r * y_stride + col] = v;
-                else
-                    reinterpret_cast<bf16_t*>(y)[(size_t)r * y_stride + col] = f2bf(v);
+        for (int u = 0; u < U; u++) {
+            int i = base + u * 32;
+            if (i >= c1) continue;
+#pragma unroll
+            for (int r = 0; r < MR; r++) {
+                if (r >= m) continue;
+                u32x4 xv = x4[(size_t)r * kc + i];
+                float xf[8] = {bf_lo(xv.x), bf_hi(xv.x), bf_lo(xv.y), bf_hi(xv.y),
+                               bf_lo(xv.z), bf_hi(xv.z), bf_lo(xv.w), bf_hi(xv.w)};
+#pragma unroll
+                for (int j = 0; j < NW; j++) acc[j][r] += dot8(wv[j][u], xf);
             }
         }
     }
 }
 
+// Sums over the warp and then over the `ksplit` warps of a column (shared memory);
+// afterwards lane 0 of the column's first warp holds the totals. Every thread of the
+// block must call it (it synchronises when ksplit > 1).
+template <int MR, int NW>
+__device__ __forceinline__ void gemv_reduce(float (&acc)[NW][MR], int ksplit) {
+    __shared__ float part[GEMV_WARPS][NW][MR];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+    for (int j = 0; j < NW; j++)
+#pragma unroll
+        for (int r = 0; r < MR; r++) acc[j][r] = warp_sum(acc[j][r]);
+    if (ksplit == 1) return;
+    if (lane == 0) {
+#pragma unroll
+        for (int j = 0; j < NW; j++)
+#pragma unroll
+            for (int r = 0; r < MR; r++) part[warp][j][r] = acc[j][r];
+    }
+    __syncthreads();
+    if (warp % ksplit == 0 && lane == 0) {
+        for (int s = 1; s < ksplit; s++)
+#pragma unroll
+            for (int j = 0; j < NW; j++)
+#pragma unroll
+                for (int r = 0; r < MR; r++) acc[j][r] += part[warp + s][j][r];
+    }
+}
+
+// One launch: grid ceil(n / (GEMV_WARPS / ksplit)), block GEMV_WARPS * 32 threads; warp w
+// of a block takes column blockIdx.x * (GEMV_WARPS / ksplit) + w / ksplit and part
+// w % ksplit of its k chunks. n: output columns (for EPI_SILU, of the activation: W has
+// 2n rows). k a multiple of 8.
+template <int MR, int EPI>
+__device__ __forceinline__ void gemv_body(const bf16_t* __restrict__ x,
+                                          const bf16_t* __restrict__ w,
+                                          const bf16_t* __restrict__ bias, void* __restrict__ y,
+                                          int m, int n, int k, int y_stride, int ksplit) {
+    constexpr int NW = EPI == EPI_SILU ? 2 : 1;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int col = blockIdx.x * (GEMV_WARPS / ksplit) + warp / ksplit;
+    int kc = k / 8;
+    int per = (kc + ksplit - 1) / ksplit;
+    int c0 = (warp % ksplit) * per;
+    int c1 = min(kc, c0 + per);
+    bool live = col < n;
+    float acc[NW][MR];
+#pragma unroll
+    for (int j = 0; j < NW; j++)
+#pragma unroll
+        for (int r = 0; r < MR; r++) acc[j][r] = 0.0f;
+    if (live) {
+        const u32x4* wr[NW];
+#pragma unroll
+        for (int j = 0; j < NW; j++)
+            wr[j] = reinterpret_cast<const u32x4*>(w + ((size_t)col + (size_t)j * n) * k);
+        gemv_dot<MR, NW>(wr, x, m, kc, c0, c1, lane, acc);
+    }
+    gemv_reduce<MR, NW>(acc, ksplit);
+    if (!live || warp % ksplit != 0 || lane != 0) return;
+    float b = bias != nullptr ? bf2f(bias[col]) : 0.0f;
+#pragma unroll
+    for (int r = 0; r < MR; r++) {
+        if (r >= m) continue;
+        size_t at = (size_t)r * y_stride + col;
+        if (EPI == EPI_F32) {
+            reinterpret_cast<float*>(y)[at] = acc[0][r] + b;
+        } else if (EPI == EPI_SILU) {
+            float g = bf2f(f2bf(acc[0][r])), u = bf2f(f2bf(acc[1][r]));
+            g = g / (1.0f + __expf(-g));
+            reinterpret_cast<bf16_t*>(y)[at] = f2bf(g * u);
+        } else if (EPI == EPI_RESIDUAL) {
+            bf16_t* res = reinterpret_cast<bf16_t*>(y);
+            float o = bf2f(f2bf(acc[0][r] + b));
+            res[at] = f2bf(bf2f(ld_cg_bf16(res + at)) + o);
+        } else {
+            reinterpret_cast<bf16_t*>(y)[at] = f2bf(acc[0][r] + b);
+        }
+    }
+}
+
+// m == 1 (a decode step of one sequence) gets code without the row loop's predicates.
+template <int EPI>
+__device__ __forceinline__ void gemv_any(const bf16_t* x, const bf16_t* w, const bf16_t* bias,
+                                         void* y, int m, int n, int k, int y_stride, int ksplit) {
+    if (m == 1)
+        gemv_body<1, EPI>(x, w, bias, y, m, n, k, y_stride, ksplit);
+    else
+        gemv_body<GEMV_MAX_ROWS, EPI>(x, w, bias, y, m, n, k, y_stride, ksplit);
+}
+
+// x: [m, k] bf16 (m <= 8); w: [n, k] bf16; bias: [n] bf16 or null; y: [m, n], rows
+// `y_stride` elements apart.
 extern "C" __global__ void __launch_bounds__(256)
     gemv_bf16(const bf16_t* x, const bf16_t* w, const bf16_t* bias, bf16_t* y, int m, int n, int k,
-              int y_stride) {
-    gemv_impl<false>(x, w, bias, y, m, n, k, y_stride);
+              int y_stride, int ksplit) {
+    gemv_any<EPI_BF16>(x, w, bias, y, m, n, k, y_stride, ksplit);
 }
 
 extern "C" __global__ void __launch_bounds__(256)
     gemv_f32(const bf16_t* x, const bf16_t* w, const bf16_t* bias, float* y, int m, int n, int k,
-             int y_stride) {
-    gemv_impl<true>(x, w, bias, y, m, n, k, y_stride);
+             int y_stride, int ksplit) {
+    gemv_any<EPI_F32>(x, w, bias, y, m, n, k, y_stride, ksplit);
+}
+
+// w: [2n, k] (gate rows, then up rows); y: [m, n] = silu(x·gateᵀ) · (x·upᵀ).
+extern "C" __global__ void __launch_bounds__(256)
+    gemv_silu(const bf16_t* x, const bf16_t* w, bf16_t* y, int m, int n, int k, int ksplit) {
+    gemv_any<EPI_SILU>(x, w, nullptr, y, m, n, k, n, ksplit);
+}
+
+// residual: [m, n], updated in place; norm: [n]; out: [m, n] = rmsnorm(residual) · norm.
+// `ticket` is a zeroed counter the last block leaves zeroed again (launches on one
+// stream never overlap, so one counter serves every call).
+extern "C" __global__ void __launch_bounds__(256)
+    gemv_residual_norm(const bf16_t* x, const bf16_t* w, const bf16_t* bias, bf16_t* residual,
+                       const bf16_t* norm, bf16_t* out, float eps, int m, int n, int k,
+                       int ksplit, u32* ticket) {
+    __shared__ u32 last;
+    __shared__ float scratch[32];
+    gemv_any<EPI_RESIDUAL>(x, w, bias, residual, m, n, k, n, ksplit);
+    // Publish this block's columns (each writer fences its own stores), then count
+    // the block.
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last) return;
+    // The other blocks' columns were fenced before their tickets: read them from L2.
+    __threadfence();
+    for (int r = 0; r < m; r++)
+        add_rmsnorm_row(residual + (size_t)r * n, nullptr, norm, out + (size_t)r * n, n, eps,
+                        scratch);
+    if (threadIdx.x == 0) *ticket = 0u;
 }

@@ -36,6 +36,14 @@
 #     part 14: the wave rule for tensor-core decode splits (MINISGL_DECODE_SPLITS=waves,
 #             opt-in until measured, against fill, the default): checks and benches, the default workload on
 #             both shapes with each rule.
+#     part 15: kernel durations of whole decode steps under Nsight Compute (serialised, no
+#             launch gaps): Qwen3-0.6B at batch 1, 64, 256 and Qwen3-14B at batch 1, context
+#             ~256, beside the replayed graph step (runner.step) of the 0.6B; with PART15_ONLY_NCU=1
+#             the runner bench is left out. scripts/gpu/ncu_steps.py makes the tables.
+#     part 16: after the gemv rewrite (loads in flight, split reductions, SiLU and
+#             residual + norm epilogues): kernel checks and benches with the 0.6B runner
+#             step, the model checks, Nsight Compute step tables of both shapes (0.6B
+#             batch 1 and 64, 14B batch 1) and the 14B runner step.
 #     (part 10, the A/B of the tensor-core decode builds, ran at bbe67ff; those builds
 #     are gone, and so is the part.)
 #
@@ -301,6 +309,50 @@ device)
                 echo "$sh default workload (splits $rule) rc=$?"; grep -E "ceiling|output tok/s" "$out/offline-$sh.log" | tail -2
             done
         done
+        ls "$out"
+    elif [ "$part" = 15 ]; then
+        for spec in "qwen3-0.6b 1,64,256" "qwen3-14b 1"; do
+            set -- $spec
+            timeout 240 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum \
+                --csv --page raw "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/$1 \
+                --timeline-batches "$2" --timeline-context 256 --timeline-out /tmp/timeline-$1.md \
+                --report /tmp/timeline-report-$1.md > /tmp/ncu-$1.csv 2> "$out/ncu-$1.err"
+            echo "ncu $1 rc=$?"
+            python3 scripts/gpu/ncu_steps.py /tmp/ncu-$1.csv --labels "$(echo "$2" | sed 's/\([0-9]*\)/b\1/g')" \
+                | tee "$out/ncu-steps-$1.md" | grep -E "^###|launches,"
+        done
+        if [ -z "${PART15_ONLY_NCU:-}" ]; then
+            timeout 200 "$bin" gpu-check --skip-ops --skip-models --skip-engine --bench-model .gpu/qwen3-0.6b \
+                --report /tmp/gpu-check-bench.md > "$out/gpu-check-bench-qwen3-0.6b.log" 2>&1
+            echo "gpu-check bench rc=$?"; grep -E "runner.step" "$out/gpu-check-bench-qwen3-0.6b.log"
+        fi
+        ls "$out"
+    elif [ "$part" = 16 ]; then
+        cat "$out/env.log" > "$out/gpu-check-ops.log"; rm "$out/env.log"
+        timeout 240 "$bin" gpu-check --skip-models --skip-engine --bench-model .gpu/qwen3-0.6b \
+            --report /tmp/gpu-check-ops.md >> "$out/gpu-check-ops.log" 2>&1
+        echo "gpu-check ops rc=$?"
+        grep -E "checks, |FAIL|linear n=|runner.step" "$out/gpu-check-ops.log" | head -30
+        models=()
+        for m in tests/fixtures/models/*/; do models+=(--model "$m"); done
+        timeout 120 "$bin" gpu-check --skip-ops --skip-engine --skip-bench "${models[@]}" \
+            --random-model .gpu/qwen3-0.6b --report /tmp/gpu-check-models.md > "$out/gpu-check-models.log" 2>&1
+        echo "gpu-check models rc=$?"
+        grep -E "checks, |FAIL" "$out/gpu-check-models.log" | head -20
+        for spec in "qwen3-0.6b 1,64" "qwen3-14b 1"; do
+            set -- $spec
+            timeout 150 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum \
+                --csv --page raw "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/$1 \
+                --timeline-batches "$2" --timeline-context 256 --timeline-out /tmp/timeline-$1.md \
+                --report /tmp/timeline-report-$1.md > /tmp/ncu-$1.csv 2> /tmp/ncu-$1.err
+            echo "ncu $1 rc=$?"
+            python3 scripts/gpu/ncu_steps.py /tmp/ncu-$1.csv --labels "$(echo "$2" | sed 's/\([0-9]*\)/b\1/g')" \
+                > "$out/ncu-steps-$1.md"
+            grep -E "^###" -A8 "$out/ncu-steps-$1.md"
+        done
+        timeout 150 "$bin" gpu-check --skip-ops --skip-models --skip-engine --bench-model .gpu/qwen3-14b \
+            --report /tmp/gpu-check-bench-14b.md > "$out/gpu-check-bench-qwen3-14b.log" 2>&1
+        echo "gpu-check bench 14b rc=$?"; grep -E "runner.step" "$out/gpu-check-bench-qwen3-14b.log"
         ls "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

@@ -508,6 +508,35 @@ pub trait Backend: Send + 'static {
     /// → `silu(gate) * up`, `[rows, n]`.
     fn silu_mul(&self, gate_up: &Self::Tensor) -> Result<Self::Tensor, BackendError>;
 
+    /// `silu_mul(linear(x, w_gate_up))`: SwiGLU's fused gate/up projection and its
+    /// activation. A backend may apply the activation in the product's epilogue
+    /// (one launch instead of two at decode sizes), rounding as the two ops do.
+    fn linear_silu_mul(
+        &self,
+        x: &Self::Tensor,
+        w_gate_up: &Self::Tensor,
+    ) -> Result<Self::Tensor, BackendError> {
+        let gate_up = self.linear(x, w_gate_up, None)?;
+        self.silu_mul(&gate_up)
+    }
+
+    /// `add_rms_norm(residual, linear(x, w, bias), norm, eps)`: the projection that
+    /// ends an attention or MLP block, the residual add and the next norm. A backend
+    /// may do the add and the norm in the product's epilogue (one launch instead of
+    /// two at decode sizes), rounding as the two ops do.
+    fn linear_add_rms_norm(
+        &self,
+        x: &Self::Tensor,
+        w: &Self::Tensor,
+        bias: Option<&Self::Tensor>,
+        residual: &mut Self::Tensor,
+        norm: &Self::Tensor,
+        eps: f32,
+    ) -> Result<Self::Tensor, BackendError> {
+        let o = self.linear(x, w, bias)?;
+        self.add_rms_norm(residual, &o, norm, eps)
+    }
+
     /// Write `k`, `v` (`[T, kv_heads * head_dim]`) of layer `layer` into the
     /// cache at `meta.slots`.
     fn store_kv(

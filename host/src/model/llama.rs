@@ -290,22 +290,36 @@ impl<B: Backend> Model<B> {
                 scale,
             };
             let attn = b.qkv_attention(qkv, kv, l, step, &params)?;
-            let mut o = b.linear(&attn, &layer.w_o, layer.b_o.as_ref())?;
-            if self.shard.is_split() {
-                b.all_reduce(&mut o)?;
-            }
-            x = b.add_rms_norm(&mut residual, &o, &layer.post_attn_norm, eps)?;
-            let gu = b.linear(&x, &layer.w_gate_up, None)?;
-            let mut m = b.linear(&b.silu_mul(&gu)?, &layer.w_down, None)?;
-            if self.shard.is_split() {
-                b.all_reduce(&mut m)?;
-            }
+            let (o, o_bias) = (&layer.w_o, layer.b_o.as_ref());
+            x = self.project_add_norm(b, &attn, o, o_bias, &mut residual, &layer.post_attn_norm)?;
+            let act = b.linear_silu_mul(&x, &layer.w_gate_up)?;
             let next_norm = match self.layers.get(l + 1) {
                 Some(n) => &n.input_norm,
                 None => &self.final_norm,
             };
-            x = b.add_rms_norm(&mut residual, &m, next_norm, eps)?;
+            x = self.project_add_norm(b, &act, &layer.w_down, None, &mut residual, next_norm)?;
         }
         Ok(x)
+    }
+
+    /// A row-parallel projection (o or down) into the residual stream, and the norm
+    /// that follows. Split across ranks, the partial products are summed before the
+    /// add, so the add cannot ride in the product's epilogue there.
+    fn project_add_norm(
+        &self,
+        b: &B,
+        x: &B::Tensor,
+        w: &B::Tensor,
+        bias: Option<&B::Tensor>,
+        residual: &mut B::Tensor,
+        norm: &B::Tensor,
+    ) -> Result<B::Tensor, ModelError> {
+        let eps = self.cfg.rms_norm_eps();
+        if self.shard.is_split() {
+            let mut o = b.linear(x, w, bias)?;
+            b.all_reduce(&mut o)?;
+            return Ok(b.add_rms_norm(residual, &o, norm, eps)?);
+        }
+        Ok(b.linear_add_rms_norm(x, w, bias, residual, norm, eps)?)
     }
 }

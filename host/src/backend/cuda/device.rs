@@ -275,7 +275,7 @@ pub fn kernel_names(family: &str) -> Vec<String> {
         "attention_prefill" => vec!["attn_prefill_hd64", "attn_prefill_hd128"],
         "attention_prefill_sm90" => vec!["attn_prefill_sm90_hd64", "attn_prefill_sm90_hd128"],
         "attention_prefill_ws_sm90" => vec!["attn_prefill_ws_hd64", "attn_prefill_ws_hd128"],
-        "gemv" => vec!["gemv_bf16", "gemv_f32"],
+        "gemv" => vec!["gemv_bf16", "gemv_f32", "gemv_silu", "gemv_residual_norm"],
         "sampling" => vec!["process_logits", "row_select", "topk_rows", "chosen_tokens"],
         _ => vec![],
     };
@@ -334,6 +334,9 @@ pub struct Device {
     /// The ws kernel's work counter (one i32, zero between launches: the kernel
     /// resets it itself; launches on the one stream never overlap).
     pub prefill_work: CudaSlice<i32>,
+    /// `gemv_residual_norm`'s count of finished blocks (zero between launches, the
+    /// same way: its last block resets it).
+    pub gemv_ticket: CudaSlice<u32>,
     /// Where the ws kernel reports a barrier wait that did not end (it then traps);
     /// present when that kernel was built.
     pub watchdog: Option<Watchdog>,
@@ -433,6 +436,7 @@ impl Device {
             )));
         }
         let prefill_work = stream.alloc_zeros::<i32>(1)?;
+        let gemv_ticket = stream.alloc_zeros::<u32>(1)?;
         // The stream-K grid is one wave and the split grid is sized in waves: ask the
         // driver how many blocks of each fit an SM.
         let blocks_per_sm = |kernel: &str| {
@@ -482,6 +486,7 @@ impl Device {
             sk_blocks_per_sm,
             mma_blocks_per_sm,
             prefill_work,
+            gemv_ticket,
             watchdog,
         };
         tracing::info!(

@@ -144,6 +144,7 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         }
         gpu.set_gemv_rows(minisgl::backend::cuda::GEMV_ROWS_DEFAULT);
     }
+    fused_linears(cpu, gpu, &mut rng, rep)?;
     for t in [29usize, 7] {
         let (hidden, vocab) = (1024usize, 151_936usize);
         let meta = flat_step(t, &mut rng, 100);
@@ -443,5 +444,86 @@ fn qkv_attention(
             }
         }
     }
+    Ok(())
+}
+
+/// The products with the next op in their epilogue (gemv.cu's `gemv_silu` and
+/// `gemv_residual_norm`) against the CPU's two ops, on both CUDA paths (the skinny
+/// kernel and cuBLAS + the separate kernel). The shapes cover every split of a
+/// column's reduction (1 to 8 warps), both row counts the kernel is unrolled for,
+/// bias, and the norm's two-pass width (past 8192).
+fn fused_linears(
+    cpu: &CpuBackend,
+    gpu: &CudaBackend,
+    rng: &mut ChaCha8Rng,
+    rep: &mut Report,
+) -> Result<()> {
+    const T: f64 = 1e-2;
+    for &(m, n, k) in &[
+        (1usize, 3072usize, 1024usize),
+        (1, 512, 3072),
+        (2, 8704, 5120),
+        (5, 64, 24),
+        (8, 1024, 2048),
+    ] {
+        let x = randn(rng, m * k, 1.0);
+        let w = randn(rng, 2 * n * k, 0.05);
+        let (xc, xg) = (up(cpu, &[m, k], &x)?, up(gpu, &[m, k], &x)?);
+        let (wc, wg) = (up(cpu, &[2 * n, k], &w)?, up(gpu, &[2 * n, k], &w)?);
+        let yc = cpu.linear_silu_mul(&xc, &wc)?;
+        for (path, rows) in [("gemv", 8usize), ("cuBLAS", 0)] {
+            gpu.set_gemv_rows(rows);
+            let yg = gpu.linear_silu_mul(&xg, &wg)?;
+            rep.check(
+                "linear_silu_mul",
+                format!("m={m} n={n} k={k} [{path}]"),
+                &gpu.to_host(&yg)?,
+                &cpu.to_host(&yc)?,
+                T,
+            );
+        }
+    }
+    for &(m, n, k, bias) in &[
+        (1usize, 1024usize, 2048usize, false),
+        (1, 1024, 3072, true),
+        (1, 5120, 17408, false),
+        (2, 896, 4864, true),
+        (3, 1000, 24, false),
+        (8, 2048, 1024, true),
+        (2, 10240, 512, false),
+    ] {
+        let x = randn(rng, m * k, 1.0);
+        let w = randn(rng, n * k, 0.05);
+        let b = randn(rng, n, 0.5);
+        let r = randn(rng, m * n, 1.0);
+        let g = randn(rng, n, 1.0);
+        let (xc, xg) = (up(cpu, &[m, k], &x)?, up(gpu, &[m, k], &x)?);
+        let (wc, wg) = (up(cpu, &[n, k], &w)?, up(gpu, &[n, k], &w)?);
+        let (bc, bg) = (up(cpu, &[n], &b)?, up(gpu, &[n], &b)?);
+        let (gc, gg) = (up(cpu, &[n], &g)?, up(gpu, &[n], &g)?);
+        let mut rc = up(cpu, &[m, n], &r)?;
+        let oc = cpu.linear_add_rms_norm(&xc, &wc, bias.then_some(&bc), &mut rc, &gc, 1e-6)?;
+        for (path, rows) in [("gemv", 8usize), ("cuBLAS", 0)] {
+            gpu.set_gemv_rows(rows);
+            let mut rg = up(gpu, &[m, n], &r)?;
+            let og = gpu.linear_add_rms_norm(&xg, &wg, bias.then_some(&bg), &mut rg, &gg, 1e-6)?;
+            let what = format!("m={m} n={n} k={k} bias={bias} [{path}]");
+            rep.check(
+                "linear_add_rms_norm",
+                format!("{what} residual"),
+                &gpu.to_host(&rg)?,
+                &cpu.to_host(&rc)?,
+                T,
+            );
+            rep.check(
+                "linear_add_rms_norm",
+                format!("{what} normed"),
+                &gpu.to_host(&og)?,
+                &cpu.to_host(&oc)?,
+                T,
+            );
+        }
+    }
+    gpu.set_gemv_rows(minisgl::backend::cuda::GEMV_ROWS_DEFAULT);
     Ok(())
 }

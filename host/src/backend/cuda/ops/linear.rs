@@ -186,6 +186,25 @@ impl CudaBackend {
             && self.dev.kernels.get("gemv_bf16").is_ok()
     }
 
+    /// How many warps share one output column's reduction (1, 2, 4 or 8) for an
+    /// `n`-column product over `k`: enough that the launch has about 32 warps an SM
+    /// streaming weights (at one row the kernel is bound by loads in flight, not by
+    /// bandwidth), while each warp keeps at least one 16-byte load a lane.
+    fn gemv_ksplit(&self, n: usize, k: usize) -> usize {
+        let target = 32 * self.dev.num_sms.max(1);
+        let chunks = k / 8;
+        let mut ks = 1;
+        while ks < 8 && n * ks < target && chunks / (2 * ks) >= 32 {
+            ks *= 2;
+        }
+        ks
+    }
+
+    /// Grid of a gemv launch: `GEMV_WARPS / ksplit` columns a block of 256 threads.
+    fn gemv_grid(n: usize, ksplit: usize) -> u32 {
+        g(n.div_ceil(8 / ksplit))
+    }
+
     /// `y[m, n] = x · Wᵀ (+ bias)` through `gemv_bf16`/`gemv_f32`.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn gemv(
@@ -204,9 +223,10 @@ impl CudaBackend {
             ((m * k + n * k) * 2 + m * n * out_bytes) as f64,
             2.0 * (m * n * k) as f64,
         );
+        let ks = self.gemv_ksplit(n, k);
         self.launch(
             if f32_out { "gemv_f32" } else { "gemv_bf16" },
-            cfg((g(n.div_ceil(8)), 1, 1), 256),
+            cfg((Self::gemv_grid(n, ks), 1, 1), 256),
             &[
                 Arg::U64(x),
                 Arg::U64(w),
@@ -216,7 +236,97 @@ impl CudaBackend {
                 Arg::I32(n as i32),
                 Arg::I32(k as i32),
                 Arg::I32(n as i32),
+                Arg::I32(ks as i32),
             ],
         )
+    }
+
+    /// `silu_mul(x · W_gate_upᵀ)`: at decode sizes one `gemv_silu` launch (the
+    /// activation in the product's epilogue), otherwise the product then `silu_mul`.
+    pub(super) fn linear_silu_mul_impl(
+        &self,
+        x: &CudaTensor,
+        w: &CudaTensor,
+    ) -> Result<CudaTensor, BackendError> {
+        let (m, k, n2) = shapes::linear(&x.shape, &w.shape, None)?;
+        if m > 0 && n2.is_multiple_of(16) && !x.logits_input && self.use_gemv(m, n2, k) {
+            let n = n2 / 2;
+            let out = self.new_bf16(m, n)?;
+            crate::backend::cuda::timeline::cost(
+                ((m * k + n2 * k) * 2 + m * n * 2) as f64,
+                2.0 * (m * n2 * k) as f64,
+            );
+            let ks = self.gemv_ksplit(n2, k);
+            self.launch(
+                "gemv_silu",
+                cfg((Self::gemv_grid(n, ks), 1, 1), 256),
+                &[
+                    Arg::U64(self.bf16_ptr(x, "linear_silu_mul")?),
+                    Arg::U64(self.bf16_ptr(w, "linear_silu_mul")?),
+                    Arg::U64(self.tptr(&out)),
+                    Arg::I32(m as i32),
+                    Arg::I32(n as i32),
+                    Arg::I32(k as i32),
+                    Arg::I32(ks as i32),
+                ],
+            )?;
+            return Ok(out);
+        }
+        let gu = self.linear_impl(x, w, None)?;
+        self.silu_mul_impl(&gu)
+    }
+
+    /// `residual += x · Wᵀ (+ bias)`, then `rms_norm(residual, norm, eps)`: at
+    /// decode sizes one `gemv_residual_norm` launch (the add in the product's
+    /// epilogue, the norm in its last block), otherwise the product then
+    /// `add_rmsnorm`. Both round as that pair does.
+    pub(super) fn linear_add_rms_norm_impl(
+        &self,
+        x: &CudaTensor,
+        w: &CudaTensor,
+        bias: Option<&CudaTensor>,
+        residual: &mut CudaTensor,
+        norm: &CudaTensor,
+        eps: f32,
+    ) -> Result<CudaTensor, BackendError> {
+        let (m, k, n) = shapes::linear(
+            &x.shape,
+            &w.shape,
+            bias.map(|b| (b.shape.as_slice(), b.numel())),
+        )?;
+        let fits = residual.shape == [m, n] && norm.numel() == n && n.is_multiple_of(8);
+        if m > 0 && fits && !x.logits_input && self.use_gemv(m, n, k) {
+            let out = self.new_bf16(m, n)?;
+            crate::backend::cuda::timeline::cost(
+                ((m * k + n * k) * 2 + 3 * m * n * 2) as f64,
+                2.0 * (m * n * k) as f64,
+            );
+            let ks = self.gemv_ksplit(n, k);
+            let bp = match bias {
+                Some(b) => self.bf16_ptr(b, "linear_add_rms_norm")?,
+                None => 0,
+            };
+            self.launch(
+                "gemv_residual_norm",
+                cfg((Self::gemv_grid(n, ks), 1, 1), 256),
+                &[
+                    Arg::U64(self.bf16_ptr(x, "linear_add_rms_norm")?),
+                    Arg::U64(self.bf16_ptr(w, "linear_add_rms_norm")?),
+                    Arg::U64(bp),
+                    Arg::U64(self.bf16_ptr(residual, "linear_add_rms_norm")?),
+                    Arg::U64(self.bf16_ptr(norm, "linear_add_rms_norm")?),
+                    Arg::U64(self.tptr(&out)),
+                    Arg::F32(eps),
+                    Arg::I32(m as i32),
+                    Arg::I32(n as i32),
+                    Arg::I32(k as i32),
+                    Arg::I32(ks as i32),
+                    Arg::U64(self.ptr(&self.dev.gemv_ticket)),
+                ],
+            )?;
+            return Ok(out);
+        }
+        let o = self.linear_impl(x, w, bias)?;
+        self.add_rms_norm_impl(residual, &o, norm, eps)
     }
 }

@@ -127,6 +127,22 @@ impl Backend for CudaBackend {
         self.silu_mul_impl(gate_up)
     }
 
+    fn linear_silu_mul(&self, x: &CudaTensor, w: &CudaTensor) -> Result<CudaTensor, BackendError> {
+        self.linear_silu_mul_impl(x, w)
+    }
+
+    fn linear_add_rms_norm(
+        &self,
+        x: &CudaTensor,
+        w: &CudaTensor,
+        bias: Option<&CudaTensor>,
+        residual: &mut CudaTensor,
+        norm: &CudaTensor,
+        eps: f32,
+    ) -> Result<CudaTensor, BackendError> {
+        self.linear_add_rms_norm_impl(x, w, bias, residual, norm, eps)
+    }
+
     fn store_kv(
         &self,
         kv: &mut CudaKv,
