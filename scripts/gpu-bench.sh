@@ -350,7 +350,7 @@ device)
                 > "$out/ncu-steps-$1.md"
             grep -E "^###" -A8 "$out/ncu-steps-$1.md"
         done
-        timeout 150 "$bin" gpu-check --skip-ops --skip-models --skip-engine --bench-model .gpu/qwen3-14b \
+        timeout 170 "$bin" gpu-check --skip-ops --skip-models --skip-engine --bench-model .gpu/qwen3-14b \
             --report /tmp/gpu-check-bench-14b.md > "$out/gpu-check-bench-qwen3-14b.log" 2>&1
         echo "gpu-check bench 14b rc=$?"; grep -E "runner.step" "$out/gpu-check-bench-qwen3-14b.log"
         ls "$out"
