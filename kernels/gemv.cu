@@ -28,7 +28,7 @@
 #define GEMV_MAX_ROWS 8
 #define GEMV_WARPS 8
 // 16-byte weight loads a lane has in flight per weight row it streams.
-#define GEMV_LOADS 8
+#define GEMV_LOADS 4
 
 #define EPI_BF16 0
 #define EPI_F32 1
@@ -165,48 +165,46 @@ __device__ __forceinline__ void gemv_body(const bf16_t* __restrict__ x,
     }
 }
 
-// m == 1 (a decode step of one sequence) gets code without the row loop's predicates.
-template <int EPI>
-__device__ __forceinline__ void gemv_any(const bf16_t* x, const bf16_t* w, const bf16_t* bias,
-                                         void* y, int m, int n, int k, int y_stride, int ksplit) {
-    if (m == 1)
-        gemv_body<1, EPI>(x, w, bias, y, m, n, k, y_stride, ksplit);
-    else
-        gemv_body<GEMV_MAX_ROWS, EPI>(x, w, bias, y, m, n, k, y_stride, ksplit);
-}
+// Each product comes in two builds: `<name>` for 1 < m <= 8 and `<name>_m1` for one
+// row, with code free of the row loop and few enough registers (launch bounds 256 x 8)
+// that eight blocks share an SM: the host sizes `ksplit` so the whole product runs in
+// one wave of blocks, which is what a latency-bound launch needs (Nsight Compute,
+// 2026-12-01: the first split build, 80 registers and three blocks an SM, ran its
+// 0.6B products in two to three waves and lost 20-40% to the build before it).
+#define GEMV_KERNELS(SUFFIX, MR, MINB)                                                         \
+    extern "C" __global__ void __launch_bounds__(256, MINB)                                    \
+        gemv_bf16##SUFFIX(const bf16_t* x, const bf16_t* w, const bf16_t* bias, bf16_t* y,     \
+                          int m, int n, int k, int y_stride, int ksplit) {                     \
+        gemv_body<MR, EPI_BF16>(x, w, bias, y, m, n, k, y_stride, ksplit);                    \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256, MINB)                                    \
+        gemv_f32##SUFFIX(const bf16_t* x, const bf16_t* w, const bf16_t* bias, float* y,       \
+                         int m, int n, int k, int y_stride, int ksplit) {                      \
+        gemv_body<MR, EPI_F32>(x, w, bias, y, m, n, k, y_stride, ksplit);                     \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256, MINB)                                    \
+        gemv_silu##SUFFIX(const bf16_t* x, const bf16_t* w, bf16_t* y, int m, int n, int k,    \
+                          int ksplit) {                                                        \
+        gemv_body<MR, EPI_SILU>(x, w, nullptr, y, m, n, k, n, ksplit);                        \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256, MINB) gemv_residual_norm##SUFFIX(        \
+        const bf16_t* x, const bf16_t* w, const bf16_t* bias, bf16_t* residual,               \
+        const bf16_t* norm, bf16_t* out, float eps, int m, int n, int k, int ksplit,          \
+        u32* ticket) {                                                                         \
+        gemv_body<MR, EPI_RESIDUAL>(x, w, bias, residual, m, n, k, n, ksplit);                \
+        residual_norm_tail(residual, norm, out, eps, m, n, ticket);                            \
+    }
 
-// x: [m, k] bf16 (m <= 8); w: [n, k] bf16; bias: [n] bf16 or null; y: [m, n], rows
-// `y_stride` elements apart.
-extern "C" __global__ void __launch_bounds__(256)
-    gemv_bf16(const bf16_t* x, const bf16_t* w, const bf16_t* bias, bf16_t* y, int m, int n, int k,
-              int y_stride, int ksplit) {
-    gemv_any<EPI_BF16>(x, w, bias, y, m, n, k, y_stride, ksplit);
-}
-
-extern "C" __global__ void __launch_bounds__(256)
-    gemv_f32(const bf16_t* x, const bf16_t* w, const bf16_t* bias, float* y, int m, int n, int k,
-             int y_stride, int ksplit) {
-    gemv_any<EPI_F32>(x, w, bias, y, m, n, k, y_stride, ksplit);
-}
-
-// w: [2n, k] (gate rows, then up rows); y: [m, n] = silu(x·gateᵀ) · (x·upᵀ).
-extern "C" __global__ void __launch_bounds__(256)
-    gemv_silu(const bf16_t* x, const bf16_t* w, bf16_t* y, int m, int n, int k, int ksplit) {
-    gemv_any<EPI_SILU>(x, w, nullptr, y, m, n, k, n, ksplit);
-}
-
-// residual: [m, n], updated in place; norm: [n]; out: [m, n] = rmsnorm(residual) · norm.
-// `ticket` is a zeroed counter the last block leaves zeroed again (launches on one
-// stream never overlap, so one counter serves every call).
-extern "C" __global__ void __launch_bounds__(256)
-    gemv_residual_norm(const bf16_t* x, const bf16_t* w, const bf16_t* bias, bf16_t* residual,
-                       const bf16_t* norm, bf16_t* out, float eps, int m, int n, int k,
-                       int ksplit, u32* ticket) {
+// After gemv_body<.., EPI_RESIDUAL>: every block counts itself once its columns are
+// published; the last one normalises the updated rows into `out` (the same code as
+// add_rmsnorm) and leaves `ticket` zeroed again (launches on one stream never overlap,
+// so one counter serves every call).
+__device__ __forceinline__ void residual_norm_tail(bf16_t* residual, const bf16_t* norm,
+                                                   bf16_t* out, float eps, int m, int n,
+                                                   u32* ticket) {
     __shared__ u32 last;
     __shared__ float scratch[32];
-    gemv_any<EPI_RESIDUAL>(x, w, bias, residual, m, n, k, n, ksplit);
-    // Publish this block's columns (each writer fences its own stores), then count
-    // the block.
+    // Each writer fences its own stores before the block is counted.
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) last = atomicAdd(ticket, 1u) == gridDim.x - 1;
@@ -219,3 +217,9 @@ extern "C" __global__ void __launch_bounds__(256)
                         scratch);
     if (threadIdx.x == 0) *ticket = 0u;
 }
+
+// Shapes (both builds): x: [m, k] bf16; w: [n, k] bf16 (gemv_silu: [2n, k], gate rows
+// then up rows); bias: [n] bf16 or null; y: [m, n] with rows `y_stride` apart;
+// residual, out: [m, n]; norm: [n]; `ticket` a zeroed u32.
+GEMV_KERNELS(, GEMV_MAX_ROWS, 2)
+GEMV_KERNELS(_m1, 1, 6)

@@ -275,7 +275,13 @@ pub fn kernel_names(family: &str) -> Vec<String> {
         "attention_prefill" => vec!["attn_prefill_hd64", "attn_prefill_hd128"],
         "attention_prefill_sm90" => vec!["attn_prefill_sm90_hd64", "attn_prefill_sm90_hd128"],
         "attention_prefill_ws_sm90" => vec!["attn_prefill_ws_hd64", "attn_prefill_ws_hd128"],
-        "gemv" => vec!["gemv_bf16", "gemv_f32", "gemv_silu", "gemv_residual_norm"],
+        "gemv" => {
+            let base = ["gemv_bf16", "gemv_f32", "gemv_silu", "gemv_residual_norm"];
+            return base
+                .iter()
+                .flat_map(|b| [b.to_string(), format!("{b}_m1")])
+                .collect();
+        }
         "sampling" => vec!["process_logits", "row_select", "topk_rows", "chosen_tokens"],
         _ => vec![],
     };
@@ -337,6 +343,9 @@ pub struct Device {
     /// `gemv_residual_norm`'s count of finished blocks (zero between launches, the
     /// same way: its last block resets it).
     pub gemv_ticket: CudaSlice<u32>,
+    /// Blocks of each gemv kernel that fit an SM (the driver's answer), which sizes
+    /// its launches to one wave.
+    pub gemv_blocks_per_sm: Vec<(String, usize)>,
     /// Where the ws kernel reports a barrier wait that did not end (it then traps);
     /// present when that kernel was built.
     pub watchdog: Option<Watchdog>,
@@ -463,6 +472,16 @@ impl Device {
             })
         };
         let sk_blocks_per_sm = blocks_per_sm("attn_decode_mma_sk");
+        let gemv_blocks_per_sm = kernel_names("gemv")
+            .into_iter()
+            .filter_map(|name| {
+                let f = kernels.get(&name).ok()?;
+                let n = f
+                    .occupancy_max_active_blocks_per_multiprocessor(256, 0, None)
+                    .ok()?;
+                Some((name, (n as usize).max(1)))
+            })
+            .collect();
         let mma_blocks_per_sm = blocks_per_sm("attn_decode_mma");
         let watchdog = if kernels.get("attn_prefill_ws_hd128").is_ok() {
             Some(Watchdog::new(&ctx, "attn_prefill_ws")?)
@@ -487,6 +506,7 @@ impl Device {
             mma_blocks_per_sm,
             prefill_work,
             gemv_ticket,
+            gemv_blocks_per_sm,
             watchdog,
         };
         tracing::info!(

@@ -186,15 +186,34 @@ impl CudaBackend {
             && self.dev.kernels.get("gemv_bf16").is_ok()
     }
 
-    /// How many warps share one output column's reduction (1, 2, 4 or 8) for an
-    /// `n`-column product over `k`: enough that the launch has about 32 warps an SM
-    /// streaming weights (at one row the kernel is bound by loads in flight, not by
-    /// bandwidth), while each warp keeps at least one 16-byte load a lane.
-    fn gemv_ksplit(&self, n: usize, k: usize) -> usize {
-        let target = 32 * self.dev.num_sms.max(1);
+    /// The build of gemv product `base` for `m` rows: `_m1` (fewer registers, more
+    /// blocks an SM) for one row.
+    fn gemv_kernel(base: &'static str, m: usize) -> &'static str {
+        match (base, m == 1) {
+            ("gemv_bf16", true) => "gemv_bf16_m1",
+            ("gemv_f32", true) => "gemv_f32_m1",
+            ("gemv_silu", true) => "gemv_silu_m1",
+            ("gemv_residual_norm", true) => "gemv_residual_norm_m1",
+            (b, _) => b,
+        }
+    }
+
+    /// How many warps share one output column's reduction (1, 2, 4 or 8) when
+    /// `kernel` computes `cols` columns over `k`. At decode sizes the kernel is bound
+    /// by loads in flight and by waves, not by bandwidth, so: the widest split whose
+    /// grid still runs in one wave (a second, part-empty wave costs a whole DRAM
+    /// round trip), keeping at least one 16-byte load a lane.
+    fn gemv_ksplit(&self, kernel: &str, cols: usize, k: usize) -> usize {
+        let per_sm = self
+            .dev
+            .gemv_blocks_per_sm
+            .iter()
+            .find(|(n, _)| n == kernel)
+            .map_or(1, |(_, b)| *b);
+        let wave_warps = 8 * per_sm * self.dev.num_sms.max(1);
         let chunks = k / 8;
         let mut ks = 1;
-        while ks < 8 && n * ks < target && chunks / (2 * ks) >= 32 {
+        while ks < 8 && cols * ks * 2 <= wave_warps && chunks / (2 * ks) >= 32 {
             ks *= 2;
         }
         ks
@@ -223,9 +242,10 @@ impl CudaBackend {
             ((m * k + n * k) * 2 + m * n * out_bytes) as f64,
             2.0 * (m * n * k) as f64,
         );
-        let ks = self.gemv_ksplit(n, k);
+        let kernel = Self::gemv_kernel(if f32_out { "gemv_f32" } else { "gemv_bf16" }, m);
+        let ks = self.gemv_ksplit(kernel, n, k);
         self.launch(
-            if f32_out { "gemv_f32" } else { "gemv_bf16" },
+            kernel,
             cfg((Self::gemv_grid(n, ks), 1, 1), 256),
             &[
                 Arg::U64(x),
@@ -256,9 +276,10 @@ impl CudaBackend {
                 ((m * k + n2 * k) * 2 + m * n * 2) as f64,
                 2.0 * (m * n2 * k) as f64,
             );
-            let ks = self.gemv_ksplit(n2, k);
+            let kernel = Self::gemv_kernel("gemv_silu", m);
+            let ks = self.gemv_ksplit(kernel, n, k);
             self.launch(
-                "gemv_silu",
+                kernel,
                 cfg((Self::gemv_grid(n, ks), 1, 1), 256),
                 &[
                     Arg::U64(self.bf16_ptr(x, "linear_silu_mul")?),
@@ -301,13 +322,14 @@ impl CudaBackend {
                 ((m * k + n * k) * 2 + 3 * m * n * 2) as f64,
                 2.0 * (m * n * k) as f64,
             );
-            let ks = self.gemv_ksplit(n, k);
+            let kernel = Self::gemv_kernel("gemv_residual_norm", m);
+            let ks = self.gemv_ksplit(kernel, n, k);
             let bp = match bias {
                 Some(b) => self.bf16_ptr(b, "linear_add_rms_norm")?,
                 None => 0,
             };
             self.launch(
-                "gemv_residual_norm",
+                kernel,
                 cfg((Self::gemv_grid(n, ks), 1, 1), 256),
                 &[
                     Arg::U64(self.bf16_ptr(x, "linear_add_rms_norm")?),
