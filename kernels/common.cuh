@@ -135,12 +135,36 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
+// Programmatic dependent launch (sm_90+). A kernel the host launches with the PDL
+// attribute may start while the kernel before it is still running: before any thread
+// reads what that kernel wrote, or writes anything, it calls pdl_wait(), and every
+// block calls it (so the kernel cannot finish before its predecessor has; the next
+// kernel's wait then covers both). What a kernel does before the wait may read only
+// constants (weights). pdl_trigger() lets the next kernel start launching now; it
+// still waits for this one in its own pdl_wait(). On an ordinary launch, or below
+// sm_90, both do nothing.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // 16 bytes through L2, bypassing L1 (data other blocks of this launch wrote).
 __device__ __forceinline__ u32x4 ld_cg(const u32x4* p) {
     u32x4 v;
     asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                  : "l"(p));
+    return v;
+}
+__device__ __forceinline__ float ld_cg_f32(const float* p) {
+    float v;
+    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
     return v;
 }
 __device__ __forceinline__ bf16_t ld_cg_bf16(const bf16_t* p) {

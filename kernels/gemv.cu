@@ -58,6 +58,7 @@ __device__ __forceinline__ void gemv_dot(const u32x4* const (&wr)[NW],
                                          int c1, int lane, float (&acc)[NW][MR]) {
     constexpr int U = GEMV_LOADS / NW;
     const u32x4* x4 = reinterpret_cast<const u32x4*>(x);
+    bool waited = false;
     for (int base = c0 + lane; base < c1; base += 32 * U) {
         u32x4 wv[NW][U];
 #pragma unroll
@@ -67,6 +68,11 @@ __device__ __forceinline__ void gemv_dot(const u32x4* const (&wr)[NW],
 #pragma unroll
                 for (int j = 0; j < NW; j++) wv[j][u] = ld_stream(wr[j] + i);
             }
+        }
+        // Under PDL the first weights are in flight before the previous kernel ends.
+        if (!waited) {
+            pdl_wait();
+            waited = true;
         }
 #pragma unroll
         for (int u = 0; u < U; u++) {
@@ -83,6 +89,7 @@ __device__ __forceinline__ void gemv_dot(const u32x4* const (&wr)[NW],
             }
         }
     }
+    if (!waited) pdl_wait();
 }
 
 // Sums over the warp and then over the `ksplit` warps of a column (shared memory);
@@ -130,6 +137,7 @@ __device__ __forceinline__ void gemv_body(const bf16_t* __restrict__ x,
     int c0 = (warp % ksplit) * per;
     int c1 = min(kc, c0 + per);
     bool live = col < n;
+    pdl_trigger();
     float acc[NW][MR];
 #pragma unroll
     for (int j = 0; j < NW; j++)
@@ -141,6 +149,8 @@ __device__ __forceinline__ void gemv_body(const bf16_t* __restrict__ x,
         for (int j = 0; j < NW; j++)
             wr[j] = reinterpret_cast<const u32x4*>(w + ((size_t)col + (size_t)j * n) * k);
         gemv_dot<MR, NW>(wr, x, m, kc, c0, c1, lane, acc);
+    } else {
+        pdl_wait();
     }
     gemv_reduce<MR, NW>(acc, ksplit);
     if (!live || warp % ksplit != 0 || lane != 0) return;
@@ -159,6 +169,8 @@ __device__ __forceinline__ void gemv_body(const bf16_t* __restrict__ x,
             bf16_t* res = reinterpret_cast<bf16_t*>(y);
             float o = bf2f(f2bf(acc[0][r] + b));
             res[at] = f2bf(bf2f(ld_cg_bf16(res + at)) + o);
+            // Published before residual_norm_tail counts this block.
+            __threadfence();
         } else {
             reinterpret_cast<bf16_t*>(y)[at] = f2bf(acc[0][r] + b);
         }
@@ -204,8 +216,7 @@ __device__ __forceinline__ void residual_norm_tail(bf16_t* residual, const bf16_
                                                    u32* ticket) {
     __shared__ u32 last;
     __shared__ float scratch[32];
-    // Each writer fences its own stores before the block is counted.
-    __threadfence();
+    // Each writer fenced its own stores (gemv_body) before this barrier.
     __syncthreads();
     if (threadIdx.x == 0) last = atomicAdd(ticket, 1u) == gridDim.x - 1;
     __syncthreads();

@@ -82,6 +82,8 @@ __device__ __forceinline__ void qkv_rope_store_impl(
     const int* __restrict__ pos, const float* __restrict__ inv_freq, float eps,
     const int* __restrict__ slots, bf16_t* __restrict__ k_cache, bf16_t* __restrict__ v_cache) {
     constexpr int PER = HD / 32;
+    pdl_trigger();
+    pdl_wait();
     int heads = hq + 2 * hkv;
     int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     int lane = threadIdx.x & 31;

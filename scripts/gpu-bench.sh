@@ -44,6 +44,9 @@
 #             residual + norm epilogues): kernel checks and benches with the 0.6B runner
 #             step, the model checks, Nsight Compute step tables of both shapes (0.6B
 #             batch 1 and 64, 14B batch 1) and the 14B runner step.
+#     part 17: programmatic dependent launch (MINISGL_PDL=1) and the merged split combine:
+#             kernel and model checks with PDL on, the runner step of the 0.6B with PDL
+#             off and on and of the 14B with it on, the default workload on both shapes.
 #     (part 10, the A/B of the tensor-core decode builds, ran at bbe67ff; those builds
 #     are gone, and so is the part.)
 #
@@ -353,6 +356,33 @@ device)
         timeout 170 "$bin" gpu-check --skip-ops --skip-models --skip-engine --bench-model .gpu/qwen3-14b \
             --report /tmp/gpu-check-bench-14b.md > "$out/gpu-check-bench-qwen3-14b.log" 2>&1
         echo "gpu-check bench 14b rc=$?"; grep -E "runner.step" "$out/gpu-check-bench-qwen3-14b.log"
+        ls "$out"
+    elif [ "$part" = 17 ]; then
+        cat "$out/env.log" > "$out/gpu-check-ops.log"; rm "$out/env.log"
+        MINISGL_PDL=1 timeout 150 "$bin" gpu-check --skip-models --skip-engine --skip-bench \
+            --report /tmp/gpu-check-ops.md >> "$out/gpu-check-ops.log" 2>&1
+        echo "gpu-check ops (PDL) rc=$?"
+        grep -E "checks, |FAIL" "$out/gpu-check-ops.log" | head -20
+        models=()
+        for m in tests/fixtures/models/*/; do models+=(--model "$m"); done
+        MINISGL_PDL=1 timeout 120 "$bin" gpu-check --skip-ops --skip-engine --skip-bench "${models[@]}" \
+            --random-model .gpu/qwen3-0.6b --report /tmp/gpu-check-models.md > "$out/gpu-check-models.log" 2>&1
+        echo "gpu-check models (PDL) rc=$?"
+        grep -E "checks, |FAIL" "$out/gpu-check-models.log" | head -20
+        for pdl in 0 1; do
+            MINISGL_PDL=$pdl timeout 150 "$bin" gpu-check --skip-ops --skip-models --skip-engine --bench-model .gpu/qwen3-0.6b \
+                --report /tmp/gpu-check-bench.md > "$out/gpu-check-bench-qwen3-0.6b-pdl$pdl.log" 2>&1
+            echo "gpu-check bench 0.6b PDL=$pdl rc=$?"; grep -E "runner.step" "$out/gpu-check-bench-qwen3-0.6b-pdl$pdl.log"
+        done
+        MINISGL_PDL=1 timeout 170 "$bin" gpu-check --skip-ops --skip-models --skip-engine --bench-model .gpu/qwen3-14b \
+            --report /tmp/gpu-check-bench-14b.md > "$out/gpu-check-bench-qwen3-14b-pdl1.log" 2>&1
+        echo "gpu-check bench 14b PDL=1 rc=$?"; grep -E "runner.step" "$out/gpu-check-bench-qwen3-14b-pdl1.log"
+        for spec in "qwen3-0.6b 0" "qwen3-0.6b 1" "qwen3-14b 1"; do
+            set -- $spec
+            MINISGL_PDL=$2 timeout 120 "$bin" bench offline --random-weights .gpu/$1 --device cuda --shape $1 \
+                --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" >> "$out/offline-$1.log" 2>&1
+            echo "$1 default workload (PDL=$2) rc=$?"; grep -E "ceiling|output tok/s" "$out/offline-$1.log" | tail -2
+        done
         ls "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

@@ -418,6 +418,7 @@ fn append_jsonl(
         "decode_schedule": std::env::var("MINISGL_DECODE_SCHEDULE").unwrap_or_else(|_| "splits".into()),
         "decode_min_splits": std::env::var("MINISGL_DECODE_MIN_SPLITS").unwrap_or_else(|_| "1".into()),
         "decode_splits": std::env::var("MINISGL_DECODE_SPLITS").unwrap_or_else(|_| "fill".into()),
+        "pdl": std::env::var("MINISGL_PDL").unwrap_or_else(|_| "0".into()),
     });
     let mut f = std::fs::OpenOptions::new()
         .create(true)

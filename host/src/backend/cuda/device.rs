@@ -149,6 +149,10 @@ impl std::str::FromStr for DecodeSchedule {
     }
 }
 
+/// (Sequence, kv head) pairs a tensor-core decode launch can merge in place
+/// (256 KB of counters: 1,024 sequences of 64 kv heads).
+pub const DECODE_TICKETS: usize = 1 << 16;
+
 /// How to open a device.
 #[derive(Clone, Debug)]
 pub struct CudaOptions {
@@ -165,6 +169,9 @@ pub struct CudaOptions {
     /// (`MINISGL_DECODE_SPLITS=waves`) or by the fill rule alone (`fill`, the default:
     /// the wave rule has not run on a GPU yet; gpu-bench part 14 measures both).
     pub decode_wave_splits: bool,
+    /// Programmatic dependent launch for the kernels written for it (sm_90+;
+    /// `MINISGL_PDL=1` turns it on, see `pdl.rs`).
+    pub pdl: bool,
 }
 
 impl Default for CudaOptions {
@@ -197,6 +204,7 @@ impl Default for CudaOptions {
             .and_then(|v| v.parse().ok())
             .unwrap_or(1);
         let decode_wave_splits = std::env::var("MINISGL_DECODE_SPLITS").is_ok_and(|v| v == "waves");
+        let pdl = std::env::var("MINISGL_PDL").is_ok_and(|v| v == "1");
         CudaOptions {
             ordinal,
             attention,
@@ -205,6 +213,7 @@ impl Default for CudaOptions {
             decode_schedule,
             decode_min_splits,
             decode_wave_splits,
+            pdl,
         }
     }
 }
@@ -343,9 +352,16 @@ pub struct Device {
     /// `gemv_residual_norm`'s count of finished blocks (zero between launches, the
     /// same way: its last block resets it).
     pub gemv_ticket: CudaSlice<u32>,
+    /// The tensor-core decode kernel's per-(sequence, kv head) counts of finished
+    /// splits, [`DECODE_TICKETS`] of them (zero between launches: the block that
+    /// merges resets its own); a launch with more pairs merges in a second kernel.
+    pub decode_tickets: CudaSlice<u32>,
     /// Blocks of each gemv kernel that fit an SM (the driver's answer), which sizes
     /// its launches to one wave.
     pub gemv_blocks_per_sm: Vec<(String, usize)>,
+    /// Kernels written for it launch with programmatic dependent launch (asked for
+    /// and the device is sm_90 or later).
+    pub pdl: bool,
     /// Where the ws kernel reports a barrier wait that did not end (it then traps);
     /// present when that kernel was built.
     pub watchdog: Option<Watchdog>,
@@ -446,6 +462,7 @@ impl Device {
         }
         let prefill_work = stream.alloc_zeros::<i32>(1)?;
         let gemv_ticket = stream.alloc_zeros::<u32>(1)?;
+        let decode_tickets = stream.alloc_zeros::<u32>(DECODE_TICKETS)?;
         // The stream-K grid is one wave and the split grid is sized in waves: ask the
         // driver how many blocks of each fit an SM.
         let blocks_per_sm = |kernel: &str| {
@@ -506,7 +523,9 @@ impl Device {
             mma_blocks_per_sm,
             prefill_work,
             gemv_ticket,
+            decode_tickets,
             gemv_blocks_per_sm,
+            pdl: opts.pdl && cc.0 >= 9,
             watchdog,
         };
         tracing::info!(

@@ -15,6 +15,7 @@ pub mod libs;
 pub mod nccl;
 pub mod nvrtc;
 pub mod ops;
+mod pdl;
 mod sample;
 pub mod timeline;
 mod watchdog;
@@ -320,6 +321,9 @@ impl CudaBackend {
     /// Launch `name` with `cfg` and `args` (by value, in the kernel's order).
     fn launch(&self, name: &str, cfg: LaunchConfig, args: &[Arg]) -> Result<(), BackendError> {
         let f = self.dev.kernels.get(name)?;
+        if self.dev.pdl && pdl::pdl_kernel(name) {
+            return timeline::wrap(&self.dev, name, || self.launch_pdl(f, cfg, args));
+        }
         let mut b = self.dev.stream.launch_builder(f);
         for a in args {
             match a {
