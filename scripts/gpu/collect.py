@@ -13,6 +13,10 @@ from pathlib import Path
 ap = argparse.ArgumentParser()
 ap.add_argument("dirs", nargs="+")
 ap.add_argument("--to", default="docs/results/bench.jsonl")
+# For runs that wrote no JSON lines of their own (gpu-check only): what to stamp on them.
+ap.add_argument("--commit", default=None)
+ap.add_argument("--date", default=None)
+ap.add_argument("--machine", default="NVIDIA H200")
 args = ap.parse_args()
 
 out = []
@@ -25,23 +29,35 @@ for d in map(Path, args.dirs):
                 o = json.loads(line)
                 out.append(o)
                 base = {k: o[k] for k in ("date", "commit", "machine") if k in o}
-    log = d / "gpu-check-ops.log"
-    if not log.exists():
-        continue
-    for line in log.read_text().splitlines():
-        m = re.search(r"decode attention \[(\w+)\] batch (\d+) x ctx (\d+).*?: ([\d.]+) ms, ([\d.]+) TB/s", line)
+    if not base:
+        base = {k: v for k, v in (("date", args.date), ("commit", args.commit), ("machine", args.machine)) if v}
+    # Every gpu-check log of the run: the ops log (decode attention, the 0.6B runner
+    # step) and the per-shape bench logs (gpu-check-bench-SHAPE[-pdlN].log).
+    for log in sorted(d.glob("gpu-check*.log")):
+        extra = {}
+        m = re.search(r"-pdl(\d)", log.name)
         if m:
-            out.append({**base, "shape": "qwen3-0.6b-attn (16q/8kv x 128)", "tp": 1, "decode_path": m[1],
-                        "workload": f"decode attention batch {m[2]} x ctx {m[3]}, page 16",
-                        "metric": "decode_attention_tbps", "value": float(m[5]), "unit": "TB/s",
-                        "ceiling": 4.28, "fraction": round(float(m[5]) / 4.28, 3)})
-        m = re.search(r"runner.step greedy decode, batch (\d+), context ~(\d+): floor ([\d.]+) ms; CUDA graphs [\d.]+ tok/s \(([\d.]+) ms/step", line)
-        if m:
-            b, ctx, floor, ms = int(m[1]), int(m[2]), float(m[3]), float(m[4])
-            out.append({**base, "shape": "qwen3-0.6b", "tp": 1,
-                        "workload": f"greedy decode step, batch {b}, context ~{ctx}, CUDA graphs",
-                        "metric": f"decode_step_ms_b{b}", "value": ms, "unit": "ms",
-                        "ceiling": floor, "fraction": round(floor / ms, 3)})
+            extra["pdl"] = m[1]
+        shape = "qwen3-0.6b"
+        for line in log.read_text().splitlines():
+            m = re.search(r"(qwen3-[\w.]+) random weights: floor of a decode step", line)
+            if m:
+                shape = m[1]
+            m = re.search(r"decode attention \[(\w+)\] batch (\d+) x ctx (\d+).*?: ([\d.]+) ms, ([\d.]+) TB/s", line)
+            if m:
+                out.append({**base, "shape": "qwen3-0.6b-attn (16q/8kv x 128)", "tp": 1, "decode_path": m[1],
+                            "workload": f"decode attention batch {m[2]} x ctx {m[3]}, page 16",
+                            "metric": "decode_attention_tbps", "value": float(m[5]), "unit": "TB/s",
+                            "ceiling": 4.28, "fraction": round(float(m[5]) / 4.28, 3), **extra})
+            m = re.search(r"runner.step greedy decode, batch (\d+), context ~(\d+): floor ([\d.]+) ms; CUDA graphs [\d.]+ tok/s \(([\d.]+) ms/step", line)
+            if m:
+                b, ctx, floor, ms = int(m[1]), int(m[2]), float(m[3]), float(m[4])
+                out.append({**base, "shape": shape, "tp": 1,
+                            "workload": f"greedy decode step, batch {b}, context ~{ctx}, CUDA graphs",
+                            "metric": f"decode_step_ms_b{b}", "value": ms, "unit": "ms",
+                            "ceiling": floor, "fraction": round(floor / ms, 3), "page_size": 16,
+                            "note": "gpu-check --bench-model (runner.step); floor = weights + KV at 4.28 TB/s, FLOPs not counted",
+                            **extra})
 
 with open(args.to, "a") as f:
     for o in out:
