@@ -45,11 +45,12 @@
 //!     rope(q, D, inv_freq, step); rope(k, D, inv_freq, step)
 //!     store_kv(kv, l, k, v, step)
 //!     a        = attention(q, kv, l, step, 1/sqrt(D))    // [T, Hq·D]
-//!     o        = linear(a, w_o[l], None)
-//!     x        = add_rms_norm(residual, o, ln2[l])       // residual += o
-//!     gu       = linear(x, w_gate_up[l], None)           // [T, 2·I]
-//!     m        = linear(silu_mul(gu), w_down[l], None)
-//!     x        = add_rms_norm(residual, m, ln1[l+1] or final_norm)
+//!     x        = linear_add_rms_norm(a, w_o[l], None, residual, ln2[l])
+//!                  // = add_rms_norm(residual, linear(a, w_o[l]), ln2[l])
+//!     act      = linear_silu_mul(x, w_gate_up[l])       // = silu_mul(linear(..)), [T, I]
+//!     x        = linear_add_rms_norm(act, w_down[l], None, residual,
+//!                                    ln1[l+1] or final_norm)
+//! (split across GPUs, o and down are linear, all_reduce, add_rms_norm instead)
 //! last   = gather_rows(x, step)                          // [S_sample, hidden]
 //! logits = linear(last, lm_head, None)                   // [S_sample, vocab]
 //! out    = sample(logits, specs)                         // host results
