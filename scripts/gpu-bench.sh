@@ -47,6 +47,8 @@
 #     part 17: programmatic dependent launch (MINISGL_PDL=1) and the merged split combine:
 #             kernel and model checks with PDL on, the runner step of the 0.6B with PDL
 #             off and on and of the 14B with it on, the default workload on both shapes.
+#     part 18: this round's closing figures with the defaults of the commit: model checks,
+#             the 0.6B runner step, the default workload and long prompts on both shapes.
 #     (part 10, the A/B of the tensor-core decode builds, ran at bbe67ff; those builds
 #     are gone, and so is the part.)
 #
@@ -382,6 +384,26 @@ device)
             MINISGL_PDL=$2 timeout 120 "$bin" bench offline --random-weights .gpu/$1 --device cuda --shape $1 \
                 --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" >> "$out/offline-$1.log" 2>&1
             echo "$1 default workload (PDL=$2) rc=$?"; grep -E "ceiling|output tok/s" "$out/offline-$1.log" | tail -2
+        done
+        ls "$out"
+    elif [ "$part" = 18 ]; then
+        cat "$out/env.log" > "$out/gpu-check-models.log"; rm "$out/env.log"
+        models=()
+        for m in tests/fixtures/models/*/; do models+=(--model "$m"); done
+        timeout 120 "$bin" gpu-check --skip-ops --skip-engine --skip-bench "${models[@]}" \
+            --random-model .gpu/qwen3-0.6b --report /tmp/gpu-check-models.md >> "$out/gpu-check-models.log" 2>&1
+        echo "gpu-check models rc=$?"
+        grep -E "checks, |FAIL" "$out/gpu-check-models.log" | head -20
+        timeout 150 "$bin" gpu-check --skip-ops --skip-models --skip-engine --bench-model .gpu/qwen3-0.6b \
+            --report /tmp/gpu-check-bench.md > "$out/gpu-check-bench-qwen3-0.6b.log" 2>&1
+        echo "gpu-check bench 0.6b rc=$?"; grep -E "runner.step" "$out/gpu-check-bench-qwen3-0.6b.log"
+        for sh in qwen3-0.6b qwen3-14b; do
+            timeout 120 "$bin" bench offline --random-weights .gpu/$sh --device cuda --shape $sh \
+                --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" >> "$out/offline-$sh.log" 2>&1
+            echo "$sh default workload rc=$?"; grep -E "ceiling|output tok/s" "$out/offline-$sh.log" | tail -2
+            timeout 100 "$bin" bench offline --random-weights .gpu/$sh --device cuda --shape $sh \
+                "${long[@]}" --jsonl "$jl" >> "$out/long.log" 2>&1
+            echo "$sh long prompts rc=$?"; grep -E "ceiling|output tok/s" "$out/long.log" | tail -2
         done
         ls "$out"
     else
