@@ -479,92 +479,13 @@ __device__ __forceinline__ void decode_mma_segment(
     decode_mma_merge<HD>(warp, g, tq, m0, m1, l0, l1, oacc, group, sm_m, sm_l, store);
 }
 
-// Merge the splits of query head h of sequence b: o[t, h, :] = sum_s w_s o_part[b, h,
-// s, :] / sum_s w_s, w_s = 2^(lse_s - max lse), over the n splits that hold context
-// (`splits` is the grid.x of the decode launch). By the whole block; `w` holds at least
-// n floats, `scratch` 32. The partials are read through L2: in the fused form below the
-// block merges what other blocks of its own launch wrote.
-__device__ __forceinline__ void decode_combine_head(const float* __restrict__ o_part,
-                                                    const float* __restrict__ lse_part,
-                                                    const int* __restrict__ q_start,
-                                                    bf16_t* __restrict__ o, int b, int h,
-                                                    int q_heads, int hd, int splits, int n,
-                                                    float* w, float* scratch) {
-    size_t bh = (size_t)b * q_heads + h;
-    float M = NEG_INF;
-    for (int s = threadIdx.x; s < n; s += blockDim.x) M = fmaxf(M, ld_cg_f32(lse_part + bh * splits + s));
-    M = block_max(M, scratch);
-    float tot = 0.0f;
-    for (int s = threadIdx.x; s < n; s += blockDim.x) {
-        float ws = exp2f(ld_cg_f32(lse_part + bh * splits + s) - M);
-        w[s] = ws;
-        tot += ws;
-    }
-    tot = block_sum(tot, scratch);
-    __syncthreads();
-    int t = q_start[b + 1] - 1;
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float acc = 0.0f;
-        for (int s = 0; s < n; s++) acc += w[s] * ld_cg_f32(o_part + (bh * splits + s) * hd + d);
-        o[(size_t)t * q_heads * hd + h * hd + d] = f2bf(acc / tot);
-    }
-}
-
-// grid: (B, q_heads); block: 128. The separate merge, after the CUDA-core kernel (and
-// the tensor-core one when its launch has no tickets).
-extern "C" __global__ void attn_decode_combine(const float* __restrict__ o_part,
-                                               const float* __restrict__ lse_part,
-                                               const int* __restrict__ q_start,
-                                               const int* __restrict__ kv_len,
-                                               bf16_t* __restrict__ o, int q_heads, int hd,
-                                               int splits) {
-    __shared__ float w[256];
-    __shared__ float scratch[32];
-    pdl_trigger();
-    pdl_wait();
-    int b = blockIdx.x;
-    int ctx = kv_len[b];
-    int part = decode_part(ctx, splits);
-    int n = (ctx + part - 1) / part;
-    decode_combine_head(o_part, lse_part, q_start, o, b, blockIdx.y, q_heads, hd, splits, n, w,
-                        scratch);
-}
-
-// The tensor-core kernel's merge in its own launch: each block of a (sequence, kv
-// head) counts itself once its partials are published, and the last of the n that
-// hold context merges the group's query heads, then zeroes the ticket for the next
-// launch (launches on one stream never overlap). Saves the combine launch, 3.5 µs a
-// layer at one decode row (Nsight Compute, 2026-12-01).
-__device__ __forceinline__ void decode_fused_combine(const float* __restrict__ o_part,
-                                                     const float* __restrict__ lse_part,
-                                                     const int* __restrict__ q_start,
-                                                     bf16_t* __restrict__ o, u32* tickets,
-                                                     int b, int kvh, int kv_heads, int group,
-                                                     int q_heads, int hd, int splits, int n) {
-    __shared__ u32 last;
-    __shared__ float w[256];
-    __shared__ float scratch[32];
-    __threadfence();
-    __syncthreads();
-    u32* ticket = tickets + (size_t)b * kv_heads + kvh;
-    if (threadIdx.x == 0) last = atomicAdd(ticket, 1u) == (u32)(n - 1);
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    for (int gi = 0; gi < group; gi++)
-        decode_combine_head(o_part, lse_part, q_start, o, b, kvh * group + gi, q_heads, hd,
-                            splits, n, w, scratch);
-    if (threadIdx.x == 0) *ticket = 0u;
-}
-
 template <int HD>
 __device__ __forceinline__ void decode_mma_impl(
     const bf16_t* __restrict__ q, int q_stride, const bf16_t* __restrict__ k_cache,
     const bf16_t* __restrict__ v_cache, const int* __restrict__ q_start,
     const int* __restrict__ kv_len, const int* __restrict__ page_start,
     const int* __restrict__ page_ids, int q_heads, int kv_heads, int page_size, float scale,
-    float* __restrict__ o_part, float* __restrict__ lse_part, bf16_t* __restrict__ o_direct,
-    bf16_t* __restrict__ o_merged, u32* __restrict__ tickets) {
+    float* __restrict__ o_part, float* __restrict__ lse_part, bf16_t* __restrict__ o_direct) {
     pdl_trigger();
     pdl_wait();
     int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
@@ -583,9 +504,6 @@ __device__ __forceinline__ void decode_mma_impl(
     };
     decode_mma_segment<HD>(q, q_stride, k_cache, v_cache, pages, t, kvh, group, kv_heads,
                            page_size, scale, c0, c1, store);
-    if (o_merged != nullptr)
-        decode_fused_combine(o_part, lse_part, q_start, o_merged, tickets, b, kvh, kv_heads,
-                             group, q_heads, HD, splits, (ctx + part - 1) / part);
 }
 
 #define DECODE_MMA(HD)                                                                         \
@@ -593,13 +511,50 @@ __device__ __forceinline__ void decode_mma_impl(
         const bf16_t* q, int q_stride, const bf16_t* k_cache, const bf16_t* v_cache,          \
         const int* q_start, const int* kv_len, const int* page_start, const int* page_ids,   \
         int q_heads, int kv_heads, int page_size, float scale, float* o_part,                 \
-        float* lse_part, bf16_t* o_direct, bf16_t* o_merged, u32* tickets) {                   \
+        float* lse_part, bf16_t* o_direct) {                                                   \
         decode_mma_impl<HD>(q, q_stride, k_cache, v_cache, q_start, kv_len, page_start,        \
                             page_ids, q_heads, kv_heads, page_size, scale, o_part, lse_part,   \
-                            o_direct, o_merged, tickets);                                      \
+                            o_direct);                                                         \
     }
 DECODE_MMA(64)
 DECODE_MMA(128)
+
+// Merge the splits: o[t, h, :] = sum_s w_s o_part[b, h, s, :] / sum_s w_s,
+// w_s = 2^(lse_s - max lse). grid: (B, q_heads); block: 128. `splits` is the grid.x
+// of the decode launch.
+extern "C" __global__ void attn_decode_combine(const float* __restrict__ o_part,
+                                               const float* __restrict__ lse_part,
+                                               const int* __restrict__ q_start,
+                                               const int* __restrict__ kv_len,
+                                               bf16_t* __restrict__ o, int q_heads, int hd,
+                                               int splits) {
+    __shared__ float w[256];
+    __shared__ float scratch[32];
+    pdl_trigger();
+    pdl_wait();
+    int b = blockIdx.x, h = blockIdx.y;
+    int ctx = kv_len[b];
+    int part = decode_part(ctx, splits);
+    int n = (ctx + part - 1) / part;
+    size_t bh = (size_t)b * q_heads + h;
+    float M = NEG_INF;
+    for (int s = threadIdx.x; s < n; s += blockDim.x) M = fmaxf(M, lse_part[bh * splits + s]);
+    M = block_max(M, scratch);
+    float tot = 0.0f;
+    for (int s = threadIdx.x; s < n; s += blockDim.x) {
+        float ws = exp2f(lse_part[bh * splits + s] - M);
+        w[s] = ws;
+        tot += ws;
+    }
+    tot = block_sum(tot, scratch);
+    __syncthreads();
+    int t = q_start[b + 1] - 1;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float acc = 0.0f;
+        for (int s = 0; s < n; s++) acc += w[s] * o_part[(bh * splits + s) * hd + d];
+        o[(size_t)t * q_heads * hd + h * hd + d] = f2bf(acc / tot);
+    }
+}
 
 // Stream-K decode on the tensor-core kernel. With one block per (split, kv head,
 // sequence) the grid runs in waves of (blocks per SM x SMs) and the last wave can run

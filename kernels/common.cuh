@@ -162,11 +162,6 @@ __device__ __forceinline__ u32x4 ld_cg(const u32x4* p) {
                  : "l"(p));
     return v;
 }
-__device__ __forceinline__ float ld_cg_f32(const float* p) {
-    float v;
-    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
-    return v;
-}
 __device__ __forceinline__ bf16_t ld_cg_bf16(const bf16_t* p) {
     unsigned short v;
     asm volatile("ld.global.cg.u16 %0, [%1];" : "=h"(v) : "l"(p));

@@ -49,6 +49,8 @@
 #             off and on and of the 14B with it on, the default workload on both shapes.
 #     part 18: this round's closing figures with the defaults of the commit: model checks,
 #             the 0.6B runner step, the default workload and long prompts on both shapes.
+#     part 19: the round's final build, checked: kernel and model checks, the runner step
+#             of the 0.6B, then of the 14B (the last, bounded by what the call has left).
 #     (part 10, the A/B of the tensor-core decode builds, ran at bbe67ff; those builds
 #     are gone, and so is the part.)
 #
@@ -404,6 +406,24 @@ device)
             timeout 100 "$bin" bench offline --random-weights .gpu/$sh --device cuda --shape $sh \
                 "${long[@]}" --jsonl "$jl" >> "$out/long.log" 2>&1
             echo "$sh long prompts rc=$?"; grep -E "ceiling|output tok/s" "$out/long.log" | tail -2
+        done
+        ls "$out"
+    elif [ "$part" = 19 ]; then
+        cat "$out/env.log" > "$out/gpu-check-ops.log"; rm "$out/env.log"
+        timeout 100 "$bin" gpu-check --skip-models --skip-engine --skip-bench \
+            --report /tmp/gpu-check-ops.md >> "$out/gpu-check-ops.log" 2>&1
+        echo "gpu-check ops rc=$?"
+        grep -E "checks, |FAIL" "$out/gpu-check-ops.log" | head -20
+        models=()
+        for m in tests/fixtures/models/*/; do models+=(--model "$m"); done
+        timeout 90 "$bin" gpu-check --skip-ops --skip-engine --skip-bench "${models[@]}" \
+            --random-model .gpu/qwen3-0.6b --report /tmp/gpu-check-models.md > "$out/gpu-check-models.log" 2>&1
+        echo "gpu-check models rc=$?"
+        grep -E "checks, |FAIL" "$out/gpu-check-models.log" | head -20
+        for sh in qwen3-0.6b qwen3-14b; do
+            timeout 150 "$bin" gpu-check --skip-ops --skip-models --skip-engine --bench-model .gpu/$sh \
+                --report /tmp/gpu-check-bench.md > "$out/gpu-check-bench-$sh.log" 2>&1
+            echo "gpu-check bench $sh rc=$?"; grep -E "runner.step" "$out/gpu-check-bench-$sh.log"
         done
         ls "$out"
     else

@@ -149,10 +149,6 @@ impl std::str::FromStr for DecodeSchedule {
     }
 }
 
-/// (Sequence, kv head) pairs a tensor-core decode launch can merge in place
-/// (256 KB of counters: 1,024 sequences of 64 kv heads).
-pub const DECODE_TICKETS: usize = 1 << 16;
-
 /// How to open a device.
 #[derive(Clone, Debug)]
 pub struct CudaOptions {
@@ -352,10 +348,6 @@ pub struct Device {
     /// `gemv_residual_norm`'s count of finished blocks (zero between launches, the
     /// same way: its last block resets it).
     pub gemv_ticket: CudaSlice<u32>,
-    /// The tensor-core decode kernel's per-(sequence, kv head) counts of finished
-    /// splits, [`DECODE_TICKETS`] of them (zero between launches: the block that
-    /// merges resets its own); a launch with more pairs merges in a second kernel.
-    pub decode_tickets: CudaSlice<u32>,
     /// Blocks of each gemv kernel that fit an SM (the driver's answer), which sizes
     /// its launches to one wave.
     pub gemv_blocks_per_sm: Vec<(String, usize)>,
@@ -462,7 +454,6 @@ impl Device {
         }
         let prefill_work = stream.alloc_zeros::<i32>(1)?;
         let gemv_ticket = stream.alloc_zeros::<u32>(1)?;
-        let decode_tickets = stream.alloc_zeros::<u32>(DECODE_TICKETS)?;
         // The stream-K grid is one wave and the split grid is sized in waves: ask the
         // driver how many blocks of each fit an SM.
         let blocks_per_sm = |kernel: &str| {
@@ -523,7 +514,6 @@ impl Device {
             mma_blocks_per_sm,
             prefill_work,
             gemv_ticket,
-            decode_tickets,
             gemv_blocks_per_sm,
             pdl: opts.pdl && cc.0 >= 9,
             watchdog,

@@ -490,15 +490,6 @@ impl CudaBackend {
                 args.push(Arg::U64(self.ptr(&o_part)));
                 args.push(Arg::U64(self.ptr(&lse)));
                 args.push(Arg::U64(if direct { op } else { 0 }));
-                // The tensor-core kernel merges its splits itself (its last block of
-                // each pair) when the pairs fit the ticket array.
-                let merged = mma
-                    && !direct
-                    && s * l.kv_heads <= crate::backend::cuda::device::DECODE_TICKETS;
-                if mma {
-                    args.push(Arg::U64(if merged { op } else { 0 }));
-                    args.push(Arg::U64(self.ptr(&self.dev.decode_tickets)));
-                }
                 let mut c = cfg(
                     (splits as u32, (l.kv_heads * head_chunks) as u32, s as u32),
                     128,
@@ -506,7 +497,7 @@ impl CudaBackend {
                 c.shared_mem_bytes =
                     crate::backend::cuda::device::dynamic_smem(&name).unwrap_or(0) as u32;
                 self.launch(&name, c, &args)?;
-                if direct || merged {
+                if direct {
                     return Ok(());
                 }
                 self.decode_combine(&o_part, &lse, step, op, hq, d, splits)
