@@ -78,6 +78,43 @@ device)
     long=(--num-seqs 64 --min-input-len 4000 --max-input-len 8000 --min-output-len 16 --max-output-len 64
           --workload-name "long-prompt n=64 in=4000-8000 out=16-64 seed=0")
     set +e
+    # Steps the later parts share; each writes under $out and prints its summary lines.
+    # An environment given before a call (MINISGL_PDL=1 check_models) applies to it.
+    check_ops() {  # extra gpu-check arguments (--skip-bench, --bench-model CONFIG)
+        timeout 240 "$bin" gpu-check --skip-models --skip-engine "$@" \
+            --report /tmp/gpu-check-ops.md >> "$out/gpu-check-ops.log" 2>&1
+        echo "gpu-check ops rc=$?"
+        grep -E "checks, |FAIL|linear n=|runner.step" "$out/gpu-check-ops.log" | head -30
+    }
+    check_models() {  # fixtures against HF and the CPU, Qwen3-0.6B random weights, graphs
+        local models=()
+        for m in tests/fixtures/models/*/; do models+=(--model "$m"); done
+        timeout 120 "$bin" gpu-check --skip-ops --skip-engine --skip-bench "${models[@]}" \
+            --random-model .gpu/qwen3-0.6b --report /tmp/gpu-check-models.md >> "$out/gpu-check-models.log" 2>&1
+        echo "gpu-check models rc=$?"
+        grep -E "checks, |FAIL" "$out/gpu-check-models.log" | head -20
+    }
+    bench_step() {  # SHAPE [LOG_SUFFIX]: the kernel benches and the runner's decode step
+        local log="$out/gpu-check-bench-$1${2:-}.log"
+        timeout 170 "$bin" gpu-check --skip-ops --skip-models --skip-engine --bench-model .gpu/$1 \
+            --report /tmp/gpu-check-bench.md > "$log" 2>&1
+        echo "gpu-check bench $1${2:-} rc=$?"; grep -E "runner.step" "$log"
+    }
+    offline_default() {  # SHAPE: bench offline's default workload, figures into $jl
+        timeout 120 "$bin" bench offline --random-weights .gpu/$1 --device cuda --shape $1 \
+            --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" >> "$out/offline-$1.log" 2>&1
+        echo "$1 default workload (PDL=${MINISGL_PDL:-0}) rc=$?"; grep -E "ceiling|output tok/s" "$out/offline-$1.log" | tail -2
+    }
+    ncu_steps() {  # SHAPE BATCHES: Nsight Compute durations of whole decode steps, context ~256
+        timeout 240 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum \
+            --csv --page raw "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/$1 \
+            --timeline-batches "$2" --timeline-context 256 --timeline-out /tmp/timeline-$1.md \
+            --report /tmp/timeline-report-$1.md > /tmp/ncu-$1.csv 2> /tmp/ncu-$1.err
+        echo "ncu $1 rc=$?"
+        python3 scripts/gpu/ncu_steps.py /tmp/ncu-$1.csv --labels "$(echo "$2" | sed 's/\([0-9]*\)/b\1/g')" \
+            > "$out/ncu-steps-$1.md"
+        grep -E "^###" -A8 "$out/ncu-steps-$1.md"
+    }
     if [ "$part" = 1 ]; then
         timeout 120 python3 scripts/gpu/attn_bench.py --jsonl "$jl" 2>&1 | grep -v "Exception ignored\|driver.pyx\|  launch " | tee "$out/attn.log"
         models=()
@@ -318,91 +355,35 @@ device)
         done
         ls "$out"
     elif [ "$part" = 15 ]; then
-        for spec in "qwen3-0.6b 1,64,256" "qwen3-14b 1"; do
-            set -- $spec
-            timeout 240 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum \
-                --csv --page raw "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/$1 \
-                --timeline-batches "$2" --timeline-context 256 --timeline-out /tmp/timeline-$1.md \
-                --report /tmp/timeline-report-$1.md > /tmp/ncu-$1.csv 2> "$out/ncu-$1.err"
-            echo "ncu $1 rc=$?"
-            python3 scripts/gpu/ncu_steps.py /tmp/ncu-$1.csv --labels "$(echo "$2" | sed 's/\([0-9]*\)/b\1/g')" \
-                | tee "$out/ncu-steps-$1.md" | grep -E "^###|launches,"
-        done
-        if [ -z "${PART15_ONLY_NCU:-}" ]; then
-            timeout 200 "$bin" gpu-check --skip-ops --skip-models --skip-engine --bench-model .gpu/qwen3-0.6b \
-                --report /tmp/gpu-check-bench.md > "$out/gpu-check-bench-qwen3-0.6b.log" 2>&1
-            echo "gpu-check bench rc=$?"; grep -E "runner.step" "$out/gpu-check-bench-qwen3-0.6b.log"
-        fi
+        ncu_steps qwen3-0.6b 1,64,256
+        ncu_steps qwen3-14b 1
+        [ -n "${PART15_ONLY_NCU:-}" ] || bench_step qwen3-0.6b
         ls "$out"
     elif [ "$part" = 16 ]; then
         cat "$out/env.log" > "$out/gpu-check-ops.log"; rm "$out/env.log"
-        timeout 240 "$bin" gpu-check --skip-models --skip-engine --bench-model .gpu/qwen3-0.6b \
-            --report /tmp/gpu-check-ops.md >> "$out/gpu-check-ops.log" 2>&1
-        echo "gpu-check ops rc=$?"
-        grep -E "checks, |FAIL|linear n=|runner.step" "$out/gpu-check-ops.log" | head -30
-        models=()
-        for m in tests/fixtures/models/*/; do models+=(--model "$m"); done
-        timeout 120 "$bin" gpu-check --skip-ops --skip-engine --skip-bench "${models[@]}" \
-            --random-model .gpu/qwen3-0.6b --report /tmp/gpu-check-models.md > "$out/gpu-check-models.log" 2>&1
-        echo "gpu-check models rc=$?"
-        grep -E "checks, |FAIL" "$out/gpu-check-models.log" | head -20
-        for spec in "qwen3-0.6b 1,64" "qwen3-14b 1"; do
-            set -- $spec
-            timeout 150 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum \
-                --csv --page raw "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/$1 \
-                --timeline-batches "$2" --timeline-context 256 --timeline-out /tmp/timeline-$1.md \
-                --report /tmp/timeline-report-$1.md > /tmp/ncu-$1.csv 2> /tmp/ncu-$1.err
-            echo "ncu $1 rc=$?"
-            python3 scripts/gpu/ncu_steps.py /tmp/ncu-$1.csv --labels "$(echo "$2" | sed 's/\([0-9]*\)/b\1/g')" \
-                > "$out/ncu-steps-$1.md"
-            grep -E "^###" -A8 "$out/ncu-steps-$1.md"
-        done
-        timeout 170 "$bin" gpu-check --skip-ops --skip-models --skip-engine --bench-model .gpu/qwen3-14b \
-            --report /tmp/gpu-check-bench-14b.md > "$out/gpu-check-bench-qwen3-14b.log" 2>&1
-        echo "gpu-check bench 14b rc=$?"; grep -E "runner.step" "$out/gpu-check-bench-qwen3-14b.log"
+        check_ops --bench-model .gpu/qwen3-0.6b
+        check_models
+        ncu_steps qwen3-0.6b 1,64
+        ncu_steps qwen3-14b 1
+        bench_step qwen3-14b
         ls "$out"
     elif [ "$part" = 17 ]; then
         cat "$out/env.log" > "$out/gpu-check-ops.log"; rm "$out/env.log"
-        MINISGL_PDL=1 timeout 150 "$bin" gpu-check --skip-models --skip-engine --skip-bench \
-            --report /tmp/gpu-check-ops.md >> "$out/gpu-check-ops.log" 2>&1
-        echo "gpu-check ops (PDL) rc=$?"
-        grep -E "checks, |FAIL" "$out/gpu-check-ops.log" | head -20
-        models=()
-        for m in tests/fixtures/models/*/; do models+=(--model "$m"); done
-        MINISGL_PDL=1 timeout 120 "$bin" gpu-check --skip-ops --skip-engine --skip-bench "${models[@]}" \
-            --random-model .gpu/qwen3-0.6b --report /tmp/gpu-check-models.md > "$out/gpu-check-models.log" 2>&1
-        echo "gpu-check models (PDL) rc=$?"
-        grep -E "checks, |FAIL" "$out/gpu-check-models.log" | head -20
-        for pdl in 0 1; do
-            MINISGL_PDL=$pdl timeout 150 "$bin" gpu-check --skip-ops --skip-models --skip-engine --bench-model .gpu/qwen3-0.6b \
-                --report /tmp/gpu-check-bench.md > "$out/gpu-check-bench-qwen3-0.6b-pdl$pdl.log" 2>&1
-            echo "gpu-check bench 0.6b PDL=$pdl rc=$?"; grep -E "runner.step" "$out/gpu-check-bench-qwen3-0.6b-pdl$pdl.log"
-        done
-        MINISGL_PDL=1 timeout 170 "$bin" gpu-check --skip-ops --skip-models --skip-engine --bench-model .gpu/qwen3-14b \
-            --report /tmp/gpu-check-bench-14b.md > "$out/gpu-check-bench-qwen3-14b-pdl1.log" 2>&1
-        echo "gpu-check bench 14b PDL=1 rc=$?"; grep -E "runner.step" "$out/gpu-check-bench-qwen3-14b-pdl1.log"
-        for spec in "qwen3-0.6b 0" "qwen3-0.6b 1" "qwen3-14b 1"; do
-            set -- $spec
-            MINISGL_PDL=$2 timeout 120 "$bin" bench offline --random-weights .gpu/$1 --device cuda --shape $1 \
-                --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" >> "$out/offline-$1.log" 2>&1
-            echo "$1 default workload (PDL=$2) rc=$?"; grep -E "ceiling|output tok/s" "$out/offline-$1.log" | tail -2
-        done
+        MINISGL_PDL=1 check_ops --skip-bench
+        MINISGL_PDL=1 check_models
+        MINISGL_PDL=0 bench_step qwen3-0.6b -pdl0
+        MINISGL_PDL=1 bench_step qwen3-0.6b -pdl1
+        MINISGL_PDL=1 bench_step qwen3-14b -pdl1
+        MINISGL_PDL=0 offline_default qwen3-0.6b
+        MINISGL_PDL=1 offline_default qwen3-0.6b
+        MINISGL_PDL=1 offline_default qwen3-14b
         ls "$out"
     elif [ "$part" = 18 ]; then
         cat "$out/env.log" > "$out/gpu-check-models.log"; rm "$out/env.log"
-        models=()
-        for m in tests/fixtures/models/*/; do models+=(--model "$m"); done
-        timeout 120 "$bin" gpu-check --skip-ops --skip-engine --skip-bench "${models[@]}" \
-            --random-model .gpu/qwen3-0.6b --report /tmp/gpu-check-models.md >> "$out/gpu-check-models.log" 2>&1
-        echo "gpu-check models rc=$?"
-        grep -E "checks, |FAIL" "$out/gpu-check-models.log" | head -20
-        timeout 150 "$bin" gpu-check --skip-ops --skip-models --skip-engine --bench-model .gpu/qwen3-0.6b \
-            --report /tmp/gpu-check-bench.md > "$out/gpu-check-bench-qwen3-0.6b.log" 2>&1
-        echo "gpu-check bench 0.6b rc=$?"; grep -E "runner.step" "$out/gpu-check-bench-qwen3-0.6b.log"
+        check_models
+        bench_step qwen3-0.6b
         for sh in qwen3-0.6b qwen3-14b; do
-            timeout 120 "$bin" bench offline --random-weights .gpu/$sh --device cuda --shape $sh \
-                --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" >> "$out/offline-$sh.log" 2>&1
-            echo "$sh default workload rc=$?"; grep -E "ceiling|output tok/s" "$out/offline-$sh.log" | tail -2
+            offline_default $sh
             timeout 100 "$bin" bench offline --random-weights .gpu/$sh --device cuda --shape $sh \
                 "${long[@]}" --jsonl "$jl" >> "$out/long.log" 2>&1
             echo "$sh long prompts rc=$?"; grep -E "ceiling|output tok/s" "$out/long.log" | tail -2
@@ -410,21 +391,10 @@ device)
         ls "$out"
     elif [ "$part" = 19 ]; then
         cat "$out/env.log" > "$out/gpu-check-ops.log"; rm "$out/env.log"
-        timeout 100 "$bin" gpu-check --skip-models --skip-engine --skip-bench \
-            --report /tmp/gpu-check-ops.md >> "$out/gpu-check-ops.log" 2>&1
-        echo "gpu-check ops rc=$?"
-        grep -E "checks, |FAIL" "$out/gpu-check-ops.log" | head -20
-        models=()
-        for m in tests/fixtures/models/*/; do models+=(--model "$m"); done
-        timeout 90 "$bin" gpu-check --skip-ops --skip-engine --skip-bench "${models[@]}" \
-            --random-model .gpu/qwen3-0.6b --report /tmp/gpu-check-models.md > "$out/gpu-check-models.log" 2>&1
-        echo "gpu-check models rc=$?"
-        grep -E "checks, |FAIL" "$out/gpu-check-models.log" | head -20
-        for sh in qwen3-0.6b qwen3-14b; do
-            timeout 150 "$bin" gpu-check --skip-ops --skip-models --skip-engine --bench-model .gpu/$sh \
-                --report /tmp/gpu-check-bench.md > "$out/gpu-check-bench-$sh.log" 2>&1
-            echo "gpu-check bench $sh rc=$?"; grep -E "runner.step" "$out/gpu-check-bench-$sh.log"
-        done
+        check_ops --skip-bench
+        check_models
+        bench_step qwen3-0.6b
+        bench_step qwen3-14b
         ls "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
