@@ -270,6 +270,7 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
         gpu.set_gemv_rows(minisgl::backend::cuda::GEMV_ROWS_DEFAULT);
         rep.bench_line(line);
     }
+    fused_products(gpu, &mut rng, rep)?;
     if let Some(p) = bench_model {
         let lm = minisgl::model::load_random(p, 1)?;
         let (prompt, steps, ps) = (256usize, 16usize, 16u32);
@@ -326,4 +327,60 @@ pub(super) fn weight_bytes(c: &minisgl::model::ModelConfig) -> f64 {
         c.vocab_size() * c.hidden_size()
     };
     (2 * (c.num_params() - untied_embedding)) as f64
+}
+
+/// The decode products with their neighbour in the epilogue (gemv.cu) against the two
+/// launches they replace, both through the skinny kernel, at one and two rows, on the
+/// down / gate_up shapes of Qwen3-0.6B and 14B; bytes = the weight read.
+fn fused_products(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> Result<()> {
+    let gbs = |bytes: usize, ms: f64| bytes as f64 / (ms * 1e-3) / 1e9;
+    for &(n, k) in &[(1024usize, 3072usize), (5120, 17408)] {
+        let w = gpu.upload(&[n, k], HostData::f32(&randn(rng, n * k, 0.05)))?;
+        let g = gpu.upload(&[n], HostData::f32(&randn(rng, n, 1.0)))?;
+        let mut line = format!("linear + add_rms_norm n={n} k={k}:");
+        for m in [1usize, 2] {
+            let x = gpu.upload(&[m, k], HostData::f32(&randn(rng, m * k, 1.0)))?;
+            let mut r = gpu.upload(&[m, n], HostData::f32(&randn(rng, m * n, 1.0)))?;
+            let fused = time_ms(gpu, 50, || {
+                gpu.linear_add_rms_norm(&x, &w, None, &mut r, &g, 1e-6)?;
+                Ok(())
+            })?;
+            let pair = time_ms(gpu, 50, || {
+                let o = gpu.linear(&x, &w, None)?;
+                gpu.add_rms_norm(&mut r, &o, &g, 1e-6)?;
+                Ok(())
+            })?;
+            line.push_str(&format!(
+                " m={m} fused {:.1} us ({:.0} GB/s) / two launches {:.1} us;",
+                fused * 1e3,
+                gbs(n * k * 2, fused),
+                pair * 1e3
+            ));
+        }
+        rep.bench_line(line);
+    }
+    // 14B's gate_up (34,816 rows) is past the gemv limit; half of it is a two-GPU shard.
+    for &(n, k) in &[(3072usize, 1024usize), (8704, 5120)] {
+        let w = gpu.upload(&[2 * n, k], HostData::f32(&randn(rng, 2 * n * k, 0.05)))?;
+        let mut line = format!("linear_silu_mul n={n} k={k}:");
+        for m in [1usize, 2] {
+            let x = gpu.upload(&[m, k], HostData::f32(&randn(rng, m * k, 1.0)))?;
+            let fused = time_ms(gpu, 50, || {
+                gpu.linear_silu_mul(&x, &w)?;
+                Ok(())
+            })?;
+            let pair = time_ms(gpu, 50, || {
+                gpu.silu_mul(&gpu.linear(&x, &w, None)?)?;
+                Ok(())
+            })?;
+            line.push_str(&format!(
+                " m={m} fused {:.1} us ({:.0} GB/s) / two launches {:.1} us;",
+                fused * 1e3,
+                gbs(2 * n * k * 2, fused),
+                pair * 1e3
+            ));
+        }
+        rep.bench_line(line);
+    }
+    Ok(())
 }
