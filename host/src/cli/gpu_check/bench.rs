@@ -330,8 +330,9 @@ pub(super) fn weight_bytes(c: &minisgl::model::ModelConfig) -> f64 {
 }
 
 /// The decode products with their neighbour in the epilogue (gemv.cu) against the two
-/// launches they replace, both through the skinny kernel, at one and two rows, on the
-/// down / gate_up shapes of Qwen3-0.6B and 14B; bytes = the weight read.
+/// launches they replace, both through the skinny kernel, at one and two rows: the down
+/// projections of Qwen3-0.6B and 14B, the gate_up of the 0.6B and of a 14B shard over
+/// two GPUs; bytes = the weight read.
 fn fused_products(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> Result<()> {
     let gbs = |bytes: usize, ms: f64| bytes as f64 / (ms * 1e-3) / 1e9;
     for &(n, k) in &[(1024usize, 3072usize), (5120, 17408)] {
