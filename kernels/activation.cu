@@ -17,9 +17,7 @@ extern "C" __global__ void silu_mul(const bf16_t* __restrict__ gate_up, bf16_t* 
 #pragma unroll
     for (int k = 0; k < 4; k++) {
         float a = bf_lo(gw[k]), b = bf_hi(gw[k]);
-        a = a / (1.0f + __expf(-a));
-        b = b / (1.0f + __expf(-b));
-        o[k] = pack_bf16x2(a * bf_lo(uw[k]), b * bf_hi(uw[k]));
+        o[k] = pack_bf16x2(silu(a) * bf_lo(uw[k]), silu(b) * bf_hi(uw[k]));
     }
     reinterpret_cast<u32x4*>(out + (size_t)t * inter)[i] = u32x4{o[0], o[1], o[2], o[3]};
 }

@@ -30,6 +30,9 @@ __device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
     return (u32)f2bf(lo) | ((u32)f2bf(hi) << 16);
 }
 
+// SiLU as every kernel computes it (silu_mul and gemv_silu must round alike).
+__device__ __forceinline__ float silu(float a) { return a / (1.0f + __expf(-a)); }
+
 __device__ __forceinline__ float bf_lo(u32 w) { return __uint_as_float(w << 16); }
 __device__ __forceinline__ float bf_hi(u32 w) { return __uint_as_float(w & 0xffff0000u); }
 

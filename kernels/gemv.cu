@@ -163,8 +163,7 @@ __device__ __forceinline__ void gemv_body(const bf16_t* __restrict__ x,
             reinterpret_cast<float*>(y)[at] = acc[0][r] + b;
         } else if (EPI == EPI_SILU) {
             float g = bf2f(f2bf(acc[0][r])), u = bf2f(f2bf(acc[1][r]));
-            g = g / (1.0f + __expf(-g));
-            reinterpret_cast<bf16_t*>(y)[at] = f2bf(g * u);
+            reinterpret_cast<bf16_t*>(y)[at] = f2bf(silu(g) * u);
         } else if (EPI == EPI_RESIDUAL) {
             bf16_t* res = reinterpret_cast<bf16_t*>(y);
             float o = bf2f(f2bf(acc[0][r] + b));

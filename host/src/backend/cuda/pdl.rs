@@ -31,9 +31,9 @@ impl CudaBackend {
         cfg: LaunchConfig,
         args: &[Arg],
     ) -> Result<(), BackendError> {
-        // The driver reads each argument through a pointer to its value.
-        let vals: Vec<Arg> = args.to_vec();
-        let mut params: Vec<*mut c_void> = vals
+        // The driver reads each argument through a pointer to its value (`args`
+        // outlives the call).
+        let mut params: Vec<*mut c_void> = args
             .iter()
             .map(|a| match a {
                 Arg::U64(v) => v as *const u64 as *mut c_void,

@@ -1,6 +1,7 @@
 //! Matrix products: cuBLAS GEMMs and the skinny decode kernel (`kernels/gemv.cu`).
 
 use cudarc::cublas::{result as blas, sys as bsys};
+use cudarc::driver::LaunchConfig;
 
 use super::shape_err;
 use crate::backend::cuda::{cfg, g, Arg, Buf, CudaBackend, CudaTensor};
@@ -219,9 +220,23 @@ impl CudaBackend {
         ks
     }
 
-    /// Grid of a gemv launch: `GEMV_WARPS / ksplit` columns a block of 256 threads.
-    fn gemv_grid(n: usize, ksplit: usize) -> u32 {
-        g(n.div_ceil(8 / ksplit))
+    /// The kernel, launch shape and `ksplit` of gemv product `base` with `m` rows and
+    /// `cols` output columns over `k`: `GEMV_WARPS / ksplit` columns a block of 256
+    /// threads.
+    fn gemv_plan(
+        &self,
+        base: &'static str,
+        m: usize,
+        cols: usize,
+        k: usize,
+    ) -> (&'static str, LaunchConfig, i32) {
+        let kernel = Self::gemv_kernel(base, m);
+        let ks = self.gemv_ksplit(kernel, cols, k);
+        (
+            kernel,
+            cfg((g(cols.div_ceil(8 / ks)), 1, 1), 256),
+            ks as i32,
+        )
     }
 
     /// `y[m, n] = x · Wᵀ (+ bias)` through `gemv_bf16`/`gemv_f32`.
@@ -242,11 +257,11 @@ impl CudaBackend {
             ((m * k + n * k) * 2 + m * n * out_bytes) as f64,
             2.0 * (m * n * k) as f64,
         );
-        let kernel = Self::gemv_kernel(if f32_out { "gemv_f32" } else { "gemv_bf16" }, m);
-        let ks = self.gemv_ksplit(kernel, n, k);
+        let base = if f32_out { "gemv_f32" } else { "gemv_bf16" };
+        let (kernel, c, ks) = self.gemv_plan(base, m, n, k);
         self.launch(
             kernel,
-            cfg((Self::gemv_grid(n, ks), 1, 1), 256),
+            c,
             &[
                 Arg::U64(x),
                 Arg::U64(w),
@@ -256,7 +271,7 @@ impl CudaBackend {
                 Arg::I32(n as i32),
                 Arg::I32(k as i32),
                 Arg::I32(n as i32),
-                Arg::I32(ks as i32),
+                Arg::I32(ks),
             ],
         )
     }
@@ -276,11 +291,10 @@ impl CudaBackend {
                 ((m * k + n2 * k) * 2 + m * n * 2) as f64,
                 2.0 * (m * n2 * k) as f64,
             );
-            let kernel = Self::gemv_kernel("gemv_silu", m);
-            let ks = self.gemv_ksplit(kernel, n, k);
+            let (kernel, c, ks) = self.gemv_plan("gemv_silu", m, n, k);
             self.launch(
                 kernel,
-                cfg((Self::gemv_grid(n, ks), 1, 1), 256),
+                c,
                 &[
                     Arg::U64(self.bf16_ptr(x, "linear_silu_mul")?),
                     Arg::U64(self.bf16_ptr(w, "linear_silu_mul")?),
@@ -288,7 +302,7 @@ impl CudaBackend {
                     Arg::I32(m as i32),
                     Arg::I32(n as i32),
                     Arg::I32(k as i32),
-                    Arg::I32(ks as i32),
+                    Arg::I32(ks),
                 ],
             )?;
             return Ok(out);
@@ -322,15 +336,14 @@ impl CudaBackend {
                 ((m * k + n * k) * 2 + 3 * m * n * 2) as f64,
                 2.0 * (m * n * k) as f64,
             );
-            let kernel = Self::gemv_kernel("gemv_residual_norm", m);
-            let ks = self.gemv_ksplit(kernel, n, k);
+            let (kernel, c, ks) = self.gemv_plan("gemv_residual_norm", m, n, k);
             let bp = match bias {
                 Some(b) => self.bf16_ptr(b, "linear_add_rms_norm")?,
                 None => 0,
             };
             self.launch(
                 kernel,
-                cfg((Self::gemv_grid(n, ks), 1, 1), 256),
+                c,
                 &[
                     Arg::U64(self.bf16_ptr(x, "linear_add_rms_norm")?),
                     Arg::U64(self.bf16_ptr(w, "linear_add_rms_norm")?),
@@ -342,7 +355,7 @@ impl CudaBackend {
                     Arg::I32(m as i32),
                     Arg::I32(n as i32),
                     Arg::I32(k as i32),
-                    Arg::I32(ks as i32),
+                    Arg::I32(ks),
                     Arg::U64(self.ptr(&self.dev.gemv_ticket)),
                 ],
             )?;
