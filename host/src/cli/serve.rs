@@ -119,13 +119,15 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         let _ = loading_server.await;
         let state = AppState::new(started.engine, started.tokenizer, started.limits, cfg);
         let _ = state.worker.set(started.meta);
+        // Signals are caught from here on, before the line that says the server is up.
+        let shutdown = minisgl::server::shutdown_signal();
         // The test harness and scripts wait for this exact line.
         tracing::info!("listening on http://{local}");
         eprintln!(
             "minisgl: serving {} on http://{local}",
             state.limits.model_name
         );
-        minisgl::server::serve(listener, state, minisgl::server::shutdown_signal()).await?;
+        minisgl::server::serve(listener, state, shutdown).await?;
         Ok::<_, anyhow::Error>(())
     })?;
     Ok(())
