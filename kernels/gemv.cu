@@ -23,6 +23,16 @@
 //               warp that computes it), then the last block to finish normalises
 //               the updated rows into `out` (RMSNorm, the same code as add_rmsnorm):
 //               linear then add_rms_norm.
+//   gemv_residual: the same add without the norm (linear_add), for a model that lets
+//               the next product normalise:
+// and a prologue:
+//   gemv_norm_bf16 / gemv_norm_silu: x is the un-normed residual; every block first
+//               RMS-normalises its rows into shared memory (rms_norm then linear, or
+//               then linear_silu_mul). The norm is a 2-16 KB read from L2 that runs
+//               while the block's first weight loads are in flight, so it costs the
+//               product little, where the last-block norm of gemv_residual_norm waits
+//               for the slowest block and then adds a chain of L2 round trips (ncu,
+//               2026-12-01: 7.8 µs for a product that streams in about 4).
 #include "common.cuh"
 
 #define GEMV_MAX_ROWS 8
@@ -49,31 +59,82 @@ __device__ __forceinline__ float dot8(const u32x4& w, const float (&x)[8]) {
            bf_lo(w.z) * x[4] + bf_hi(w.z) * x[5] + bf_lo(w.w) * x[6] + bf_hi(w.w) * x[7];
 }
 
-// This lane's share of the dot products of rows 0..m-1 of x ([m, k]) with the NW weight
-// rows `wr` over 8-element chunks [c0, c1): acc[j][r] += x[r] · w_j. MR is the row count
-// the code is unrolled for (m <= MR).
-template <int MR, int NW>
-__device__ __forceinline__ void gemv_dot(const u32x4* const (&wr)[NW],
-                                         const bf16_t* __restrict__ x, int m, int kc, int c0,
-                                         int c1, int lane, float (&acc)[NW][MR]) {
-    constexpr int U = GEMV_LOADS / NW;
+// Rows 0..m-1 of x ([m, k], the residual the previous kernel wrote) RMS-normalised
+// with `norm` into this block's dynamic shared memory (m * k bf16), which it returns.
+// Every thread of the block calls it. Rounds as add_rmsnorm_row with no delta does at
+// the same block size: thread i sums vectors i, i + blockDim, ... in that order, and
+// writes bf16(x * inv * w) with the same expression.
+__device__ __forceinline__ const u32x4* gemv_norm_rows(const bf16_t* __restrict__ x,
+                                                       const bf16_t* __restrict__ norm, int m,
+                                                       int kc, float eps) {
+    extern __shared__ u32x4 gemv_xs[];
+    __shared__ float scratch[32];
     const u32x4* x4 = reinterpret_cast<const u32x4*>(x);
-    bool waited = false;
-    for (int base = c0 + lane; base < c1; base += 32 * U) {
-        u32x4 wv[NW][U];
+    const u32x4* w4 = reinterpret_cast<const u32x4*>(norm);
+    int nt = blockDim.x;
+    for (int r = 0; r < m; r++) {
+        u32x4* row = gemv_xs + (size_t)r * kc;
+        float ss = 0.0f;
+        for (int i = threadIdx.x; i < kc; i += nt) {
+            u32x4 v = x4[(size_t)r * kc + i];
+            row[i] = v;
+            u32 w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-            int i = base + u * 32;
-            if (i < c1) {
-#pragma unroll
-                for (int j = 0; j < NW; j++) wv[j][u] = ld_stream(wr[j] + i);
+            for (int j = 0; j < 4; j++) {
+                float a = bf_lo(w[j]), b = bf_hi(w[j]);
+                ss += a * a + b * b;
             }
         }
-        // Under PDL the first weights are in flight before the previous kernel ends.
-        if (!waited) {
-            pdl_wait();
-            waited = true;
+        float inv = rsqrtf(block_sum(ss, scratch) / (float)(kc * 8) + eps);
+        // Each thread rewrites only the vectors it stored itself: no barrier between.
+        for (int i = threadIdx.x; i < kc; i += nt) {
+            u32x4 v = row[i], g = w4[i];
+            u32 w[4] = {v.x, v.y, v.z, v.w}, gw[4] = {g.x, g.y, g.z, g.w}, o[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                o[j] = pack_bf16x2(bf_lo(w[j]) * inv * bf_lo(gw[j]),
+                                   bf_hi(w[j]) * inv * bf_hi(gw[j]));
+            row[i] = u32x4{o[0], o[1], o[2], o[3]};
         }
+    }
+    __syncthreads();
+    return gemv_xs;
+}
+
+// One round of a lane's weight loads: U chunks of 8 from each of the NW rows, 32 apart.
+template <int NW, int U>
+__device__ __forceinline__ void gemv_issue(const u32x4* const (&wr)[NW], u32x4 (&wv)[NW][U],
+                                           int base, int c1) {
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        int i = base + u * 32;
+        if (i < c1) {
+#pragma unroll
+            for (int j = 0; j < NW; j++) wv[j][u] = ld_stream(wr[j] + i);
+        }
+    }
+}
+
+// This lane's share of the dot products of rows 0..m-1 of x ([m, k]) with the NW weight
+// rows `wr` over 8-element chunks [c0, c1): acc[j][r] += x[r] · w_j. MR is the row count
+// the code is unrolled for (m <= MR). Every thread of the block calls it (c0 = c1 for a
+// warp without a column): with NORM, x is the un-normed residual and the block
+// normalises it (gemv_norm_rows) once the first round of weights is in flight.
+template <int MR, int NW, bool NORM>
+__device__ __forceinline__ void gemv_dot(const u32x4* const (&wr)[NW],
+                                         const bf16_t* __restrict__ x, int m, int kc, int c0,
+                                         int c1, int lane, float (&acc)[NW][MR],
+                                         const bf16_t* __restrict__ norm, float eps) {
+    constexpr int U = GEMV_LOADS / NW;
+    u32x4 wv[NW][U];
+    int first = c0 + lane;
+    gemv_issue<NW, U>(wr, wv, first, c1);
+    // Under PDL the first weights are in flight before the previous kernel ends.
+    pdl_wait();
+    const u32x4* x4 =
+        NORM ? gemv_norm_rows(x, norm, m, kc, eps) : reinterpret_cast<const u32x4*>(x);
+    for (int base = first; base < c1; base += 32 * U) {
+        if (base != first) gemv_issue<NW, U>(wr, wv, base, c1);
 #pragma unroll
         for (int u = 0; u < U; u++) {
             int i = base + u * 32;
@@ -89,7 +150,6 @@ __device__ __forceinline__ void gemv_dot(const u32x4* const (&wr)[NW],
             }
         }
     }
-    if (!waited) pdl_wait();
 }
 
 // Sums over the warp and then over the `ksplit` warps of a column (shared memory);
@@ -123,35 +183,35 @@ __device__ __forceinline__ void gemv_reduce(float (&acc)[NW][MR], int ksplit) {
 // One launch: grid ceil(n / (GEMV_WARPS / ksplit)), block GEMV_WARPS * 32 threads; warp w
 // of a block takes column blockIdx.x * (GEMV_WARPS / ksplit) + w / ksplit and part
 // w % ksplit of its k chunks. n: output columns (for EPI_SILU, of the activation: W has
-// 2n rows). k a multiple of 8.
-template <int MR, int EPI>
+// 2n rows). k a multiple of 8. NORM: x is normalised with `norm` first (dynamic shared
+// memory m * k * 2 bytes).
+template <int MR, int EPI, bool NORM>
 __device__ __forceinline__ void gemv_body(const bf16_t* __restrict__ x,
                                           const bf16_t* __restrict__ w,
                                           const bf16_t* __restrict__ bias, void* __restrict__ y,
-                                          int m, int n, int k, int y_stride, int ksplit) {
+                                          int m, int n, int k, int y_stride, int ksplit,
+                                          const bf16_t* __restrict__ norm, float eps,
+                                          bool fence) {
     constexpr int NW = EPI == EPI_SILU ? 2 : 1;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int col = blockIdx.x * (GEMV_WARPS / ksplit) + warp / ksplit;
     int kc = k / 8;
     int per = (kc + ksplit - 1) / ksplit;
-    int c0 = (warp % ksplit) * per;
-    int c1 = min(kc, c0 + per);
     bool live = col < n;
+    // A warp past the last column loads nothing but still takes part in the prologue.
+    int c0 = live ? (warp % ksplit) * per : 0;
+    int c1 = live ? min(kc, c0 + per) : 0;
     pdl_trigger();
     float acc[NW][MR];
 #pragma unroll
     for (int j = 0; j < NW; j++)
 #pragma unroll
         for (int r = 0; r < MR; r++) acc[j][r] = 0.0f;
-    if (live) {
-        const u32x4* wr[NW];
+    const u32x4* wr[NW];
 #pragma unroll
-        for (int j = 0; j < NW; j++)
-            wr[j] = reinterpret_cast<const u32x4*>(w + ((size_t)col + (size_t)j * n) * k);
-        gemv_dot<MR, NW>(wr, x, m, kc, c0, c1, lane, acc);
-    } else {
-        pdl_wait();
-    }
+    for (int j = 0; j < NW; j++)
+        wr[j] = reinterpret_cast<const u32x4*>(w + ((size_t)(live ? col : 0) + (size_t)j * n) * k);
+    gemv_dot<MR, NW, NORM>(wr, x, m, kc, c0, c1, lane, acc, norm, eps);
     gemv_reduce<MR, NW>(acc, ksplit);
     if (!live || warp % ksplit != 0 || lane != 0) return;
     float b = bias != nullptr ? bf2f(bias[col]) : 0.0f;
@@ -169,7 +229,7 @@ __device__ __forceinline__ void gemv_body(const bf16_t* __restrict__ x,
             float o = bf2f(f2bf(acc[0][r] + b));
             res[at] = f2bf(bf2f(ld_cg_bf16(res + at)) + o);
             // Published before residual_norm_tail counts this block.
-            __threadfence();
+            if (fence) __threadfence();
         } else {
             reinterpret_cast<bf16_t*>(y)[at] = f2bf(acc[0][r] + b);
         }
@@ -186,24 +246,44 @@ __device__ __forceinline__ void gemv_body(const bf16_t* __restrict__ x,
     extern "C" __global__ void __launch_bounds__(256, MINB)                                    \
         gemv_bf16##SUFFIX(const bf16_t* x, const bf16_t* w, const bf16_t* bias, bf16_t* y,     \
                           int m, int n, int k, int y_stride, int ksplit) {                     \
-        gemv_body<MR, EPI_BF16>(x, w, bias, y, m, n, k, y_stride, ksplit);                    \
+        gemv_body<MR, EPI_BF16, false>(x, w, bias, y, m, n, k, y_stride, ksplit, nullptr,      \
+                                       0.0f, false);                                           \
     }                                                                                          \
     extern "C" __global__ void __launch_bounds__(256, MINB)                                    \
         gemv_f32##SUFFIX(const bf16_t* x, const bf16_t* w, const bf16_t* bias, float* y,       \
                          int m, int n, int k, int y_stride, int ksplit) {                      \
-        gemv_body<MR, EPI_F32>(x, w, bias, y, m, n, k, y_stride, ksplit);                     \
+        gemv_body<MR, EPI_F32, false>(x, w, bias, y, m, n, k, y_stride, ksplit, nullptr, 0.0f, \
+                                      false);                                                  \
     }                                                                                          \
     extern "C" __global__ void __launch_bounds__(256, MINB)                                    \
         gemv_silu##SUFFIX(const bf16_t* x, const bf16_t* w, bf16_t* y, int m, int n, int k,    \
                           int ksplit) {                                                        \
-        gemv_body<MR, EPI_SILU>(x, w, nullptr, y, m, n, k, n, ksplit);                        \
+        gemv_body<MR, EPI_SILU, false>(x, w, nullptr, y, m, n, k, n, ksplit, nullptr, 0.0f,    \
+                                       false);                                                 \
     }                                                                                          \
     extern "C" __global__ void __launch_bounds__(256, MINB) gemv_residual_norm##SUFFIX(        \
         const bf16_t* x, const bf16_t* w, const bf16_t* bias, bf16_t* residual,               \
         const bf16_t* norm, bf16_t* out, float eps, int m, int n, int k, int ksplit,          \
         u32* ticket) {                                                                         \
-        gemv_body<MR, EPI_RESIDUAL>(x, w, bias, residual, m, n, k, n, ksplit);                \
+        gemv_body<MR, EPI_RESIDUAL, false>(x, w, bias, residual, m, n, k, n, ksplit, nullptr,  \
+                                           0.0f, true);                                        \
         residual_norm_tail(residual, norm, out, eps, m, n, ticket);                            \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256, MINB)                                    \
+        gemv_residual##SUFFIX(const bf16_t* x, const bf16_t* w, const bf16_t* bias,            \
+                              bf16_t* residual, int m, int n, int k, int ksplit) {             \
+        gemv_body<MR, EPI_RESIDUAL, false>(x, w, bias, residual, m, n, k, n, ksplit, nullptr,  \
+                                           0.0f, false);                                       \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256, MINB) gemv_norm_bf16##SUFFIX(            \
+        const bf16_t* x, const bf16_t* norm, float eps, const bf16_t* w, const bf16_t* bias,  \
+        bf16_t* y, int m, int n, int k, int ksplit) {                                          \
+        gemv_body<MR, EPI_BF16, true>(x, w, bias, y, m, n, k, n, ksplit, norm, eps, false);   \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256, MINB) gemv_norm_silu##SUFFIX(            \
+        const bf16_t* x, const bf16_t* norm, float eps, const bf16_t* w, bf16_t* y, int m,    \
+        int n, int k, int ksplit) {                                                            \
+        gemv_body<MR, EPI_SILU, true>(x, w, nullptr, y, m, n, k, n, ksplit, norm, eps, false); \
     }
 
 // After gemv_body<.., EPI_RESIDUAL>: every block counts itself once its columns are
@@ -228,8 +308,9 @@ __device__ __forceinline__ void residual_norm_tail(bf16_t* residual, const bf16_
     if (threadIdx.x == 0) *ticket = 0u;
 }
 
-// Shapes (both builds): x: [m, k] bf16; w: [n, k] bf16 (gemv_silu: [2n, k], gate rows
-// then up rows); bias: [n] bf16 or null; y: [m, n] with rows `y_stride` apart;
-// residual, out: [m, n]; norm: [n]; `ticket` a zeroed u32.
+// Shapes (both builds): x: [m, k] bf16; w: [n, k] bf16 (gemv_silu, gemv_norm_silu:
+// [2n, k], gate rows then up rows); bias: [n] bf16 or null; y: [m, n] with rows
+// `y_stride` apart (the gemv_norm_* kernels: n apart); residual, out: [m, n]; norm: [n]
+// for gemv_residual_norm, [k] for gemv_norm_*; `ticket` a zeroed u32.
 GEMV_KERNELS(, GEMV_MAX_ROWS, 2)
 GEMV_KERNELS(_m1, 1, 6)

@@ -59,3 +59,11 @@ extern "C" __global__ void take_tokens(int* __restrict__ tokens, const int* __re
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) tokens[pairs[2 * i]] = (int)last[pairs[2 * i + 1]];
 }
+
+// y += x elementwise in bf16 (f32 sum, rounded once, as add_rmsnorm's add rounds):
+// linear_add's product-then-add path. grid: ceil(n / 256); block: 256.
+extern "C" __global__ void add_inplace_bf16(bf16_t* __restrict__ y, const bf16_t* __restrict__ x,
+                                            long long n) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = f2bf(bf2f(y[i]) + bf2f(x[i]));
+}

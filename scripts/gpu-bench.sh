@@ -51,6 +51,11 @@
 #             the 0.6B runner step, the default workload and long prompts on both shapes.
 #     part 19: the round's final build, checked: kernel and model checks, the runner step
 #             of the 0.6B, then of the 14B (the last, bounded by what the call has left).
+#     part 20: the norm in the next product's prologue (gemv_norm_*, gemv_residual):
+#             kernel checks, model checks, the 0.6B benches (fused products, cuBLASLt
+#             candidates, runner step) with it on, the 0.6B batch-1 step table under
+#             Nsight Compute, then the runner step with it off (MINISGL_NORM_PROLOGUE=0)
+#             when the call has time left.
 #     (part 10, the A/B of the tensor-core decode builds, ran at bbe67ff; those builds
 #     are gone, and so is the part.)
 #
@@ -395,6 +400,19 @@ device)
         check_models
         bench_step qwen3-0.6b
         bench_step qwen3-14b
+        ls "$out"
+    elif [ "$part" = 20 ]; then
+        cat "$out/env.log" > "$out/gpu-check-ops.log"; rm "$out/env.log"
+        check_ops --skip-bench
+        check_models
+        bench_step qwen3-0.6b
+        ncu_steps qwen3-0.6b 1
+        # The call's limit is 600 s and a bench takes about 100 (start-up included).
+        if [ "$SECONDS" -lt 420 ]; then
+            MINISGL_NORM_PROLOGUE=0 bench_step qwen3-0.6b -np0
+        else
+            echo "no time left for the MINISGL_NORM_PROLOGUE=0 bench (${SECONDS} s)"
+        fi
         ls "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

@@ -538,6 +538,61 @@ pub trait Backend: Send + 'static {
         self.add_rms_norm(residual, &o, norm, eps)
     }
 
+    /// Whether the model should leave the norm after a residual add to the product
+    /// that consumes it: [`Backend::linear_add`] instead of
+    /// [`Backend::linear_add_rms_norm`], then [`Backend::rms_norm_linear`] or
+    /// [`Backend::rms_norm_linear_silu_mul`] on the residual. A backend answers true
+    /// where it normalises inside the next product (a prologue each block runs, at
+    /// decode sizes) more cheaply than after the add; `residual` is the stream the
+    /// norms would read. A backend that answers true implements `linear_add`.
+    fn norm_in_prologue(&self, residual: &Self::Tensor) -> bool {
+        let _ = residual;
+        false
+    }
+
+    /// `residual += linear(x, w, bias)` (in place, in the activation precision, as
+    /// [`Backend::add_rms_norm`] adds), with no norm after it. Only called where
+    /// [`Backend::norm_in_prologue`] answered true; the default reports that the
+    /// backend lacks it.
+    fn linear_add(
+        &self,
+        x: &Self::Tensor,
+        w: &Self::Tensor,
+        bias: Option<&Self::Tensor>,
+        residual: &mut Self::Tensor,
+    ) -> Result<(), BackendError> {
+        let _ = (x, w, bias, residual);
+        Err(BackendError::Unsupported(
+            "linear_add (a backend whose norm_in_prologue answers true implements it)".into(),
+        ))
+    }
+
+    /// `linear(rms_norm(x, norm, eps), w, bias)`: the norm before a product, which a
+    /// backend may do inside the product.
+    fn rms_norm_linear(
+        &self,
+        x: &Self::Tensor,
+        norm: &Self::Tensor,
+        eps: f32,
+        w: &Self::Tensor,
+        bias: Option<&Self::Tensor>,
+    ) -> Result<Self::Tensor, BackendError> {
+        let normed = self.rms_norm(x, norm, eps)?;
+        self.linear(&normed, w, bias)
+    }
+
+    /// `linear_silu_mul(rms_norm(x, norm, eps), w_gate_up)`.
+    fn rms_norm_linear_silu_mul(
+        &self,
+        x: &Self::Tensor,
+        norm: &Self::Tensor,
+        eps: f32,
+        w_gate_up: &Self::Tensor,
+    ) -> Result<Self::Tensor, BackendError> {
+        let normed = self.rms_norm(x, norm, eps)?;
+        self.linear_silu_mul(&normed, w_gate_up)
+    }
+
     /// Write `k`, `v` (`[T, kv_heads * head_dim]`) of layer `layer` into the
     /// cache at `meta.slots`.
     fn store_kv(

@@ -276,9 +276,22 @@ impl<B: Backend> Model<B> {
         let scale = 1.0 / (d as f32).sqrt();
 
         let mut residual = b.embedding(&self.embed, step)?;
-        let mut x = b.rms_norm(&residual, &self.layers[0].input_norm, eps)?;
+        // Where the backend normalises inside the next product, the layers pass the
+        // residual and the norm to apply instead of a normed copy.
+        let deferred = !self.shard.is_split() && b.norm_in_prologue(&residual);
+        let first = &self.layers[0].input_norm;
+        let mut x = if deferred {
+            Input::Deferred(first)
+        } else {
+            Input::Normed(b.rms_norm(&residual, first, eps)?)
+        };
         for (l, layer) in self.layers.iter().enumerate() {
-            let qkv = b.linear(&x, &layer.w_qkv, layer.b_qkv.as_ref())?;
+            let qkv = match &x {
+                Input::Normed(t) => b.linear(t, &layer.w_qkv, layer.b_qkv.as_ref())?,
+                Input::Deferred(n) => {
+                    b.rms_norm_linear(&residual, n, eps, &layer.w_qkv, layer.b_qkv.as_ref())?
+                }
+            };
             let params = AttnParams {
                 q_heads: self.shard.part(cfg.num_heads()),
                 kv_heads: self.shard.part(cfg.num_kv_heads()),
@@ -291,35 +304,63 @@ impl<B: Backend> Model<B> {
             };
             let attn = b.qkv_attention(qkv, kv, l, step, &params)?;
             let (o, o_bias) = (&layer.w_o, layer.b_o.as_ref());
-            x = self.project_add_norm(b, &attn, o, o_bias, &mut residual, &layer.post_attn_norm)?;
-            let act = b.linear_silu_mul(&x, &layer.w_gate_up)?;
-            let next_norm = match self.layers.get(l + 1) {
-                Some(n) => &n.input_norm,
-                None => &self.final_norm,
+            let post = &layer.post_attn_norm;
+            x = self.project_add_norm(b, &attn, o, o_bias, &mut residual, post, deferred)?;
+            let act = match &x {
+                Input::Normed(t) => b.linear_silu_mul(t, &layer.w_gate_up)?,
+                Input::Deferred(n) => {
+                    b.rms_norm_linear_silu_mul(&residual, n, eps, &layer.w_gate_up)?
+                }
             };
-            x = self.project_add_norm(b, &act, &layer.w_down, None, &mut residual, next_norm)?;
+            // The final norm feeds the LM head (not a prologue kernel): normed here.
+            let (next_norm, defer_next) = match self.layers.get(l + 1) {
+                Some(n) => (&n.input_norm, deferred),
+                None => (&self.final_norm, false),
+            };
+            let down = &layer.w_down;
+            x = self.project_add_norm(b, &act, down, None, &mut residual, next_norm, defer_next)?;
         }
-        Ok(x)
+        match x {
+            Input::Normed(t) => Ok(t),
+            Input::Deferred(n) => Ok(b.rms_norm(&residual, n, eps)?),
+        }
     }
 
     /// A row-parallel projection (o or down) into the residual stream, and the norm
-    /// that follows. Split across ranks, the partial products are summed before the
-    /// add, so the add cannot ride in the product's epilogue there.
-    fn project_add_norm(
+    /// that follows (applied now, or left to the next product when `defer`). Split
+    /// across ranks, the partial products are summed before the add, so the add
+    /// cannot ride in the product's epilogue there.
+    #[allow(clippy::too_many_arguments)]
+    fn project_add_norm<'n>(
         &self,
         b: &B,
         x: &B::Tensor,
         w: &B::Tensor,
         bias: Option<&B::Tensor>,
         residual: &mut B::Tensor,
-        norm: &B::Tensor,
-    ) -> Result<B::Tensor, ModelError> {
+        norm: &'n B::Tensor,
+        defer: bool,
+    ) -> Result<Input<'n, B::Tensor>, ModelError> {
         let eps = self.cfg.rms_norm_eps();
         if self.shard.is_split() {
             let mut o = b.linear(x, w, bias)?;
             b.all_reduce(&mut o)?;
-            return Ok(b.add_rms_norm(residual, &o, norm, eps)?);
+            return Ok(Input::Normed(b.add_rms_norm(residual, &o, norm, eps)?));
         }
-        Ok(b.linear_add_rms_norm(x, w, bias, residual, norm, eps)?)
+        if defer {
+            b.linear_add(x, w, bias, residual)?;
+            return Ok(Input::Deferred(norm));
+        }
+        Ok(Input::Normed(
+            b.linear_add_rms_norm(x, w, bias, residual, norm, eps)?,
+        ))
     }
+}
+
+/// What a layer's next product reads: the normed hidden states, or the residual
+/// stream with the norm the product applies itself
+/// ([`Backend::norm_in_prologue`]).
+enum Input<'n, T> {
+    Normed(T),
+    Deferred(&'n T),
 }

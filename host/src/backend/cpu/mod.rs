@@ -420,6 +420,26 @@ impl Backend for CpuBackend {
         self.rms_norm(residual, w, eps)
     }
 
+    fn linear_add(
+        &self,
+        x: &CpuTensor,
+        w: &CpuTensor,
+        bias: Option<&CpuTensor>,
+        residual: &mut CpuTensor,
+    ) -> Result<(), BackendError> {
+        let o = self.linear(x, w, bias)?;
+        if residual.shape != o.shape {
+            return Err(shape_err(
+                "linear_add",
+                format!("residual {:?} product {:?}", residual.shape, o.shape),
+            ));
+        }
+        for (r, v) in residual.data.iter_mut().zip(&o.data) {
+            *r += v;
+        }
+        Ok(())
+    }
+
     fn linear(
         &self,
         x: &CpuTensor,

@@ -261,6 +261,7 @@ pub fn kernel_names(family: &str) -> Vec<String> {
             "bcast_rows_f32",
             "bf16_to_f32",
             "take_tokens",
+            "add_inplace_bf16",
         ],
         "attention_simple" => vec!["attn_simple"],
         "attention_decode" => {
@@ -281,7 +282,15 @@ pub fn kernel_names(family: &str) -> Vec<String> {
         "attention_prefill_sm90" => vec!["attn_prefill_sm90_hd64", "attn_prefill_sm90_hd128"],
         "attention_prefill_ws_sm90" => vec!["attn_prefill_ws_hd64", "attn_prefill_ws_hd128"],
         "gemv" => {
-            let base = ["gemv_bf16", "gemv_f32", "gemv_silu", "gemv_residual_norm"];
+            let base = [
+                "gemv_bf16",
+                "gemv_f32",
+                "gemv_silu",
+                "gemv_residual_norm",
+                "gemv_residual",
+                "gemv_norm_bf16",
+                "gemv_norm_silu",
+            ];
             return base
                 .iter()
                 .flat_map(|b| [b.to_string(), format!("{b}_m1")])

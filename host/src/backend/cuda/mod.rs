@@ -10,6 +10,7 @@
 
 pub mod device;
 pub mod error;
+mod gemm_lt;
 mod graph;
 pub mod libs;
 pub mod nccl;
@@ -28,6 +29,7 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
 pub use device::{AttentionBackend, CudaOptions, Device};
 pub use error::CudaError;
+pub use gemm_lt::GemmSurvey;
 
 use super::{BackendError, DeviceTensor, KvLayout, StepMeta};
 
@@ -154,6 +156,10 @@ pub struct CudaBackend {
     /// Whether the tensor-core decode sizes its splits by waves
     /// ([`CudaOptions::decode_wave_splits`]; benchmarks compare both rules).
     pub(crate) decode_wave_splits: std::cell::Cell<bool>,
+    /// Whether decode-size products normalise their input themselves
+    /// ([`Backend::norm_in_prologue`](super::Backend::norm_in_prologue); on unless
+    /// `MINISGL_NORM_PROLOGUE=0`; benchmarks compare both).
+    pub(crate) norm_prologue: std::cell::Cell<bool>,
     /// This device's rank when the model is split across GPUs
     /// ([`Backend::all_reduce`](super::Backend::all_reduce) goes through it).
     pub(crate) nccl: Option<nccl::NcclRank>,
@@ -170,6 +176,9 @@ impl CudaBackend {
             gemv_rows: std::cell::Cell::new(GEMV_ROWS_DEFAULT),
             decode_min_splits: std::cell::Cell::new(opts.decode_min_splits.max(1)),
             decode_wave_splits: std::cell::Cell::new(opts.decode_wave_splits),
+            norm_prologue: std::cell::Cell::new(
+                std::env::var("MINISGL_NORM_PROLOGUE").map_or(true, |v| v != "0"),
+            ),
             nccl: None,
         })
     }
@@ -203,6 +212,12 @@ impl CudaBackend {
     /// alone (false); see `decode_mma_splits`.
     pub fn set_decode_wave_splits(&self, on: bool) {
         self.decode_wave_splits.set(on);
+    }
+
+    /// Let decode-size products normalise their input themselves (true) or keep the
+    /// norm in the residual epilogue before them (false).
+    pub fn set_norm_prologue(&self, on: bool) {
+        self.norm_prologue.set(on);
     }
 
     /// Whether the tensor-core decode sizes its splits by waves.

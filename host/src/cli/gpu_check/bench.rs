@@ -271,6 +271,7 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
         rep.bench_line(line);
     }
     fused_products(gpu, &mut rng, rep)?;
+    gemm_algos(gpu, rep)?;
     if let Some(p) = bench_model {
         let lm = minisgl::model::load_random(p, 1)?;
         let (prompt, steps, ps) = (256usize, 16usize, 16u32);
@@ -351,11 +352,18 @@ fn fused_products(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> 
                 gpu.add_rms_norm(&mut r, &o, &g, 1e-6)?;
                 Ok(())
             })?;
+            // The add alone: what the product costs when the next one normalises.
+            let add = time_ms(gpu, 50, || {
+                gpu.linear_add(&x, &w, None, &mut r)?;
+                Ok(())
+            })?;
             line.push_str(&format!(
-                " m={m} fused {:.1} us ({:.0} GB/s) / two launches {:.1} us;",
+                " m={m} fused {:.1} us ({:.0} GB/s) / two launches {:.1} us / add only {:.1} us ({:.0} GB/s);",
                 fused * 1e3,
                 gbs(n * k * 2, fused),
-                pair * 1e3
+                pair * 1e3,
+                add * 1e3,
+                gbs(n * k * 2, add)
             ));
         }
         rep.bench_line(line);
@@ -363,6 +371,7 @@ fn fused_products(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> 
     // 14B's gate_up (34,816 rows) is past the gemv limit; half of it is a two-GPU shard.
     for &(n, k) in &[(3072usize, 1024usize), (8704, 5120)] {
         let w = gpu.upload(&[2 * n, k], HostData::f32(&randn(rng, 2 * n * k, 0.05)))?;
+        let gk = gpu.upload(&[k], HostData::f32(&randn(rng, k, 1.0)))?;
         let mut line = format!("linear_silu_mul n={n} k={k}:");
         for m in [1usize, 2] {
             let x = gpu.upload(&[m, k], HostData::f32(&randn(rng, m * k, 1.0)))?;
@@ -374,12 +383,83 @@ fn fused_products(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> 
                 gpu.silu_mul(&gpu.linear(&x, &w, None)?)?;
                 Ok(())
             })?;
+            let normed = time_ms(gpu, 50, || {
+                gpu.rms_norm_linear_silu_mul(&x, &gk, 1e-6, &w)?;
+                Ok(())
+            })?;
             line.push_str(&format!(
-                " m={m} fused {:.1} us ({:.0} GB/s) / two launches {:.1} us;",
+                " m={m} fused {:.1} us ({:.0} GB/s) / two launches {:.1} us / with the norm in its prologue {:.1} us;",
                 fused * 1e3,
                 gbs(2 * n * k * 2, fused),
+                pair * 1e3,
+                normed * 1e3
+            ));
+        }
+        rep.bench_line(line);
+    }
+    // The qkv products of Qwen3-0.6B and 14B with their input norm: in the prologue,
+    // against the norm's own launch before the product.
+    for &(n, k) in &[(4096usize, 1024usize), (7168, 5120)] {
+        let w = gpu.upload(&[n, k], HostData::f32(&randn(rng, n * k, 0.05)))?;
+        let gk = gpu.upload(&[k], HostData::f32(&randn(rng, k, 1.0)))?;
+        let mut line = format!("rms_norm_linear n={n} k={k}:");
+        for m in [1usize, 2] {
+            let x = gpu.upload(&[m, k], HostData::f32(&randn(rng, m * k, 1.0)))?;
+            let fused = time_ms(gpu, 50, || {
+                gpu.rms_norm_linear(&x, &gk, 1e-6, &w, None)?;
+                Ok(())
+            })?;
+            let plain = time_ms(gpu, 50, || {
+                gpu.linear(&x, &w, None)?;
+                Ok(())
+            })?;
+            let pair = time_ms(gpu, 50, || {
+                gpu.linear(&gpu.rms_norm(&x, &gk, 1e-6)?, &w, None)?;
+                Ok(())
+            })?;
+            line.push_str(&format!(
+                " m={m} prologue {:.1} us ({:.0} GB/s) / product alone {:.1} us / norm then product {:.1} us;",
+                fused * 1e3,
+                gbs(n * k * 2, fused),
+                plain * 1e3,
                 pair * 1e3
             ));
+        }
+        rep.bench_line(line);
+    }
+    Ok(())
+}
+
+/// The decode-batch products of Qwen3-0.6B and 14B (qkv, o, gate_up, down) through
+/// `cublasGemmEx`'s own algorithm against cuBLASLt's heuristic candidates, each timed
+/// alone: what an algorithm tuner in `linear` would gain at batch 16-256.
+fn gemm_algos(gpu: &CudaBackend, rep: &mut Report) -> Result<()> {
+    for &(shape, n, k) in &[
+        ("0.6B qkv", 4096usize, 1024usize),
+        ("0.6B o", 1024, 2048),
+        ("0.6B gate_up", 6144, 1024),
+        ("0.6B down", 1024, 3072),
+        ("14B qkv", 7168, 5120),
+        ("14B o", 5120, 5120),
+        ("14B gate_up", 34816, 5120),
+        ("14B down", 5120, 17408),
+    ] {
+        let mut line = format!("gemm algorithms {shape} n={n} k={k}:");
+        for m in [16usize, 64, 128, 256] {
+            let s = gpu.survey_gemm(m, n, k, 16, 20)?;
+            let first = s.candidates_us.first().copied().flatten();
+            match (first, s.best()) {
+                (Some(f), Some((i, b))) => line.push_str(&format!(
+                    " m={m} cublasGemmEx {:.1} us / Lt first {f:.1} / best {b:.1} (#{i} of {}, {:.2}x);",
+                    s.default_us,
+                    s.candidates_us.len(),
+                    s.default_us / b
+                )),
+                _ => line.push_str(&format!(
+                    " m={m} cublasGemmEx {:.1} us / no Lt candidate ran;",
+                    s.default_us
+                )),
+            }
         }
         rep.bench_line(line);
     }

@@ -145,6 +145,7 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         gpu.set_gemv_rows(minisgl::backend::cuda::GEMV_ROWS_DEFAULT);
     }
     fused_linears(cpu, gpu, &mut rng, rep)?;
+    norm_prologue_linears(cpu, gpu, &mut rng, rep)?;
     for t in [29usize, 7] {
         let (hidden, vocab) = (1024usize, 151_936usize);
         let meta = flat_step(t, &mut rng, 100);
@@ -444,6 +445,102 @@ fn qkv_attention(
             }
         }
     }
+    Ok(())
+}
+
+/// The products that normalise their input in a prologue (gemv.cu's `gemv_norm_bf16`,
+/// `gemv_norm_silu`) and the residual add without the norm (`gemv_residual`) against
+/// the CPU's composed ops, on the skinny kernel and on the fallback (cuBLAS after the
+/// norm's own launch). Shapes: one to eight rows, bias, columns that do not fill the
+/// last block, Qwen3-0.6B's and 14B's widths.
+fn norm_prologue_linears(
+    cpu: &CpuBackend,
+    gpu: &CudaBackend,
+    rng: &mut ChaCha8Rng,
+    rep: &mut Report,
+) -> Result<()> {
+    const T: f64 = 1e-2;
+    for &(m, n, k, bias) in &[
+        (1usize, 4096usize, 1024usize, false),
+        (1, 1000, 5120, true),
+        (2, 7168, 5120, true),
+        (3, 200, 64, false),
+        (8, 2048, 2048, false),
+    ] {
+        let x = randn(rng, m * k, 1.0);
+        let g = randn(rng, k, 1.0);
+        let w = randn(rng, 2 * n * k, 0.05);
+        let b = randn(rng, n, 0.5);
+        let (xc, xg) = (up(cpu, &[m, k], &x)?, up(gpu, &[m, k], &x)?);
+        let (gc, gg) = (up(cpu, &[k], &g)?, up(gpu, &[k], &g)?);
+        let (wc, wg) = (
+            up(cpu, &[n, k], &w[..n * k])?,
+            up(gpu, &[n, k], &w[..n * k])?,
+        );
+        let (w2c, w2g) = (up(cpu, &[2 * n, k], &w)?, up(gpu, &[2 * n, k], &w)?);
+        let (bc, bg) = (up(cpu, &[n], &b)?, up(gpu, &[n], &b)?);
+        let yc = cpu.rms_norm_linear(&xc, &gc, 1e-6, &wc, bias.then_some(&bc))?;
+        let sc = cpu.rms_norm_linear_silu_mul(&xc, &gc, 1e-6, &w2c)?;
+        for (path, rows) in [("gemv", 8usize), ("cuBLAS", 0)] {
+            gpu.set_gemv_rows(rows);
+            let what = format!("m={m} n={n} k={k} bias={bias} [{path}]");
+            if rows > 0 && m * k * 2 <= 32 * 1024 {
+                // Otherwise the checks below would only test the fallback.
+                let on = gpu.norm_in_prologue(&xg);
+                rep.fact(
+                    "norm_in_prologue",
+                    what.clone(),
+                    on,
+                    format!("answered {on}"),
+                );
+            }
+            let yg = gpu.rms_norm_linear(&xg, &gg, 1e-6, &wg, bias.then_some(&bg))?;
+            rep.check(
+                "rms_norm_linear",
+                what.clone(),
+                &gpu.to_host(&yg)?,
+                &cpu.to_host(&yc)?,
+                T,
+            );
+            let sg = gpu.rms_norm_linear_silu_mul(&xg, &gg, 1e-6, &w2g)?;
+            rep.check(
+                "rms_norm_linear_silu_mul",
+                what.clone(),
+                &gpu.to_host(&sg)?,
+                &cpu.to_host(&sc)?,
+                T,
+            );
+        }
+    }
+    for &(m, n, k, bias) in &[
+        (1usize, 1024usize, 2048usize, false),
+        (1, 5120, 17408, true),
+        (2, 1000, 3072, true),
+        (8, 896, 4864, false),
+    ] {
+        let x = randn(rng, m * k, 1.0);
+        let w = randn(rng, n * k, 0.05);
+        let b = randn(rng, n, 0.5);
+        let r = randn(rng, m * n, 1.0);
+        let (xc, xg) = (up(cpu, &[m, k], &x)?, up(gpu, &[m, k], &x)?);
+        let (wc, wg) = (up(cpu, &[n, k], &w)?, up(gpu, &[n, k], &w)?);
+        let (bc, bg) = (up(cpu, &[n], &b)?, up(gpu, &[n], &b)?);
+        let mut rc = up(cpu, &[m, n], &r)?;
+        cpu.linear_add(&xc, &wc, bias.then_some(&bc), &mut rc)?;
+        for (path, rows) in [("gemv", 8usize), ("cuBLAS", 0)] {
+            gpu.set_gemv_rows(rows);
+            let mut rg = up(gpu, &[m, n], &r)?;
+            gpu.linear_add(&xg, &wg, bias.then_some(&bg), &mut rg)?;
+            rep.check(
+                "linear_add",
+                format!("m={m} n={n} k={k} bias={bias} [{path}]"),
+                &gpu.to_host(&rg)?,
+                &cpu.to_host(&rc)?,
+                T,
+            );
+        }
+    }
+    gpu.set_gemv_rows(minisgl::backend::cuda::GEMV_ROWS_DEFAULT);
     Ok(())
 }
 

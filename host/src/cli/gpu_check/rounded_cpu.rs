@@ -58,6 +58,15 @@ impl Backend for RoundedCpu {
     ) -> Result<CpuTensor, BackendError> {
         self.0.linear(x, w, b)
     }
+    fn linear_add(
+        &self,
+        x: &CpuTensor,
+        w: &CpuTensor,
+        b: Option<&CpuTensor>,
+        r: &mut CpuTensor,
+    ) -> Result<(), BackendError> {
+        self.0.linear_add(x, w, b, r)
+    }
     fn split_cols(&self, x: &CpuTensor, widths: &[usize]) -> Result<Vec<CpuTensor>, BackendError> {
         self.0.split_cols(x, widths)
     }

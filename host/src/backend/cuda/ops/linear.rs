@@ -12,6 +12,10 @@ use crate::backend::{shapes, BackendError};
 /// the 151936×1024 LM head (docs/results/gpu-2026-11-30-graphs.md).
 const GEMV_MAX_COLS: usize = 32_768;
 
+/// Most shared memory (bytes) the norm prologue of `gemv_norm_*` takes for its
+/// normalised rows: under the 48 KB a launch gets without opting in.
+const NORM_PROLOGUE_SMEM: usize = 32 * 1024;
+
 impl CudaBackend {
     pub(super) fn linear_impl(
         &self,
@@ -126,7 +130,7 @@ impl CudaBackend {
     }
 
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn gemm(
+    pub(crate) fn gemm(
         &self,
         x: u64,
         w: u64,
@@ -195,6 +199,9 @@ impl CudaBackend {
             ("gemv_f32", true) => "gemv_f32_m1",
             ("gemv_silu", true) => "gemv_silu_m1",
             ("gemv_residual_norm", true) => "gemv_residual_norm_m1",
+            ("gemv_residual", true) => "gemv_residual_m1",
+            ("gemv_norm_bf16", true) => "gemv_norm_bf16_m1",
+            ("gemv_norm_silu", true) => "gemv_norm_silu_m1",
             (b, _) => b,
         }
     }
@@ -363,5 +370,168 @@ impl CudaBackend {
         }
         let o = self.linear_impl(x, w, bias)?;
         self.add_rms_norm_impl(residual, &o, norm, eps)
+    }
+
+    /// Whether the next products should normalise `residual` themselves
+    /// ([`Backend::norm_in_prologue`](crate::backend::Backend::norm_in_prologue)): its
+    /// rows go through the gemv kernels and fit their shared memory, and the prologue
+    /// kernels built here.
+    pub(super) fn norm_in_prologue_impl(&self, residual: &CudaTensor) -> bool {
+        let &[m, k] = residual.shape.as_slice() else {
+            return false;
+        };
+        self.norm_prologue.get()
+            && (1..=self.gemv_rows.get()).contains(&m)
+            && k.is_multiple_of(8)
+            && m * k * 2 <= NORM_PROLOGUE_SMEM
+            && matches!(residual.buf, Buf::Bf16(_))
+            && self.dev.kernels.get("gemv_norm_bf16").is_ok()
+    }
+
+    /// `linear(rms_norm(x, norm, eps), w, bias)`: at decode sizes one `gemv_norm_bf16`
+    /// launch (each block normalises x itself), otherwise the two ops.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn rms_norm_linear_impl(
+        &self,
+        x: &CudaTensor,
+        norm: &CudaTensor,
+        eps: f32,
+        w: &CudaTensor,
+        bias: Option<&CudaTensor>,
+    ) -> Result<CudaTensor, BackendError> {
+        let (m, k, n) = shapes::linear(
+            &x.shape,
+            &w.shape,
+            bias.map(|b| (b.shape.as_slice(), b.numel())),
+        )?;
+        if m > 0 && norm.numel() == k && self.norm_in_prologue_impl(x) && self.use_gemv(m, n, k) {
+            let out = self.new_bf16(m, n)?;
+            crate::backend::cuda::timeline::cost(
+                ((m * k + n * k + k) * 2 + m * n * 2) as f64,
+                2.0 * (m * n * k) as f64,
+            );
+            let (kernel, mut c, ks) = self.gemv_plan("gemv_norm_bf16", m, n, k);
+            c.shared_mem_bytes = (m * k * 2) as u32;
+            let bp = match bias {
+                Some(b) => self.bf16_ptr(b, "rms_norm_linear")?,
+                None => 0,
+            };
+            self.launch(
+                kernel,
+                c,
+                &[
+                    Arg::U64(self.bf16_ptr(x, "rms_norm_linear")?),
+                    Arg::U64(self.bf16_ptr(norm, "rms_norm_linear")?),
+                    Arg::F32(eps),
+                    Arg::U64(self.bf16_ptr(w, "rms_norm_linear")?),
+                    Arg::U64(bp),
+                    Arg::U64(self.tptr(&out)),
+                    Arg::I32(m as i32),
+                    Arg::I32(n as i32),
+                    Arg::I32(k as i32),
+                    Arg::I32(ks),
+                ],
+            )?;
+            return Ok(out);
+        }
+        let normed = self.rms_norm_impl(x, norm, eps)?;
+        self.linear_impl(&normed, w, bias)
+    }
+
+    /// `linear_silu_mul(rms_norm(x, norm, eps), w)`: at decode sizes one
+    /// `gemv_norm_silu` launch, otherwise the norm then [`Self::linear_silu_mul_impl`].
+    pub(super) fn rms_norm_linear_silu_mul_impl(
+        &self,
+        x: &CudaTensor,
+        norm: &CudaTensor,
+        eps: f32,
+        w: &CudaTensor,
+    ) -> Result<CudaTensor, BackendError> {
+        let (m, k, n2) = shapes::linear(&x.shape, &w.shape, None)?;
+        if m > 0
+            && n2.is_multiple_of(16)
+            && norm.numel() == k
+            && self.norm_in_prologue_impl(x)
+            && self.use_gemv(m, n2, k)
+        {
+            let n = n2 / 2;
+            let out = self.new_bf16(m, n)?;
+            crate::backend::cuda::timeline::cost(
+                ((m * k + n2 * k + k) * 2 + m * n * 2) as f64,
+                2.0 * (m * n2 * k) as f64,
+            );
+            let (kernel, mut c, ks) = self.gemv_plan("gemv_norm_silu", m, n, k);
+            c.shared_mem_bytes = (m * k * 2) as u32;
+            self.launch(
+                kernel,
+                c,
+                &[
+                    Arg::U64(self.bf16_ptr(x, "rms_norm_linear_silu_mul")?),
+                    Arg::U64(self.bf16_ptr(norm, "rms_norm_linear_silu_mul")?),
+                    Arg::F32(eps),
+                    Arg::U64(self.bf16_ptr(w, "rms_norm_linear_silu_mul")?),
+                    Arg::U64(self.tptr(&out)),
+                    Arg::I32(m as i32),
+                    Arg::I32(n as i32),
+                    Arg::I32(k as i32),
+                    Arg::I32(ks),
+                ],
+            )?;
+            return Ok(out);
+        }
+        let normed = self.rms_norm_impl(x, norm, eps)?;
+        self.linear_silu_mul_impl(&normed, w)
+    }
+
+    /// `residual += linear(x, w, bias)` (bf16 add, as add_rms_norm rounds it): at decode
+    /// sizes one `gemv_residual` launch, otherwise the product then `add_inplace`.
+    pub(super) fn linear_add_impl(
+        &self,
+        x: &CudaTensor,
+        w: &CudaTensor,
+        bias: Option<&CudaTensor>,
+        residual: &mut CudaTensor,
+    ) -> Result<(), BackendError> {
+        let (m, k, n) = shapes::linear(
+            &x.shape,
+            &w.shape,
+            bias.map(|b| (b.shape.as_slice(), b.numel())),
+        )?;
+        if residual.shape != [m, n] {
+            return Err(shape_err(
+                "linear_add",
+                format!("residual {:?} for a [{m}, {n}] product", residual.shape),
+            ));
+        }
+        if m == 0 || n == 0 {
+            return Ok(());
+        }
+        let bp = match bias {
+            Some(b) => self.bf16_ptr(b, "linear_add")?,
+            None => 0,
+        };
+        if !x.logits_input && self.use_gemv(m, n, k) {
+            crate::backend::cuda::timeline::cost(
+                ((m * k + n * k) * 2 + 2 * m * n * 2) as f64,
+                2.0 * (m * n * k) as f64,
+            );
+            let (kernel, c, ks) = self.gemv_plan("gemv_residual", m, n, k);
+            return self.launch(
+                kernel,
+                c,
+                &[
+                    Arg::U64(self.bf16_ptr(x, "linear_add")?),
+                    Arg::U64(self.bf16_ptr(w, "linear_add")?),
+                    Arg::U64(bp),
+                    Arg::U64(self.bf16_ptr(residual, "linear_add")?),
+                    Arg::I32(m as i32),
+                    Arg::I32(n as i32),
+                    Arg::I32(k as i32),
+                    Arg::I32(ks),
+                ],
+            );
+        }
+        let o = self.linear_impl(x, w, bias)?;
+        self.add_inplace_impl(residual, &o)
     }
 }

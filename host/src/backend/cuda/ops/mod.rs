@@ -143,6 +143,41 @@ impl Backend for CudaBackend {
         self.linear_add_rms_norm_impl(x, w, bias, residual, norm, eps)
     }
 
+    fn norm_in_prologue(&self, residual: &CudaTensor) -> bool {
+        self.norm_in_prologue_impl(residual)
+    }
+
+    fn linear_add(
+        &self,
+        x: &CudaTensor,
+        w: &CudaTensor,
+        bias: Option<&CudaTensor>,
+        residual: &mut CudaTensor,
+    ) -> Result<(), BackendError> {
+        self.linear_add_impl(x, w, bias, residual)
+    }
+
+    fn rms_norm_linear(
+        &self,
+        x: &CudaTensor,
+        norm: &CudaTensor,
+        eps: f32,
+        w: &CudaTensor,
+        bias: Option<&CudaTensor>,
+    ) -> Result<CudaTensor, BackendError> {
+        self.rms_norm_linear_impl(x, norm, eps, w, bias)
+    }
+
+    fn rms_norm_linear_silu_mul(
+        &self,
+        x: &CudaTensor,
+        norm: &CudaTensor,
+        eps: f32,
+        w: &CudaTensor,
+    ) -> Result<CudaTensor, BackendError> {
+        self.rms_norm_linear_silu_mul_impl(x, norm, eps, w)
+    }
+
     fn store_kv(
         &self,
         kv: &mut CudaKv,

@@ -31,6 +31,33 @@ fn to_bf16_bits(data: &HostData<'_>) -> Vec<u16> {
 }
 
 impl CudaBackend {
+    /// `y += x` in bf16, elementwise (same shapes).
+    pub(super) fn add_inplace_impl(
+        &self,
+        y: &mut CudaTensor,
+        x: &CudaTensor,
+    ) -> Result<(), BackendError> {
+        if y.shape != x.shape {
+            return Err(super::shape_err(
+                "add_inplace",
+                format!("y {:?} x {:?}", y.shape, x.shape),
+            ));
+        }
+        let n = y.numel();
+        if n == 0 {
+            return Ok(());
+        }
+        self.launch(
+            "add_inplace_bf16",
+            cfg((g(n.div_ceil(256)), 1, 1), 256),
+            &[
+                Arg::U64(self.bf16_ptr(y, "add_inplace")?),
+                Arg::U64(self.bf16_ptr(x, "add_inplace")?),
+                Arg::I64(n as i64),
+            ],
+        )
+    }
+
     pub(super) fn upload_impl(
         &self,
         shape: &[usize],

@@ -1,0 +1,237 @@
+//! cuBLASLt's candidate algorithms for one decode-shaped product, timed against the
+//! algorithm `cublasGemmEx` picks by itself (what `linear` runs today).
+//!
+//! At batch 64-256 the four products of a Qwen3-0.6B layer take 6-9 µs each through
+//! cuBLAS, two to three times what their FLOPs and bytes need (Nsight Compute,
+//! 2026-12-01). Before building a tuner into `linear`, this measures what choosing
+//! among cuBLASLt's heuristic candidates would give: `gpu-check bench` prints it per
+//! shape.
+
+use cudarc::cublaslt::{result as lt, sys as ltsys};
+use cudarc::driver::sys::CUevent_flags;
+
+use super::device::dptr;
+use super::CudaBackend;
+use crate::backend::BackendError;
+
+fn lt_err(what: &str, e: impl std::fmt::Debug) -> BackendError {
+    BackendError::Device(format!("cuBLASLt {what}: {e:?}"))
+}
+
+/// One product timed every way: cuBLAS's own choice and each cuBLASLt candidate.
+#[derive(Clone, Debug)]
+pub struct GemmSurvey {
+    /// µs per call of `cublasGemmEx` with the default algorithm.
+    pub default_us: f64,
+    /// µs per call of each heuristic candidate, in cuBLASLt's order (its first is
+    /// what `cublasLtMatmul` would run without tuning); None where it failed.
+    pub candidates_us: Vec<Option<f64>>,
+}
+
+impl GemmSurvey {
+    /// The fastest candidate: (index, µs).
+    pub fn best(&self) -> Option<(usize, f64)> {
+        self.candidates_us
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| t.map(|t| (i, t)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+    }
+}
+
+/// Descriptors of `Y[m, n] = X[m, k] · W[n, k]ᵀ` in bf16 with an f32 accumulator, in
+/// cuBLAS's column-major terms (`Yᵀ = W · Xᵀ`, W read transposed), destroyed on drop.
+struct Desc {
+    op: ltsys::cublasLtMatmulDesc_t,
+    w: ltsys::cublasLtMatrixLayout_t,
+    x: ltsys::cublasLtMatrixLayout_t,
+    y: ltsys::cublasLtMatrixLayout_t,
+}
+
+impl Desc {
+    fn new(m: usize, n: usize, k: usize) -> Result<Desc, BackendError> {
+        use ltsys::cudaDataType::CUDA_R_16BF;
+        let op = lt::create_matmul_desc(
+            ltsys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+            ltsys::cudaDataType::CUDA_R_32F,
+        )
+        .map_err(|e| lt_err("matmul desc", e))?;
+        let t = cudarc::cublas::sys::cublasOperation_t::CUBLAS_OP_T;
+        // SAFETY: `op` was just created; the attribute is an i32-sized enum.
+        unsafe {
+            lt::set_matmul_desc_attribute(
+                op,
+                ltsys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSA,
+                &t as *const _ as *const _,
+                std::mem::size_of_val(&t),
+            )
+        }
+        .map_err(|e| lt_err("transa", e))?;
+        let w = lt::create_matrix_layout(CUDA_R_16BF, k as u64, n as u64, k as i64)
+            .map_err(|e| lt_err("layout W", e))?;
+        let x = lt::create_matrix_layout(CUDA_R_16BF, k as u64, m as u64, k as i64)
+            .map_err(|e| lt_err("layout X", e))?;
+        let y = lt::create_matrix_layout(CUDA_R_16BF, n as u64, m as u64, n as i64)
+            .map_err(|e| lt_err("layout Y", e))?;
+        Ok(Desc { op, w, x, y })
+    }
+}
+
+impl Drop for Desc {
+    fn drop(&mut self) {
+        // SAFETY: created in `new`, destroyed once here.
+        unsafe {
+            let _ = lt::destroy_matrix_layout(self.y);
+            let _ = lt::destroy_matrix_layout(self.x);
+            let _ = lt::destroy_matrix_layout(self.w);
+            let _ = lt::destroy_matmul_desc(self.op);
+        }
+    }
+}
+
+/// Workspace the candidates may use (as `linear`'s cuBLAS handle has).
+const WORKSPACE: usize = 32 << 20;
+
+impl CudaBackend {
+    /// Time `y[m, n] = x[m, k] · w[n, k]ᵀ` (bf16 in and out, random data) with
+    /// `cublasGemmEx`'s default algorithm and with each of up to `max` cuBLASLt
+    /// heuristic candidates, `iters` calls each after a warm-up call.
+    pub fn survey_gemm(
+        &self,
+        m: usize,
+        n: usize,
+        k: usize,
+        max: usize,
+        iters: usize,
+    ) -> Result<GemmSurvey, BackendError> {
+        let dev = &self.dev;
+        let vals = |len: usize, seed: usize| -> Vec<u16> {
+            (0..len)
+                .map(|i| {
+                    let v = ((i.wrapping_mul(2_654_435_761) ^ seed) >> 7) % 2001;
+                    half::bf16::from_f32(v as f32 / 20_000.0 - 0.05).to_bits()
+                })
+                .collect()
+        };
+        let x = dev.stream.clone_htod(&vals(m * k, 1))?;
+        let w = dev.stream.clone_htod(&vals(n * k, 2))?;
+        let y = dev.stream.alloc_zeros::<u16>(m * n)?;
+        let ws = dev.stream.alloc_zeros::<u8>(WORKSPACE)?;
+        let (xp, wp, yp) = (
+            dptr(&x, &dev.stream),
+            dptr(&w, &dev.stream),
+            dptr(&y, &dev.stream),
+        );
+        let wsp = dptr(&ws, &dev.stream);
+        let time = |f: &mut dyn FnMut() -> Result<(), BackendError>| -> Result<f64, BackendError> {
+            f()?;
+            let e0 = dev.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+            let e1 = dev.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+            e0.record(&dev.stream)?;
+            for _ in 0..iters {
+                f()?;
+            }
+            e1.record(&dev.stream)?;
+            e1.synchronize()?;
+            Ok(e0.elapsed_ms(&e1)? as f64 * 1e3 / iters as f64)
+        };
+        let default_us = time(&mut || self.gemm(xp, wp, yp, m, n, k, false, 0.0))?;
+
+        let handle = lt::create_handle().map_err(|e| lt_err("handle", e))?;
+        let desc = Desc::new(m, n, k)?;
+        let pref = lt::create_matmul_pref().map_err(|e| lt_err("preference", e))?;
+        let mut out = Vec::new();
+        let result = (|| -> Result<(), BackendError> {
+            let ws_bytes = WORKSPACE as u64;
+            // SAFETY: `pref` is live; the attribute is a u64.
+            unsafe {
+                lt::set_matmul_pref_attribute(
+                    pref,
+                    ltsys::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                    &ws_bytes as *const u64 as *const _,
+                    8,
+                )
+            }
+            .map_err(|e| lt_err("workspace preference", e))?;
+            let mut found = vec![
+                // SAFETY: a plain C struct; every field is overwritten by the heuristic
+                // for the first `count` entries, and only those are read.
+                unsafe { std::mem::zeroed::<ltsys::cublasLtMatmulHeuristicResult_t>() };
+                max.max(1)
+            ];
+            let mut count = 0i32;
+            // SAFETY: descriptors are live; `found` holds `max` entries.
+            unsafe {
+                ltsys::cublasLtMatmulAlgoGetHeuristic(
+                    handle,
+                    desc.op,
+                    desc.w,
+                    desc.x,
+                    desc.y,
+                    desc.y,
+                    pref,
+                    found.len() as i32,
+                    found.as_mut_ptr(),
+                    &mut count,
+                )
+            }
+            .result()
+            .map_err(|e| lt_err("heuristic", e))?;
+            let (alpha, beta) = (1.0f32, 0.0f32);
+            let stream = dev.stream.cu_stream() as ltsys::cudaStream_t;
+            for h in found.iter().take(count.max(0) as usize) {
+                if h.state != ltsys::cublasStatus_t::CUBLAS_STATUS_SUCCESS
+                    || h.workspaceSize > WORKSPACE
+                {
+                    out.push(None);
+                    continue;
+                }
+                let t = time(&mut || {
+                    // SAFETY: pointers address the buffers above, of the sizes the
+                    // layouts describe; the workspace is as large as the preference.
+                    unsafe {
+                        lt::matmul(
+                            handle,
+                            desc.op,
+                            &alpha as *const f32 as *const _,
+                            &beta as *const f32 as *const _,
+                            wp as *const _,
+                            desc.w,
+                            xp as *const _,
+                            desc.x,
+                            yp as *const _,
+                            desc.y,
+                            yp as *mut _,
+                            desc.y,
+                            &h.algo,
+                            wsp as *mut _,
+                            WORKSPACE,
+                            stream,
+                        )
+                    }
+                    .map_err(|e| lt_err("matmul", e))
+                });
+                out.push(t.ok());
+            }
+            Ok(())
+        })();
+        // A candidate that failed part-way may have left work on the stream.
+        let synced = dev.stream.synchronize();
+        // SAFETY: created above and no longer used: the stream has drained.
+        unsafe {
+            let _ = lt::destroy_matmul_pref(pref);
+        }
+        drop(desc);
+        // SAFETY: as above.
+        unsafe {
+            let _ = lt::destroy_handle(handle);
+        }
+        result?;
+        synced?;
+        drop((x, w, y, ws));
+        Ok(GemmSurvey {
+            default_us,
+            candidates_us: out,
+        })
+    }
+}
