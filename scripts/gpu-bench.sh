@@ -56,6 +56,11 @@
 #             candidates, runner step) with it on, the 0.6B batch-1 step table under
 #             Nsight Compute, then the runner step with it off (MINISGL_NORM_PROLOGUE=0)
 #             when the call has time left.
+#     part 21: the decode attention that rotates q and writes the new K/V itself
+#             (attn_decode_mma_rope_hd*) and the reordered norm prologue: kernel and
+#             model checks, the 0.6B benches (cuBLASLt candidates timed from graphs),
+#             Nsight Compute step tables of the 0.6B at batch 1, 64 and 256, the runner
+#             step with the fused decode off (MINISGL_DECODE_ROPE=0), the 14B benches.
 #     (part 10, the A/B of the tensor-core decode builds, ran at bbe67ff; those builds
 #     are gone, and so is the part.)
 #
@@ -412,6 +417,19 @@ device)
             MINISGL_NORM_PROLOGUE=0 bench_step qwen3-0.6b -np0
         else
             echo "no time left for the MINISGL_NORM_PROLOGUE=0 bench (${SECONDS} s)"
+        fi
+        ls "$out"
+    elif [ "$part" = 21 ]; then
+        cat "$out/env.log" > "$out/gpu-check-ops.log"; rm "$out/env.log"
+        check_ops --skip-bench
+        check_models
+        bench_step qwen3-0.6b
+        ncu_steps qwen3-0.6b 1,64,256
+        MINISGL_DECODE_ROPE=0 bench_step qwen3-0.6b -rope0
+        if [ "$SECONDS" -lt 330 ]; then
+            bench_step qwen3-14b
+        else
+            echo "no time left for the 14B bench (${SECONDS} s)"
         fi
         ls "$out"
     else

@@ -21,7 +21,8 @@ fn lt_err(what: &str, e: impl std::fmt::Debug) -> BackendError {
 /// One product timed every way: cuBLAS's own choice and each cuBLASLt candidate.
 #[derive(Clone, Debug)]
 pub struct GemmSurvey {
-    /// µs per call of `cublasGemmEx` with the default algorithm.
+    /// µs per call of `cublasGemmEx` with the default algorithm (GPU time: calls
+    /// replayed from a graph).
     pub default_us: f64,
     /// µs per call of each heuristic candidate, in cuBLASLt's order (its first is
     /// what `cublasLtMatmul` would run without tuning); None where it failed.
@@ -95,7 +96,7 @@ const WORKSPACE: usize = 32 << 20;
 impl CudaBackend {
     /// Time `y[m, n] = x[m, k] · w[n, k]ᵀ` (bf16 in and out, random data) with
     /// `cublasGemmEx`'s default algorithm and with each of up to `max` cuBLASLt
-    /// heuristic candidates, `iters` calls each after a warm-up call.
+    /// heuristic candidates: a warm-up call, then `iters` calls replayed from a graph.
     pub fn survey_gemm(
         &self,
         m: usize,
@@ -123,14 +124,28 @@ impl CudaBackend {
             dptr(&y, &dev.stream),
         );
         let wsp = dptr(&ws, &dev.stream);
+        // GPU time per call: `iters` calls recorded into a graph and replayed, so that
+        // the host's cost per call (cublasGemmEx's algorithm lookup among it) is not
+        // counted; graphs are how decode steps run.
         let time = |f: &mut dyn FnMut() -> Result<(), BackendError>| -> Result<f64, BackendError> {
+            use cudarc::driver::sys::{CUgraphInstantiate_flags_enum, CUstreamCaptureMode};
             f()?;
+            dev.stream
+                .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+            let mut recorded = Ok(());
+            for _ in 0..iters {
+                recorded = recorded.and_then(|_| f());
+            }
+            let graph = dev.stream.end_capture(CUgraphInstantiate_flags_enum(0))?;
+            recorded?;
+            let graph = graph
+                .ok_or_else(|| BackendError::Device("survey graph recorded nothing".into()))?;
+            graph.upload()?;
+            graph.launch()?;
             let e0 = dev.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
             let e1 = dev.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
             e0.record(&dev.stream)?;
-            for _ in 0..iters {
-                f()?;
-            }
+            graph.launch()?;
             e1.record(&dev.stream)?;
             e1.synchronize()?;
             Ok(e0.elapsed_ms(&e1)? as f64 * 1e3 / iters as f64)

@@ -356,6 +356,32 @@ fn qkv_attention(
         ),
         case("decode", 16, 128, 16, 8, &decode),
         case("decode", 1, 64, 40, 8, &decode[..9]),
+        // Contexts where the new token opens a tile, closes one, or is the whole
+        // context (the fused decode patches its row into the tile), group 5 and 1.
+        case(
+            "decode short",
+            16,
+            128,
+            40,
+            8,
+            &[
+                (0, 1),
+                (1, 1),
+                (31, 1),
+                (63, 1),
+                (64, 1),
+                (127, 1),
+                (300, 1),
+            ],
+        ),
+        case(
+            "decode short",
+            4,
+            64,
+            8,
+            8,
+            &[(0, 1), (64, 1), (65, 1), (9, 1)],
+        ),
         // Head dims the attention kernels leave to the simple one: the fused
         // kernel's hd256 build and its generic one.
         case("prefill+decode", 16, 256, 4, 2, &[(0, 20), (10, 1)]),
@@ -484,7 +510,7 @@ fn norm_prologue_linears(
         for (path, rows) in [("gemv", 8usize), ("cuBLAS", 0)] {
             gpu.set_gemv_rows(rows);
             let what = format!("m={m} n={n} k={k} bias={bias} [{path}]");
-            if rows > 0 && m * k * 2 <= 32 * 1024 {
+            if rows > 0 && (m + 1) * k * 2 <= 32 * 1024 {
                 // Otherwise the checks below would only test the fallback.
                 let on = gpu.norm_in_prologue(&xg);
                 rep.fact(

@@ -12,8 +12,8 @@ use crate::backend::{shapes, BackendError};
 /// the 151936×1024 LM head (docs/results/gpu-2026-11-30-graphs.md).
 const GEMV_MAX_COLS: usize = 32_768;
 
-/// Most shared memory (bytes) the norm prologue of `gemv_norm_*` takes for its
-/// normalised rows: under the 48 KB a launch gets without opting in.
+/// Most shared memory (bytes) the norm prologue of `gemv_norm_*` takes for its rows
+/// and the norm weight: under the 48 KB a launch gets without opting in.
 const NORM_PROLOGUE_SMEM: usize = 32 * 1024;
 
 impl CudaBackend {
@@ -383,7 +383,7 @@ impl CudaBackend {
         self.norm_prologue.get()
             && (1..=self.gemv_rows.get()).contains(&m)
             && k.is_multiple_of(8)
-            && m * k * 2 <= NORM_PROLOGUE_SMEM
+            && (m + 1) * k * 2 <= NORM_PROLOGUE_SMEM
             && matches!(residual.buf, Buf::Bf16(_))
             && self.dev.kernels.get("gemv_norm_bf16").is_ok()
     }
@@ -411,7 +411,7 @@ impl CudaBackend {
                 2.0 * (m * n * k) as f64,
             );
             let (kernel, mut c, ks) = self.gemv_plan("gemv_norm_bf16", m, n, k);
-            c.shared_mem_bytes = (m * k * 2) as u32;
+            c.shared_mem_bytes = ((m + 1) * k * 2) as u32;
             let bp = match bias {
                 Some(b) => self.bf16_ptr(b, "rms_norm_linear")?,
                 None => 0,
@@ -461,7 +461,7 @@ impl CudaBackend {
                 2.0 * (m * n2 * k) as f64,
             );
             let (kernel, mut c, ks) = self.gemv_plan("gemv_norm_silu", m, n, k);
-            c.shared_mem_bytes = (m * k * 2) as u32;
+            c.shared_mem_bytes = ((m + 1) * k * 2) as u32;
             self.launch(
                 kernel,
                 c,
