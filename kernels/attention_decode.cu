@@ -318,19 +318,14 @@ __device__ __forceinline__ void decode_mma_pages(int (&pg)[DmTile<HD>::PIECES], 
 // Issues the copies of the tile at kb into the stage at shared address `dst`
 // (K, then V TILE elements later). kp / vp: this thread's column of kv head kvh
 // in slot 0; `stride`: elements per slot.
-// Row `skip` (the new token in the fused build, -1 otherwise) is not copied at all: its
-// K and V are written into the stage from registers instead (a zero-filling copy would
-// race with that write).
 template <int HD>
 __device__ __forceinline__ void decode_mma_copy(u32 dst, const bf16_t* kp, const bf16_t* vp,
                                                 const int (&pg)[DmTile<HD>::PIECES], int kb,
-                                                int r0, int c1, int shift, u32 stride,
-                                                int skip) {
+                                                int r0, int c1, int shift, u32 stride) {
     const int mask = (1 << shift) - 1;
 #pragma unroll
     for (int i = 0; i < DmTile<HD>::PIECES; i++) {
         int p = kb + r0 + i * DmTile<HD>::RPP;
-        if (p == skip) continue;
         bool valid = p < c1;
         u32 slot = ((u32)pg[i] << shift) | (u32)(p & mask);
         size_t off = valid ? (size_t)slot * stride : 0;
@@ -340,36 +335,16 @@ __device__ __forceinline__ void decode_mma_copy(u32 dst, const bf16_t* kp, const
     }
 }
 
-// What the fused build (attn_decode_mma_rope_hd*) needs to do qkv_rope_store_hd*'s
-// work itself: q is the raw qkv row (q heads, then k heads, then v heads), normed and
-// rotated by each block for its own use; the block whose split holds the new token
-// (the last context row) rotates that token's k, writes k and v to the caches at
-// slots[t], and puts them straight into its tile. Same math as qkv_rope_store
-// (norm_rope_regs in the same lane layout), so both paths round alike.
-struct DecodeRope {
-    const bf16_t* q_norm;  // null: no per-head norm (then k_norm is null too)
-    const bf16_t* k_norm;
-    const int* pos;
-    const float* inv_freq;
-    float eps;
-    const int* slots;
-    bf16_t* k_cache;
-    bf16_t* v_cache;
-    int q_heads;
-    bool owner;  // this block's split holds the new token
-};
-
 // One (sequence, kv head) over context rows [c0, c1) (c0 < c1): the whole group's
 // scores, online softmax and P.V, the four warps' states merged at the end;
 // `store(gi, d, M, L, O)` receives each (query head gi of the group, dim d) of the
 // merged state (O / L the output, M + log2 L its log2-sum-exp). `t` is the token row
 // of the query. Shared by the split-KV and the stream-K kernels below.
-template <int HD, bool ROPE = false, typename Store>
+template <int HD, typename Store>
 __device__ __forceinline__ void decode_mma_segment(
     const bf16_t* __restrict__ q, int q_stride, const bf16_t* __restrict__ k_cache,
     const bf16_t* __restrict__ v_cache, const int* pages, int t, int kvh, int group,
-    int kv_heads, int page_size, float scale, int c0, int c1, Store store,
-    const DecodeRope* rope = nullptr) {
+    int kv_heads, int page_size, float scale, int c0, int c1, Store store) {
     using C = DmTile<HD>;
     constexpr int LD = C::LD;
     constexpr int TILE = C::TILE;
@@ -389,57 +364,16 @@ __device__ __forceinline__ void decode_mma_segment(
     // This thread's first piece in a stage (stage s at + 2 s TILE elements).
     const u32 my_dst = smem0 + (u32)((r0 * LD + cc * 8) * 2);
 
-    // The fused build's rotated q heads and the new token's K and V rows.
-    __shared__ __align__(16) bf16_t sm_q[ROPE ? 16 : 1][HD];
-    __shared__ __align__(16) bf16_t sm_new[ROPE ? 2 : 1][HD];
-    const int skip = ROPE && rope->owner ? c1 - 1 : -1;
-
     int pg[C::PIECES];
     decode_mma_pages<HD>(pg, pages, c0, r0, c1, shift);
-    decode_mma_copy<HD>(my_dst, kp, vp, pg, c0, r0, c1, shift, stride, skip);
+    decode_mma_copy<HD>(my_dst, kp, vp, pg, c0, r0, c1, shift, stride);
     cp_async_commit();
-
-    if (ROPE) {
-        // While the first tile lands: each warp norms and rotates every fourth head of
-        // the group, and warp 0 of the owner the new k (v as it is).
-        constexpr int PER = HD / 32;
-        const bf16_t* row = q + (size_t)t * q_stride;
-        for (int gi = warp; gi < group; gi += 4) {
-            float v[PER];
-#pragma unroll
-            for (int j = 0; j < PER; j++) v[j] = bf2f(row[(h0 + gi) * HD + lane + 32 * j]);
-            norm_rope_regs<HD>(v, lane, t, rope->q_norm, rope->pos, rope->inv_freq, rope->eps);
-#pragma unroll
-            for (int j = 0; j < PER; j++) sm_q[gi][lane + 32 * j] = f2bf(v[j]);
-        }
-        if (skip >= 0 && warp == 0) {
-            const bf16_t* kr = row + (rope->q_heads + kvh) * HD;
-            const bf16_t* vr = row + (rope->q_heads + kv_heads + kvh) * HD;
-            size_t at = ((size_t)(unsigned)rope->slots[t] * kv_heads + kvh) * HD;
-            float v[PER];
-#pragma unroll
-            for (int j = 0; j < PER; j++) v[j] = bf2f(kr[lane + 32 * j]);
-            norm_rope_regs<HD>(v, lane, t, rope->k_norm, rope->pos, rope->inv_freq, rope->eps);
-#pragma unroll
-            for (int j = 0; j < PER; j++) {
-                int e = lane + 32 * j;
-                bf16_t kb = f2bf(v[j]), vb = vr[e];
-                rope->k_cache[at + e] = kb;
-                rope->v_cache[at + e] = vb;
-                sm_new[0][e] = kb;
-                sm_new[ROPE ? 1 : 0][e] = vb;
-            }
-        }
-        __syncthreads();
-    }
 
     u32 qf[HD / 16][4];
     {
         bool ok0 = g < group, ok1 = g + 8 < group;
-        const bf16_t* q0p = ROPE ? &sm_q[ok0 ? g : 0][0]
-                                 : q + (size_t)t * q_stride + (h0 + (ok0 ? g : 0)) * HD;
-        const bf16_t* q1p = ROPE ? &sm_q[ok1 ? g + 8 : 0][0]
-                                 : q + (size_t)t * q_stride + (h0 + (ok1 ? g + 8 : 0)) * HD;
+        const bf16_t* q0p = q + (size_t)t * q_stride + (h0 + (ok0 ? g : 0)) * HD;
+        const bf16_t* q1p = q + (size_t)t * q_stride + (h0 + (ok1 ? g + 8 : 0)) * HD;
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++) {
             qf[kk][0] = ok0 ? *reinterpret_cast<const u32*>(q0p + kk * 16 + 2 * tq) : 0u;
@@ -471,17 +405,10 @@ __device__ __forceinline__ void decode_mma_segment(
         if (kn < c1) {
             decode_mma_pages<HD>(pg, pages, kn, r0, c1, shift);
             decode_mma_copy<HD>(my_dst + (u32)((((it + 1) & 1) * 2 * TILE) * 2), kp, vp, pg, kn,
-                                r0, c1, shift, stride, skip);
+                                r0, c1, shift, stride);
         }
         cp_async_commit();
         cp_async_wait<1>();
-        if (ROPE && warp == 0 && skip >= kb && skip < kb + DM_BK && lane < 2 * C::CPR) {
-            // The new token's row, which no copy wrote: K from lanes 0..CPR-1, V after.
-            int which = lane / C::CPR, pc = lane % C::CPR;
-            bf16_t* dst = smem + (it & 1) * 2 * TILE + which * TILE + (skip - kb) * LD + pc * 8;
-            *reinterpret_cast<u32x4*>(dst) =
-                reinterpret_cast<const u32x4*>(sm_new[ROPE ? which : 0])[pc];
-        }
         __syncthreads();
         if (kb + wr < c1) {  // else this warp's rows of the tile are all past the end
             float sacc[2][4];
@@ -552,14 +479,13 @@ __device__ __forceinline__ void decode_mma_segment(
     decode_mma_merge<HD>(warp, g, tq, m0, m1, l0, l1, oacc, group, sm_m, sm_l, store);
 }
 
-template <int HD, bool ROPE = false>
+template <int HD>
 __device__ __forceinline__ void decode_mma_impl(
     const bf16_t* __restrict__ q, int q_stride, const bf16_t* __restrict__ k_cache,
     const bf16_t* __restrict__ v_cache, const int* __restrict__ q_start,
     const int* __restrict__ kv_len, const int* __restrict__ page_start,
     const int* __restrict__ page_ids, int q_heads, int kv_heads, int page_size, float scale,
-    float* __restrict__ o_part, float* __restrict__ lse_part, bf16_t* __restrict__ o_direct,
-    DecodeRope* rope = nullptr) {
+    float* __restrict__ o_part, float* __restrict__ lse_part, bf16_t* __restrict__ o_direct) {
     pdl_trigger();
     pdl_wait();
     int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
@@ -576,9 +502,8 @@ __device__ __forceinline__ void decode_mma_impl(
         decode_store(o_direct, o_part, lse_part, q_start, b, q_heads, kvh * group + gi, HD, d,
                      split, splits, M, L, O);
     };
-    if (ROPE) rope->owner = c1 == ctx;
-    decode_mma_segment<HD, ROPE>(q, q_stride, k_cache, v_cache, pages, t, kvh, group, kv_heads,
-                                 page_size, scale, c0, c1, store, rope);
+    decode_mma_segment<HD>(q, q_stride, k_cache, v_cache, pages, t, kvh, group, kv_heads,
+                           page_size, scale, c0, c1, store);
 }
 
 #define DECODE_MMA(HD)                                                                         \
@@ -593,26 +518,6 @@ __device__ __forceinline__ void decode_mma_impl(
     }
 DECODE_MMA(64)
 DECODE_MMA(128)
-
-// attn_decode_mma_hd* with qkv_rope_store_hd*'s work inside (DecodeRope): q is the raw
-// qkv row, k_cache/v_cache also receive the step's new K/V at slots[t]. One launch
-// instead of two a layer (the separate kernel: 2.9-4.5 µs a layer at Qwen3-0.6B batch
-// 1-256, Nsight Compute 2026-12-01).
-#define DECODE_MMA_ROPE(HD)                                                                    \
-    extern "C" __global__ void __launch_bounds__(128, 3) attn_decode_mma_rope_hd##HD(            \
-        const bf16_t* qkv, int q_stride, bf16_t* k_cache, bf16_t* v_cache, const int* q_start, \
-        const int* kv_len, const int* page_start, const int* page_ids, int q_heads,          \
-        int kv_heads, int page_size, float scale, float* o_part, float* lse_part,             \
-        bf16_t* o_direct, const bf16_t* q_norm, const bf16_t* k_norm, const int* pos,         \
-        const float* inv_freq, float eps, const int* slots) {                                 \
-        DecodeRope rope{q_norm, k_norm, pos, inv_freq, eps, slots, k_cache, v_cache, q_heads,  \
-                        false};                                                                \
-        decode_mma_impl<HD, true>(qkv, q_stride, k_cache, v_cache, q_start, kv_len,            \
-                                  page_start, page_ids, q_heads, kv_heads, page_size, scale,   \
-                                  o_part, lse_part, o_direct, &rope);                          \
-    }
-DECODE_MMA_ROPE(64)
-DECODE_MMA_ROPE(128)
 
 // Merge the splits: o[t, h, :] = sum_s w_s o_part[b, h, s, :] / sum_s w_s,
 // w_s = 2^(lse_s - max lse). grid: (B, q_heads); block: 128. `splits` is the grid.x

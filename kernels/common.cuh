@@ -278,35 +278,3 @@ __device__ __forceinline__ void add_rmsnorm_row(bf16_t* __restrict__ residual,
         o4[i] = u32x4{o[0], o[1], o[2], o[3]};
     }
 }
-
-// The per-head RMSNorm (norm_w null: none) and rotate-half RoPE (inv_freq null: none) of
-// one head of HD elements held by a warp, lane l holding elements l + 32 j, for the token
-// at row t (position pos[t]). Shared by rope.cu's kernels and the decode kernel that
-// rotates its own q and new k (attention_decode.cu), so every path rounds alike (same
-// f32 sum order, same expressions).
-template <int HD>
-__device__ __forceinline__ void norm_rope_regs(float (&v)[HD / 32], int lane, int t,
-                                               const bf16_t* __restrict__ norm_w,
-                                               const int* __restrict__ pos,
-                                               const float* __restrict__ inv_freq, float eps) {
-    constexpr int PER = HD / 32;
-    if (norm_w != nullptr) {
-        float ss = 0.0f;
-#pragma unroll
-        for (int j = 0; j < PER; j++) ss += v[j] * v[j];
-        float inv = rsqrtf(warp_sum(ss) / (float)HD + eps);
-#pragma unroll
-        for (int j = 0; j < PER; j++) v[j] = v[j] * inv * bf2f(norm_w[lane + 32 * j]);
-    }
-    if (inv_freq != nullptr) {
-        float fp = (float)pos[t];
-#pragma unroll
-        for (int j = 0; j < PER / 2; j++) {
-            float s, c;
-            sincosf(fp * inv_freq[lane + 32 * j], &s, &c);
-            float a = v[j], b = v[j + PER / 2];
-            v[j] = a * c - b * s;
-            v[j + PER / 2] = b * c + a * s;
-        }
-    }
-}

@@ -13,8 +13,36 @@
 //           applied by the host when it builds this table), or null for no rotation.
 // grid: ceil(T * heads / 4); block: 128.
 //
-// The norm and rotation of one head in that layout: norm_rope_regs (common.cuh, shared
-// with the decode kernel that applies them itself).
+// The norm and rotation of one head in that layout, shared by norm_rope_hd* and
+// qkv_rope_store_hd* so the fused path rounds exactly as the unfused one (same f32 sum
+// order, same expressions).
+template <int HD>
+__device__ __forceinline__ void norm_rope_regs(float (&v)[HD / 32], int lane, int t,
+                                               const bf16_t* __restrict__ norm_w,
+                                               const int* __restrict__ pos,
+                                               const float* __restrict__ inv_freq, float eps) {
+    constexpr int PER = HD / 32;
+    if (norm_w != nullptr) {
+        float ss = 0.0f;
+#pragma unroll
+        for (int j = 0; j < PER; j++) ss += v[j] * v[j];
+        float inv = rsqrtf(warp_sum(ss) / (float)HD + eps);
+#pragma unroll
+        for (int j = 0; j < PER; j++) v[j] = v[j] * inv * bf2f(norm_w[lane + 32 * j]);
+    }
+    if (inv_freq != nullptr) {
+        float fp = (float)pos[t];
+#pragma unroll
+        for (int j = 0; j < PER / 2; j++) {
+            float s, c;
+            sincosf(fp * inv_freq[lane + 32 * j], &s, &c);
+            float a = v[j], b = v[j + PER / 2];
+            v[j] = a * c - b * s;
+            v[j + PER / 2] = b * c + a * s;
+        }
+    }
+}
+
 template <int HD>
 __device__ __forceinline__ void norm_rope_impl(bf16_t* __restrict__ x, int T, int heads,
                                                int row_stride, const bf16_t* __restrict__ norm_w,

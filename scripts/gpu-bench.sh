@@ -56,11 +56,16 @@
 #             candidates, runner step) with it on, the 0.6B batch-1 step table under
 #             Nsight Compute, then the runner step with it off (MINISGL_NORM_PROLOGUE=0)
 #             when the call has time left.
-#     part 21: the decode attention that rotates q and writes the new K/V itself
-#             (attn_decode_mma_rope_hd*) and the reordered norm prologue: kernel and
-#             model checks, the 0.6B benches (cuBLASLt candidates timed from graphs),
-#             Nsight Compute step tables of the 0.6B at batch 1, 64 and 256, the runner
-#             step with the fused decode off (MINISGL_DECODE_ROPE=0), the 14B benches.
+#     part 21: kernel and model checks, the 0.6B benches (cuBLASLt candidates timed
+#             from graphs), Nsight Compute step tables of the 0.6B at batch 1, 64 and
+#             256, the runner step with MINISGL_DECODE_ROPE=0, the 14B benches. It ran
+#             at 5a28f36 to measure a decode attention that rotated q and wrote the new K/V
+#             itself (attn_decode_mma_rope_hd*), which lost at batch 64 and more and
+#             was reverted; the variable now changes nothing.
+#     part 22: the round's closing figures: kernel and model checks, one Nsight Compute
+#             profile (--set full) of the tensor-core decode at Qwen3-0.6B batch 256 x
+#             context 256 (the batch-256 step's largest kernel), the default workload
+#             and long prompts on both shapes (bytes-only and roofline ceilings).
 #     (part 10, the A/B of the tensor-core decode builds, ran at bbe67ff; those builds
 #     are gone, and so is the part.)
 #
@@ -111,9 +116,10 @@ device)
         echo "gpu-check bench $1${2:-} rc=$?"; grep -E "runner.step" "$log"
     }
     offline_default() {  # SHAPE: bench offline's default workload, figures into $jl
-        timeout 120 "$bin" bench offline --random-weights .gpu/$1 --device cuda --shape $1 \
+        # 14B random weights take 85-95 s to build before the run starts.
+        timeout 160 "$bin" bench offline --random-weights .gpu/$1 --device cuda --shape $1 \
             --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" >> "$out/offline-$1.log" 2>&1
-        echo "$1 default workload (PDL=${MINISGL_PDL:-0}) rc=$?"; grep -E "ceiling|output tok/s" "$out/offline-$1.log" | tail -2
+        echo "$1 default workload (PDL=${MINISGL_PDL:-0}) rc=$?"; grep -E "ceiling|output tok/s" "$out/offline-$1.log" | tail -3
     }
     ncu_steps() {  # SHAPE BATCHES: Nsight Compute durations of whole decode steps, context ~256
         timeout 240 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum \
@@ -431,6 +437,27 @@ device)
         else
             echo "no time left for the 14B bench (${SECONDS} s)"
         fi
+        ls "$out"
+    elif [ "$part" = 22 ]; then
+        cat "$out/env.log" > "$out/gpu-check-ops.log"; rm "$out/env.log"
+        check_ops --skip-bench
+        check_models
+        timeout 150 ncu --set full --kernel-name attn_decode_mma_hd128 --launch-skip 30 --launch-count 1 \
+            "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-0.6b --timeline-batches 256 \
+            --timeline-context 256 --timeline-out /tmp/timeline-prof.md --report /tmp/timeline-prof-report.md \
+            > "$out/ncu-decode-b256.txt" 2> /tmp/ncu-prof.err
+        echo "ncu profile rc=$?"; grep -E "Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per" "$out/ncu-decode-b256.txt" | head
+        for sh in qwen3-0.6b qwen3-14b; do
+            offline_default $sh
+            grep -E "roofline floor" "$out/offline-$sh.log" | tail -1
+            if [ "$SECONDS" -lt 430 ]; then
+                timeout 160 "$bin" bench offline --random-weights .gpu/$sh --device cuda --shape $sh \
+                    "${long[@]}" --jsonl "$jl" >> "$out/long.log" 2>&1
+                echo "$sh long prompts rc=$?"; grep -E "ceiling|output tok/s|roofline floor" "$out/long.log" | tail -4
+            else
+                echo "no time left for $sh long prompts (${SECONDS} s)"
+            fi
+        done
         ls "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

@@ -35,9 +35,12 @@ for d in map(Path, args.dirs):
     # step) and the per-shape bench logs (gpu-check-bench-SHAPE[-pdlN].log).
     for log in sorted(d.glob("gpu-check*.log")):
         extra = {}
-        m = re.search(r"-pdl(\d)", log.name)
-        if m:
-            extra["pdl"] = m[1]
+        # Switches a bench log's name records: -pdlN (MINISGL_PDL), -npN
+        # (MINISGL_NORM_PROLOGUE), -ropeN (the fused decode rotation of 5a28f36, 1 = on).
+        for key, pat in (("pdl", r"-pdl(\d)"), ("norm_prologue", r"-np(\d)"), ("decode_rope", r"-rope(\d)")):
+            m = re.search(pat, log.name)
+            if m:
+                extra[key] = m[1]
         shape = "qwen3-0.6b"
         for line in log.read_text().splitlines():
             m = re.search(r"(qwen3-[\w.]+) random weights: floor of a decode step", line)
@@ -49,7 +52,7 @@ for d in map(Path, args.dirs):
                             "workload": f"decode attention batch {m[2]} x ctx {m[3]}, page 16",
                             "metric": "decode_attention_tbps", "value": float(m[5]), "unit": "TB/s",
                             "ceiling": 4.28, "fraction": round(float(m[5]) / 4.28, 3), **extra})
-            m = re.search(r"runner.step greedy decode, batch (\d+), context ~(\d+): floor ([\d.]+) ms; CUDA graphs [\d.]+ tok/s \(([\d.]+) ms/step", line)
+            m = re.search(r"runner.step greedy decode, batch (\d+), context ~(\d+): floor ([\d.]+) ms(?: \([^)]*\))?; CUDA graphs [\d.]+ tok/s \(([\d.]+) ms/step", line)
             if m:
                 b, ctx, floor, ms = int(m[1]), int(m[2]), float(m[3]), float(m[4])
                 out.append({**base, "shape": shape, "tp": 1,

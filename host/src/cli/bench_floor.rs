@@ -107,6 +107,59 @@ pub fn floor_seconds(c: &ModelConfig, reqs: &[(u64, u64)], ceil: &Ceilings, tp: 
     (prefill_flops / ceil.gemm_flops_s + decode_bytes / ceil.copy_bytes_s) / tp.max(1) as f64
 }
 
+/// [`floor_seconds`] with each decode step bounded by its FLOPs as well as its bytes:
+/// a step takes at least the larger of (weights + the running sequences' KV) at the
+/// copy bandwidth and (2 · params · batch + attention over their contexts) at the GEMM
+/// rate. At small batches the two floors agree; at Qwen3-14B batch 256 the products
+/// alone need more GEMM time (6.8 TFLOP, about 9 ms at 743 TFLOP/s) than the weights
+/// need copy time (about 7 ms), so the bytes-only floor is below what any schedule of
+/// these kernels can reach. Printed beside the bytes-only ceiling (issue 11's), not
+/// instead of it.
+pub fn roofline_seconds(c: &ModelConfig, reqs: &[(u64, u64)], ceil: &Ceilings, tp: usize) -> f64 {
+    let params = c.num_params() as f64;
+    let untied = if c.tie_word_embeddings() {
+        0.0
+    } else {
+        (c.vocab_size() * c.hidden_size()) as f64
+    };
+    let weight_bytes = 2.0 * (params - untied);
+    let kv_bytes_per_token = (c.kv_elems_per_token() * 2) as f64;
+    let attn_per_pair = 4.0 * (c.num_layers() * c.num_heads() * c.head_dim()) as f64;
+    let mut prefill_flops = 0.0;
+    for &(p, _) in reqs {
+        let p = p as f64;
+        prefill_flops += 2.0 * (params - untied) * p + attn_per_pair * p * (p + 1.0) / 2.0;
+    }
+    // Decode step t runs the requests with more than t outputs after the first; their
+    // contexts at step t are prompt + 1 + t tokens.
+    let mut by_steps: Vec<(u64, u64)> = reqs
+        .iter()
+        .map(|&(p, o)| (o.saturating_sub(1), p))
+        .filter(|&(o, _)| o > 0)
+        .collect();
+    by_steps.sort_unstable();
+    let steps = by_steps.last().map_or(0, |r| r.0);
+    let (mut batch, mut ctx_sum) = (by_steps.len() as f64, 0.0);
+    for &(_, p) in &by_steps {
+        ctx_sum += (p + 1) as f64;
+    }
+    let mut next = 0;
+    let mut decode = 0.0;
+    for t in 0..steps {
+        while next < by_steps.len() && by_steps[next].0 <= t {
+            batch -= 1.0;
+            ctx_sum -= (by_steps[next].1 + 1 + t) as f64;
+            next += 1;
+        }
+        let bytes = weight_bytes + kv_bytes_per_token * ctx_sum;
+        let flops = 2.0 * (params - untied) * batch + attn_per_pair * ctx_sum;
+        decode += (bytes / ceil.copy_bytes_s).max(flops / ceil.gemm_flops_s);
+        // Every running context grows by the token this step wrote.
+        ctx_sum += batch;
+    }
+    (prefill_flops / ceil.gemm_flops_s + decode) / tp.max(1) as f64
+}
+
 /// The all-reduce of a tensor-parallel group, timed on its GPUs.
 #[derive(Clone, Debug)]
 pub struct AllReduceTimes {
@@ -195,4 +248,61 @@ pub fn all_reduce_floor_seconds(c: &ModelConfig, reqs: &[(u64, u64)], ar: &AllRe
     let bytes = tokens * (2 * c.num_layers() * c.hidden_size() * 2) as f64;
     let ring = 2.0 * (ar.world - 1) as f64 / ar.world as f64;
     bytes * ring / ar.bus_bytes_s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn qwen3_06b() -> ModelConfig {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../examples/model-configs/qwen3-0.6b/config.json"
+        ))
+        .unwrap();
+        ModelConfig::from_json_str(&text).unwrap()
+    }
+
+    fn ceil(copy: f64, gemm: f64) -> Ceilings {
+        Ceilings {
+            copy_bytes_s: copy,
+            gemm_flops_s: gemm,
+            attention: String::new(),
+        }
+    }
+
+    #[test]
+    fn roofline_is_the_bytes_floor_when_flops_are_free_and_above_it_otherwise() {
+        let c = qwen3_06b();
+        let reqs = [(100u64, 50u64), (300, 1), (7, 200), (64, 64)];
+        // With an unlimited GEMM rate both floors count the same bytes.
+        let free = ceil(4.0e12, f64::INFINITY);
+        let (f, r) = (
+            floor_seconds(&c, &reqs, &free, 1),
+            roofline_seconds(&c, &reqs, &free, 1),
+        );
+        assert!((f - r).abs() <= 1e-9 * f, "{f} vs {r}");
+        // A slow GEMM makes the decode steps FLOP-bound: the roofline is higher,
+        // and split over two GPUs it halves.
+        let slow = ceil(4.0e12, 1.0e12);
+        let (f, r) = (
+            floor_seconds(&c, &reqs, &slow, 1),
+            roofline_seconds(&c, &reqs, &slow, 1),
+        );
+        assert!(r > f, "{r} <= {f}");
+        let r2 = roofline_seconds(&c, &reqs, &slow, 2);
+        assert!((r2 * 2.0 - r).abs() <= 1e-9 * r);
+    }
+
+    #[test]
+    fn roofline_counts_one_step_per_output_after_the_first() {
+        let c = qwen3_06b();
+        // One request, 11 outputs: 10 decode steps of one sequence, bytes-bound.
+        let cl = ceil(1.0e12, f64::INFINITY);
+        let r = roofline_seconds(&c, &[(0, 11)], &cl, 1);
+        let w = 2.0 * c.num_params() as f64;
+        let kv = (c.kv_elems_per_token() * 2) as f64;
+        let want = (10.0 * w + kv * (1..=10).sum::<u64>() as f64) / 1.0e12;
+        assert!((r - want).abs() <= 1e-9 * want, "{r} vs {want}");
+    }
 }

@@ -165,6 +165,14 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
                 super::bench_floor::all_reduce_floor_seconds(&model.config, &lens, ar)
             })
     });
+    // The same floor with each decode step also bounded by its FLOPs (all-reduces on
+    // top as above): how far a run is from what its kernels could reach at all.
+    let roofline = ceiling.as_ref().map(|(c, _)| {
+        super::bench_floor::roofline_seconds(&model.config, &lens, c, tp)
+            + all_reduce.as_ref().map_or(0.0, |ar| {
+                super::bench_floor::all_reduce_floor_seconds(&model.config, &lens, ar)
+            })
+    });
     if let (Some((c, dev)), Some(f)) = (&ceiling, floor) {
         let ar = all_reduce.as_ref().map_or(String::new(), |ar| {
             format!(
@@ -179,6 +187,12 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
             output_tokens as f64 / f,
             c.attention
         );
+        if let Some(rf) = roofline {
+            println!(
+                "roofline floor (each decode step also bounded by its FLOPs at the GEMM rate) {rf:.2} s = {:.0} output tok/s",
+                output_tokens as f64 / rf
+            );
+        }
     }
     println!(
         "model {} ({} layers, hidden {}, vocab {vocab}); {} requests, {input_tokens} input + {output_tokens} output tokens; \
@@ -302,6 +316,15 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
                 ceil_tps
             );
         }
+        if let Some(rf) = roofline {
+            let roof_tps = output_tokens as f64 / rf;
+            println!(
+                "{:>22}: {:.1}% of the roofline ceiling ({:.0} output tok/s)",
+                r.label,
+                100.0 * r.out_tps() / roof_tps,
+                roof_tps
+            );
+        }
         if let Some(path) = &args.jsonl {
             append_jsonl(
                 path,
@@ -310,6 +333,7 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
                 &model,
                 &r,
                 floor,
+                roofline,
                 ceiling.as_ref(),
                 all_reduce.as_ref(),
                 num_pages,
@@ -349,6 +373,7 @@ fn append_jsonl(
     model: &LoadedModel,
     r: &RunResult,
     floor: Option<f64>,
+    roofline: Option<f64>,
     ceiling: Option<&(super::bench_floor::Ceilings, String)>,
     all_reduce: Option<&super::bench_floor::AllReduceTimes>,
     num_pages: u32,
@@ -379,6 +404,7 @@ fn append_jsonl(
         )
     });
     let ceil_tps = floor.map(|f| r.output_tokens as f64 / f);
+    let roof_tps = roofline.map(|f| r.output_tokens as f64 / f);
     let kv_gib = num_pages as f64
         * bytes_per_page(
             cfg.page_size,
@@ -400,6 +426,8 @@ fn append_jsonl(
         "unit": "tok/s",
         "ceiling": ceil_tps.map(|c| c.round()),
         "fraction": ceil_tps.map(|c| (r.out_tps() / c * 1000.0).round() / 1000.0),
+        "roofline_ceiling": roof_tps.map(|c| c.round()),
+        "roofline_fraction": roof_tps.map(|c| (r.out_tps() / c * 1000.0).round() / 1000.0),
         "run": r.label,
         "kv_pages": num_pages,
         "kv_gib": (kv_gib * 100.0).round() / 100.0,
@@ -419,6 +447,7 @@ fn append_jsonl(
         "decode_min_splits": std::env::var("MINISGL_DECODE_MIN_SPLITS").unwrap_or_else(|_| "1".into()),
         "decode_splits": std::env::var("MINISGL_DECODE_SPLITS").unwrap_or_else(|_| "fill".into()),
         "pdl": std::env::var("MINISGL_PDL").unwrap_or_else(|_| "0".into()),
+        "norm_prologue": std::env::var("MINISGL_NORM_PROLOGUE").unwrap_or_else(|_| "1".into()),
     });
     let mut f = std::fs::OpenOptions::new()
         .create(true)

@@ -274,7 +274,6 @@ pub fn kernel_names(family: &str) -> Vec<String> {
                     v.push(format!("attn_decode_hd{hd}_g{g}"));
                 }
                 v.push(format!("attn_decode_mma_hd{hd}"));
-                v.push(format!("attn_decode_mma_rope_hd{hd}"));
                 v.push(format!("attn_decode_mma_sk_hd{hd}"));
             }
             return v;

@@ -160,10 +160,6 @@ pub struct CudaBackend {
     /// ([`Backend::norm_in_prologue`](super::Backend::norm_in_prologue); on unless
     /// `MINISGL_NORM_PROLOGUE=0`; benchmarks compare both).
     pub(crate) norm_prologue: std::cell::Cell<bool>,
-    /// Whether a tensor-core decode step norms and rotates q and writes the new K/V
-    /// inside the attention kernel (`attn_decode_mma_rope_hd*`) instead of a
-    /// `qkv_rope_store` launch before it (on unless `MINISGL_DECODE_ROPE=0`).
-    pub(crate) decode_rope: std::cell::Cell<bool>,
     /// This device's rank when the model is split across GPUs
     /// ([`Backend::all_reduce`](super::Backend::all_reduce) goes through it).
     pub(crate) nccl: Option<nccl::NcclRank>,
@@ -182,9 +178,6 @@ impl CudaBackend {
             decode_wave_splits: std::cell::Cell::new(opts.decode_wave_splits),
             norm_prologue: std::cell::Cell::new(
                 std::env::var("MINISGL_NORM_PROLOGUE").map_or(true, |v| v != "0"),
-            ),
-            decode_rope: std::cell::Cell::new(
-                std::env::var("MINISGL_DECODE_ROPE").map_or(true, |v| v != "0"),
             ),
             nccl: None,
         })
@@ -225,17 +218,6 @@ impl CudaBackend {
     /// norm in the residual epilogue before them (false).
     pub fn set_norm_prologue(&self, on: bool) {
         self.norm_prologue.set(on);
-    }
-
-    /// Let a tensor-core decode step rotate q and write the new K/V inside the
-    /// attention kernel (true) or in a `qkv_rope_store` launch before it (false).
-    pub fn set_decode_rope(&self, on: bool) {
-        self.decode_rope.set(on);
-    }
-
-    /// Whether the tensor-core decode steps rotate q inside the attention kernel.
-    pub fn decode_rope(&self) -> bool {
-        self.decode_rope.get()
     }
 
     /// Whether the tensor-core decode sizes its splits by waves.

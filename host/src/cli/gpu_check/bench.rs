@@ -18,6 +18,9 @@ use minisgl::model::runner::{DeviceKind, RunnerOptions};
 
 /// Measured device-to-device copy bandwidth on the H200 (TOOLCHAIN.md), bytes/s.
 const COPY_CEILING: f64 = 4.28e12;
+/// Dense bf16 GEMM rate of an H200 (issue 11's measure), for the FLOP side of a
+/// decode step's floor.
+const GEMM_CEILING: f64 = 782e12;
 
 /// Fill every slot of the cache with random K/V by repeating one random chunk.
 fn fill_random(
@@ -307,8 +310,11 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
                 super::model::decode_throughput(graphs.as_mut(), batch, prompt, steps)?;
             let (ms_e, ms_g) = (1e3 * batch as f64 / tps_e, 1e3 * batch as f64 / tps_g);
             let f = floor_ms(batch);
+            // The products' FLOPs at the GEMM rate: above the bytes floor at large
+            // batches of large models, where no kernel can reach the bytes floor.
+            let flops_ms = 1e3 * 2.0 * weight_bytes(c) / 2.0 * batch as f64 / GEMM_CEILING;
             rep.bench_line(format!(
-                "runner.step greedy decode, batch {batch}, context ~{prompt}: floor {f:.3} ms; CUDA graphs {tps_g:.0} tok/s ({ms_g:.3} ms/step, {:.2}x the floor), eager {tps_e:.0} tok/s ({ms_e:.3} ms/step, {:.2}x the floor); graphs / eager {:.2}x",
+                "runner.step greedy decode, batch {batch}, context ~{prompt}: floor {f:.3} ms (products' FLOPs at 782 TFLOP/s: {flops_ms:.3} ms); CUDA graphs {tps_g:.0} tok/s ({ms_g:.3} ms/step, {:.2}x the floor), eager {tps_e:.0} tok/s ({ms_e:.3} ms/step, {:.2}x the floor); graphs / eager {:.2}x",
                 ms_g / f,
                 ms_e / f,
                 tps_g / tps_e

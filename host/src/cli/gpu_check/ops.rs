@@ -356,8 +356,8 @@ fn qkv_attention(
         ),
         case("decode", 16, 128, 16, 8, &decode),
         case("decode", 1, 64, 40, 8, &decode[..9]),
-        // Contexts where the new token opens a tile, closes one, or is the whole
-        // context (the fused decode patches its row into the tile), group 5 and 1.
+        // Contexts where the new token opens a decode tile, closes one, or is the
+        // whole context; group 5 and 1.
         case(
             "decode short",
             16,

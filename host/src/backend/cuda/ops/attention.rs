@@ -145,42 +145,6 @@ impl CudaBackend {
             }
             _ => (0, 0),
         };
-        let slots = self.step_ptr(step, step.off.slots);
-        let (kc, vc) = (self.ptr(&kv.k[layer]), self.ptr(&kv.v[layer]));
-        // A tensor-core decode step with the fused build: its blocks norm and rotate
-        // q themselves and the new K/V go to the cache from there, one launch a layer.
-        let group = p.q_heads / p.kv_heads;
-        if self.decode_rope.get()
-            && self.attention_path(step, d, group) == AttnPath::DecodeMma
-            && self
-                .dev
-                .kernels
-                .get(&format!("attn_decode_mma_rope_hd{d}"))
-                .is_ok()
-        {
-            let rope = [
-                Arg::U64(qw),
-                Arg::U64(kw),
-                Arg::U64(pos),
-                Arg::U64(fp),
-                Arg::F32(p.eps),
-                Arg::U64(slots),
-            ];
-            self.attention_raw(
-                base,
-                cols,
-                rows,
-                p.q_heads,
-                kv,
-                layer,
-                step,
-                p.scale,
-                self.tptr(&out),
-                None,
-                Some(&rope),
-            )?;
-            return Ok(out);
-        }
         // One launch inside qkv: q normed and rotated in place, k normed, rotated
         // and written to the cache, v copied to the cache.
         self.qkv_rope_store_raw(&QkvRopeStore {
@@ -195,9 +159,9 @@ impl CudaBackend {
             pos,
             inv_freq: fp,
             eps: p.eps,
-            slots,
-            k_cache: kc,
-            v_cache: vc,
+            slots: self.step_ptr(step, step.off.slots),
+            k_cache: self.ptr(&kv.k[layer]),
+            v_cache: self.ptr(&kv.v[layer]),
         })?;
         self.attention_raw(
             base,
@@ -209,7 +173,6 @@ impl CudaBackend {
             step,
             p.scale,
             self.tptr(&out),
-            None,
             None,
         )?;
         // qkv is dropped here: freed in stream order, after the kernels above.
@@ -365,15 +328,11 @@ impl CudaBackend {
             scale,
             self.tptr(out),
             force,
-            None,
         )
     }
 
     /// Attention of `hq` query heads read at `qp` (rows `cols` elements apart,
     /// so q may be a column block of the fused qkv tensor) into `[rows, hq · D]` at `op`.
-    /// With `rope` (the tensor-core decode path only), `qp` is the raw qkv row and the
-    /// fused build `attn_decode_mma_rope_hd*` norms and rotates q and writes the new
-    /// K/V itself; `rope` holds its trailing arguments.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn attention_raw(
         &self,
@@ -387,17 +346,11 @@ impl CudaBackend {
         scale: f32,
         op: u64,
         force: Option<AttnPath>,
-        rope: Option<&[Arg]>,
     ) -> Result<(), BackendError> {
         let l = kv.layout;
         let d = l.head_dim;
         let group = hq / l.kv_heads;
         let path = force.unwrap_or_else(|| self.attention_path(step, d, group));
-        if rope.is_some() && path != AttnPath::DecodeMma {
-            return Err(BackendError::Unsupported(format!(
-                "the fused q/k rotation runs on the tensor-core decode path only, not {path:?}"
-            )));
-        }
         let kc = self.ptr(&kv.k[layer]);
         let vc = self.ptr(&kv.v[layer]);
         let sp = |o: usize| self.step_ptr(step, o);
@@ -508,8 +461,7 @@ impl CudaBackend {
                 // The CUDA-core kernel covers a group in chunks of up to 8 heads;
                 // the tensor-core one takes the whole group (up to 16) as mma rows.
                 let (name, head_chunks) = if mma {
-                    let fused = if rope.is_some() { "_rope" } else { "" };
-                    (format!("attn_decode_mma{fused}_hd{d}"), 1)
+                    (format!("attn_decode_mma_hd{d}"), 1)
                 } else {
                     let gmax = match group {
                         1 => 1,
@@ -538,7 +490,6 @@ impl CudaBackend {
                 args.push(Arg::U64(self.ptr(&o_part)));
                 args.push(Arg::U64(self.ptr(&lse)));
                 args.push(Arg::U64(if direct { op } else { 0 }));
-                args.extend(rope.into_iter().flatten().copied());
                 let mut c = cfg(
                     (splits as u32, (l.kv_heads * head_chunks) as u32, s as u32),
                     128,
