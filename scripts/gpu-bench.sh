@@ -66,6 +66,11 @@
 #             profile (--set full) of the tensor-core decode at Qwen3-0.6B batch 256 x
 #             context 256 (the batch-256 step's largest kernel), the default workload
 #             and long prompts on both shapes (bytes-only and roofline ceilings).
+#     part 23: after the bank-conflict-free merge of the tensor-core decode: kernel and
+#             model checks, the 0.6B benches and runner step with the fill rule (the
+#             default) and the wave rule (MINISGL_DECODE_SPLITS=waves; part 14 never
+#             ran), Nsight Compute step tables at batch 64 and 256, the 0.6B default
+#             workload, then the 14B benches when the call has time left.
 #     (part 10, the A/B of the tensor-core decode builds, ran at bbe67ff; those builds
 #     are gone, and so is the part.)
 #
@@ -458,6 +463,20 @@ device)
                 echo "no time left for $sh long prompts (${SECONDS} s)"
             fi
         done
+        ls "$out"
+    elif [ "$part" = 23 ]; then
+        cat "$out/env.log" > "$out/gpu-check-ops.log"; rm "$out/env.log"
+        check_ops --skip-bench
+        check_models
+        bench_step qwen3-0.6b
+        MINISGL_DECODE_SPLITS=waves bench_step qwen3-0.6b -waves
+        ncu_steps qwen3-0.6b 64,256
+        offline_default qwen3-0.6b
+        if [ "$SECONDS" -lt 340 ]; then
+            bench_step qwen3-14b
+        else
+            echo "no time left for the 14B bench (${SECONDS} s)"
+        fi
         ls "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

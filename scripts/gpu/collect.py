@@ -36,8 +36,10 @@ for d in map(Path, args.dirs):
     for log in sorted(d.glob("gpu-check*.log")):
         extra = {}
         # Switches a bench log's name records: -pdlN (MINISGL_PDL), -npN
-        # (MINISGL_NORM_PROLOGUE), -ropeN (the fused decode rotation of 5a28f36, 1 = on).
-        for key, pat in (("pdl", r"-pdl(\d)"), ("norm_prologue", r"-np(\d)"), ("decode_rope", r"-rope(\d)")):
+        # (MINISGL_NORM_PROLOGUE), -ropeN (the fused decode rotation of 5a28f36, 1 = on),
+        # -waves (MINISGL_DECODE_SPLITS=waves).
+        for key, pat in (("pdl", r"-pdl(\d)"), ("norm_prologue", r"-np(\d)"), ("decode_rope", r"-rope(\d)"),
+                         ("decode_splits", r"-(waves)")):
             m = re.search(pat, log.name)
             if m:
                 extra[key] = m[1]

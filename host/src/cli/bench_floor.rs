@@ -110,11 +110,12 @@ pub fn floor_seconds(c: &ModelConfig, reqs: &[(u64, u64)], ceil: &Ceilings, tp: 
 /// [`floor_seconds`] with each decode step bounded by its FLOPs as well as its bytes:
 /// a step takes at least the larger of (weights + the running sequences' KV) at the
 /// copy bandwidth and (2 · params · batch + attention over their contexts) at the GEMM
-/// rate. At small batches the two floors agree; at Qwen3-14B batch 256 the products
-/// alone need more GEMM time (6.8 TFLOP, about 9 ms at 743 TFLOP/s) than the weights
-/// need copy time (about 7 ms), so the bytes-only floor is below what any schedule of
-/// these kernels can reach. Printed beside the bytes-only ceiling (issue 11's), not
-/// instead of it.
+/// rate. Where contexts are long the KV keeps every step bytes-bound and the two agree
+/// (the default workload, contexts of ~560 tokens on average: both ceilings were 8,514
+/// tok/s for Qwen3-14B on 2026-12-02); at large batches over short contexts the
+/// products' FLOPs exceed the bytes (Qwen3-14B, batch 256 x 256: 7.2 TFLOP, ~9.7 ms at
+/// 743 TFLOP/s, against ~9.0 ms of copy), and there the bytes-only floor is out of
+/// reach. Printed beside the bytes-only ceiling (issue 11's), not instead of it.
 pub fn roofline_seconds(c: &ModelConfig, reqs: &[(u64, u64)], ceil: &Ceilings, tp: usize) -> f64 {
     let params = c.num_params() as f64;
     let untied = if c.tie_word_embeddings() {
