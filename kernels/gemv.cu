@@ -54,21 +54,6 @@ __device__ __forceinline__ u32x4 ld_stream(const u32x4* p) {
     return v;
 }
 
-// Starts moving `bytes` (a multiple of 16) at p into L2 without holding a register:
-// the first weights of a product with the norm prologue, which then hit L2 once the
-// prologue is done.
-// Loads issued before the prologue instead were scheduled below its cp.async wait by
-// ptxas (40 registers leave no room to hold them across it; SASS, 2026-12-02), so
-// each product paid the prologue and a DRAM round trip one after the other.
-__device__ __forceinline__ void prefetch_l2(const void* p, u32 bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#else
-    for (u32 o = 0; o < bytes; o += 128)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(p) + o));
-#endif
-}
-
 __device__ __forceinline__ float dot8(const u32x4& w, const float (&x)[8]) {
     return bf_lo(w.x) * x[0] + bf_hi(w.x) * x[1] + bf_lo(w.y) * x[2] + bf_hi(w.y) * x[3] +
            bf_lo(w.z) * x[4] + bf_hi(w.z) * x[5] + bf_lo(w.w) * x[6] + bf_hi(w.w) * x[7];
@@ -77,9 +62,10 @@ __device__ __forceinline__ float dot8(const u32x4& w, const float (&x)[8]) {
 // The norm prologue in two halves. gemv_norm_issue copies rows 0..m-1 of x ([m, k],
 // the residual the previous kernel wrote) and the norm weight ([k]) into this block's
 // dynamic shared memory ((m + 1) * k bf16) with cp.async; gemv_norm_finish waits for
-// them, RMS-normalises the rows in place and returns them. The first build loaded x
-// after the weights and the norm weight after the sum, and cost 1.7-2.9 µs a product
-// instead of a fraction of one (Nsight Compute, 2026-12-02).
+// them, RMS-normalises the rows in place and returns them. The copies are issued
+// before the block's weight stream: behind it they would queue for DRAM, and the
+// first build, which loaded x after the weights and the norm weight after the sum,
+// cost 1.7-2.9 µs a product instead of a fraction of one (Nsight Compute, 2026-12-02).
 // Every thread of the block calls both. Rounds as add_rmsnorm_row with no delta does
 // at the same block size: thread i sums vectors i, i + blockDim, ... in that order,
 // and writes bf16(x * inv * w) with the same expression.
@@ -159,24 +145,15 @@ __device__ __forceinline__ void gemv_dot(const u32x4* const (&wr)[NW],
     constexpr int U = GEMV_LOADS / NW;
     u32x4 wv[NW][U];
     int first = c0 + lane;
-    const u32x4* x4 = reinterpret_cast<const u32x4*>(x);
     if (NORM) {
-        // The first round of this warp's weights heads for L2 (weights: before the PDL
-        // wait), as much as a round of loads would have in flight, then x is copied and
-        // normalised; the first loads below hit L2. (A whole share could outgrow L2 at
-        // 14B: the qkv weight is 73 MB.)
-        if (lane == 0 && c1 > c0) {
-            u32 bytes = (u32)min(c1 - c0, 32 * U) * 16u;
-#pragma unroll
-            for (int j = 0; j < NW; j++) prefetch_l2(wr[j] + c0, bytes);
-        }
+        // x comes from the previous kernel: its copies wait for it, and go first.
         pdl_wait();
         gemv_norm_issue(x, norm, m, kc);
-        x4 = gemv_norm_finish(m, kc, eps);
     }
     gemv_issue<NW, U>(wr, wv, first, c1);
     // Under PDL the first weights are in flight before the previous kernel ends.
     if (!NORM) pdl_wait();
+    const u32x4* x4 = NORM ? gemv_norm_finish(m, kc, eps) : reinterpret_cast<const u32x4*>(x);
     for (int base = first; base < c1; base += 32 * U) {
         if (base != first) gemv_issue<NW, U>(wr, wv, base, c1);
 #pragma unroll

@@ -71,10 +71,6 @@
 #             default) and the wave rule (MINISGL_DECODE_SPLITS=waves; part 14 never
 #             ran), Nsight Compute step tables at batch 64 and 256, the 0.6B default
 #             workload, then the 14B benches when the call has time left.
-#     part 24: the norm prologue with its first weights prefetched to L2 (no registers
-#             held across it): kernel and model checks, the 0.6B benches and runner
-#             step with the prologue on and off (MINISGL_NORM_PROLOGUE=0), the batch-1
-#             step table under Nsight Compute, the 14B benches when time is left.
 #     (part 10, the A/B of the tensor-core decode builds, ran at bbe67ff; those builds
 #     are gone, and so is the part.)
 #
@@ -477,19 +473,6 @@ device)
         ncu_steps qwen3-0.6b 64,256
         offline_default qwen3-0.6b
         if [ "$SECONDS" -lt 340 ]; then
-            bench_step qwen3-14b
-        else
-            echo "no time left for the 14B bench (${SECONDS} s)"
-        fi
-        ls "$out"
-    elif [ "$part" = 24 ]; then
-        cat "$out/env.log" > "$out/gpu-check-ops.log"; rm "$out/env.log"
-        check_ops --skip-bench
-        check_models
-        bench_step qwen3-0.6b
-        ncu_steps qwen3-0.6b 1
-        MINISGL_NORM_PROLOGUE=0 bench_step qwen3-0.6b -np0
-        if [ "$SECONDS" -lt 290 ]; then
             bench_step qwen3-14b
         else
             echo "no time left for the 14B bench (${SECONDS} s)"
