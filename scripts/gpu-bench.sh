@@ -71,6 +71,9 @@
 #             default) and the wave rule (MINISGL_DECODE_SPLITS=waves; part 14 never
 #             ran), Nsight Compute step tables at batch 64 and 256, the 0.6B default
 #             workload, then the 14B benches when the call has time left.
+#     part 25: which row counts the skinny kernel should take (MINISGL_GEMV_ROWS): the
+#             0.6B benches (gemv against cuBLAS timed from graph replays) and runner
+#             step at the default (2) and at 8 rows, the model checks at 8 rows.
 #     (part 10, the A/B of the tensor-core decode builds, ran at bbe67ff; those builds
 #     are gone, and so is the part.)
 #
@@ -477,6 +480,12 @@ device)
         else
             echo "no time left for the 14B bench (${SECONDS} s)"
         fi
+        ls "$out"
+    elif [ "$part" = 25 ]; then
+        cat "$out/env.log" > "$out/gpu-check-models.log"; rm "$out/env.log"
+        bench_step qwen3-0.6b
+        MINISGL_GEMV_ROWS=8 bench_step qwen3-0.6b -rows8
+        MINISGL_GEMV_ROWS=8 check_models
         ls "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

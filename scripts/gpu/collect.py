@@ -37,9 +37,9 @@ for d in map(Path, args.dirs):
         extra = {}
         # Switches a bench log's name records: -pdlN (MINISGL_PDL), -npN
         # (MINISGL_NORM_PROLOGUE), -ropeN (the fused decode rotation of 5a28f36, 1 = on),
-        # -waves (MINISGL_DECODE_SPLITS=waves).
+        # -waves (MINISGL_DECODE_SPLITS=waves), -rowsN (MINISGL_GEMV_ROWS).
         for key, pat in (("pdl", r"-pdl(\d)"), ("norm_prologue", r"-np(\d)"), ("decode_rope", r"-rope(\d)"),
-                         ("decode_splits", r"-(waves)")):
+                         ("decode_splits", r"-(waves)"), ("gemv_rows", r"-rows(\d)")):
             m = re.search(pat, log.name)
             if m:
                 extra[key] = m[1]

@@ -94,6 +94,38 @@ impl Drop for Desc {
 const WORKSPACE: usize = 32 << 20;
 
 impl CudaBackend {
+    /// µs of GPU time per call of `f`: one warm-up call, then `iters` calls recorded
+    /// into a graph and replayed once, so that the host's cost per call (cuBLAS's
+    /// algorithm lookup among it) is not counted; graphs are how decode steps run.
+    /// `f` must only launch work on this backend's stream.
+    pub fn time_in_graph(
+        &self,
+        iters: usize,
+        f: &mut dyn FnMut() -> Result<(), BackendError>,
+    ) -> Result<f64, BackendError> {
+        use cudarc::driver::sys::{CUgraphInstantiate_flags_enum, CUstreamCaptureMode};
+        let dev = &self.dev;
+        f()?;
+        dev.stream
+            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+        let mut recorded = Ok(());
+        for _ in 0..iters {
+            recorded = recorded.and_then(|_| f());
+        }
+        let graph = dev.stream.end_capture(CUgraphInstantiate_flags_enum(0))?;
+        recorded?;
+        let graph = graph.ok_or_else(|| BackendError::Device("graph recorded nothing".into()))?;
+        graph.upload()?;
+        graph.launch()?;
+        let e0 = dev.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+        let e1 = dev.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+        e0.record(&dev.stream)?;
+        graph.launch()?;
+        e1.record(&dev.stream)?;
+        e1.synchronize()?;
+        Ok(e0.elapsed_ms(&e1)? as f64 * 1e3 / iters.max(1) as f64)
+    }
+
     /// Time `y[m, n] = x[m, k] · w[n, k]ᵀ` (bf16 in and out, random data) with
     /// `cublasGemmEx`'s default algorithm and with each of up to `max` cuBLASLt
     /// heuristic candidates: a warm-up call, then `iters` calls replayed from a graph.
@@ -124,32 +156,7 @@ impl CudaBackend {
             dptr(&y, &dev.stream),
         );
         let wsp = dptr(&ws, &dev.stream);
-        // GPU time per call: `iters` calls recorded into a graph and replayed, so that
-        // the host's cost per call (cublasGemmEx's algorithm lookup among it) is not
-        // counted; graphs are how decode steps run.
-        let time = |f: &mut dyn FnMut() -> Result<(), BackendError>| -> Result<f64, BackendError> {
-            use cudarc::driver::sys::{CUgraphInstantiate_flags_enum, CUstreamCaptureMode};
-            f()?;
-            dev.stream
-                .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-            let mut recorded = Ok(());
-            for _ in 0..iters {
-                recorded = recorded.and_then(|_| f());
-            }
-            let graph = dev.stream.end_capture(CUgraphInstantiate_flags_enum(0))?;
-            recorded?;
-            let graph = graph
-                .ok_or_else(|| BackendError::Device("survey graph recorded nothing".into()))?;
-            graph.upload()?;
-            graph.launch()?;
-            let e0 = dev.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
-            let e1 = dev.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
-            e0.record(&dev.stream)?;
-            graph.launch()?;
-            e1.record(&dev.stream)?;
-            e1.synchronize()?;
-            Ok(e0.elapsed_ms(&e1)? as f64 * 1e3 / iters as f64)
-        };
+        let time = |f: &mut dyn FnMut() -> Result<(), BackendError>| self.time_in_graph(iters, f);
         let default_us = time(&mut || self.gemm(xp, wp, yp, m, n, k, false, 0.0))?;
 
         let handle = lt::create_handle().map_err(|e| lt_err("handle", e))?;

@@ -173,7 +173,14 @@ impl CudaBackend {
             graph_arena: RefCell::new(None),
             last_chosen: RefCell::new(None),
             pinned_pool: RefCell::new(Vec::new()),
-            gemv_rows: std::cell::Cell::new(GEMV_ROWS_DEFAULT),
+            // MINISGL_GEMV_ROWS overrides the default (benchmarks compare in one call).
+            gemv_rows: std::cell::Cell::new(
+                std::env::var("MINISGL_GEMV_ROWS")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(GEMV_ROWS_DEFAULT)
+                    .min(GEMV_MAX_ROWS),
+            ),
             decode_min_splits: std::cell::Cell::new(opts.decode_min_splits.max(1)),
             decode_wave_splits: std::cell::Cell::new(opts.decode_wave_splits),
             norm_prologue: std::cell::Cell::new(

@@ -275,6 +275,7 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
     }
     fused_products(gpu, &mut rng, rep)?;
     gemm_algos(gpu, rep)?;
+    gemv_in_graphs(gpu, &mut rng, rep)?;
     if let Some(p) = bench_model {
         let lm = minisgl::model::load_random(p, 1)?;
         let (prompt, steps, ps) = (256usize, 16usize, 16u32);
@@ -467,6 +468,41 @@ fn gemm_algos(gpu: &CudaBackend, rep: &mut Report) -> Result<()> {
                 )),
             }
         }
+        rep.bench_line(line);
+    }
+    Ok(())
+}
+
+/// The skinny kernel against cuBLAS at the row counts that choose between them
+/// (`gemv_rows`), both timed from graph replays as decode steps run them: the eager
+/// `linear n= k=` lines above count cuBLAS's host cost too.
+fn gemv_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> Result<()> {
+    for &(shape, n, k) in &[
+        ("0.6B qkv", 4096usize, 1024usize),
+        ("0.6B o", 1024, 2048),
+        ("0.6B gate_up", 6144, 1024),
+        ("0.6B down", 1024, 3072),
+        ("14B o", 5120, 5120),
+        ("14B down", 5120, 17408),
+    ] {
+        let w = gpu.upload(&[n, k], HostData::f32(&randn(rng, n * k, 0.05)))?;
+        let mut line = format!("linear in graphs {shape} n={n} k={k}:");
+        for m in [1usize, 2, 4, 8] {
+            let x = gpu.upload(&[m, k], HostData::f32(&randn(rng, m * k, 1.0)))?;
+            let mut us = [0.0f64; 2];
+            for (i, rows) in [8usize, 0].into_iter().enumerate() {
+                gpu.set_gemv_rows(rows);
+                us[i] = gpu.time_in_graph(20, &mut || {
+                    gpu.linear(&x, &w, None)?;
+                    Ok(())
+                })?;
+            }
+            line.push_str(&format!(
+                " m={m} gemv {:.1} us / cuBLAS {:.1} us;",
+                us[0], us[1]
+            ));
+        }
+        gpu.set_gemv_rows(minisgl::backend::cuda::GEMV_ROWS_DEFAULT);
         rep.bench_line(line);
     }
     Ok(())
