@@ -74,6 +74,8 @@
 #     part 25: which row counts the skinny kernel should take (MINISGL_GEMV_ROWS): the
 #             0.6B benches (gemv against cuBLAS timed from graph replays) and runner
 #             step at the default (2) and at 8 rows, the model checks at 8 rows.
+#     part 26: weights past 32 MiB through cuBLAS at every row count (GEMV_MAX_WEIGHT_BYTES):
+#             the kernel checks, then the 14B benches and runner step.
 #     (part 10, the A/B of the tensor-core decode builds, ran at bbe67ff; those builds
 #     are gone, and so is the part.)
 #
@@ -486,6 +488,13 @@ device)
         bench_step qwen3-0.6b
         MINISGL_GEMV_ROWS=8 bench_step qwen3-0.6b -rows8
         MINISGL_GEMV_ROWS=8 check_models
+        ls "$out"
+    elif [ "$part" = 26 ]; then
+        cat "$out/env.log" > "$out/gpu-check-ops.log"; rm "$out/env.log"
+        timeout 60 "$bin" gpu-check --skip-models --skip-engine --skip-bench \
+            --report /tmp/gpu-check-ops.md >> "$out/gpu-check-ops.log" 2>&1
+        echo "gpu-check ops rc=$?"; grep -E "checks, |FAIL" "$out/gpu-check-ops.log" | head -20
+        bench_step qwen3-14b
         ls "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

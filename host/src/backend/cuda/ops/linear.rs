@@ -12,6 +12,13 @@ use crate::backend::{shapes, BackendError};
 /// the 151936×1024 LM head (docs/results/gpu-2026-11-30-graphs.md).
 const GEMV_MAX_COLS: usize = 32_768;
 
+/// Largest weight (bytes) the skinny kernel streams. Timed from graph replays on the
+/// H200 (docs/results/gpu-2026-12-02-prologue.md), weights past L2 (50 MB) stream
+/// faster through cuBLAS even at one row: Qwen3-14B's down projection (178 MB) 48.9
+/// against 57.2 µs, its o projection (52 MB) 15.2 against 17.9; the 0.6B's products
+/// (2-13 MB) are the gemv's.
+const GEMV_MAX_WEIGHT_BYTES: usize = 32 << 20;
+
 /// Most shared memory (bytes) the norm prologue of `gemv_norm_*` takes for its rows
 /// and the norm weight: under the 48 KB a launch gets without opting in.
 const NORM_PROLOGUE_SMEM: usize = 32 * 1024;
@@ -187,6 +194,7 @@ impl CudaBackend {
     pub(super) fn use_gemv(&self, m: usize, n: usize, k: usize) -> bool {
         (1..=self.gemv_rows.get()).contains(&m)
             && n <= GEMV_MAX_COLS
+            && n * k * 2 <= GEMV_MAX_WEIGHT_BYTES
             && k.is_multiple_of(8)
             && self.dev.kernels.get("gemv_bf16").is_ok()
     }
@@ -375,12 +383,16 @@ impl CudaBackend {
     /// Whether the next products should normalise `residual` themselves
     /// ([`Backend::norm_in_prologue`](crate::backend::Backend::norm_in_prologue)): its
     /// rows go through the gemv kernels and fit their shared memory, and the prologue
-    /// kernels built here.
+    /// kernels built here. The products' widths are not known here: a square
+    /// hidden x hidden weight past the gemv's size limit stands for them (the layer's
+    /// products are at least that large), where cuBLAS would run them after a norm
+    /// launch anyway and the fused add + norm is the better split.
     pub(super) fn norm_in_prologue_impl(&self, residual: &CudaTensor) -> bool {
         let &[m, k] = residual.shape.as_slice() else {
             return false;
         };
         self.norm_prologue.get()
+            && k * k * 2 <= GEMV_MAX_WEIGHT_BYTES
             && (1..=self.gemv_rows.get()).contains(&m)
             && k.is_multiple_of(8)
             && (m + 1) * k * 2 <= NORM_PROLOGUE_SMEM
