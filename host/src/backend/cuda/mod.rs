@@ -30,6 +30,7 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 pub use device::{AttentionBackend, CudaOptions, Device};
 pub use error::CudaError;
 pub use gemm_lt::GemmSurvey;
+pub use ops::GEMV_MAX_WEIGHT_BYTES;
 
 use super::{BackendError, DeviceTensor, KvLayout, StepMeta};
 
@@ -160,6 +161,9 @@ pub struct CudaBackend {
     /// ([`Backend::norm_in_prologue`](super::Backend::norm_in_prologue); on unless
     /// `MINISGL_NORM_PROLOGUE=0`; benchmarks compare both).
     pub(crate) norm_prologue: std::cell::Cell<bool>,
+    /// Largest weight (bytes) the skinny kernel streams
+    /// ([`GEMV_MAX_WEIGHT_BYTES`] by default; benchmarks lift it to time the gemv against cuBLAS).
+    pub(crate) gemv_max_weight: std::cell::Cell<usize>,
     /// This device's rank when the model is split across GPUs
     /// ([`Backend::all_reduce`](super::Backend::all_reduce) goes through it).
     pub(crate) nccl: Option<nccl::NcclRank>,
@@ -183,6 +187,7 @@ impl CudaBackend {
             ),
             decode_min_splits: std::cell::Cell::new(opts.decode_min_splits.max(1)),
             decode_wave_splits: std::cell::Cell::new(opts.decode_wave_splits),
+            gemv_max_weight: std::cell::Cell::new(GEMV_MAX_WEIGHT_BYTES),
             norm_prologue: std::cell::Cell::new(
                 std::env::var("MINISGL_NORM_PROLOGUE").map_or(true, |v| v != "0"),
             ),
@@ -219,6 +224,12 @@ impl CudaBackend {
     /// alone (false); see `decode_mma_splits`.
     pub fn set_decode_wave_splits(&self, on: bool) {
         self.decode_wave_splits.set(on);
+    }
+
+    /// Route products with weights of at most `bytes` to the skinny kernel (within
+    /// `gemv_rows`); the default is [`GEMV_MAX_WEIGHT_BYTES`].
+    pub fn set_gemv_max_weight(&self, bytes: usize) {
+        self.gemv_max_weight.set(bytes);
     }
 
     /// Let decode-size products normalise their input themselves (true) or keep the

@@ -256,6 +256,7 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
             let mut ms = [0.0f64; 2];
             for (i, rows) in [8usize, 0].into_iter().enumerate() {
                 gpu.set_gemv_rows(rows);
+                gpu.set_gemv_max_weight(usize::MAX);
                 ms[i] = time_ms(gpu, 50, || {
                     gpu.linear(&x, &w, None)?;
                     Ok(())
@@ -474,8 +475,9 @@ fn gemm_algos(gpu: &CudaBackend, rep: &mut Report) -> Result<()> {
 }
 
 /// The skinny kernel against cuBLAS at the row counts that choose between them
-/// (`gemv_rows`), both timed from graph replays as decode steps run them: the eager
-/// `linear n= k=` lines above count cuBLAS's host cost too.
+/// (`gemv_rows`), and past the weight size that does (`GEMV_MAX_WEIGHT_BYTES`, lifted
+/// for the gemv column), both timed from graph replays as decode steps run them: the
+/// eager `linear n= k=` lines above count cuBLAS's host cost too.
 fn gemv_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> Result<()> {
     for &(shape, n, k) in &[
         ("0.6B qkv", 4096usize, 1024usize),
@@ -503,6 +505,7 @@ fn gemv_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> 
             ));
         }
         gpu.set_gemv_rows(minisgl::backend::cuda::GEMV_ROWS_DEFAULT);
+        gpu.set_gemv_max_weight(minisgl::backend::cuda::GEMV_MAX_WEIGHT_BYTES);
         rep.bench_line(line);
     }
     Ok(())

@@ -17,7 +17,7 @@ const GEMV_MAX_COLS: usize = 32_768;
 /// faster through cuBLAS even at one row: Qwen3-14B's down projection (178 MB) 48.9
 /// against 57.2 µs, its o projection (52 MB) 15.2 against 17.9; the 0.6B's products
 /// (2-13 MB) are the gemv's.
-const GEMV_MAX_WEIGHT_BYTES: usize = 32 << 20;
+pub const GEMV_MAX_WEIGHT_BYTES: usize = 32 << 20;
 
 /// Most shared memory (bytes) the norm prologue of `gemv_norm_*` takes for its rows
 /// and the norm weight: under the 48 KB a launch gets without opting in.
@@ -194,7 +194,7 @@ impl CudaBackend {
     pub(super) fn use_gemv(&self, m: usize, n: usize, k: usize) -> bool {
         (1..=self.gemv_rows.get()).contains(&m)
             && n <= GEMV_MAX_COLS
-            && n * k * 2 <= GEMV_MAX_WEIGHT_BYTES
+            && n * k * 2 <= self.gemv_max_weight.get()
             && k.is_multiple_of(8)
             && self.dev.kernels.get("gemv_bf16").is_ok()
     }
@@ -392,7 +392,7 @@ impl CudaBackend {
             return false;
         };
         self.norm_prologue.get()
-            && k * k * 2 <= GEMV_MAX_WEIGHT_BYTES
+            && k * k * 2 <= self.gemv_max_weight.get()
             && (1..=self.gemv_rows.get()).contains(&m)
             && k.is_multiple_of(8)
             && (m + 1) * k * 2 <= NORM_PROLOGUE_SMEM
