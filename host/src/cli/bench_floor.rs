@@ -71,26 +71,54 @@ pub fn measure_cuda() -> anyhow::Result<(Ceilings, String)> {
     Ok((c, dev.name.clone()))
 }
 
+/// What the floors count per model: the work of one token through the weights and of
+/// one attention (query, key) pair.
+struct Work {
+    /// Parameters a token multiplies: all but an untied input embedding (a row
+    /// gather, which decode does not read either).
+    params: f64,
+    kv_bytes_per_token: f64,
+    attn_flops_per_pair: f64,
+}
+
+impl Work {
+    fn of(c: &ModelConfig) -> Work {
+        let untied = if c.tie_word_embeddings() {
+            0
+        } else {
+            c.vocab_size() * c.hidden_size()
+        };
+        Work {
+            params: (c.num_params() - untied) as f64,
+            kv_bytes_per_token: (c.kv_elems_per_token() * 2) as f64,
+            attn_flops_per_pair: 4.0 * (c.num_layers() * c.num_heads() * c.head_dim()) as f64,
+        }
+    }
+
+    /// bf16 bytes of every weight a decode step reads.
+    fn weight_bytes(&self) -> f64 {
+        2.0 * self.params
+    }
+
+    /// FLOPs of every prompt's prefill: the products plus causal attention.
+    fn prefill_flops(&self, reqs: &[(u64, u64)]) -> f64 {
+        reqs.iter()
+            .map(|&(p, _)| {
+                let p = p as f64;
+                2.0 * self.params * p + self.attn_flops_per_pair * p * (p + 1.0) / 2.0
+            })
+            .sum()
+    }
+}
+
 /// Seconds the workload needs at least: prefill at the GEMM rate plus decode
 /// steps at the copy bandwidth (see the module docs), on `tp` GPUs that
 /// share both evenly (the all-reduces come on top: see
 /// [`all_reduce_floor_seconds`]). `reqs` are (prompt tokens, output tokens).
 pub fn floor_seconds(c: &ModelConfig, reqs: &[(u64, u64)], ceil: &Ceilings, tp: usize) -> f64 {
-    let params = c.num_params() as f64;
-    let untied = if c.tie_word_embeddings() {
-        0.0
-    } else {
-        (c.vocab_size() * c.hidden_size()) as f64
-    };
-    // Decode reads every weight but an untied input embedding (a row gather).
-    let weight_bytes = 2.0 * (params - untied);
-    let kv_bytes_per_token = (c.kv_elems_per_token() * 2) as f64;
-    let attn_per_pair = 4.0 * (c.num_layers() * c.num_heads() * c.head_dim()) as f64;
-    let mut prefill_flops = 0.0;
-    for &(p, _) in reqs {
-        let p = p as f64;
-        prefill_flops += 2.0 * (params - untied) * p + attn_per_pair * p * (p + 1.0) / 2.0;
-    }
+    let w = Work::of(c);
+    let (weight_bytes, kv_bytes_per_token) = (w.weight_bytes(), w.kv_bytes_per_token);
+    let prefill_flops = w.prefill_flops(reqs);
     // Decode step t (0-based) runs every request with more than t outputs left
     // after the first (the first output comes from the prefill step).
     let steps = reqs
@@ -117,20 +145,8 @@ pub fn floor_seconds(c: &ModelConfig, reqs: &[(u64, u64)], ceil: &Ceilings, tp: 
 /// 743 TFLOP/s, against ~9.0 ms of copy), and there the bytes-only floor is out of
 /// reach. Printed beside the bytes-only ceiling (issue 11's), not instead of it.
 pub fn roofline_seconds(c: &ModelConfig, reqs: &[(u64, u64)], ceil: &Ceilings, tp: usize) -> f64 {
-    let params = c.num_params() as f64;
-    let untied = if c.tie_word_embeddings() {
-        0.0
-    } else {
-        (c.vocab_size() * c.hidden_size()) as f64
-    };
-    let weight_bytes = 2.0 * (params - untied);
-    let kv_bytes_per_token = (c.kv_elems_per_token() * 2) as f64;
-    let attn_per_pair = 4.0 * (c.num_layers() * c.num_heads() * c.head_dim()) as f64;
-    let mut prefill_flops = 0.0;
-    for &(p, _) in reqs {
-        let p = p as f64;
-        prefill_flops += 2.0 * (params - untied) * p + attn_per_pair * p * (p + 1.0) / 2.0;
-    }
+    let w = Work::of(c);
+    let prefill_flops = w.prefill_flops(reqs);
     // Decode step t runs the requests with more than t outputs after the first; their
     // contexts at step t are prompt + 1 + t tokens.
     let mut by_steps: Vec<(u64, u64)> = reqs
@@ -152,8 +168,8 @@ pub fn roofline_seconds(c: &ModelConfig, reqs: &[(u64, u64)], ceil: &Ceilings, t
             ctx_sum -= (by_steps[next].1 + 1 + t) as f64;
             next += 1;
         }
-        let bytes = weight_bytes + kv_bytes_per_token * ctx_sum;
-        let flops = 2.0 * (params - untied) * batch + attn_per_pair * ctx_sum;
+        let bytes = w.weight_bytes() + w.kv_bytes_per_token * ctx_sum;
+        let flops = 2.0 * w.params * batch + w.attn_flops_per_pair * ctx_sum;
         decode += (bytes / ceil.copy_bytes_s).max(flops / ceil.gemm_flops_s);
         // Every running context grows by the token this step wrote.
         ctx_sum += batch;
