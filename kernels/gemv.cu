@@ -24,15 +24,16 @@
 //               the updated rows into `out` (RMSNorm, the same code as add_rmsnorm):
 //               linear then add_rms_norm.
 //   gemv_residual: the same add without the norm (linear_add), for a model that lets
-//               the next product normalise:
+//               the next product normalise;
 // and a prologue:
 //   gemv_norm_bf16 / gemv_norm_silu: x is the un-normed residual; every block first
 //               RMS-normalises its rows into shared memory (rms_norm then linear, or
-//               then linear_silu_mul). The norm is a 2-16 KB read from L2 that runs
-//               while the block's first weight loads are in flight, so it costs the
-//               product little, where the last-block norm of gemv_residual_norm waits
+//               then linear_silu_mul). The last-block norm of gemv_residual_norm waits
 //               for the slowest block and then adds a chain of L2 round trips (ncu,
-//               2026-12-01: 7.8 µs for a product that streams in about 4).
+//               2026-12-01: 7.8 µs for a product that streams in about 4); the
+//               prologue was meant to hide under the first weight loads, but costs
+//               1.6-2.5 µs a product at one row (2026-12-02; gemv_dot says why), so
+//               the pair saves about 1 µs a layer.
 #include "common.cuh"
 
 #define GEMV_MAX_ROWS 8
@@ -136,7 +137,11 @@ __device__ __forceinline__ void gemv_issue(const u32x4* const (&wr)[NW], u32x4 (
 // rows `wr` over 8-element chunks [c0, c1): acc[j][r] += x[r] · w_j. MR is the row count
 // the code is unrolled for (m <= MR). Every thread of the block calls it (c0 = c1 for a
 // warp without a column): with NORM, x is the un-normed residual and the block
-// normalises it (gemv_norm_rows) once the first round of weights is in flight.
+// normalises it (gemv_norm_issue / gemv_norm_finish) with the first round of weights
+// issued in between. In the 40-register _m1 builds ptxas schedules the last load of
+// that round below the copies' wait (SASS, 2026-12-02), so it does not overlap the
+// prologue; volatile loads moved all four below it, and an L2 prefetch in their place
+// was slower still.
 template <int MR, int NW, bool NORM>
 __device__ __forceinline__ void gemv_dot(const u32x4* const (&wr)[NW],
                                          const bf16_t* __restrict__ x, int m, int kc, int c0,

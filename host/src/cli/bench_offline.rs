@@ -159,20 +159,18 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
         ),
         _ => None,
     };
-    let floor = ceiling.as_ref().map(|(c, _)| {
-        super::bench_floor::floor_seconds(&model.config, &lens, c, tp)
-            + all_reduce.as_ref().map_or(0.0, |ar| {
-                super::bench_floor::all_reduce_floor_seconds(&model.config, &lens, ar)
-            })
+    // The all-reduces come on top of either floor.
+    let ar_s = all_reduce.as_ref().map_or(0.0, |ar| {
+        super::bench_floor::all_reduce_floor_seconds(&model.config, &lens, ar)
     });
-    // The same floor with each decode step also bounded by its FLOPs (all-reduces on
-    // top as above): how far a run is from what its kernels could reach at all.
-    let roofline = ceiling.as_ref().map(|(c, _)| {
-        super::bench_floor::roofline_seconds(&model.config, &lens, c, tp)
-            + all_reduce.as_ref().map_or(0.0, |ar| {
-                super::bench_floor::all_reduce_floor_seconds(&model.config, &lens, ar)
-            })
-    });
+    let floor = ceiling
+        .as_ref()
+        .map(|(c, _)| super::bench_floor::floor_seconds(&model.config, &lens, c, tp) + ar_s);
+    // The same floor with each decode step also bounded by its FLOPs: how far a run is
+    // from what its kernels could reach at all.
+    let roofline = ceiling
+        .as_ref()
+        .map(|(c, _)| super::bench_floor::roofline_seconds(&model.config, &lens, c, tp) + ar_s);
     if let (Some((c, dev)), Some(f)) = (&ceiling, floor) {
         let ar = all_reduce.as_ref().map_or(String::new(), |ar| {
             format!(

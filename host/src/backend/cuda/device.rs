@@ -163,11 +163,19 @@ pub struct CudaOptions {
     pub decode_min_splits: usize,
     /// Tensor-core decode splits sized by waves of blocks under two waves
     /// (`MINISGL_DECODE_SPLITS=waves`) or by the fill rule alone (`fill`, the default:
-    /// the wave rule has not run on a GPU yet; gpu-bench part 14 measures both).
+    /// measured on the H200 the wave rule was 3.5% faster at batch 8 and 2.5% slower
+    /// at batch 64, docs/results/gpu-2026-12-02-prologue.md).
     pub decode_wave_splits: bool,
     /// Programmatic dependent launch for the kernels written for it (sm_90+;
     /// `MINISGL_PDL=1` turns it on, see `pdl.rs`).
     pub pdl: bool,
+    /// Linear layers of at most this many rows use the skinny-product kernel
+    /// (`MINISGL_GEMV_ROWS`; default [`super::GEMV_ROWS_DEFAULT`], at most
+    /// [`super::GEMV_MAX_ROWS`]).
+    pub gemv_rows: usize,
+    /// Decode-size products normalise their input themselves (on unless
+    /// `MINISGL_NORM_PROLOGUE=0`; see `Backend::norm_in_prologue`).
+    pub norm_prologue: bool,
 }
 
 impl Default for CudaOptions {
@@ -201,6 +209,11 @@ impl Default for CudaOptions {
             .unwrap_or(1);
         let decode_wave_splits = std::env::var("MINISGL_DECODE_SPLITS").is_ok_and(|v| v == "waves");
         let pdl = std::env::var("MINISGL_PDL").is_ok_and(|v| v == "1");
+        let gemv_rows = std::env::var("MINISGL_GEMV_ROWS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(super::GEMV_ROWS_DEFAULT);
+        let norm_prologue = std::env::var("MINISGL_NORM_PROLOGUE").map_or(true, |v| v != "0");
         CudaOptions {
             ordinal,
             attention,
@@ -210,6 +223,8 @@ impl Default for CudaOptions {
             decode_min_splits,
             decode_wave_splits,
             pdl,
+            gemv_rows,
+            norm_prologue,
         }
     }
 }

@@ -158,8 +158,8 @@ pub struct CudaBackend {
     /// ([`CudaOptions::decode_wave_splits`]; benchmarks compare both rules).
     pub(crate) decode_wave_splits: std::cell::Cell<bool>,
     /// Whether decode-size products normalise their input themselves
-    /// ([`Backend::norm_in_prologue`](super::Backend::norm_in_prologue); on unless
-    /// `MINISGL_NORM_PROLOGUE=0`; benchmarks compare both).
+    /// ([`Backend::norm_in_prologue`](super::Backend::norm_in_prologue);
+    /// [`CudaOptions::norm_prologue`]; benchmarks compare both).
     pub(crate) norm_prologue: std::cell::Cell<bool>,
     /// Largest weight (bytes) the skinny kernel streams
     /// ([`GEMV_MAX_WEIGHT_BYTES`] by default; benchmarks lift it to time the gemv against cuBLAS).
@@ -177,20 +177,11 @@ impl CudaBackend {
             graph_arena: RefCell::new(None),
             last_chosen: RefCell::new(None),
             pinned_pool: RefCell::new(Vec::new()),
-            // MINISGL_GEMV_ROWS overrides the default (benchmarks compare in one call).
-            gemv_rows: std::cell::Cell::new(
-                std::env::var("MINISGL_GEMV_ROWS")
-                    .ok()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(GEMV_ROWS_DEFAULT)
-                    .min(GEMV_MAX_ROWS),
-            ),
+            gemv_rows: std::cell::Cell::new(opts.gemv_rows.min(GEMV_MAX_ROWS)),
             decode_min_splits: std::cell::Cell::new(opts.decode_min_splits.max(1)),
             decode_wave_splits: std::cell::Cell::new(opts.decode_wave_splits),
             gemv_max_weight: std::cell::Cell::new(GEMV_MAX_WEIGHT_BYTES),
-            norm_prologue: std::cell::Cell::new(
-                std::env::var("MINISGL_NORM_PROLOGUE").map_or(true, |v| v != "0"),
-            ),
+            norm_prologue: std::cell::Cell::new(opts.norm_prologue),
             nccl: None,
         })
     }

@@ -256,7 +256,6 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
             let mut ms = [0.0f64; 2];
             for (i, rows) in [8usize, 0].into_iter().enumerate() {
                 gpu.set_gemv_rows(rows);
-                gpu.set_gemv_max_weight(usize::MAX);
                 ms[i] = time_ms(gpu, 50, || {
                     gpu.linear(&x, &w, None)?;
                     Ok(())
@@ -312,9 +311,10 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
                 super::model::decode_throughput(graphs.as_mut(), batch, prompt, steps)?;
             let (ms_e, ms_g) = (1e3 * batch as f64 / tps_e, 1e3 * batch as f64 / tps_g);
             let f = floor_ms(batch);
-            // The products' FLOPs at the GEMM rate: above the bytes floor at large
-            // batches of large models, where no kernel can reach the bytes floor.
-            let flops_ms = 1e3 * 2.0 * weight_bytes(c) / 2.0 * batch as f64 / GEMM_CEILING;
+            // The products' FLOPs at the GEMM rate (2 FLOPs a row for each 2-byte
+            // weight): above the bytes floor at large batches of large models, where no
+            // kernel can reach the bytes floor.
+            let flops_ms = 1e3 * weight_bytes(c) * batch as f64 / GEMM_CEILING;
             rep.bench_line(format!(
                 "runner.step greedy decode, batch {batch}, context ~{prompt}: floor {f:.3} ms (products' FLOPs at 782 TFLOP/s: {flops_ms:.3} ms); CUDA graphs {tps_g:.0} tok/s ({ms_g:.3} ms/step, {:.2}x the floor), eager {tps_e:.0} tok/s ({ms_e:.3} ms/step, {:.2}x the floor); graphs / eager {:.2}x",
                 ms_g / f,
@@ -479,6 +479,7 @@ fn gemm_algos(gpu: &CudaBackend, rep: &mut Report) -> Result<()> {
 /// for the gemv column), both timed from graph replays as decode steps run them: the
 /// eager `linear n= k=` lines above count cuBLAS's host cost too.
 fn gemv_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> Result<()> {
+    gpu.set_gemv_max_weight(usize::MAX);
     for &(shape, n, k) in &[
         ("0.6B qkv", 4096usize, 1024usize),
         ("0.6B o", 1024, 2048),
@@ -505,8 +506,8 @@ fn gemv_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> 
             ));
         }
         gpu.set_gemv_rows(minisgl::backend::cuda::GEMV_ROWS_DEFAULT);
-        gpu.set_gemv_max_weight(minisgl::backend::cuda::GEMV_MAX_WEIGHT_BYTES);
         rep.bench_line(line);
     }
+    gpu.set_gemv_max_weight(minisgl::backend::cuda::GEMV_MAX_WEIGHT_BYTES);
     Ok(())
 }

@@ -111,6 +111,7 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
 
     // GEMMs, with and without bias, and the f32 LM-head path: up to 8 rows the
     // skinny-product kernel (gemv.cu), beyond it cuBLAS (bf16, f32 accumulate).
+    gpu.set_gemv_max_weight(usize::MAX);
     for &(m, n, k, bias) in &[
         (1usize, 1024usize, 1024usize, false),
         (37, 3072, 1024, true),
@@ -129,7 +130,6 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         let yc = cpu.linear(&xc, &wc, if bias { Some(&bc) } else { None })?;
         // Both paths on every shape: the skinny kernel (where m <= 8, at any weight
         // size: the size rule is lifted for these and the fused checks) and cuBLAS.
-        gpu.set_gemv_max_weight(usize::MAX);
         for (path, rows) in [("gemv", 8usize), ("cuBLAS", 0)] {
             if path == "gemv" && m > 8 {
                 continue;
@@ -517,7 +517,8 @@ fn norm_prologue_linears(
         for (path, rows) in [("gemv", 8usize), ("cuBLAS", 0)] {
             gpu.set_gemv_rows(rows);
             let what = format!("m={m} n={n} k={k} bias={bias} [{path}]");
-            if rows > 0 && (m + 1) * k * 2 <= 32 * 1024 && k * k * 2 <= 32 << 20 {
+            let weight_limit = minisgl::backend::cuda::GEMV_MAX_WEIGHT_BYTES;
+            if rows > 0 && (m + 1) * k * 2 <= 32 * 1024 && k * k * 2 <= weight_limit {
                 // Otherwise the checks below would only test the fallback.
                 let on = gpu.norm_in_prologue(&xg);
                 rep.fact(

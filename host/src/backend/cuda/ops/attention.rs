@@ -229,8 +229,8 @@ impl CudaBackend {
     /// 396 slots: 9 splits make 576 blocks, 1.45 waves; 6 make one full wave). At
     /// two waves and more the tail is cheap (its blocks run with the bandwidth to
     /// themselves; at 256 x 1100 two splits were 4% slower than one) and the rule
-    /// above applies. Opt-in (`MINISGL_DECODE_SPLITS=waves`) until it has been
-    /// measured on a GPU.
+    /// above applies. Opt-in (`MINISGL_DECODE_SPLITS=waves`): measured on the H200
+    /// (Qwen3-0.6B, context 256) it gave -3.5% at batch 8 and +2.5% at batch 64.
     pub(crate) fn decode_mma_splits(
         &self,
         seqs: usize,
