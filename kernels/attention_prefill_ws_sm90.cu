@@ -54,6 +54,19 @@
 #ifndef P_CONSUMER_REGS
 #define P_CONSUMER_REGS 224
 #endif
+// K/V tiles through the tensor-memory accelerator (one warp issues a bulk tensor copy
+// per page chunk) where pages hold at least 8 rows; 0 keeps the cp.async gather.
+#ifndef P_TMA
+#define P_TMA 1
+#endif
+// Diagnostics for attn_bench only (wrong results): 1 = the producer signals K/V
+// tiles without copying them (the consumers' bound with free loads).
+#ifndef P_DIAG
+#define P_DIAG 0
+#endif
+#ifndef P_DEFER_WAIT
+#define P_DEFER_WAIT 0
+#endif
 
 // setmaxnreg moves registers within the block's own allocation (384 threads at the
 // 168 that __launch_bounds__(384, 1) gives): asking for more makes the consumers'
@@ -201,6 +214,24 @@ __device__ __forceinline__ void mbar_arrive_if(u32 bar, bool on) {
 __device__ __forceinline__ void mbar_arrive_on_copies(u32 bar) {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
+// A tensor map (CUtensorMap, 128 bytes), passed by value as a __grid_constant__
+// parameter: the copy engine reads it from parameter space.
+struct __align__(64) TmaDesc {
+    unsigned long long v[16];
+};
+// This thread's arrival on the barrier, and `bytes` more that the phase must receive
+// from bulk copies before it completes.
+__device__ __forceinline__ void mbar_arrive_expect_tx(u32 bar, u32 bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// Box (x, y) of a 2D tensor map into shared memory at dst; the bytes complete on bar.
+// A box wholly outside the tensor is zero-filled and still counts its bytes.
+__device__ __forceinline__ void tma_load_2d(u32 dst, const TmaDesc* map, int x, int y, u32 bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+        "l"(reinterpret_cast<u64>(map)), "r"(x), "r"(y), "r"(bar)
+        : "memory");
+}
 __device__ __forceinline__ void named_sync(int id, int n) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
 }
@@ -282,6 +313,31 @@ struct Producer {
             int sl = __shfl_sync(0xffffffffu, my_slot, rr);
             const bf16_t* src = cache + (size_t)(sl < 0 ? 0 : sl) * HD + c * 8;
             cp_async16(dst + tile_off<P_BK>(row0 + rr, c), src, sl >= 0);
+        }
+    }
+    // The TMA path (page_size >= 8): a tile is 128 / R chunks of R = min(page_size,
+    // 128) consecutive cache rows (a chunk never crosses a page), each copied as
+    // HD / 64 boxes of R rows x 128 bytes by lanes 0 .. ops - 1 of warp 0. The copy
+    // engine applies the 128-byte swizzle, so a box lands in the same layout as
+    // tile_off gives the cp.async gather.
+    static constexpr int NB = HD / 64;  // boxes per chunk
+    int box_rows;                       // R
+    // The cache slot (the map's y) of the first row of this lane's chunk of the
+    // tile at kb, or -256 past the end (a box wholly outside the map: zero-filled).
+    // Rows of a chunk past kv_end but inside its page are read as they are: the pool
+    // is zeroed at allocation and the causal mask gives them zero weight.
+    __device__ __forceinline__ int tma_row(int kb) const {
+        int p = kb + (lane / NB) * box_rows;
+        if (lane >= (P_BK / box_rows) * NB || p >= kv_end) return -256;
+        int pg = __ldg(pages + (p >> page_shift));
+        return pg * page_size + (p & (page_size - 1));
+    }
+    __device__ __forceinline__ void tma_tile(u32 dst, const TmaDesc* map, int my_row, u32 bar) const {
+        if (lane == 0) mbar_arrive_expect_tx(bar, P_BK * HD * 2);
+        __syncwarp();
+        if (lane < (P_BK / box_rows) * NB) {
+            int c = lane / NB, b = lane % NB;
+            tma_load_2d(dst + b * (P_BK * 128) + c * box_rows * 128, map, kvh * HD + b * 64, my_row, bar);
         }
     }
     __device__ __forceinline__ void q_tile(u32 dst, const bf16_t* q, int q_stride, const Item& it) const {
@@ -421,7 +477,8 @@ __device__ __forceinline__ void prefill_sm90_impl(
     const int* __restrict__ q_start, const int* __restrict__ kv_len,
     const int* __restrict__ page_start, const int* __restrict__ page_ids,
     const int* __restrict__ tile_seq, const int* __restrict__ tile_q0, int num_tiles, int q_heads,
-    int kv_heads, int page_size, float scale, int* __restrict__ work_counter, int* diag) {
+    int kv_heads, int page_size, float scale, int* __restrict__ work_counter, int* diag,
+    const TmaDesc* tmk, const TmaDesc* tmv) {
     extern __shared__ unsigned char smem_raw[];
     __shared__ __align__(8) u64 bar_mem[Bars::COUNT];
     __shared__ int item_of_slot[P_QSLOTS];  // the work item whose Q a slot holds
@@ -430,6 +487,9 @@ __device__ __forceinline__ void prefill_sm90_impl(
     const u32 kv_base = base + P_QSLOTS * Q_BYTES;  // stage i: K at +2i·TILE, V at +(2i+1)·TILE
     Bars bars{smem_u32(bar_mem), Diag{diag}};
 
+    const int page_shift = (page_size & (page_size - 1)) == 0 ? __ffs(page_size) - 1 : -1;
+    // Warp-uniform: every thread of the block takes the same path.
+    const bool use_tma = P_TMA && page_size >= 8 && page_shift >= 0;
     if (threadIdx.x == 0) {
         for (int i = 0; i < P_QSLOTS; i++) {
             // One cp.async arrival per producer thread, and thread 0's once the
@@ -437,10 +497,13 @@ __device__ __forceinline__ void prefill_sm90_impl(
             mbar_init(bars.full_q(i), 129);
             mbar_init(bars.empty_q(i), 8);   // one arrival per consumer warp
         }
+        // A K/V tile lands on one arrival with its bytes (TMA) or on one per
+        // producer thread once its copies have (cp.async).
+        const u32 arrivals = use_tma ? 1 : 128;
         for (int i = 0; i < P_STAGES; i++) {
-            mbar_init(bars.full_k(i), 128);
+            mbar_init(bars.full_k(i), arrivals);
             mbar_init(bars.empty_k(i), 8);
-            mbar_init(bars.full_v(i), 128);
+            mbar_init(bars.full_v(i), arrivals);
             mbar_init(bars.empty_v(i), 8);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -460,7 +523,14 @@ __device__ __forceinline__ void prefill_sm90_impl(
         pr.v_cache = v_cache;
         pr.kv_heads = kv_heads;
         pr.page_size = page_size;
-        pr.page_shift = (page_size & (page_size - 1)) == 0 ? __ffs(page_size) - 1 : -1;
+        pr.page_shift = page_shift;
+        pr.box_rows = min(page_size, P_BK);
+        // With TMA only warp 0 moves K/V; the other producer warps copy Q alone.
+        const bool kv_warp = !use_tma || threadIdx.x < 32;
+        if (use_tma && threadIdx.x == 0) {
+            asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<u64>(tmk)) : "memory");
+            asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<u64>(tmv)) : "memory");
+        }
         int qc = 0, kc = 0, vc = 0;  // tiles issued so far, for slot and parity
         while (true) {
             const int slot = qc % P_QSLOTS;
@@ -484,27 +554,43 @@ __device__ __forceinline__ void prefill_sm90_impl(
             pr.kv_end = it.kv_end;
             pr.kvh = it.h / group;
             pr.pages = page_ids + page_start[it.s];
-            int sl_cur = pr.slot(0), sl_prev = -1;
+            // A lane's slot (cp.async) or chunk row (TMA) in the tile at kb.
+            auto row_of = [&](int kb) { return use_tma ? pr.tma_row(kb) : pr.slot(kb); };
             pr.q_tile(base + slot * Q_BYTES, q, q_stride, it);
             mbar_arrive_on_copies(bars.full_q(slot));
             if (threadIdx.x == 0) mbar_arrive_if(bars.full_q(slot), true);
             qc++;
+            if (!kv_warp) continue;
+            int sl_cur = row_of(0), sl_prev = -1;
+            // Issues the K or V tile whose rows this lane holds in `rows`.
+            auto copy = [&](u32 dst, const bf16_t* cache, const TmaDesc* map, int rows, u32 full) {
+                if (P_DIAG == 1) {
+                    if (use_tma) {
+                        if (pr.lane == 0) mbar_arrive_if(full, true);
+                    } else {
+                        mbar_arrive_if(full, true);
+                    }
+                } else if (use_tma) {
+                    pr.tma_tile(dst, map, rows, full);
+                } else {
+                    pr.tile(dst, cache, rows);
+                    mbar_arrive_on_copies(full);
+                }
+            };
             // K runs one tile ahead of V: V(k) is needed one step after K(k).
             for (int k = 0; k <= it.n; k++) {
                 // Page ids of tile k + 1, in flight while tiles k and k - 1 are issued.
-                int sl_next = k + 1 < it.n ? pr.slot((k + 1) * P_BK) : -1;
+                int sl_next = k + 1 < it.n ? row_of((k + 1) * P_BK) : -1;
                 if (k < it.n) {
                     int st = kc % P_STAGES;
                     bars.wait_watched(bars.empty_k(st), ((kc / P_STAGES) & 1) ^ 1, t);
-                    pr.tile(kv_base + 2 * st * TILE_BYTES, k_cache, sl_cur);
-                    mbar_arrive_on_copies(bars.full_k(st));
+                    copy(kv_base + 2 * st * TILE_BYTES, k_cache, tmk, sl_cur, bars.full_k(st));
                     kc++;
                 }
                 if (k > 0) {
                     int st = vc % P_STAGES;
                     bars.wait_watched(bars.empty_v(st), ((vc / P_STAGES) & 1) ^ 1, t);
-                    pr.tile(kv_base + (2 * st + 1) * TILE_BYTES, v_cache, sl_prev);
-                    mbar_arrive_on_copies(bars.full_v(st));
+                    copy(kv_base + (2 * st + 1) * TILE_BYTES, v_cache, tmv, sl_prev, bars.full_v(st));
                     vc++;
                 }
                 sl_prev = sl_cur;
@@ -559,13 +645,15 @@ __device__ __forceinline__ void prefill_sm90_impl(
 
         auto k_stage = [&](int i) { return kv_base + 2 * (i % P_STAGES) * TILE_BYTES; };
         auto v_stage = [&](int i) { return kv_base + (2 * (i % P_STAGES) + 1) * TILE_BYTES; };
+        // Tiles the copy engine wrote are already in the async proxy; cp.async
+        // writes are generic stores that need the fence before wgmma reads them.
         auto wait_k = [&](int i) {
             mbar_wait(bars.full_k(i % P_STAGES), (i / P_STAGES) & 1);
-            if (P_CONSUMER_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            if (P_CONSUMER_FENCE && !use_tma) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         };
         auto wait_v = [&](int i) {
             mbar_wait(bars.full_v(i % P_STAGES), (i / P_STAGES) & 1);
-            if (P_CONSUMER_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            if (P_CONSUMER_FENCE && !use_tma) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         };
         auto turn_begin = [&]() {
             if (P_PINGPONG) named_sync(my_turn, 256);
@@ -602,6 +690,36 @@ __device__ __forceinline__ void prefill_sm90_impl(
         // wait: either makes ptxas serialise the wgmmas.
         // Two copies of a round, with and without the causal mask (NVRTC takes no
         // generic lambdas, so the flag is a macro argument).
+#if P_DEFER_WAIT
+        // P V of round j - 1 is waited for in round j, after Q K^T of round j + 1 is
+        // issued, not at the end of its own round: no wait follows the softmax, so
+        // ptxas cannot sink the softmax's tail below one (it did, serialising the
+        // exponentials and bf16 packing with P V). V is released a round later.
+#define PREFILL_ROUND(MASK)                                                          \
+    [&](const u32(&cur)[P_BK / 16][4], u32(&nxt)[P_BK / 16][4], int j) {            \
+        wait_k(kc);                                                                  \
+        wait_v(vc);                                                                  \
+        turn_begin();                                                                \
+        wgmma_fence();                                                               \
+        issue_qk<HD>(sacc, qs, k_stage(kc));                                         \
+        wgmma_commit();                                                              \
+        wgmma_wait<1>();                                                             \
+        fence_regs(st.oacc);                                                         \
+        mbar_arrive_if(bars.empty_v((vc + P_STAGES - 1) % P_STAGES), leader && j > 1); \
+        st.rescale(al0, al1);                                                        \
+        wgmma_fence();                                                               \
+        issue_pv<HD>(st.oacc, cur, v_stage(vc));                                     \
+        wgmma_commit();                                                              \
+        turn_end();                                                                  \
+        wgmma_wait<1>();                                                             \
+        fence_regs(sacc);                                                            \
+        mbar_arrive_if(bars.empty_k(kc % P_STAGES), leader);                         \
+        mbar_arrive_if(bars.empty_q(qslot), leader && j == n - 1);                   \
+        st.template softmax<MASK>(sacc, j * P_BK, nxt, al0, al1);                    \
+        kc++;                                                                        \
+        vc++;                                                                        \
+    }
+#else
 #define PREFILL_ROUND(MASK)                                                          \
     [&](const u32(&cur)[P_BK / 16][4], u32(&nxt)[P_BK / 16][4], int j) {            \
         wait_k(kc);                                                                  \
@@ -626,6 +744,7 @@ __device__ __forceinline__ void prefill_sm90_impl(
         kc++;                                                                        \
         vc++;                                                                        \
     }
+#endif
         auto step = PREFILL_ROUND(false);
         auto step_masked = PREFILL_ROUND(true);
 #undef PREFILL_ROUND
@@ -633,6 +752,11 @@ __device__ __forceinline__ void prefill_sm90_impl(
         auto last = [&](const u32 (&cur)[P_BK / 16][4]) {
             wait_v(vc);
             turn_begin();
+            if (P_DEFER_WAIT) {
+                wgmma_wait<0>();
+                fence_regs(st.oacc);
+                mbar_arrive_if(bars.empty_v((vc + P_STAGES - 1) % P_STAGES), leader && n > 1);
+            }
             st.rescale(al0, al1);
             wgmma_fence();
             issue_pv<HD>(st.oacc, cur, v_stage(vc));
@@ -681,10 +805,11 @@ __device__ __forceinline__ void prefill_sm90_impl(
         const bf16_t* q, int q_stride, bf16_t* o, const bf16_t* k_cache, const bf16_t* v_cache,  \
         const int* q_start, const int* kv_len, const int* page_start, const int* page_ids,      \
         const int* tile_seq, const int* tile_q0, int num_tiles, int q_heads, int kv_heads,      \
-        int page_size, float scale, int* work_counter, int* diag) {                             \
+        int page_size, float scale, int* work_counter, int* diag,                               \
+        const __grid_constant__ TmaDesc tmk, const __grid_constant__ TmaDesc tmv) {             \
         prefill_sm90_impl<HD>(q, q_stride, o, k_cache, v_cache, q_start, kv_len, page_start,    \
                               page_ids, tile_seq, tile_q0, num_tiles, q_heads, kv_heads,        \
-                              page_size, scale, work_counter, diag);                            \
+                              page_size, scale, work_counter, diag, &tmk, &tmv);                \
     }
 PREFILL_WS(64)
 PREFILL_WS(128)

@@ -76,6 +76,9 @@
 #             step at the default (2) and at 8 rows, the model checks at 8 rows.
 #     part 26: weights past 32 MiB through cuBLAS at every row count (GEMV_MAX_WEIGHT_BYTES):
 #             the kernel checks, then the 14B benches and runner step.
+#     part 27: prefill attention with K/V through the copy engine: attn_bench with the
+#             variants in VARIANTS (cuDNN beside), an Nsight Compute source-level profile
+#             of each variant in PROF, kernel checks, the 0.6B long-prompt workload.
 #     (part 10, the A/B of the tensor-core decode builds, ran at bbe67ff; those builds
 #     are gone, and so is the part.)
 #
@@ -496,6 +499,32 @@ device)
         echo "gpu-check ops rc=$?"; grep -E "checks, |FAIL" "$out/gpu-check-ops.log" | head -20
         bench_step qwen3-14b
         ls "$out"
+    elif [ "$part" = 27 ]; then
+        # Prefill attention with K/V through the copy engine (TMA) and P V waited for a
+        # round later (P_DEFER_WAIT): attn_bench variants beside cuDNN, then a
+        # source-level Nsight Compute profile (warp stall samples per SASS line) of the
+        # kernels in PROF, then the engine's kernel checks and long prompts on the 0.6B.
+        cat "$out/env.log" > "$out/attn.log"; rm "$out/env.log"
+        timeout 330 python3 scripts/gpu/attn_bench.py --jsonl "$jl" --timeout 110 --skip mma,sm90 \
+            --shapes "${SHAPES:-qwen3-0.6b,qwen3-14b}" --variants "${VARIANTS:-ws}" 2>&1 \
+            | grep -v "Exception ignored\|driver.pyx\|  launch " | tee -a "$out/attn.log"
+        for v in ${PROF:-}; do
+            tag=$(echo "$v" | tr '+=' '__')
+            timeout 100 ncu --clock-control none --set full --import-source no --target-processes all \
+                -k regex:attn_prefill_ws -c 1 -f -o /tmp/prof-$tag python3 scripts/gpu/attn_bench.py --only "$v" \
+                --cases "8x2048 fresh" --shapes qwen3-0.6b --reps 1 > /tmp/ncu-run-$tag.log 2>&1
+            echo "ncu $v rc=$?"
+            ncu -i /tmp/prof-$tag.ncu-rep --page source --csv --print-source sass > "$out/ncu-src-$tag.csv" 2>&1
+            { ncu -i /tmp/prof-$tag.ncu-rep --page details; ncu -i /tmp/prof-$tag.ncu-rep --page raw --csv \
+                | python3 -c 'import csv,sys; r=list(csv.reader(sys.stdin)); [print(k, u, v) for k, u, v in zip(*r[:3]) if "stall" in k or "pcsamp" in k]'; } \
+                >> "$out/ncu-$tag.txt" 2>&1
+            grep -E "Duration|Tensor|Warp Cycles Per Issued" "$out/ncu-$tag.txt" | head -5
+        done
+        check_ops --skip-bench
+        timeout 100 "$bin" bench offline --random-weights .gpu/qwen3-0.6b --device cuda --shape qwen3-0.6b \
+            "${long[@]}" --jsonl "$jl" > "$out/long.log" 2>&1
+        echo "0.6b long prompts rc=$?"; grep -E "prefill kernel|ceiling|output tok/s" "$out/long.log" | tail -4
+        ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
             --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" 2>&1 | tail -8 | tee "$out/offline-14b.log"

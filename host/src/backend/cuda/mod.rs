@@ -19,6 +19,7 @@ pub mod ops;
 mod pdl;
 mod sample;
 pub mod timeline;
+pub(crate) mod tma;
 mod watchdog;
 
 pub use sample::CudaSampling;
@@ -355,6 +356,7 @@ impl CudaBackend {
                 Arg::I32(v) => b.arg(v),
                 Arg::F32(v) => b.arg(v),
                 Arg::I64(v) => b.arg(v),
+                Arg::Map(v) => b.arg(v),
             };
         }
         timeline::wrap(&self.dev, name, || {
@@ -386,4 +388,6 @@ pub(crate) enum Arg {
     I32(i32),
     F32(f32),
     I64(i64),
+    /// A `__grid_constant__` tensor map (128 bytes).
+    Map(tma::TensorMap),
 }

@@ -40,6 +40,7 @@ impl CudaBackend {
                 Arg::I32(v) => v as *const i32 as *mut c_void,
                 Arg::F32(v) => v as *const f32 as *mut c_void,
                 Arg::I64(v) => v as *const i64 as *mut c_void,
+                Arg::Map(v) => v as *const _ as *mut c_void,
             })
             .collect();
         // SAFETY: a zeroed union is a valid bit pattern; the one field set is an int.

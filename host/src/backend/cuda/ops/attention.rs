@@ -8,7 +8,9 @@ use super::kv::check_slots;
 use super::rope::QkvRopeStore;
 use super::shape_err;
 use crate::backend::cuda::device::DecodeSchedule;
-use crate::backend::cuda::{cfg, g, Arg, CudaBackend, CudaKv, CudaStep, CudaTensor, PREFILL_TILE};
+use crate::backend::cuda::{
+    cfg, g, tma, Arg, CudaBackend, CudaKv, CudaStep, CudaTensor, PREFILL_TILE,
+};
 use crate::backend::{AttnParams, BackendError, StepMeta};
 
 /// Which attention path a call takes (for tests and the benchmark).
@@ -574,6 +576,13 @@ impl CudaBackend {
                     args.push(Arg::U64(
                         self.dev.watchdog.as_ref().map_or(0, |w| w.device_ptr()),
                     ));
+                    // K/V tiles come through the copy engine (pages of 8+ rows; the
+                    // kernel gathers smaller ones with cp.async and ignores the maps).
+                    let row = l.kv_heads * d;
+                    let slots = kv.k[layer].len() / row;
+                    for cache in [kc, vc] {
+                        args.push(Arg::Map(tma::kv_cache_map(cache, slots, row, l.page_size)?));
+                    }
                 }
                 self.launch(&name, c, &args)
             }

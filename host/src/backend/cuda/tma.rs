@@ -1,0 +1,83 @@
+//! Tensor maps for the copy engine (TMA, sm_90). The warp-specialised prefill kernel
+//! copies each K/V tile out of the paged cache as one bulk tensor copy per page chunk,
+//! issued by one warp, instead of 128 threads gathering it with cp.async. A map is a
+//! 128-byte descriptor that the driver encodes on the host (no device work) and the
+//! kernel takes by value (`__grid_constant__ TmaDesc`).
+
+use cudarc::driver::{sys, DeviceRepr};
+
+use super::error::CudaError;
+
+/// Rows of the cache a box covers at most: a tile's rows (`P_BK`).
+const TILE_ROWS: usize = 128;
+
+/// An encoded `CUtensorMap`, passed to a kernel by value.
+#[derive(Clone, Copy, Debug)]
+#[repr(transparent)]
+// The driver reads the descriptor through a pointer to this value (the launch).
+#[allow(dead_code)]
+pub(crate) struct TensorMap(sys::CUtensorMap);
+
+// SAFETY: plain bytes; the kernel's parameter is the same 128-byte descriptor.
+unsafe impl DeviceRepr for TensorMap {}
+
+/// Rows a box of the K/V maps takes for `page_size`: a chunk never crosses a page.
+pub(crate) fn kv_box_rows(page_size: usize) -> usize {
+    page_size.clamp(1, TILE_ROWS)
+}
+
+/// The map over one layer's K or V cache at `base`: bf16 rows of `row_elems` (all KV
+/// heads' head_dim) for each of `slots` cache slots; boxes of 64 columns (128 bytes,
+/// the wgmma tile's column block) by [`kv_box_rows`] rows, with the 128-byte swizzle
+/// the kernel's shared tiles use. A box outside the cache is zero-filled.
+pub(crate) fn kv_cache_map(
+    base: u64,
+    slots: usize,
+    row_elems: usize,
+    page_size: usize,
+) -> Result<TensorMap, CudaError> {
+    if row_elems % 64 != 0 || slots == 0 {
+        return Err(CudaError::Unsupported(format!(
+            "tensor map over {slots} cache slots of {row_elems} columns (needs slots and 64-column blocks)"
+        )));
+    }
+    let dims: [u64; 2] = [row_elems as u64, slots as u64];
+    let strides: [u64; 1] = [(row_elems * 2) as u64];
+    let boxes: [u32; 2] = [64, kv_box_rows(page_size) as u32];
+    let elem_strides: [u32; 2] = [1, 1];
+    // SAFETY: a zeroed descriptor is only an output buffer for the driver.
+    let mut map: sys::CUtensorMap = unsafe { std::mem::zeroed() };
+    // SAFETY: every pointer refers to a live local array of the length the rank (2)
+    // implies; the driver only encodes, it does not touch `base`'s memory.
+    unsafe {
+        sys::cuTensorMapEncodeTiled(
+            &mut map,
+            sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+            2,
+            base as *mut std::ffi::c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            boxes.as_ptr(),
+            elem_strides.as_ptr(),
+            sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    }
+    .result()?;
+    Ok(TensorMap(map))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::kv_box_rows;
+
+    #[test]
+    fn boxes_stay_inside_a_page_and_a_tile() {
+        assert_eq!(kv_box_rows(1), 1);
+        assert_eq!(kv_box_rows(16), 16);
+        assert_eq!(kv_box_rows(128), 128);
+        assert_eq!(kv_box_rows(256), 128);
+    }
+}
