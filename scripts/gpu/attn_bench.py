@@ -141,7 +141,8 @@ def kv_map(cache, box_rows):
 
 
 def launch_raw(fn, grid, block, smem, args):
-    """cuLaunchKernel with each argument's bytes (CuPy cannot pass a 128-byte struct)."""
+    """cuLaunchKernel with each argument's bytes (CuPy cannot pass a 128-byte struct); fn is a
+    CuPy RawKernel, whose .kernel is the CUfunction of the current device."""
     held = []
     for a in args:
         if isinstance(a, bytes):
@@ -153,7 +154,7 @@ def launch_raw(fn, grid, block, smem, args):
         else:
             held.append(ctypes.c_uint64(int(a)))
     params = (ctypes.c_void_p * len(held))(*[ctypes.addressof(h) for h in held])
-    r = driver().cuLaunchKernel(fn.ptr, grid[0], grid[1], 1, block[0], 1, 1, smem, None, params, None)
+    r = driver().cuLaunchKernel(fn.kernel.ptr, grid[0], grid[1], 1, block[0], 1, 1, smem, None, params, None)
     if r != 0:
         raise SystemExit(f"cuLaunchKernel failed: {r}")
 
