@@ -38,7 +38,26 @@ def build(src, arch, defines=(), name=None):
     for line in r.stderr.splitlines():
         if "registers" in line or "spill" in line:
             print(f"  [{name or src.stem}] {line.strip()}")
-    return cp.RawModule(path=str(out))
+    m = cp.RawModule(path=str(out))
+    m.cubin_path = str(out)
+    return m
+
+
+class DriverFn:
+    """A kernel of a CUBIN loaded through the driver API (ctypes), for launches that
+    pass arguments CuPy cannot (a 128-byte tensor map by value)."""
+
+    def __init__(self, cubin, name, smem):
+        d = driver()
+        torch.cuda.init()
+        mod, fn = ctypes.c_void_p(), ctypes.c_void_p()
+        for r in (d.cuModuleLoad(ctypes.byref(mod), cubin.encode()),
+                  d.cuModuleGetFunction(ctypes.byref(fn), mod, name.encode()),
+                  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+                  d.cuFuncSetAttribute(fn, 8, smem)):
+            if r != 0:
+                raise SystemExit(f"driver call failed ({r}) loading {name} from {cubin}")
+        self.ptr = fn.value
 
 
 def ptr(t):
@@ -119,6 +138,9 @@ def driver():
         _libcuda.cuTensorMapEncodeTiled.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32] + \
             [ctypes.c_void_p] * 5 + [ctypes.c_int] * 4
         _libcuda.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+        _libcuda.cuModuleLoad.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+        _libcuda.cuModuleGetFunction.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p]
+        _libcuda.cuFuncSetAttribute.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
     return _libcuda
 
 
@@ -141,8 +163,7 @@ def kv_map(cache, box_rows):
 
 
 def launch_raw(fn, grid, block, smem, args):
-    """cuLaunchKernel with each argument's bytes (CuPy cannot pass a 128-byte struct); fn is a
-    CuPy RawKernel, whose .kernel is the CUfunction of the current device."""
+    """cuLaunchKernel with each argument's bytes; fn is a DriverFn."""
     held = []
     for a in args:
         if isinstance(a, bytes):
@@ -154,7 +175,7 @@ def launch_raw(fn, grid, block, smem, args):
         else:
             held.append(ctypes.c_uint64(int(a)))
     params = (ctypes.c_void_p * len(held))(*[ctypes.addressof(h) for h in held])
-    r = driver().cuLaunchKernel(fn.kernel.ptr, grid[0], grid[1], 1, block[0], 1, 1, smem, None, params, None)
+    r = driver().cuLaunchKernel(fn.ptr, grid[0], grid[1], 1, block[0], 1, 1, smem, None, params, None)
     if r != 0:
         raise SystemExit(f"cuLaunchKernel failed: {r}")
 
@@ -347,10 +368,14 @@ def main():
             cands = [("mma", old.get_function(f"attn_prefill_hd{hd}"), "mma", 64, 0, 128, None, False)] if old else []
             for vn, (m, text, defs) in hop.items():
                 prefix = "attn_prefill_ws" if "attn_prefill_ws_hd" in text else "attn_prefill_sm90"
-                fn = m.get_function(f"{prefix}_hd{hd}")
                 thr, smem, grid, bq = spec(text, defs, hd)
-                fn.max_dynamic_shared_size_bytes = smem
-                cands.append((vn, fn, "sm90", bq, smem, thr, grid, "TmaDesc" in text))
+                tma = "TmaDesc" in text
+                if tma:
+                    fn = DriverFn(m.cubin_path, f"{prefix}_hd{hd}", smem)
+                else:
+                    fn = m.get_function(f"{prefix}_hd{hd}")
+                    fn.max_dynamic_shared_size_bytes = smem
+                cands.append((vn, fn, "sm90", bq, smem, thr, grid, tma))
             for label, fn, kind, bq, smem, thr, grid, tma in cands:
                 o, launch = run_ours(kind, fn, P, bq, smem, thr, grid, tma)
                 print(f"  launch {label} {sname} {cname}", flush=True)
