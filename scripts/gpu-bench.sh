@@ -78,7 +78,8 @@
 #             the kernel checks, then the 14B benches and runner step.
 #     part 27: prefill attention with K/V through the copy engine: attn_bench with the
 #             variants in VARIANTS (cuDNN beside), an Nsight Compute source-level profile
-#             of each variant in PROF, kernel checks, the 0.6B long-prompt workload.
+#             of each variant in PROF, kernel checks, the 0.6B long-prompt workload
+#             (SKIP_ENGINE=1 leaves out the last two).
 #     (part 10, the A/B of the tensor-core decode builds, ran at bbe67ff; those builds
 #     are gone, and so is the part.)
 #
@@ -520,10 +521,12 @@ device)
                 >> "$out/ncu-$tag.txt" 2>&1
             grep -E "Duration|Tensor|Warp Cycles Per Issued" "$out/ncu-$tag.txt" | head -5
         done
-        check_ops --skip-bench
-        timeout 100 "$bin" bench offline --random-weights .gpu/qwen3-0.6b --device cuda --shape qwen3-0.6b \
-            "${long[@]}" --jsonl "$jl" > "$out/long.log" 2>&1
-        echo "0.6b long prompts rc=$?"; grep -E "prefill kernel|ceiling|output tok/s" "$out/long.log" | tail -4
+        if [ "${SKIP_ENGINE:-0}" != 1 ]; then
+            check_ops --skip-bench
+            timeout 100 "$bin" bench offline --random-weights .gpu/qwen3-0.6b --device cuda --shape qwen3-0.6b \
+                "${long[@]}" --jsonl "$jl" > "$out/long.log" 2>&1
+            echo "0.6b long prompts rc=$?"; grep -E "prefill kernel|ceiling|output tok/s" "$out/long.log" | tail -4
+        fi
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

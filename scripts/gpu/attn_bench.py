@@ -38,9 +38,7 @@ def build(src, arch, defines=(), name=None):
     for line in r.stderr.splitlines():
         if "registers" in line or "spill" in line:
             print(f"  [{name or src.stem}] {line.strip()}")
-    m = cp.RawModule(path=str(out))
-    m.cubin_path = str(out)
-    return m
+    return cp.RawModule(path=str(out)), str(out)
 
 
 class DriverFn:
@@ -327,7 +325,7 @@ def main():
         write_figures(args.jsonl, [{"metric": "gemm_bf16_tflops", "value": round(gemm, 1), "unit": "TFLOP/s"},
                                    {"metric": "copy_bandwidth_tbps", "value": round(bw, 3), "unit": "TB/s"}])
         return
-    old = build(K / "attention_prefill.cu", "90", name="prefill_mma") if only == "mma" else None
+    old = build(K / "attention_prefill.cu", "90", name="prefill_mma")[0] if only == "mma" else None
     hop = {}
     # A variant is sm90[+DEFINE=V...] or ws[+...] (the kernels in kernels/) or a file
     # under scripts/gpu/variants/ named by its stem, e.g. v2+H_BK=128.
@@ -338,9 +336,9 @@ def main():
         src = {"sm90": K / "attention_prefill_sm90.cu", "ws": K / "attention_prefill_ws_sm90.cu"}.get(
             stem, Path(__file__).parent / "variants" / f"{stem}.cu")
         try:
-            m = build(src, "90a", [d for d in defs if not d.startswith("GRID=")],
-                      name=name.replace("+", "_").replace("=", "_"))
-            hop[name] = (m, src.read_text(), defs)
+            m, cubin = build(src, "90a", [d for d in defs if not d.startswith("GRID=")],
+                             name=name.replace("+", "_").replace("=", "_"))
+            hop[name] = (m, cubin, src.read_text(), defs)
         except SystemExit as e:
             print(f"  build {name} failed: {e}")
     rows, figures = [], []
@@ -366,12 +364,12 @@ def main():
             flops = P.flops()
             line = {"shape": sname, "case": cname}
             cands = [("mma", old.get_function(f"attn_prefill_hd{hd}"), "mma", 64, 0, 128, None, False)] if old else []
-            for vn, (m, text, defs) in hop.items():
+            for vn, (m, cubin, text, defs) in hop.items():
                 prefix = "attn_prefill_ws" if "attn_prefill_ws_hd" in text else "attn_prefill_sm90"
                 thr, smem, grid, bq = spec(text, defs, hd)
                 tma = "TmaDesc" in text
                 if tma:
-                    fn = DriverFn(m.cubin_path, f"{prefix}_hd{hd}", smem)
+                    fn = DriverFn(cubin, f"{prefix}_hd{hd}", smem)
                 else:
                     fn = m.get_function(f"{prefix}_hd{hd}")
                     fn.max_dynamic_shared_size_bytes = smem
