@@ -5,16 +5,20 @@
 // in gpu-check, 1.16-1.56x the earlier kernel, memcheck clean in the engine; the
 // Qwen3-14B run once thought stuck was a 95 s start-up (random weights) plus 20 s.
 // Launch: grid = min(items, SMs), 384 threads, P_SMEM(HD) dynamic shared memory, a
-// zeroed int counter, and the watchdog's report (6 ints of host memory, or null).
+// zeroed int counter, the watchdog's report (6 ints of host memory, or null), and the
+// K and V caches' tensor maps (tma.rs; by value).
 //
 // Same contract and metadata as attention_prefill.cu: causal, cached prefix, GQA,
 // head_dim 64 or 128.
 //
-// - Warpgroup 0 is the producer: it gathers Q and the K/V tiles of one KV head from
-//   the paged cache with cp.async into 128-byte-swizzled shared memory, and each copy
-//   batch signals an mbarrier when it lands (cp.async.mbarrier.arrive.noinc), so the
-//   producer never waits for its own loads, only for a stage to be released. It runs
-//   on few registers (setmaxnreg) so the two consumers can hold S, P and O.
+// - Warpgroup 0 is the producer. It copies Q with cp.async, and the K/V tiles of one
+//   KV head from the paged cache into 128-byte-swizzled shared memory: in the TMA
+//   builds (attn_prefill_ws_hd*, pages of 8+ rows) its first warp issues one bulk
+//   tensor copy per page chunk, completing on the tile's mbarrier with its bytes; in
+//   the gather builds (attn_prefill_ws_gather_hd*) all 128 threads copy with cp.async
+//   and each signals the mbarrier when its copies land. Either way the producer never
+//   waits for its own loads, only for a stage to be released. It runs on few
+//   registers (setmaxnreg) so the two consumers can hold S, P and O.
 // - Warpgroups 1 and 2 each own 64 query rows of a 128-row tile. Q K^T runs on wgmma
 //   from shared memory (Q is in shared memory, not registers), P V with P in
 //   registers. Within a warpgroup, Q K^T of tile j and P V of tile j-1 go to the tensor
@@ -34,8 +38,12 @@
 #ifndef P_BK
 #define P_BK 128  // keys per K/V tile
 #endif
-#ifndef P_STAGES
-#define P_STAGES 2  // K/V tiles in flight
+#ifndef P_KSTAGES
+#define P_KSTAGES 2  // K tiles in flight
+#endif
+#ifndef P_VSTAGES
+#define P_VSTAGES 3  // V tiles in flight (V is needed a round after K; with two, waits
+                     // on V were a fifth of the consumers' time: gpu-2026-12-02-tma.md)
 #endif
 #ifndef P_QSLOTS
 #define P_QSLOTS 2  // Q tiles: 2 lets the producer load the next item's Q early
@@ -54,18 +62,10 @@
 #ifndef P_CONSUMER_REGS
 #define P_CONSUMER_REGS 224
 #endif
-// K/V tiles through the tensor-memory accelerator (one warp issues a bulk tensor copy
-// per page chunk) where pages hold at least 8 rows; 0 keeps the cp.async gather.
-#ifndef P_TMA
-#define P_TMA 1
-#endif
 // Diagnostics for attn_bench only (wrong results): 1 = the producer signals K/V
 // tiles without copying them (the consumers' bound with free loads).
 #ifndef P_DIAG
 #define P_DIAG 0
-#endif
-#ifndef P_DEFER_WAIT
-#define P_DEFER_WAIT 0
 #endif
 
 // setmaxnreg moves registers within the block's own allocation (384 threads at the
@@ -76,8 +76,8 @@ static_assert(128 * P_PRODUCER_REGS + 256 * P_CONSUMER_REGS <= P_THREADS * 168,
 static_assert(P_PRODUCER_REGS % 8 == 0 && P_CONSUMER_REGS % 8 == 0, "setmaxnreg takes multiples of 8");
 
 // Dynamic shared memory of a launch (the host computes the same): Q slots, then
-// P_STAGES stages of a K and a V tile, plus 1 KB to align to 1024 bytes.
-#define P_SMEM(HD) ((P_QSLOTS * P_BQ + 2 * P_STAGES * P_BK) * (HD) * 2 + 1024)
+// P_KSTAGES K tiles and P_VSTAGES V tiles, plus 1 KB to align to 1024 bytes.
+#define P_SMEM(HD) ((P_QSLOTS * P_BQ + (P_KSTAGES + P_VSTAGES) * P_BK) * (HD) * 2 + 1024)
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -359,10 +359,12 @@ struct Bars {
     __device__ __forceinline__ u32 full_q(int i) const { return base + 8 * i; }
     __device__ __forceinline__ u32 empty_q(int i) const { return base + 8 * (P_QSLOTS + i); }
     __device__ __forceinline__ u32 full_k(int i) const { return base + 8 * (2 * P_QSLOTS + i); }
-    __device__ __forceinline__ u32 empty_k(int i) const { return base + 8 * (2 * P_QSLOTS + P_STAGES + i); }
-    __device__ __forceinline__ u32 full_v(int i) const { return base + 8 * (2 * P_QSLOTS + 2 * P_STAGES + i); }
-    __device__ __forceinline__ u32 empty_v(int i) const { return base + 8 * (2 * P_QSLOTS + 3 * P_STAGES + i); }
-    static constexpr int COUNT = 2 * P_QSLOTS + 4 * P_STAGES;
+    __device__ __forceinline__ u32 empty_k(int i) const { return base + 8 * (2 * P_QSLOTS + P_KSTAGES + i); }
+    __device__ __forceinline__ u32 full_v(int i) const { return base + 8 * (2 * P_QSLOTS + 2 * P_KSTAGES + i); }
+    __device__ __forceinline__ u32 empty_v(int i) const {
+        return base + 8 * (2 * P_QSLOTS + 2 * P_KSTAGES + P_VSTAGES + i);
+    }
+    static constexpr int COUNT = 2 * P_QSLOTS + 2 * P_KSTAGES + 2 * P_VSTAGES;
     __device__ __forceinline__ void wait_watched(u32 bar, u32 parity, int item) const {
         mbar_wait_watched(bar, parity, base, item, diag);
     }
@@ -470,7 +472,10 @@ __device__ __forceinline__ void issue_pv(float (&o)[HD / 2], const u32 (&pf)[P_B
     }
 }
 
-template <int HD>
+// TMA: K/V tiles through the copy engine (pages of 8+ rows, a power of two); else the
+// producer warpgroup gathers them with cp.async. Two builds rather than a run-time
+// switch: the switch cost the gather path 14% (ragged page-1 case, 2026-12-02 call 3).
+template <int HD, bool TMA>
 __device__ __forceinline__ void prefill_sm90_impl(
     const bf16_t* __restrict__ q, int q_stride, bf16_t* __restrict__ o,
     const bf16_t* __restrict__ k_cache, const bf16_t* __restrict__ v_cache,
@@ -484,12 +489,11 @@ __device__ __forceinline__ void prefill_sm90_impl(
     __shared__ int item_of_slot[P_QSLOTS];  // the work item whose Q a slot holds
     constexpr int Q_BYTES = P_BQ * HD * 2, TILE_BYTES = P_BK * HD * 2;
     const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
-    const u32 kv_base = base + P_QSLOTS * Q_BYTES;  // stage i: K at +2i·TILE, V at +(2i+1)·TILE
+    const u32 kv_base = base + P_QSLOTS * Q_BYTES;  // K stage i at +i·TILE, V stage i at +(P_KSTAGES+i)·TILE
     Bars bars{smem_u32(bar_mem), Diag{diag}};
 
     const int page_shift = (page_size & (page_size - 1)) == 0 ? __ffs(page_size) - 1 : -1;
-    // Warp-uniform: every thread of the block takes the same path.
-    const bool use_tma = P_TMA && page_size >= 8 && page_shift >= 0;
+    constexpr bool use_tma = TMA;
     if (threadIdx.x == 0) {
         for (int i = 0; i < P_QSLOTS; i++) {
             // One cp.async arrival per producer thread, and thread 0's once the
@@ -500,9 +504,11 @@ __device__ __forceinline__ void prefill_sm90_impl(
         // A K/V tile lands on one arrival with its bytes (TMA) or on one per
         // producer thread once its copies have (cp.async).
         const u32 arrivals = use_tma ? 1 : 128;
-        for (int i = 0; i < P_STAGES; i++) {
+        for (int i = 0; i < P_KSTAGES; i++) {
             mbar_init(bars.full_k(i), arrivals);
             mbar_init(bars.empty_k(i), 8);
+        }
+        for (int i = 0; i < P_VSTAGES; i++) {
             mbar_init(bars.full_v(i), arrivals);
             mbar_init(bars.empty_v(i), 8);
         }
@@ -582,15 +588,15 @@ __device__ __forceinline__ void prefill_sm90_impl(
                 // Page ids of tile k + 1, in flight while tiles k and k - 1 are issued.
                 int sl_next = k + 1 < it.n ? row_of((k + 1) * P_BK) : -1;
                 if (k < it.n) {
-                    int st = kc % P_STAGES;
-                    bars.wait_watched(bars.empty_k(st), ((kc / P_STAGES) & 1) ^ 1, t);
-                    copy(kv_base + 2 * st * TILE_BYTES, k_cache, tmk, sl_cur, bars.full_k(st));
+                    int st = kc % P_KSTAGES;
+                    bars.wait_watched(bars.empty_k(st), ((kc / P_KSTAGES) & 1) ^ 1, t);
+                    copy(kv_base + st * TILE_BYTES, k_cache, tmk, sl_cur, bars.full_k(st));
                     kc++;
                 }
                 if (k > 0) {
-                    int st = vc % P_STAGES;
-                    bars.wait_watched(bars.empty_v(st), ((vc / P_STAGES) & 1) ^ 1, t);
-                    copy(kv_base + (2 * st + 1) * TILE_BYTES, v_cache, tmv, sl_prev, bars.full_v(st));
+                    int st = vc % P_VSTAGES;
+                    bars.wait_watched(bars.empty_v(st), ((vc / P_VSTAGES) & 1) ^ 1, t);
+                    copy(kv_base + (P_KSTAGES + st) * TILE_BYTES, v_cache, tmv, sl_prev, bars.full_v(st));
                     vc++;
                 }
                 sl_prev = sl_cur;
@@ -601,10 +607,10 @@ __device__ __forceinline__ void prefill_sm90_impl(
         // K and V stages, so every copy this thread issued has landed and its
         // arrival has been taken (a producer that retired with arrivals in flight was
         // a suspect for the open 14B defect, §4 of docs/results/gpu-2026-12-01-prefill.md).
-        for (int i = max(0, kc - P_STAGES); i < kc; i++)
-            bars.wait_watched(bars.empty_k(i % P_STAGES), (i / P_STAGES) & 1, -2);
-        for (int i = max(0, vc - P_STAGES); i < vc; i++)
-            bars.wait_watched(bars.empty_v(i % P_STAGES), (i / P_STAGES) & 1, -2);
+        for (int i = max(0, kc - P_KSTAGES); i < kc; i++)
+            bars.wait_watched(bars.empty_k(i % P_KSTAGES), (i / P_KSTAGES) & 1, -2);
+        for (int i = max(0, vc - P_VSTAGES); i < vc; i++)
+            bars.wait_watched(bars.empty_v(i % P_VSTAGES), (i / P_VSTAGES) & 1, -2);
         return;
     }
 
@@ -643,16 +649,16 @@ __device__ __forceinline__ void prefill_sm90_impl(
         const u32 qs = base + qslot * Q_BYTES + wg * 64 * 128;
         if (P_CONSUMER_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 
-        auto k_stage = [&](int i) { return kv_base + 2 * (i % P_STAGES) * TILE_BYTES; };
-        auto v_stage = [&](int i) { return kv_base + (2 * (i % P_STAGES) + 1) * TILE_BYTES; };
+        auto k_stage = [&](int i) { return kv_base + (i % P_KSTAGES) * TILE_BYTES; };
+        auto v_stage = [&](int i) { return kv_base + (P_KSTAGES + i % P_VSTAGES) * TILE_BYTES; };
         // Tiles the copy engine wrote are already in the async proxy; cp.async
         // writes are generic stores that need the fence before wgmma reads them.
         auto wait_k = [&](int i) {
-            mbar_wait(bars.full_k(i % P_STAGES), (i / P_STAGES) & 1);
+            mbar_wait(bars.full_k(i % P_KSTAGES), (i / P_KSTAGES) & 1);
             if (P_CONSUMER_FENCE && !use_tma) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         };
         auto wait_v = [&](int i) {
-            mbar_wait(bars.full_v(i % P_STAGES), (i / P_STAGES) & 1);
+            mbar_wait(bars.full_v(i % P_VSTAGES), (i / P_VSTAGES) & 1);
             if (P_CONSUMER_FENCE && !use_tma) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         };
         auto turn_begin = [&]() {
@@ -675,7 +681,7 @@ __device__ __forceinline__ void prefill_sm90_impl(
         turn_end();
         wgmma_wait<0>();
         fence_regs(sacc);
-        mbar_arrive_if(bars.empty_k(kc % P_STAGES), leader);
+        mbar_arrive_if(bars.empty_k(kc % P_KSTAGES), leader);
         mbar_arrive_if(bars.empty_q(qslot), leader && n == 1);
         kc++;
         if (P_BK > st.first_pos)
@@ -690,36 +696,6 @@ __device__ __forceinline__ void prefill_sm90_impl(
         // wait: either makes ptxas serialise the wgmmas.
         // Two copies of a round, with and without the causal mask (NVRTC takes no
         // generic lambdas, so the flag is a macro argument).
-#if P_DEFER_WAIT
-        // P V of round j - 1 is waited for in round j, after Q K^T of round j + 1 is
-        // issued, not at the end of its own round: no wait follows the softmax, so
-        // ptxas cannot sink the softmax's tail below one (it did, serialising the
-        // exponentials and bf16 packing with P V). V is released a round later.
-#define PREFILL_ROUND(MASK)                                                          \
-    [&](const u32(&cur)[P_BK / 16][4], u32(&nxt)[P_BK / 16][4], int j) {            \
-        wait_k(kc);                                                                  \
-        wait_v(vc);                                                                  \
-        turn_begin();                                                                \
-        wgmma_fence();                                                               \
-        issue_qk<HD>(sacc, qs, k_stage(kc));                                         \
-        wgmma_commit();                                                              \
-        wgmma_wait<1>();                                                             \
-        fence_regs(st.oacc);                                                         \
-        mbar_arrive_if(bars.empty_v((vc + P_STAGES - 1) % P_STAGES), leader && j > 1); \
-        st.rescale(al0, al1);                                                        \
-        wgmma_fence();                                                               \
-        issue_pv<HD>(st.oacc, cur, v_stage(vc));                                     \
-        wgmma_commit();                                                              \
-        turn_end();                                                                  \
-        wgmma_wait<1>();                                                             \
-        fence_regs(sacc);                                                            \
-        mbar_arrive_if(bars.empty_k(kc % P_STAGES), leader);                         \
-        mbar_arrive_if(bars.empty_q(qslot), leader && j == n - 1);                   \
-        st.template softmax<MASK>(sacc, j * P_BK, nxt, al0, al1);                    \
-        kc++;                                                                        \
-        vc++;                                                                        \
-    }
-#else
 #define PREFILL_ROUND(MASK)                                                          \
     [&](const u32(&cur)[P_BK / 16][4], u32(&nxt)[P_BK / 16][4], int j) {            \
         wait_k(kc);                                                                  \
@@ -735,16 +711,15 @@ __device__ __forceinline__ void prefill_sm90_impl(
         turn_end();                                                                  \
         wgmma_wait<1>();                                                             \
         fence_regs(sacc);                                                            \
-        mbar_arrive_if(bars.empty_k(kc % P_STAGES), leader);                         \
+        mbar_arrive_if(bars.empty_k(kc % P_KSTAGES), leader);                         \
         mbar_arrive_if(bars.empty_q(qslot), leader && j == n - 1);                   \
         st.template softmax<MASK>(sacc, j * P_BK, nxt, al0, al1);                    \
         wgmma_wait<0>();                                                             \
         fence_regs(st.oacc);                                                         \
-        mbar_arrive_if(bars.empty_v(vc % P_STAGES), leader);                         \
+        mbar_arrive_if(bars.empty_v(vc % P_VSTAGES), leader);                         \
         kc++;                                                                        \
         vc++;                                                                        \
     }
-#endif
         auto step = PREFILL_ROUND(false);
         auto step_masked = PREFILL_ROUND(true);
 #undef PREFILL_ROUND
@@ -752,11 +727,6 @@ __device__ __forceinline__ void prefill_sm90_impl(
         auto last = [&](const u32 (&cur)[P_BK / 16][4]) {
             wait_v(vc);
             turn_begin();
-            if (P_DEFER_WAIT) {
-                wgmma_wait<0>();
-                fence_regs(st.oacc);
-                mbar_arrive_if(bars.empty_v((vc + P_STAGES - 1) % P_STAGES), leader && n > 1);
-            }
             st.rescale(al0, al1);
             wgmma_fence();
             issue_pv<HD>(st.oacc, cur, v_stage(vc));
@@ -764,7 +734,7 @@ __device__ __forceinline__ void prefill_sm90_impl(
             turn_end();
             wgmma_wait<0>();
             fence_regs(st.oacc);
-            mbar_arrive_if(bars.empty_v(vc % P_STAGES), leader);
+            mbar_arrive_if(bars.empty_v(vc % P_VSTAGES), leader);
             vc++;
         };
         // Tiles from `diag` on reach past the warpgroup's first row.
@@ -800,16 +770,21 @@ __device__ __forceinline__ void prefill_sm90_impl(
     if (P_PINGPONG && wg == 0) named_sync(1, 256);
 }
 
-#define PREFILL_WS(HD)                                                                         \
-    extern "C" __global__ void __launch_bounds__(P_THREADS, 1) attn_prefill_ws_hd##HD(          \
+// attn_prefill_ws_hd*: K/V through the copy engine, for pages of 8+ rows (a power of
+// two); attn_prefill_ws_gather_hd*: the cp.async gather, for any page size. One
+// argument list: the gather build ignores the two tensor maps.
+#define PREFILL_WS(NAME, HD, TMA)                                                              \
+    extern "C" __global__ void __launch_bounds__(P_THREADS, 1) NAME(                            \
         const bf16_t* q, int q_stride, bf16_t* o, const bf16_t* k_cache, const bf16_t* v_cache,  \
         const int* q_start, const int* kv_len, const int* page_start, const int* page_ids,      \
         const int* tile_seq, const int* tile_q0, int num_tiles, int q_heads, int kv_heads,      \
         int page_size, float scale, int* work_counter, int* diag,                               \
         const __grid_constant__ TmaDesc tmk, const __grid_constant__ TmaDesc tmv) {             \
-        prefill_sm90_impl<HD>(q, q_stride, o, k_cache, v_cache, q_start, kv_len, page_start,    \
-                              page_ids, tile_seq, tile_q0, num_tiles, q_heads, kv_heads,        \
-                              page_size, scale, work_counter, diag, &tmk, &tmv);                \
+        prefill_sm90_impl<HD, TMA>(q, q_stride, o, k_cache, v_cache, q_start, kv_len,           \
+                                   page_start, page_ids, tile_seq, tile_q0, num_tiles, q_heads, \
+                                   kv_heads, page_size, scale, work_counter, diag, &tmk, &tmv); \
     }
-PREFILL_WS(64)
-PREFILL_WS(128)
+PREFILL_WS(attn_prefill_ws_hd64, 64, true)
+PREFILL_WS(attn_prefill_ws_hd128, 128, true)
+PREFILL_WS(attn_prefill_ws_gather_hd64, 64, false)
+PREFILL_WS(attn_prefill_ws_gather_hd128, 128, false)

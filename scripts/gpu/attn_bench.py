@@ -11,8 +11,9 @@ copy-bandwidth and GEMM ceilings. Prints a table; `--jsonl F` appends figures.
 
 A variant is sm90+DEFINE=V+... (kernels/attention_prefill_sm90.cu built with those
 defines), ws+... (kernels/attention_prefill_ws_sm90.cu, the warp-specialised persistent
-candidate) or STEM+... for scripts/gpu/variants/STEM.cu. GRID=tiles launches a block
-per (tile, head) instead of one per SM.
+kernel, K/V through the copy engine for pages of 8+ rows) or STEM+... for
+scripts/gpu/variants/STEM.cu. GRID=tiles launches a block per (tile, head) instead of
+one per SM; GATHER=1 runs the ws kernel's cp.async gather build on every page size.
 """
 import argparse, ctypes, json, math, os, subprocess, sys, tempfile, time
 from pathlib import Path
@@ -223,9 +224,10 @@ def spec(src_text, defs, hd):
         return int(m.group(1)) if m else default
 
     if "#define P_THREADS" in src_text:  # the warp-specialised persistent kernel
-        bk, stages, qslots = val("P_BK", 128), val("P_STAGES", 2), val("P_QSLOTS", 2)
+        bk, qslots = val("P_BK", 128), val("P_QSLOTS", 2)
+        stages = val("P_KSTAGES", 2) + val("P_VSTAGES", 3)
         grid = "tiles" if "GRID=tiles" in defs else "sms"
-        return val("P_THREADS", 384), (qslots * 128 + 2 * stages * bk) * hd * 2 + 1024, grid, 128
+        return val("P_THREADS", 384), (qslots * 128 + stages * bk) * hd * 2 + 1024, grid, 128
     bk, stages = val("H_BK", 64), val("H_STAGES", 3)
     return 256, stages * 2 * bk * hd * 2 + 1024, "tiles", 128
 
@@ -336,7 +338,7 @@ def main():
         src = {"sm90": K / "attention_prefill_sm90.cu", "ws": K / "attention_prefill_ws_sm90.cu"}.get(
             stem, Path(__file__).parent / "variants" / f"{stem}.cu")
         try:
-            m, cubin = build(src, "90a", [d for d in defs if not d.startswith("GRID=")],
+            m, cubin = build(src, "90a", [d for d in defs if not d.startswith(("GRID=", "GATHER="))],
                              name=name.replace("+", "_").replace("=", "_"))
             hop[name] = (m, cubin, src.read_text(), defs)
         except SystemExit as e:
@@ -366,6 +368,10 @@ def main():
             cands = [("mma", old.get_function(f"attn_prefill_hd{hd}"), "mma", 64, 0, 128, None, False)] if old else []
             for vn, (m, cubin, text, defs) in hop.items():
                 prefix = "attn_prefill_ws" if "attn_prefill_ws_hd" in text else "attn_prefill_sm90"
+                # The engine's choice: K/V through the copy engine for pages of 8+ rows
+                # (a power of two), the cp.async gather build otherwise or with GATHER=1.
+                if "attn_prefill_ws_gather" in text and ("GATHER=1" in defs or ps < 8 or ps & (ps - 1)):
+                    prefix = "attn_prefill_ws_gather"
                 thr, smem, grid, bq = spec(text, defs, hd)
                 tma = "TmaDesc" in text
                 if tma:

@@ -295,7 +295,12 @@ pub fn kernel_names(family: &str) -> Vec<String> {
         }
         "attention_prefill" => vec!["attn_prefill_hd64", "attn_prefill_hd128"],
         "attention_prefill_sm90" => vec!["attn_prefill_sm90_hd64", "attn_prefill_sm90_hd128"],
-        "attention_prefill_ws_sm90" => vec!["attn_prefill_ws_hd64", "attn_prefill_ws_hd128"],
+        "attention_prefill_ws_sm90" => vec![
+            "attn_prefill_ws_hd64",
+            "attn_prefill_ws_hd128",
+            "attn_prefill_ws_gather_hd64",
+            "attn_prefill_ws_gather_hd128",
+        ],
         "gemv" => {
             let base = [
                 "gemv_bf16",
@@ -325,10 +330,14 @@ pub fn dynamic_smem(name: &str) -> Option<usize> {
         "attn_prefill_sm90_hd64" => Some(3 * 2 * 64 * 64 * 2 + 1024),
         "attn_prefill_sm90_hd128" => Some(3 * 2 * 64 * 128 * 2 + 1024),
         // attention_prefill_ws_sm90.cu (P_SMEM): P_QSLOTS (2) Q tiles of P_BQ (128)
-        // rows and P_STAGES (2) stages of a K and a V tile of P_BK (128) rows,
-        // head_dim bf16 each, plus 1 KB of alignment.
-        "attn_prefill_ws_hd64" => Some((2 * 128 + 2 * 2 * 128) * 64 * 2 + 1024),
-        "attn_prefill_ws_hd128" => Some((2 * 128 + 2 * 2 * 128) * 128 * 2 + 1024),
+        // rows, P_KSTAGES (2) K tiles and P_VSTAGES (3) V tiles of P_BK (128) rows,
+        // head_dim bf16 each, plus 1 KB of alignment (225 KB at head_dim 128).
+        n if n.starts_with("attn_prefill_ws_") && n.ends_with("_hd64") => {
+            Some((2 * 128 + (2 + 3) * 128) * 64 * 2 + 1024)
+        }
+        n if n.starts_with("attn_prefill_ws_") && n.ends_with("_hd128") => {
+            Some((2 * 128 + (2 + 3) * 128) * 128 * 2 + 1024)
+        }
         // attention_decode.cu: two stages of a K and a V tile of DM_BK (64) rows x
         // (head_dim + DM_PAD (8)) bf16, every build.
         n if n.starts_with("attn_decode_mma") && n.ends_with("_hd64") => {

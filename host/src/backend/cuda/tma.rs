@@ -21,6 +21,14 @@ pub(crate) struct TensorMap(sys::CUtensorMap);
 // SAFETY: plain bytes; the kernel's parameter is the same 128-byte descriptor.
 unsafe impl DeviceRepr for TensorMap {}
 
+/// Whether K/V tiles of a cache with `page_size` rows a page go through the copy
+/// engine (`attn_prefill_ws_hd*`): pages of at least 8 rows (a box of 8 rows x 128
+/// bytes is the 128-byte swizzle's whole pattern), a power of two (the kernel
+/// splits positions with shifts). Other caches take the cp.async gather build.
+pub(crate) fn kv_pages_fit(page_size: usize) -> bool {
+    page_size >= 8 && page_size.is_power_of_two()
+}
+
 /// Rows a box of the K/V maps takes for `page_size`: a chunk never crosses a page.
 pub(crate) fn kv_box_rows(page_size: usize) -> usize {
     page_size.clamp(1, TILE_ROWS)
@@ -79,5 +87,11 @@ mod tests {
         assert_eq!(kv_box_rows(16), 16);
         assert_eq!(kv_box_rows(128), 128);
         assert_eq!(kv_box_rows(256), 128);
+    }
+
+    #[test]
+    fn small_or_odd_pages_take_the_gather_build() {
+        assert!(!super::kv_pages_fit(1) && !super::kv_pages_fit(4) && !super::kv_pages_fit(24));
+        assert!(super::kv_pages_fit(8) && super::kv_pages_fit(16) && super::kv_pages_fit(256));
     }
 }

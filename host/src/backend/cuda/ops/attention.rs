@@ -552,8 +552,10 @@ impl CudaBackend {
                     return Ok(());
                 }
                 let ws = path == AttnPath::PrefillWs;
-                let name = if ws {
+                let name = if ws && tma::kv_pages_fit(l.page_size) {
                     format!("attn_prefill_ws_hd{d}")
+                } else if ws {
+                    format!("attn_prefill_ws_gather_hd{d}")
                 } else {
                     format!("attn_prefill_sm90_hd{d}")
                 };
@@ -576,8 +578,8 @@ impl CudaBackend {
                     args.push(Arg::U64(
                         self.dev.watchdog.as_ref().map_or(0, |w| w.device_ptr()),
                     ));
-                    // K/V tiles come through the copy engine (pages of 8+ rows; the
-                    // kernel gathers smaller ones with cp.async and ignores the maps).
+                    // K/V tiles come through the copy engine (the gather build for
+                    // pages of under 8 rows takes the same arguments and ignores the maps).
                     let row = l.kv_heads * d;
                     let slots = kv.k[layer].len() / row;
                     for cache in [kc, vc] {
