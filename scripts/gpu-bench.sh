@@ -80,6 +80,9 @@
 #             variants in VARIANTS (cuDNN beside), an Nsight Compute source-level profile
 #             of each variant in PROF, kernel checks, the 0.6B long-prompt workload
 #             (SKIP_ENGINE=1 leaves out the last two).
+#     part 28: a round's closing figures, each step while the call has time: attn_bench
+#             (VARIANTS beside the default and cuDNN), kernel and model checks, long
+#             prompts and the default workload on both shapes.
 #     (part 10, the A/B of the tensor-core decode builds, ran at bbe67ff; those builds
 #     are gone, and so is the part.)
 #
@@ -527,6 +530,34 @@ device)
                 "${long[@]}" --jsonl "$jl" > "$out/long.log" 2>&1
             echo "0.6b long prompts rc=$?"; grep -E "prefill kernel|ceiling|output tok/s" "$out/long.log" | tail -4
         fi
+        ls -la "$out"
+    elif [ "$part" = 28 ]; then
+        # The round's closing figures, most needed first, each step only while the
+        # call has time: attn_bench (VARIANTS beside the default and cuDNN), kernel and
+        # model checks, long prompts on both shapes, the default workload on both.
+        cat "$out/env.log" > "$out/attn.log"; rm "$out/env.log"
+        timeout 200 python3 scripts/gpu/attn_bench.py --jsonl "$jl" --timeout 80 --skip mma,sm90 \
+            --variants "${VARIANTS:-ws}" 2>&1 | grep -v "Exception ignored\|driver.pyx\|  launch \|^  \[" | tee -a "$out/attn.log"
+        check_ops --skip-bench
+        check_models
+        for sh in qwen3-0.6b qwen3-14b; do
+            if [ "$SECONDS" -lt 400 ]; then
+                timeout 130 "$bin" bench offline --random-weights .gpu/$sh --device cuda --shape $sh \
+                    "${long[@]}" --jsonl "$jl" >> "$out/offline.log" 2>&1
+                echo "$sh long prompts rc=$?"; grep -E "ceiling|output tok/s" "$out/offline.log" | tail -2
+            else
+                echo "no time left for $sh long prompts (${SECONDS} s)"
+            fi
+        done
+        for sh in qwen3-14b qwen3-0.6b; do
+            if [ "$SECONDS" -lt 450 ]; then
+                timeout $((560 - SECONDS)) "$bin" bench offline --random-weights .gpu/$sh --device cuda --shape $sh \
+                    --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" >> "$out/offline.log" 2>&1
+                echo "$sh default workload rc=$?"; grep -E "ceiling|output tok/s" "$out/offline.log" | tail -2
+            else
+                echo "no time left for the $sh default workload (${SECONDS} s)"
+            fi
+        done
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
