@@ -68,6 +68,9 @@
 #ifndef P_POLY
 #define P_POLY 0
 #endif
+#ifndef P_EPI_OLD
+#define P_EPI_OLD 0  // attn_bench A/B of the epilogue (1: the exact division and software pack)
+#endif
 // Diagnostics for attn_bench only (wrong results): 1 = the producer signals K/V
 // tiles without copying them (the consumers' bound with free loads).
 #ifndef P_DIAG
@@ -793,6 +796,20 @@ __device__ __forceinline__ void prefill_sm90_impl(
         // output), the hardware bf16 pack and predicated stores, not the exact
         // division, the software pack and a branch per store it had (a tenth of the
         // consumers' time in Nsight Compute, 2026-12-02 call 4).
+#if P_EPI_OLD
+        float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
+        size_t ostride = (size_t)q_heads * HD;
+#pragma unroll
+        for (int dt = 0; dt < HD / 8; dt++) {
+            int col = it.h * HD + dt * 8 + 2 * tq;
+            if (r0 < it.n_new)
+                *reinterpret_cast<u32*>(o + (size_t)(it.qs0 + r0) * ostride + col) =
+                    pack_bf16x2(st.oacc[dt * 4 + 0] * inv0, st.oacc[dt * 4 + 1] * inv0);
+            if (r1 < it.n_new)
+                *reinterpret_cast<u32*>(o + (size_t)(it.qs0 + r1) * ostride + col) =
+                    pack_bf16x2(st.oacc[dt * 4 + 2] * inv1, st.oacc[dt * 4 + 3] * inv1);
+        }
+#else
         const float inv0 = l0 > 0.0f ? __fdividef(1.0f, l0) : 0.0f;
         const float inv1 = l1 > 0.0f ? __fdividef(1.0f, l1) : 0.0f;
         const size_t ostride = (size_t)q_heads * HD;
@@ -804,6 +821,7 @@ __device__ __forceinline__ void prefill_sm90_impl(
             st_global_u32_if(o0 + dt * 8, pack_bf16x2_fast(st.oacc[dt * 4 + 0] * inv0, st.oacc[dt * 4 + 1] * inv0), w0);
             st_global_u32_if(o1 + dt * 8, pack_bf16x2_fast(st.oacc[dt * 4 + 2] * inv1, st.oacc[dt * 4 + 3] * inv1), w1);
         }
+#endif
     }
     // Warpgroup 1's opening arrival is still pending on barrier 1: take it.
     if (P_PINGPONG && wg == 0) named_sync(1, 256);
