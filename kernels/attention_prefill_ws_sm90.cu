@@ -62,15 +62,6 @@
 #ifndef P_CONSUMER_REGS
 #define P_CONSUMER_REGS 224
 #endif
-// Every P_POLY-th group of 8 score columns takes its exponentials on the FMA pipe
-// (ex2_poly) instead of the MUFU, whose 16 results a cycle per SM bound the softmax;
-// 0: all on the MUFU.
-#ifndef P_POLY
-#define P_POLY 0
-#endif
-#ifndef P_EPI_OLD
-#define P_EPI_OLD 0  // attn_bench A/B of the epilogue (1: the exact division and software pack)
-#endif
 // Diagnostics for attn_bench only (wrong results): 1 = the producer signals K/V
 // tiles without copying them (the consumers' bound with free loads).
 #ifndef P_DIAG
@@ -255,34 +246,12 @@ __device__ __forceinline__ u32 pack_bf16x2_fast(float lo, float hi) {
     asm volatile("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
 }
-// A 4-byte global store if `on`, predicated rather than branched around.
-__device__ __forceinline__ void st_global_u32_if(void* p, u32 v, bool on) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n"
-        "@p st.global.b32 [%0], %1;\n}\n" ::"l"(p),
-        "r"(v), "r"((int)on)
-        : "memory");
-}
 // volatile: stays on its side of the wgmma waits (ptxas otherwise sinks half the
 // softmax below the wait for P V, which serialises it with the tensor cores).
 __device__ __forceinline__ float ex2(float x) {
     float y;
     asm volatile("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
     return y;
-}
-
-// 2^x for x <= 0 on the FMA pipe: x = j + f with j the nearest integer (the
-// 1.5·2^23 rounding trick) and |f| <= 1/2, 2^f by a cubic fitted for relative error
-// (under 7.8e-5, against bf16's 3.9e-3 for P), j added to the exponent. Below -125
-// it returns 0, as ex2.approx.ftz underflows.
-__device__ __forceinline__ float ex2_poly(float x) {
-    const float xc = fmaxf(x, -125.0f);
-    const float t = __fadd_rn(xc, 12582912.0f);
-    const float f = __fsub_rn(xc, __fsub_rn(t, 12582912.0f));
-    const int j = __float_as_int(t) - 0x4B400000;
-    const float p = fmaf(fmaf(fmaf(0.05508877f, f, 0.24260466f), f, 0.69327628f), f, 0.9999289f);
-    const float y = __int_as_float(__float_as_int(p) + (j << 23));
-    return x < -125.0f ? 0.0f : y;
 }
 
 // Tile layout in shared memory (Q, K and V alike): head_dim split into 64-column
@@ -446,17 +415,10 @@ struct Rows {
 #pragma unroll
         for (int nt = 0; nt < P_BK / 8; nt++) {
             // exp2(s * scale·log2e - max): one FFMA and one MUFU per score.
-            if (P_POLY > 0 && nt % P_POLY == P_POLY - 1) {
-                s[nt * 4 + 0] = ex2_poly(fmaf(s[nt * 4 + 0], sl2, -mn0));
-                s[nt * 4 + 1] = ex2_poly(fmaf(s[nt * 4 + 1], sl2, -mn0));
-                s[nt * 4 + 2] = ex2_poly(fmaf(s[nt * 4 + 2], sl2, -mn1));
-                s[nt * 4 + 3] = ex2_poly(fmaf(s[nt * 4 + 3], sl2, -mn1));
-            } else {
-                s[nt * 4 + 0] = ex2(fmaf(s[nt * 4 + 0], sl2, -mn0));
-                s[nt * 4 + 1] = ex2(fmaf(s[nt * 4 + 1], sl2, -mn0));
-                s[nt * 4 + 2] = ex2(fmaf(s[nt * 4 + 2], sl2, -mn1));
-                s[nt * 4 + 3] = ex2(fmaf(s[nt * 4 + 3], sl2, -mn1));
-            }
+            s[nt * 4 + 0] = ex2(fmaf(s[nt * 4 + 0], sl2, -mn0));
+            s[nt * 4 + 1] = ex2(fmaf(s[nt * 4 + 1], sl2, -mn0));
+            s[nt * 4 + 2] = ex2(fmaf(s[nt * 4 + 2], sl2, -mn1));
+            s[nt * 4 + 3] = ex2(fmaf(s[nt * 4 + 3], sl2, -mn1));
             rs0 += s[nt * 4 + 0] + s[nt * 4 + 1];
             rs1 += s[nt * 4 + 2] + s[nt * 4 + 3];
         }
@@ -791,12 +753,6 @@ __device__ __forceinline__ void prefill_sm90_impl(
         l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
         l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
         l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-        // The epilogue runs while neither warpgroup feeds the tensor cores (both end
-        // the item together), so it is kept short: an approximate reciprocal (bf16
-        // output), the hardware bf16 pack and predicated stores, not the exact
-        // division, the software pack and a branch per store it had (a tenth of the
-        // consumers' time in Nsight Compute, 2026-12-02 call 4).
-#if P_EPI_OLD
         float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
         size_t ostride = (size_t)q_heads * HD;
 #pragma unroll
@@ -809,19 +765,6 @@ __device__ __forceinline__ void prefill_sm90_impl(
                 *reinterpret_cast<u32*>(o + (size_t)(it.qs0 + r1) * ostride + col) =
                     pack_bf16x2(st.oacc[dt * 4 + 2] * inv1, st.oacc[dt * 4 + 3] * inv1);
         }
-#else
-        const float inv0 = l0 > 0.0f ? __fdividef(1.0f, l0) : 0.0f;
-        const float inv1 = l1 > 0.0f ? __fdividef(1.0f, l1) : 0.0f;
-        const size_t ostride = (size_t)q_heads * HD;
-        const bool w0 = r0 < it.n_new, w1 = r1 < it.n_new;
-        bf16_t* o0 = o + (size_t)(it.qs0 + (w0 ? r0 : 0)) * ostride + it.h * HD + 2 * tq;
-        bf16_t* o1 = o + (size_t)(it.qs0 + (w1 ? r1 : 0)) * ostride + it.h * HD + 2 * tq;
-#pragma unroll
-        for (int dt = 0; dt < HD / 8; dt++) {
-            st_global_u32_if(o0 + dt * 8, pack_bf16x2_fast(st.oacc[dt * 4 + 0] * inv0, st.oacc[dt * 4 + 1] * inv0), w0);
-            st_global_u32_if(o1 + dt * 8, pack_bf16x2_fast(st.oacc[dt * 4 + 2] * inv1, st.oacc[dt * 4 + 3] * inv1), w1);
-        }
-#endif
     }
     // Warpgroup 1's opening arrival is still pending on barrier 1: take it.
     if (P_PINGPONG && wg == 0) named_sync(1, 256);
