@@ -395,6 +395,8 @@ def main():
                 print(f"{sname:11s} {cname:26s} {label:14s} rel_err {err:.2e} nan {nan:6d}  {tf:7.1f} TFLOP/s")
                 if t and "fresh" in cname and "P_DIAG" not in label:
                     kname = {"sm90": "minisgl-hopper-wgmma", "mma": "minisgl-portable-mma"}.get(label, label)
+                    if label == "ws" or label.startswith("ws+"):
+                        kname = "minisgl-hopper-" + label  # the engine's kernel, or a build of it
                     figures.append({"metric": "prefill_attention_tflops", "kernel": kname, "shape": sname,
                                     "workload": cname, "page_size": ps, "value": round(tf, 1),
                                     "unit": "TFLOP/s", "ceiling": round(gemm, 1), "fraction": round(tf / gemm, 3)})

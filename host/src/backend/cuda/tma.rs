@@ -44,7 +44,7 @@ pub(crate) fn kv_cache_map(
     row_elems: usize,
     page_size: usize,
 ) -> Result<TensorMap, CudaError> {
-    if row_elems % 64 != 0 || slots == 0 {
+    if !row_elems.is_multiple_of(64) || slots == 0 {
         return Err(CudaError::Unsupported(format!(
             "tensor map over {slots} cache slots of {row_elems} columns (needs slots and 64-column blocks)"
         )));
