@@ -138,6 +138,15 @@ device)
             --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" >> "$out/offline-$1.log" 2>&1
         echo "$1 default workload (PDL=${MINISGL_PDL:-0}) rc=$?"; grep -E "ceiling|output tok/s" "$out/offline-$1.log" | tail -3
     }
+    long_if_time() {  # SHAPE UNTIL TIMEOUT LOG: long prompts if the call is under UNTIL s
+        if [ "$SECONDS" -lt "$2" ]; then
+            timeout "$3" "$bin" bench offline --random-weights .gpu/$1 --device cuda --shape $1 \
+                "${long[@]}" --jsonl "$jl" >> "$4" 2>&1
+            echo "$1 long prompts rc=$?"; grep -E "ceiling|output tok/s|roofline floor" "$4" | tail -4
+        else
+            echo "no time left for $1 long prompts (${SECONDS} s)"
+        fi
+    }
     ncu_steps() {  # SHAPE BATCHES: Nsight Compute durations of whole decode steps, context ~256
         timeout 240 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum \
             --csv --page raw "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/$1 \
@@ -467,13 +476,7 @@ device)
         for sh in qwen3-0.6b qwen3-14b; do
             offline_default $sh
             grep -E "roofline floor" "$out/offline-$sh.log" | tail -1
-            if [ "$SECONDS" -lt 430 ]; then
-                timeout 160 "$bin" bench offline --random-weights .gpu/$sh --device cuda --shape $sh \
-                    "${long[@]}" --jsonl "$jl" >> "$out/long.log" 2>&1
-                echo "$sh long prompts rc=$?"; grep -E "ceiling|output tok/s|roofline floor" "$out/long.log" | tail -4
-            else
-                echo "no time left for $sh long prompts (${SECONDS} s)"
-            fi
+            long_if_time $sh 430 160 "$out/long.log"
         done
         ls "$out"
     elif [ "$part" = 23 ]; then
@@ -541,13 +544,7 @@ device)
         check_ops --skip-bench
         check_models
         for sh in qwen3-0.6b qwen3-14b; do
-            if [ "$SECONDS" -lt 400 ]; then
-                timeout 130 "$bin" bench offline --random-weights .gpu/$sh --device cuda --shape $sh \
-                    "${long[@]}" --jsonl "$jl" >> "$out/offline.log" 2>&1
-                echo "$sh long prompts rc=$?"; grep -E "ceiling|output tok/s" "$out/offline.log" | tail -2
-            else
-                echo "no time left for $sh long prompts (${SECONDS} s)"
-            fi
+            long_if_time $sh 400 130 "$out/offline.log"
         done
         for sh in qwen3-14b qwen3-0.6b; do
             if [ "$SECONDS" -lt 450 ]; then
