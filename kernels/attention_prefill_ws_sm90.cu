@@ -493,7 +493,6 @@ __device__ __forceinline__ void prefill_sm90_impl(
     Bars bars{smem_u32(bar_mem), Diag{diag}};
 
     const int page_shift = (page_size & (page_size - 1)) == 0 ? __ffs(page_size) - 1 : -1;
-    constexpr bool use_tma = TMA;
     if (threadIdx.x == 0) {
         for (int i = 0; i < P_QSLOTS; i++) {
             // One cp.async arrival per producer thread, and thread 0's once the
@@ -503,7 +502,7 @@ __device__ __forceinline__ void prefill_sm90_impl(
         }
         // A K/V tile lands on one arrival with its bytes (TMA) or on one per
         // producer thread once its copies have (cp.async).
-        const u32 arrivals = use_tma ? 1 : 128;
+        const u32 arrivals = TMA ? 1 : 128;
         for (int i = 0; i < P_KSTAGES; i++) {
             mbar_init(bars.full_k(i), arrivals);
             mbar_init(bars.empty_k(i), 8);
@@ -532,8 +531,8 @@ __device__ __forceinline__ void prefill_sm90_impl(
         pr.page_shift = page_shift;
         pr.box_rows = min(page_size, P_BK);
         // With TMA only warp 0 moves K/V; the other producer warps copy Q alone.
-        const bool kv_warp = !use_tma || threadIdx.x < 32;
-        if (use_tma && threadIdx.x == 0) {
+        const bool kv_warp = !TMA || threadIdx.x < 32;
+        if (TMA && threadIdx.x == 0) {
             asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<u64>(tmk)) : "memory");
             asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<u64>(tmv)) : "memory");
         }
@@ -561,7 +560,7 @@ __device__ __forceinline__ void prefill_sm90_impl(
             pr.kvh = it.h / group;
             pr.pages = page_ids + page_start[it.s];
             // A lane's slot (cp.async) or chunk row (TMA) in the tile at kb.
-            auto row_of = [&](int kb) { return use_tma ? pr.tma_row(kb) : pr.slot(kb); };
+            auto row_of = [&](int kb) { return TMA ? pr.tma_row(kb) : pr.slot(kb); };
             pr.q_tile(base + slot * Q_BYTES, q, q_stride, it);
             mbar_arrive_on_copies(bars.full_q(slot));
             if (threadIdx.x == 0) mbar_arrive_if(bars.full_q(slot), true);
@@ -571,12 +570,12 @@ __device__ __forceinline__ void prefill_sm90_impl(
             // Issues the K or V tile whose rows this lane holds in `rows`.
             auto copy = [&](u32 dst, const bf16_t* cache, const TmaDesc* map, int rows, u32 full) {
                 if (P_DIAG == 1) {
-                    if (use_tma) {
+                    if (TMA) {
                         if (pr.lane == 0) mbar_arrive_if(full, true);
                     } else {
                         mbar_arrive_if(full, true);
                     }
-                } else if (use_tma) {
+                } else if (TMA) {
                     pr.tma_tile(dst, map, rows, full);
                 } else {
                     pr.tile(dst, cache, rows);
@@ -655,11 +654,11 @@ __device__ __forceinline__ void prefill_sm90_impl(
         // writes are generic stores that need the fence before wgmma reads them.
         auto wait_k = [&](int i) {
             mbar_wait(bars.full_k(i % P_KSTAGES), (i / P_KSTAGES) & 1);
-            if (P_CONSUMER_FENCE && !use_tma) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            if (P_CONSUMER_FENCE && !TMA) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         };
         auto wait_v = [&](int i) {
             mbar_wait(bars.full_v(i % P_VSTAGES), (i / P_VSTAGES) & 1);
-            if (P_CONSUMER_FENCE && !use_tma) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            if (P_CONSUMER_FENCE && !TMA) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         };
         auto turn_begin = [&]() {
             if (P_PINGPONG) named_sync(my_turn, 256);
