@@ -176,6 +176,9 @@ pub struct CudaOptions {
     /// Decode-size products normalise their input themselves (on unless
     /// `MINISGL_NORM_PROLOGUE=0`; see `Backend::norm_in_prologue`).
     pub norm_prologue: bool,
+    /// Recorded decode steps fetch each product's weight into L2 while the product
+    /// before it runs (on unless `MINISGL_L2_PREFETCH=0`; see `prefetch.rs`).
+    pub l2_prefetch: bool,
 }
 
 impl Default for CudaOptions {
@@ -214,6 +217,7 @@ impl Default for CudaOptions {
             .and_then(|v| v.parse().ok())
             .unwrap_or(super::GEMV_ROWS_DEFAULT);
         let norm_prologue = std::env::var("MINISGL_NORM_PROLOGUE").map_or(true, |v| v != "0");
+        let l2_prefetch = std::env::var("MINISGL_L2_PREFETCH").map_or(true, |v| v != "0");
         CudaOptions {
             ordinal,
             attention,
@@ -225,6 +229,7 @@ impl Default for CudaOptions {
             pdl,
             gemv_rows,
             norm_prologue,
+            l2_prefetch,
         }
     }
 }
@@ -277,6 +282,7 @@ pub fn kernel_names(family: &str) -> Vec<String> {
             "bf16_to_f32",
             "take_tokens",
             "add_inplace_bf16",
+            "l2_prefetch",
         ],
         "attention_simple" => vec!["attn_simple"],
         "attention_decode" => {

@@ -17,6 +17,7 @@ pub mod nccl;
 pub mod nvrtc;
 pub mod ops;
 mod pdl;
+mod prefetch;
 mod sample;
 pub mod timeline;
 pub(crate) mod tma;
@@ -168,13 +169,18 @@ pub struct CudaBackend {
     /// This device's rank when the model is split across GPUs
     /// ([`Backend::all_reduce`](super::Backend::all_reduce) goes through it).
     pub(crate) nccl: Option<nccl::NcclRank>,
+    /// The second stream that fetches the next product's weight into L2 in recorded
+    /// steps (`prefetch.rs`).
+    pub(crate) prefetch: prefetch::L2Prefetch,
 }
 
 impl CudaBackend {
     /// Open a device. Fails cleanly (no panic) when no driver or library is present.
     pub fn new(opts: &CudaOptions) -> Result<Self, CudaError> {
+        let dev = Device::open(opts)?;
+        let prefetch = prefetch::L2Prefetch::new(&dev, opts.l2_prefetch)?;
         Ok(CudaBackend {
-            dev: Device::open(opts)?,
+            dev,
             graph_arena: RefCell::new(None),
             last_chosen: RefCell::new(None),
             pinned_pool: RefCell::new(Vec::new()),
@@ -184,6 +190,7 @@ impl CudaBackend {
             gemv_max_weight: std::cell::Cell::new(GEMV_MAX_WEIGHT_BYTES),
             norm_prologue: std::cell::Cell::new(opts.norm_prologue),
             nccl: None,
+            prefetch,
         })
     }
 
