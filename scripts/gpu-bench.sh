@@ -83,9 +83,9 @@
 #     part 28: a round's closing figures, each step while the call has time: attn_bench
 #             (VARIANTS beside the default and cuDNN), kernel and model checks, long
 #             prompts and the default workload on both shapes.
-#     part 29: each product's weight fetched into L2 one product ahead in recorded
-#             steps (MINISGL_L2_PREFETCH, on by default): model checks, the 0.6B runner
-#             step and default workload with it on and off, kernel checks, 14B step.
+#     part 29: weights fetched into L2 ahead of their products (MINISGL_L2_PREFETCH=
+#             gemv|stream|0): model and kernel checks, the 0.6B runner step and default
+#             workload with each mode, the 0.6B batch-1 step under Nsight Compute.
 #     (part 10, the A/B of the tensor-core decode builds, ran at bbe67ff; those builds
 #     are gone, and so is the part.)
 #
@@ -560,17 +560,17 @@ device)
         done
         ls -la "$out"
     elif [ "$part" = 29 ]; then
-        # Each product's weight fetched into L2 while the product before it runs, in
-        # recorded steps (host/src/backend/cuda/prefetch.rs): the model checks (graphs
-        # against the CPU and HF), the 0.6B runner step with it on and off in one
-        # process (gpu-check prints the ratio), the 0.6B default workload with it on and
-        # off, then the kernel checks and the 14B runner step while the call has time.
+        # Weights announced by the model fetched into L2 ahead of their products
+        # (host/src/backend/cuda/prefetch.rs): the kernel and model checks (the gemv
+        # kernels carry the ranges), the 0.6B runner step with each mode in one process
+        # (gpu-check prints the ratios), the 0.6B default workload with each mode, then
+        # the 0.6B batch-1 step under Nsight Compute while the call has time.
         cat "$out/env.log" > "$out/gpu-check-models.log"; rm "$out/env.log"
         check_models
+        check_ops --skip-bench
         bench_step qwen3-0.6b
-        for pf in 1 0; do MINISGL_L2_PREFETCH=$pf offline_default qwen3-0.6b; done
-        if [ "$SECONDS" -lt 330 ]; then check_ops --skip-bench; fi
-        if [ "$SECONDS" -lt 380 ]; then bench_step qwen3-14b; fi
+        for pf in gemv 0 stream; do MINISGL_L2_PREFETCH=$pf offline_default qwen3-0.6b; done
+        if [ "$SECONDS" -lt 420 ]; then ncu_steps qwen3-0.6b 1; fi
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

@@ -275,10 +275,6 @@ impl<B: Backend> Model<B> {
         let d = cfg.head_dim();
         let scale = 1.0 / (d as f32).sqrt();
 
-        // Each product's weight is announced while the product before it runs
-        // (Backend::prefetch_weights): one product ahead, so that at most two weights
-        // compete for the cache.
-        b.prefetch_weights(&[&self.layers[0].w_qkv])?;
         let mut residual = b.embedding(&self.embed, step)?;
         // Where the backend normalises inside the next product, the layers pass the
         // residual and the norm to apply instead of a normed copy.
@@ -290,6 +286,11 @@ impl<B: Backend> Model<B> {
             Input::Normed(b.rms_norm(&residual, first, eps)?)
         };
         for (l, layer) in self.layers.iter().enumerate() {
+            // The next products' weights are announced before each product
+            // (Backend::prefetch_weights), so that they stream from DRAM while it and
+            // the attention run; a layer's four weights are announced in three parts,
+            // so at most about two of them compete for the cache at once.
+            b.prefetch_weights(&[&layer.w_o, &layer.w_gate_up])?;
             let qkv = match &x {
                 Input::Normed(t) => b.linear(t, &layer.w_qkv, layer.b_qkv.as_ref())?,
                 Input::Deferred(n) => {
@@ -306,13 +307,14 @@ impl<B: Backend> Model<B> {
                 eps,
                 scale,
             };
-            b.prefetch_weights(&[&layer.w_o])?;
             let attn = b.qkv_attention(qkv, kv, l, step, &params)?;
-            b.prefetch_weights(&[&layer.w_gate_up])?;
+            b.prefetch_weights(&[&layer.w_down])?;
             let (o, o_bias) = (&layer.w_o, layer.b_o.as_ref());
             let post = &layer.post_attn_norm;
             x = self.project_add_norm(b, &attn, o, o_bias, &mut residual, post, deferred)?;
-            b.prefetch_weights(&[&layer.w_down])?;
+            if let Some(n) = self.layers.get(l + 1) {
+                b.prefetch_weights(&[&n.w_qkv])?;
+            }
             let act = match &x {
                 Input::Normed(t) => b.linear_silu_mul(t, &layer.w_gate_up)?,
                 Input::Deferred(n) => {
@@ -324,9 +326,6 @@ impl<B: Backend> Model<B> {
                 Some(n) => (&n.input_norm, deferred),
                 None => (&self.final_norm, false),
             };
-            if let Some(n) = self.layers.get(l + 1) {
-                b.prefetch_weights(&[&n.w_qkv])?;
-            }
             let down = &layer.w_down;
             x = self.project_add_norm(b, &act, down, None, &mut residual, next_norm, defer_next)?;
         }

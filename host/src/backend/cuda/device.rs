@@ -176,9 +176,9 @@ pub struct CudaOptions {
     /// Decode-size products normalise their input themselves (on unless
     /// `MINISGL_NORM_PROLOGUE=0`; see `Backend::norm_in_prologue`).
     pub norm_prologue: bool,
-    /// Recorded decode steps fetch each product's weight into L2 while the product
-    /// before it runs (on unless `MINISGL_L2_PREFETCH=0`; see `prefetch.rs`).
-    pub l2_prefetch: bool,
+    /// How weights announced by the model reach L2 ahead of their products
+    /// (`MINISGL_L2_PREFETCH`: gemv (the default), stream or 0; see `prefetch.rs`).
+    pub l2_prefetch: super::prefetch::PrefetchMode,
 }
 
 impl Default for CudaOptions {
@@ -217,7 +217,10 @@ impl Default for CudaOptions {
             .and_then(|v| v.parse().ok())
             .unwrap_or(super::GEMV_ROWS_DEFAULT);
         let norm_prologue = std::env::var("MINISGL_NORM_PROLOGUE").map_or(true, |v| v != "0");
-        let l2_prefetch = std::env::var("MINISGL_L2_PREFETCH").map_or(true, |v| v != "0");
+        let l2_prefetch = std::env::var("MINISGL_L2_PREFETCH")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_default();
         CudaOptions {
             ordinal,
             attention,

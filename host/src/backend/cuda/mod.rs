@@ -17,7 +17,7 @@ pub mod nccl;
 pub mod nvrtc;
 pub mod ops;
 mod pdl;
-mod prefetch;
+pub mod prefetch;
 mod sample;
 pub mod timeline;
 pub(crate) mod tma;
@@ -353,6 +353,15 @@ impl CudaBackend {
     /// Launch `name` with `cfg` and `args` (by value, in the kernel's order).
     fn launch(&self, name: &str, cfg: LaunchConfig, args: &[Arg]) -> Result<(), BackendError> {
         let f = self.dev.kernels.get(name)?;
+        // Weights announced for L2 ride on the next skinny product, or lapse (prefetch.rs).
+        let pf = self.take_gemv_prefetch();
+        let with_pf;
+        let args = if name.starts_with("gemv_") {
+            with_pf = [args, &pf[..]].concat();
+            &with_pf[..]
+        } else {
+            args
+        };
         if self.dev.pdl && pdl::pdl_kernel(name) {
             return timeline::wrap(&self.dev, name, || self.launch_pdl(f, cfg, args));
         }
