@@ -157,30 +157,6 @@ __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 
-// A hint, not a copy: this warp's share of [p, p + bytes) brought into L2, the range
-// split evenly over every warp of the launch. Bulk prefetches on sm_90 (lane 0 hands
-// the copy engine up to 64 KB a request); line prefetches by every lane below it.
-// Nothing waits for it and nothing is written. p 16-byte aligned, bytes < 4 GB.
-__device__ __forceinline__ void l2_prefetch_share(const char* p, unsigned int bytes) {
-    if (p == nullptr || bytes == 0) return;
-    unsigned int warps = gridDim.x * (blockDim.x >> 5);
-    unsigned int wid = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    unsigned int share = ((bytes + warps - 1) / warps + 15u) & ~15u;
-    unsigned int off = wid * share;  // share * warps < bytes + 16 * warps: no overflow
-    if (off >= bytes) return;
-    unsigned int end = min(bytes, off + share) & ~15u;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if ((threadIdx.x & 31) != 0) return;
-    for (unsigned int a = off; a < end; a += 65536u) {
-        unsigned int n = min(65536u, end - a);
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + a), "r"(n) : "memory");
-    }
-#else
-    for (unsigned int a = off + (threadIdx.x & 31) * 128u; a < end; a += 32u * 128u)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(p + a));
-#endif
-}
-
 // 16 bytes through L2, bypassing L1 (data other blocks of this launch wrote).
 __device__ __forceinline__ u32x4 ld_cg(const u32x4* p) {
     u32x4 v;

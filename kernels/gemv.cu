@@ -211,24 +211,13 @@ __device__ __forceinline__ void gemv_reduce(float (&acc)[NW][MR], int ksplit) {
 // w % ksplit of its k chunks. n: output columns (for EPI_SILU, of the activation: W has
 // 2n rows). k a multiple of 8. NORM: x is normalised with `norm` first (dynamic shared
 // memory (m + 1) * k * 2 bytes).
-// Up to two weights of later products to bring into L2 while this one runs (null or 0
-// bytes: none). The host fills them in recorded decode steps (prefetch.rs): a product
-// of a few MB waits on DRAM latency more than on bandwidth, so DRAM has room to
-// stream the next weights meanwhile, and the next product then reads L2.
-struct GemvPrefetch {
-    const char* p0;
-    unsigned long long n0;
-    const char* p1;
-    unsigned long long n1;
-};
-
 template <int MR, int EPI, bool NORM>
 __device__ __forceinline__ void gemv_body(const bf16_t* __restrict__ x,
                                           const bf16_t* __restrict__ w,
                                           const bf16_t* __restrict__ bias, void* __restrict__ y,
                                           int m, int n, int k, int y_stride, int ksplit,
                                           const bf16_t* __restrict__ norm, float eps,
-                                          bool fence, const GemvPrefetch& pf) {
+                                          bool fence) {
     constexpr int NW = EPI == EPI_SILU ? 2 : 1;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int col = blockIdx.x * (GEMV_WARPS / ksplit) + warp / ksplit;
@@ -239,8 +228,6 @@ __device__ __forceinline__ void gemv_body(const bf16_t* __restrict__ x,
     int c0 = live ? (warp % ksplit) * per : 0;
     int c1 = live ? min(kc, c0 + per) : 0;
     pdl_trigger();
-    l2_prefetch_share(pf.p0, (unsigned int)pf.n0);
-    l2_prefetch_share(pf.p1, (unsigned int)pf.n1);
     float acc[NW][MR];
 #pragma unroll
     for (int j = 0; j < NW; j++)
@@ -281,52 +268,48 @@ __device__ __forceinline__ void gemv_body(const bf16_t* __restrict__ x,
 // one wave of blocks, which is what a latency-bound launch needs (Nsight Compute,
 // 2026-12-01: the first split build, 80 registers and three blocks an SM, ran its
 // 0.6B products in two to three waves and lost 20-40% to the build before it).
-// Every gemv kernel ends its parameters with the two prefetch ranges (GemvPrefetch).
-#define GEMV_PF_PARAMS const char *pf0, unsigned long long pf0_bytes, const char *pf1,          \
-                       unsigned long long pf1_bytes
-#define GEMV_PF (GemvPrefetch{pf0, pf0_bytes, pf1, pf1_bytes})
-#define GEMV_KERNELS(SUFFIX, MR, MINB)                                                          \
-    extern "C" __global__ void __launch_bounds__(256, MINB)                                     \
-        gemv_bf16##SUFFIX(const bf16_t* x, const bf16_t* w, const bf16_t* bias, bf16_t* y,      \
-                          int m, int n, int k, int y_stride, int ksplit, GEMV_PF_PARAMS) {      \
-        gemv_body<MR, EPI_BF16, false>(x, w, bias, y, m, n, k, y_stride, ksplit, nullptr,       \
-                                       0.0f, false, GEMV_PF);                                   \
-    }                                                                                           \
-    extern "C" __global__ void __launch_bounds__(256, MINB)                                     \
-        gemv_f32##SUFFIX(const bf16_t* x, const bf16_t* w, const bf16_t* bias, float* y,        \
-                         int m, int n, int k, int y_stride, int ksplit, GEMV_PF_PARAMS) {       \
-        gemv_body<MR, EPI_F32, false>(x, w, bias, y, m, n, k, y_stride, ksplit, nullptr, 0.0f,  \
-                                      false, GEMV_PF);                                          \
-    }                                                                                           \
-    extern "C" __global__ void __launch_bounds__(256, MINB)                                     \
-        gemv_silu##SUFFIX(const bf16_t* x, const bf16_t* w, bf16_t* y, int m, int n, int k,     \
-                          int ksplit, GEMV_PF_PARAMS) {                                         \
-        gemv_body<MR, EPI_SILU, false>(x, w, nullptr, y, m, n, k, n, ksplit, nullptr, 0.0f,     \
-                                       false, GEMV_PF);                                         \
-    }                                                                                           \
-    extern "C" __global__ void __launch_bounds__(256, MINB) gemv_residual_norm##SUFFIX(         \
-        const bf16_t* x, const bf16_t* w, const bf16_t* bias, bf16_t* residual,                 \
-        const bf16_t* norm, bf16_t* out, float eps, int m, int n, int k, int ksplit,            \
-        u32* ticket, GEMV_PF_PARAMS) {                                                          \
-        gemv_body<MR, EPI_RESIDUAL, false>(x, w, bias, residual, m, n, k, n, ksplit, nullptr,   \
-                                           0.0f, true, GEMV_PF);                                \
-        residual_norm_tail(residual, norm, out, eps, m, n, ticket);                             \
-    }                                                                                           \
-    extern "C" __global__ void __launch_bounds__(256, MINB)                                     \
-        gemv_residual##SUFFIX(const bf16_t* x, const bf16_t* w, const bf16_t* bias,             \
-                              bf16_t* residual, int m, int n, int k, int ksplit, GEMV_PF_PARAMS) { \
-        gemv_body<MR, EPI_RESIDUAL, false>(x, w, bias, residual, m, n, k, n, ksplit, nullptr,   \
-                                           0.0f, false, GEMV_PF);                               \
-    }                                                                                           \
-    extern "C" __global__ void __launch_bounds__(256, MINB) gemv_norm_bf16##SUFFIX(             \
-        const bf16_t* x, const bf16_t* norm, float eps, const bf16_t* w, const bf16_t* bias,    \
-        bf16_t* y, int m, int n, int k, int ksplit, GEMV_PF_PARAMS) {                           \
-        gemv_body<MR, EPI_BF16, true>(x, w, bias, y, m, n, k, n, ksplit, norm, eps, false, GEMV_PF); \
-    }                                                                                           \
-    extern "C" __global__ void __launch_bounds__(256, MINB) gemv_norm_silu##SUFFIX(             \
-        const bf16_t* x, const bf16_t* norm, float eps, const bf16_t* w, bf16_t* y, int m,      \
-        int n, int k, int ksplit, GEMV_PF_PARAMS) {                                             \
-        gemv_body<MR, EPI_SILU, true>(x, w, nullptr, y, m, n, k, n, ksplit, norm, eps, false, GEMV_PF); \
+#define GEMV_KERNELS(SUFFIX, MR, MINB)                                                         \
+    extern "C" __global__ void __launch_bounds__(256, MINB)                                    \
+        gemv_bf16##SUFFIX(const bf16_t* x, const bf16_t* w, const bf16_t* bias, bf16_t* y,     \
+                          int m, int n, int k, int y_stride, int ksplit) {                     \
+        gemv_body<MR, EPI_BF16, false>(x, w, bias, y, m, n, k, y_stride, ksplit, nullptr,      \
+                                       0.0f, false);                                           \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256, MINB)                                    \
+        gemv_f32##SUFFIX(const bf16_t* x, const bf16_t* w, const bf16_t* bias, float* y,       \
+                         int m, int n, int k, int y_stride, int ksplit) {                      \
+        gemv_body<MR, EPI_F32, false>(x, w, bias, y, m, n, k, y_stride, ksplit, nullptr, 0.0f, \
+                                      false);                                                  \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256, MINB)                                    \
+        gemv_silu##SUFFIX(const bf16_t* x, const bf16_t* w, bf16_t* y, int m, int n, int k,    \
+                          int ksplit) {                                                        \
+        gemv_body<MR, EPI_SILU, false>(x, w, nullptr, y, m, n, k, n, ksplit, nullptr, 0.0f,    \
+                                       false);                                                 \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256, MINB) gemv_residual_norm##SUFFIX(        \
+        const bf16_t* x, const bf16_t* w, const bf16_t* bias, bf16_t* residual,               \
+        const bf16_t* norm, bf16_t* out, float eps, int m, int n, int k, int ksplit,          \
+        u32* ticket) {                                                                         \
+        gemv_body<MR, EPI_RESIDUAL, false>(x, w, bias, residual, m, n, k, n, ksplit, nullptr,  \
+                                           0.0f, true);                                        \
+        residual_norm_tail(residual, norm, out, eps, m, n, ticket);                            \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256, MINB)                                    \
+        gemv_residual##SUFFIX(const bf16_t* x, const bf16_t* w, const bf16_t* bias,            \
+                              bf16_t* residual, int m, int n, int k, int ksplit) {             \
+        gemv_body<MR, EPI_RESIDUAL, false>(x, w, bias, residual, m, n, k, n, ksplit, nullptr,  \
+                                           0.0f, false);                                       \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256, MINB) gemv_norm_bf16##SUFFIX(            \
+        const bf16_t* x, const bf16_t* norm, float eps, const bf16_t* w, const bf16_t* bias,  \
+        bf16_t* y, int m, int n, int k, int ksplit) {                                          \
+        gemv_body<MR, EPI_BF16, true>(x, w, bias, y, m, n, k, n, ksplit, norm, eps, false);   \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256, MINB) gemv_norm_silu##SUFFIX(            \
+        const bf16_t* x, const bf16_t* norm, float eps, const bf16_t* w, bf16_t* y, int m,    \
+        int n, int k, int ksplit) {                                                            \
+        gemv_body<MR, EPI_SILU, true>(x, w, nullptr, y, m, n, k, n, ksplit, norm, eps, false); \
     }
 
 // After gemv_body<.., EPI_RESIDUAL>: every block counts itself once its columns are

@@ -67,29 +67,3 @@ extern "C" __global__ void add_inplace_bf16(bf16_t* __restrict__ y, const bf16_t
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = f2bf(bf2f(y[i]) + bf2f(x[i]));
 }
-
-// A hint, not a copy: bring [p, p + bytes) into L2 ahead of the product that reads it.
-// A recorded decode step runs it on a second stream beside the product before that one
-// (host/src/backend/cuda/prefetch.rs), so DRAM streams the next weights while the
-// current product reads its own from L2. Writes nothing; nothing waits for it.
-// Each thread covers one L2_PF_CHUNK-byte chunk a grid-stride round; a tail under
-// 16 bytes is left out (the bulk prefetch's granule).
-// grid: any; block: any. p 16-byte aligned.
-#define L2_PF_CHUNK 4096ull
-extern "C" __global__ void l2_prefetch(const char* __restrict__ p, unsigned long long bytes) {
-    unsigned long long step = (unsigned long long)gridDim.x * blockDim.x * L2_PF_CHUNK;
-    for (unsigned long long off = ((unsigned long long)blockIdx.x * blockDim.x + threadIdx.x) * L2_PF_CHUNK;
-         off < bytes; off += step) {
-        unsigned long long n = bytes - off < L2_PF_CHUNK ? bytes - off : L2_PF_CHUNK;
-#if __CUDA_ARCH__ >= 900
-        // One bulk request a chunk: the copy engine walks its lines, not the threads.
-        unsigned int n16 = (unsigned int)(n & ~15ull);
-        if (n16 != 0)
-            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + off), "r"(n16)
-                         : "memory");
-#else
-        for (unsigned long long i = 0; i < n; i += 128)
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(p + off + i));
-#endif
-    }
-}

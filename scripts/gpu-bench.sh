@@ -83,9 +83,6 @@
 #     part 28: a round's closing figures, each step while the call has time: attn_bench
 #             (VARIANTS beside the default and cuDNN), kernel and model checks, long
 #             prompts and the default workload on both shapes.
-#     part 29: weights fetched into L2 ahead of their products (MINISGL_L2_PREFETCH=
-#             gemv|stream|0): model and kernel checks, the 0.6B runner step and default
-#             workload with each mode, the 0.6B batch-1 step under Nsight Compute.
 #     (part 10, the A/B of the tensor-core decode builds, ran at bbe67ff; those builds
 #     are gone, and so is the part.)
 #
@@ -139,7 +136,7 @@ device)
         # 14B random weights take 85-95 s to build before the run starts.
         timeout 160 "$bin" bench offline --random-weights .gpu/$1 --device cuda --shape $1 \
             --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" >> "$out/offline-$1.log" 2>&1
-        echo "$1 default workload (PDL=${MINISGL_PDL:-0}, L2 prefetch=${MINISGL_L2_PREFETCH:-1}) rc=$?"; grep -E "ceiling|output tok/s" "$out/offline-$1.log" | tail -3
+        echo "$1 default workload (PDL=${MINISGL_PDL:-0}) rc=$?"; grep -E "ceiling|output tok/s" "$out/offline-$1.log" | tail -3
     }
     long_if_time() {  # SHAPE UNTIL TIMEOUT LOG: long prompts if the call is under UNTIL s
         if [ "$SECONDS" -lt "$2" ]; then
@@ -558,19 +555,6 @@ device)
                 echo "no time left for the $sh default workload (${SECONDS} s)"
             fi
         done
-        ls -la "$out"
-    elif [ "$part" = 29 ]; then
-        # Weights announced by the model fetched into L2 ahead of their products
-        # (host/src/backend/cuda/prefetch.rs): the kernel and model checks (the gemv
-        # kernels carry the ranges), the 0.6B runner step with each mode in one process
-        # (gpu-check prints the ratios), the 0.6B default workload with each mode, then
-        # the 0.6B batch-1 step under Nsight Compute while the call has time.
-        cat "$out/env.log" > "$out/gpu-check-models.log"; rm "$out/env.log"
-        check_models
-        check_ops --skip-bench
-        bench_step qwen3-0.6b
-        for pf in gemv 0 stream; do MINISGL_L2_PREFETCH=$pf offline_default qwen3-0.6b; done
-        if [ "$SECONDS" -lt 420 ]; then ncu_steps qwen3-0.6b 1; fi
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

@@ -550,15 +550,6 @@ pub trait Backend: Send + 'static {
         false
     }
 
-    /// A hint that products will read `ws` next (after what the step has issued so
-    /// far, before anything issued after this call): a backend may start moving them
-    /// closer to its compute units meanwhile. It never changes a result; the default
-    /// does nothing.
-    fn prefetch_weights(&self, ws: &[&Self::Tensor]) -> Result<(), BackendError> {
-        let _ = ws;
-        Ok(())
-    }
-
     /// `residual += linear(x, w, bias)` (in place, in the activation precision, as
     /// [`Backend::add_rms_norm`] adds), with no norm after it. Only called where
     /// [`Backend::norm_in_prologue`] answered true; the default reports that the

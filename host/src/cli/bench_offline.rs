@@ -446,7 +446,6 @@ fn append_jsonl(
         "decode_splits": std::env::var("MINISGL_DECODE_SPLITS").unwrap_or_else(|_| "fill".into()),
         "pdl": std::env::var("MINISGL_PDL").unwrap_or_else(|_| "0".into()),
         "norm_prologue": std::env::var("MINISGL_NORM_PROLOGUE").unwrap_or_else(|_| "1".into()),
-        "l2_prefetch": std::env::var("MINISGL_L2_PREFETCH").unwrap_or_else(|_| "gemv".into()),
         "gemv_rows": std::env::var("MINISGL_GEMV_ROWS").unwrap_or_else(|_| "default".into()),
     });
     let mut f = std::fs::OpenOptions::new()

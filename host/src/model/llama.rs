@@ -286,11 +286,6 @@ impl<B: Backend> Model<B> {
             Input::Normed(b.rms_norm(&residual, first, eps)?)
         };
         for (l, layer) in self.layers.iter().enumerate() {
-            // The next products' weights are announced before each product
-            // (Backend::prefetch_weights), so that they stream from DRAM while it and
-            // the attention run; a layer's four weights are announced in three parts,
-            // so at most about two of them compete for the cache at once.
-            b.prefetch_weights(&[&layer.w_o, &layer.w_gate_up])?;
             let qkv = match &x {
                 Input::Normed(t) => b.linear(t, &layer.w_qkv, layer.b_qkv.as_ref())?,
                 Input::Deferred(n) => {
@@ -308,13 +303,9 @@ impl<B: Backend> Model<B> {
                 scale,
             };
             let attn = b.qkv_attention(qkv, kv, l, step, &params)?;
-            b.prefetch_weights(&[&layer.w_down])?;
             let (o, o_bias) = (&layer.w_o, layer.b_o.as_ref());
             let post = &layer.post_attn_norm;
             x = self.project_add_norm(b, &attn, o, o_bias, &mut residual, post, deferred)?;
-            if let Some(n) = self.layers.get(l + 1) {
-                b.prefetch_weights(&[&n.w_qkv])?;
-            }
             let act = match &x {
                 Input::Normed(t) => b.linear_silu_mul(t, &layer.w_gate_up)?,
                 Input::Deferred(n) => {

@@ -176,9 +176,6 @@ pub struct CudaOptions {
     /// Decode-size products normalise their input themselves (on unless
     /// `MINISGL_NORM_PROLOGUE=0`; see `Backend::norm_in_prologue`).
     pub norm_prologue: bool,
-    /// How weights announced by the model reach L2 ahead of their products
-    /// (`MINISGL_L2_PREFETCH`: gemv (the default), stream or 0; see `prefetch.rs`).
-    pub l2_prefetch: super::prefetch::PrefetchMode,
 }
 
 impl Default for CudaOptions {
@@ -217,10 +214,6 @@ impl Default for CudaOptions {
             .and_then(|v| v.parse().ok())
             .unwrap_or(super::GEMV_ROWS_DEFAULT);
         let norm_prologue = std::env::var("MINISGL_NORM_PROLOGUE").map_or(true, |v| v != "0");
-        let l2_prefetch = std::env::var("MINISGL_L2_PREFETCH")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_default();
         CudaOptions {
             ordinal,
             attention,
@@ -232,7 +225,6 @@ impl Default for CudaOptions {
             pdl,
             gemv_rows,
             norm_prologue,
-            l2_prefetch,
         }
     }
 }
@@ -285,7 +277,6 @@ pub fn kernel_names(family: &str) -> Vec<String> {
             "bf16_to_f32",
             "take_tokens",
             "add_inplace_bf16",
-            "l2_prefetch",
         ],
         "attention_simple" => vec!["attn_simple"],
         "attention_decode" => {

@@ -178,19 +178,15 @@ impl CudaBackend {
         self.dev
             .stream
             .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-        self.prefetch_begin_capture();
         Ok(())
     }
 
     pub(crate) fn end_capture_impl(&self) -> Result<CudaGraphStep, BackendError> {
-        // The capture ends even where the join failed (its own error then says why).
-        let joined = self.prefetch_end_capture();
         let g = self
             .dev
             .stream
             .end_capture(CUgraphInstantiate_flags_enum(0))?
             .ok_or_else(|| BackendError::Device("graph capture recorded nothing".into()))?;
-        joined?;
         // Upload now so that the first replay is as cheap as the rest.
         g.upload()?;
         Ok(CudaGraphStep(g))

@@ -17,7 +17,6 @@ pub mod nccl;
 pub mod nvrtc;
 pub mod ops;
 mod pdl;
-pub mod prefetch;
 mod sample;
 pub mod timeline;
 pub(crate) mod tma;
@@ -169,18 +168,13 @@ pub struct CudaBackend {
     /// This device's rank when the model is split across GPUs
     /// ([`Backend::all_reduce`](super::Backend::all_reduce) goes through it).
     pub(crate) nccl: Option<nccl::NcclRank>,
-    /// The second stream that fetches the next product's weight into L2 in recorded
-    /// steps (`prefetch.rs`).
-    pub(crate) prefetch: prefetch::L2Prefetch,
 }
 
 impl CudaBackend {
     /// Open a device. Fails cleanly (no panic) when no driver or library is present.
     pub fn new(opts: &CudaOptions) -> Result<Self, CudaError> {
-        let dev = Device::open(opts)?;
-        let prefetch = prefetch::L2Prefetch::new(&dev, opts.l2_prefetch)?;
         Ok(CudaBackend {
-            dev,
+            dev: Device::open(opts)?,
             graph_arena: RefCell::new(None),
             last_chosen: RefCell::new(None),
             pinned_pool: RefCell::new(Vec::new()),
@@ -190,7 +184,6 @@ impl CudaBackend {
             gemv_max_weight: std::cell::Cell::new(GEMV_MAX_WEIGHT_BYTES),
             norm_prologue: std::cell::Cell::new(opts.norm_prologue),
             nccl: None,
-            prefetch,
         })
     }
 
@@ -353,15 +346,6 @@ impl CudaBackend {
     /// Launch `name` with `cfg` and `args` (by value, in the kernel's order).
     fn launch(&self, name: &str, cfg: LaunchConfig, args: &[Arg]) -> Result<(), BackendError> {
         let f = self.dev.kernels.get(name)?;
-        // Weights announced for L2 ride on the next skinny product, or lapse (prefetch.rs).
-        let pf = self.take_gemv_prefetch();
-        let with_pf;
-        let args = if name.starts_with("gemv_") {
-            with_pf = [args, &pf[..]].concat();
-            &with_pf[..]
-        } else {
-            args
-        };
         if self.dev.pdl && pdl::pdl_kernel(name) {
             return timeline::wrap(&self.dev, name, || self.launch_pdl(f, cfg, args));
         }

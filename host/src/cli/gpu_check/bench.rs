@@ -300,23 +300,6 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
         let mut graphs =
             build_runner_with(&lm, DeviceKind::Cuda, pages, ps, &RunnerOptions::default())?;
         let setup_s = t0.elapsed().as_secs_f64();
-        // The same graphs recorded with each other way of fetching weights into L2
-        // (the mode is read when a backend opens), for the ratios in this run; left out
-        // where four copies of the weights would not fit comfortably.
-        let mode = std::env::var("MINISGL_L2_PREFETCH").unwrap_or_else(|_| "gemv".into());
-        let mut others = Vec::new();
-        if weight_bytes(c) < 8e9 {
-            for m in ["0", "gemv", "stream"] {
-                if m == mode || (m == "gemv" && mode == "1") {
-                    continue;
-                }
-                std::env::set_var("MINISGL_L2_PREFETCH", m);
-                let r =
-                    build_runner_with(&lm, DeviceKind::Cuda, pages, ps, &RunnerOptions::default());
-                std::env::set_var("MINISGL_L2_PREFETCH", &mode);
-                others.push((m, r?));
-            }
-        }
         rep.bench_line(format!(
             "{} random weights: floor of a decode step = (bf16 weights {:.2} GB + KV of batch x {prompt} tokens) at 4.28 TB/s; runner with decode graphs up to batch 256 built in {setup_s:.2} s",
             p.display(),
@@ -328,23 +311,6 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
                 super::model::decode_throughput(graphs.as_mut(), batch, prompt, steps)?;
             let (ms_e, ms_g) = (1e3 * batch as f64 / tps_e, 1e3 * batch as f64 / tps_g);
             let f = floor_ms(batch);
-            if !others.is_empty() {
-                let mut line = format!(
-                    "runner.step L2 prefetch, batch {batch}, context ~{prompt}: CUDA graphs {ms_g:.3} ms/step with MINISGL_L2_PREFETCH={mode} ({:.2}x the floor)",
-                    ms_g / f
-                );
-                for (m, r) in others.iter_mut() {
-                    let (tps_o, _) =
-                        super::model::decode_throughput(r.as_mut(), batch, prompt, steps)?;
-                    let ms_o = 1e3 * batch as f64 / tps_o;
-                    line.push_str(&format!(
-                        "; ={m} {ms_o:.3} ({:.2}x; {mode} / {m} {:.3}x)",
-                        ms_o / f,
-                        ms_g / ms_o
-                    ));
-                }
-                rep.bench_line(line);
-            }
             // The products' FLOPs at the GEMM rate (2 FLOPs a row for each 2-byte
             // weight): above the bytes floor at large batches of large models, where no
             // kernel can reach the bytes floor.

@@ -148,10 +148,6 @@ impl Backend for CudaBackend {
         self.norm_in_prologue_impl(residual)
     }
 
-    fn prefetch_weights(&self, ws: &[&CudaTensor]) -> Result<(), BackendError> {
-        self.prefetch_impl(ws)
-    }
-
     fn linear_add(
         &self,
         x: &CudaTensor,
