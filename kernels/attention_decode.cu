@@ -524,6 +524,105 @@ __device__ __forceinline__ void decode_mma_impl(
 DECODE_MMA(64)
 DECODE_MMA(128)
 
+// The split-grid tensor-core decode with its splits merged inside the launch (sm_90):
+// the `splits` blocks of a (kv head, sequence) form one thread-block cluster, each
+// leaves its normalized partial and log2-sum-exp in its own shared memory, and after a
+// cluster barrier every block merges a share of the group's outputs by reading the
+// others' partials through distributed shared memory, then writes them in bf16. No
+// partials go through global memory and no combine launch follows: at one to a few
+// dozen decode rows the combine was a launch of its own per layer (3.6 µs of a
+// Qwen3-0.6B batch-1 layer's 39, Nsight Compute 2026-12-02), and merging in the
+// last block to finish, through L2, had cost more than the launch (gpu-2026-12-01-gemv.md).
+// grid: (splits, kv_heads, B), cluster (splits, 1, 1), splits <= 16; block: 128;
+// dynamic shared memory as attn_decode_mma (the partials sit past the merge's rows).
+#define DM_CL_OFF(HD) (64 * ((HD) + 8) * 4)
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ void cluster_sync_all() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::
+                     : "memory");
+}
+
+// The float at `p` (this block's shared memory) in cluster block `rank`'s copy.
+__device__ __forceinline__ float ld_cluster_f32(const float* p, int rank) {
+    u32 a = (u32)__cvta_generic_to_shared(p), r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+    float v;
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(r) : "memory");
+    return v;
+}
+
+template <int HD>
+__device__ __forceinline__ void decode_mma_cluster_impl(
+    const bf16_t* __restrict__ q, int q_stride, const bf16_t* __restrict__ k_cache,
+    const bf16_t* __restrict__ v_cache, const int* __restrict__ q_start,
+    const int* __restrict__ kv_len, const int* __restrict__ page_start,
+    const int* __restrict__ page_ids, int q_heads, int kv_heads, int page_size, float scale,
+    bf16_t* __restrict__ o) {
+    extern __shared__ __align__(16) unsigned char dm_smem[];
+    float* cl_o = reinterpret_cast<float*>(dm_smem + DM_CL_OFF(HD));  // [16][HD]
+    float* cl_lse = cl_o + 16 * HD;                                    // [16]
+    int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
+    int group = q_heads / kv_heads;
+    int ctx = kv_len[b];
+    int splits = gridDim.x;
+    int part = decode_part(ctx, splits);
+    int c0 = split * part;
+    int t = q_start[b + 1] - 1;
+    if (c0 < ctx) {
+        int c1 = min(ctx, c0 + part);
+        const int* pages = page_ids + page_start[b];
+        auto store = [&](int gi, int d, float M, float L, float O) {
+            cl_o[gi * HD + d] = O / L;
+            if (d == 0) cl_lse[gi] = M + log2f(L);
+        };
+        decode_mma_segment<HD>(q, q_stride, k_cache, v_cache, pages, t, kvh, group, kv_heads,
+                               page_size, scale, c0, c1, store);
+    } else if (threadIdx.x < 16) {
+        cl_lse[threadIdx.x] = NEG_INF;  // past the context: weight 0 in the merge
+    }
+    // Every block's partials are written (release) and visible to the others (acquire).
+    cluster_sync_all();
+    int nh = min(group, 16);
+    for (int e = split * blockDim.x + threadIdx.x; e < nh * HD; e += splits * blockDim.x) {
+        int gi = e / HD, d = e % HD;
+        float M = NEG_INF;
+        for (int r = 0; r < splits; r++) M = fmaxf(M, ld_cluster_f32(cl_lse + gi, r));
+        float L = 0.0f, O = 0.0f;
+        for (int r = 0; r < splits; r++) {
+            float lse = ld_cluster_f32(cl_lse + gi, r);
+            if (lse == NEG_INF) continue;
+            float w = exp2f(lse - M);
+            L += w;
+            O += w * ld_cluster_f32(cl_o + gi * HD + d, r);
+        }
+        o[(size_t)t * q_heads * HD + (kvh * group + gi) * HD + d] = f2bf(O / L);
+    }
+    // A block's shared memory must outlive the other blocks' reads of it.
+    cluster_sync_all();
+}
+
+#endif
+
+// Defined on every architecture so the family loads everywhere; the host launches them
+// on sm_90 only (below it they trap).
+#define DECODE_MMA_CLUSTER(HD)                                                                 \
+    extern "C" __global__ void __launch_bounds__(128, 3) attn_decode_mma_cl_hd##HD(              \
+        const bf16_t* q, int q_stride, const bf16_t* k_cache, const bf16_t* v_cache,          \
+        const int* q_start, const int* kv_len, const int* page_start, const int* page_ids,   \
+        int q_heads, int kv_heads, int page_size, float scale, bf16_t* o) {                   \
+        DECODE_MMA_CLUSTER_BODY(HD);                                                           \
+    }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define DECODE_MMA_CLUSTER_BODY(HD)                                                            \
+    decode_mma_cluster_impl<HD>(q, q_stride, k_cache, v_cache, q_start, kv_len, page_start,   \
+                                page_ids, q_heads, kv_heads, page_size, scale, o)
+#else
+#define DECODE_MMA_CLUSTER_BODY(HD) __trap()
+#endif
+DECODE_MMA_CLUSTER(64)
+DECODE_MMA_CLUSTER(128)
+
 // Merge the splits: o[t, h, :] = sum_s w_s o_part[b, h, s, :] / sum_s w_s,
 // w_s = 2^(lse_s - max lse). grid: (B, q_heads); block: 128. `splits` is the grid.x
 // of the decode launch.
