@@ -83,9 +83,6 @@
 #     part 28: a round's closing figures, each step while the call has time: attn_bench
 #             (VARIANTS beside the default and cuDNN), kernel and model checks, long
 #             prompts and the default workload on both shapes.
-#     part 30: the tensor-core decode with its splits merged in a cluster: kernel and
-#             model checks, both shapes' runner step with it on and off
-#             (MINISGL_BENCH_AB=MINISGL_DECODE_CLUSTER=0), the default workload.
 #     (part 10, the A/B of the tensor-core decode builds, ran at bbe67ff; those builds
 #     are gone, and so is the part.)
 #
@@ -133,7 +130,7 @@ device)
         local log="$out/gpu-check-bench-$1${2:-}.log"
         timeout 170 "$bin" gpu-check --skip-ops --skip-models --skip-engine --bench-model .gpu/$1 \
             --report /tmp/gpu-check-bench.md > "$log" 2>&1
-        echo "gpu-check bench $1${2:-} rc=$?"; grep -E "runner.step|rror" "$log" | head -12
+        echo "gpu-check bench $1${2:-} rc=$?"; grep -E "runner.step" "$log"
     }
     offline_default() {  # SHAPE: bench offline's default workload, figures into $jl
         # 14B random weights take 85-95 s to build before the run starts.
@@ -558,21 +555,6 @@ device)
                 echo "no time left for the $sh default workload (${SECONDS} s)"
             fi
         done
-        ls -la "$out"
-    elif [ "$part" = 30 ]; then
-        # The tensor-core decode with its splits merged inside a thread-block cluster
-        # (attn_decode_mma_cl_*; MINISGL_DECODE_CLUSTER=0 restores the combine launch):
-        # kernel checks (both merges against the CPU), model checks (graphs), the runner
-        # step of both shapes with the cluster merge on and off in one process, the 0.6B
-        # default workload, then the 14B one while the call has time.
-        cat "$out/env.log" > "$out/gpu-check-ops.log"; rm "$out/env.log"
-        check_ops --skip-bench
-        grep -E "cluster-merged|splits merged" "$out/gpu-check-ops.log" | head -3
-        check_models
-        MINISGL_BENCH_AB=MINISGL_DECODE_CLUSTER=0 bench_step qwen3-0.6b
-        offline_default qwen3-0.6b
-        MINISGL_BENCH_AB=MINISGL_DECODE_CLUSTER=0 bench_step qwen3-14b
-        if [ "$SECONDS" -lt 400 ]; then offline_default qwen3-14b; fi
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

@@ -445,7 +445,6 @@ fn append_jsonl(
         "decode_min_splits": std::env::var("MINISGL_DECODE_MIN_SPLITS").unwrap_or_else(|_| "1".into()),
         "decode_splits": std::env::var("MINISGL_DECODE_SPLITS").unwrap_or_else(|_| "fill".into()),
         "pdl": std::env::var("MINISGL_PDL").unwrap_or_else(|_| "0".into()),
-        "decode_cluster": std::env::var("MINISGL_DECODE_CLUSTER").unwrap_or_else(|_| "1".into()),
         "norm_prologue": std::env::var("MINISGL_NORM_PROLOGUE").unwrap_or_else(|_| "1".into()),
         "gemv_rows": std::env::var("MINISGL_GEMV_ROWS").unwrap_or_else(|_| "default".into()),
     });

@@ -166,10 +166,6 @@ pub struct CudaOptions {
     /// measured on the H200 the wave rule was 3.5% faster at batch 8 and 2.5% slower
     /// at batch 64, docs/results/gpu-2026-12-02-prologue.md).
     pub decode_wave_splits: bool,
-    /// The tensor-core decode merges its splits inside the launch, through a cluster's
-    /// shared memory, where it has at most [`Device::decode_cluster_max`] splits (sm_90;
-    /// on unless `MINISGL_DECODE_CLUSTER=0`; see `attn_decode_mma_cl_*`).
-    pub decode_cluster: bool,
     /// Programmatic dependent launch for the kernels written for it (sm_90+;
     /// `MINISGL_PDL=1` turns it on, see `pdl.rs`).
     pub pdl: bool,
@@ -213,7 +209,6 @@ impl Default for CudaOptions {
             .unwrap_or(1);
         let decode_wave_splits = std::env::var("MINISGL_DECODE_SPLITS").is_ok_and(|v| v == "waves");
         let pdl = std::env::var("MINISGL_PDL").is_ok_and(|v| v == "1");
-        let decode_cluster = std::env::var("MINISGL_DECODE_CLUSTER").map_or(true, |v| v != "0");
         let gemv_rows = std::env::var("MINISGL_GEMV_ROWS")
             .ok()
             .and_then(|v| v.parse().ok())
@@ -227,7 +222,6 @@ impl Default for CudaOptions {
             decode_schedule,
             decode_min_splits,
             decode_wave_splits,
-            decode_cluster,
             pdl,
             gemv_rows,
             norm_prologue,
@@ -296,7 +290,6 @@ pub fn kernel_names(family: &str) -> Vec<String> {
                 }
                 v.push(format!("attn_decode_mma_hd{hd}"));
                 v.push(format!("attn_decode_mma_sk_hd{hd}"));
-                v.push(format!("attn_decode_mma_cl_hd{hd}"));
             }
             return v;
         }
@@ -382,10 +375,6 @@ pub struct Device {
     pub sk_blocks_per_sm: [usize; 2],
     /// Blocks of the split-grid tensor-core decode kernel per SM, by head_dim.
     pub mma_blocks_per_sm: [usize; 2],
-    /// Most splits the cluster-merged decode (`attn_decode_mma_cl_*`) takes in one
-    /// cluster, by head_dim: the largest cluster the driver can place (up to 16, the
-    /// non-portable limit); 0 where the kernel is unavailable (before sm_90).
-    pub decode_cluster_max: [usize; 2],
     /// The ws kernel's work counter (one i32, zero between launches: the kernel
     /// resets it itself; launches on the one stream never overlap).
     pub prefill_work: CudaSlice<i32>,
@@ -535,15 +524,6 @@ impl Device {
             })
             .collect();
         let mma_blocks_per_sm = blocks_per_sm("attn_decode_mma");
-        let decode_cluster_max = [64usize, 128].map(|hd| {
-            let name = format!("attn_decode_mma_cl_hd{hd}");
-            match kernels.get(&name) {
-                Ok(f) if cc.0 >= 9 => {
-                    super::pdl::max_cluster(f, dynamic_smem(&name).unwrap_or(0), &stream)
-                }
-                _ => 0,
-            }
-        });
         let watchdog = if kernels.get("attn_prefill_ws_hd128").is_ok() {
             Some(Watchdog::new(&ctx, "attn_prefill_ws")?)
         } else {
@@ -565,7 +545,6 @@ impl Device {
             decode_schedule: opts.decode_schedule,
             sk_blocks_per_sm,
             mma_blocks_per_sm,
-            decode_cluster_max,
             prefill_work,
             gemv_ticket,
             gemv_blocks_per_sm,
@@ -573,12 +552,11 @@ impl Device {
             watchdog,
         };
         tracing::info!(
-            "CUDA device {} ({}, {arch}, {num_sms} SMs): attention {}; stream-K decode {:?} blocks per SM, cluster-merged decode up to {:?} splits (head_dim 64, 128)",
+            "CUDA device {} ({}, {arch}, {num_sms} SMs): attention {}; stream-K decode {:?} blocks per SM (head_dim 64, 128)",
             opts.ordinal,
             dev.name,
             dev.attention_summary(),
-            dev.sk_blocks_per_sm,
-            dev.decode_cluster_max
+            dev.sk_blocks_per_sm
         );
         Ok(dev)
     }

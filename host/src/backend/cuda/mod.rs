@@ -158,9 +158,6 @@ pub struct CudaBackend {
     /// Whether the tensor-core decode sizes its splits by waves
     /// ([`CudaOptions::decode_wave_splits`]; benchmarks compare both rules).
     pub(crate) decode_wave_splits: std::cell::Cell<bool>,
-    /// Whether the tensor-core decode merges its splits inside a cluster where it can
-    /// ([`CudaOptions::decode_cluster`]; benchmarks compare).
-    pub(crate) decode_cluster: std::cell::Cell<bool>,
     /// Whether decode-size products normalise their input themselves
     /// ([`Backend::norm_in_prologue`](super::Backend::norm_in_prologue);
     /// [`CudaOptions::norm_prologue`]; benchmarks compare both).
@@ -184,7 +181,6 @@ impl CudaBackend {
             gemv_rows: std::cell::Cell::new(opts.gemv_rows.min(GEMV_MAX_ROWS)),
             decode_min_splits: std::cell::Cell::new(opts.decode_min_splits.max(1)),
             decode_wave_splits: std::cell::Cell::new(opts.decode_wave_splits),
-            decode_cluster: std::cell::Cell::new(opts.decode_cluster),
             gemv_max_weight: std::cell::Cell::new(GEMV_MAX_WEIGHT_BYTES),
             norm_prologue: std::cell::Cell::new(opts.norm_prologue),
             nccl: None,
@@ -232,18 +228,6 @@ impl CudaBackend {
     /// norm in the residual epilogue before them (false).
     pub fn set_norm_prologue(&self, on: bool) {
         self.norm_prologue.set(on);
-    }
-
-    /// Merge the tensor-core decode's splits inside a cluster where there are at most
-    /// [`device::Device::decode_cluster_max`] (true), or always through the combine
-    /// launch (false).
-    pub fn set_decode_cluster(&self, on: bool) {
-        self.decode_cluster.set(on);
-    }
-
-    /// Whether the tensor-core decode merges its splits inside a cluster where it can.
-    pub fn decode_cluster(&self) -> bool {
-        self.decode_cluster.get()
     }
 
     /// Whether the tensor-core decode sizes its splits by waves.
@@ -357,18 +341,6 @@ impl CudaBackend {
             f32_copy: None,
             logits_input: false,
         })
-    }
-
-    /// Launch `name` as clusters of `x` blocks along the grid's x.
-    fn launch_clustered(
-        &self,
-        name: &str,
-        cfg: LaunchConfig,
-        args: &[Arg],
-        x: u32,
-    ) -> Result<(), BackendError> {
-        let f = self.dev.kernels.get(name)?;
-        timeline::wrap(&self.dev, name, || self.launch_cluster(f, cfg, args, x))
     }
 
     /// Launch `name` with `cfg` and `args` (by value, in the kernel's order).

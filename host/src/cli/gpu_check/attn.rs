@@ -278,31 +278,6 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
                     2e-2,
                 );
             }
-            // The tensor-core decode with its splits merged the other way too (inside a
-            // cluster, or through the combine launch), at the default split count.
-            if group <= 16 {
-                let cluster = gpu.decode_cluster();
-                gpu.set_decode_cluster(!cluster);
-                let os = gpu.new_output(t, c.q_heads * c.head_dim)?;
-                let r =
-                    gpu.attention_into(&qg, &kvg, 0, &ag, scale, &os, Some(AttnPath::DecodeMma));
-                gpu.set_decode_cluster(cluster);
-                r?;
-                rep.check(
-                    "attention",
-                    format!(
-                        "{desc} [DecodeMma, splits merged {}]",
-                        if cluster {
-                            "by the combine launch"
-                        } else {
-                            "in a cluster"
-                        }
-                    ),
-                    &gpu.to_host(&os)?,
-                    &oc,
-                    2e-2,
-                );
-            }
         }
     }
     Ok(())

@@ -479,19 +479,6 @@ impl CudaBackend {
                 } else {
                     self.decode_splits(s, l.kv_heads, head_chunks, max_kv)
                 };
-                // A few splits on sm_90: merged inside the launch through the cluster's
-                // shared memory (attn_decode_mma_cl_*), no partials and no combine.
-                let cl_max = self.dev.decode_cluster_max[usize::from(d == 128)];
-                if mma && self.decode_cluster.get() && splits > 1 && splits <= cl_max {
-                    let name = format!("attn_decode_mma_cl_hd{d}");
-                    decode_cost();
-                    let mut args = decode_args();
-                    args.push(Arg::U64(op));
-                    let mut c = cfg((splits as u32, l.kv_heads as u32, s as u32), 128);
-                    c.shared_mem_bytes =
-                        crate::backend::cuda::device::dynamic_smem(&name).unwrap_or(0) as u32;
-                    return self.launch_clustered(&name, c, &args, splits as u32);
-                }
                 // One split: the kernel writes the output itself, no partials.
                 let direct = splits == 1;
                 let part_rows = if direct { 0 } else { s * hq * splits };
