@@ -212,7 +212,7 @@ __device__ __forceinline__ void gemv_reduce(float (&acc)[NW][MR], int ksplit) {
 // 2n rows). k a multiple of 8. NORM: x is normalised with `norm` first (dynamic shared
 // memory (m + 1) * k * 2 bytes).
 template <int MR, int EPI, bool NORM>
-__device__ __forceinline__ void gemv_body(const bf16_t* __restrict__ x,
+__device__ __forceinline__ void gemv_body_simt(const bf16_t* __restrict__ x,
                                           const bf16_t* __restrict__ w,
                                           const bf16_t* __restrict__ bias, void* __restrict__ y,
                                           int m, int n, int k, int y_stride, int ksplit,
@@ -262,7 +262,145 @@ __device__ __forceinline__ void gemv_body(const bf16_t* __restrict__ x,
     }
 }
 
-// Each product comes in two builds: `<name>` for 1 < m <= 8 and `<name>_m1` for one
+// The tensor-core build (`<name>_tc`, 2 to 16 rows). The scalar builds' cost grows with
+// each row (every lane re-reads and converts x per row and weight chunk), so past two
+// rows they lost to cuBLAS (gpu-2026-12-02-prologue.md §4, m = 8: 10.5 µs against 3.7
+// for the 0.6B qkv). Here mma.sync m16n8k16 does the rows: A = 16 rows of x (rows past
+// m are zero), B = 8 weight rows (output columns), so a warp owns 8 columns and a lane
+// streams one 16-byte weight chunk per 32 values of k, as the scalar build does, while
+// the row count costs nothing. The reduction order over k is free, so each lane's
+// chunk at k = 32 b + 8 t supplies both mmas of block b: the first takes its elements
+// 0-3 as the fragment's k pairs (2t, 2t+1) and (2t+8, 2t+9), the second elements 4-7,
+// and x is read with the same map. k a multiple of 32; same grid as the scalar build
+// with 8 columns a warp: ceil(ceil(n / 8) / (GEMV_WARPS / ksplit)) blocks, and warp w
+// takes column group blockIdx.x * (GEMV_WARPS / ksplit) + w / ksplit and part
+// w % ksplit of the k blocks.
+#define GEMV_TC_LOADS 4  // k blocks of 32 a lane has in flight per weight row
+
+template <int EPI, bool NORM>
+__device__ __forceinline__ void gemv_body_tc(const bf16_t* __restrict__ x,
+                                             const bf16_t* __restrict__ w,
+                                             const bf16_t* __restrict__ bias,
+                                             void* __restrict__ y, int m, int n, int k,
+                                             int y_stride, int ksplit,
+                                             const bf16_t* __restrict__ norm, float eps,
+                                             bool fence) {
+    constexpr int NW = EPI == EPI_SILU ? 2 : 1;
+    constexpr int U = GEMV_TC_LOADS;
+    __shared__ float part[GEMV_WARPS][NW][4][32];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int col0 = (blockIdx.x * (GEMV_WARPS / ksplit) + warp / ksplit) * 8;
+    int kb = k / 32, kc = k / 8;
+    int per = (kb + ksplit - 1) / ksplit;
+    bool live = col0 < n;
+    int b0 = live ? (warp % ksplit) * per : 0;
+    int b1 = live ? min(kb, b0 + per) : 0;
+    pdl_trigger();
+    // A ragged last group loads a valid row in place of those past n and stores nothing
+    // for them.
+    int wrow = min(col0 + g, n - 1);
+    const u32x4* wr[NW];
+#pragma unroll
+    for (int j = 0; j < NW; j++)
+        wr[j] = reinterpret_cast<const u32x4*>(w + ((size_t)wrow + (size_t)j * n) * k) + t;
+    float acc[NW][4];
+#pragma unroll
+    for (int j = 0; j < NW; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
+    u32x4 wv[NW][U];
+    auto issue = [&](int b) {
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (b + u < b1)
+#pragma unroll
+                for (int j = 0; j < NW; j++) wv[j][u] = ld_stream(wr[j] + 4 * (b + u));
+    };
+    if (NORM) {
+        pdl_wait();
+        gemv_norm_issue(x, norm, m, kc);
+    }
+    issue(b0);
+    if (!NORM) pdl_wait();
+    const u32x4* x4 = NORM ? gemv_norm_finish(m, kc, eps) : reinterpret_cast<const u32x4*>(x);
+    const u32x4 zero = {0u, 0u, 0u, 0u};
+    const bool lo_live = g < m, hi_live = g + 8 < m;
+    for (int b = b0; b < b1; b += U) {
+        if (b != b0) issue(b);
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int bb = b + u;
+            if (bb >= b1) continue;
+            u32x4 xl = lo_live ? x4[(size_t)g * kc + 4 * bb + t] : zero;
+            u32x4 xh = hi_live ? x4[(size_t)(g + 8) * kc + 4 * bb + t] : zero;
+#pragma unroll
+            for (int j = 0; j < NW; j++) {
+                mma_bf16_16816(acc[j], xl.x, xh.x, xl.y, xh.y, wv[j][u].x, wv[j][u].y);
+                mma_bf16_16816(acc[j], xl.z, xh.z, xl.w, xh.w, wv[j][u].z, wv[j][u].w);
+            }
+        }
+    }
+    // The ksplit warps of a column group add up through shared memory.
+    if (ksplit > 1) {
+#pragma unroll
+        for (int j = 0; j < NW; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) part[warp][j][i][lane] = acc[j][i];
+        __syncthreads();
+        if (warp % ksplit == 0) {
+            for (int s = 1; s < ksplit; s++)
+#pragma unroll
+                for (int j = 0; j < NW; j++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) acc[j][i] += part[warp + s][j][i][lane];
+        }
+    }
+    if (!live || warp % ksplit != 0) return;
+    // acc[j][0..1]: row g, columns col0 + 2t and + 1; acc[j][2..3]: row g + 8.
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        int r = g + (i >> 1) * 8, col = col0 + 2 * t + (i & 1);
+        if (r >= m || col >= n) continue;
+        float b = bias != nullptr ? bf2f(bias[col]) : 0.0f;
+        size_t at = (size_t)r * y_stride + col;
+        if (EPI == EPI_F32) {
+            reinterpret_cast<float*>(y)[at] = acc[0][i] + b;
+        } else if (EPI == EPI_SILU) {
+            float gt = bf2f(f2bf(acc[0][i])), up = bf2f(f2bf(acc[1][i]));
+            reinterpret_cast<bf16_t*>(y)[at] = f2bf(silu(gt) * up);
+        } else if (EPI == EPI_RESIDUAL) {
+            bf16_t* res = reinterpret_cast<bf16_t*>(y);
+            float o = bf2f(f2bf(acc[0][i] + b));
+            res[at] = f2bf(bf2f(ld_cg_bf16(res + at)) + o);
+        } else {
+            reinterpret_cast<bf16_t*>(y)[at] = f2bf(acc[0][i] + b);
+        }
+    }
+    // Published before residual_norm_tail counts this block.
+    if (EPI == EPI_RESIDUAL && fence) __threadfence();
+}
+
+// MR = 0 selects the tensor-core build.
+template <int MR, int EPI, bool NORM>
+__device__ __forceinline__ void gemv_body(const bf16_t* __restrict__ x,
+                                          const bf16_t* __restrict__ w,
+                                          const bf16_t* __restrict__ bias, void* __restrict__ y,
+                                          int m, int n, int k, int y_stride, int ksplit,
+                                          const bf16_t* __restrict__ norm, float eps,
+                                          bool fence) {
+    if constexpr (MR == 0) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+        __trap();  // bf16 mma needs sm_80; the host never picks this build below it
+#else
+        gemv_body_tc<EPI, NORM>(x, w, bias, y, m, n, k, y_stride, ksplit, norm, eps, fence);
+#endif
+    } else
+        gemv_body_simt<MR, EPI, NORM>(x, w, bias, y, m, n, k, y_stride, ksplit, norm, eps,
+                                      fence);
+}
+
+// Each product comes in three builds: `<name>_tc` (above) for 2 to 16 rows where k is a
+// multiple of 32, `<name>` for 1 < m <= 8 otherwise, and `<name>_m1` for one
 // row, with code free of the row loop and few enough registers (launch bounds 256 x 8)
 // that eight blocks share an SM: the host sizes `ksplit` so the whole product runs in
 // one wave of blocks, which is what a latency-bound launch needs (Nsight Compute,
@@ -340,3 +478,4 @@ __device__ __forceinline__ void residual_norm_tail(bf16_t* residual, const bf16_
 // for gemv_residual_norm, [k] for gemv_norm_*; `ticket` a zeroed u32.
 GEMV_KERNELS(, GEMV_MAX_ROWS, 2)
 GEMV_KERNELS(_m1, 1, 6)
+GEMV_KERNELS(_tc, 0, 2)

@@ -83,6 +83,8 @@
 #     part 28: a round's closing figures, each step while the call has time: attn_bench
 #             (VARIANTS beside the default and cuDNN), kernel and model checks, long
 #             prompts and the default workload on both shapes.
+#     part 31: the tensor-core gemv build for 2-8 rows: kernel and model checks, the
+#             0.6B benches and runner step against MINISGL_GEMV_ROWS=2, default workload.
 #     (part 10, the A/B of the tensor-core decode builds, ran at bbe67ff; those builds
 #     are gone, and so is the part.)
 #
@@ -130,7 +132,7 @@ device)
         local log="$out/gpu-check-bench-$1${2:-}.log"
         timeout 170 "$bin" gpu-check --skip-ops --skip-models --skip-engine --bench-model .gpu/$1 \
             --report /tmp/gpu-check-bench.md > "$log" 2>&1
-        echo "gpu-check bench $1${2:-} rc=$?"; grep -E "runner.step" "$log"
+        echo "gpu-check bench $1${2:-} rc=$?"; grep -E "runner.step|rror" "$log" | head -14
     }
     offline_default() {  # SHAPE: bench offline's default workload, figures into $jl
         # 14B random weights take 85-95 s to build before the run starts.
@@ -555,6 +557,19 @@ device)
                 echo "no time left for the $sh default workload (${SECONDS} s)"
             fi
         done
+        ls -la "$out"
+    elif [ "$part" = 31 ]; then
+        # The tensor-core gemv build for 2-8 rows (gemv.cu `_tc`; the default now takes
+        # the skinny kernel up to 8 rows): kernel checks (both gemv builds and cuBLAS
+        # against the CPU), model checks, the 0.6B benches and runner step against
+        # the previous default (MINISGL_GEMV_ROWS=2: cuBLAS past two rows) in one
+        # process, the 0.6B default workload.
+        cat "$out/env.log" > "$out/gpu-check-ops.log"; rm "$out/env.log"
+        check_ops --skip-bench
+        check_models
+        MINISGL_BENCH_AB=MINISGL_GEMV_ROWS=2 bench_step qwen3-0.6b
+        grep -E "^bench: linear n=" "$out/gpu-check-bench-qwen3-0.6b.log" | head -3
+        if [ "$SECONDS" -lt 420 ]; then offline_default qwen3-0.6b; fi
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

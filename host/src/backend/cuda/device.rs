@@ -176,6 +176,9 @@ pub struct CudaOptions {
     /// Decode-size products normalise their input themselves (on unless
     /// `MINISGL_NORM_PROLOGUE=0`; see `Backend::norm_in_prologue`).
     pub norm_prologue: bool,
+    /// Skinny products of 2+ rows use the tensor-core gemv build where k allows (sm_80+;
+    /// on unless `MINISGL_GEMV_TC=0`).
+    pub gemv_tc: bool,
 }
 
 impl Default for CudaOptions {
@@ -214,6 +217,7 @@ impl Default for CudaOptions {
             .and_then(|v| v.parse().ok())
             .unwrap_or(super::GEMV_ROWS_DEFAULT);
         let norm_prologue = std::env::var("MINISGL_NORM_PROLOGUE").map_or(true, |v| v != "0");
+        let gemv_tc = std::env::var("MINISGL_GEMV_TC").map_or(true, |v| v != "0");
         CudaOptions {
             ordinal,
             attention,
@@ -225,6 +229,7 @@ impl Default for CudaOptions {
             pdl,
             gemv_rows,
             norm_prologue,
+            gemv_tc,
         }
     }
 }
@@ -313,7 +318,7 @@ pub fn kernel_names(family: &str) -> Vec<String> {
             ];
             return base
                 .iter()
-                .flat_map(|b| [b.to_string(), format!("{b}_m1")])
+                .flat_map(|b| [b.to_string(), format!("{b}_m1"), format!("{b}_tc")])
                 .collect();
         }
         "sampling" => vec!["process_logits", "row_select", "topk_rows", "chosen_tokens"],

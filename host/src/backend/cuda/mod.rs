@@ -128,11 +128,13 @@ pub(crate) struct StepOffsets {
     pub tile_q0: usize,
 }
 
-/// Up to how many rows linear layers use `gemv.cu` by default. Measured on the
-/// H200 (docs/results/gpu-2026-11-30-graphs.md): it beats cuBLAS at one or two
-/// rows (about 2x on Qwen3-0.6B's layers), ties at four and loses at eight,
-/// where every warp re-reads x once per row.
-pub const GEMV_ROWS_DEFAULT: usize = 2;
+/// Up to how many rows linear layers use `gemv.cu` by default. Its scalar build beats
+/// cuBLAS at one or two rows (about 2x on Qwen3-0.6B's layers), ties at four and
+/// loses at eight, where every warp re-reads x once per row
+/// (docs/results/gpu-2026-11-30-graphs.md); the tensor-core build (`_tc`) takes rows
+/// 2-8 where k is a multiple of 32, at a cost that does not grow with them
+/// (docs/results/gpu-2026-12-02-l2.md).
+pub const GEMV_ROWS_DEFAULT: usize = 8;
 
 /// Most rows `gemv.cu` handles (GEMV_MAX_ROWS there).
 pub const GEMV_MAX_ROWS: usize = 8;
@@ -162,6 +164,9 @@ pub struct CudaBackend {
     /// ([`Backend::norm_in_prologue`](super::Backend::norm_in_prologue);
     /// [`CudaOptions::norm_prologue`]; benchmarks compare both).
     pub(crate) norm_prologue: std::cell::Cell<bool>,
+    /// Whether skinny products of 2+ rows take the tensor-core build
+    /// ([`CudaOptions::gemv_tc`]; benchmarks and checks compare).
+    pub(crate) gemv_tc: std::cell::Cell<bool>,
     /// Largest weight (bytes) the skinny kernel streams
     /// ([`GEMV_MAX_WEIGHT_BYTES`] by default; benchmarks lift it to time the gemv against cuBLAS).
     pub(crate) gemv_max_weight: std::cell::Cell<usize>,
@@ -183,6 +188,7 @@ impl CudaBackend {
             decode_wave_splits: std::cell::Cell::new(opts.decode_wave_splits),
             gemv_max_weight: std::cell::Cell::new(GEMV_MAX_WEIGHT_BYTES),
             norm_prologue: std::cell::Cell::new(opts.norm_prologue),
+            gemv_tc: std::cell::Cell::new(opts.gemv_tc),
             nccl: None,
         })
     }
@@ -228,6 +234,12 @@ impl CudaBackend {
     /// norm in the residual epilogue before them (false).
     pub fn set_norm_prologue(&self, on: bool) {
         self.norm_prologue.set(on);
+    }
+
+    /// Let skinny products of 2+ rows take the tensor-core build (true) or the scalar
+    /// one (false).
+    pub fn set_gemv_tc(&self, on: bool) {
+        self.gemv_tc.set(on);
     }
 
     /// Whether the tensor-core decode sizes its splits by waves.

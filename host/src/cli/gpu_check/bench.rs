@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use cudarc::driver::sys::CUevent_flags;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -300,17 +300,46 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
         let mut graphs =
             build_runner_with(&lm, DeviceKind::Cuda, pages, ps, &RunnerOptions::default())?;
         let setup_s = t0.elapsed().as_secs_f64();
+        // MINISGL_BENCH_AB=VAR=VALUE: the same graphs recorded with VAR=VALUE (read
+        // when a backend opens) beside the default ones, for a ratio in this run.
+        let mut ab = match std::env::var("MINISGL_BENCH_AB").ok() {
+            Some(spec) => {
+                let (var, val) = spec
+                    .split_once('=')
+                    .with_context(|| format!("MINISGL_BENCH_AB must be VAR=VALUE, got {spec:?}"))?;
+                let before = std::env::var(var).ok();
+                std::env::set_var(var, val);
+                let r =
+                    build_runner_with(&lm, DeviceKind::Cuda, pages, ps, &RunnerOptions::default());
+                match before {
+                    Some(v) => std::env::set_var(var, v),
+                    None => std::env::remove_var(var),
+                }
+                Some((spec, r?))
+            }
+            None => None,
+        };
         rep.bench_line(format!(
             "{} random weights: floor of a decode step = (bf16 weights {:.2} GB + KV of batch x {prompt} tokens) at 4.28 TB/s; runner with decode graphs up to batch 256 built in {setup_s:.2} s",
             p.display(),
             weight_bytes(c) / 1e9
         ));
-        for &batch in &[1usize, 8, 64, 256] {
+        for &batch in &[1usize, 4, 8, 64, 256] {
             let (tps_e, _) = super::model::decode_throughput(eager.as_mut(), batch, prompt, steps)?;
             let (tps_g, _) =
                 super::model::decode_throughput(graphs.as_mut(), batch, prompt, steps)?;
             let (ms_e, ms_g) = (1e3 * batch as f64 / tps_e, 1e3 * batch as f64 / tps_g);
             let f = floor_ms(batch);
+            if let Some((spec, r)) = ab.as_mut() {
+                let (tps_b, _) = super::model::decode_throughput(r.as_mut(), batch, prompt, steps)?;
+                let ms_b = 1e3 * batch as f64 / tps_b;
+                rep.bench_line(format!(
+                    "runner.step A/B, batch {batch}, context ~{prompt}: CUDA graphs {ms_g:.3} ms/step as built ({:.2}x the floor), {ms_b:.3} with {spec} ({:.2}x); default / {spec} {:.3}x",
+                    ms_g / f,
+                    ms_b / f,
+                    ms_g / ms_b
+                ));
+            }
             // The products' FLOPs at the GEMM rate (2 FLOPs a row for each 2-byte
             // weight): above the bytes floor at large batches of large models, where no
             // kernel can reach the bytes floor.

@@ -119,6 +119,8 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         (7, 896, 4864, true),
         (8, 6144, 1024, false),
         (3, 1000, 24, true),
+        (5, 1003, 1024, true),
+        (16, 1003, 1024, false),
         (9, 4096, 1024, false),
     ] {
         let x = randn(&mut rng, m * k, 1.0);
@@ -130,12 +132,17 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         let yc = cpu.linear(&xc, &wc, if bias { Some(&bc) } else { None })?;
         // Both paths on every shape: the skinny kernel (where m <= 8, at any weight
         // size: the size rule is lifted for these and the fused checks) and cuBLAS.
-        for (path, rows) in [("gemv", 8usize), ("cuBLAS", 0)] {
-            if path == "gemv" && m > 8 {
+        // At 2+ rows the skinny kernel runs its tensor-core build where k allows, and
+        // its scalar build as well ("gemv simt").
+        for (path, rows) in [("gemv", 8usize), ("gemv simt", 8), ("cuBLAS", 0)] {
+            if rows > 0 && m > 8 {
                 continue;
             }
             gpu.set_gemv_rows(rows);
-            let yg = gpu.linear(&xg, &wg, if bias { Some(&bg) } else { None })?;
+            gpu.set_gemv_tc(path != "gemv simt");
+            let yg = gpu.linear(&xg, &wg, if bias { Some(&bg) } else { None });
+            gpu.set_gemv_tc(true);
+            let yg = yg?;
             rep.check(
                 "linear",
                 format!("m={m} n={n} k={k} bias={bias} [{path}]"),
@@ -595,6 +602,7 @@ fn fused_linears(
         (1, 512, 3072),
         (2, 8704, 5120),
         (5, 64, 24),
+        (3, 1001, 512),
         (8, 1024, 2048),
     ] {
         let x = randn(rng, m * k, 1.0);

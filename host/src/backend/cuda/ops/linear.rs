@@ -199,18 +199,31 @@ impl CudaBackend {
             && self.dev.kernels.get("gemv_bf16").is_ok()
     }
 
-    /// The build of gemv product `base` for `m` rows: `_m1` (fewer registers, more
-    /// blocks an SM) for one row.
-    fn gemv_kernel(base: &'static str, m: usize) -> &'static str {
-        match (base, m == 1) {
-            ("gemv_bf16", true) => "gemv_bf16_m1",
-            ("gemv_f32", true) => "gemv_f32_m1",
-            ("gemv_silu", true) => "gemv_silu_m1",
-            ("gemv_residual_norm", true) => "gemv_residual_norm_m1",
-            ("gemv_residual", true) => "gemv_residual_m1",
-            ("gemv_norm_bf16", true) => "gemv_norm_bf16_m1",
-            ("gemv_norm_silu", true) => "gemv_norm_silu_m1",
-            (b, _) => b,
+    /// The build of gemv product `base` for `m` rows over `k`: `_m1` (fewer registers,
+    /// more blocks an SM) for one row; `_tc` (tensor cores, whose cost does not grow
+    /// with the rows) for more where k is a multiple of 32 on sm_80+; else the scalar
+    /// build unrolled for up to 8 rows.
+    fn gemv_kernel(&self, base: &'static str, m: usize, k: usize) -> &'static str {
+        let (m1, tc) = match base {
+            "gemv_bf16" => ("gemv_bf16_m1", "gemv_bf16_tc"),
+            "gemv_f32" => ("gemv_f32_m1", "gemv_f32_tc"),
+            "gemv_silu" => ("gemv_silu_m1", "gemv_silu_tc"),
+            "gemv_residual_norm" => ("gemv_residual_norm_m1", "gemv_residual_norm_tc"),
+            "gemv_residual" => ("gemv_residual_m1", "gemv_residual_tc"),
+            "gemv_norm_bf16" => ("gemv_norm_bf16_m1", "gemv_norm_bf16_tc"),
+            "gemv_norm_silu" => ("gemv_norm_silu_m1", "gemv_norm_silu_tc"),
+            b => (b, b),
+        };
+        if m == 1 {
+            m1
+        } else if self.gemv_tc.get()
+            && self.dev.cc.0 >= 8
+            && k.is_multiple_of(32)
+            && self.dev.kernels.get(tc).is_ok()
+        {
+            tc
+        } else {
+            base
         }
     }
 
@@ -220,19 +233,22 @@ impl CudaBackend {
     /// grid still runs in one wave (a second, part-empty wave costs a whole DRAM
     /// round trip), keeping at least one 16-byte load a lane.
     fn gemv_ksplit(&self, kernel: &str, cols: usize, k: usize) -> usize {
-        let per_sm = self
-            .dev
-            .gemv_blocks_per_sm
-            .iter()
-            .find(|(n, _)| n == kernel)
-            .map_or(1, |(_, b)| *b);
-        let wave_warps = 8 * per_sm * self.dev.num_sms.max(1);
+        let wave_warps = 8 * self.gemv_blocks_per_sm(kernel) * self.dev.num_sms.max(1);
         let chunks = k / 8;
         let mut ks = 1;
         while ks < 8 && cols * ks * 2 <= wave_warps && chunks / (2 * ks) >= 32 {
             ks *= 2;
         }
         ks
+    }
+
+    /// Blocks of gemv build `kernel` that fit an SM (the driver's answer at load).
+    fn gemv_blocks_per_sm(&self, kernel: &str) -> usize {
+        self.dev
+            .gemv_blocks_per_sm
+            .iter()
+            .find(|(n, _)| n == kernel)
+            .map_or(1, |(_, b)| *b)
     }
 
     /// The kernel, launch shape and `ksplit` of gemv product `base` with `m` rows and
@@ -245,7 +261,23 @@ impl CudaBackend {
         cols: usize,
         k: usize,
     ) -> (&'static str, LaunchConfig, i32) {
-        let kernel = Self::gemv_kernel(base, m);
+        let kernel = self.gemv_kernel(base, m, k);
+        if kernel.ends_with("_tc") {
+            // Eight columns a warp; `ksplit` by the same one-wave rule, keeping at
+            // least two 32-wide k blocks a warp.
+            let groups = cols.div_ceil(8);
+            let wave_warps = 8 * self.gemv_blocks_per_sm(kernel) * self.dev.num_sms.max(1);
+            let kb = k / 32;
+            let mut ks = 1;
+            while ks < 8 && groups * ks * 2 <= wave_warps && kb / (2 * ks) >= 2 {
+                ks *= 2;
+            }
+            return (
+                kernel,
+                cfg((g(groups.div_ceil(8 / ks)), 1, 1), 256),
+                ks as i32,
+            );
+        }
         let ks = self.gemv_ksplit(kernel, cols, k);
         (
             kernel,
