@@ -81,6 +81,10 @@ fn time_ms(gpu: &CudaBackend, iters: usize, mut f: impl FnMut() -> Result<()>) -
 }
 
 pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> Result<()> {
+    // MINISGL_BENCH_RUNNER_ONLY=1: the runner step alone (a short device call).
+    if std::env::var("MINISGL_BENCH_RUNNER_ONLY").is_ok_and(|v| v == "1") {
+        return runner_steps(bench_model, rep);
+    }
     let mut rng = ChaCha8Rng::seed_from_u64(99);
     let shapes: &[(&str, usize, usize, usize)] = &[
         ("decode", 256, 1100, 1),
@@ -276,6 +280,12 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
     fused_products(gpu, &mut rng, rep)?;
     gemm_algos(gpu, rep)?;
     gemv_in_graphs(gpu, &mut rng, rep)?;
+    runner_steps(bench_model, rep)
+}
+
+/// The runner's decode step at a few batch sizes (MINISGL_BENCH_BATCHES, a comma list;
+/// 1, 4, 8, 64, 256 by default), CUDA graphs against eager, with the floor.
+fn runner_steps(bench_model: Option<&Path>, rep: &mut Report) -> Result<()> {
     if let Some(p) = bench_model {
         let lm = minisgl::model::load_random(p, 1)?;
         let (prompt, steps, ps) = (256usize, 16usize, 16u32);
@@ -324,7 +334,17 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
             p.display(),
             weight_bytes(c) / 1e9
         ));
-        for &batch in &[1usize, 4, 8, 64, 256] {
+        let batches: Vec<usize> = match std::env::var("MINISGL_BENCH_BATCHES") {
+            Ok(v) => v
+                .split(',')
+                .map(|b| b.trim().parse())
+                .collect::<Result<_, _>>()
+                .with_context(|| {
+                    format!("MINISGL_BENCH_BATCHES must list batch sizes, got {v:?}")
+                })?,
+            Err(_) => vec![1, 4, 8, 64, 256],
+        };
+        for &batch in &batches {
             let (tps_e, _) = super::model::decode_throughput(eager.as_mut(), batch, prompt, steps)?;
             let (tps_g, _) =
                 super::model::decode_throughput(graphs.as_mut(), batch, prompt, steps)?;
