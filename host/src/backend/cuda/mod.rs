@@ -131,10 +131,12 @@ pub(crate) struct StepOffsets {
 /// Up to how many rows linear layers use `gemv.cu` by default. Its scalar build beats
 /// cuBLAS at one or two rows (about 2x on Qwen3-0.6B's layers), ties at four and
 /// loses at eight, where every warp re-reads x once per row
-/// (docs/results/gpu-2026-11-30-graphs.md); the tensor-core build (`_tc`) takes rows
-/// 2-8 where k is a multiple of 32, at a cost that does not grow with them
-/// (docs/results/gpu-2026-12-02-l2.md).
-pub const GEMV_ROWS_DEFAULT: usize = 8;
+/// (docs/results/gpu-2026-11-30-graphs.md). The tensor-core build (`_tc`, 3+ rows where
+/// k is a multiple of 32) costs about the same at 8 rows as at 2, and measured on the
+/// H200 (docs/results/gpu-2026-12-02-l2.md, Qwen3-0.6B, graphs, one process) the
+/// batch-4 step took 1.256 ms against 1.496 through cuBLAS, but the batch-8 step 1.490
+/// against 1.473 (every block's norm prologue copies all eight rows of x): four rows.
+pub const GEMV_ROWS_DEFAULT: usize = 4;
 
 /// Most rows `gemv.cu` handles (GEMV_MAX_ROWS there).
 pub const GEMV_MAX_ROWS: usize = 8;

@@ -19,6 +19,13 @@ const GEMV_MAX_COLS: usize = 32_768;
 /// (2-13 MB) are the gemv's.
 pub const GEMV_MAX_WEIGHT_BYTES: usize = 32 << 20;
 
+/// Fewest rows the tensor-core gemv build takes. At two rows the scalar build stays:
+/// timed eagerly on the H200 (2026-12-02, docs/results/gpu-2026-12-02-l2.md) the
+/// tensor-core build won on Qwen3-0.6B's qkv (5.8 against 7.0 µs) but lost on its down
+/// projection (7.1 against 6.2: 1,024 columns make only 128 warps of eight), and the
+/// batch-2 step was not measured.
+const GEMV_TC_MIN_ROWS: usize = 3;
+
 /// Most shared memory (bytes) the norm prologue of `gemv_norm_*` takes for its rows
 /// and the norm weight: under the 48 KB a launch gets without opting in.
 const NORM_PROLOGUE_SMEM: usize = 32 * 1024;
@@ -201,8 +208,8 @@ impl CudaBackend {
 
     /// The build of gemv product `base` for `m` rows over `k`: `_m1` (fewer registers,
     /// more blocks an SM) for one row; `_tc` (tensor cores, whose cost does not grow
-    /// with the rows) for more where k is a multiple of 32 on sm_80+; else the scalar
-    /// build unrolled for up to 8 rows.
+    /// with the rows) from [`GEMV_TC_MIN_ROWS`] rows where k is a multiple of 32 on
+    /// sm_80+; else the scalar build unrolled for up to 8 rows.
     fn gemv_kernel(&self, base: &'static str, m: usize, k: usize) -> &'static str {
         let (m1, tc) = match base {
             "gemv_bf16" => ("gemv_bf16_m1", "gemv_bf16_tc"),
@@ -216,7 +223,8 @@ impl CudaBackend {
         };
         if m == 1 {
             m1
-        } else if self.gemv_tc.get()
+        } else if m >= GEMV_TC_MIN_ROWS
+            && self.gemv_tc.get()
             && self.dev.cc.0 >= 8
             && k.is_multiple_of(32)
             && self.dev.kernels.get(tc).is_ok()
