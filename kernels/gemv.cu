@@ -83,6 +83,35 @@ __device__ __forceinline__ void gemv_norm_issue(const bf16_t* __restrict__ x,
     cp_async_commit();
 }
 
+// RMS-normalises `row` ([kc] vectors of 8 bf16) in place with the norm weight `w4`: this
+// thread's share is vectors i0, i0 + step, ...; `sum` adds up the partial sums of
+// every thread that shares the row. Each thread rewrites only the vectors it summed, so
+// the reduction's ordering (barriers or shuffles) already put every read of the row
+// before these writes.
+template <typename Sum>
+__device__ __forceinline__ void gemv_norm_row(u32x4* row, const u32x4* w4, int kc, int i0,
+                                              int step, float eps, Sum sum) {
+    float ss = 0.0f;
+    for (int i = i0; i < kc; i += step) {
+        u32x4 v = row[i];
+        u32 w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            float a = bf_lo(w[j]), b = bf_hi(w[j]);
+            ss += a * a + b * b;
+        }
+    }
+    float inv = rsqrtf(sum(ss) / (float)(kc * 8) + eps);
+    for (int i = i0; i < kc; i += step) {
+        u32x4 v = row[i], g = w4[i];
+        u32 w[4] = {v.x, v.y, v.z, v.w}, gw[4] = {g.x, g.y, g.z, g.w}, o[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            o[j] = pack_bf16x2(bf_lo(w[j]) * inv * bf_lo(gw[j]), bf_hi(w[j]) * inv * bf_hi(gw[j]));
+        row[i] = u32x4{o[0], o[1], o[2], o[3]};
+    }
+}
+
 __device__ __forceinline__ const u32x4* gemv_norm_finish(int m, int kc, float eps) {
     extern __shared__ u32x4 gemv_xs[];
     __shared__ float scratch[32];
@@ -96,56 +125,12 @@ __device__ __forceinline__ const u32x4* gemv_norm_finish(int m, int kc, float ep
         // prologue slower than the separate norm it replaces (2026-12-02, the batch-8
         // step 1.660 against 1.446 ms). Rounds like rms_norm up to the sum's order.
         int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-        for (int r = warp; r < m; r += nt >> 5) {
-            u32x4* row = gemv_xs + (size_t)r * kc;
-            float ss = 0.0f;
-            for (int i = lane; i < kc; i += 32) {
-                u32x4 v = row[i];
-                u32 w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    float a = bf_lo(w[j]), b = bf_hi(w[j]);
-                    ss += a * a + b * b;
-                }
-            }
-            float inv = rsqrtf(warp_sum(ss) / (float)(kc * 8) + eps);
-            for (int i = lane; i < kc; i += 32) {
-                u32x4 v = row[i], g = w4[i];
-                u32 w[4] = {v.x, v.y, v.z, v.w}, gw[4] = {g.x, g.y, g.z, g.w}, o[4];
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-                    o[j] = pack_bf16x2(bf_lo(w[j]) * inv * bf_lo(gw[j]),
-                                       bf_hi(w[j]) * inv * bf_hi(gw[j]));
-                row[i] = u32x4{o[0], o[1], o[2], o[3]};
-            }
-        }
-        __syncthreads();
-        return gemv_xs;
-    }
-    for (int r = 0; r < m; r++) {
-        u32x4* row = gemv_xs + (size_t)r * kc;
-        float ss = 0.0f;
-        for (int i = threadIdx.x; i < kc; i += nt) {
-            u32x4 v = row[i];
-            u32 w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                float a = bf_lo(w[j]), b = bf_hi(w[j]);
-                ss += a * a + b * b;
-            }
-        }
-        float inv = rsqrtf(block_sum(ss, scratch) / (float)(kc * 8) + eps);
-        // Each thread rewrites only the vectors it summed: block_sum's barriers
-        // already ordered every read of the row before these writes.
-        for (int i = threadIdx.x; i < kc; i += nt) {
-            u32x4 v = row[i], g = w4[i];
-            u32 w[4] = {v.x, v.y, v.z, v.w}, gw[4] = {g.x, g.y, g.z, g.w}, o[4];
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-                o[j] = pack_bf16x2(bf_lo(w[j]) * inv * bf_lo(gw[j]),
-                                   bf_hi(w[j]) * inv * bf_hi(gw[j]));
-            row[i] = u32x4{o[0], o[1], o[2], o[3]};
-        }
+        for (int r = warp; r < m; r += nt >> 5)
+            gemv_norm_row(gemv_xs + (size_t)r * kc, w4, kc, lane, 32, eps,
+                          [](float v) { return warp_sum(v); });
+    } else {
+        gemv_norm_row(gemv_xs, w4, kc, threadIdx.x, nt, eps,
+                      [&](float v) { return block_sum(v, scratch); });
     }
     __syncthreads();
     return gemv_xs;
