@@ -83,8 +83,11 @@
 #     part 28: a round's closing figures, each step while the call has time: attn_bench
 #             (VARIANTS beside the default and cuDNN), kernel and model checks, long
 #             prompts and the default workload on both shapes.
-#     part 31: the tensor-core gemv build for 2-8 rows: kernel and model checks, the
-#             0.6B benches and runner step against MINISGL_GEMV_ROWS=2, default workload.
+#     part 31: the tensor-core gemv build: kernel and model checks, the 0.6B benches and
+#             runner step against MINISGL_GEMV_ROWS=2 (cuBLAS past two rows) in one
+#             process, the default workload (SKIP_OFFLINE=1 leaves it out).
+#     (parts 29 and 30, the L2 prefetch and the cluster-merged decode, ran at 60129b6 and
+#     dcad030; both were reverted, and so are the parts: docs/results/gpu-2026-12-02-l2.md.)
 #     (part 10, the A/B of the tensor-core decode builds, ran at bbe67ff; those builds
 #     are gone, and so is the part.)
 #
@@ -559,11 +562,11 @@ device)
         done
         ls -la "$out"
     elif [ "$part" = 31 ]; then
-        # The tensor-core gemv build for 2-8 rows (gemv.cu `_tc`; the default now takes
-        # the skinny kernel up to 8 rows): kernel checks (both gemv builds and cuBLAS
-        # against the CPU), model checks, the 0.6B benches and runner step against
-        # the previous default (MINISGL_GEMV_ROWS=2: cuBLAS past two rows) in one
-        # process, the 0.6B default workload.
+        # The tensor-core gemv build (gemv.cu `_tc`, 3+ rows; the skinny kernel takes up
+        # to 4 rows by default): kernel checks (both gemv builds and cuBLAS against the
+        # CPU), model checks, the 0.6B benches and runner step against the previous
+        # default (MINISGL_GEMV_ROWS=2: cuBLAS past two rows) in one process, the 0.6B
+        # default workload.
         cat "$out/env.log" > "$out/gpu-check-ops.log"; rm "$out/env.log"
         check_ops --skip-bench
         check_models
