@@ -228,13 +228,34 @@ __device__ __forceinline__ void gemv_reduce(float (&acc)[NW][MR], int ksplit) {
 // w % ksplit of its k chunks. n: output columns (for EPI_SILU, of the activation: W has
 // 2n rows). k a multiple of 8. NORM: x is normalised with `norm` first (dynamic shared
 // memory (m + 1) * k * 2 bytes).
+// One output element of either build: `a` the product (for EPI_SILU the gate), `u` the
+// up product (EPI_SILU only), `b` the bias; `at` its index in y (for EPI_RESIDUAL, the
+// residual stream, added to in place).
+template <int EPI>
+__device__ __forceinline__ void gemv_store(void* __restrict__ y, size_t at, float a, float u,
+                                           float b) {
+    if (EPI == EPI_F32) {
+        reinterpret_cast<float*>(y)[at] = a + b;
+    } else if (EPI == EPI_SILU) {
+        float gt = bf2f(f2bf(a)), up = bf2f(f2bf(u));
+        reinterpret_cast<bf16_t*>(y)[at] = f2bf(silu(gt) * up);
+    } else if (EPI == EPI_RESIDUAL) {
+        bf16_t* res = reinterpret_cast<bf16_t*>(y);
+        float o = bf2f(f2bf(a + b));
+        res[at] = f2bf(bf2f(ld_cg_bf16(res + at)) + o);
+    } else {
+        reinterpret_cast<bf16_t*>(y)[at] = f2bf(a + b);
+    }
+}
+
 template <int MR, int EPI, bool NORM>
 __device__ __forceinline__ void gemv_body_simt(const bf16_t* __restrict__ x,
-                                          const bf16_t* __restrict__ w,
-                                          const bf16_t* __restrict__ bias, void* __restrict__ y,
-                                          int m, int n, int k, int y_stride, int ksplit,
-                                          const bf16_t* __restrict__ norm, float eps,
-                                          bool fence) {
+                                               const bf16_t* __restrict__ w,
+                                               const bf16_t* __restrict__ bias,
+                                               void* __restrict__ y, int m, int n, int k,
+                                               int y_stride, int ksplit,
+                                               const bf16_t* __restrict__ norm, float eps,
+                                               bool fence) {
     constexpr int NW = EPI == EPI_SILU ? 2 : 1;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int col = blockIdx.x * (GEMV_WARPS / ksplit) + warp / ksplit;
@@ -261,25 +282,13 @@ __device__ __forceinline__ void gemv_body_simt(const bf16_t* __restrict__ x,
 #pragma unroll
     for (int r = 0; r < MR; r++) {
         if (r >= m) continue;
-        size_t at = (size_t)r * y_stride + col;
-        if (EPI == EPI_F32) {
-            reinterpret_cast<float*>(y)[at] = acc[0][r] + b;
-        } else if (EPI == EPI_SILU) {
-            float g = bf2f(f2bf(acc[0][r])), u = bf2f(f2bf(acc[1][r]));
-            reinterpret_cast<bf16_t*>(y)[at] = f2bf(silu(g) * u);
-        } else if (EPI == EPI_RESIDUAL) {
-            bf16_t* res = reinterpret_cast<bf16_t*>(y);
-            float o = bf2f(f2bf(acc[0][r] + b));
-            res[at] = f2bf(bf2f(ld_cg_bf16(res + at)) + o);
-            // Published before residual_norm_tail counts this block.
-            if (fence) __threadfence();
-        } else {
-            reinterpret_cast<bf16_t*>(y)[at] = f2bf(acc[0][r] + b);
-        }
+        gemv_store<EPI>(y, (size_t)r * y_stride + col, acc[0][r], acc[NW - 1][r], b);
+        // Published before residual_norm_tail counts this block.
+        if (EPI == EPI_RESIDUAL && fence) __threadfence();
     }
 }
 
-// The tensor-core build (`<name>_tc`, 2 to 16 rows). The scalar builds' cost grows with
+// The tensor-core build (`<name>_tc`; it takes 2 to 16 rows, the host picks it from 3). The scalar builds' cost grows with
 // each row (every lane re-reads and converts x per row and weight chunk), so past two
 // rows they lost to cuBLAS (gpu-2026-12-02-prologue.md §4, m = 8: 10.5 µs against 3.7
 // for the 0.6B qkv). Here mma.sync m16n8k16 does the rows: A = 16 rows of x (rows past
@@ -379,19 +388,7 @@ __device__ __forceinline__ void gemv_body_tc(const bf16_t* __restrict__ x,
         int r = g + (i >> 1) * 8, col = col0 + 2 * t + (i & 1);
         if (r >= m || col >= n) continue;
         float b = bias != nullptr ? bf2f(bias[col]) : 0.0f;
-        size_t at = (size_t)r * y_stride + col;
-        if (EPI == EPI_F32) {
-            reinterpret_cast<float*>(y)[at] = acc[0][i] + b;
-        } else if (EPI == EPI_SILU) {
-            float gt = bf2f(f2bf(acc[0][i])), up = bf2f(f2bf(acc[1][i]));
-            reinterpret_cast<bf16_t*>(y)[at] = f2bf(silu(gt) * up);
-        } else if (EPI == EPI_RESIDUAL) {
-            bf16_t* res = reinterpret_cast<bf16_t*>(y);
-            float o = bf2f(f2bf(acc[0][i] + b));
-            res[at] = f2bf(bf2f(ld_cg_bf16(res + at)) + o);
-        } else {
-            reinterpret_cast<bf16_t*>(y)[at] = f2bf(acc[0][i] + b);
-        }
+        gemv_store<EPI>(y, (size_t)r * y_stride + col, acc[0][i], acc[NW - 1][i], b);
     }
     // Published before residual_norm_tail counts this block.
     if (EPI == EPI_RESIDUAL && fence) __threadfence();

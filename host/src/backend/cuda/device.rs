@@ -176,7 +176,7 @@ pub struct CudaOptions {
     /// Decode-size products normalise their input themselves (on unless
     /// `MINISGL_NORM_PROLOGUE=0`; see `Backend::norm_in_prologue`).
     pub norm_prologue: bool,
-    /// Skinny products of 2+ rows use the tensor-core gemv build where k allows (sm_80+;
+    /// Skinny products of 3+ rows use the tensor-core gemv build where k allows (sm_80+;
     /// on unless `MINISGL_GEMV_TC=0`).
     pub gemv_tc: bool,
 }

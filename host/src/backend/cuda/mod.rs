@@ -166,7 +166,7 @@ pub struct CudaBackend {
     /// ([`Backend::norm_in_prologue`](super::Backend::norm_in_prologue);
     /// [`CudaOptions::norm_prologue`]; benchmarks compare both).
     pub(crate) norm_prologue: std::cell::Cell<bool>,
-    /// Whether skinny products of 2+ rows take the tensor-core build
+    /// Whether skinny products of 3+ rows take the tensor-core build
     /// ([`CudaOptions::gemv_tc`]; benchmarks and checks compare).
     pub(crate) gemv_tc: std::cell::Cell<bool>,
     /// Largest weight (bytes) the skinny kernel streams
@@ -238,10 +238,15 @@ impl CudaBackend {
         self.norm_prologue.set(on);
     }
 
-    /// Let skinny products of 2+ rows take the tensor-core build (true) or the scalar
+    /// Let skinny products of 3+ rows take the tensor-core build (true) or the scalar
     /// one (false).
     pub fn set_gemv_tc(&self, on: bool) {
         self.gemv_tc.set(on);
+    }
+
+    /// Whether skinny products of 3+ rows take the tensor-core build.
+    pub fn gemv_tc(&self) -> bool {
+        self.gemv_tc.get()
     }
 
     /// Whether the tensor-core decode sizes its splits by waves.

@@ -132,16 +132,17 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         let yc = cpu.linear(&xc, &wc, if bias { Some(&bc) } else { None })?;
         // Both paths on every shape: the skinny kernel (where m <= 8, at any weight
         // size: the size rule is lifted for these and the fused checks) and cuBLAS.
-        // At 2+ rows the skinny kernel runs its tensor-core build where k allows, and
+        // From 3 rows the skinny kernel runs its tensor-core build where k allows, and
         // its scalar build as well ("gemv simt").
         for (path, rows) in [("gemv", 8usize), ("gemv simt", 8), ("cuBLAS", 0)] {
             if rows > 0 && m > 8 {
                 continue;
             }
             gpu.set_gemv_rows(rows);
-            gpu.set_gemv_tc(path != "gemv simt");
+            let tc = gpu.gemv_tc();
+            gpu.set_gemv_tc(tc && path != "gemv simt");
             let yg = gpu.linear(&xg, &wg, if bias { Some(&bg) } else { None });
-            gpu.set_gemv_tc(true);
+            gpu.set_gemv_tc(tc);
             let yg = yg?;
             rep.check(
                 "linear",

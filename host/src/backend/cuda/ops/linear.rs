@@ -235,16 +235,16 @@ impl CudaBackend {
         }
     }
 
-    /// How many warps share one output column's reduction (1, 2, 4 or 8) when
-    /// `kernel` computes `cols` columns over `k`. At decode sizes the kernel is bound
-    /// by loads in flight and by waves, not by bandwidth, so: the widest split whose
-    /// grid still runs in one wave (a second, part-empty wave costs a whole DRAM
-    /// round trip), keeping at least one 16-byte load a lane.
-    fn gemv_ksplit(&self, kernel: &str, cols: usize, k: usize) -> usize {
+    /// How many warps share one unit's reduction (1, 2, 4 or 8) when `kernel` computes
+    /// `units` warp-sized units of output (a column, or the tensor-core build's eight),
+    /// each over `steps` k steps. At decode sizes the kernel is bound by loads in flight
+    /// and by waves, not by bandwidth, so: the widest split whose grid still runs in one
+    /// wave (a second, part-empty wave costs a whole DRAM round trip), keeping at least
+    /// `min_steps` steps a warp.
+    fn gemv_ksplit(&self, kernel: &str, units: usize, steps: usize, min_steps: usize) -> usize {
         let wave_warps = 8 * self.gemv_blocks_per_sm(kernel) * self.dev.num_sms.max(1);
-        let chunks = k / 8;
         let mut ks = 1;
-        while ks < 8 && cols * ks * 2 <= wave_warps && chunks / (2 * ks) >= 32 {
+        while ks < 8 && units * ks * 2 <= wave_warps && steps / (2 * ks) >= min_steps {
             ks *= 2;
         }
         ks
@@ -260,8 +260,8 @@ impl CudaBackend {
     }
 
     /// The kernel, launch shape and `ksplit` of gemv product `base` with `m` rows and
-    /// `cols` output columns over `k`: `GEMV_WARPS / ksplit` columns a block of 256
-    /// threads.
+    /// `cols` output columns over `k`: `GEMV_WARPS / ksplit` units (columns, or the
+    /// tensor-core build's groups of eight) a block of 256 threads.
     fn gemv_plan(
         &self,
         base: &'static str,
@@ -270,26 +270,17 @@ impl CudaBackend {
         k: usize,
     ) -> (&'static str, LaunchConfig, i32) {
         let kernel = self.gemv_kernel(base, m, k);
-        if kernel.ends_with("_tc") {
-            // Eight columns a warp; `ksplit` by the same one-wave rule, keeping at
-            // least two 32-wide k blocks a warp.
-            let groups = cols.div_ceil(8);
-            let wave_warps = 8 * self.gemv_blocks_per_sm(kernel) * self.dev.num_sms.max(1);
-            let kb = k / 32;
-            let mut ks = 1;
-            while ks < 8 && groups * ks * 2 <= wave_warps && kb / (2 * ks) >= 2 {
-                ks *= 2;
-            }
-            return (
-                kernel,
-                cfg((g(groups.div_ceil(8 / ks)), 1, 1), 256),
-                ks as i32,
-            );
-        }
-        let ks = self.gemv_ksplit(kernel, cols, k);
+        // A warp's unit: one column over 16-byte chunks of k, at least one a lane; or
+        // the tensor-core build's eight columns over 32-wide k blocks, at least two.
+        let (units, steps, min_steps) = if kernel.ends_with("_tc") {
+            (cols.div_ceil(8), k / 32, 2)
+        } else {
+            (cols, k / 8, 32)
+        };
+        let ks = self.gemv_ksplit(kernel, units, steps, min_steps);
         (
             kernel,
-            cfg((g(cols.div_ceil(8 / ks)), 1, 1), 256),
+            cfg((g(units.div_ceil(8 / ks)), 1, 1), 256),
             ks as i32,
         )
     }
