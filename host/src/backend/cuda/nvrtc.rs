@@ -10,7 +10,19 @@ use sha2::{Digest, Sha256};
 use super::error::CudaError;
 use super::libs;
 
-const COMMON: &str = include_str!("../../../../kernels/common.cuh");
+/// The shared headers a family may include, pasted in place of their `#include` line:
+/// `common.cuh` (every family) and `hopper.cuh` (the sm_90a families' wgmma, mbarrier
+/// and TMA helpers).
+const HEADERS: &[(&str, &str)] = &[
+    (
+        "#include \"common.cuh\"",
+        include_str!("../../../../kernels/common.cuh"),
+    ),
+    (
+        "#include \"hopper.cuh\"",
+        include_str!("../../../../kernels/hopper.cuh"),
+    ),
+];
 
 /// Every kernel family: (name, source). Each is compiled as its own program so
 /// that one that fails to build for a device costs only its own ops.
@@ -50,6 +62,11 @@ pub const FAMILIES: &[(&str, &str)] = &[
         "attention_prefill_ws_sm90",
         include_str!("../../../../kernels/attention_prefill_ws_sm90.cu"),
     ),
+    // Decode-batch products past the skinny kernel's rows (cuBLAS elsewhere).
+    (
+        "gemm_sm90",
+        include_str!("../../../../kernels/gemm_sm90.cu"),
+    ),
 ];
 
 /// The architecture `family` is compiled for on a device of `device_arch`, or
@@ -67,13 +84,14 @@ pub fn family_arch(family: &str, device_arch: &str) -> Option<String> {
 /// Options passed to NVRTC besides the architecture (part of the cache key).
 const OPTIONS: &[&str] = &["-std=c++17", "--fmad=true"];
 
-/// The full translation unit of a family: the shared header pasted in place of
-/// its `#include "common.cuh"` line.
+/// The full translation unit of a family: each shared header ([`HEADERS`]) pasted in
+/// place of its `#include` line.
 pub fn translation_unit(src: &str) -> String {
-    let mut out = String::with_capacity(COMMON.len() + src.len() + 64);
+    let mut out =
+        String::with_capacity(HEADERS.iter().map(|h| h.1.len()).sum::<usize>() + src.len() + 64);
     for line in src.lines() {
-        if line.trim() == "#include \"common.cuh\"" {
-            out.push_str(COMMON);
+        if let Some((_, text)) = HEADERS.iter().find(|(inc, _)| line.trim() == *inc) {
+            out.push_str(text);
             out.push('\n');
         } else {
             out.push_str(line);

@@ -2,7 +2,8 @@
 //! copies each K/V tile out of the paged cache as one bulk tensor copy per page chunk,
 //! issued by one warp, instead of 128 threads gathering it with cp.async. A map is a
 //! 128-byte descriptor that the driver encodes on the host (no device work) and the
-//! kernel takes by value (`__grid_constant__ TmaDesc`).
+//! kernel takes by value (`__grid_constant__ TmaDesc`). The stream-K GEMM
+//! (`gemm_sm90.cu`) reads its operands through the same kind of map.
 
 use cudarc::driver::{sys, DeviceRepr};
 
@@ -49,9 +50,32 @@ pub(crate) fn kv_cache_map(
             "tensor map over {slots} cache slots of {row_elems} columns (needs slots and 64-column blocks)"
         )));
     }
-    let dims: [u64; 2] = [row_elems as u64, slots as u64];
-    let strides: [u64; 1] = [(row_elems * 2) as u64];
-    let boxes: [u32; 2] = [64, kv_box_rows(page_size) as u32];
+    matrix_map(base, slots, row_elems, kv_box_rows(page_size))
+}
+
+/// Whether [`matrix_map`] can describe a row-major bf16 matrix at `base` with `cols`
+/// columns: the copy engine needs a 16-byte aligned base and row stride.
+pub(crate) fn matrix_fits(base: u64, cols: usize) -> bool {
+    base.is_multiple_of(16) && cols.is_multiple_of(8) && cols > 0
+}
+
+/// The map over a row-major bf16 matrix `[rows, cols]` at `base`: boxes of 64 columns
+/// (128 bytes) by `box_rows` rows with the 128-byte swizzle wgmma reads; the part of a
+/// box outside the matrix is zero-filled (and still counts its bytes).
+pub(crate) fn matrix_map(
+    base: u64,
+    rows: usize,
+    cols: usize,
+    box_rows: usize,
+) -> Result<TensorMap, CudaError> {
+    if !matrix_fits(base, cols) || rows == 0 || !(1..=256).contains(&box_rows) {
+        return Err(CudaError::Unsupported(format!(
+            "tensor map over [{rows}, {cols}] at {base:#x} with boxes of {box_rows} rows (needs a 16-byte aligned base and row, 1-256 box rows)"
+        )));
+    }
+    let dims: [u64; 2] = [cols as u64, rows as u64];
+    let strides: [u64; 1] = [(cols * 2) as u64];
+    let boxes: [u32; 2] = [64, box_rows as u32];
     let elem_strides: [u32; 2] = [1, 1];
     // SAFETY: a zeroed descriptor is only an output buffer for the driver.
     let mut map: sys::CUtensorMap = unsafe { std::mem::zeroed() };
@@ -87,6 +111,14 @@ mod tests {
         assert_eq!(kv_box_rows(16), 16);
         assert_eq!(kv_box_rows(128), 128);
         assert_eq!(kv_box_rows(256), 128);
+    }
+
+    #[test]
+    fn matrices_need_16_byte_rows_and_base() {
+        assert!(super::matrix_fits(0x1000, 1024) && super::matrix_fits(0x10, 8));
+        assert!(!super::matrix_fits(0x1008, 1024), "base 8 bytes off");
+        assert!(!super::matrix_fits(0x1000, 1020), "rows of 2,040 bytes");
+        assert!(!super::matrix_fits(0x1000, 0));
     }
 
     #[test]

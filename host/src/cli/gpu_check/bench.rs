@@ -81,11 +81,17 @@ fn time_ms(gpu: &CudaBackend, iters: usize, mut f: impl FnMut() -> Result<()>) -
 }
 
 pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> Result<()> {
-    // MINISGL_BENCH_RUNNER_ONLY=1: the runner step alone (a short device call).
-    if std::env::var("MINISGL_BENCH_RUNNER_ONLY").is_ok_and(|v| v == "1") {
-        return runner_steps(bench_model, rep);
-    }
+    // MINISGL_BENCH_RUNNER_ONLY=1: the runner step alone (a short device call); =sk:
+    // the stream-K GEMM's products, then the runner step.
     let mut rng = ChaCha8Rng::seed_from_u64(99);
+    match std::env::var("MINISGL_BENCH_RUNNER_ONLY").as_deref() {
+        Ok("1") => return runner_steps(bench_model, rep),
+        Ok("sk") => {
+            sk_gemm_in_graphs(gpu, &mut rng, rep)?;
+            return runner_steps(bench_model, rep);
+        }
+        _ => {}
+    }
     let shapes: &[(&str, usize, usize, usize)] = &[
         ("decode", 256, 1100, 1),
         ("decode", 8, 16384, 1),
@@ -280,6 +286,7 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
     fused_products(gpu, &mut rng, rep)?;
     gemm_algos(gpu, rep)?;
     gemv_in_graphs(gpu, &mut rng, rep)?;
+    sk_gemm_in_graphs(gpu, &mut rng, rep)?;
     runner_steps(bench_model, rep)
 }
 
@@ -520,6 +527,59 @@ fn gemm_algos(gpu: &CudaBackend, rep: &mut Report) -> Result<()> {
         }
         rep.bench_line(line);
     }
+    Ok(())
+}
+
+/// The stream-K GEMM against cuBLAS on the decode products of both shapes at the row
+/// counts past the skinny kernel, both timed from graph replays. The floor is the
+/// weight streamed once at the copy rate or the FLOPs at the GEMM rate, whichever is
+/// longer. The 14B weights are larger than L2, so each replay streams them from DRAM;
+/// the 0.6B ones stay in L2 and flatter both.
+fn sk_gemm_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> Result<()> {
+    if !gpu.has_sk_gemm() {
+        rep.bench_line("sk gemm in graphs: the stream-K GEMM is not built on this device".into());
+        return Ok(());
+    }
+    let rows_before = gpu.sk_gemm_rows();
+    let chunk = randn(rng, 1 << 20, 0.05);
+    for &(shape, n, k) in &[
+        ("0.6B qkv", 4096usize, 1024usize),
+        ("0.6B o", 1024, 2048),
+        ("0.6B gate_up", 6144, 1024),
+        ("0.6B down", 1024, 3072),
+        ("14B qkv", 7168, 5120),
+        ("14B o", 5120, 5120),
+        ("14B gate_up", 34816, 5120),
+        ("14B down", 5120, 17408),
+    ] {
+        // A repeated random chunk: the 14B weights are too large to draw value by value.
+        let w: Vec<f32> = chunk.iter().cycle().take(n * k).copied().collect();
+        let w = gpu.upload(&[n, k], HostData::f32(&w))?;
+        let mut line = format!("sk gemm in graphs {shape} n={n} k={k}:");
+        for m in [8usize, 16, 32, 64, 96, 128] {
+            let x = gpu.upload(&[m, k], HostData::f32(&randn(rng, m * k, 1.0)))?;
+            let mut us = [0.0f64; 2];
+            for (i, rows) in [usize::MAX, 0].into_iter().enumerate() {
+                gpu.set_sk_gemm_rows(rows);
+                us[i] = gpu.time_in_graph(20, &mut || {
+                    gpu.linear(&x, &w, None)?;
+                    Ok(())
+                })?;
+            }
+            let bytes = ((n * k + m * k + m * n) * 2) as f64;
+            let floor_us =
+                (bytes / COPY_CEILING).max(2.0 * (m * n * k) as f64 / GEMM_CEILING) * 1e6;
+            line.push_str(&format!(
+                " m={m} sk {:.1} us ({:.2}x) / cuBLAS {:.1} us ({:.2}x);",
+                us[0],
+                us[0] / floor_us,
+                us[1],
+                us[1] / floor_us
+            ));
+        }
+        rep.bench_line(line);
+    }
+    gpu.set_sk_gemm_rows(rows_before);
     Ok(())
 }
 

@@ -122,6 +122,15 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         (5, 1003, 1024, true),
         (16, 1003, 1024, false),
         (9, 4096, 1024, false),
+        // The stream-K GEMM's cases: one and two row blocks (ragged m), tiles shared
+        // by several CTAs and tiles one CTA owns, k not a multiple of its 64-wide
+        // chunk, odd n (unpaired stores), 14B-sized k.
+        (64, 4096, 1024, false),
+        (65, 1024, 3072, false),
+        (128, 6144, 1024, false),
+        (100, 1003, 1000, false),
+        (33, 5120, 5120, false),
+        (17, 384, 17408, false),
     ] {
         let x = randn(&mut rng, m * k, 1.0);
         let w = randn(&mut rng, n * k, 0.05);
@@ -134,15 +143,26 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         // size: the size rule is lifted for these and the fused checks) and cuBLAS.
         // From 3 rows the skinny kernel runs its tensor-core build where k allows, and
         // its scalar build as well ("gemv simt").
-        for (path, rows) in [("gemv", 8usize), ("gemv simt", 8), ("cuBLAS", 0)] {
+        // Past the skinny kernel's rows the stream-K GEMM ("sk", where built) and cuBLAS
+        // both run.
+        let sk_rows = gpu.sk_gemm_rows();
+        for (path, rows) in [("gemv", 8usize), ("gemv simt", 8), ("sk", 0), ("cuBLAS", 0)] {
             if rows > 0 && m > 8 {
                 continue;
             }
+            // (A bias goes through cuBLAS's beta: no sk run to check.)
+            if path == "sk"
+                && (bias || !gpu.has_sk_gemm() || m > minisgl::backend::cuda::SK_GEMM_MAX_ROWS)
+            {
+                continue;
+            }
             gpu.set_gemv_rows(rows);
+            gpu.set_sk_gemm_rows(if path == "sk" { usize::MAX } else { 0 });
             let tc = gpu.gemv_tc();
             gpu.set_gemv_tc(tc && path != "gemv simt");
             let yg = gpu.linear(&xg, &wg, if bias { Some(&bg) } else { None });
             gpu.set_gemv_tc(tc);
+            gpu.set_sk_gemm_rows(sk_rows);
             let yg = yg?;
             rep.check(
                 "linear",
