@@ -332,7 +332,12 @@ pub fn kernel_names(family: &str) -> Vec<String> {
                 .collect();
         }
         "sampling" => vec!["process_logits", "row_select", "topk_rows", "chosen_tokens"],
-        "gemm_sm90" => vec!["gemm_sk_m64", "gemm_sk_m128"],
+        "gemm_sm90" => vec![
+            "gemm_sk_m64",
+            "gemm_sk_m128",
+            "gemm_sk_silu_m64",
+            "gemm_sk_silu_m128",
+        ],
         _ => vec![],
     };
     v.into_iter().map(String::from).collect()
@@ -354,10 +359,14 @@ pub fn dynamic_smem(name: &str) -> Option<usize> {
         n if n.starts_with("attn_prefill_ws_") && n.ends_with("_hd128") => {
             Some((2 * 128 + (2 + 3) * 128) * 128 * 2 + 1024)
         }
-        // gemm_sm90.cu (SK_SMEM): 4 stages of a 128 x 64 weight box and a 64 x 64 x box
-        // (m64), 3 of a weight box and a 128 x 64 x box (m128), plus 1 KB of alignment.
-        "gemm_sk_m64" => Some(4 * (128 + 64) * 64 * 2 + 1024),
-        "gemm_sk_m128" => Some(3 * (128 + 128) * 64 * 2 + 1024),
+        // gemm_sm90.cu (SK_SMEM): 8 stages of a 128 x 64 weight box and a 64 x 64 x box
+        // (m64), 6 of a weight box and a 128 x 64 x box (m128), plus 1 KB of alignment.
+        n if n.starts_with("gemm_sk_") && n.ends_with("_m64") => {
+            Some(8 * (128 + 64) * 64 * 2 + 1024)
+        }
+        n if n.starts_with("gemm_sk_") && n.ends_with("_m128") => {
+            Some(6 * (128 + 128) * 64 * 2 + 1024)
+        }
         // attention_decode.cu: two stages of a K and a V tile of DM_BK (64) rows x
         // (head_dim + DM_PAD (8)) bf16, every build.
         n if n.starts_with("attn_decode_mma") && n.ends_with("_hd64") => {
@@ -546,7 +555,7 @@ impl Device {
             })
             .collect();
         let mma_blocks_per_sm = blocks_per_sm("attn_decode_mma");
-        let sk_gemm = SkGemm::new(&stream, &kernels, num_sms)?;
+        let sk_gemm = SkGemm::new(&stream, &kernels)?;
         let watchdog = if kernels.get("attn_prefill_ws_hd128").is_ok() {
             Some(Watchdog::new(&ctx, "attn_prefill_ws")?)
         } else {
@@ -695,9 +704,9 @@ fn load_kernels(ctx: &Arc<CudaContext>, arch: &str) -> Kernels {
     k
 }
 
-/// What the stream-K GEMM (`gemm_sk_m*`, kernels/gemm_sm90.cu) needs besides its
-/// kernels: the partial-sum slots (two a CTA) and a zeroed ticket a tile, which the
-/// kernel leaves zero again (launches on the one stream never overlap).
+/// What the stream-K GEMM (`gemm_sk_*`, kernels/gemm_sm90.cu) needs besides its
+/// kernels: a zeroed partial-sum slot and a zeroed ticket a tile, which the kernel
+/// leaves zero again (launches on the one stream never overlap).
 pub struct SkGemm {
     pub workspace: CudaSlice<f32>,
     pub tickets: CudaSlice<i32>,
@@ -706,16 +715,13 @@ pub struct SkGemm {
 }
 
 impl SkGemm {
-    /// Most output tiles (128 columns each) a launch may have: n up to a million.
-    pub const MAX_TILES: usize = 8192;
+    /// Most output tiles (128 columns each, 64 with SiLU) a launch may have: n up to
+    /// 65,536 (a 32 MB workspace); an LM head goes through cuBLAS.
+    pub const MAX_TILES: usize = 512;
     /// Floats of one partial-sum slot: 64 or 128 rows of a 128-column tile.
     pub const SLOT_FLOATS: [usize; 2] = [64 * 128, 128 * 128];
 
-    fn new(
-        stream: &Arc<CudaStream>,
-        kernels: &Kernels,
-        num_sms: usize,
-    ) -> Result<Option<SkGemm>, CudaError> {
+    fn new(stream: &Arc<CudaStream>, kernels: &Kernels) -> Result<Option<SkGemm>, CudaError> {
         let mut blocks_per_sm = [0usize; 2];
         for (i, name) in ["gemm_sk_m64", "gemm_sk_m128"].iter().enumerate() {
             let Ok(f) = kernels.get(name) else {
@@ -728,13 +734,8 @@ impl SkGemm {
             )?;
             blocks_per_sm[i] = (n as usize).max(1);
         }
-        let slots = (0..2)
-            .map(|i| 2 * blocks_per_sm[i] * num_sms.max(1) * Self::SLOT_FLOATS[i])
-            .max()
-            .unwrap_or(0);
         Ok(Some(SkGemm {
-            // SAFETY: a slot is written before it is read (the ticket orders them).
-            workspace: unsafe { stream.alloc::<f32>(slots.max(1)) }?,
+            workspace: stream.alloc_zeros::<f32>(Self::MAX_TILES * Self::SLOT_FLOATS[1])?,
             tickets: stream.alloc_zeros::<i32>(Self::MAX_TILES)?,
             blocks_per_sm,
         }))

@@ -31,7 +31,7 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 pub use device::{AttentionBackend, CudaOptions, Device};
 pub use error::CudaError;
 pub use gemm_lt::GemmSurvey;
-pub use ops::GEMV_MAX_WEIGHT_BYTES;
+pub use ops::{GEMV_MAX_WEIGHT_BYTES, SK_MIN_WEIGHT_BYTES};
 
 use super::{BackendError, DeviceTensor, KvLayout, StepMeta};
 
@@ -179,6 +179,9 @@ pub struct CudaBackend {
     /// Products of more rows than `gemv_rows` and at most this many take the stream-K
     /// Hopper GEMM ([`CudaOptions::sk_gemm_rows`]; 0 = cuBLAS; benchmarks compare).
     pub(crate) sk_gemm_rows: std::cell::Cell<usize>,
+    /// Smallest weight (bytes) the stream-K GEMM takes ([`SK_MIN_WEIGHT_BYTES`] by
+    /// default; checks lower it to run it on small shapes).
+    pub(crate) sk_gemm_min_weight: std::cell::Cell<usize>,
     /// Largest weight (bytes) the skinny kernel streams
     /// ([`GEMV_MAX_WEIGHT_BYTES`] by default; benchmarks lift it to time the gemv against cuBLAS).
     pub(crate) gemv_max_weight: std::cell::Cell<usize>,
@@ -202,6 +205,7 @@ impl CudaBackend {
             norm_prologue: std::cell::Cell::new(opts.norm_prologue),
             gemv_tc: std::cell::Cell::new(opts.gemv_tc),
             sk_gemm_rows: std::cell::Cell::new(opts.sk_gemm_rows.min(SK_GEMM_MAX_ROWS)),
+            sk_gemm_min_weight: std::cell::Cell::new(SK_MIN_WEIGHT_BYTES),
             nccl: None,
         })
     }
@@ -265,6 +269,12 @@ impl CudaBackend {
     /// [`SK_GEMM_ROWS_DEFAULT`].
     pub fn set_sk_gemm_rows(&self, rows: usize) {
         self.sk_gemm_rows.set(rows.min(SK_GEMM_MAX_ROWS));
+    }
+
+    /// Route products with weights of at least `bytes` to the stream-K GEMM (within
+    /// `sk_gemm_rows`); the default is [`SK_MIN_WEIGHT_BYTES`].
+    pub fn set_sk_gemm_min_weight(&self, bytes: usize) {
+        self.sk_gemm_min_weight.set(bytes);
     }
 
     /// Whether the stream-K GEMM's kernels were built here (sm_90).

@@ -530,11 +530,12 @@ fn gemm_algos(gpu: &CudaBackend, rep: &mut Report) -> Result<()> {
     Ok(())
 }
 
-/// The stream-K GEMM against cuBLAS on the decode products of both shapes at the row
-/// counts past the skinny kernel, both timed from graph replays. The floor is the
+/// The stream-K GEMM against cuBLAS on Qwen3-14B's decode products (the weights it
+/// takes by default: past L2, so each replay streams them from DRAM) at the row counts
+/// past the skinny kernel, both timed from graph replays; gate_up also as
+/// `linear_silu_mul` (the SiLU build against cuBLAS + `silu_mul`). The floor is the
 /// weight streamed once at the copy rate or the FLOPs at the GEMM rate, whichever is
-/// longer. The 14B weights are larger than L2, so each replay streams them from DRAM;
-/// the 0.6B ones stay in L2 and flatter both.
+/// longer.
 fn sk_gemm_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> Result<()> {
     if !gpu.has_sk_gemm() {
         rep.bench_line("sk gemm in graphs: the stream-K GEMM is not built on this device".into());
@@ -542,17 +543,14 @@ fn sk_gemm_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) 
     }
     let rows_before = gpu.sk_gemm_rows();
     let chunk = randn(rng, 1 << 20, 0.05);
-    for &(shape, n, k) in &[
-        ("0.6B qkv", 4096usize, 1024usize),
-        ("0.6B o", 1024, 2048),
-        ("0.6B gate_up", 6144, 1024),
-        ("0.6B down", 1024, 3072),
-        ("14B qkv", 7168, 5120),
-        ("14B o", 5120, 5120),
-        ("14B gate_up", 34816, 5120),
-        ("14B down", 5120, 17408),
+    for &(shape, n, k, silu) in &[
+        ("14B qkv", 7168usize, 5120usize, false),
+        ("14B o", 5120, 5120, false),
+        ("14B gate_up", 34816, 5120, false),
+        ("14B gate_up+silu", 34816, 5120, true),
+        ("14B down", 5120, 17408, false),
     ] {
-        // A repeated random chunk: the 14B weights are too large to draw value by value.
+        // A repeated random chunk: the weights are too large to draw value by value.
         let w: Vec<f32> = chunk.iter().cycle().take(n * k).copied().collect();
         let w = gpu.upload(&[n, k], HostData::f32(&w))?;
         let mut line = format!("sk gemm in graphs {shape} n={n} k={k}:");
@@ -562,7 +560,11 @@ fn sk_gemm_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) 
             for (i, rows) in [usize::MAX, 0].into_iter().enumerate() {
                 gpu.set_sk_gemm_rows(rows);
                 us[i] = gpu.time_in_graph(20, &mut || {
-                    gpu.linear(&x, &w, None)?;
+                    if silu {
+                        gpu.linear_silu_mul(&x, &w)?;
+                    } else {
+                        gpu.linear(&x, &w, None)?;
+                    }
                     Ok(())
                 })?;
             }

@@ -139,31 +139,15 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         let (wc, wg) = (up(cpu, &[n, k], &w)?, up(gpu, &[n, k], &w)?);
         let (bc, bg) = (up(cpu, &[n], &b)?, up(gpu, &[n], &b)?);
         let yc = cpu.linear(&xc, &wc, if bias { Some(&bc) } else { None })?;
-        // Both paths on every shape: the skinny kernel (where m <= 8, at any weight
-        // size: the size rule is lifted for these and the fused checks) and cuBLAS.
-        // From 3 rows the skinny kernel runs its tensor-core build where k allows, and
-        // its scalar build as well ("gemv simt").
-        // Past the skinny kernel's rows the stream-K GEMM ("sk", where built) and cuBLAS
-        // both run.
-        let sk_rows = gpu.sk_gemm_rows();
-        for (path, rows) in [("gemv", 8usize), ("gemv simt", 8), ("sk", 0), ("cuBLAS", 0)] {
-            if rows > 0 && m > 8 {
-                continue;
-            }
-            // (A bias goes through cuBLAS's beta: no sk run to check.)
-            if path == "sk"
-                && (bias || !gpu.has_sk_gemm() || m > minisgl::backend::cuda::SK_GEMM_MAX_ROWS)
-            {
-                continue;
-            }
-            gpu.set_gemv_rows(rows);
-            gpu.set_sk_gemm_rows(if path == "sk" { usize::MAX } else { 0 });
-            let tc = gpu.gemv_tc();
-            gpu.set_gemv_tc(tc && path != "gemv simt");
-            let yg = gpu.linear(&xg, &wg, if bias { Some(&bg) } else { None });
-            gpu.set_gemv_tc(tc);
-            gpu.set_sk_gemm_rows(sk_rows);
-            let yg = yg?;
+        // Every path on every shape it takes (`paths`): the skinny kernel (where m <= 8,
+        // at any weight size: the size rule is lifted for these and the fused checks),
+        // the stream-K GEMM (m <= 128, any weight size here) and cuBLAS. From 3 rows the
+        // skinny kernel runs its tensor-core build where k allows, and its scalar build
+        // as well ("gemv simt").
+        for path in paths(gpu, m, bias) {
+            let yg = on_path(gpu, path, || {
+                Ok(gpu.linear(&xg, &wg, if bias { Some(&bg) } else { None })?)
+            })?;
             rep.check(
                 "linear",
                 format!("m={m} n={n} k={k} bias={bias} [{path}]"),
@@ -172,7 +156,6 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
                 T,
             );
         }
-        gpu.set_gemv_rows(minisgl::backend::cuda::GEMV_ROWS_DEFAULT);
     }
     fused_linears(cpu, gpu, &mut rng, rep)?;
     // The prologue checks run under the engine's size rule (k = 5120 takes the fallback).
@@ -542,36 +525,38 @@ fn norm_prologue_linears(
         let (bc, bg) = (up(cpu, &[n], &b)?, up(gpu, &[n], &b)?);
         let yc = cpu.rms_norm_linear(&xc, &gc, 1e-6, &wc, bias.then_some(&bc))?;
         let sc = cpu.rms_norm_linear_silu_mul(&xc, &gc, 1e-6, &w2c)?;
-        for (path, rows) in [("gemv", 8usize), ("cuBLAS", 0)] {
-            gpu.set_gemv_rows(rows);
-            let what = format!("m={m} n={n} k={k} bias={bias} [{path}]");
-            let weight_limit = minisgl::backend::cuda::GEMV_MAX_WEIGHT_BYTES;
-            if rows > 0 && (m + 1) * k * 2 <= 32 * 1024 && k * k * 2 <= weight_limit {
-                // Otherwise the checks below would only test the fallback.
-                let on = gpu.norm_in_prologue(&xg);
-                rep.fact(
-                    "norm_in_prologue",
+        for path in ["gemv", "cuBLAS"] {
+            on_path(gpu, path, || {
+                let what = format!("m={m} n={n} k={k} bias={bias} [{path}]");
+                let weight_limit = minisgl::backend::cuda::GEMV_MAX_WEIGHT_BYTES;
+                if path == "gemv" && (m + 1) * k * 2 <= 32 * 1024 && k * k * 2 <= weight_limit {
+                    // Otherwise the checks below would only test the fallback.
+                    let on = gpu.norm_in_prologue(&xg);
+                    rep.fact(
+                        "norm_in_prologue",
+                        what.clone(),
+                        on,
+                        format!("answered {on}"),
+                    );
+                }
+                let yg = gpu.rms_norm_linear(&xg, &gg, 1e-6, &wg, bias.then_some(&bg))?;
+                rep.check(
+                    "rms_norm_linear",
                     what.clone(),
-                    on,
-                    format!("answered {on}"),
+                    &gpu.to_host(&yg)?,
+                    &cpu.to_host(&yc)?,
+                    T,
                 );
-            }
-            let yg = gpu.rms_norm_linear(&xg, &gg, 1e-6, &wg, bias.then_some(&bg))?;
-            rep.check(
-                "rms_norm_linear",
-                what.clone(),
-                &gpu.to_host(&yg)?,
-                &cpu.to_host(&yc)?,
-                T,
-            );
-            let sg = gpu.rms_norm_linear_silu_mul(&xg, &gg, 1e-6, &w2g)?;
-            rep.check(
-                "rms_norm_linear_silu_mul",
-                what.clone(),
-                &gpu.to_host(&sg)?,
-                &cpu.to_host(&sc)?,
-                T,
-            );
+                let sg = gpu.rms_norm_linear_silu_mul(&xg, &gg, 1e-6, &w2g)?;
+                rep.check(
+                    "rms_norm_linear_silu_mul",
+                    what.clone(),
+                    &gpu.to_host(&sg)?,
+                    &cpu.to_host(&sc)?,
+                    T,
+                );
+                Ok(())
+            })?;
         }
     }
     for &(m, n, k, bias) in &[
@@ -589,10 +574,11 @@ fn norm_prologue_linears(
         let (bc, bg) = (up(cpu, &[n], &b)?, up(gpu, &[n], &b)?);
         let mut rc = up(cpu, &[m, n], &r)?;
         cpu.linear_add(&xc, &wc, bias.then_some(&bc), &mut rc)?;
-        for (path, rows) in [("gemv", 8usize), ("cuBLAS", 0)] {
-            gpu.set_gemv_rows(rows);
+        for path in ["gemv", "cuBLAS"] {
             let mut rg = up(gpu, &[m, n], &r)?;
-            gpu.linear_add(&xg, &wg, bias.then_some(&bg), &mut rg)?;
+            on_path(gpu, path, || {
+                Ok(gpu.linear_add(&xg, &wg, bias.then_some(&bg), &mut rg)?)
+            })?;
             rep.check(
                 "linear_add",
                 format!("m={m} n={n} k={k} bias={bias} [{path}]"),
@@ -602,7 +588,6 @@ fn norm_prologue_linears(
             );
         }
     }
-    gpu.set_gemv_rows(minisgl::backend::cuda::GEMV_ROWS_DEFAULT);
     Ok(())
 }
 
@@ -611,6 +596,44 @@ fn norm_prologue_linears(
 /// kernel and cuBLAS + the separate kernel). The shapes cover every split of a
 /// column's reduction (1 to 8 warps), both row counts the kernel is unrolled for,
 /// bias, and the norm's two-pass width (past 8192).
+/// The product paths a check of `m` rows runs: the skinny kernel's two builds up to
+/// 8 rows, the stream-K GEMM (where built; up to its rows, and without a bias, which
+/// only cuBLAS takes past the skinny kernel), and cuBLAS.
+fn paths(gpu: &CudaBackend, m: usize, bias: bool) -> Vec<&'static str> {
+    let mut p = Vec::new();
+    if m <= 8 {
+        p.extend(["gemv", "gemv simt"]);
+    }
+    if gpu.has_sk_gemm() && m <= minisgl::backend::cuda::SK_GEMM_MAX_ROWS && !bias {
+        p.push("sk");
+    }
+    p.push("cuBLAS");
+    p
+}
+
+/// Route products the way `path` names: "gemv" (the skinny kernel to 8 rows, its
+/// tensor-core build where `tc` and k allow), "gemv simt" (its scalar build), "sk" (the
+/// stream-K GEMM at any row count and weight size it takes) or "cuBLAS".
+fn set_path(gpu: &CudaBackend, path: &str, tc: bool) {
+    use minisgl::backend::cuda::SK_MIN_WEIGHT_BYTES;
+    gpu.set_gemv_rows(if path.starts_with("gemv") { 8 } else { 0 });
+    gpu.set_gemv_tc(tc && path != "gemv simt");
+    gpu.set_sk_gemm_rows(if path == "sk" { usize::MAX } else { 0 });
+    gpu.set_sk_gemm_min_weight(if path == "sk" { 0 } else { SK_MIN_WEIGHT_BYTES });
+}
+
+/// `f` with products routed through `path`, then the routing as it was.
+fn on_path<T>(gpu: &CudaBackend, path: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    let (tc, sk_rows) = (gpu.gemv_tc(), gpu.sk_gemm_rows());
+    set_path(gpu, path, tc);
+    let r = f();
+    gpu.set_gemv_rows(minisgl::backend::cuda::GEMV_ROWS_DEFAULT);
+    gpu.set_gemv_tc(tc);
+    gpu.set_sk_gemm_rows(sk_rows);
+    gpu.set_sk_gemm_min_weight(minisgl::backend::cuda::SK_MIN_WEIGHT_BYTES);
+    r
+}
+
 fn fused_linears(
     cpu: &CpuBackend,
     gpu: &CudaBackend,
@@ -625,15 +648,19 @@ fn fused_linears(
         (5, 64, 24),
         (3, 1000, 512),
         (8, 1024, 2048),
+        // The stream-K GEMM's SiLU build: one and two row blocks, odd and ragged
+        // widths, a 14B-sized gate_up at 64 rows.
+        (37, 3072, 1024),
+        (100, 1001, 512),
+        (64, 8704, 5120),
     ] {
         let x = randn(rng, m * k, 1.0);
         let w = randn(rng, 2 * n * k, 0.05);
         let (xc, xg) = (up(cpu, &[m, k], &x)?, up(gpu, &[m, k], &x)?);
         let (wc, wg) = (up(cpu, &[2 * n, k], &w)?, up(gpu, &[2 * n, k], &w)?);
         let yc = cpu.linear_silu_mul(&xc, &wc)?;
-        for (path, rows) in [("gemv", 8usize), ("cuBLAS", 0)] {
-            gpu.set_gemv_rows(rows);
-            let yg = gpu.linear_silu_mul(&xg, &wg)?;
+        for path in paths(gpu, m, false) {
+            let yg = on_path(gpu, path, || Ok(gpu.linear_silu_mul(&xg, &wg)?))?;
             rep.check(
                 "linear_silu_mul",
                 format!("m={m} n={n} k={k} [{path}]"),
@@ -651,6 +678,7 @@ fn fused_linears(
         (3, 1000, 24, false),
         (8, 2048, 1024, true),
         (2, 10240, 512, false),
+        (48, 5120, 5120, false),
     ] {
         let x = randn(rng, m * k, 1.0);
         let w = randn(rng, n * k, 0.05);
@@ -663,10 +691,11 @@ fn fused_linears(
         let (gc, gg) = (up(cpu, &[n], &g)?, up(gpu, &[n], &g)?);
         let mut rc = up(cpu, &[m, n], &r)?;
         let oc = cpu.linear_add_rms_norm(&xc, &wc, bias.then_some(&bc), &mut rc, &gc, 1e-6)?;
-        for (path, rows) in [("gemv", 8usize), ("cuBLAS", 0)] {
-            gpu.set_gemv_rows(rows);
+        for path in paths(gpu, m, bias) {
             let mut rg = up(gpu, &[m, n], &r)?;
-            let og = gpu.linear_add_rms_norm(&xg, &wg, bias.then_some(&bg), &mut rg, &gg, 1e-6)?;
+            let og = on_path(gpu, path, || {
+                Ok(gpu.linear_add_rms_norm(&xg, &wg, bias.then_some(&bg), &mut rg, &gg, 1e-6)?)
+            })?;
             let what = format!("m={m} n={n} k={k} bias={bias} [{path}]");
             rep.check(
                 "linear_add_rms_norm",
@@ -684,6 +713,5 @@ fn fused_linears(
             );
         }
     }
-    gpu.set_gemv_rows(minisgl::backend::cuda::GEMV_ROWS_DEFAULT);
     Ok(())
 }
