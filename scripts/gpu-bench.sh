@@ -86,11 +86,9 @@
 #     part 31: the tensor-core gemv build: kernel and model checks, the 0.6B benches and
 #             runner step against MINISGL_GEMV_ROWS=2 (cuBLAS past two rows) in one
 #             process, the default workload (SKIP_OFFLINE=1 leaves it out).
-#     part 32: the stream-K Hopper GEMM (gemm_sm90.cu, products of 5-128 rows): kernel
-#             checks (it and cuBLAS against the CPU), model checks, its products against
-#             cuBLAS from graph replays (the 14B shapes, which it takes by default) and
-#             the 14B runner step against MINISGL_SK_GEMM_ROWS=0 in one process, the 14B
-#             default workload with it on and off while the call has time.
+#     (part 32, the stream-K Hopper GEMM for decode products of 5-128 rows, ran at
+#     57717b3 and 7fa056e; it lost to cuBLAS and was reverted, and so is the part:
+#     docs/results/gpu-2026-12-02-skgemm.md.)
 #     (parts 29 and 30, the L2 prefetch and the cluster-merged decode, ran at 60129b6 and
 #     dcad030; both were reverted, and so are the parts: docs/results/gpu-2026-12-02-l2.md.)
 #     (part 10, the A/B of the tensor-core decode builds, ran at bbe67ff; those builds
@@ -578,19 +576,6 @@ device)
         MINISGL_BENCH_AB=MINISGL_GEMV_ROWS=2 bench_step qwen3-0.6b
         grep -E "^bench: linear n=" "$out/gpu-check-bench-qwen3-0.6b.log" | head -3
         if [ "${SKIP_OFFLINE:-0}" != 1 ] && [ "$SECONDS" -lt 420 ]; then offline_default qwen3-0.6b; fi
-        ls -la "$out"
-    elif [ "$part" = 32 ]; then
-        cat "$out/env.log" > "$out/gpu-check-ops.log"; rm "$out/env.log"
-        check_ops --skip-bench
-        grep -cE "\[sk\]" "$out/gpu-check-ops.log" | sed 's/^/sk check lines: /'
-        check_models
-        MINISGL_BENCH_RUNNER_ONLY=sk MINISGL_BENCH_BATCHES=${BATCHES:-8,16,32,64,128,256} \
-            MINISGL_BENCH_AB=MINISGL_SK_GEMM_ROWS=0 BENCH_TIMEOUT=200 bench_step qwen3-14b
-        grep -E "sk gemm in graphs" "$out/gpu-check-bench-qwen3-14b.log" | head -8
-        if [ "${SKIP_OFFLINE:-0}" != 1 ] && [ "$SECONDS" -lt 400 ]; then offline_default qwen3-14b; fi
-        if [ "${SKIP_OFFLINE:-0}" != 1 ] && [ "$SECONDS" -lt 480 ]; then
-            MINISGL_SK_GEMM_ROWS=0 offline_default qwen3-14b
-        fi
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

@@ -179,11 +179,6 @@ pub struct CudaOptions {
     /// Skinny products of 3+ rows use the tensor-core gemv build where k allows (sm_80+;
     /// on unless `MINISGL_GEMV_TC=0`).
     pub gemv_tc: bool,
-    /// Products of more rows than `gemv_rows` and at most this many go through the
-    /// stream-K Hopper GEMM (`kernels/gemm_sm90.cu`) instead of cuBLAS
-    /// (`MINISGL_SK_GEMM_ROWS`; default [`super::SK_GEMM_ROWS_DEFAULT`], 0 = off, at
-    /// most [`super::SK_GEMM_MAX_ROWS`]).
-    pub sk_gemm_rows: usize,
 }
 
 impl Default for CudaOptions {
@@ -223,10 +218,6 @@ impl Default for CudaOptions {
             .unwrap_or(super::GEMV_ROWS_DEFAULT);
         let norm_prologue = std::env::var("MINISGL_NORM_PROLOGUE").map_or(true, |v| v != "0");
         let gemv_tc = std::env::var("MINISGL_GEMV_TC").map_or(true, |v| v != "0");
-        let sk_gemm_rows = std::env::var("MINISGL_SK_GEMM_ROWS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(super::SK_GEMM_ROWS_DEFAULT);
         CudaOptions {
             ordinal,
             attention,
@@ -239,7 +230,6 @@ impl Default for CudaOptions {
             gemv_rows,
             norm_prologue,
             gemv_tc,
-            sk_gemm_rows,
         }
     }
 }
@@ -332,12 +322,6 @@ pub fn kernel_names(family: &str) -> Vec<String> {
                 .collect();
         }
         "sampling" => vec!["process_logits", "row_select", "topk_rows", "chosen_tokens"],
-        "gemm_sm90" => vec![
-            "gemm_sk_m64",
-            "gemm_sk_m128",
-            "gemm_sk_silu_m64",
-            "gemm_sk_silu_m128",
-        ],
         _ => vec![],
     };
     v.into_iter().map(String::from).collect()
@@ -358,14 +342,6 @@ pub fn dynamic_smem(name: &str) -> Option<usize> {
         }
         n if n.starts_with("attn_prefill_ws_") && n.ends_with("_hd128") => {
             Some((2 * 128 + (2 + 3) * 128) * 128 * 2 + 1024)
-        }
-        // gemm_sm90.cu (SK_SMEM): 8 stages of a 128 x 64 weight box and a 64 x 64 x box
-        // (m64), 6 of a weight box and a 128 x 64 x box (m128), plus 1 KB of alignment.
-        n if n.starts_with("gemm_sk_") && n.ends_with("_m64") => {
-            Some(8 * (128 + 64) * 64 * 2 + 1024)
-        }
-        n if n.starts_with("gemm_sk_") && n.ends_with("_m128") => {
-            Some(6 * (128 + 128) * 64 * 2 + 1024)
         }
         // attention_decode.cu: two stages of a K and a V tile of DM_BK (64) rows x
         // (head_dim + DM_PAD (8)) bf16, every build.
@@ -413,8 +389,6 @@ pub struct Device {
     /// Blocks of each gemv kernel that fit an SM (the driver's answer), which sizes
     /// its launches to one wave.
     pub gemv_blocks_per_sm: Vec<(String, usize)>,
-    /// The stream-K GEMM's workspace and tickets, where its kernels were built.
-    pub sk_gemm: Option<SkGemm>,
     /// Kernels written for it launch with programmatic dependent launch (asked for
     /// and the device is sm_90 or later).
     pub pdl: bool,
@@ -555,7 +529,6 @@ impl Device {
             })
             .collect();
         let mma_blocks_per_sm = blocks_per_sm("attn_decode_mma");
-        let sk_gemm = SkGemm::new(&stream, &kernels)?;
         let watchdog = if kernels.get("attn_prefill_ws_hd128").is_ok() {
             Some(Watchdog::new(&ctx, "attn_prefill_ws")?)
         } else {
@@ -580,7 +553,6 @@ impl Device {
             prefill_work,
             gemv_ticket,
             gemv_blocks_per_sm,
-            sk_gemm,
             pdl: opts.pdl && cc.0 >= 9,
             watchdog,
         };
@@ -702,44 +674,6 @@ fn load_kernels(ctx: &Arc<CudaContext>, arch: &str) -> Kernels {
         }
     }
     k
-}
-
-/// What the stream-K GEMM (`gemm_sk_*`, kernels/gemm_sm90.cu) needs besides its
-/// kernels: a zeroed partial-sum slot and a zeroed ticket a tile, which the kernel
-/// leaves zero again (launches on the one stream never overlap).
-pub struct SkGemm {
-    pub workspace: CudaSlice<f32>,
-    pub tickets: CudaSlice<i32>,
-    /// CTAs of `gemm_sk_m64` and `gemm_sk_m128` that fit an SM (the driver's answer).
-    pub blocks_per_sm: [usize; 2],
-}
-
-impl SkGemm {
-    /// Most output tiles (128 columns each, 64 with SiLU) a launch may have: n up to
-    /// 65,536 (a 32 MB workspace); an LM head goes through cuBLAS.
-    pub const MAX_TILES: usize = 512;
-    /// Floats of one partial-sum slot: 64 or 128 rows of a 128-column tile.
-    pub const SLOT_FLOATS: [usize; 2] = [64 * 128, 128 * 128];
-
-    fn new(stream: &Arc<CudaStream>, kernels: &Kernels) -> Result<Option<SkGemm>, CudaError> {
-        let mut blocks_per_sm = [0usize; 2];
-        for (i, name) in ["gemm_sk_m64", "gemm_sk_m128"].iter().enumerate() {
-            let Ok(f) = kernels.get(name) else {
-                return Ok(None);
-            };
-            let n = f.occupancy_max_active_blocks_per_multiprocessor(
-                128,
-                dynamic_smem(name).unwrap_or(0),
-                None,
-            )?;
-            blocks_per_sm[i] = (n as usize).max(1);
-        }
-        Ok(Some(SkGemm {
-            workspace: stream.alloc_zeros::<f32>(Self::MAX_TILES * Self::SLOT_FLOATS[1])?,
-            tickets: stream.alloc_zeros::<i32>(Self::MAX_TILES)?,
-            blocks_per_sm,
-        }))
-    }
 }
 
 /// Raw device address of a buffer (event tracking is off, so no guard is needed).

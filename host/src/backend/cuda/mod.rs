@@ -31,7 +31,7 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 pub use device::{AttentionBackend, CudaOptions, Device};
 pub use error::CudaError;
 pub use gemm_lt::GemmSurvey;
-pub use ops::{GEMV_MAX_WEIGHT_BYTES, SK_MIN_WEIGHT_BYTES};
+pub use ops::GEMV_MAX_WEIGHT_BYTES;
 
 use super::{BackendError, DeviceTensor, KvLayout, StepMeta};
 
@@ -141,13 +141,6 @@ pub const GEMV_ROWS_DEFAULT: usize = 4;
 /// Most rows `gemv.cu` handles (GEMV_MAX_ROWS there).
 pub const GEMV_MAX_ROWS: usize = 8;
 
-/// Up to how many rows products past `gemv_rows` take the stream-K Hopper GEMM
-/// (`kernels/gemm_sm90.cu`) by default, where its kernels were built (sm_90).
-pub const SK_GEMM_ROWS_DEFAULT: usize = 128;
-
-/// Most rows the stream-K GEMM handles (two row blocks of 64).
-pub const SK_GEMM_MAX_ROWS: usize = 128;
-
 /// Query rows per prefill tile (PF_BQ in attention_prefill.cu).
 pub(crate) const PREFILL_TILE: usize = 64;
 
@@ -176,12 +169,6 @@ pub struct CudaBackend {
     /// Whether skinny products of 3+ rows take the tensor-core build
     /// ([`CudaOptions::gemv_tc`]; benchmarks and checks compare).
     pub(crate) gemv_tc: std::cell::Cell<bool>,
-    /// Products of more rows than `gemv_rows` and at most this many take the stream-K
-    /// Hopper GEMM ([`CudaOptions::sk_gemm_rows`]; 0 = cuBLAS; benchmarks compare).
-    pub(crate) sk_gemm_rows: std::cell::Cell<usize>,
-    /// Smallest weight (bytes) the stream-K GEMM takes ([`SK_MIN_WEIGHT_BYTES`] by
-    /// default; checks lower it to run it on small shapes).
-    pub(crate) sk_gemm_min_weight: std::cell::Cell<usize>,
     /// Largest weight (bytes) the skinny kernel streams
     /// ([`GEMV_MAX_WEIGHT_BYTES`] by default; benchmarks lift it to time the gemv against cuBLAS).
     pub(crate) gemv_max_weight: std::cell::Cell<usize>,
@@ -204,8 +191,6 @@ impl CudaBackend {
             gemv_max_weight: std::cell::Cell::new(GEMV_MAX_WEIGHT_BYTES),
             norm_prologue: std::cell::Cell::new(opts.norm_prologue),
             gemv_tc: std::cell::Cell::new(opts.gemv_tc),
-            sk_gemm_rows: std::cell::Cell::new(opts.sk_gemm_rows.min(SK_GEMM_MAX_ROWS)),
-            sk_gemm_min_weight: std::cell::Cell::new(SK_MIN_WEIGHT_BYTES),
             nccl: None,
         })
     }
@@ -262,29 +247,6 @@ impl CudaBackend {
     /// Whether skinny products of 3+ rows take the tensor-core build.
     pub fn gemv_tc(&self) -> bool {
         self.gemv_tc.get()
-    }
-
-    /// Route products of at most `rows` rows (past `gemv_rows`) to the stream-K
-    /// Hopper GEMM (0: cuBLAS). Benchmarks and checks compare the two; the default is
-    /// [`SK_GEMM_ROWS_DEFAULT`].
-    pub fn set_sk_gemm_rows(&self, rows: usize) {
-        self.sk_gemm_rows.set(rows.min(SK_GEMM_MAX_ROWS));
-    }
-
-    /// Route products with weights of at least `bytes` to the stream-K GEMM (within
-    /// `sk_gemm_rows`); the default is [`SK_MIN_WEIGHT_BYTES`].
-    pub fn set_sk_gemm_min_weight(&self, bytes: usize) {
-        self.sk_gemm_min_weight.set(bytes);
-    }
-
-    /// Whether the stream-K GEMM's kernels were built here (sm_90).
-    pub fn has_sk_gemm(&self) -> bool {
-        self.dev.sk_gemm.is_some()
-    }
-
-    /// The most rows a product takes the stream-K GEMM with (0: off).
-    pub fn sk_gemm_rows(&self) -> usize {
-        self.sk_gemm_rows.get()
     }
 
     /// Whether the tensor-core decode sizes its splits by waves.

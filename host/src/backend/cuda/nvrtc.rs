@@ -62,11 +62,6 @@ pub const FAMILIES: &[(&str, &str)] = &[
         "attention_prefill_ws_sm90",
         include_str!("../../../../kernels/attention_prefill_ws_sm90.cu"),
     ),
-    // Decode-batch products past the skinny kernel's rows (cuBLAS elsewhere).
-    (
-        "gemm_sm90",
-        include_str!("../../../../kernels/gemm_sm90.cu"),
-    ),
 ];
 
 /// The architecture `family` is compiled for on a device of `device_arch`, or

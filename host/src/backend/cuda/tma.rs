@@ -2,8 +2,7 @@
 //! copies each K/V tile out of the paged cache as one bulk tensor copy per page chunk,
 //! issued by one warp, instead of 128 threads gathering it with cp.async. A map is a
 //! 128-byte descriptor that the driver encodes on the host (no device work) and the
-//! kernel takes by value (`__grid_constant__ TmaDesc`). The stream-K GEMM
-//! (`gemm_sm90.cu`) reads its operands through the same kind of map.
+//! kernel takes by value (`__grid_constant__ TmaDesc`).
 
 use cudarc::driver::{sys, DeviceRepr};
 

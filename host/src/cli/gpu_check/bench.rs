@@ -81,17 +81,11 @@ fn time_ms(gpu: &CudaBackend, iters: usize, mut f: impl FnMut() -> Result<()>) -
 }
 
 pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> Result<()> {
-    // MINISGL_BENCH_RUNNER_ONLY=1: the runner step alone (a short device call); =sk:
-    // the stream-K GEMM's products, then the runner step.
-    let mut rng = ChaCha8Rng::seed_from_u64(99);
-    match std::env::var("MINISGL_BENCH_RUNNER_ONLY").as_deref() {
-        Ok("1") => return runner_steps(bench_model, rep),
-        Ok("sk") => {
-            sk_gemm_in_graphs(gpu, &mut rng, rep)?;
-            return runner_steps(bench_model, rep);
-        }
-        _ => {}
+    // MINISGL_BENCH_RUNNER_ONLY=1: the runner step alone (a short device call).
+    if std::env::var("MINISGL_BENCH_RUNNER_ONLY").is_ok_and(|v| v == "1") {
+        return runner_steps(bench_model, rep);
     }
+    let mut rng = ChaCha8Rng::seed_from_u64(99);
     let shapes: &[(&str, usize, usize, usize)] = &[
         ("decode", 256, 1100, 1),
         ("decode", 8, 16384, 1),
@@ -286,7 +280,6 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
     fused_products(gpu, &mut rng, rep)?;
     gemm_algos(gpu, rep)?;
     gemv_in_graphs(gpu, &mut rng, rep)?;
-    sk_gemm_in_graphs(gpu, &mut rng, rep)?;
     runner_steps(bench_model, rep)
 }
 
@@ -527,61 +520,6 @@ fn gemm_algos(gpu: &CudaBackend, rep: &mut Report) -> Result<()> {
         }
         rep.bench_line(line);
     }
-    Ok(())
-}
-
-/// The stream-K GEMM against cuBLAS on Qwen3-14B's decode products (the weights it
-/// takes by default: past L2, so each replay streams them from DRAM) at the row counts
-/// past the skinny kernel, both timed from graph replays; gate_up also as
-/// `linear_silu_mul` (the SiLU build against cuBLAS + `silu_mul`). The floor is the
-/// weight streamed once at the copy rate or the FLOPs at the GEMM rate, whichever is
-/// longer.
-fn sk_gemm_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> Result<()> {
-    if !gpu.has_sk_gemm() {
-        rep.bench_line("sk gemm in graphs: the stream-K GEMM is not built on this device".into());
-        return Ok(());
-    }
-    let rows_before = gpu.sk_gemm_rows();
-    let chunk = randn(rng, 1 << 20, 0.05);
-    for &(shape, n, k, silu) in &[
-        ("14B qkv", 7168usize, 5120usize, false),
-        ("14B o", 5120, 5120, false),
-        ("14B gate_up", 34816, 5120, false),
-        ("14B gate_up+silu", 34816, 5120, true),
-        ("14B down", 5120, 17408, false),
-    ] {
-        // A repeated random chunk: the weights are too large to draw value by value.
-        let w: Vec<f32> = chunk.iter().cycle().take(n * k).copied().collect();
-        let w = gpu.upload(&[n, k], HostData::f32(&w))?;
-        let mut line = format!("sk gemm in graphs {shape} n={n} k={k}:");
-        for m in [8usize, 16, 32, 64, 96, 128] {
-            let x = gpu.upload(&[m, k], HostData::f32(&randn(rng, m * k, 1.0)))?;
-            let mut us = [0.0f64; 2];
-            for (i, rows) in [usize::MAX, 0].into_iter().enumerate() {
-                gpu.set_sk_gemm_rows(rows);
-                us[i] = gpu.time_in_graph(20, &mut || {
-                    if silu {
-                        gpu.linear_silu_mul(&x, &w)?;
-                    } else {
-                        gpu.linear(&x, &w, None)?;
-                    }
-                    Ok(())
-                })?;
-            }
-            let bytes = ((n * k + m * k + m * n) * 2) as f64;
-            let floor_us =
-                (bytes / COPY_CEILING).max(2.0 * (m * n * k) as f64 / GEMM_CEILING) * 1e6;
-            line.push_str(&format!(
-                " m={m} sk {:.1} us ({:.2}x) / cuBLAS {:.1} us ({:.2}x);",
-                us[0],
-                us[0] / floor_us,
-                us[1],
-                us[1] / floor_us
-            ));
-        }
-        rep.bench_line(line);
-    }
-    gpu.set_sk_gemm_rows(rows_before);
     Ok(())
 }
 

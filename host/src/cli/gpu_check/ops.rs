@@ -122,15 +122,6 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         (5, 1003, 1024, true),
         (16, 1003, 1024, false),
         (9, 4096, 1024, false),
-        // The stream-K GEMM's cases: one and two row blocks (ragged m), tiles shared
-        // by several CTAs and tiles one CTA owns, k not a multiple of its 64-wide
-        // chunk, odd n (unpaired stores), 14B-sized k.
-        (64, 4096, 1024, false),
-        (65, 1024, 3072, false),
-        (128, 6144, 1024, false),
-        (100, 1003, 1000, false),
-        (33, 5120, 5120, false),
-        (17, 384, 17408, false),
     ] {
         let x = randn(&mut rng, m * k, 1.0);
         let w = randn(&mut rng, n * k, 0.05);
@@ -140,11 +131,10 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         let (bc, bg) = (up(cpu, &[n], &b)?, up(gpu, &[n], &b)?);
         let yc = cpu.linear(&xc, &wc, if bias { Some(&bc) } else { None })?;
         // Every path on every shape it takes (`paths`): the skinny kernel (where m <= 8,
-        // at any weight size: the size rule is lifted for these and the fused checks),
-        // the stream-K GEMM (m <= 128, any weight size here) and cuBLAS. From 3 rows the
-        // skinny kernel runs its tensor-core build where k allows, and its scalar build
-        // as well ("gemv simt").
-        for path in paths(gpu, m, bias) {
+        // at any weight size: the size rule is lifted for these and the fused checks)
+        // and cuBLAS. From 3 rows the skinny kernel runs its tensor-core build where k
+        // allows, and its scalar build as well ("gemv simt").
+        for path in paths(m) {
             let yg = on_path(gpu, path, || {
                 Ok(gpu.linear(&xg, &wg, if bias { Some(&bg) } else { None })?)
             })?;
@@ -591,49 +581,34 @@ fn norm_prologue_linears(
     Ok(())
 }
 
+/// The product paths a check of `m` rows runs: the skinny kernel's two builds up to
+/// 8 rows, and cuBLAS.
+fn paths(m: usize) -> Vec<&'static str> {
+    if m <= 8 {
+        vec!["gemv", "gemv simt", "cuBLAS"]
+    } else {
+        vec!["cuBLAS"]
+    }
+}
+
+/// `f` with products routed the way `path` names: "gemv" (the skinny kernel to 8
+/// rows, its tensor-core build where k allows), "gemv simt" (its scalar build) or
+/// "cuBLAS"; then the routing as it was.
+fn on_path<T>(gpu: &CudaBackend, path: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    let tc = gpu.gemv_tc();
+    gpu.set_gemv_rows(if path.starts_with("gemv") { 8 } else { 0 });
+    gpu.set_gemv_tc(tc && path != "gemv simt");
+    let r = f();
+    gpu.set_gemv_rows(minisgl::backend::cuda::GEMV_ROWS_DEFAULT);
+    gpu.set_gemv_tc(tc);
+    r
+}
+
 /// The products with the next op in their epilogue (gemv.cu's `gemv_silu` and
 /// `gemv_residual_norm`) against the CPU's two ops, on both CUDA paths (the skinny
 /// kernel and cuBLAS + the separate kernel). The shapes cover every split of a
 /// column's reduction (1 to 8 warps), both row counts the kernel is unrolled for,
 /// bias, and the norm's two-pass width (past 8192).
-/// The product paths a check of `m` rows runs: the skinny kernel's two builds up to
-/// 8 rows, the stream-K GEMM (where built; up to its rows, and without a bias, which
-/// only cuBLAS takes past the skinny kernel), and cuBLAS.
-fn paths(gpu: &CudaBackend, m: usize, bias: bool) -> Vec<&'static str> {
-    let mut p = Vec::new();
-    if m <= 8 {
-        p.extend(["gemv", "gemv simt"]);
-    }
-    if gpu.has_sk_gemm() && m <= minisgl::backend::cuda::SK_GEMM_MAX_ROWS && !bias {
-        p.push("sk");
-    }
-    p.push("cuBLAS");
-    p
-}
-
-/// Route products the way `path` names: "gemv" (the skinny kernel to 8 rows, its
-/// tensor-core build where `tc` and k allow), "gemv simt" (its scalar build), "sk" (the
-/// stream-K GEMM at any row count and weight size it takes) or "cuBLAS".
-fn set_path(gpu: &CudaBackend, path: &str, tc: bool) {
-    use minisgl::backend::cuda::SK_MIN_WEIGHT_BYTES;
-    gpu.set_gemv_rows(if path.starts_with("gemv") { 8 } else { 0 });
-    gpu.set_gemv_tc(tc && path != "gemv simt");
-    gpu.set_sk_gemm_rows(if path == "sk" { usize::MAX } else { 0 });
-    gpu.set_sk_gemm_min_weight(if path == "sk" { 0 } else { SK_MIN_WEIGHT_BYTES });
-}
-
-/// `f` with products routed through `path`, then the routing as it was.
-fn on_path<T>(gpu: &CudaBackend, path: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    let (tc, sk_rows) = (gpu.gemv_tc(), gpu.sk_gemm_rows());
-    set_path(gpu, path, tc);
-    let r = f();
-    gpu.set_gemv_rows(minisgl::backend::cuda::GEMV_ROWS_DEFAULT);
-    gpu.set_gemv_tc(tc);
-    gpu.set_sk_gemm_rows(sk_rows);
-    gpu.set_sk_gemm_min_weight(minisgl::backend::cuda::SK_MIN_WEIGHT_BYTES);
-    r
-}
-
 fn fused_linears(
     cpu: &CpuBackend,
     gpu: &CudaBackend,
@@ -648,18 +623,13 @@ fn fused_linears(
         (5, 64, 24),
         (3, 1000, 512),
         (8, 1024, 2048),
-        // The stream-K GEMM's SiLU build: one and two row blocks, odd and ragged
-        // widths, a 14B-sized gate_up at 64 rows.
-        (37, 3072, 1024),
-        (100, 1001, 512),
-        (64, 8704, 5120),
     ] {
         let x = randn(rng, m * k, 1.0);
         let w = randn(rng, 2 * n * k, 0.05);
         let (xc, xg) = (up(cpu, &[m, k], &x)?, up(gpu, &[m, k], &x)?);
         let (wc, wg) = (up(cpu, &[2 * n, k], &w)?, up(gpu, &[2 * n, k], &w)?);
         let yc = cpu.linear_silu_mul(&xc, &wc)?;
-        for path in paths(gpu, m, false) {
+        for path in paths(m) {
             let yg = on_path(gpu, path, || Ok(gpu.linear_silu_mul(&xg, &wg)?))?;
             rep.check(
                 "linear_silu_mul",
@@ -678,7 +648,6 @@ fn fused_linears(
         (3, 1000, 24, false),
         (8, 2048, 1024, true),
         (2, 10240, 512, false),
-        (48, 5120, 5120, false),
     ] {
         let x = randn(rng, m * k, 1.0);
         let w = randn(rng, n * k, 0.05);
@@ -691,7 +660,7 @@ fn fused_linears(
         let (gc, gg) = (up(cpu, &[n], &g)?, up(gpu, &[n], &g)?);
         let mut rc = up(cpu, &[m, n], &r)?;
         let oc = cpu.linear_add_rms_norm(&xc, &wc, bias.then_some(&bc), &mut rc, &gc, 1e-6)?;
-        for path in paths(gpu, m, bias) {
+        for path in paths(m) {
             let mut rg = up(gpu, &[m, n], &r)?;
             let og = on_path(gpu, path, || {
                 Ok(gpu.linear_add_rms_norm(&xg, &wg, bias.then_some(&bg), &mut rg, &gg, 1e-6)?)

@@ -4,8 +4,7 @@ use cudarc::cublas::{result as blas, sys as bsys};
 use cudarc::driver::LaunchConfig;
 
 use super::shape_err;
-use crate::backend::cuda::device::SkGemm;
-use crate::backend::cuda::{cfg, g, tma, Arg, Buf, CudaBackend, CudaTensor};
+use crate::backend::cuda::{cfg, g, Arg, Buf, CudaBackend, CudaTensor};
 use crate::backend::{shapes, BackendError};
 
 /// Widest output the skinny kernel takes. Measured on the H200 at one row:
@@ -26,21 +25,6 @@ pub const GEMV_MAX_WEIGHT_BYTES: usize = 32 << 20;
 /// projection (7.1 against 6.2: 1,024 columns make only 128 warps of eight), and the
 /// batch-2 step was not measured.
 const GEMV_TC_MIN_ROWS: usize = 3;
-
-/// Output columns of a stream-K GEMM tile and k of one of its units (SK_BN and SK_BK
-/// in gemm_sm90.cu).
-const SK_TILE_COLS: usize = 128;
-const SK_CHUNK_K: usize = 64;
-
-/// Fewest (tile, k chunk) units a stream-K CTA takes: below it the grid shrinks, so
-/// a small product is not spread into one-chunk shares that each pay a CTA's start-up
-/// and an atomic add of the whole tile.
-const SK_MIN_UNITS: usize = 8;
-
-/// Smallest weight (bytes) the stream-K GEMM streams. Timed from graph replays on the
-/// H200 (docs/results/gpu-2026-12-02-skgemm.md), cuBLAS takes Qwen3-0.6B's products
-/// (2-13 MB, served from L2) in 4-6 µs, under the start-up of a persistent grid.
-pub const SK_MIN_WEIGHT_BYTES: usize = 32 << 20;
 
 /// Most shared memory (bytes) the norm prologue of `gemv_norm_*` takes for its rows
 /// and the norm weight: under the 48 KB a launch gets without opting in.
@@ -177,9 +161,6 @@ impl CudaBackend {
             ((m * k + n * k) * 2 + m * n * out_bytes) as f64,
             2.0 * (m * n * k) as f64,
         );
-        if beta == 0.0 && self.use_sk_gemm(x, w, m, n, k) {
-            return self.sk_gemm(x, w, y, (m, n, k), f32_out, false);
-        }
         // Row-major Y[m,n] = X[m,k] · W[n,k]ᵀ is column-major Yᵀ = W · Xᵀ with W read transposed.
         // SAFETY: pointers address buffers of the sizes checked by the caller; alpha/beta are
         // host f32 scalars as CUBLAS_COMPUTE_32F requires.
@@ -211,72 +192,6 @@ impl CudaBackend {
             )
             .map_err(|e| BackendError::Device(format!("cuBLAS GEMM {m}x{n}x{k}: {e:?}")))
         })
-    }
-
-    /// Whether the stream-K Hopper GEMM serves `x[m, k] · w[n, k]ᵀ`: decode batches
-    /// past the skinny kernel's rows up to `sk_gemm_rows`, weights past L2
-    /// ([`SK_MIN_WEIGHT_BYTES`] by default), operands the copy engine can map, and outputs of at
-    /// most [`SkGemm::MAX_TILES`] tiles.
-    fn use_sk_gemm(&self, x: u64, w: u64, m: usize, n: usize, k: usize) -> bool {
-        (1..=self.sk_gemm_rows.get()).contains(&m)
-            && n * k * 2 >= self.sk_gemm_min_weight.get()
-            && self.dev.sk_gemm.is_some()
-            && tma::matrix_fits(x, k)
-            && tma::matrix_fits(w, k)
-            && n.div_ceil(SK_TILE_COLS) <= SkGemm::MAX_TILES
-    }
-
-    /// `y[m, n] = x · wᵀ` through `gemm_sk_m64` (up to 64 rows) or `gemm_sk_m128`, or
-    /// with `silu` (w is a gate_up weight `[2n, k]`) `y = silu(x·w_gateᵀ) · (x·w_upᵀ)`
-    /// through `gemm_sk_silu_m*`: one grid a wave, whose CTAs take equal runs of
-    /// (tile, k chunk) units.
-    #[allow(clippy::too_many_arguments)]
-    fn sk_gemm(
-        &self,
-        x: u64,
-        w: u64,
-        y: u64,
-        (m, n, k): (usize, usize, usize),
-        f32_out: bool,
-        silu: bool,
-    ) -> Result<(), BackendError> {
-        let sk = self.dev.sk_gemm.as_ref().ok_or_else(|| {
-            BackendError::Unsupported("the stream-K GEMM is not built on this device".into())
-        })?;
-        let wide = usize::from(m > 64);
-        let name = match (silu, wide) {
-            (false, 0) => "gemm_sk_m64",
-            (false, _) => "gemm_sk_m128",
-            (true, 0) => "gemm_sk_silu_m64",
-            (true, _) => "gemm_sk_silu_m128",
-        };
-        // A tile is 128 weight rows: 128 outputs, or 64 gate and 64 up rows.
-        let tile_cols = if silu { SK_TILE_COLS / 2 } else { SK_TILE_COLS };
-        let units = n.div_ceil(tile_cols) * k.div_ceil(SK_CHUNK_K);
-        let ctas =
-            (units / SK_MIN_UNITS).clamp(1, sk.blocks_per_sm[wide] * self.dev.num_sms.max(1));
-        let mut c = cfg((g(ctas), 1, 1), 128);
-        c.shared_mem_bytes = crate::backend::cuda::device::dynamic_smem(name).unwrap_or(0) as u32;
-        let w_rows = if silu { 2 * n } else { n };
-        let maps = [
-            tma::matrix_map(x, m, k, 64 << wide)?,
-            tma::matrix_map(w, w_rows, k, if silu { 64 } else { SK_TILE_COLS })?,
-        ];
-        self.launch(
-            name,
-            c,
-            &[
-                Arg::Map(maps[0]),
-                Arg::Map(maps[1]),
-                Arg::U64(y),
-                Arg::I32(i32::from(f32_out)),
-                Arg::I32(m as i32),
-                Arg::I32(n as i32),
-                Arg::I32(k as i32),
-                Arg::U64(self.ptr(&sk.workspace)),
-                Arg::U64(self.ptr(&sk.tickets)),
-            ],
-        )
     }
 
     /// Whether the skinny-product kernel serves an `m × k` input against an
@@ -437,21 +352,6 @@ impl CudaBackend {
                 ],
             )?;
             return Ok(out);
-        }
-        if m > 0 && n2.is_multiple_of(2) && !x.logits_input {
-            let (xp, wp) = (
-                self.bf16_ptr(x, "linear_silu_mul")?,
-                self.bf16_ptr(w, "linear_silu_mul")?,
-            );
-            if self.use_sk_gemm(xp, wp, m, n2, k) {
-                let out = self.new_bf16(m, n2 / 2)?;
-                crate::backend::cuda::timeline::cost(
-                    ((m * k + n2 * k) * 2 + m * n2) as f64,
-                    2.0 * (m * n2 * k) as f64,
-                );
-                self.sk_gemm(xp, wp, self.tptr(&out), (m, n2 / 2, k), false, true)?;
-                return Ok(out);
-            }
         }
         let gu = self.linear_impl(x, w, None)?;
         self.silu_mul_impl(&gu)

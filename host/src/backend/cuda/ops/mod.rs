@@ -16,7 +16,7 @@ mod rope;
 mod tensor;
 
 pub use attention::AttnPath;
-pub use linear::{GEMV_MAX_WEIGHT_BYTES, SK_MIN_WEIGHT_BYTES};
+pub use linear::GEMV_MAX_WEIGHT_BYTES;
 
 use super::{CudaBackend, CudaKv, CudaStep, CudaTensor};
 use crate::backend::{AttnParams, Backend, BackendError, HostData, KvLayout, Sampled, StepMeta};
