@@ -589,8 +589,8 @@ device)
             MINISGL_BENCH_BATCHES=${BATCHES:-1,8,16,32,64,128,256} MINISGL_BENCH_AB=MINISGL_GEMM_TUNE=0 \
             BENCH_TIMEOUT=200 bench_step qwen3-14b
         grep -cE "gemm tune" "$out/gpu-check-bench-qwen3-14b.log" | sed 's/^/shapes tuned: /'
-        if [ "${SKIP_OFFLINE:-0}" != 1 ] && [ "$SECONDS" -lt 380 ]; then offline_default qwen3-14b; fi
-        if [ "${SKIP_OFFLINE:-0}" != 1 ] && [ "$SECONDS" -lt 460 ]; then
+        if [ "${SKIP_OFFLINE:-0}" != 1 ] && [ "$SECONDS" -lt "${OFFLINE_BY:-380}" ]; then offline_default qwen3-14b; fi
+        if [ "${SKIP_OFFLINE:-0}" != 1 ] && [ "$SECONDS" -lt "${OFFLINE_OFF_BY:-460}" ]; then
             MINISGL_GEMM_TUNE=0 offline_default qwen3-14b
         fi
         ls -la "$out"
