@@ -86,10 +86,9 @@
 #     part 31: the tensor-core gemv build: kernel and model checks, the 0.6B benches and
 #             runner step against MINISGL_GEMV_ROWS=2 (cuBLAS past two rows) in one
 #             process, the default workload (SKIP_OFFLINE=1 leaves it out).
-#     part 33: cuBLAS algorithms timed per product shape (gemm_tune.rs, weights past 32
-#             MB at up to 256 rows): kernel checks, the 14B runner step against
-#             MINISGL_GEMM_TUNE=0 in one process (the choices logged), the 14B default
-#             workload with tuning on and off while the call has time.
+#     (part 33, cuBLAS algorithms timed per product shape, ran at 98d2292; within
+#     +-2% of cuBLAS's own choice, so reverted with the part:
+#     docs/results/gpu-2026-12-02-skgemm.md.)
 #     (part 32, the stream-K Hopper GEMM for decode products of 5-128 rows, ran at
 #     57717b3 and 7fa056e; it lost to cuBLAS and was reverted, and so is the part:
 #     docs/results/gpu-2026-12-02-skgemm.md.)
@@ -580,19 +579,6 @@ device)
         MINISGL_BENCH_AB=MINISGL_GEMV_ROWS=2 bench_step qwen3-0.6b
         grep -E "^bench: linear n=" "$out/gpu-check-bench-qwen3-0.6b.log" | head -3
         if [ "${SKIP_OFFLINE:-0}" != 1 ] && [ "$SECONDS" -lt 420 ]; then offline_default qwen3-0.6b; fi
-        ls -la "$out"
-    elif [ "$part" = 33 ]; then
-        cat "$out/env.log" > "$out/gpu-check-ops.log"; rm "$out/env.log"
-        check_ops --skip-bench
-        grep -E "gemm_tune" "$out/gpu-check-ops.log" | head -3
-        RUST_LOG=info,minisgl::backend::cuda::gemm_tune=debug MINISGL_BENCH_RUNNER_ONLY=1 \
-            MINISGL_BENCH_BATCHES=${BATCHES:-1,8,16,32,64,128,256} MINISGL_BENCH_AB=MINISGL_GEMM_TUNE=0 \
-            BENCH_TIMEOUT=200 bench_step qwen3-14b
-        grep -cE "gemm tune" "$out/gpu-check-bench-qwen3-14b.log" | sed 's/^/shapes tuned: /'
-        if [ "${SKIP_OFFLINE:-0}" != 1 ] && [ "$SECONDS" -lt "${OFFLINE_BY:-380}" ]; then offline_default qwen3-14b; fi
-        if [ "${SKIP_OFFLINE:-0}" != 1 ] && [ "$SECONDS" -lt "${OFFLINE_OFF_BY:-460}" ]; then
-            MINISGL_GEMM_TUNE=0 offline_default qwen3-14b
-        fi
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

@@ -179,9 +179,6 @@ pub struct CudaOptions {
     /// Skinny products of 3+ rows use the tensor-core gemv build where k allows (sm_80+;
     /// on unless `MINISGL_GEMV_TC=0`).
     pub gemv_tc: bool,
-    /// Decode-batch products of large weights run the algorithm timed fastest for
-    /// their shape (`gemm_tune.rs`; on unless `MINISGL_GEMM_TUNE=0`).
-    pub gemm_tune: bool,
 }
 
 impl Default for CudaOptions {
@@ -221,7 +218,6 @@ impl Default for CudaOptions {
             .unwrap_or(super::GEMV_ROWS_DEFAULT);
         let norm_prologue = std::env::var("MINISGL_NORM_PROLOGUE").map_or(true, |v| v != "0");
         let gemv_tc = std::env::var("MINISGL_GEMV_TC").map_or(true, |v| v != "0");
-        let gemm_tune = std::env::var("MINISGL_GEMM_TUNE").map_or(true, |v| v != "0");
         CudaOptions {
             ordinal,
             attention,
@@ -234,7 +230,6 @@ impl Default for CudaOptions {
             gemv_rows,
             norm_prologue,
             gemv_tc,
-            gemm_tune,
         }
     }
 }

@@ -1,5 +1,5 @@
 //! cuBLASLt's candidate algorithms for one decode-shaped product, timed against the
-//! algorithm `cublasGemmEx` picks by itself; `gemm_tune.rs` acts on the same timing.
+//! algorithm `cublasGemmEx` picks by itself (what `linear` runs today).
 //!
 //! At batch 64-256 the four products of a Qwen3-0.6B layer take 6-9 µs each through
 //! cuBLAS, two to three times what their FLOPs and bytes need (Nsight Compute,
@@ -14,7 +14,7 @@ use super::device::dptr;
 use super::CudaBackend;
 use crate::backend::BackendError;
 
-pub(super) fn lt_err(what: &str, e: impl std::fmt::Debug) -> BackendError {
+fn lt_err(what: &str, e: impl std::fmt::Debug) -> BackendError {
     BackendError::Device(format!("cuBLASLt {what}: {e:?}"))
 }
 
@@ -42,15 +42,15 @@ impl GemmSurvey {
 
 /// Descriptors of `Y[m, n] = X[m, k] · W[n, k]ᵀ` in bf16 with an f32 accumulator, in
 /// cuBLAS's column-major terms (`Yᵀ = W · Xᵀ`, W read transposed), destroyed on drop.
-pub(super) struct Desc {
-    pub(super) op: ltsys::cublasLtMatmulDesc_t,
-    pub(super) w: ltsys::cublasLtMatrixLayout_t,
-    pub(super) x: ltsys::cublasLtMatrixLayout_t,
-    pub(super) y: ltsys::cublasLtMatrixLayout_t,
+struct Desc {
+    op: ltsys::cublasLtMatmulDesc_t,
+    w: ltsys::cublasLtMatrixLayout_t,
+    x: ltsys::cublasLtMatrixLayout_t,
+    y: ltsys::cublasLtMatrixLayout_t,
 }
 
 impl Desc {
-    pub(super) fn new(m: usize, n: usize, k: usize) -> Result<Desc, BackendError> {
+    fn new(m: usize, n: usize, k: usize) -> Result<Desc, BackendError> {
         use ltsys::cudaDataType::CUDA_R_16BF;
         let op = lt::create_matmul_desc(
             ltsys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
@@ -91,7 +91,7 @@ impl Drop for Desc {
 }
 
 /// Workspace the candidates may use (as `linear`'s cuBLAS handle has).
-pub(super) const WORKSPACE: usize = 32 << 20;
+const WORKSPACE: usize = 32 << 20;
 
 impl CudaBackend {
     /// µs of GPU time per call of `f`: one warm-up call, then `iters` calls recorded
@@ -157,7 +157,7 @@ impl CudaBackend {
         );
         let wsp = dptr(&ws, &dev.stream);
         let time = |f: &mut dyn FnMut() -> Result<(), BackendError>| self.time_in_graph(iters, f);
-        let default_us = time(&mut || self.gemm_ex(xp, wp, yp, m, n, k, false, 0.0))?;
+        let default_us = time(&mut || self.gemm(xp, wp, yp, m, n, k, false, 0.0))?;
 
         let handle = lt::create_handle().map_err(|e| lt_err("handle", e))?;
         let desc = Desc::new(m, n, k)?;

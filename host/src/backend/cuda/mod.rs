@@ -11,7 +11,6 @@
 pub mod device;
 pub mod error;
 mod gemm_lt;
-mod gemm_tune;
 mod graph;
 pub mod libs;
 pub mod nccl;
@@ -170,11 +169,6 @@ pub struct CudaBackend {
     /// Whether skinny products of 3+ rows take the tensor-core build
     /// ([`CudaOptions::gemv_tc`]; benchmarks and checks compare).
     pub(crate) gemv_tc: std::cell::Cell<bool>,
-    /// Whether decode-batch products of large weights run the algorithm timed fastest
-    /// for their shape (`gemm_tune.rs`; [`CudaOptions::gemm_tune`]; benchmarks compare).
-    pub(crate) gemm_tune: std::cell::Cell<bool>,
-    /// The choices made so far (created on the first product tuned).
-    pub(crate) gemm_tuner: RefCell<Option<gemm_tune::GemmTuner>>,
     /// Largest weight (bytes) the skinny kernel streams
     /// ([`GEMV_MAX_WEIGHT_BYTES`] by default; benchmarks lift it to time the gemv against cuBLAS).
     pub(crate) gemv_max_weight: std::cell::Cell<usize>,
@@ -197,8 +191,6 @@ impl CudaBackend {
             gemv_max_weight: std::cell::Cell::new(GEMV_MAX_WEIGHT_BYTES),
             norm_prologue: std::cell::Cell::new(opts.norm_prologue),
             gemv_tc: std::cell::Cell::new(opts.gemv_tc),
-            gemm_tune: std::cell::Cell::new(opts.gemm_tune),
-            gemm_tuner: RefCell::new(None),
             nccl: None,
         })
     }
@@ -255,12 +247,6 @@ impl CudaBackend {
     /// Whether skinny products of 3+ rows take the tensor-core build.
     pub fn gemv_tc(&self) -> bool {
         self.gemv_tc.get()
-    }
-
-    /// Let decode-batch products of large weights run the algorithm timed fastest for
-    /// their shape (true) or `cublasGemmEx`'s own choice (false).
-    pub fn set_gemm_tune(&self, on: bool) {
-        self.gemm_tune.set(on);
     }
 
     /// Whether the tensor-core decode sizes its splits by waves.

@@ -122,9 +122,6 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         (5, 1003, 1024, true),
         (16, 1003, 1024, false),
         (9, 4096, 1024, false),
-        // A 52 MB weight at 64 rows: cuBLAS runs the algorithm tuned for the shape
-        // (gemm_tune.rs; the fact below says which won).
-        (64, 5120, 5120, false),
     ] {
         let x = randn(&mut rng, m * k, 1.0);
         let w = randn(&mut rng, n * k, 0.05);
@@ -147,21 +144,6 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
                 &gpu.to_host(&yg)?,
                 &cpu.to_host(&yc)?,
                 T,
-            );
-        }
-        if let Some(lt) = gpu.gemm_tune_choice(m, n, k) {
-            rep.fact(
-                "gemm_tune",
-                format!("m={m} n={n} k={k}"),
-                true,
-                format!(
-                    "tuned: {}",
-                    if lt {
-                        "a cuBLASLt candidate"
-                    } else {
-                        "cublasGemmEx"
-                    }
-                ),
             );
         }
     }

@@ -143,8 +143,6 @@ impl CudaBackend {
         )
     }
 
-    /// `y[m, n] = x · wᵀ (+ beta y)`: the algorithm tuned for the shape where
-    /// `gemm_tune.rs` takes it, else `cublasGemmEx`.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn gemm(
         &self,
@@ -157,31 +155,12 @@ impl CudaBackend {
         f32_out: bool,
         beta: f32,
     ) -> Result<(), BackendError> {
+        let alpha = 1.0f32;
         let out_bytes = if f32_out { 4 } else { 2 };
         crate::backend::cuda::timeline::cost(
             ((m * k + n * k) * 2 + m * n * out_bytes) as f64,
             2.0 * (m * n * k) as f64,
         );
-        if !f32_out && beta == 0.0 && self.gemm_tuned((x, w, y), m, n, k)? {
-            return Ok(());
-        }
-        self.gemm_ex(x, w, y, m, n, k, f32_out, beta)
-    }
-
-    /// `cublasGemmEx` with its own algorithm.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn gemm_ex(
-        &self,
-        x: u64,
-        w: u64,
-        y: u64,
-        m: usize,
-        n: usize,
-        k: usize,
-        f32_out: bool,
-        beta: f32,
-    ) -> Result<(), BackendError> {
-        let alpha = 1.0f32;
         // Row-major Y[m,n] = X[m,k] · W[n,k]ᵀ is column-major Yᵀ = W · Xᵀ with W read transposed.
         // SAFETY: pointers address buffers of the sizes checked by the caller; alpha/beta are
         // host f32 scalars as CUBLAS_COMPUTE_32F requires.
