@@ -15,6 +15,7 @@
 // Compiled only for sm_90a (wgmma does not exist elsewhere); other devices use
 // attention_prefill.cu (mma.sync).
 #include "common.cuh"
+#include "hopper.cuh"
 
 #define H_BQ 128
 #define H_THREADS 256
@@ -24,23 +25,6 @@
 #endif
 
 #define H_STAGES 3
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
-// Keeps the compiler from moving accumulator reads above the wait.
-__device__ __forceinline__ void reg_fence(float& x) { asm volatile("" : "+f"(x)::"memory"); }
-
-// Shared-memory matrix descriptor, 128-byte swizzle.
-__device__ __forceinline__ u64 desc_sw128(u32 addr, u32 lbo, u32 sbo) {
-    u64 d = 0;
-    d |= (u64)((addr & 0x3FFFF) >> 4);
-    d |= (u64)((lbo >> 4) & 0x3FFF) << 16;
-    d |= (u64)((sbo >> 4) & 0x3FFF) << 32;
-    d |= (u64)1 << 62;
-    return d;
-}
 
 __device__ __forceinline__ void wgmma_m64n64k16_rs_t0(float* d, const u32* a, u64 desc, int acc) {
     asm volatile(
@@ -229,12 +213,6 @@ __device__ __forceinline__ void issue_pv(float (&o)[HD / 2], const u32 (&pf)[H_B
         else
             wgmma_m64n128k16_rs_t1(o, pf[c], d, 1);
     }
-}
-
-template <int N>
-__device__ __forceinline__ void fence_regs(float (&x)[N]) {
-#pragma unroll
-    for (int i = 0; i < N; i++) reg_fence(x[i]);
 }
 
 template <int HD>

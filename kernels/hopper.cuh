@@ -1,4 +1,4 @@
-// Hopper (sm_90a) building blocks shared by the warp-specialised kernels: wgmma
+// Hopper (sm_90a) building blocks shared by the two wgmma prefill kernels: wgmma
 // (asynchronous warpgroup MMA) with shared-memory descriptors, mbarriers, bulk tensor
 // copies (TMA) and named barriers. Included after common.cuh (NVRTC builds paste
 // both in place of their #include lines: nvrtc.rs).
