@@ -86,11 +86,11 @@
 #     part 31: the tensor-core gemv build: kernel and model checks, the 0.6B benches and
 #             runner step against MINISGL_GEMV_ROWS=2 (cuBLAS past two rows) in one
 #             process, the default workload (SKIP_OFFLINE=1 leaves it out).
-#     (part 33, cuBLAS algorithms timed per product shape, ran at 98d2292; within
-#     +-2% of cuBLAS's own choice, so reverted with the part:
-#     docs/results/gpu-2026-12-02-skgemm.md.)
 #     (part 32, the stream-K Hopper GEMM for decode products of 5-128 rows, ran at
 #     57717b3 and 7fa056e; it lost to cuBLAS and was reverted, and so is the part:
+#     docs/results/gpu-2026-12-02-skgemm.md.)
+#     (part 33, cuBLAS algorithms timed per product shape, ran at 98d2292; within
+#     +-2% of cuBLAS's own choice, so reverted with the part:
 #     docs/results/gpu-2026-12-02-skgemm.md.)
 #     (parts 29 and 30, the L2 prefetch and the cluster-merged decode, ran at 60129b6 and
 #     dcad030; both were reverted, and so are the parts: docs/results/gpu-2026-12-02-l2.md.)
@@ -139,7 +139,7 @@ device)
     }
     bench_step() {  # SHAPE [LOG_SUFFIX]: the kernel benches and the runner's decode step
         local log="$out/gpu-check-bench-$1${2:-}.log"
-        timeout "${BENCH_TIMEOUT:-170}" "$bin" gpu-check --skip-ops --skip-models --skip-engine --bench-model .gpu/$1 \
+        timeout 170 "$bin" gpu-check --skip-ops --skip-models --skip-engine --bench-model .gpu/$1 \
             --report /tmp/gpu-check-bench.md > "$log" 2>&1
         echo "gpu-check bench $1${2:-} rc=$?"; grep -E "runner.step|rror" "$log" | head -14
     }
