@@ -18,6 +18,7 @@
 use minisgl::backend::cuda::{CudaBackend, CudaOptions};
 use minisgl::backend::{Backend, HostData};
 use minisgl::model::ModelConfig;
+use minisgl::sim::StepShape;
 
 /// Measured device ceilings.
 #[derive(Clone, Debug)]
@@ -177,6 +178,20 @@ pub fn roofline_seconds(c: &ModelConfig, reqs: &[(u64, u64)], ceil: &Ceilings, t
     (prefill_flops / ceil.gemm_flops_s + decode) / tp.max(1) as f64
 }
 
+/// The least time one engine step of `shape` can take: the larger of its bytes
+/// (every weight once, plus the KV its decodes read) at the copy bandwidth and its
+/// FLOPs (the products of every token, attention over its decodes' contexts and its
+/// prefill chunks' pairs) at the GEMM rate, split over `tp` GPUs. Summed over a
+/// run's steps it is [`roofline_seconds`] for the steps the scheduler actually ran,
+/// so a run's loss can be placed by step class.
+pub fn step_floor_seconds(c: &ModelConfig, shape: &StepShape, ceil: &Ceilings, tp: usize) -> f64 {
+    let w = Work::of(c);
+    let bytes = w.weight_bytes() + w.kv_bytes_per_token * shape.kv_read as f64;
+    let flops = 2.0 * w.params * shape.tokens as f64
+        + w.attn_flops_per_pair * (shape.kv_read + shape.attn_pairs) as f64;
+    (bytes / ceil.copy_bytes_s).max(flops / ceil.gemm_flops_s) / tp.max(1) as f64
+}
+
 /// The all-reduce of a tensor-parallel group, timed on its GPUs.
 #[derive(Clone, Debug)]
 pub struct AllReduceTimes {
@@ -309,6 +324,36 @@ mod tests {
         assert!(r > f, "{r} <= {f}");
         let r2 = roofline_seconds(&c, &reqs, &slow, 2);
         assert!((r2 * 2.0 - r).abs() <= 1e-9 * r);
+    }
+
+    #[test]
+    fn a_step_floor_is_its_bytes_or_its_flops_whichever_is_longer() {
+        let c = qwen3_06b();
+        // An untied input embedding is a gather: neither bytes nor FLOPs count it.
+        let untied = if c.tie_word_embeddings() {
+            0.0
+        } else {
+            (c.vocab_size() * c.hidden_size()) as f64
+        };
+        let params = c.num_params() as f64 - untied;
+        let w = 2.0 * params;
+        let kv = (c.kv_elems_per_token() * 2) as f64;
+        // Bytes-bound: one decode over 100 cached tokens (101 read) at 1 TB/s.
+        let cl = ceil(1.0e12, f64::INFINITY);
+        let d = StepShape::decode(1, 100);
+        let want = (w + 101.0 * kv) / 1.0e12;
+        let got = step_floor_seconds(&c, &d, &cl, 1);
+        assert!((got - want).abs() <= 1e-9 * want, "{got} vs {want}");
+        // FLOP-bound: a 4096-token chunk at 1 TFLOP/s counts its products and its
+        // 4096 * 4097 / 2 causal pairs; two GPUs halve it.
+        let cl = ceil(f64::INFINITY, 1.0e12);
+        let p = StepShape::prefill(4096, 0);
+        let per_pair = 4.0 * (c.num_layers() * c.num_heads() * c.head_dim()) as f64;
+        let want = (2.0 * params * 4096.0 + per_pair * (4096.0 * 4097.0 / 2.0)) / 1.0e12;
+        let got = step_floor_seconds(&c, &p, &cl, 1);
+        assert!((got - want).abs() <= 1e-9 * want, "{got} vs {want}");
+        let half = step_floor_seconds(&c, &p, &cl, 2);
+        assert!((half * 2.0 - got).abs() <= 1e-9 * got);
     }
 
     #[test]

@@ -14,14 +14,17 @@ use minisgl_plugin_sdk::SamplingParams;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::bench_steps::Breakdown;
 use super::settings::{Group, SettingArgs};
 use minisgl::config::Config;
 use minisgl::engine::{CacheMode, Engine, EngineConfig, EngineMetrics, GenerateRequest};
 use minisgl::kv::pool::bytes_per_page;
 use minisgl::model::placement::build_runner_with;
 use minisgl::model::runner::{DeviceKind, RunnerOptions};
+use minisgl::model::ModelRunner;
 use minisgl::model::{load, load_random, LoadedModel};
 use minisgl::plugin::PluginSet;
+use minisgl::sim::{step_log, LoggingRunner};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchOfflineArgs {
@@ -80,6 +83,10 @@ pub struct BenchOfflineArgs {
     /// Workload name for --jsonl (default: derived from the length flags).
     #[arg(long)]
     pub workload_name: Option<String>,
+    /// Write every step of the last run (time, tokens, KV read, attention pairs) to
+    /// this CSV, the simulator's steps format (`minisgl-host profile --refit P --steps FILE`).
+    #[arg(long, value_name = "FILE")]
+    pub steps_csv: Option<PathBuf>,
 }
 
 /// The settings `bench offline` takes. With no `--kv-memory-mb` the CPU
@@ -127,6 +134,8 @@ struct RunResult {
     input_tokens: u64,
     output_tokens: u64,
     metrics: EngineMetrics,
+    /// Time by step class against each step's floor (runs with ceilings).
+    steps: Option<Breakdown>,
 }
 
 impl RunResult {
@@ -239,6 +248,9 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
         let built = Instant::now();
         let runner = build_runner_with(&model, cfg.device, num_pages, cfg.page_size, &opts)
             .context("building the model runner")?;
+        // Every step with its shape and time: where the run loses against its floor.
+        let (runner, step_log) = LoggingRunner::new(runner, Instant::now());
+        let runner: Box<dyn ModelRunner> = Box::new(runner);
         let engine_cfg = EngineConfig {
             num_pages: Some(num_pages),
             max_running: cfg.max_running,
@@ -297,14 +309,28 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
             .sum();
         let metrics = engine.metrics();
         engine.shutdown();
+        let records = step_log.lock().expect("step log").clone();
+        if let Some(path) = &args.steps_csv {
+            std::fs::write(path, step_log::csv(&records))
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        let steps = ceiling.as_ref().map(|(c, _)| {
+            Breakdown::of(&records, seconds, |s| {
+                super::bench_floor::step_floor_seconds(&model.config, s, c, tp)
+            })
+        });
         let r = RunResult {
             label,
             seconds,
             input_tokens,
             output_tokens: produced,
             metrics,
+            steps,
         };
         print_run(&r);
+        if let Some(b) = &r.steps {
+            b.print(&r.label);
+        }
         if let Some(f) = floor {
             let ceil_tps = output_tokens as f64 / f;
             println!(
@@ -438,6 +464,7 @@ fn append_jsonl(
         "attention": ceiling.map(|c| c.0.attention.clone()),
         "allreduce_busbw_gbs": all_reduce.map(|a| (a.bus_bytes_s / 1e9).round()),
         "seconds": (r.seconds * 1000.0).round() / 1000.0,
+        "steps": r.steps.as_ref().map(Breakdown::json),
         // Kernel switches change the figure; record them as set (unset = auto).
         "decode_kernel": std::env::var("MINISGL_DECODE_KERNEL").unwrap_or_else(|_| "auto".into()),
         "prefill_kernel": std::env::var("MINISGL_PREFILL_KERNEL").unwrap_or_else(|_| "auto".into()),

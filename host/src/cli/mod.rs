@@ -6,6 +6,7 @@ mod bench_floor;
 mod bench_offline;
 mod bench_online;
 mod bench_plugins;
+mod bench_steps;
 mod compare;
 mod generate;
 mod gpu_check;

@@ -130,8 +130,9 @@ impl ModelRunner for LoggingRunner {
     }
 }
 
-/// The step classes the error table reports, in its row order.
-const CLASSES: [&str; 5] = [
+/// The step classes the error table (and `bench offline`'s breakdown) reports,
+/// in row order.
+pub const CLASSES: [&str; 5] = [
     "decode, 1-8 seqs",
     "decode, 9-64 seqs",
     "decode, 65+ seqs",
@@ -140,7 +141,7 @@ const CLASSES: [&str; 5] = [
 ];
 
 /// A step's class, one of [`CLASSES`].
-fn class(s: &StepShape) -> &'static str {
+pub fn class(s: &StepShape) -> &'static str {
     CLASSES[match (s.decode_only, s.kv_read > 0) {
         (true, _) if s.tokens <= 8 => 0,
         (true, _) if s.tokens <= 64 => 1,
