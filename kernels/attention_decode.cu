@@ -5,13 +5,13 @@
 #include "common.cuh"
 
 #define DECODE_WARPS 4
-#define DECODE_MIN_PART 32
 
 // Rows of the context handled by each split of sequence `ctx` long when the grid has
-// `splits` splits; shared with the combine kernel.
-__device__ __forceinline__ int decode_part(int ctx, int splits) {
+// `splits` splits of at least `min_part` rows (the host's MINISGL_DECODE_MIN_PART);
+// shared with the combine kernels.
+__device__ __forceinline__ int decode_part(int ctx, int splits, int min_part) {
     int part = (ctx + splits - 1) / splits;
-    return part < DECODE_MIN_PART ? DECODE_MIN_PART : part;
+    return part < min_part ? min_part : part;
 }
 
 // grid: (splits, kv_heads * head_chunks, B); block: 128.
@@ -45,7 +45,7 @@ __device__ __forceinline__ void decode_impl(
     const bf16_t* __restrict__ v_cache, const int* __restrict__ q_start,
     const int* __restrict__ kv_len, const int* __restrict__ page_start,
     const int* __restrict__ page_ids, int q_heads, int kv_heads, int page_size, float scale,
-    int head_chunks, float* __restrict__ o_part, float* __restrict__ lse_part,
+    int min_part, int head_chunks, float* __restrict__ o_part, float* __restrict__ lse_part,
     bf16_t* __restrict__ o_direct) {
     constexpr int LPR = HD / 8;                 // lanes per K/V row (16 bytes each)
     constexpr int RGW = 32 / LPR;               // row groups per warp
@@ -61,7 +61,7 @@ __device__ __forceinline__ void decode_impl(
     int h0 = kvh * group + hc * GMAX;
     int nh = min(GMAX, group - hc * GMAX);
     int ctx = kv_len[b];
-    int part = decode_part(ctx, gridDim.x);
+    int part = decode_part(ctx, gridDim.x, min_part);
     int c0 = split * part;
     if (c0 >= ctx) return;
     int c1 = min(ctx, c0 + part);
@@ -204,11 +204,11 @@ __device__ __forceinline__ void decode_impl(
     extern "C" __global__ void __launch_bounds__(128) attn_decode_hd##HD##_g##G(                \
         const bf16_t* q, int q_stride, const bf16_t* k_cache, const bf16_t* v_cache,          \
         const int* q_start, const int* kv_len, const int* page_start, const int* page_ids,   \
-        int q_heads, int kv_heads, int page_size, float scale, int head_chunks, float* o_part, \
-        float* lse_part, bf16_t* o_direct) {                                                   \
+        int q_heads, int kv_heads, int page_size, float scale, int min_part, int head_chunks,  \
+        float* o_part, float* lse_part, bf16_t* o_direct) {                                    \
         decode_impl<HD, G>(q, q_stride, k_cache, v_cache, q_start, kv_len, page_start,         \
-                           page_ids, q_heads, kv_heads, page_size, scale, head_chunks, o_part, \
-                           lse_part, o_direct);                                                \
+                           page_ids, q_heads, kv_heads, page_size, scale, min_part,            \
+                           head_chunks, o_part, lse_part, o_direct);                           \
     }
 DECODE(64, 1)
 DECODE(64, 2)
@@ -484,20 +484,72 @@ __device__ __forceinline__ void decode_mma_segment(
     decode_mma_merge<HD>(warp, g, tq, m0, m1, l0, l1, oacc, group, sm_m, sm_l, store);
 }
 
+// The combine fused into the split grid: every block of a (sequence, kv head) counts
+// itself on that pair's ticket once its partials are written, and the last of the `n`
+// splits that had rows merges all of them into `o` (bf16 [token, q head, HD]) for the
+// group's query heads, then zeroes the ticket for the next launch (launches on the one
+// stream never overlap, so one array serves every layer). Saves attn_decode_combine's
+// launch, 3-7 us a layer (Nsight Compute, 2026-12-02: Qwen3-0.6B batch 1 and 64,
+// Qwen3-14B batch 8 and 64). The partials are read through L2 (ld.cg): a block of an
+// earlier launch on this SM may have left the same addresses in its L1.
+template <int HD>
+__device__ __forceinline__ void decode_merge_last(const float* o_part, const float* lse_part,
+                                                  bf16_t* o, u32* ticket, int b, int kvh,
+                                                  int q_heads, int group, int n, int splits,
+                                                  int t) {
+    __shared__ u32 last;
+    __shared__ float tot[16];
+    // Each thread's partial stores are published before the block counts itself.
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(ticket, 1u) == (u32)(n - 1);
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    extern __shared__ __align__(16) unsigned char dm_smem[];
+    float* wts = reinterpret_cast<float*>(dm_smem);  // [nh][n]: at most 16 x 256 floats
+    const int nh = min(group, 16), warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const size_t bh0 = (size_t)b * q_heads + (size_t)kvh * group;
+    for (int gi = warp; gi < nh; gi += 4) {
+        const float* lse = lse_part + (bh0 + gi) * splits;
+        float M = NEG_INF;
+        for (int s = lane; s < n; s += 32) M = fmaxf(M, __ldcg(lse + s));
+        M = warp_max(M);
+        float sum = 0.0f;
+        for (int s = lane; s < n; s += 32) {
+            float w = exp2f(__ldcg(lse + s) - M);
+            wts[gi * n + s] = w;
+            sum += w;
+        }
+        sum = warp_sum(sum);
+        if (lane == 0) tot[gi] = sum;
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < nh * HD; idx += blockDim.x) {
+        const int gi = idx / HD, d = idx % HD;
+        const float* op = o_part + (bh0 + gi) * splits * HD + d;
+        float acc = 0.0f;
+        for (int s = 0; s < n; s++) acc += wts[gi * n + s] * __ldcg(op + (size_t)s * HD);
+        o[((size_t)t * q_heads + kvh * group + gi) * HD + d] = f2bf(acc / tot[gi]);
+    }
+    if (threadIdx.x == 0) *ticket = 0u;
+}
+
 template <int HD>
 __device__ __forceinline__ void decode_mma_impl(
     const bf16_t* __restrict__ q, int q_stride, const bf16_t* __restrict__ k_cache,
     const bf16_t* __restrict__ v_cache, const int* __restrict__ q_start,
     const int* __restrict__ kv_len, const int* __restrict__ page_start,
     const int* __restrict__ page_ids, int q_heads, int kv_heads, int page_size, float scale,
-    float* __restrict__ o_part, float* __restrict__ lse_part, bf16_t* __restrict__ o_direct) {
+    int min_part, float* __restrict__ o_part, float* __restrict__ lse_part,
+    bf16_t* __restrict__ o_direct, bf16_t* __restrict__ o, u32* __restrict__ tickets) {
     pdl_trigger();
     pdl_wait();
     int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
     int group = q_heads / kv_heads;
     int ctx = kv_len[b];
     int splits = gridDim.x;
-    int part = decode_part(ctx, splits);
+    int part = decode_part(ctx, splits, min_part);
     int c0 = split * part;
     if (c0 >= ctx) return;
     int c1 = min(ctx, c0 + part);
@@ -509,17 +561,20 @@ __device__ __forceinline__ void decode_mma_impl(
     };
     decode_mma_segment<HD>(q, q_stride, k_cache, v_cache, pages, t, kvh, group, kv_heads,
                            page_size, scale, c0, c1, store);
+    if (tickets != nullptr)
+        decode_merge_last<HD>(o_part, lse_part, o, tickets + (size_t)b * kv_heads + kvh, b, kvh,
+                              q_heads, group, (ctx + part - 1) / part, splits, t);
 }
 
 #define DECODE_MMA(HD)                                                                         \
     extern "C" __global__ void __launch_bounds__(128, 3) attn_decode_mma_hd##HD(                 \
         const bf16_t* q, int q_stride, const bf16_t* k_cache, const bf16_t* v_cache,          \
         const int* q_start, const int* kv_len, const int* page_start, const int* page_ids,   \
-        int q_heads, int kv_heads, int page_size, float scale, float* o_part,                 \
-        float* lse_part, bf16_t* o_direct) {                                                   \
+        int q_heads, int kv_heads, int page_size, float scale, int min_part, float* o_part,   \
+        float* lse_part, bf16_t* o_direct, bf16_t* o, u32* tickets) {                          \
         decode_mma_impl<HD>(q, q_stride, k_cache, v_cache, q_start, kv_len, page_start,        \
-                            page_ids, q_heads, kv_heads, page_size, scale, o_part, lse_part,   \
-                            o_direct);                                                         \
+                            page_ids, q_heads, kv_heads, page_size, scale, min_part, o_part,   \
+                            lse_part, o_direct, o, tickets);                                   \
     }
 DECODE_MMA(64)
 DECODE_MMA(128)
@@ -532,14 +587,14 @@ extern "C" __global__ void attn_decode_combine(const float* __restrict__ o_part,
                                                const int* __restrict__ q_start,
                                                const int* __restrict__ kv_len,
                                                bf16_t* __restrict__ o, int q_heads, int hd,
-                                               int splits) {
+                                               int splits, int min_part) {
     __shared__ float w[256];
     __shared__ float scratch[32];
     pdl_trigger();
     pdl_wait();
     int b = blockIdx.x, h = blockIdx.y;
     int ctx = kv_len[b];
-    int part = decode_part(ctx, splits);
+    int part = decode_part(ctx, splits, min_part);
     int n = (ctx + part - 1) / part;
     size_t bh = (size_t)b * q_heads + h;
     float M = NEG_INF;

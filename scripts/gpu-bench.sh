@@ -86,6 +86,10 @@
 #     part 31: the tensor-core gemv build: kernel and model checks, the 0.6B benches and
 #             runner step against MINISGL_GEMV_ROWS=2 (cuBLAS past two rows) in one
 #             process, the default workload (SKIP_OFFLINE=1 leaves it out).
+#     part 34: the decode combine merged into the tensor-core split grid and splits of 64+
+#             rows: kernel and model checks, runner steps A/B in one process
+#             (MINISGL_DECODE_FUSED_COMBINE=0, MINISGL_DECODE_MIN_PART=64), the 14B
+#             default workload with bench offline's time by step class.
 #     (part 32, the stream-K Hopper GEMM for decode products of 5-128 rows, ran at
 #     57717b3 and 7fa056e; it lost to cuBLAS and was reverted, and so is the part:
 #     docs/results/gpu-2026-12-02-skgemm.md.)
@@ -143,11 +147,13 @@ device)
             --report /tmp/gpu-check-bench.md > "$log" 2>&1
         echo "gpu-check bench $1${2:-} rc=$?"; grep -E "runner.step|rror" "$log" | head -14
     }
-    offline_default() {  # SHAPE: bench offline's default workload, figures into $jl
-        # 14B random weights take 85-95 s to build before the run starts.
+    offline_default() {  # SHAPE [LOG_SUFFIX]: bench offline's default workload, figures into $jl
+        # 14B random weights take 85-95 s to build before the run starts. Every step's
+        # time and shape go to steps-SHAPE.csv; the log has them by class against their floors.
         timeout 160 "$bin" bench offline --random-weights .gpu/$1 --device cuda --shape $1 \
-            --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" >> "$out/offline-$1.log" 2>&1
-        echo "$1 default workload (PDL=${MINISGL_PDL:-0}) rc=$?"; grep -E "ceiling|output tok/s" "$out/offline-$1.log" | tail -3
+            --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" \
+            --steps-csv "$out/steps-$1${2:-}.csv" >> "$out/offline-$1${2:-}.log" 2>&1
+        echo "$1 default workload${2:-} rc=$?"; grep -E "ceiling|output tok/s|step class|class  |seqs  |prefill|all steps|outside" "$out/offline-$1${2:-}.log" | tail -14
     }
     long_if_time() {  # SHAPE UNTIL TIMEOUT LOG: long prompts if the call is under UNTIL s
         if [ "$SECONDS" -lt "$2" ]; then
@@ -579,6 +585,25 @@ device)
         MINISGL_BENCH_AB=MINISGL_GEMV_ROWS=2 bench_step qwen3-0.6b
         grep -E "^bench: linear n=" "$out/gpu-check-bench-qwen3-0.6b.log" | head -3
         if [ "${SKIP_OFFLINE:-0}" != 1 ] && [ "$SECONDS" -lt 420 ]; then offline_default qwen3-0.6b; fi
+        ls -la "$out"
+    elif [ "$part" = 34 ]; then
+        # The split combine merged into the tensor-core decode's own last blocks, splits of
+        # 64+ rows, and bench offline's time by step class: kernel checks (each split
+        # variant against the CPU), model checks, the runner step against
+        # MINISGL_DECODE_FUSED_COMBINE=0 and against MINISGL_DECODE_MIN_PART=64 in one
+        # process each (0.6B, then 14B as time allows), the 14B default workload with its
+        # steps by class.
+        cat "$out/env.log" > "$out/gpu-check-ops.log"; rm "$out/env.log"
+        check_ops --skip-bench
+        grep -E "at least 3 splits" "$out/gpu-check-ops.log" | head -4
+        check_models
+        export MINISGL_BENCH_RUNNER_ONLY=1
+        MINISGL_BENCH_BATCHES=1,8,64,256 MINISGL_BENCH_AB=MINISGL_DECODE_FUSED_COMBINE=0 bench_step qwen3-0.6b -fused
+        MINISGL_BENCH_BATCHES=1,8,64 MINISGL_BENCH_AB=MINISGL_DECODE_MIN_PART=64 bench_step qwen3-0.6b -part64
+        if [ "$SECONDS" -lt 330 ]; then offline_default qwen3-14b; fi
+        if [ "$SECONDS" -lt 440 ]; then
+            MINISGL_BENCH_BATCHES=8,64,128 MINISGL_BENCH_AB=MINISGL_DECODE_FUSED_COMBINE=0 bench_step qwen3-14b -fused
+        fi
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

@@ -10,6 +10,15 @@ use super::error::CudaError;
 use super::watchdog::Watchdog;
 use super::{libs, nvrtc};
 
+/// Default of [`CudaOptions::decode_min_part`]: 32 rows, the split grid's minimum
+/// since its first version.
+pub const DECODE_MIN_PART_DEFAULT: usize = 32;
+
+/// (Sequence, kv head) pairs the fused decode combine can count at once; a launch
+/// with more falls back to `attn_decode_combine` (256 KiB of counters; 8 kv heads
+/// leave 8,192 sequences).
+pub const DECODE_TICKETS: usize = 1 << 16;
+
 /// cuBLAS workspace (fixed so that graph capture never allocates inside cuBLAS).
 const BLAS_WORKSPACE_BYTES: usize = 32 << 20;
 
@@ -166,6 +175,13 @@ pub struct CudaOptions {
     /// measured on the H200 the wave rule was 3.5% faster at batch 8 and 2.5% slower
     /// at batch 64, docs/results/gpu-2026-12-02-prologue.md).
     pub decode_wave_splits: bool,
+    /// Fewest context rows a split of a split-grid decode launch takes
+    /// (`MINISGL_DECODE_MIN_PART`, default [`DECODE_MIN_PART_DEFAULT`]).
+    pub decode_min_part: usize,
+    /// The tensor-core split grid merges its splits itself, in the last block of each
+    /// (sequence, kv head), instead of launching `attn_decode_combine` (on unless
+    /// `MINISGL_DECODE_FUSED_COMBINE=0`).
+    pub decode_fused_combine: bool,
     /// Programmatic dependent launch for the kernels written for it (sm_90+;
     /// `MINISGL_PDL=1` turns it on, see `pdl.rs`).
     pub pdl: bool,
@@ -211,6 +227,20 @@ impl Default for CudaOptions {
             .and_then(|v| v.parse().ok())
             .unwrap_or(1);
         let decode_wave_splits = std::env::var("MINISGL_DECODE_SPLITS").is_ok_and(|v| v == "waves");
+        let decode_min_part = match std::env::var("MINISGL_DECODE_MIN_PART") {
+            Ok(v) => match v.parse::<usize>() {
+                Ok(n) if n >= 1 => n,
+                _ => {
+                    tracing::warn!(
+                        "MINISGL_DECODE_MIN_PART must be a row count of at least 1, got {v:?}; using {DECODE_MIN_PART_DEFAULT}"
+                    );
+                    DECODE_MIN_PART_DEFAULT
+                }
+            },
+            Err(_) => DECODE_MIN_PART_DEFAULT,
+        };
+        let decode_fused_combine =
+            std::env::var("MINISGL_DECODE_FUSED_COMBINE").map_or(true, |v| v != "0");
         let pdl = std::env::var("MINISGL_PDL").is_ok_and(|v| v == "1");
         let gemv_rows = std::env::var("MINISGL_GEMV_ROWS")
             .ok()
@@ -226,6 +256,8 @@ impl Default for CudaOptions {
             decode_schedule,
             decode_min_splits,
             decode_wave_splits,
+            decode_min_part,
+            decode_fused_combine,
             pdl,
             gemv_rows,
             norm_prologue,
@@ -386,6 +418,9 @@ pub struct Device {
     /// `gemv_residual_norm`'s count of finished blocks (zero between launches, the
     /// same way: its last block resets it).
     pub gemv_ticket: CudaSlice<u32>,
+    /// The fused decode combine's finished-split counts, one per (sequence, kv head)
+    /// of a launch, zero between launches (each pair's last block resets its own).
+    pub decode_tickets: CudaSlice<u32>,
     /// Blocks of each gemv kernel that fit an SM (the driver's answer), which sizes
     /// its launches to one wave.
     pub gemv_blocks_per_sm: Vec<(String, usize)>,
@@ -492,6 +527,7 @@ impl Device {
         }
         let prefill_work = stream.alloc_zeros::<i32>(1)?;
         let gemv_ticket = stream.alloc_zeros::<u32>(1)?;
+        let decode_tickets = stream.alloc_zeros::<u32>(DECODE_TICKETS)?;
         // The stream-K grid is one wave and the split grid is sized in waves: ask the
         // driver how many blocks of each fit an SM.
         let blocks_per_sm = |kernel: &str| {
@@ -552,6 +588,7 @@ impl Device {
             mma_blocks_per_sm,
             prefill_work,
             gemv_ticket,
+            decode_tickets,
             gemv_blocks_per_sm,
             pdl: opts.pdl && cc.0 >= 9,
             watchdog,

@@ -258,21 +258,42 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
                 2e-2,
             );
         }
-        // The split-grid kernels with at least three splits too (so the combine runs).
+        // The split-grid kernels with at least three splits too (so a combine runs):
+        // the tensor-core one with its splits merged in its own last blocks (the
+        // default) and by the combine kernel, and with splits of 64+ rows.
         if decodes.contains(&path) {
-            let default_splits = gpu.decode_min_splits();
-            for other in [AttnPath::Decode, AttnPath::DecodeMma] {
+            let (splits0, fused0, part0) = (
+                gpu.decode_min_splits(),
+                gpu.decode_fused_combine(),
+                gpu.decode_min_part(),
+            );
+            let variants = [
+                (AttnPath::Decode, fused0, part0, ""),
+                (AttnPath::DecodeMma, true, part0, ", merged in-kernel"),
+                (AttnPath::DecodeMma, false, part0, ", combine kernel"),
+                (
+                    AttnPath::DecodeMma,
+                    true,
+                    64,
+                    ", merged in-kernel, 64+ rows a split",
+                ),
+            ];
+            for (other, fused, part, note) in variants {
                 if other == AttnPath::DecodeMma && group > 16 {
                     continue;
                 }
                 gpu.set_decode_min_splits(3);
+                gpu.set_decode_fused_combine(fused);
+                gpu.set_decode_min_part(part);
                 let os = gpu.new_output(t, c.q_heads * c.head_dim)?;
                 let r = gpu.attention_into(&qg, &kvg, 0, &ag, scale, &os, Some(other));
-                gpu.set_decode_min_splits(default_splits);
+                gpu.set_decode_min_splits(splits0);
+                gpu.set_decode_fused_combine(fused0);
+                gpu.set_decode_min_part(part0);
                 r?;
                 rep.check(
                     "attention",
-                    format!("{desc} [{other:?}, at least 3 splits]"),
+                    format!("{desc} [{other:?}, at least 3 splits{note}]"),
                     &gpu.to_host(&os)?,
                     &oc,
                     2e-2,

@@ -7,7 +7,7 @@ use cudarc::driver::CudaSlice;
 use super::kv::check_slots;
 use super::rope::QkvRopeStore;
 use super::shape_err;
-use crate::backend::cuda::device::DecodeSchedule;
+use crate::backend::cuda::device::{DecodeSchedule, DECODE_TICKETS};
 use crate::backend::cuda::{
     cfg, g, tma, Arg, CudaBackend, CudaKv, CudaStep, CudaTensor, PREFILL_TILE,
 };
@@ -222,7 +222,7 @@ impl CudaBackend {
         let want = (4 * self.dev.num_sms)
             .div_ceil(base)
             .max(self.decode_min_splits.get());
-        want.clamp(1, max_decode_splits(max_kv))
+        want.clamp(1, max_decode_splits(max_kv, self.decode_min_part.get()))
     }
 
     /// Splits of the split-grid tensor-core decode: under two waves of blocks
@@ -245,7 +245,7 @@ impl CudaBackend {
             return fill;
         }
         let slots = self.dev.num_sms * self.dev.mma_blocks_per_sm[usize::from(head_dim == 128)];
-        let cap = max_decode_splits(max_kv);
+        let cap = max_decode_splits(max_kv, self.decode_min_part.get());
         wave_splits(seqs * kv_heads, slots, cap, self.decode_min_splits.get()).unwrap_or(fill)
     }
 
@@ -275,6 +275,7 @@ impl CudaBackend {
                 Arg::I32(hq as i32),
                 Arg::I32(d as i32),
                 Arg::I32(splits as i32),
+                Arg::I32(self.decode_min_part.get() as i32),
             ],
         )
     }
@@ -484,14 +485,26 @@ impl CudaBackend {
                 let part_rows = if direct { 0 } else { s * hq * splits };
                 let o_part = self.alloc_f32(part_rows * d)?;
                 let lse = self.alloc_f32(part_rows)?;
+                // Several splits of the tensor-core grid: its last block per
+                // (sequence, kv head) merges them, where the counters reach.
+                let fused = mma
+                    && !direct
+                    && self.decode_fused_combine.get()
+                    && s * l.kv_heads <= DECODE_TICKETS;
+                let tickets = fused.then(|| self.ptr(&self.dev.decode_tickets));
                 decode_cost();
                 let mut args = decode_args();
+                args.push(Arg::I32(self.decode_min_part.get() as i32));
                 if !mma {
                     args.push(Arg::I32(head_chunks as i32));
                 }
                 args.push(Arg::U64(self.ptr(&o_part)));
                 args.push(Arg::U64(self.ptr(&lse)));
                 args.push(Arg::U64(if direct { op } else { 0 }));
+                if mma {
+                    args.push(Arg::U64(if tickets.is_some() { op } else { 0 }));
+                    args.push(Arg::U64(tickets.unwrap_or(0)));
+                }
                 let mut c = cfg(
                     (splits as u32, (l.kv_heads * head_chunks) as u32, s as u32),
                     128,
@@ -499,7 +512,7 @@ impl CudaBackend {
                 c.shared_mem_bytes =
                     crate::backend::cuda::device::dynamic_smem(&name).unwrap_or(0) as u32;
                 self.launch(&name, c, &args)?;
-                if direct {
+                if direct || tickets.is_some() {
                     return Ok(());
                 }
                 self.decode_combine(&o_part, &lse, step, op, hq, d, splits)
@@ -604,11 +617,11 @@ impl CudaBackend {
     }
 }
 
-/// Most splits a decode launch over contexts up to `max_kv` rows takes: at least 32
-/// rows a split (DECODE_MIN_PART in attention_decode.cu), at most 256 (the combine's
-/// shared weights).
-fn max_decode_splits(max_kv: usize) -> usize {
-    max_kv.div_ceil(32).clamp(1, 256)
+/// Most splits a decode launch over contexts up to `max_kv` rows takes: at least
+/// `min_part` rows a split ([`crate::backend::cuda::CudaOptions::decode_min_part`]), at
+/// most 256 (the combines' shared weights).
+fn max_decode_splits(max_kv: usize, min_part: usize) -> usize {
+    max_kv.div_ceil(min_part.max(1)).clamp(1, 256)
 }
 
 /// The wave rule of [`CudaBackend::decode_mma_splits`] for `base` blocks a split on
