@@ -247,14 +247,15 @@ DECODE(128, 8)
 struct __align__(8) f32x2 { float x, y; };
 
 // The end of a segment: the four warps' online-softmax states (this lane's rows g and
-// g + 8 of its warp's O) merged through shared memory (the tiles' memory, free once
-// every copy has landed) and handed to `store` per (query head, dim).
+// g + 8 of its warp's O) merged through shared memory at `scratch` (one stage of the
+// tiles' memory, 64 rows of HD + 8 floats, that no copy in flight writes) and handed to
+// `store` per (query head, dim).
 template <int HD, typename Store>
 __device__ __forceinline__ void decode_mma_merge(int warp, int g, int tq, float m0, float m1,
                                                  float l0, float l1, float (&oacc)[HD / 8][4],
                                                  int group, float (&sm_m)[4][16],
-                                                 float (&sm_l)[4][16], Store store) {
-    extern __shared__ __align__(16) unsigned char dm_smem[];
+                                                 float (&sm_l)[4][16], float* scratch,
+                                                 Store store) {
     int wr = warp * 16;
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
@@ -268,7 +269,7 @@ __device__ __forceinline__ void decode_mma_merge(int warp, int g, int tq, float 
     // store wavefronts (Qwen3-0.6B batch 256 x 256, 2026-12-02).
     constexpr int OS = HD + 8;
     __syncthreads();
-    float* sm_o = reinterpret_cast<float*>(dm_smem);
+    float* sm_o = scratch;
     if (tq == 0) {
         sm_m[warp][g] = l0 > 0.0f ? m0 : NEG_INF;
         sm_l[warp][g] = l0;
@@ -340,6 +341,97 @@ __device__ __forceinline__ void decode_mma_copy(u32 dst, const bf16_t* kp, const
     }
 }
 
+// This lane's A fragments of query heads h0 + [0, 16) of token row t (heads past the
+// group are zero rows).
+template <int HD>
+__device__ __forceinline__ void decode_mma_q(u32 (&qf)[HD / 16][4], const bf16_t* __restrict__ q,
+                                             int q_stride, int t, int h0, int group, int g,
+                                             int tq) {
+    bool ok0 = g < group, ok1 = g + 8 < group;
+    const bf16_t* q0p = q + (size_t)t * q_stride + (h0 + (ok0 ? g : 0)) * HD;
+    const bf16_t* q1p = q + (size_t)t * q_stride + (h0 + (ok1 ? g + 8 : 0)) * HD;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+        qf[kk][0] = ok0 ? *reinterpret_cast<const u32*>(q0p + kk * 16 + 2 * tq) : 0u;
+        qf[kk][1] = ok1 ? *reinterpret_cast<const u32*>(q1p + kk * 16 + 2 * tq) : 0u;
+        qf[kk][2] = ok0 ? *reinterpret_cast<const u32*>(q0p + kk * 16 + 8 + 2 * tq) : 0u;
+        qf[kk][3] = ok1 ? *reinterpret_cast<const u32*>(q1p + kk * 16 + 8 + 2 * tq) : 0u;
+    }
+}
+
+// One staged tile (context rows [kb, kb + DM_BK) of a segment ending at c1, in the stage
+// at shared address `stage`): this warp's 16 rows of scores against the group, its
+// online-softmax update and P.V into (m, l, oacc). k_lm / v_lm: this lane's ldmatrix
+// offsets; sl2: scale * log2(e).
+template <int HD>
+__device__ __forceinline__ void decode_mma_tile(u32 stage, u32 k_lm, u32 v_lm,
+                                                const u32 (&qf)[HD / 16][4], int kb, int wr,
+                                                int c1, int tq, float sl2, float& m0, float& m1,
+                                                float& l0, float& l1, float (&oacc)[HD / 8][4]) {
+    if (kb + wr < c1) {  // else this warp's rows of the tile are all past the end
+        float sacc[2][4];
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++) sacc[nt][0] = sacc[nt][1] = sacc[nt][2] = sacc[nt][3] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++) {
+            u32 b[4];
+            ldmatrix_x4(b, stage + k_lm + kk * 32);
+            mma_bf16_16816(sacc[0], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], b[0], b[1]);
+            mma_bf16_16816(sacc[1], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], b[2], b[3]);
+        }
+        float mx0 = NEG_INF, mx1 = NEG_INF;
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int col = kb + wr + nt * 8 + 2 * tq + (e & 1);
+                sacc[nt][e] = col < c1 ? sacc[nt][e] * sl2 : NEG_INF;
+            }
+            mx0 = fmaxf(mx0, fmaxf(sacc[nt][0], sacc[nt][1]));
+            mx1 = fmaxf(mx1, fmaxf(sacc[nt][2], sacc[nt][3]));
+        }
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        // At least one column of this warp's slice is valid, so mx is finite.
+        float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+        float al0 = exp2f(m0 - mn0), al1 = exp2f(m1 - mn1);
+        m0 = mn0;
+        m1 = mn1;
+        float rs0 = 0.0f, rs1 = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++) {
+            sacc[nt][0] = exp2f(sacc[nt][0] - mn0);
+            sacc[nt][1] = exp2f(sacc[nt][1] - mn0);
+            sacc[nt][2] = exp2f(sacc[nt][2] - mn1);
+            sacc[nt][3] = exp2f(sacc[nt][3] - mn1);
+            rs0 += sacc[nt][0] + sacc[nt][1];
+            rs1 += sacc[nt][2] + sacc[nt][3];
+        }
+        l0 = l0 * al0 + rs0;
+        l1 = l1 * al1 + rs1;
+        u32 a0 = pack_bf16x2(sacc[0][0], sacc[0][1]);
+        u32 a1 = pack_bf16x2(sacc[0][2], sacc[0][3]);
+        u32 a2 = pack_bf16x2(sacc[1][0], sacc[1][1]);
+        u32 a3 = pack_bf16x2(sacc[1][2], sacc[1][3]);
+#pragma unroll
+        for (int dp = 0; dp < HD / 16; dp++) {
+            u32 b[4];
+            ldmatrix_x4_trans(b, stage + v_lm + dp * 32);
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                float* o = oacc[2 * dp + h];
+                o[0] *= al0;
+                o[1] *= al0;
+                o[2] *= al1;
+                o[3] *= al1;
+                mma_bf16_16816(o, a0, a1, a2, a3, b[2 * h], b[2 * h + 1]);
+            }
+        }
+    }
+}
+
 // One (sequence, kv head) over context rows [c0, c1) (c0 < c1): the whole group's
 // scores, online softmax and P.V, the four warps' states merged at the end;
 // `store(gi, d, M, L, O)` receives each (query head gi of the group, dim d) of the
@@ -375,18 +467,7 @@ __device__ __forceinline__ void decode_mma_segment(
     cp_async_commit();
 
     u32 qf[HD / 16][4];
-    {
-        bool ok0 = g < group, ok1 = g + 8 < group;
-        const bf16_t* q0p = q + (size_t)t * q_stride + (h0 + (ok0 ? g : 0)) * HD;
-        const bf16_t* q1p = q + (size_t)t * q_stride + (h0 + (ok1 ? g + 8 : 0)) * HD;
-#pragma unroll
-        for (int kk = 0; kk < HD / 16; kk++) {
-            qf[kk][0] = ok0 ? *reinterpret_cast<const u32*>(q0p + kk * 16 + 2 * tq) : 0u;
-            qf[kk][1] = ok1 ? *reinterpret_cast<const u32*>(q1p + kk * 16 + 2 * tq) : 0u;
-            qf[kk][2] = ok0 ? *reinterpret_cast<const u32*>(q0p + kk * 16 + 8 + 2 * tq) : 0u;
-            qf[kk][3] = ok1 ? *reinterpret_cast<const u32*>(q1p + kk * 16 + 8 + 2 * tq) : 0u;
-        }
-    }
+    decode_mma_q<HD>(qf, q, q_stride, t, h0, group, g, tq);
     float oacc[HD / 8][4];
 #pragma unroll
     for (int i = 0; i < HD / 8; i++) oacc[i][0] = oacc[i][1] = oacc[i][2] = oacc[i][3] = 0.0f;
@@ -415,124 +496,13 @@ __device__ __forceinline__ void decode_mma_segment(
         cp_async_commit();
         cp_async_wait<1>();
         __syncthreads();
-        if (kb + wr < c1) {  // else this warp's rows of the tile are all past the end
-            float sacc[2][4];
-#pragma unroll
-            for (int nt = 0; nt < 2; nt++) sacc[nt][0] = sacc[nt][1] = sacc[nt][2] = sacc[nt][3] = 0.0f;
-#pragma unroll
-            for (int kk = 0; kk < HD / 16; kk++) {
-                u32 b[4];
-                ldmatrix_x4(b, stage + k_lm + kk * 32);
-                mma_bf16_16816(sacc[0], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], b[0], b[1]);
-                mma_bf16_16816(sacc[1], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], b[2], b[3]);
-            }
-            float mx0 = NEG_INF, mx1 = NEG_INF;
-#pragma unroll
-            for (int nt = 0; nt < 2; nt++) {
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    int col = kb + wr + nt * 8 + 2 * tq + (e & 1);
-                    sacc[nt][e] = col < c1 ? sacc[nt][e] * sl2 : NEG_INF;
-                }
-                mx0 = fmaxf(mx0, fmaxf(sacc[nt][0], sacc[nt][1]));
-                mx1 = fmaxf(mx1, fmaxf(sacc[nt][2], sacc[nt][3]));
-            }
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-            // At least one column of this warp's slice is valid, so mx is finite.
-            float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-            float al0 = exp2f(m0 - mn0), al1 = exp2f(m1 - mn1);
-            m0 = mn0;
-            m1 = mn1;
-            float rs0 = 0.0f, rs1 = 0.0f;
-#pragma unroll
-            for (int nt = 0; nt < 2; nt++) {
-                sacc[nt][0] = exp2f(sacc[nt][0] - mn0);
-                sacc[nt][1] = exp2f(sacc[nt][1] - mn0);
-                sacc[nt][2] = exp2f(sacc[nt][2] - mn1);
-                sacc[nt][3] = exp2f(sacc[nt][3] - mn1);
-                rs0 += sacc[nt][0] + sacc[nt][1];
-                rs1 += sacc[nt][2] + sacc[nt][3];
-            }
-            l0 = l0 * al0 + rs0;
-            l1 = l1 * al1 + rs1;
-            u32 a0 = pack_bf16x2(sacc[0][0], sacc[0][1]);
-            u32 a1 = pack_bf16x2(sacc[0][2], sacc[0][3]);
-            u32 a2 = pack_bf16x2(sacc[1][0], sacc[1][1]);
-            u32 a3 = pack_bf16x2(sacc[1][2], sacc[1][3]);
-#pragma unroll
-            for (int dp = 0; dp < HD / 16; dp++) {
-                u32 b[4];
-                ldmatrix_x4_trans(b, stage + v_lm + dp * 32);
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    float* o = oacc[2 * dp + h];
-                    o[0] *= al0;
-                    o[1] *= al0;
-                    o[2] *= al1;
-                    o[3] *= al1;
-                    mma_bf16_16816(o, a0, a1, a2, a3, b[2 * h], b[2 * h + 1]);
-                }
-            }
-        }
+        decode_mma_tile<HD>(stage, k_lm, v_lm, qf, kb, wr, c1, tq, sl2, m0, m1, l0, l1, oacc);
         // The next iteration's copies overwrite this stage.
         __syncthreads();
     }
     cp_async_wait<0>();
-    decode_mma_merge<HD>(warp, g, tq, m0, m1, l0, l1, oacc, group, sm_m, sm_l, store);
-}
-
-// The combine fused into the split grid: every block of a (sequence, kv head) counts
-// itself on that pair's ticket once its partials are written, and the last of the `n`
-// splits that had rows merges all of them into `o` (bf16 [token, q head, HD]) for the
-// group's query heads, then zeroes the ticket for the next launch (launches on the one
-// stream never overlap, so one array serves every layer). Saves attn_decode_combine's
-// launch, 3-7 us a layer (Nsight Compute, 2026-12-02: Qwen3-0.6B batch 1 and 64,
-// Qwen3-14B batch 8 and 64). The partials are read through L2 (ld.cg): a block of an
-// earlier launch on this SM may have left the same addresses in its L1.
-template <int HD>
-__device__ __forceinline__ void decode_merge_last(const float* o_part, const float* lse_part,
-                                                  bf16_t* o, u32* ticket, int b, int kvh,
-                                                  int q_heads, int group, int n, int splits,
-                                                  int t) {
-    __shared__ u32 last;
-    __shared__ float tot[16];
-    // Each thread's partial stores are published before the block counts itself.
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(ticket, 1u) == (u32)(n - 1);
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    extern __shared__ __align__(16) unsigned char dm_smem[];
-    float* wts = reinterpret_cast<float*>(dm_smem);  // [nh][n]: at most 16 x 256 floats
-    const int nh = min(group, 16), warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const size_t bh0 = (size_t)b * q_heads + (size_t)kvh * group;
-    for (int gi = warp; gi < nh; gi += 4) {
-        const float* lse = lse_part + (bh0 + gi) * splits;
-        float M = NEG_INF;
-        for (int s = lane; s < n; s += 32) M = fmaxf(M, __ldcg(lse + s));
-        M = warp_max(M);
-        float sum = 0.0f;
-        for (int s = lane; s < n; s += 32) {
-            float w = exp2f(__ldcg(lse + s) - M);
-            wts[gi * n + s] = w;
-            sum += w;
-        }
-        sum = warp_sum(sum);
-        if (lane == 0) tot[gi] = sum;
-    }
-    __syncthreads();
-    for (int idx = threadIdx.x; idx < nh * HD; idx += blockDim.x) {
-        const int gi = idx / HD, d = idx % HD;
-        const float* op = o_part + (bh0 + gi) * splits * HD + d;
-        float acc = 0.0f;
-        for (int s = 0; s < n; s++) acc += wts[gi * n + s] * __ldcg(op + (size_t)s * HD);
-        o[((size_t)t * q_heads + kvh * group + gi) * HD + d] = f2bf(acc / tot[gi]);
-    }
-    if (threadIdx.x == 0) *ticket = 0u;
+    decode_mma_merge<HD>(warp, g, tq, m0, m1, l0, l1, oacc, group, sm_m, sm_l,
+                         reinterpret_cast<float*>(dm_smem), store);
 }
 
 template <int HD>
@@ -542,7 +512,7 @@ __device__ __forceinline__ void decode_mma_impl(
     const int* __restrict__ kv_len, const int* __restrict__ page_start,
     const int* __restrict__ page_ids, int q_heads, int kv_heads, int page_size, float scale,
     int min_part, float* __restrict__ o_part, float* __restrict__ lse_part,
-    bf16_t* __restrict__ o_direct, bf16_t* __restrict__ o, u32* __restrict__ tickets) {
+    bf16_t* __restrict__ o_direct) {
     pdl_trigger();
     pdl_wait();
     int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
@@ -561,9 +531,6 @@ __device__ __forceinline__ void decode_mma_impl(
     };
     decode_mma_segment<HD>(q, q_stride, k_cache, v_cache, pages, t, kvh, group, kv_heads,
                            page_size, scale, c0, c1, store);
-    if (tickets != nullptr)
-        decode_merge_last<HD>(o_part, lse_part, o, tickets + (size_t)b * kv_heads + kvh, b, kvh,
-                              q_heads, group, (ctx + part - 1) / part, splits, t);
 }
 
 #define DECODE_MMA(HD)                                                                         \
@@ -571,13 +538,176 @@ __device__ __forceinline__ void decode_mma_impl(
         const bf16_t* q, int q_stride, const bf16_t* k_cache, const bf16_t* v_cache,          \
         const int* q_start, const int* kv_len, const int* page_start, const int* page_ids,   \
         int q_heads, int kv_heads, int page_size, float scale, int min_part, float* o_part,   \
-        float* lse_part, bf16_t* o_direct, bf16_t* o, u32* tickets) {                          \
+        float* lse_part, bf16_t* o_direct) {                                                   \
         decode_mma_impl<HD>(q, q_stride, k_cache, v_cache, q_start, kv_len, page_start,        \
                             page_ids, q_heads, kv_heads, page_size, scale, min_part, o_part,   \
-                            lse_part, o_direct, o, tickets);                                   \
+                            lse_part, o_direct);                                               \
     }
 DECODE_MMA(64)
 DECODE_MMA(128)
+
+// The persistent split grid (MINISGL_DECODE_SCHEDULE=persistent): the same items as
+// attn_decode_mma_hd* (split, kv head, sequence; id = split + splits * (kvh + kv_heads *
+// b)) and the same outputs, but one wave of blocks each walking items blockIdx.x,
+// + gridDim.x, ... with its copies running on across item ends: the next item's first
+// tile is in flight while the current one's last tile is computed and merged, and the
+// next item's metadata is read a tile ahead. In the one-block-per-item grid every block
+// pays its metadata -> page ids -> first tile chain with no copy of its own in flight,
+// and its merge and store with none either; at 4 tiles an item (context 256) that was
+// the difference between 3.53 TB/s and the 4.0 of 256 x 1100 (docs/results/
+// gpu-2026-12-02-steps.md). The merge uses the stage just computed, which no copy in
+// flight targets. grid: (min(items, blocks per SM x SMs)); block: 128; dynamic smem as
+// attn_decode_mma_hd*.
+struct DmItem {
+    int id;  // -1: none
+    int b, kvh, split, c0, c1, t;
+    const int* pages;
+};
+
+// The first item id, id + step, ... below n_items with context rows, or id -1.
+__device__ __forceinline__ DmItem decode_pk_item(int id, int step, int n_items, int splits,
+                                                 int kv_heads, int min_part,
+                                                 const int* __restrict__ kv_len,
+                                                 const int* __restrict__ page_start,
+                                                 const int* __restrict__ page_ids,
+                                                 const int* __restrict__ q_start) {
+    DmItem it;
+    it.id = -1;
+    for (; id < n_items; id += step) {
+        const int split = id % splits, rest = id / splits;
+        const int b = rest / kv_heads;
+        const int ctx = kv_len[b];
+        const int part = decode_part(ctx, splits, min_part);
+        const int c0 = split * part;
+        if (c0 >= ctx) continue;
+        it.id = id;
+        it.b = b;
+        it.kvh = rest % kv_heads;
+        it.split = split;
+        it.c0 = c0;
+        it.c1 = min(ctx, c0 + part);
+        it.pages = page_ids + page_start[b];
+        it.t = q_start[b + 1] - 1;
+        break;
+    }
+    return it;
+}
+
+template <int HD>
+__device__ __forceinline__ void decode_mma_pk_impl(
+    const bf16_t* __restrict__ q, int q_stride, const bf16_t* __restrict__ k_cache,
+    const bf16_t* __restrict__ v_cache, const int* __restrict__ q_start,
+    const int* __restrict__ kv_len, const int* __restrict__ page_start,
+    const int* __restrict__ page_ids, int q_heads, int kv_heads, int page_size, float scale,
+    int min_part, int splits, int num_seqs, float* __restrict__ o_part,
+    float* __restrict__ lse_part, bf16_t* __restrict__ o_direct) {
+    using C = DmTile<HD>;
+    constexpr int LD = C::LD;
+    constexpr int TILE = C::TILE;
+    extern __shared__ __align__(16) unsigned char dm_smem[];
+    __shared__ float sm_m[4][16];
+    __shared__ float sm_l[4][16];
+    pdl_trigger();
+    pdl_wait();
+    const int group = q_heads / kv_heads;
+    const int n_items = splits * kv_heads * num_seqs, step = gridDim.x;
+    auto find = [&](int id) {
+        return decode_pk_item(id, step, n_items, splits, kv_heads, min_part, kv_len, page_start,
+                              page_ids, q_start);
+    };
+    DmItem cur = find(blockIdx.x);
+    if (cur.id < 0) return;
+    DmItem nxt = find(cur.id + step);
+
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
+    const int shift = __ffs(page_size) - 1;
+    const int r0 = threadIdx.x / C::CPR, cc = threadIdx.x % C::CPR;
+    const u32 stride = (u32)(kv_heads * HD);
+    const u32 smem0 = smem_u32(dm_smem);
+    const u32 my_dst = smem0 + (u32)((r0 * LD + cc * 8) * 2);
+    const float sl2 = scale * LOG2E;
+    const int wr = warp * 16;
+    const int lm = lane >> 3, lr = lane & 7;
+    const u32 k_lm = (u32)(((wr + (lm >> 1) * 8 + lr) * LD + (lm & 1) * 8) * 2);
+    const u32 v_lm = (u32)(((wr + (lm & 1) * 8 + lr) * LD + (lm >> 1) * 8) * 2 + TILE * 2);
+
+    int pg[C::PIECES];
+    decode_mma_pages<HD>(pg, cur.pages, cur.c0, r0, cur.c1, shift);
+    decode_mma_copy<HD>(my_dst, k_cache + cur.kvh * HD + cc * 8, v_cache + cur.kvh * HD + cc * 8,
+                        pg, cur.c0, r0, cur.c1, shift, stride);
+    cp_async_commit();
+
+    u32 qf[HD / 16][4];
+    float oacc[HD / 8][4];
+    float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.0f, l1 = 0.0f;
+    int kb = cur.c0;
+    bool fresh = true;
+    for (int it = 0;; it++) {
+        const u32 stage_off = (u32)((it & 1) * 2 * TILE * 2);
+        // The tile after this one (the rest of this item, else the next item's first)
+        // goes to the other stage, free since the barrier that ended the last iteration.
+        const bool last = kb + DM_BK >= cur.c1;
+        // Fields picked one by one: a reference to either item put both on the stack.
+        const int kn = last ? nxt.c0 : kb + DM_BK;
+        const int n_c1 = last ? nxt.c1 : cur.c1, n_kvh = last ? nxt.kvh : cur.kvh;
+        const int* n_pages = last ? nxt.pages : cur.pages;
+        if (!last || nxt.id >= 0) {
+            decode_mma_pages<HD>(pg, n_pages, kn, r0, n_c1, shift);
+            decode_mma_copy<HD>(my_dst + (u32)((((it + 1) & 1) * 2 * TILE) * 2),
+                                k_cache + n_kvh * HD + cc * 8, v_cache + n_kvh * HD + cc * 8, pg,
+                                kn, r0, n_c1, shift, stride);
+        }
+        cp_async_commit();
+        if (fresh) {  // this item's q; its loads overlap the copies in flight
+            decode_mma_q<HD>(qf, q, q_stride, cur.t, cur.kvh * group, group, g, tq);
+#pragma unroll
+            for (int i = 0; i < HD / 8; i++) oacc[i][0] = oacc[i][1] = oacc[i][2] = oacc[i][3] = 0.0f;
+            m0 = m1 = NEG_INF;
+            l0 = l1 = 0.0f;
+            fresh = false;
+        }
+        // The item after next, read while this tile's copies land.
+        DmItem after;
+        after.id = -1;
+        if (last && nxt.id >= 0) after = find(nxt.id + step);
+        cp_async_wait<1>();
+        __syncthreads();
+        decode_mma_tile<HD>(smem0 + stage_off, k_lm, v_lm, qf, kb, wr, cur.c1, tq, sl2, m0, m1,
+                            l0, l1, oacc);
+        if (last) {
+            const int b = cur.b, h0 = cur.kvh * group, split = cur.split;
+            decode_mma_merge<HD>(warp, g, tq, m0, m1, l0, l1, oacc, group, sm_m, sm_l,
+                                 reinterpret_cast<float*>(dm_smem + stage_off),
+                                 [&](int gi, int d, float M, float L, float O) {
+                                     decode_store(o_direct, o_part, lse_part, q_start, b, q_heads,
+                                                  h0 + gi, HD, d, split, splits, M, L, O);
+                                 });
+            if (nxt.id < 0) break;
+            cur = nxt;
+            nxt = after;
+            kb = cur.c0;
+            fresh = true;
+        } else {
+            kb += DM_BK;
+        }
+        // The next iteration's copies overwrite this stage (tiles, or the merge's scratch).
+        __syncthreads();
+    }
+    cp_async_wait<0>();
+}
+
+#define DECODE_MMA_PK(HD)                                                                      \
+    extern "C" __global__ void __launch_bounds__(128, 3) attn_decode_mma_pk_hd##HD(              \
+        const bf16_t* q, int q_stride, const bf16_t* k_cache, const bf16_t* v_cache,          \
+        const int* q_start, const int* kv_len, const int* page_start, const int* page_ids,   \
+        int q_heads, int kv_heads, int page_size, float scale, int min_part, int splits,      \
+        int num_seqs, float* o_part, float* lse_part, bf16_t* o_direct) {                      \
+        decode_mma_pk_impl<HD>(q, q_stride, k_cache, v_cache, q_start, kv_len, page_start,     \
+                               page_ids, q_heads, kv_heads, page_size, scale, min_part, splits, \
+                               num_seqs, o_part, lse_part, o_direct);                          \
+    }
+DECODE_MMA_PK(64)
+DECODE_MMA_PK(128)
 
 // Merge the splits: o[t, h, :] = sum_s w_s o_part[b, h, s, :] / sum_s w_s,
 // w_s = 2^(lse_s - max lse). grid: (B, q_heads); block: 128. `splits` is the grid.x

@@ -89,7 +89,12 @@
 #     part 34: the decode combine merged into the tensor-core split grid and splits of 64+
 #             rows: kernel and model checks, runner steps A/B in one process
 #             (MINISGL_DECODE_FUSED_COMBINE=0, MINISGL_DECODE_MIN_PART=64), the 14B
-#             default workload with bench offline's time by step class.
+#             default workload with bench offline's time by step class. (The merged
+#             combine lost again, as in ba8641e, and was taken out.)
+#     part 35: the persistent decode grid (MINISGL_DECODE_SCHEDULE=persistent) and 64-row
+#             splits as the default: kernel checks, model checks on the persistent grid,
+#             runner steps A/B in one process on both shapes, the 0.6B default workload
+#             on each schedule.
 #     (part 32, the stream-K Hopper GEMM for decode products of 5-128 rows, ran at
 #     57717b3 and 7fa056e; it lost to cuBLAS and was reverted, and so is the part:
 #     docs/results/gpu-2026-12-02-skgemm.md.)
@@ -604,6 +609,27 @@ device)
         if [ "$SECONDS" -lt 440 ]; then
             MINISGL_BENCH_BATCHES=8,64,128 MINISGL_BENCH_AB=MINISGL_DECODE_FUSED_COMBINE=0 bench_step qwen3-14b -fused
         fi
+        ls -la "$out"
+    elif [ "$part" = 35 ]; then
+        # The persistent decode grid (MINISGL_DECODE_SCHEDULE=persistent) and 64-row
+        # splits as the default: kernel checks (every decode path and split variant
+        # against the CPU), model checks on the persistent grid (graphs with padded rows),
+        # runner steps A/B in one process (persistent against the split grid on both
+        # shapes; MINISGL_DECODE_MIN_PART=32, the old minimum, at small batches), then
+        # the 0.6B default workload on each schedule.
+        cat "$out/env.log" > "$out/gpu-check-ops.log"; rm "$out/env.log"
+        check_ops --skip-bench
+        grep -E "decode many|rows a split" "$out/gpu-check-ops.log" | head -8
+        MINISGL_DECODE_SCHEDULE=persistent check_models
+        export MINISGL_BENCH_RUNNER_ONLY=1
+        MINISGL_BENCH_BATCHES=1,8,64,128,256 MINISGL_BENCH_AB=MINISGL_DECODE_SCHEDULE=persistent bench_step qwen3-0.6b -pk
+        MINISGL_BENCH_BATCHES=1,4,8,16,32 MINISGL_BENCH_AB=MINISGL_DECODE_MIN_PART=32 bench_step qwen3-0.6b -part32
+        MINISGL_BENCH_BATCHES=8,64,128,256 MINISGL_BENCH_AB=MINISGL_DECODE_SCHEDULE=persistent bench_step qwen3-14b -pk
+        if [ "$SECONDS" -lt 380 ]; then
+            MINISGL_BENCH_BATCHES=1,8,16 MINISGL_BENCH_AB=MINISGL_DECODE_MIN_PART=32 bench_step qwen3-14b -part32
+        fi
+        if [ "$SECONDS" -lt 470 ]; then offline_default qwen3-0.6b; fi
+        if [ "$SECONDS" -lt 520 ]; then MINISGL_DECODE_SCHEDULE=persistent offline_default qwen3-0.6b -pk; fi
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

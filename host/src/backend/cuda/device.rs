@@ -10,14 +10,12 @@ use super::error::CudaError;
 use super::watchdog::Watchdog;
 use super::{libs, nvrtc};
 
-/// Default of [`CudaOptions::decode_min_part`]: 32 rows, the split grid's minimum
-/// since its first version.
-pub const DECODE_MIN_PART_DEFAULT: usize = 32;
-
-/// (Sequence, kv head) pairs the fused decode combine can count at once; a launch
-/// with more falls back to `attn_decode_combine` (256 KiB of counters; 8 kv heads
-/// leave 8,192 sequences).
-pub const DECODE_TICKETS: usize = 1 << 16;
+/// Default of [`CudaOptions::decode_min_part`]: one tensor-core tile (64 rows). A
+/// 32-row split leaves two of the tile's four warps idle and doubles the blocks: at
+/// Qwen3-0.6B batch 8 x 256 the 32-row minimum made 512 blocks (two waves of 396) and
+/// the step 6% slower than 64 rows (1.500 against 1.411 ms, one process, 2026-12-02
+/// call 1 of docs/results/gpu-2026-12-02-steps.md); batch 1 and 64 within 1%.
+pub const DECODE_MIN_PART_DEFAULT: usize = 64;
 
 /// cuBLAS workspace (fixed so that graph capture never allocates inside cuBLAS).
 const BLAS_WORKSPACE_BYTES: usize = 32 << 20;
@@ -143,6 +141,9 @@ pub enum DecodeSchedule {
     /// the default workload ran 0.4-0.8% slower than on the split grid, and its merge
     /// kernel costs ~30 us a layer at batch 1.
     Stream,
+    /// The split grid's items on one wave of blocks (`attn_decode_mma_pk_*`), each
+    /// block's copies running on across the ends of its items. Opt-in until measured.
+    Persistent,
 }
 
 impl std::str::FromStr for DecodeSchedule {
@@ -151,8 +152,9 @@ impl std::str::FromStr for DecodeSchedule {
         match s {
             "stream" => Ok(Self::Stream),
             "splits" => Ok(Self::Splits),
+            "persistent" => Ok(Self::Persistent),
             o => Err(format!(
-                "decode schedule must be stream or splits, got {o:?}"
+                "decode schedule must be splits, stream or persistent, got {o:?}"
             )),
         }
     }
@@ -178,10 +180,6 @@ pub struct CudaOptions {
     /// Fewest context rows a split of a split-grid decode launch takes
     /// (`MINISGL_DECODE_MIN_PART`, default [`DECODE_MIN_PART_DEFAULT`]).
     pub decode_min_part: usize,
-    /// The tensor-core split grid merges its splits itself, in the last block of each
-    /// (sequence, kv head), instead of launching `attn_decode_combine` (on unless
-    /// `MINISGL_DECODE_FUSED_COMBINE=0`).
-    pub decode_fused_combine: bool,
     /// Programmatic dependent launch for the kernels written for it (sm_90+;
     /// `MINISGL_PDL=1` turns it on, see `pdl.rs`).
     pub pdl: bool,
@@ -239,8 +237,6 @@ impl Default for CudaOptions {
             },
             Err(_) => DECODE_MIN_PART_DEFAULT,
         };
-        let decode_fused_combine =
-            std::env::var("MINISGL_DECODE_FUSED_COMBINE").map_or(true, |v| v != "0");
         let pdl = std::env::var("MINISGL_PDL").is_ok_and(|v| v == "1");
         let gemv_rows = std::env::var("MINISGL_GEMV_ROWS")
             .ok()
@@ -257,7 +253,6 @@ impl Default for CudaOptions {
             decode_min_splits,
             decode_wave_splits,
             decode_min_part,
-            decode_fused_combine,
             pdl,
             gemv_rows,
             norm_prologue,
@@ -327,6 +322,7 @@ pub fn kernel_names(family: &str) -> Vec<String> {
                 }
                 v.push(format!("attn_decode_mma_hd{hd}"));
                 v.push(format!("attn_decode_mma_sk_hd{hd}"));
+                v.push(format!("attn_decode_mma_pk_hd{hd}"));
             }
             return v;
         }
@@ -418,9 +414,6 @@ pub struct Device {
     /// `gemv_residual_norm`'s count of finished blocks (zero between launches, the
     /// same way: its last block resets it).
     pub gemv_ticket: CudaSlice<u32>,
-    /// The fused decode combine's finished-split counts, one per (sequence, kv head)
-    /// of a launch, zero between launches (each pair's last block resets its own).
-    pub decode_tickets: CudaSlice<u32>,
     /// Blocks of each gemv kernel that fit an SM (the driver's answer), which sizes
     /// its launches to one wave.
     pub gemv_blocks_per_sm: Vec<(String, usize)>,
@@ -527,7 +520,6 @@ impl Device {
         }
         let prefill_work = stream.alloc_zeros::<i32>(1)?;
         let gemv_ticket = stream.alloc_zeros::<u32>(1)?;
-        let decode_tickets = stream.alloc_zeros::<u32>(DECODE_TICKETS)?;
         // The stream-K grid is one wave and the split grid is sized in waves: ask the
         // driver how many blocks of each fit an SM.
         let blocks_per_sm = |kernel: &str| {
@@ -588,7 +580,6 @@ impl Device {
             mma_blocks_per_sm,
             prefill_work,
             gemv_ticket,
-            decode_tickets,
             gemv_blocks_per_sm,
             pdl: opts.pdl && cc.0 >= 9,
             watchdog,

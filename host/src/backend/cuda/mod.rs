@@ -164,9 +164,6 @@ pub struct CudaBackend {
     pub(crate) decode_wave_splits: std::cell::Cell<bool>,
     /// Fewest context rows a decode split takes ([`CudaOptions::decode_min_part`]).
     pub(crate) decode_min_part: std::cell::Cell<usize>,
-    /// Whether the tensor-core split grid merges its own splits
-    /// ([`CudaOptions::decode_fused_combine`]; checks and benchmarks compare).
-    pub(crate) decode_fused_combine: std::cell::Cell<bool>,
     /// Whether decode-size products normalise their input themselves
     /// ([`Backend::norm_in_prologue`](super::Backend::norm_in_prologue);
     /// [`CudaOptions::norm_prologue`]; benchmarks compare both).
@@ -194,7 +191,6 @@ impl CudaBackend {
             decode_min_splits: std::cell::Cell::new(opts.decode_min_splits.max(1)),
             decode_wave_splits: std::cell::Cell::new(opts.decode_wave_splits),
             decode_min_part: std::cell::Cell::new(opts.decode_min_part.max(1)),
-            decode_fused_combine: std::cell::Cell::new(opts.decode_fused_combine),
             gemv_max_weight: std::cell::Cell::new(GEMV_MAX_WEIGHT_BYTES),
             norm_prologue: std::cell::Cell::new(opts.norm_prologue),
             gemv_tc: std::cell::Cell::new(opts.gemv_tc),
@@ -242,17 +238,6 @@ impl CudaBackend {
     /// The fewest context rows a decode split takes.
     pub fn decode_min_part(&self) -> usize {
         self.decode_min_part.get()
-    }
-
-    /// Merge the tensor-core split grid's splits in its own last blocks (true) or in
-    /// `attn_decode_combine` (false).
-    pub fn set_decode_fused_combine(&self, on: bool) {
-        self.decode_fused_combine.set(on);
-    }
-
-    /// Whether the tensor-core split grid merges its own splits.
-    pub fn decode_fused_combine(&self) -> bool {
-        self.decode_fused_combine.get()
     }
 
     /// Route products with weights of at most `bytes` to the skinny kernel (within

@@ -137,6 +137,16 @@ pub fn cases() -> Vec<Case> {
             kv_heads: 8,
             seqs: decode(64, 700),
         },
+        // More (sequence, kv head) items than a wave of blocks: the persistent
+        // schedule's blocks walk several each, across ragged short contexts.
+        Case {
+            name: "decode many",
+            page_size: 16,
+            head_dim: 128,
+            q_heads: 16,
+            kv_heads: 8,
+            seqs: decode(300, 300),
+        },
         Case {
             name: "decode long",
             page_size: 16,
@@ -239,7 +249,12 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
             others.push(AttnPath::Prefill);
         }
         // Every decode kernel and schedule wherever they apply, whichever is the default.
-        let decodes = [AttnPath::Decode, AttnPath::DecodeMma, AttnPath::DecodeMmaSk];
+        let decodes = [
+            AttnPath::Decode,
+            AttnPath::DecodeMma,
+            AttnPath::DecodeMmaSk,
+            AttnPath::DecodeMmaPk,
+        ];
         if decodes.contains(&path) {
             others.extend(
                 decodes
@@ -258,37 +273,26 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
                 2e-2,
             );
         }
-        // The split-grid kernels with at least three splits too (so a combine runs):
-        // the tensor-core one with its splits merged in its own last blocks (the
-        // default) and by the combine kernel, and with splits of 64+ rows.
+        // The split-grid kernels with at least three splits too (so the combine runs),
+        // with splits of at least 32 and of at least 64 rows.
         if decodes.contains(&path) {
-            let (splits0, fused0, part0) = (
-                gpu.decode_min_splits(),
-                gpu.decode_fused_combine(),
-                gpu.decode_min_part(),
-            );
+            let (splits0, part0) = (gpu.decode_min_splits(), gpu.decode_min_part());
             let variants = [
-                (AttnPath::Decode, fused0, part0, ""),
-                (AttnPath::DecodeMma, true, part0, ", merged in-kernel"),
-                (AttnPath::DecodeMma, false, part0, ", combine kernel"),
-                (
-                    AttnPath::DecodeMma,
-                    true,
-                    64,
-                    ", merged in-kernel, 64+ rows a split",
-                ),
+                (AttnPath::Decode, 32),
+                (AttnPath::DecodeMma, 32),
+                (AttnPath::DecodeMma, 64),
+                (AttnPath::DecodeMmaPk, 64),
             ];
-            for (other, fused, part, note) in variants {
-                if other == AttnPath::DecodeMma && group > 16 {
+            for (other, part) in variants {
+                if other != AttnPath::Decode && group > 16 {
                     continue;
                 }
+                let note = format!(", {part}+ rows a split");
                 gpu.set_decode_min_splits(3);
-                gpu.set_decode_fused_combine(fused);
                 gpu.set_decode_min_part(part);
                 let os = gpu.new_output(t, c.q_heads * c.head_dim)?;
                 let r = gpu.attention_into(&qg, &kvg, 0, &ag, scale, &os, Some(other));
                 gpu.set_decode_min_splits(splits0);
-                gpu.set_decode_fused_combine(fused0);
                 gpu.set_decode_min_part(part0);
                 r?;
                 rep.check(

@@ -7,7 +7,7 @@ use cudarc::driver::CudaSlice;
 use super::kv::check_slots;
 use super::rope::QkvRopeStore;
 use super::shape_err;
-use crate::backend::cuda::device::{DecodeSchedule, DECODE_TICKETS};
+use crate::backend::cuda::device::DecodeSchedule;
 use crate::backend::cuda::{
     cfg, g, tma, Arg, CudaBackend, CudaKv, CudaStep, CudaTensor, PREFILL_TILE,
 };
@@ -24,6 +24,9 @@ pub enum AttnPath {
     /// The tensor-core decode kernel on a stream-K schedule (one wave of equal
     /// ranges of the step's tiles, cut pairs merged by a second kernel).
     DecodeMmaSk,
+    /// The tensor-core split grid on a persistent grid: one wave of blocks walking
+    /// its items with their copies running on across item ends.
+    DecodeMmaPk,
     /// The portable tensor-core prefill kernel (mma.sync, sm_80+).
     Prefill,
     /// The earlier Hopper prefill kernel (wgmma, sm_90), the fallback.
@@ -289,10 +292,10 @@ impl CudaBackend {
             && self.dev.decode_kernel.uses_mma(group)
             && step.meta.page_size.is_power_of_two()
         {
-            if self.dev.decode_schedule == DecodeSchedule::Stream {
-                AttnPath::DecodeMmaSk
-            } else {
-                AttnPath::DecodeMma
+            match self.dev.decode_schedule {
+                DecodeSchedule::Stream => AttnPath::DecodeMmaSk,
+                DecodeSchedule::Persistent => AttnPath::DecodeMmaPk,
+                DecodeSchedule::Splits => AttnPath::DecodeMma,
             }
         } else if step.decode_only {
             AttnPath::Decode
@@ -414,7 +417,10 @@ impl CudaBackend {
         };
         // What every decode kernel needs; the tensor-core ones (either schedule) take
         // the whole group as mma rows.
-        let tensor_core = matches!(path, AttnPath::DecodeMma | AttnPath::DecodeMmaSk);
+        let tensor_core = matches!(
+            path,
+            AttnPath::DecodeMma | AttnPath::DecodeMmaSk | AttnPath::DecodeMmaPk
+        );
         let decode = tensor_core || path == AttnPath::Decode;
         if decode
             && (!step.decode_only
@@ -459,11 +465,14 @@ impl CudaBackend {
                     ],
                 )
             }
-            AttnPath::Decode | AttnPath::DecodeMma => {
-                let mma = path == AttnPath::DecodeMma;
+            AttnPath::Decode | AttnPath::DecodeMma | AttnPath::DecodeMmaPk => {
+                let mma = path != AttnPath::Decode;
+                let persistent = path == AttnPath::DecodeMmaPk;
                 // The CUDA-core kernel covers a group in chunks of up to 8 heads;
                 // the tensor-core one takes the whole group (up to 16) as mma rows.
-                let (name, head_chunks) = if mma {
+                let (name, head_chunks) = if persistent {
+                    (format!("attn_decode_mma_pk_hd{d}"), 1)
+                } else if mma {
                     (format!("attn_decode_mma_hd{d}"), 1)
                 } else {
                     let gmax = match group {
@@ -485,34 +494,34 @@ impl CudaBackend {
                 let part_rows = if direct { 0 } else { s * hq * splits };
                 let o_part = self.alloc_f32(part_rows * d)?;
                 let lse = self.alloc_f32(part_rows)?;
-                // Several splits of the tensor-core grid: its last block per
-                // (sequence, kv head) merges them, where the counters reach.
-                let fused = mma
-                    && !direct
-                    && self.decode_fused_combine.get()
-                    && s * l.kv_heads <= DECODE_TICKETS;
-                let tickets = fused.then(|| self.ptr(&self.dev.decode_tickets));
                 decode_cost();
                 let mut args = decode_args();
                 args.push(Arg::I32(self.decode_min_part.get() as i32));
                 if !mma {
                     args.push(Arg::I32(head_chunks as i32));
                 }
+                if persistent {
+                    args.push(Arg::I32(splits as i32));
+                    args.push(Arg::I32(s as i32));
+                }
                 args.push(Arg::U64(self.ptr(&o_part)));
                 args.push(Arg::U64(self.ptr(&lse)));
                 args.push(Arg::U64(if direct { op } else { 0 }));
-                if mma {
-                    args.push(Arg::U64(if tickets.is_some() { op } else { 0 }));
-                    args.push(Arg::U64(tickets.unwrap_or(0)));
-                }
-                let mut c = cfg(
-                    (splits as u32, (l.kv_heads * head_chunks) as u32, s as u32),
-                    128,
-                );
+                let mut c = if persistent {
+                    // One wave: the blocks walk the (split, kv head, sequence) items.
+                    let slots =
+                        self.dev.num_sms * self.dev.mma_blocks_per_sm[usize::from(d == 128)];
+                    cfg((g((splits * l.kv_heads * s).min(slots).max(1)), 1, 1), 128)
+                } else {
+                    cfg(
+                        (splits as u32, (l.kv_heads * head_chunks) as u32, s as u32),
+                        128,
+                    )
+                };
                 c.shared_mem_bytes =
                     crate::backend::cuda::device::dynamic_smem(&name).unwrap_or(0) as u32;
                 self.launch(&name, c, &args)?;
-                if direct || tickets.is_some() {
+                if direct {
                     return Ok(());
                 }
                 self.decode_combine(&o_part, &lse, step, op, hq, d, splits)
