@@ -548,49 +548,70 @@ DECODE_MMA(128)
 
 // The persistent split grid (MINISGL_DECODE_SCHEDULE=persistent): the same items as
 // attn_decode_mma_hd* (split, kv head, sequence; id = split + splits * (kvh + kv_heads *
-// b)) and the same outputs, but one wave of blocks each walking items blockIdx.x,
-// + gridDim.x, ... with its copies running on across item ends: the next item's first
-// tile is in flight while the current one's last tile is computed and merged, and the
-// next item's metadata is read a tile ahead. In the one-block-per-item grid every block
+// b)) and the same outputs, but one wave of blocks, each starting at item blockIdx.x and
+// then drawing ids from a counter as it frees up (so ragged contexts balance as in the
+// hardware's own block scheduling), with its copies running on across item ends: the
+// next item's first tile is in flight while the current one's last tile is computed
+// and merged, and the item after that is drawn a tile ahead. In the one-block-per-item grid every block
 // pays its metadata -> page ids -> first tile chain with no copy of its own in flight,
 // and its merge and store with none either; at 4 tiles an item (context 256) that was
 // the difference between 3.53 TB/s and the 4.0 of 256 x 1100 (docs/results/
 // gpu-2026-12-02-steps.md). The merge uses the stage just computed, which no copy in
 // flight targets. grid: (min(items, blocks per SM x SMs)); block: 128; dynamic smem as
-// attn_decode_mma_hd*.
+// attn_decode_mma_hd*; `work` a zeroed int that the last draw of a launch zeroes again
+// (each block draws until it gets one past-the-end id, so a launch makes exactly
+// items - grid + grid = items draws).
 struct DmItem {
     int id;  // -1: none
     int b, kvh, split, c0, c1, t;
     const int* pages;
 };
 
-// The first item id, id + step, ... below n_items with context rows, or id -1.
-__device__ __forceinline__ DmItem decode_pk_item(int id, int step, int n_items, int splits,
-                                                 int kv_heads, int min_part,
+// The item `id` (id -1: none).
+__device__ __forceinline__ DmItem decode_pk_item(int id, int splits, int kv_heads, int min_part,
                                                  const int* __restrict__ kv_len,
                                                  const int* __restrict__ page_start,
                                                  const int* __restrict__ page_ids,
                                                  const int* __restrict__ q_start) {
     DmItem it;
-    it.id = -1;
-    for (; id < n_items; id += step) {
-        const int split = id % splits, rest = id / splits;
-        const int b = rest / kv_heads;
-        const int ctx = kv_len[b];
-        const int part = decode_part(ctx, splits, min_part);
-        const int c0 = split * part;
-        if (c0 >= ctx) continue;
-        it.id = id;
-        it.b = b;
-        it.kvh = rest % kv_heads;
-        it.split = split;
-        it.c0 = c0;
-        it.c1 = min(ctx, c0 + part);
-        it.pages = page_ids + page_start[b];
-        it.t = q_start[b + 1] - 1;
-        break;
-    }
+    it.id = id;
+    if (id < 0) return it;
+    const int split = id % splits, rest = id / splits;
+    const int b = rest / kv_heads;
+    const int ctx = kv_len[b];
+    const int part = decode_part(ctx, splits, min_part);
+    it.b = b;
+    it.kvh = rest % kv_heads;
+    it.split = split;
+    it.c0 = split * part;
+    it.c1 = min(ctx, it.c0 + part);
+    it.pages = page_ids + page_start[b];
+    it.t = q_start[b + 1] - 1;
     return it;
+}
+
+// Thread 0's search from candidate `id`: the first item with context rows, drawing the
+// next candidate from `work` after each empty one; -1 once a draw is past the end (the
+// draw that hands out the last number zeroes the counter for the next launch).
+__device__ __forceinline__ int decode_pk_search(int id, int n_items, int splits, int kv_heads,
+                                                int min_part, const int* __restrict__ kv_len,
+                                                int* work) {
+    while (id < n_items) {
+        const int split = id % splits, b = id / splits / kv_heads;
+        const int ctx = kv_len[b];
+        if (split * decode_part(ctx, splits, min_part) < ctx) return id;
+        const int v = atomicAdd(work, 1);
+        if (v == n_items - 1) *work = 0;
+        id = (int)gridDim.x + v;
+    }
+    return -1;
+}
+
+// The next candidate after an item: a draw (see decode_pk_search).
+__device__ __forceinline__ int decode_pk_draw(int n_items, int* work) {
+    const int v = atomicAdd(work, 1);
+    if (v == n_items - 1) *work = 0;
+    return (int)gridDim.x + v;
 }
 
 template <int HD>
@@ -600,24 +621,36 @@ __device__ __forceinline__ void decode_mma_pk_impl(
     const int* __restrict__ kv_len, const int* __restrict__ page_start,
     const int* __restrict__ page_ids, int q_heads, int kv_heads, int page_size, float scale,
     int min_part, int splits, int num_seqs, float* __restrict__ o_part,
-    float* __restrict__ lse_part, bf16_t* __restrict__ o_direct) {
+    float* __restrict__ lse_part, bf16_t* __restrict__ o_direct, int* __restrict__ work) {
     using C = DmTile<HD>;
     constexpr int LD = C::LD;
     constexpr int TILE = C::TILE;
     extern __shared__ __align__(16) unsigned char dm_smem[];
     __shared__ float sm_m[4][16];
     __shared__ float sm_l[4][16];
+    // Thread 0's search results for the whole block: the first two items, then (a slot
+    // of its own, so that no reader of the first two can see it overwritten) each later one.
+    __shared__ int sh_id[3];
     pdl_trigger();
     pdl_wait();
     const int group = q_heads / kv_heads;
-    const int n_items = splits * kv_heads * num_seqs, step = gridDim.x;
-    auto find = [&](int id) {
-        return decode_pk_item(id, step, n_items, splits, kv_heads, min_part, kv_len, page_start,
-                              page_ids, q_start);
+    const int n_items = splits * kv_heads * num_seqs;
+    auto item = [&](int id) {
+        return decode_pk_item(id, splits, kv_heads, min_part, kv_len, page_start, page_ids,
+                              q_start);
     };
-    DmItem cur = find(blockIdx.x);
+    auto search = [&](int id) {
+        return decode_pk_search(id, n_items, splits, kv_heads, min_part, kv_len, work);
+    };
+    if (threadIdx.x == 0) {
+        const int first = search(blockIdx.x);
+        sh_id[0] = first;
+        sh_id[1] = first < 0 ? -1 : search(decode_pk_draw(n_items, work));
+    }
+    __syncthreads();
+    DmItem cur = item(sh_id[0]);
     if (cur.id < 0) return;
-    DmItem nxt = find(cur.id + step);
+    DmItem nxt = item(sh_id[1]);
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
     const int shift = __ffs(page_size) - 1;
@@ -666,12 +699,15 @@ __device__ __forceinline__ void decode_mma_pk_impl(
             l0 = l1 = 0.0f;
             fresh = false;
         }
-        // The item after next, read while this tile's copies land.
-        DmItem after;
-        after.id = -1;
-        if (last && nxt.id >= 0) after = find(nxt.id + step);
+        // The item after next, drawn while this tile's copies land (read after the
+        // barrier; the previous draw's readers all passed the barrier ending an earlier
+        // iteration).
+        if (last && nxt.id >= 0 && threadIdx.x == 0) sh_id[2] = search(decode_pk_draw(n_items, work));
         cp_async_wait<1>();
         __syncthreads();
+        DmItem after;
+        after.id = -1;
+        if (last && nxt.id >= 0) after = item(sh_id[2]);
         decode_mma_tile<HD>(smem0 + stage_off, k_lm, v_lm, qf, kb, wr, cur.c1, tq, sl2, m0, m1,
                             l0, l1, oacc);
         if (last) {
@@ -701,10 +737,10 @@ __device__ __forceinline__ void decode_mma_pk_impl(
         const bf16_t* q, int q_stride, const bf16_t* k_cache, const bf16_t* v_cache,          \
         const int* q_start, const int* kv_len, const int* page_start, const int* page_ids,   \
         int q_heads, int kv_heads, int page_size, float scale, int min_part, int splits,      \
-        int num_seqs, float* o_part, float* lse_part, bf16_t* o_direct) {                      \
+        int num_seqs, float* o_part, float* lse_part, bf16_t* o_direct, int* work) {           \
         decode_mma_pk_impl<HD>(q, q_stride, k_cache, v_cache, q_start, kv_len, page_start,     \
                                page_ids, q_heads, kv_heads, page_size, scale, min_part, splits, \
-                               num_seqs, o_part, lse_part, o_direct);                          \
+                               num_seqs, o_part, lse_part, o_direct, work);                    \
     }
 DECODE_MMA_PK(64)
 DECODE_MMA_PK(128)

@@ -414,6 +414,9 @@ pub struct Device {
     /// `gemv_residual_norm`'s count of finished blocks (zero between launches, the
     /// same way: its last block resets it).
     pub gemv_ticket: CudaSlice<u32>,
+    /// The persistent decode grid's item counter (zero between launches: the draw
+    /// that hands out a launch's last number resets it).
+    pub decode_work: CudaSlice<i32>,
     /// Blocks of each gemv kernel that fit an SM (the driver's answer), which sizes
     /// its launches to one wave.
     pub gemv_blocks_per_sm: Vec<(String, usize)>,
@@ -520,6 +523,7 @@ impl Device {
         }
         let prefill_work = stream.alloc_zeros::<i32>(1)?;
         let gemv_ticket = stream.alloc_zeros::<u32>(1)?;
+        let decode_work = stream.alloc_zeros::<i32>(1)?;
         // The stream-K grid is one wave and the split grid is sized in waves: ask the
         // driver how many blocks of each fit an SM.
         let blocks_per_sm = |kernel: &str| {
@@ -580,6 +584,7 @@ impl Device {
             mma_blocks_per_sm,
             prefill_work,
             gemv_ticket,
+            decode_work,
             gemv_blocks_per_sm,
             pdl: opts.pdl && cc.0 >= 9,
             watchdog,

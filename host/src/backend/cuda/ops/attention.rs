@@ -507,6 +507,9 @@ impl CudaBackend {
                 args.push(Arg::U64(self.ptr(&o_part)));
                 args.push(Arg::U64(self.ptr(&lse)));
                 args.push(Arg::U64(if direct { op } else { 0 }));
+                if persistent {
+                    args.push(Arg::U64(self.ptr(&self.dev.decode_work)));
+                }
                 let mut c = if persistent {
                     // One wave: the blocks walk the (split, kv head, sequence) items.
                     let slots =
