@@ -91,10 +91,12 @@
 #             (MINISGL_DECODE_FUSED_COMBINE=0, MINISGL_DECODE_MIN_PART=64), the 14B
 #             default workload with bench offline's time by step class. (The merged
 #             combine lost again, as in ba8641e, and was taken out.)
-#     part 35: the persistent decode grid (MINISGL_DECODE_SCHEDULE=persistent) and 64-row
-#             splits as the default: kernel checks, model checks on the persistent grid,
-#             runner steps A/B in one process on both shapes, the 0.6B default workload
-#             on each schedule.
+#     (part 35, a persistent decode grid and 64-row splits A/B, ran at d49d804; the
+#     persistent grid lost 1-7% and was removed with the part, 64-row splits stayed:
+#     docs/results/gpu-2026-12-02-steps.md.)
+#     part 36: a round's closing figures with the commit's defaults: kernel and model
+#             checks, both shapes' runner step, the 14B default workload (steps by class)
+#             and long prompts.
 #     (part 32, the stream-K Hopper GEMM for decode products of 5-128 rows, ran at
 #     57717b3 and 7fa056e; it lost to cuBLAS and was reverted, and so is the part:
 #     docs/results/gpu-2026-12-02-skgemm.md.)
@@ -610,26 +612,19 @@ device)
             MINISGL_BENCH_BATCHES=8,64,128 MINISGL_BENCH_AB=MINISGL_DECODE_FUSED_COMBINE=0 bench_step qwen3-14b -fused
         fi
         ls -la "$out"
-    elif [ "$part" = 35 ]; then
-        # The persistent decode grid (MINISGL_DECODE_SCHEDULE=persistent) and 64-row
-        # splits as the default: kernel checks (every decode path and split variant
-        # against the CPU), model checks on the persistent grid (graphs with padded rows),
-        # runner steps A/B in one process (persistent against the split grid on both
-        # shapes; MINISGL_DECODE_MIN_PART=32, the old minimum, at small batches), then
-        # the 0.6B default workload on each schedule.
+    elif [ "$part" = 36 ]; then
+        # A round's closing figures with the commit's defaults, each while the call has
+        # time: kernel and model checks, the runner step of both shapes (the issue's
+        # decode-step rows), the 14B default workload with its steps by class, 14B long prompts.
         cat "$out/env.log" > "$out/gpu-check-ops.log"; rm "$out/env.log"
         check_ops --skip-bench
-        grep -E "decode many|rows a split" "$out/gpu-check-ops.log" | head -8
-        MINISGL_DECODE_SCHEDULE=persistent check_models
+        check_models
         export MINISGL_BENCH_RUNNER_ONLY=1
-        MINISGL_BENCH_BATCHES=1,8,64,128,256 MINISGL_BENCH_AB=MINISGL_DECODE_SCHEDULE=persistent bench_step qwen3-0.6b -pk
-        MINISGL_BENCH_BATCHES=1,4,8,16,32 MINISGL_BENCH_AB=MINISGL_DECODE_MIN_PART=32 bench_step qwen3-0.6b -part32
-        MINISGL_BENCH_BATCHES=8,64,128,256 MINISGL_BENCH_AB=MINISGL_DECODE_SCHEDULE=persistent bench_step qwen3-14b -pk
-        if [ "$SECONDS" -lt 380 ]; then
-            MINISGL_BENCH_BATCHES=1,8,16 MINISGL_BENCH_AB=MINISGL_DECODE_MIN_PART=32 bench_step qwen3-14b -part32
-        fi
-        if [ "$SECONDS" -lt 470 ]; then offline_default qwen3-0.6b; fi
-        if [ "$SECONDS" -lt 520 ]; then MINISGL_DECODE_SCHEDULE=persistent offline_default qwen3-0.6b -pk; fi
+        # Beside the defaults: whole-context splits at short contexts (no combine at batch 1).
+        MINISGL_BENCH_BATCHES=1,4,8,64,256 MINISGL_BENCH_AB=MINISGL_DECODE_MIN_PART=256 bench_step qwen3-0.6b -part256
+        MINISGL_BENCH_BATCHES=1,64,256 bench_step qwen3-14b
+        if [ "$SECONDS" -lt 380 ]; then offline_default qwen3-14b; fi
+        long_if_time qwen3-14b 420 170 "$out/long-qwen3-14b.log"
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

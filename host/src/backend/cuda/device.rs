@@ -141,9 +141,6 @@ pub enum DecodeSchedule {
     /// the default workload ran 0.4-0.8% slower than on the split grid, and its merge
     /// kernel costs ~30 us a layer at batch 1.
     Stream,
-    /// The split grid's items on one wave of blocks (`attn_decode_mma_pk_*`), each
-    /// block's copies running on across the ends of its items. Opt-in until measured.
-    Persistent,
 }
 
 impl std::str::FromStr for DecodeSchedule {
@@ -152,9 +149,8 @@ impl std::str::FromStr for DecodeSchedule {
         match s {
             "stream" => Ok(Self::Stream),
             "splits" => Ok(Self::Splits),
-            "persistent" => Ok(Self::Persistent),
             o => Err(format!(
-                "decode schedule must be splits, stream or persistent, got {o:?}"
+                "decode schedule must be stream or splits, got {o:?}"
             )),
         }
     }
@@ -322,7 +318,6 @@ pub fn kernel_names(family: &str) -> Vec<String> {
                 }
                 v.push(format!("attn_decode_mma_hd{hd}"));
                 v.push(format!("attn_decode_mma_sk_hd{hd}"));
-                v.push(format!("attn_decode_mma_pk_hd{hd}"));
             }
             return v;
         }
@@ -414,9 +409,6 @@ pub struct Device {
     /// `gemv_residual_norm`'s count of finished blocks (zero between launches, the
     /// same way: its last block resets it).
     pub gemv_ticket: CudaSlice<u32>,
-    /// The persistent decode grid's item counter (zero between launches: the draw
-    /// that hands out a launch's last number resets it).
-    pub decode_work: CudaSlice<i32>,
     /// Blocks of each gemv kernel that fit an SM (the driver's answer), which sizes
     /// its launches to one wave.
     pub gemv_blocks_per_sm: Vec<(String, usize)>,
@@ -523,7 +515,6 @@ impl Device {
         }
         let prefill_work = stream.alloc_zeros::<i32>(1)?;
         let gemv_ticket = stream.alloc_zeros::<u32>(1)?;
-        let decode_work = stream.alloc_zeros::<i32>(1)?;
         // The stream-K grid is one wave and the split grid is sized in waves: ask the
         // driver how many blocks of each fit an SM.
         let blocks_per_sm = |kernel: &str| {
@@ -584,7 +575,6 @@ impl Device {
             mma_blocks_per_sm,
             prefill_work,
             gemv_ticket,
-            decode_work,
             gemv_blocks_per_sm,
             pdl: opts.pdl && cc.0 >= 9,
             watchdog,

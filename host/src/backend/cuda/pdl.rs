@@ -20,7 +20,6 @@ pub(crate) fn pdl_kernel(kernel: &str) -> bool {
     kernel.starts_with("gemv_")
         || kernel.starts_with("qkv_rope_store_")
         || kernel.starts_with("attn_decode_mma_hd")
-        || kernel.starts_with("attn_decode_mma_pk_hd")
         || kernel == "attn_decode_combine"
 }
 

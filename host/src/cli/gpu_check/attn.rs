@@ -137,8 +137,8 @@ pub fn cases() -> Vec<Case> {
             kv_heads: 8,
             seqs: decode(64, 700),
         },
-        // More (sequence, kv head) items than a wave of blocks: the persistent
-        // schedule's blocks walk several each, across ragged short contexts.
+        // Many ragged short contexts: 2,400 (sequence, kv head) blocks, six waves, and
+        // stream-K ranges that cut many sequences.
         Case {
             name: "decode many",
             page_size: 16,
@@ -249,12 +249,7 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
             others.push(AttnPath::Prefill);
         }
         // Every decode kernel and schedule wherever they apply, whichever is the default.
-        let decodes = [
-            AttnPath::Decode,
-            AttnPath::DecodeMma,
-            AttnPath::DecodeMmaSk,
-            AttnPath::DecodeMmaPk,
-        ];
+        let decodes = [AttnPath::Decode, AttnPath::DecodeMma, AttnPath::DecodeMmaSk];
         if decodes.contains(&path) {
             others.extend(
                 decodes
@@ -281,7 +276,6 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
                 (AttnPath::Decode, 32),
                 (AttnPath::DecodeMma, 32),
                 (AttnPath::DecodeMma, 64),
-                (AttnPath::DecodeMmaPk, 64),
             ];
             for (other, part) in variants {
                 if other != AttnPath::Decode && group > 16 {

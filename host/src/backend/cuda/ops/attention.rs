@@ -24,9 +24,6 @@ pub enum AttnPath {
     /// The tensor-core decode kernel on a stream-K schedule (one wave of equal
     /// ranges of the step's tiles, cut pairs merged by a second kernel).
     DecodeMmaSk,
-    /// The tensor-core split grid on a persistent grid: one wave of blocks walking
-    /// its items with their copies running on across item ends.
-    DecodeMmaPk,
     /// The portable tensor-core prefill kernel (mma.sync, sm_80+).
     Prefill,
     /// The earlier Hopper prefill kernel (wgmma, sm_90), the fallback.
@@ -292,10 +289,10 @@ impl CudaBackend {
             && self.dev.decode_kernel.uses_mma(group)
             && step.meta.page_size.is_power_of_two()
         {
-            match self.dev.decode_schedule {
-                DecodeSchedule::Stream => AttnPath::DecodeMmaSk,
-                DecodeSchedule::Persistent => AttnPath::DecodeMmaPk,
-                DecodeSchedule::Splits => AttnPath::DecodeMma,
+            if self.dev.decode_schedule == DecodeSchedule::Stream {
+                AttnPath::DecodeMmaSk
+            } else {
+                AttnPath::DecodeMma
             }
         } else if step.decode_only {
             AttnPath::Decode
@@ -417,10 +414,7 @@ impl CudaBackend {
         };
         // What every decode kernel needs; the tensor-core ones (either schedule) take
         // the whole group as mma rows.
-        let tensor_core = matches!(
-            path,
-            AttnPath::DecodeMma | AttnPath::DecodeMmaSk | AttnPath::DecodeMmaPk
-        );
+        let tensor_core = matches!(path, AttnPath::DecodeMma | AttnPath::DecodeMmaSk);
         let decode = tensor_core || path == AttnPath::Decode;
         if decode
             && (!step.decode_only
@@ -465,14 +459,11 @@ impl CudaBackend {
                     ],
                 )
             }
-            AttnPath::Decode | AttnPath::DecodeMma | AttnPath::DecodeMmaPk => {
-                let mma = path != AttnPath::Decode;
-                let persistent = path == AttnPath::DecodeMmaPk;
+            AttnPath::Decode | AttnPath::DecodeMma => {
+                let mma = path == AttnPath::DecodeMma;
                 // The CUDA-core kernel covers a group in chunks of up to 8 heads;
                 // the tensor-core one takes the whole group (up to 16) as mma rows.
-                let (name, head_chunks) = if persistent {
-                    (format!("attn_decode_mma_pk_hd{d}"), 1)
-                } else if mma {
+                let (name, head_chunks) = if mma {
                     (format!("attn_decode_mma_hd{d}"), 1)
                 } else {
                     let gmax = match group {
@@ -500,27 +491,13 @@ impl CudaBackend {
                 if !mma {
                     args.push(Arg::I32(head_chunks as i32));
                 }
-                if persistent {
-                    args.push(Arg::I32(splits as i32));
-                    args.push(Arg::I32(s as i32));
-                }
                 args.push(Arg::U64(self.ptr(&o_part)));
                 args.push(Arg::U64(self.ptr(&lse)));
                 args.push(Arg::U64(if direct { op } else { 0 }));
-                if persistent {
-                    args.push(Arg::U64(self.ptr(&self.dev.decode_work)));
-                }
-                let mut c = if persistent {
-                    // One wave: the blocks walk the (split, kv head, sequence) items.
-                    let slots =
-                        self.dev.num_sms * self.dev.mma_blocks_per_sm[usize::from(d == 128)];
-                    cfg((g((splits * l.kv_heads * s).min(slots).max(1)), 1, 1), 128)
-                } else {
-                    cfg(
-                        (splits as u32, (l.kv_heads * head_chunks) as u32, s as u32),
-                        128,
-                    )
-                };
+                let mut c = cfg(
+                    (splits as u32, (l.kv_heads * head_chunks) as u32, s as u32),
+                    128,
+                );
                 c.shared_mem_bytes =
                     crate::backend::cuda::device::dynamic_smem(&name).unwrap_or(0) as u32;
                 self.launch(&name, c, &args)?;
