@@ -97,6 +97,8 @@
 #     part 36: a round's closing figures with the commit's defaults: kernel and model
 #             checks, both shapes' runner step, the 14B default workload (steps by class)
 #             and long prompts.
+#     part 37: splits of 256+ rows where the tensor-core grid is full unsplit: kernel and
+#             model checks, both shapes' runner step against MINISGL_DECODE_FULL_PART=64.
 #     (part 32, the stream-K Hopper GEMM for decode products of 5-128 rows, ran at
 #     57717b3 and 7fa056e; it lost to cuBLAS and was reverted, and so is the part:
 #     docs/results/gpu-2026-12-02-skgemm.md.)
@@ -625,6 +627,18 @@ device)
         MINISGL_BENCH_BATCHES=1,64,256 bench_step qwen3-14b
         if [ "$SECONDS" -lt 380 ]; then offline_default qwen3-14b; fi
         long_if_time qwen3-14b 420 170 "$out/long-qwen3-14b.log"
+        ls -la "$out"
+    elif [ "$part" = 37 ]; then
+        # Splits of 256+ rows where the tensor-core grid is full unsplit
+        # (MINISGL_DECODE_FULL_PART): kernel and model checks, then the runner step
+        # against MINISGL_DECODE_FULL_PART=64 (the previous rule) in one process on both
+        # shapes, at the batches it changes (50+ sequences) and beside them.
+        cat "$out/env.log" > "$out/gpu-check-ops.log"; rm "$out/env.log"
+        check_ops --skip-bench
+        check_models
+        export MINISGL_BENCH_RUNNER_ONLY=1
+        MINISGL_BENCH_BATCHES=32,48,56,64,96 MINISGL_BENCH_AB=MINISGL_DECODE_FULL_PART=64 bench_step qwen3-0.6b -full64
+        MINISGL_BENCH_BATCHES=48,56,64 MINISGL_BENCH_AB=MINISGL_DECODE_FULL_PART=64 bench_step qwen3-14b -full64
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

@@ -17,6 +17,12 @@ use super::{libs, nvrtc};
 /// call 1 of docs/results/gpu-2026-12-02-steps.md); batch 1 and 64 within 1%.
 pub const DECODE_MIN_PART_DEFAULT: usize = 64;
 
+/// Default of [`CudaOptions::decode_full_part`]: 256 rows. At Qwen3-0.6B batch 64 x 256
+/// (512 blocks a split on 396 slots) splits of 256+ rows, i.e. one working split a
+/// sequence, ran the step 4.3% faster than 64+ (2.083 against 2.172 ms, one process,
+/// 2026-12-02 call 3 of docs/results/gpu-2026-12-02-steps.md); long contexts still split.
+pub const DECODE_FULL_PART_DEFAULT: usize = 256;
+
 /// cuBLAS workspace (fixed so that graph capture never allocates inside cuBLAS).
 const BLAS_WORKSPACE_BYTES: usize = 32 << 20;
 
@@ -176,6 +182,11 @@ pub struct CudaOptions {
     /// Fewest context rows a split of a split-grid decode launch takes
     /// (`MINISGL_DECODE_MIN_PART`, default [`DECODE_MIN_PART_DEFAULT`]).
     pub decode_min_part: usize,
+    /// The same minimum where the tensor-core grid's unsplit blocks (sequences x kv
+    /// heads) already fill every resident block slot (`MINISGL_DECODE_FULL_PART`,
+    /// default [`DECODE_FULL_PART_DEFAULT`]): there more blocks only add their start-up
+    /// and the combine's reads, so short contexts stay whole and long ones still split.
+    pub decode_full_part: usize,
     /// Programmatic dependent launch for the kernels written for it (sm_90+;
     /// `MINISGL_PDL=1` turns it on, see `pdl.rs`).
     pub pdl: bool,
@@ -221,18 +232,20 @@ impl Default for CudaOptions {
             .and_then(|v| v.parse().ok())
             .unwrap_or(1);
         let decode_wave_splits = std::env::var("MINISGL_DECODE_SPLITS").is_ok_and(|v| v == "waves");
-        let decode_min_part = match std::env::var("MINISGL_DECODE_MIN_PART") {
+        let rows = |var: &str, default: usize| match std::env::var(var) {
             Ok(v) => match v.parse::<usize>() {
                 Ok(n) if n >= 1 => n,
                 _ => {
                     tracing::warn!(
-                        "MINISGL_DECODE_MIN_PART must be a row count of at least 1, got {v:?}; using {DECODE_MIN_PART_DEFAULT}"
+                        "{var} must be a row count of at least 1, got {v:?}; using {default}"
                     );
-                    DECODE_MIN_PART_DEFAULT
+                    default
                 }
             },
-            Err(_) => DECODE_MIN_PART_DEFAULT,
+            Err(_) => default,
         };
+        let decode_min_part = rows("MINISGL_DECODE_MIN_PART", DECODE_MIN_PART_DEFAULT);
+        let decode_full_part = rows("MINISGL_DECODE_FULL_PART", DECODE_FULL_PART_DEFAULT);
         let pdl = std::env::var("MINISGL_PDL").is_ok_and(|v| v == "1");
         let gemv_rows = std::env::var("MINISGL_GEMV_ROWS")
             .ok()
@@ -249,6 +262,7 @@ impl Default for CudaOptions {
             decode_min_splits,
             decode_wave_splits,
             decode_min_part,
+            decode_full_part,
             pdl,
             gemv_rows,
             norm_prologue,

@@ -164,6 +164,8 @@ pub struct CudaBackend {
     pub(crate) decode_wave_splits: std::cell::Cell<bool>,
     /// Fewest context rows a decode split takes ([`CudaOptions::decode_min_part`]).
     pub(crate) decode_min_part: std::cell::Cell<usize>,
+    /// The same where the tensor-core grid is full unsplit ([`CudaOptions::decode_full_part`]).
+    pub(crate) decode_full_part: std::cell::Cell<usize>,
     /// Whether decode-size products normalise their input themselves
     /// ([`Backend::norm_in_prologue`](super::Backend::norm_in_prologue);
     /// [`CudaOptions::norm_prologue`]; benchmarks compare both).
@@ -191,6 +193,7 @@ impl CudaBackend {
             decode_min_splits: std::cell::Cell::new(opts.decode_min_splits.max(1)),
             decode_wave_splits: std::cell::Cell::new(opts.decode_wave_splits),
             decode_min_part: std::cell::Cell::new(opts.decode_min_part.max(1)),
+            decode_full_part: std::cell::Cell::new(opts.decode_full_part.max(1)),
             gemv_max_weight: std::cell::Cell::new(GEMV_MAX_WEIGHT_BYTES),
             norm_prologue: std::cell::Cell::new(opts.norm_prologue),
             gemv_tc: std::cell::Cell::new(opts.gemv_tc),

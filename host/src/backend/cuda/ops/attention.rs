@@ -210,19 +210,42 @@ impl CudaBackend {
         (ts, tq, wide)
     }
 
-    /// Decode splits so that the grid fills the device a few times over.
+    /// Fewest context rows a split of a decode launch over `seqs` sequences takes: the
+    /// tensor-core grid whose unsplit blocks already fill every resident slot takes
+    /// [`CudaOptions::decode_full_part`](crate::backend::cuda::CudaOptions::decode_full_part),
+    /// everything else `decode_min_part`. A kernel argument (the combine's too), so a
+    /// recorded graph keeps short contexts whole and splits long ones at replay.
+    pub(crate) fn decode_part_rows(
+        &self,
+        mma: bool,
+        seqs: usize,
+        kv_heads: usize,
+        head_dim: usize,
+    ) -> usize {
+        let min = self.decode_min_part.get();
+        let slots = self.dev.num_sms * self.dev.mma_blocks_per_sm[usize::from(head_dim == 128)];
+        if mma && seqs * kv_heads >= slots {
+            min.max(self.decode_full_part.get())
+        } else {
+            min
+        }
+    }
+
+    /// Decode splits so that the grid fills the device a few times over, each of at
+    /// least `part` rows.
     pub(crate) fn decode_splits(
         &self,
         seqs: usize,
         kv_heads: usize,
         head_chunks: usize,
         max_kv: usize,
+        part: usize,
     ) -> usize {
         let base = (seqs * kv_heads * head_chunks).max(1);
         let want = (4 * self.dev.num_sms)
             .div_ceil(base)
             .max(self.decode_min_splits.get());
-        want.clamp(1, max_decode_splits(max_kv, self.decode_min_part.get()))
+        want.clamp(1, max_decode_splits(max_kv, part))
     }
 
     /// Splits of the split-grid tensor-core decode: under two waves of blocks
@@ -239,13 +262,14 @@ impl CudaBackend {
         kv_heads: usize,
         head_dim: usize,
         max_kv: usize,
+        part: usize,
     ) -> usize {
-        let fill = self.decode_splits(seqs, kv_heads, 1, max_kv);
+        let fill = self.decode_splits(seqs, kv_heads, 1, max_kv, part);
         if !self.decode_wave_splits.get() {
             return fill;
         }
         let slots = self.dev.num_sms * self.dev.mma_blocks_per_sm[usize::from(head_dim == 128)];
-        let cap = max_decode_splits(max_kv, self.decode_min_part.get());
+        let cap = max_decode_splits(max_kv, part);
         wave_splits(seqs * kv_heads, slots, cap, self.decode_min_splits.get()).unwrap_or(fill)
     }
 
@@ -260,6 +284,7 @@ impl CudaBackend {
         hq: usize,
         d: usize,
         splits: usize,
+        part: usize,
     ) -> Result<(), BackendError> {
         let off = step.off;
         let s = step.meta.num_seqs();
@@ -275,7 +300,7 @@ impl CudaBackend {
                 Arg::I32(hq as i32),
                 Arg::I32(d as i32),
                 Arg::I32(splits as i32),
-                Arg::I32(self.decode_min_part.get() as i32),
+                Arg::I32(part as i32),
             ],
         )
     }
@@ -475,10 +500,11 @@ impl CudaBackend {
                     (format!("attn_decode_hd{d}_g{gmax}"), group.div_ceil(gmax))
                 };
                 let max_kv = step.max_kv_hint.unwrap_or(step.meta.max_kv_len() as usize);
+                let part = self.decode_part_rows(mma, s, l.kv_heads, d);
                 let splits = if mma {
-                    self.decode_mma_splits(s, l.kv_heads, d, max_kv)
+                    self.decode_mma_splits(s, l.kv_heads, d, max_kv, part)
                 } else {
-                    self.decode_splits(s, l.kv_heads, head_chunks, max_kv)
+                    self.decode_splits(s, l.kv_heads, head_chunks, max_kv, part)
                 };
                 // One split: the kernel writes the output itself, no partials.
                 let direct = splits == 1;
@@ -487,7 +513,7 @@ impl CudaBackend {
                 let lse = self.alloc_f32(part_rows)?;
                 decode_cost();
                 let mut args = decode_args();
-                args.push(Arg::I32(self.decode_min_part.get() as i32));
+                args.push(Arg::I32(part as i32));
                 if !mma {
                     args.push(Arg::I32(head_chunks as i32));
                 }
@@ -504,7 +530,7 @@ impl CudaBackend {
                 if direct {
                     return Ok(());
                 }
-                self.decode_combine(&o_part, &lse, step, op, hq, d, splits)
+                self.decode_combine(&o_part, &lse, step, op, hq, d, splits, part)
             }
             AttnPath::DecodeMmaSk => {
                 let name = format!("attn_decode_mma_sk_hd{d}");
