@@ -583,6 +583,84 @@ extern "C" __global__ void attn_decode_combine(const float* __restrict__ o_part,
     }
 }
 
+// attn_decode_combine with a warp per (sequence, query head), four to a block: no
+// block-wide reductions or barriers, and with at most COMBINE_REG splits (every decode
+// grid under ~COMBINE_REG x 64 rows of context, i.e. the short contexts of small batches)
+// every load of a head goes out at once, its partials and log-sum-exps for all the
+// launch's splits with the context length and token row beside them, one round trip in
+// all; the splits past the sequence's own count (never written) are masked after. The
+// block kernel pays two block reductions (four barriers) and three dependent rounds.
+// grid: (B, ceil(q_heads / 4)); block: 128.
+#define COMBINE_REG 8
+extern "C" __global__ void __launch_bounds__(128) attn_decode_combine_warp(
+    const float* __restrict__ o_part, const float* __restrict__ lse_part,
+    const int* __restrict__ q_start, const int* __restrict__ kv_len, bf16_t* __restrict__ o,
+    int q_heads, int hd, int splits, int min_part) {
+    pdl_trigger();
+    pdl_wait();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int b = blockIdx.x, h = blockIdx.y * 4 + warp;
+    if (h >= q_heads) return;
+    const size_t bh = (size_t)b * q_heads + h;
+    const float* lse = lse_part + bh * splits;
+    const float* op = o_part + bh * splits * hd;
+    if (splits <= COMBINE_REG && hd <= 128 && (hd & 3) == 0) {
+        const bool mine = lane * 4 < hd;
+        float l[COMBINE_REG];
+        float4 v[COMBINE_REG];
+#pragma unroll
+        for (int s = 0; s < COMBINE_REG; s++) {
+            l[s] = NEG_INF;
+            v[s] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (s < splits) {
+                l[s] = lse[s];
+                if (mine) v[s] = *reinterpret_cast<const float4*>(op + (size_t)s * hd + lane * 4);
+            }
+        }
+        const int ctx = kv_len[b];
+        const int t = q_start[b + 1] - 1;
+        const int part = decode_part(ctx, splits, min_part);
+        const int n = (ctx + part - 1) / part;
+        float M = NEG_INF;
+#pragma unroll
+        for (int s = 0; s < COMBINE_REG; s++)
+            if (s < n) M = fmaxf(M, l[s]);
+        float tot = 0.0f, a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+#pragma unroll
+        for (int s = 0; s < COMBINE_REG; s++) {
+            if (s < n) {
+                const float w = exp2f(l[s] - M);
+                tot += w;
+                a0 += w * v[s].x;
+                a1 += w * v[s].y;
+                a2 += w * v[s].z;
+                a3 += w * v[s].w;
+            }
+        }
+        if (mine) {
+            const float inv = 1.0f / tot;
+            u32x2 r = {pack_bf16x2(a0 * inv, a1 * inv), pack_bf16x2(a2 * inv, a3 * inv)};
+            *reinterpret_cast<u32x2*>(o + ((size_t)t * q_heads + h) * hd + lane * 4) = r;
+        }
+        return;
+    }
+    const int ctx = kv_len[b];
+    const int t = q_start[b + 1] - 1;
+    const int part = decode_part(ctx, splits, min_part);
+    const int n = (ctx + part - 1) / part;
+    float M = NEG_INF;
+    for (int s = lane; s < n; s += 32) M = fmaxf(M, lse[s]);
+    M = warp_max(M);
+    float tot = 0.0f;
+    for (int s = lane; s < n; s += 32) tot += exp2f(lse[s] - M);
+    tot = warp_sum(tot);
+    for (int d = lane; d < hd; d += 32) {
+        float acc = 0.0f;
+        for (int s = 0; s < n; s++) acc += exp2f(lse[s] - M) * op[(size_t)s * hd + d];
+        o[((size_t)t * q_heads + h) * hd + d] = f2bf(acc / tot);
+    }
+}
+
 // Stream-K decode on the tensor-core kernel. With one block per (split, kv head,
 // sequence) the grid runs in waves of (blocks per SM x SMs) and the last wave can run
 // part-empty (2,048 equal blocks on 396 slots: 5.2 waves of work in 6). Here each kv
