@@ -5,7 +5,8 @@
 
 Copies the JSON lines the run wrote (offline throughput, prefill attention) and
 turns gpu-check's decode lines (decode attention bandwidth, decode step time at
-batch 1/8/64/256 against its floor) into objects of the same schema.
+batch 1/8/64/256 against its floor, and under MINISGL_BENCH_AB the second runner's
+step with its setting in "ab") into objects of the same schema.
 """
 import argparse, json, re
 from pathlib import Path
@@ -62,6 +63,20 @@ for d in map(Path, args.dirs):
                             "metric": f"decode_step_ms_b{b}", "value": ms, "unit": "ms",
                             "ceiling": floor, "fraction": round(floor / ms, 3), "page_size": 16,
                             "note": "gpu-check --bench-model (runner.step); floor = weights + KV at 4.28 TB/s, FLOPs not counted",
+                            **extra})
+
+            # MINISGL_BENCH_AB: the second runner's step, recorded with its setting.
+            m = re.search(r"runner.step A/B, batch (\d+), context ~(\d+): CUDA graphs ([\d.]+) ms/step as built "
+                          r"\(([\d.]+)x the floor\), ([\d.]+) with (\S+)=(\S+) \(", line)
+            if m:
+                b, ctx, ms_b = int(m[1]), int(m[2]), float(m[5])
+                floor = float(m[3]) / float(m[4])
+                out.append({**base, "shape": shape, "tp": 1,
+                            "workload": f"greedy decode step, batch {b}, context ~{ctx}, CUDA graphs",
+                            "metric": f"decode_step_ms_b{b}", "value": ms_b, "unit": "ms",
+                            "ceiling": round(floor, 3), "fraction": round(floor / ms_b, 3), "page_size": 16,
+                            "ab": f"{m[6]}={m[7]}",
+                            "note": "gpu-check --bench-model, MINISGL_BENCH_AB's second runner (same process as the default's figure); floor = weights + KV at 4.28 TB/s",
                             **extra})
 
 with open(args.to, "a") as f:
