@@ -37,7 +37,6 @@ __device__ __forceinline__ float bf_lo(u32 w) { return __uint_as_float(w << 16);
 __device__ __forceinline__ float bf_hi(u32 w) { return __uint_as_float(w & 0xffff0000u); }
 
 struct __align__(16) u32x4 { u32 x, y, z, w; };
-struct __align__(8) u32x2 { u32 x, y; };
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

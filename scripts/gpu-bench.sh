@@ -99,8 +99,9 @@
 #             and long prompts.
 #     part 37: splits of 256+ rows where the tensor-core grid is full unsplit: kernel and
 #             model checks, both shapes' runner step against MINISGL_DECODE_FULL_PART=64.
-#     part 38: the split combine a warp per query head: kernel and model checks, both
-#             shapes' runner step against MINISGL_DECODE_COMBINE=block.
+#     (part 38, the split combine a warp per query head against the block kernel, ran at
+#     3034e9b; 3-5% slower at 0.6B batch 1-8, so removed with the part:
+#     docs/results/gpu-2026-12-02-steps.md.)
 #     (part 32, the stream-K Hopper GEMM for decode products of 5-128 rows, ran at
 #     57717b3 and 7fa056e; it lost to cuBLAS and was reverted, and so is the part:
 #     docs/results/gpu-2026-12-02-skgemm.md.)
@@ -641,20 +642,6 @@ device)
         export MINISGL_BENCH_RUNNER_ONLY=1
         MINISGL_BENCH_BATCHES=32,48,56,64,96 MINISGL_BENCH_AB=MINISGL_DECODE_FULL_PART=64 bench_step qwen3-0.6b -full64
         MINISGL_BENCH_BATCHES=48,56,64 MINISGL_BENCH_AB=MINISGL_DECODE_FULL_PART=64 bench_step qwen3-14b -full64
-        ls -la "$out"
-    elif [ "$part" = 38 ]; then
-        # The split combine a warp per query head (attn_decode_combine_warp): kernel and
-        # model checks, then the runner step against MINISGL_DECODE_COMBINE=block in one
-        # process on both shapes, at the batches whose grids split.
-        cat "$out/env.log" > "$out/gpu-check-ops.log"; rm "$out/env.log"
-        check_ops --skip-bench
-        grep -E "block combine" "$out/gpu-check-ops.log" | head -3
-        check_models
-        export MINISGL_BENCH_RUNNER_ONLY=1
-        MINISGL_BENCH_BATCHES=1,4,8,16,32 MINISGL_BENCH_AB=MINISGL_DECODE_COMBINE=block bench_step qwen3-0.6b -cblock
-        if [ "$SECONDS" -lt 150 ]; then
-            MINISGL_BENCH_BATCHES=1,8,32 MINISGL_BENCH_AB=MINISGL_DECODE_COMBINE=block bench_step qwen3-14b -cblock
-        fi
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

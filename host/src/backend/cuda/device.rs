@@ -187,10 +187,6 @@ pub struct CudaOptions {
     /// default [`DECODE_FULL_PART_DEFAULT`]): there more blocks only add their start-up
     /// and the combine's reads, so short contexts stay whole and long ones still split.
     pub decode_full_part: usize,
-    /// Split-KV partials merge in `attn_decode_combine_warp` (a warp per query head, one
-    /// round of loads at up to 8 splits); `MINISGL_DECODE_COMBINE=block` keeps the block
-    /// kernel (`attn_decode_combine`).
-    pub decode_combine_warp: bool,
     /// Programmatic dependent launch for the kernels written for it (sm_90+;
     /// `MINISGL_PDL=1` turns it on, see `pdl.rs`).
     pub pdl: bool,
@@ -250,8 +246,6 @@ impl Default for CudaOptions {
         };
         let decode_min_part = rows("MINISGL_DECODE_MIN_PART", DECODE_MIN_PART_DEFAULT);
         let decode_full_part = rows("MINISGL_DECODE_FULL_PART", DECODE_FULL_PART_DEFAULT);
-        let decode_combine_warp =
-            std::env::var("MINISGL_DECODE_COMBINE").map_or(true, |v| v != "block");
         let pdl = std::env::var("MINISGL_PDL").is_ok_and(|v| v == "1");
         let gemv_rows = std::env::var("MINISGL_GEMV_ROWS")
             .ok()
@@ -269,7 +263,6 @@ impl Default for CudaOptions {
             decode_wave_splits,
             decode_min_part,
             decode_full_part,
-            decode_combine_warp,
             pdl,
             gemv_rows,
             norm_prologue,
@@ -331,7 +324,6 @@ pub fn kernel_names(family: &str) -> Vec<String> {
         "attention_decode" => {
             let mut v = vec![
                 "attn_decode_combine".to_string(),
-                "attn_decode_combine_warp".to_string(),
                 "attn_decode_sk_combine".to_string(),
             ];
             for hd in [64, 128] {

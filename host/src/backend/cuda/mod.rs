@@ -166,8 +166,6 @@ pub struct CudaBackend {
     pub(crate) decode_min_part: std::cell::Cell<usize>,
     /// The same where the tensor-core grid is full unsplit ([`CudaOptions::decode_full_part`]).
     pub(crate) decode_full_part: std::cell::Cell<usize>,
-    /// Whether split-KV partials merge a warp per head ([`CudaOptions::decode_combine_warp`]).
-    pub(crate) decode_combine_warp: std::cell::Cell<bool>,
     /// Whether decode-size products normalise their input themselves
     /// ([`Backend::norm_in_prologue`](super::Backend::norm_in_prologue);
     /// [`CudaOptions::norm_prologue`]; benchmarks compare both).
@@ -196,7 +194,6 @@ impl CudaBackend {
             decode_wave_splits: std::cell::Cell::new(opts.decode_wave_splits),
             decode_min_part: std::cell::Cell::new(opts.decode_min_part.max(1)),
             decode_full_part: std::cell::Cell::new(opts.decode_full_part.max(1)),
-            decode_combine_warp: std::cell::Cell::new(opts.decode_combine_warp),
             gemv_max_weight: std::cell::Cell::new(GEMV_MAX_WEIGHT_BYTES),
             norm_prologue: std::cell::Cell::new(opts.norm_prologue),
             gemv_tc: std::cell::Cell::new(opts.gemv_tc),
@@ -239,16 +236,6 @@ impl CudaBackend {
     /// [`CudaOptions::decode_min_part`]).
     pub fn set_decode_min_part(&self, rows: usize) {
         self.decode_min_part.set(rows.max(1));
-    }
-
-    /// Merge split-KV partials a warp per head (true) or a block per head (false).
-    pub fn set_decode_combine_warp(&self, on: bool) {
-        self.decode_combine_warp.set(on);
-    }
-
-    /// Whether split-KV partials merge a warp per head.
-    pub fn decode_combine_warp(&self) -> bool {
-        self.decode_combine_warp.get()
     }
 
     /// The fewest context rows a decode split takes.

@@ -268,35 +268,26 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
                 2e-2,
             );
         }
-        // The split-grid kernels with at least three splits too (so a combine runs),
-        // with splits of at least 32 and of at least 64 rows, merged by the warp
-        // combine (the default) and by the block one.
+        // The split-grid kernels with at least three splits too (so the combine runs),
+        // with splits of at least 32 and of at least 64 rows.
         if decodes.contains(&path) {
-            let (splits0, part0, warp0) = (
-                gpu.decode_min_splits(),
-                gpu.decode_min_part(),
-                gpu.decode_combine_warp(),
-            );
+            let (splits0, part0) = (gpu.decode_min_splits(), gpu.decode_min_part());
             let variants = [
-                (AttnPath::Decode, 32, true),
-                (AttnPath::DecodeMma, 32, true),
-                (AttnPath::DecodeMma, 64, true),
-                (AttnPath::DecodeMma, 64, false),
+                (AttnPath::Decode, 32),
+                (AttnPath::DecodeMma, 32),
+                (AttnPath::DecodeMma, 64),
             ];
-            for (other, part, warp) in variants {
-                if other == AttnPath::DecodeMma && group > 16 {
+            for (other, part) in variants {
+                if other != AttnPath::Decode && group > 16 {
                     continue;
                 }
-                let combine = if warp { "warp" } else { "block" };
-                let note = format!(", {part}+ rows a split, {combine} combine");
+                let note = format!(", {part}+ rows a split");
                 gpu.set_decode_min_splits(3);
                 gpu.set_decode_min_part(part);
-                gpu.set_decode_combine_warp(warp);
                 let os = gpu.new_output(t, c.q_heads * c.head_dim)?;
                 let r = gpu.attention_into(&qg, &kvg, 0, &ag, scale, &os, Some(other));
                 gpu.set_decode_min_splits(splits0);
                 gpu.set_decode_min_part(part0);
-                gpu.set_decode_combine_warp(warp0);
                 r?;
                 rep.check(
                     "attention",

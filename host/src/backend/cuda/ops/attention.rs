@@ -288,17 +288,9 @@ impl CudaBackend {
     ) -> Result<(), BackendError> {
         let off = step.off;
         let s = step.meta.num_seqs();
-        let (name, grid) = if self.decode_combine_warp.get() {
-            (
-                "attn_decode_combine_warp",
-                (s as u32, hq.div_ceil(4) as u32, 1),
-            )
-        } else {
-            ("attn_decode_combine", (s as u32, hq as u32, 1))
-        };
         self.launch(
-            name,
-            cfg(grid, 128),
+            "attn_decode_combine",
+            cfg((s as u32, hq as u32, 1), 128),
             &[
                 Arg::U64(self.ptr(o_part)),
                 Arg::U64(self.ptr(lse)),
