@@ -257,10 +257,8 @@ __device__ __forceinline__ void decode_mma_merge(int warp, int g, int tq, float 
                                                  float (&sm_l)[4][16], float* scratch,
                                                  Store store) {
     int wr = warp * 16;
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    l0 = quad_sum(l0);
+    l1 = quad_sum(l1);
 
     // Merge the four warps' states (the tiles' memory now holds the partial outputs).
     // Rows OS = HD + 8 floats apart and 8-byte stores: each half-warp's 16 stores fall
@@ -390,10 +388,8 @@ __device__ __forceinline__ void decode_mma_tile(u32 stage, u32 k_lm, u32 v_lm,
             mx0 = fmaxf(mx0, fmaxf(sacc[nt][0], sacc[nt][1]));
             mx1 = fmaxf(mx1, fmaxf(sacc[nt][2], sacc[nt][3]));
         }
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        mx0 = quad_max(mx0);
+        mx1 = quad_max(mx1);
         // At least one column of this warp's slice is valid, so mx is finite.
         float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
         float al0 = exp2f(m0 - mn0), al1 = exp2f(m1 - mn1);

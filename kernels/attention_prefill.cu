@@ -97,10 +97,8 @@ __device__ __forceinline__ void prefill_impl(
             mx0 = fmaxf(mx0, fmaxf(sacc[nt][0], sacc[nt][1]));
             mx1 = fmaxf(mx1, fmaxf(sacc[nt][2], sacc[nt][3]));
         }
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        mx0 = quad_max(mx0);
+        mx1 = quad_max(mx1);
         float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
         // A row past the end of the sequence can see only masked scores; keep it finite.
         if (mn0 == NEG_INF) mn0 = 0.0f;
@@ -143,10 +141,8 @@ __device__ __forceinline__ void prefill_impl(
             }
         }
     }
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    l0 = quad_sum(l0);
+    l1 = quad_sum(l1);
     float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
     size_t ostride = (size_t)q_heads * HD;
 #pragma unroll

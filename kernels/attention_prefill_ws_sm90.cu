@@ -281,10 +281,8 @@ struct Rows {
             mx0 = fmaxf(mx0, fmaxf(s[nt * 4 + 0], s[nt * 4 + 1]));
             mx1 = fmaxf(mx1, fmaxf(s[nt * 4 + 2], s[nt * 4 + 3]));
         }
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        mx0 = quad_max(mx0);
+        mx1 = quad_max(mx1);
         float mn0 = fmaxf(m0, mx0 * sl2), mn1 = fmaxf(m1, mx1 * sl2);
         if (mn0 == NEG_INF) mn0 = 0.0f;  // rows past the sequence see only masked scores
         if (mn1 == NEG_INF) mn1 = 0.0f;
@@ -629,10 +627,8 @@ __device__ __forceinline__ void prefill_sm90_impl(
         qc++;
 
         float l0 = st.l0, l1 = st.l1;
-        l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-        l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-        l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-        l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+        l0 = quad_sum(l0);
+        l1 = quad_sum(l1);
         float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
         size_t ostride = (size_t)q_heads * HD;
 #pragma unroll

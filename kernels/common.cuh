@@ -38,6 +38,17 @@ __device__ __forceinline__ float bf_hi(u32 w) { return __uint_as_float(w & 0xfff
 
 struct __align__(16) u32x4 { u32 x, y, z, w; };
 
+// Reductions over the four lanes that hold one row of an mma.sync / wgmma accumulator
+// fragment (lanes 4r .. 4r + 3).
+__device__ __forceinline__ float quad_max(float v) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
