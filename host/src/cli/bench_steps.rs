@@ -4,7 +4,7 @@
 //! says whether decode steps of some batch size, prefill steps or the time
 //! outside steps (start, drain, host stalls the overlap did not hide) lost it.
 
-use minisgl::sim::step_log::{class, CLASSES};
+use minisgl::sim::step_log::{class_index, CLASSES};
 use minisgl::sim::{StepRecord, StepShape};
 
 /// One class's steps.
@@ -37,10 +37,7 @@ impl Breakdown {
             })
             .collect();
         for s in steps {
-            let i = CLASSES
-                .iter()
-                .position(|&c| c == class(&s.shape))
-                .expect("class() returns one of CLASSES");
+            let i = class_index(&s.shape);
             rows[i].steps += 1;
             rows[i].seconds += s.step_us as f64 * 1e-6;
             rows[i].floor_seconds += floor(&s.shape);

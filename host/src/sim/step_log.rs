@@ -142,13 +142,18 @@ pub const CLASSES: [&str; 5] = [
 
 /// A step's class, one of [`CLASSES`].
 pub fn class(s: &StepShape) -> &'static str {
-    CLASSES[match (s.decode_only, s.kv_read > 0) {
+    CLASSES[class_index(s)]
+}
+
+/// The index in [`CLASSES`] of a step's class.
+pub fn class_index(s: &StepShape) -> usize {
+    match (s.decode_only, s.kv_read > 0) {
         (true, _) if s.tokens <= 8 => 0,
         (true, _) if s.tokens <= 64 => 1,
         (true, _) => 2,
         (false, false) => 3,
         (false, true) => 4,
-    }]
+    }
 }
 
 /// Markdown: per step class, how many steps, their measured time, the model's

@@ -210,6 +210,11 @@ impl CudaBackend {
         (ts, tq, wide)
     }
 
+    /// Blocks of the split-grid tensor-core decode resident at once (blocks per SM x SMs).
+    fn mma_decode_slots(&self, head_dim: usize) -> usize {
+        self.dev.num_sms * self.dev.mma_blocks_per_sm[usize::from(head_dim == 128)]
+    }
+
     /// Fewest context rows a split of a decode launch over `seqs` sequences takes: the
     /// tensor-core grid whose unsplit blocks already fill every resident slot takes
     /// [`CudaOptions::decode_full_part`](crate::backend::cuda::CudaOptions::decode_full_part),
@@ -223,8 +228,7 @@ impl CudaBackend {
         head_dim: usize,
     ) -> usize {
         let min = self.decode_min_part.get();
-        let slots = self.dev.num_sms * self.dev.mma_blocks_per_sm[usize::from(head_dim == 128)];
-        if mma && seqs * kv_heads >= slots {
+        if mma && seqs * kv_heads >= self.mma_decode_slots(head_dim) {
             min.max(self.decode_full_part.get())
         } else {
             min
@@ -268,8 +272,8 @@ impl CudaBackend {
         if !self.decode_wave_splits.get() {
             return fill;
         }
-        let slots = self.dev.num_sms * self.dev.mma_blocks_per_sm[usize::from(head_dim == 128)];
         let cap = max_decode_splits(max_kv, part);
+        let slots = self.mma_decode_slots(head_dim);
         wave_splits(seqs * kv_heads, slots, cap, self.decode_min_splits.get()).unwrap_or(fill)
     }
 
