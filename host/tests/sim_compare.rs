@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use minisgl::engine::EngineConfig;
 use minisgl::scheduler::{NativePolicy, Policy};
@@ -12,6 +12,14 @@ use minisgl::sim::measure::{measure, Grid};
 use minisgl::sim::{simulate, CostModel, PolicyTime, Profile, SimConfig, StepShape};
 use minisgl::workload::synth::{generate, SynthKind, SynthSpec};
 use minisgl::workload::TimedRequest;
+
+/// The tests of this file one at a time: the profile test times real CPU steps, and
+/// the compare tests' engine runs beside it on a 2-core CI machine skewed its points
+/// (a median model error of 0.29 against its 0.25 bound, once in four clean CI runs).
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -68,6 +76,7 @@ fn run(w: &[TimedRequest]) -> minisgl::sim::RunRecord {
 
 #[test]
 fn the_simulator_is_deterministic() {
+    let _serial = serial();
     let w = workload();
     let (a, b) = (run(&w), run(&w));
     assert_eq!(a.requests, b.requests);
@@ -81,6 +90,7 @@ fn the_simulator_is_deterministic() {
 
 #[test]
 fn virtual_time_follows_the_cost_model() {
+    let _serial = serial();
     // One request alone: its first token comes at the end of its prefill
     // step, every later one a decode step apart.
     let w = vec![TimedRequest::new(1.0, (16..116).collect(), 5)];
@@ -98,6 +108,7 @@ fn virtual_time_follows_the_cost_model() {
 
 #[test]
 fn the_cost_model_reproduces_a_measured_profile() {
+    let _serial = serial();
     // Measured on this CPU with the tiny fixture model: the same code path
     // `profile --device cuda` runs on a GPU.
     let model = minisgl::model::load(&root().join("tests/fixtures/models/qwen3")).unwrap();
@@ -264,6 +275,7 @@ fn check_png(path: &Path) {
 /// backend is checked against those steps, class by class (steps.md).
 #[test]
 fn compare_runs_two_policies_on_the_cpu_engine() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let prof = cpu_profile(dir.path());
     let out = dir.path().join("cpu");
@@ -350,6 +362,7 @@ fn cpu_profile(dir: &Path) -> PathBuf {
 
 #[test]
 fn compare_in_the_simulator_is_byte_identical_between_runs() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let prof = cpu_profile(dir.path());
     let mut outs = Vec::new();
