@@ -52,6 +52,20 @@
 #ifndef P_PINGPONG
 #define P_PINGPONG 1
 #endif
+// 1: one P buffer, packed from S only once the previous P V has landed
+// (FlashAttention-3's order; S, O and P hold 160 registers at head_dim 128). 0: two,
+// the next P packed while P V still reads the other (192 registers: the consumers
+// spilled 116-172 bytes at 224).
+#ifndef P_ONE_P
+#define P_ONE_P 1
+#endif
+// 1: O leaves through this warpgroup's rows of the item's Q slot (its Q is dead once its
+// last Q K^T has landed): fragments into shared memory, then 16-byte rows to global
+// memory, and the slot is released after. 0: 4-byte fragment stores straight to global
+// memory (a warp's store covers eight rows, half of each 32-byte sector).
+#ifndef P_SMEM_EPI
+#define P_SMEM_EPI 0
+#endif
 // The cp.async writes are ordinary (generic-proxy) stores that wgmma then reads
 // through the async proxy: each consumer fences after its wait on the copies.
 #ifndef P_CONSUMER_FENCE
@@ -133,6 +147,18 @@ __device__ __forceinline__ float ex2(float x) {
     float y;
     asm volatile("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
     return y;
+}
+
+__device__ __forceinline__ void sts32(u32 addr, u32 v) {
+    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ u32x4 lds128(u32 addr) {
+    u32x4 v;
+    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(addr)
+                 : "memory");
+    return v;
 }
 
 // Tile layout in shared memory (Q, K and V alike): head_dim split into 64-column
@@ -259,8 +285,9 @@ struct Rows {
     int pos0, pos1, first_pos;
     float sl2;
 
-    // S -> P (bf16 A fragments), running max and sum; returns in al0/al1 the factors
-    // by which O must be rescaled once the previous P V has landed.
+    // S -> exponentials in s, running max and sum (and, with two P buffers, P packed
+    // into pf); returns in al0/al1 the factors by which O must be rescaled once the
+    // previous P V has landed.
     // MASK: the tile reaches past this warpgroup's first row, so the causal mask
     // applies (decided per round by the caller: masking every tile cost a compare and
     // a select per score, a fifth of the softmax's instructions).
@@ -303,6 +330,11 @@ struct Rows {
         }
         l0 = l0 * al0 + rs0;
         l1 = l1 * al1 + rs1;
+        if (!P_ONE_P) pack(s, pf);
+    }
+
+    // P (bf16 A fragments of P V) from the exponentials softmax left in s.
+    __device__ __forceinline__ static void pack(const float (&s)[P_BK / 2], u32 (&pf)[P_BK / 16][4]) {
 #pragma unroll
         for (int c = 0; c < P_BK / 16; c++) {
             pf[c][0] = pack_bf16x2_fast(s[(2 * c) * 4 + 0], s[(2 * c) * 4 + 1]);
@@ -547,7 +579,12 @@ __device__ __forceinline__ void prefill_sm90_impl(
         };
 
         float sacc[P_BK / 2];
-        u32 pa[P_BK / 16][4], pb[P_BK / 16][4];
+        u32 pa[P_BK / 16][4];
+#if P_ONE_P
+        auto& pb = pa;
+#else
+        u32 pb[P_BK / 16][4];
+#endif
         float al0, al1;
 
         // Round 0: S_0 only. O starts at zero, so P_0's rescale factor is moot.
@@ -560,12 +597,13 @@ __device__ __forceinline__ void prefill_sm90_impl(
         wgmma_wait<0>();
         fence_regs(sacc);
         mbar_arrive_if(bars.empty_k(kc % P_KSTAGES), leader);
-        mbar_arrive_if(bars.empty_q(qslot), leader && n == 1);
+        mbar_arrive_if(bars.empty_q(qslot), !P_SMEM_EPI && leader && n == 1);
         kc++;
         if (P_BK > st.first_pos)
             st.template softmax<true>(sacc, 0, pa, al0, al1);
         else
             st.template softmax<false>(sacc, 0, pa, al0, al1);
+        if (P_ONE_P) Rows<HD>::pack(sacc, pa);
 
         // Round j (1 <= j < n): Q K_j^T goes to the tensor cores, O is rescaled by
         // the factors of softmax j-1 while it runs, then P_{j-1} V_{j-1} follows;
@@ -590,11 +628,12 @@ __device__ __forceinline__ void prefill_sm90_impl(
         wgmma_wait<1>();                                                             \
         fence_regs(sacc);                                                            \
         mbar_arrive_if(bars.empty_k(kc % P_KSTAGES), leader);                         \
-        mbar_arrive_if(bars.empty_q(qslot), leader && j == n - 1);                   \
+        mbar_arrive_if(bars.empty_q(qslot), !P_SMEM_EPI && leader && j == n - 1);   \
         st.template softmax<MASK>(sacc, j * P_BK, nxt, al0, al1);                    \
         wgmma_wait<0>();                                                             \
         fence_regs(st.oacc);                                                         \
         mbar_arrive_if(bars.empty_v(vc % P_VSTAGES), leader);                         \
+        if (P_ONE_P) Rows<HD>::pack(sacc, nxt);                                      \
         kc++;                                                                        \
         vc++;                                                                        \
     }
@@ -631,6 +670,30 @@ __device__ __forceinline__ void prefill_sm90_impl(
         l1 = quad_sum(l1);
         float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
         size_t ostride = (size_t)q_heads * HD;
+#if P_SMEM_EPI
+        // The Q rows were read by wgmma (the async proxy); order those reads before
+        // these generic writes over them.
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        const int lr0 = wg * 64 + warp * 16 + g;  // r0's row of the slot
+        const u32 os = base + qslot * Q_BYTES;
+#pragma unroll
+        for (int dt = 0; dt < HD / 8; dt++) {
+            u32 at = os + tile_off<P_BQ>(lr0, dt) + 4 * tq;
+            sts32(at, pack_bf16x2(st.oacc[dt * 4 + 0] * inv0, st.oacc[dt * 4 + 1] * inv0));
+            sts32(at + 8 * 128, pack_bf16x2(st.oacc[dt * 4 + 2] * inv1, st.oacc[dt * 4 + 3] * inv1));
+        }
+        named_sync(4 + wg, 128);
+        // 64 rows of HD / 8 16-byte chunks; a warp writes whole rows.
+#pragma unroll
+        for (int i = ctid; i < 64 * (HD / 8); i += 128) {
+            int r = i / (HD / 8), c = i % (HD / 8);
+            if (wq0 + r < it.n_new)
+                *reinterpret_cast<u32x4*>(o + (size_t)(it.qs0 + wq0 + r) * ostride + it.h * HD + c * 8) =
+                    lds128(os + tile_off<P_BQ>(wg * 64 + r, c));
+        }
+        // Each warp's reads have returned (its stores used them): the slot may refill.
+        mbar_arrive_if(bars.empty_q(qslot), leader);
+#else
 #pragma unroll
         for (int dt = 0; dt < HD / 8; dt++) {
             int col = it.h * HD + dt * 8 + 2 * tq;
@@ -641,6 +704,7 @@ __device__ __forceinline__ void prefill_sm90_impl(
                 *reinterpret_cast<u32*>(o + (size_t)(it.qs0 + r1) * ostride + col) =
                     pack_bf16x2(st.oacc[dt * 4 + 2] * inv1, st.oacc[dt * 4 + 3] * inv1);
         }
+#endif
     }
     // Warpgroup 1's opening arrival is still pending on barrier 1: take it.
     if (P_PINGPONG && wg == 0) named_sync(1, 256);

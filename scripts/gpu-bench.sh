@@ -99,6 +99,8 @@
 #             and long prompts.
 #     part 37: splits of 256+ rows where the tensor-core grid is full unsplit: kernel and
 #             model checks, both shapes' runner step against MINISGL_DECODE_FULL_PART=64.
+#     part 39: prefill attention builds: attn_bench with VARIANTS beside cuDNN, kernel
+#             and model checks, long prompts on both shapes (each while the call has time).
 #     (part 38, the split combine a warp per query head against the block kernel, ran at
 #     3034e9b; 3-5% slower at 0.6B batch 1-8, so removed with the part:
 #     docs/results/gpu-2026-12-02-steps.md.)
@@ -642,6 +644,21 @@ device)
         export MINISGL_BENCH_RUNNER_ONLY=1
         MINISGL_BENCH_BATCHES=32,48,56,64,96 MINISGL_BENCH_AB=MINISGL_DECODE_FULL_PART=64 bench_step qwen3-0.6b -full64
         MINISGL_BENCH_BATCHES=48,56,64 MINISGL_BENCH_AB=MINISGL_DECODE_FULL_PART=64 bench_step qwen3-14b -full64
+        ls -la "$out"
+    elif [ "$part" = 39 ]; then
+        # Prefill attention builds (VARIANTS, each in its own process, beside cuDNN; the
+        # default list repeats the commit's build under a second name, so the spread of
+        # two processes shows next to the differences), then the kernel and model checks
+        # of the commit's build and the prefill-bound long prompts on both shapes.
+        cat "$out/env.log" > "$out/attn.log"; rm "$out/env.log"
+        timeout 300 python3 scripts/gpu/attn_bench.py --jsonl "$jl" --timeout 80 --skip mma,sm90 \
+            --variants "${VARIANTS:-ws,ws+P_ONE_P=0,ws+P_SMEM_EPI=1,ws+P_ONE_P=1}" 2>&1 \
+            | grep -v "Exception ignored\|driver.pyx\|  launch \|^  \[" | tee -a "$out/attn.log"
+        check_ops --skip-bench
+        grep -E "prefill" "$out/gpu-check-ops.log" | head -12
+        check_models
+        long_if_time qwen3-0.6b 430 100 "$out/long-qwen3-0.6b.log"
+        long_if_time qwen3-14b 450 140 "$out/long-qwen3-14b.log"
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
