@@ -25,7 +25,7 @@
 //   cores together and the softmax of tile j runs while P V does (intra-warpgroup
 //   overlap); between the two warpgroups, named barriers hand the tensor cores over
 //   in turn (ping-pong). The causal mask is applied only on the tiles that cross the
-//   diagonal.
+//   diagonal. O leaves through the warpgroup's own rows of the Q slot, in 16-byte rows.
 // - The grid is persistent (one block per SM): each block takes work items (one query
 //   tile of one head, heaviest causal spans first) from a global counter as it frees
 //   up, so uneven spans balance across SMs, and the producer runs ahead into the next
@@ -55,16 +55,18 @@
 // 1: one P buffer, packed from S only once the previous P V has landed
 // (FlashAttention-3's order; S, O and P hold 160 registers at head_dim 128). 0: two,
 // the next P packed while P V still reads the other (192 registers: the consumers
-// spilled 116-172 bytes at 224).
+// spilled 116-172 bytes at 224). Equal speed with the shared-memory epilogue, one P
+// ahead on the ragged page-64 case (gpu-2026-12-02-epilogue.md).
 #ifndef P_ONE_P
 #define P_ONE_P 1
 #endif
 // 1: O leaves through this warpgroup's rows of the item's Q slot (its Q is dead once its
 // last Q K^T has landed): fragments into shared memory, then 16-byte rows to global
 // memory, and the slot is released after. 0: 4-byte fragment stores straight to global
-// memory (a warp's store covers eight rows, half of each 32-byte sector).
+// memory (a warp's store covers eight rows, half of each 32-byte sector). 1 was 4-5%
+// faster at 8 x 2,048 (gpu-2026-12-02-epilogue.md).
 #ifndef P_SMEM_EPI
-#define P_SMEM_EPI 0
+#define P_SMEM_EPI 1
 #endif
 // The cp.async writes are ordinary (generic-proxy) stores that wgmma then reads
 // through the async proxy: each consumer fences after its wait on the copies.

@@ -99,8 +99,9 @@
 #             and long prompts.
 #     part 37: splits of 256+ rows where the tensor-core grid is full unsplit: kernel and
 #             model checks, both shapes' runner step against MINISGL_DECODE_FULL_PART=64.
-#     part 39: prefill attention builds: attn_bench with VARIANTS beside cuDNN, kernel
-#             and model checks, long prompts on both shapes (each while the call has time).
+#     part 39: prefill attention builds: attn_bench with VARIANTS beside cuDNN (NCU=1 adds
+#             the memory sections of one launch), kernel and model checks, long prompts on
+#             both shapes (each while the call has time).
 #     (part 38, the split combine a warp per query head against the block kernel, ran at
 #     3034e9b; 3-5% slower at 0.6B batch 1-8, so removed with the part:
 #     docs/results/gpu-2026-12-02-steps.md.)
@@ -652,8 +653,17 @@ device)
         # of the commit's build and the prefill-bound long prompts on both shapes.
         cat "$out/env.log" > "$out/attn.log"; rm "$out/env.log"
         timeout 300 python3 scripts/gpu/attn_bench.py --jsonl "$jl" --timeout 80 --skip mma,sm90 \
-            --variants "${VARIANTS:-ws,ws+P_ONE_P=0,ws+P_SMEM_EPI=1,ws+P_ONE_P=1}" 2>&1 \
+            --variants "${VARIANTS:-ws,ws+P_ONE_P=0+P_SMEM_EPI=0,ws+P_DIAG=1}" 2>&1 \
             | grep -v "Exception ignored\|driver.pyx\|  launch \|^  \[" | tee -a "$out/attn.log"
+        if [ "${NCU:-0}" = 1 ]; then
+            # Where the loads cost: memory and L2 throughput of one 14B 8 x 2,048 launch.
+            timeout 150 ncu --target-processes all -k regex:attn_prefill_ws -c 1 \
+                --section SpeedOfLight --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
+                python3 scripts/gpu/attn_bench.py --only ws --cases "8x2048 fresh" --shapes qwen3-14b --reps 1 \
+                > "$out/ncu-ws.txt" 2>&1
+            echo "ncu rc=$?"
+            grep -E "Throughput|Busy|Bandwidth|Hit Rate|Duration|L2|L1" "$out/ncu-ws.txt" | head -40
+        fi
         check_ops --skip-bench
         grep -E "prefill" "$out/gpu-check-ops.log" | head -12
         check_models
