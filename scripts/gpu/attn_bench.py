@@ -363,6 +363,9 @@ def main():
         ("1x8192 fresh", [8192], [8192], 16),
         ("32x512 fresh", [512] * 32, [512] * 32, 16),
         ("ragged extend p64", [5000, 700, 2500, 129], [1000, 700, 37, 129], 64),
+        # The main case at larger pages: a tile's K or V is 128 / page copies.
+        ("8x2048 pages of 64", [2048] * 8, [2048] * 8, 64),
+        ("8x2048 pages of 128", [2048] * 8, [2048] * 8, 128),
     ]
     if args.shapes:
         shapes = [x for x in shapes if x[0] in args.shapes.split(",")]
