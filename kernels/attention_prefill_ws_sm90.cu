@@ -6,7 +6,7 @@
 // Qwen3-14B run once thought stuck was a 95 s start-up (random weights) plus 20 s.
 // Launch: grid = min(items, SMs), 384 threads, P_SMEM(HD) dynamic shared memory, a
 // zeroed int counter, the watchdog's report (6 ints of host memory, or null), and the
-// K and V caches' tensor maps (tma.rs; by value).
+// K and V caches' tensor maps, by page chunk and by whole tile (tma.rs; by value).
 //
 // Same contract and metadata as attention_prefill.cu: causal, cached prefix, GQA,
 // head_dim 64 or 128.
@@ -67,6 +67,10 @@
 // faster at 8 x 2,048 (gpu-2026-12-02-epilogue.md).
 #ifndef P_SMEM_EPI
 #define P_SMEM_EPI 1
+#endif
+// 1: a K/V tile on consecutive pages goes as one box per 64 columns (Producer::tma_tile).
+#ifndef P_WHOLE_TILE
+#define P_WHOLE_TILE 1
 #endif
 // The cp.async writes are ordinary (generic-proxy) stores that wgmma then reads
 // through the async proxy: each consumer fences after its wait on the copies.
@@ -241,10 +245,21 @@ struct Producer {
         int pg = __ldg(pages + (p >> page_shift));
         return pg * page_size + (p & (page_size - 1));
     }
-    __device__ __forceinline__ void tma_tile(u32 dst, const TmaDesc* map, int my_row, u32 bar) const {
+    // A tile whose chunks are consecutive pages (as fresh allocations are) goes as
+    // NB boxes of P_BK rows through `whole` instead: at pages of 16 a tile of K or V
+    // is otherwise 16 copies, and the copies' count, not their bytes, cost a fifth of
+    // the kernel (2026-12-02: 426 TFLOP/s at 8 x 2,048 in pages of 16, 522 in pages of 64).
+    __device__ __forceinline__ void tma_tile(u32 dst, const TmaDesc* map, const TmaDesc* whole,
+                                             int my_row, u32 bar) const {
         if (lane == 0) mbar_arrive_expect_tx(bar, P_BK * HD * 2);
         __syncwarp();
-        if (lane < (P_BK / box_rows) * NB) {
+        const int used = (P_BK / box_rows) * NB;
+        const int row0 = __shfl_sync(0xffffffffu, my_row, 0);
+        const bool one_run =
+            P_WHOLE_TILE && box_rows < P_BK && __all_sync(0xffffffffu, lane >= used || (my_row >= 0 && my_row == row0 + (lane / NB) * box_rows));
+        if (one_run) {
+            if (lane < NB) tma_load_2d(dst + lane * (P_BK * 128), whole, kvh * HD + lane * 64, row0, bar);
+        } else if (lane < used) {
             int c = lane / NB, b = lane % NB;
             tma_load_2d(dst + b * (P_BK * 128) + c * box_rows * 128, map, kvh * HD + b * 64, my_row, bar);
         }
@@ -396,7 +411,7 @@ __device__ __forceinline__ void prefill_sm90_impl(
     const int* __restrict__ page_start, const int* __restrict__ page_ids,
     const int* __restrict__ tile_seq, const int* __restrict__ tile_q0, int num_tiles, int q_heads,
     int kv_heads, int page_size, float scale, int* __restrict__ work_counter, int* diag,
-    const TmaDesc* tmk, const TmaDesc* tmv) {
+    const TmaDesc* tmk, const TmaDesc* tmv, const TmaDesc* tmk_whole, const TmaDesc* tmv_whole) {
     extern __shared__ unsigned char smem_raw[];
     __shared__ __align__(8) u64 bar_mem[Bars::COUNT];
     __shared__ int item_of_slot[P_QSLOTS];  // the work item whose Q a slot holds
@@ -448,6 +463,8 @@ __device__ __forceinline__ void prefill_sm90_impl(
         if (TMA && threadIdx.x == 0) {
             asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<u64>(tmk)) : "memory");
             asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<u64>(tmv)) : "memory");
+            asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<u64>(tmk_whole)) : "memory");
+            asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<u64>(tmv_whole)) : "memory");
         }
         int qc = 0, kc = 0, vc = 0;  // tiles issued so far, for slot and parity
         while (true) {
@@ -481,7 +498,8 @@ __device__ __forceinline__ void prefill_sm90_impl(
             if (!kv_warp) continue;
             int sl_cur = row_of(0), sl_prev = -1;
             // Issues the K or V tile whose rows this lane holds in `rows`.
-            auto copy = [&](u32 dst, const bf16_t* cache, const TmaDesc* map, int rows, u32 full) {
+            auto copy = [&](u32 dst, const bf16_t* cache, const TmaDesc* map, const TmaDesc* whole, int rows,
+                            u32 full) {
                 if (P_DIAG == 1) {
                     if (TMA) {
                         if (pr.lane == 0) mbar_arrive_if(full, true);
@@ -489,7 +507,7 @@ __device__ __forceinline__ void prefill_sm90_impl(
                         mbar_arrive_if(full, true);
                     }
                 } else if (TMA) {
-                    pr.tma_tile(dst, map, rows, full);
+                    pr.tma_tile(dst, map, whole, rows, full);
                 } else {
                     pr.tile(dst, cache, rows);
                     mbar_arrive_on_copies(full);
@@ -502,13 +520,14 @@ __device__ __forceinline__ void prefill_sm90_impl(
                 if (k < it.n) {
                     int st = kc % P_KSTAGES;
                     bars.wait_watched(bars.empty_k(st), ((kc / P_KSTAGES) & 1) ^ 1, t);
-                    copy(kv_base + st * TILE_BYTES, k_cache, tmk, sl_cur, bars.full_k(st));
+                    copy(kv_base + st * TILE_BYTES, k_cache, tmk, tmk_whole, sl_cur, bars.full_k(st));
                     kc++;
                 }
                 if (k > 0) {
                     int st = vc % P_VSTAGES;
                     bars.wait_watched(bars.empty_v(st), ((vc / P_VSTAGES) & 1) ^ 1, t);
-                    copy(kv_base + (P_KSTAGES + st) * TILE_BYTES, v_cache, tmv, sl_prev, bars.full_v(st));
+                    copy(kv_base + (P_KSTAGES + st) * TILE_BYTES, v_cache, tmv, tmv_whole, sl_prev,
+                         bars.full_v(st));
                     vc++;
                 }
                 sl_prev = sl_cur;
@@ -714,17 +733,21 @@ __device__ __forceinline__ void prefill_sm90_impl(
 
 // attn_prefill_ws_hd*: K/V through the copy engine, for pages of 8+ rows (a power of
 // two); attn_prefill_ws_gather_hd*: the cp.async gather, for any page size. One
-// argument list: the gather build ignores the two tensor maps.
+// argument list: the gather build ignores the tensor maps. tmk / tmv have boxes of
+// min(page, P_BK) rows, tmk_whole / tmv_whole of P_BK rows (the same maps at pages of
+// P_BK rows or more).
 #define PREFILL_WS(NAME, HD, TMA)                                                              \
     extern "C" __global__ void __launch_bounds__(P_THREADS, 1) NAME(                            \
         const bf16_t* q, int q_stride, bf16_t* o, const bf16_t* k_cache, const bf16_t* v_cache,  \
         const int* q_start, const int* kv_len, const int* page_start, const int* page_ids,      \
         const int* tile_seq, const int* tile_q0, int num_tiles, int q_heads, int kv_heads,      \
         int page_size, float scale, int* work_counter, int* diag,                               \
-        const __grid_constant__ TmaDesc tmk, const __grid_constant__ TmaDesc tmv) {             \
+        const __grid_constant__ TmaDesc tmk, const __grid_constant__ TmaDesc tmv,               \
+        const __grid_constant__ TmaDesc tmk_whole, const __grid_constant__ TmaDesc tmv_whole) { \
         prefill_sm90_impl<HD, TMA>(q, q_stride, o, k_cache, v_cache, q_start, kv_len,           \
                                    page_start, page_ids, tile_seq, tile_q0, num_tiles, q_heads, \
-                                   kv_heads, page_size, scale, work_counter, diag, &tmk, &tmv); \
+                                   kv_heads, page_size, scale, work_counter, diag, &tmk, &tmv,  \
+                                   &tmk_whole, &tmv_whole);                                     \
     }
 PREFILL_WS(attn_prefill_ws_hd64, 64, true)
 PREFILL_WS(attn_prefill_ws_hd128, 128, true)

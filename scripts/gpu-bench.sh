@@ -653,7 +653,7 @@ device)
         # of the commit's build and the prefill-bound long prompts on both shapes.
         cat "$out/env.log" > "$out/attn.log"; rm "$out/env.log"
         timeout 300 python3 scripts/gpu/attn_bench.py --jsonl "$jl" --timeout 80 --skip mma,sm90 \
-            --variants "${VARIANTS:-ws,ws+P_ONE_P=0+P_SMEM_EPI=0,ws+P_DIAG=1}" 2>&1 \
+            --variants "${VARIANTS:-ws,ws+P_DIAG=1}" 2>&1 \
             | grep -v "Exception ignored\|driver.pyx\|  launch \|^  \[" | tee -a "$out/attn.log"
         if [ "${NCU:-0}" = 1 ]; then
             # Where the loads cost: memory and L2 throughput of one 14B 8 x 2,048 launch.

@@ -66,10 +66,12 @@ def ptr(t):
 class Paged:
     """A random paged KV cache holding `ctx` tokens for each sequence."""
 
-    def __init__(self, ctxs, news, hq, hkv, hd, page_size, gen):
+    def __init__(self, ctxs, news, hq, hkv, hd, page_size, gen, in_order=False):
         self.ctxs, self.news, self.hq, self.hkv, self.hd, self.ps = ctxs, news, hq, hkv, hd, page_size
         npages = sum((c + page_size - 1) // page_size for c in ctxs)
-        perm = torch.randperm(npages, generator=gen).int()
+        # Random pages (a cache long in use), or each sequence's pages consecutive and
+        # ascending (what the engine's pool hands a fresh prompt).
+        perm = torch.arange(npages).int() if in_order else torch.randperm(npages, generator=gen).int()
         self.k = torch.randn(npages * page_size, hkv, hd, generator=gen).bfloat16().cuda()
         self.v = torch.randn(npages * page_size, hkv, hd, generator=gen).bfloat16().cuda()
         page_start, pages, off = [0], [], 0
@@ -191,8 +193,9 @@ def run_ours(kind, fn, P, bq, smem=0, threads=128, grid=None, tma=False):
                 ptr(P.page_start), ptr(P.page_ids), ptr(ts), ptr(tq), np.int32(n), np.int32(P.hq),
                 np.int32(P.hkv), np.int32(P.ps), scale, ptr(counter), np.uint64(0))  # no watchdog report
         if tma:
+            # By page chunk, and by whole tile (for tiles on consecutive pages).
             rows = min(P.ps, 128)
-            args = args + (kv_map(P.k, rows), kv_map(P.v, rows))
+            args = args + (kv_map(P.k, rows), kv_map(P.v, rows), kv_map(P.k, 128), kv_map(P.v, 128))
     else:
         args = (ptr(P.q), np.int32(P.hq * P.hd), ptr(o), ptr(P.k), ptr(P.v), ptr(P.q_start), ptr(P.kv_len),
                 ptr(P.page_start), ptr(P.page_ids), ptr(ts), ptr(tq), np.int32(P.hq), np.int32(P.hkv),
@@ -363,9 +366,12 @@ def main():
         ("1x8192 fresh", [8192], [8192], 16),
         ("32x512 fresh", [512] * 32, [512] * 32, 16),
         ("ragged extend p64", [5000, 700, 2500, 129], [1000, 700, 37, 129], 64),
-        # The main case at larger pages: a tile's K or V is 128 / page copies.
+        # The main case at larger pages (a tile's K or V is 128 / page copies) and
+        # with each sequence's pages in order (a fresh prompt's).
         ("8x2048 pages of 64", [2048] * 8, [2048] * 8, 64),
         ("8x2048 pages of 128", [2048] * 8, [2048] * 8, 128),
+        ("8x2048 fresh, pages in order", [2048] * 8, [2048] * 8, 16),
+        ("ragged mixed, pages in order", [300, 1500, 77, 2048, 513], [300, 700, 77, 1024, 1], 16),
     ]
     if args.shapes:
         shapes = [x for x in shapes if x[0] in args.shapes.split(",")]
@@ -373,7 +379,7 @@ def main():
         cases = [x for x in cases if x[0] in args.cases.split(",")]
     for sname, hq, hkv, hd in shapes:
         for cname, ctxs, news, ps in cases:
-            P = Paged(ctxs, news, hq, hkv, hd, ps, gen)
+            P = Paged(ctxs, news, hq, hkv, hd, ps, gen, in_order="in order" in cname)
             ref = P.reference()
             flops = P.flops()
             line = {"shape": sname, "case": cname}

@@ -134,13 +134,17 @@ impl PagePool {
     }
 
     /// Takes `n` free pages for a request, or `None` (and takes nothing) if
-    /// fewer than `n` are free.
+    /// fewer than `n` are free. The pages come in the order they would be popped, and
+    /// pages are pushed back so that a run freed together comes back ascending: a
+    /// fresh pool, or a freed request's run, hands out consecutive page ids, whose
+    /// rows the Hopper prefill kernel copies a whole tile at a time.
     pub fn alloc(&mut self, n: u32) -> Option<Vec<PageId>> {
         let n = n as usize;
         if n > self.free.len() {
             return None;
         }
-        let pages = self.free.split_off(self.free.len() - n);
+        let mut pages = self.free.split_off(self.free.len() - n);
+        pages.reverse();
         for &p in &pages {
             debug_assert_eq!(self.state[p as usize], PageState::Free);
             self.state[p as usize] = PageState::InUse;
@@ -152,7 +156,7 @@ impl PagePool {
 
     /// Returns request-owned pages to the free list.
     pub fn free(&mut self, pages: &[PageId]) {
-        for &p in pages {
+        for &p in pages.iter().rev() {
             self.transition(p, PageState::InUse, PageState::Free);
             self.free.push(p);
         }
@@ -168,7 +172,7 @@ impl PagePool {
 
     /// Returns pages evicted from the radix cache to the free list.
     pub fn evict(&mut self, pages: &[PageId]) {
-        for &p in pages {
+        for &p in pages.iter().rev() {
             self.transition(p, PageState::Cached, PageState::Free);
             self.free.push(p);
         }
@@ -241,10 +245,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn fresh_and_freed_runs_come_back_as_ascending_pages() {
+        let mut pool = PagePool::new(64, 16).unwrap();
+        let a = pool.alloc(8).unwrap();
+        let b = pool.alloc(5).unwrap();
+        assert_eq!(a, (0..8).collect::<Vec<_>>());
+        assert_eq!(b, (8..13).collect::<Vec<_>>());
+        pool.free(&a);
+        // The freed run is reused first, in the same order.
+        assert_eq!(pool.alloc(6).unwrap(), (0..6).collect::<Vec<_>>());
+        assert_eq!(pool.alloc(4).unwrap(), vec![6, 7, 13, 14]);
+        pool.check().unwrap();
+    }
+
+    #[test]
     fn alloc_free_cache_evict_keep_the_ledger() {
         let mut pool = PagePool::new(8, 16).unwrap();
         let a = pool.alloc(3).unwrap();
-        assert_eq!(a, vec![2, 1, 0]);
+        assert_eq!(a, vec![0, 1, 2]);
         assert!(pool.alloc(6).is_none());
         assert_eq!(pool.free_pages(), 5);
         pool.cache(&a[..2]);

@@ -17,21 +17,37 @@ use minisgl::backend::{Backend, KvLayout, StepMeta};
 pub struct Case {
     pub name: &'static str,
     pub page_size: usize,
+    /// Pages in ascending runs of 1-24 (tiles that lie on consecutive pages, which the
+    /// Hopper prefill kernel copies whole, beside tiles that do not) instead of random.
+    pub page_runs: bool,
     pub head_dim: usize,
     pub q_heads: usize,
     pub kv_heads: usize,
     pub seqs: Vec<(usize, usize)>,
 }
 
-/// Page tables (random distinct pages) and the two step metas: `fill` writes K/V for
-/// every position of every sequence, `attn` runs the new tokens.
+/// Page tables (random distinct pages, or runs of them: [`Case::page_runs`]) and the
+/// two step metas: `fill` writes K/V for every position of every sequence, `attn` runs
+/// the new tokens.
 pub fn metas(c: &Case, rng: &mut ChaCha8Rng) -> (usize, StepMeta, StepMeta) {
     let ps = c.page_size;
     let need: Vec<usize> = c.seqs.iter().map(|&(p, n)| (p + n).div_ceil(ps)).collect();
     let total: usize = need.iter().sum();
     let num_pages = total + 3;
     let mut pool: Vec<u32> = (0..num_pages as u32).collect();
-    pool.shuffle(rng);
+    if c.page_runs {
+        let mut runs: Vec<&[u32]> = Vec::new();
+        let mut rest = pool.as_slice();
+        while !rest.is_empty() {
+            let (run, tail) = rest.split_at(rng.random_range(1..=24).min(rest.len()));
+            runs.push(run);
+            rest = tail;
+        }
+        runs.shuffle(rng);
+        pool = runs.concat();
+    } else {
+        pool.shuffle(rng);
+    }
     let mut fill = StepMeta {
         page_size: ps as u32,
         q_indptr: vec![0],
@@ -68,6 +84,7 @@ pub fn cases() -> Vec<Case> {
         Case {
             name: "prefill ragged",
             page_size: 16,
+            page_runs: false,
             head_dim: 128,
             q_heads: 16,
             kv_heads: 8,
@@ -76,6 +93,7 @@ pub fn cases() -> Vec<Case> {
         Case {
             name: "prefix+extend",
             page_size: 1,
+            page_runs: false,
             head_dim: 64,
             q_heads: 9,
             kv_heads: 3,
@@ -84,6 +102,7 @@ pub fn cases() -> Vec<Case> {
         Case {
             name: "prefix+extend",
             page_size: 256,
+            page_runs: false,
             head_dim: 128,
             q_heads: 32,
             kv_heads: 8,
@@ -92,6 +111,7 @@ pub fn cases() -> Vec<Case> {
         Case {
             name: "mixed prefill+decode",
             page_size: 16,
+            page_runs: false,
             head_dim: 128,
             q_heads: 40,
             kv_heads: 8,
@@ -100,6 +120,7 @@ pub fn cases() -> Vec<Case> {
         Case {
             name: "decode",
             page_size: 16,
+            page_runs: false,
             head_dim: 128,
             q_heads: 16,
             kv_heads: 8,
@@ -108,6 +129,7 @@ pub fn cases() -> Vec<Case> {
         Case {
             name: "decode",
             page_size: 1,
+            page_runs: false,
             head_dim: 64,
             q_heads: 9,
             kv_heads: 3,
@@ -116,6 +138,7 @@ pub fn cases() -> Vec<Case> {
         Case {
             name: "decode",
             page_size: 256,
+            page_runs: false,
             head_dim: 128,
             q_heads: 64,
             kv_heads: 8,
@@ -124,6 +147,7 @@ pub fn cases() -> Vec<Case> {
         Case {
             name: "decode",
             page_size: 16,
+            page_runs: false,
             head_dim: 128,
             q_heads: 40,
             kv_heads: 8,
@@ -132,6 +156,7 @@ pub fn cases() -> Vec<Case> {
         Case {
             name: "decode",
             page_size: 16,
+            page_runs: false,
             head_dim: 64,
             q_heads: 8,
             kv_heads: 8,
@@ -142,6 +167,7 @@ pub fn cases() -> Vec<Case> {
         Case {
             name: "decode many",
             page_size: 16,
+            page_runs: false,
             head_dim: 128,
             q_heads: 16,
             kv_heads: 8,
@@ -150,14 +176,36 @@ pub fn cases() -> Vec<Case> {
         Case {
             name: "decode long",
             page_size: 16,
+            page_runs: false,
             head_dim: 128,
             q_heads: 16,
             kv_heads: 8,
             seqs: vec![(32767, 1), (20000, 1), (9, 1), (16383, 1)],
         },
+        // Pages in runs: whole-tile copies at pages of 16 (head_dim 128) and 8 (64), a
+        // cached prefix, and tiles cut by the end of a sequence.
+        Case {
+            name: "prefill page runs",
+            page_size: 16,
+            page_runs: true,
+            head_dim: 128,
+            q_heads: 40,
+            kv_heads: 8,
+            seqs: vec![(0, 1500), (512, 1000), (0, 129), (1000, 300)],
+        },
+        Case {
+            name: "prefill page runs",
+            page_size: 8,
+            page_runs: true,
+            head_dim: 64,
+            q_heads: 16,
+            kv_heads: 8,
+            seqs: vec![(0, 1000), (100, 600), (37, 200)],
+        },
         Case {
             name: "prefill long prefix",
             page_size: 16,
+            page_runs: false,
             head_dim: 128,
             q_heads: 16,
             kv_heads: 8,

@@ -96,6 +96,7 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
         let c = Case {
             name: "bench",
             page_size: 16,
+            page_runs: false,
             head_dim: 128,
             q_heads: 16,
             kv_heads: 8,
@@ -189,6 +190,7 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
             let c = Case {
                 name: "bench",
                 page_size: 16,
+                page_runs: false,
                 head_dim: 128,
                 q_heads,
                 kv_heads: 8,

@@ -337,6 +337,7 @@ fn qkv_attention(
     let case = |name, page_size, head_dim, q_heads, kv_heads, seqs: &[(usize, usize)]| Case {
         name,
         page_size,
+        page_runs: false,
         head_dim,
         q_heads,
         kv_heads,
