@@ -245,20 +245,26 @@ struct Producer {
         int pg = __ldg(pages + (p >> page_shift));
         return pg * page_size + (p & (page_size - 1));
     }
-    // A tile whose chunks are consecutive pages (as fresh allocations are) goes as
-    // NB boxes of P_BK rows through `whole` instead: at pages of 16 a tile of K or V
-    // is otherwise 16 copies, and the copies' count, not their bytes, cost a fifth of
-    // the kernel (2026-12-02: 426 TFLOP/s at 8 x 2,048 in pages of 16, 522 in pages of 64).
+    // Whether the tile whose chunk rows the lanes hold in `my_row` lies on consecutive
+    // pages (as fresh allocations do): then it goes as NB boxes of P_BK rows through
+    // the `whole` map. At pages of 16 a tile of K or V is otherwise 16 copies, and the
+    // copies' count, not their bytes, cost a fifth of the kernel (2026-12-02: 426
+    // TFLOP/s at 8 x 2,048 in pages of 16, 522 in pages of 64). Warp-uniform; the
+    // caller decides a tile ahead, off the path from a released stage to its copy
+    // (deciding at the copy cost 6-9% on random pages).
+    __device__ __forceinline__ bool tma_one_run(int my_row) const {
+        const int used = (P_BK / box_rows) * NB;
+        const int row0 = __shfl_sync(0xffffffffu, my_row, 0);
+        return P_WHOLE_TILE && box_rows < P_BK &&
+               __all_sync(0xffffffffu, lane >= used || (my_row >= 0 && my_row == row0 + (lane / NB) * box_rows));
+    }
     __device__ __forceinline__ void tma_tile(u32 dst, const TmaDesc* map, const TmaDesc* whole,
-                                             int my_row, u32 bar) const {
+                                             int my_row, bool one_run, u32 bar) const {
         if (lane == 0) mbar_arrive_expect_tx(bar, P_BK * HD * 2);
         __syncwarp();
         const int used = (P_BK / box_rows) * NB;
-        const int row0 = __shfl_sync(0xffffffffu, my_row, 0);
-        const bool one_run =
-            P_WHOLE_TILE && box_rows < P_BK && __all_sync(0xffffffffu, lane >= used || (my_row >= 0 && my_row == row0 + (lane / NB) * box_rows));
         if (one_run) {
-            if (lane < NB) tma_load_2d(dst + lane * (P_BK * 128), whole, kvh * HD + lane * 64, row0, bar);
+            if (lane < NB) tma_load_2d(dst + lane * (P_BK * 128), whole, kvh * HD + lane * 64, my_row, bar);
         } else if (lane < used) {
             int c = lane / NB, b = lane % NB;
             tma_load_2d(dst + b * (P_BK * 128) + c * box_rows * 128, map, kvh * HD + b * 64, my_row, bar);
@@ -497,9 +503,11 @@ __device__ __forceinline__ void prefill_sm90_impl(
             qc++;
             if (!kv_warp) continue;
             int sl_cur = row_of(0), sl_prev = -1;
+            // Whether tiles k and k - 1 lie on consecutive pages (TMA only).
+            bool run_cur = TMA && pr.tma_one_run(sl_cur), run_prev = false;
             // Issues the K or V tile whose rows this lane holds in `rows`.
             auto copy = [&](u32 dst, const bf16_t* cache, const TmaDesc* map, const TmaDesc* whole, int rows,
-                            u32 full) {
+                            bool one_run, u32 full) {
                 if (P_DIAG == 1) {
                     if (TMA) {
                         if (pr.lane == 0) mbar_arrive_if(full, true);
@@ -507,7 +515,7 @@ __device__ __forceinline__ void prefill_sm90_impl(
                         mbar_arrive_if(full, true);
                     }
                 } else if (TMA) {
-                    pr.tma_tile(dst, map, whole, rows, full);
+                    pr.tma_tile(dst, map, whole, rows, one_run, full);
                 } else {
                     pr.tile(dst, cache, rows);
                     mbar_arrive_on_copies(full);
@@ -520,18 +528,21 @@ __device__ __forceinline__ void prefill_sm90_impl(
                 if (k < it.n) {
                     int st = kc % P_KSTAGES;
                     bars.wait_watched(bars.empty_k(st), ((kc / P_KSTAGES) & 1) ^ 1, t);
-                    copy(kv_base + st * TILE_BYTES, k_cache, tmk, tmk_whole, sl_cur, bars.full_k(st));
+                    copy(kv_base + st * TILE_BYTES, k_cache, tmk, tmk_whole, sl_cur, run_cur, bars.full_k(st));
                     kc++;
                 }
                 if (k > 0) {
                     int st = vc % P_VSTAGES;
                     bars.wait_watched(bars.empty_v(st), ((vc / P_VSTAGES) & 1) ^ 1, t);
-                    copy(kv_base + (P_KSTAGES + st) * TILE_BYTES, v_cache, tmv, tmv_whole, sl_prev,
+                    copy(kv_base + (P_KSTAGES + st) * TILE_BYTES, v_cache, tmv, tmv_whole, sl_prev, run_prev,
                          bars.full_v(st));
                     vc++;
                 }
                 sl_prev = sl_cur;
                 sl_cur = sl_next;
+                run_prev = run_cur;
+                // Tile k + 1's page ids have landed during this step's waits.
+                run_cur = TMA && pr.tma_one_run(sl_next);
             }
         }
         // Producer tail: return only once the consumers have released the last
