@@ -51,7 +51,11 @@ pub(crate) fn kv_cache_map(
 /// on consecutive pages (as fresh allocations do, see `PagePool::alloc`) in one box per
 /// column block instead of one per page chunk. At pages of 16 rows that is 2 copies
 /// instead of 16, and the copies' count cost a fifth of the kernel.
-pub(crate) fn kv_tile_map(base: u64, slots: usize, row_elems: usize) -> Result<TensorMap, CudaError> {
+pub(crate) fn kv_tile_map(
+    base: u64,
+    slots: usize,
+    row_elems: usize,
+) -> Result<TensorMap, CudaError> {
     kv_map(base, slots, row_elems, TILE_ROWS)
 }
 
