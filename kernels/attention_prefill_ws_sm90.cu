@@ -6,17 +6,18 @@
 // Qwen3-14B run once thought stuck was a 95 s start-up (random weights) plus 20 s.
 // Launch: grid = min(items, SMs), 384 threads, P_SMEM(HD) dynamic shared memory, a
 // zeroed int counter, the watchdog's report (6 ints of host memory, or null), and the
-// K and V caches' tensor maps, by page chunk and by whole tile (tma.rs; by value).
+// K and V caches' tensor maps (tma.rs; by value).
 //
 // Same contract and metadata as attention_prefill.cu: causal, cached prefix, GQA,
 // head_dim 64 or 128.
 //
 // - Warpgroup 0 is the producer. It copies Q with cp.async, and the K/V tiles of one
 //   KV head from the paged cache into 128-byte-swizzled shared memory: in the TMA
-//   builds (attn_prefill_ws_hd*, pages of 8+ rows) its first warp issues one bulk
-//   tensor copy per page chunk, completing on the tile's mbarrier with its bytes; in
-//   the gather builds (attn_prefill_ws_gather_hd*) all 128 threads copy with cp.async
-//   and each signals the mbarrier when its copies land. Either way the producer never
+//   builds (attn_prefill_ws_hd*, pages of 8+ rows) its first P_KV_WARPS warps issue
+//   one bulk tensor copy per page chunk between them, completing on the tile's
+//   mbarrier with their bytes; in the gather builds (attn_prefill_ws_gather_hd*) all
+//   128 threads copy with cp.async and each signals the mbarrier when its copies
+//   land. Either way the producer never
 //   waits for its own loads, only for a stage to be released. It runs on few
 //   registers (setmaxnreg) so the two consumers can hold S, P and O.
 // - Warpgroups 1 and 2 each own 64 query rows of a 128-row tile. Q K^T runs on wgmma
@@ -68,12 +69,17 @@
 #ifndef P_SMEM_EPI
 #define P_SMEM_EPI 1
 #endif
-// 1: a K/V tile on consecutive pages goes as one box per 64 columns (Producer::tma_tile):
-// +18-22% at 8 x 2,048 with pages in order, as the pool hands them out; the per-tile vote
-// costs 3-6% where pages are random (gpu-2026-12-02-epilogue.md §4).
-#ifndef P_WHOLE_TILE
-#define P_WHOLE_TILE 1
+// Producer warps that issue K/V copies (TMA builds; 1, 2 or 4). Each waits on the
+// stages itself and issues every P_KV_WARPS-th copy of a tile, arriving on the full
+// barrier with its own bytes. At pages of 16 a tile of K or V is 16 copies; issued by
+// one warp (a loop over its lanes, each copy's coordinates moved to uniform registers)
+// they cost the kernel a fifth (8 x 2,048: 388 / 403 TFLOP/s with one warp, 515 / 494
+// with four, 2026-12-03 call 1). With four, tiles on consecutive pages gain nothing
+// from one copy per tile (the whole-tile maps of 2026-12-02 were removed).
+#ifndef P_KV_WARPS
+#define P_KV_WARPS 4
 #endif
+static_assert(P_KV_WARPS == 1 || P_KV_WARPS == 2 || P_KV_WARPS == 4, "P_KV_WARPS: 1, 2 or 4");
 // The cp.async writes are ordinary (generic-proxy) stores that wgmma then reads
 // through the async proxy: each consumer fences after its wait on the copies.
 #ifndef P_CONSUMER_FENCE
@@ -232,7 +238,7 @@ struct Producer {
     }
     // The TMA path (page_size >= 8): a tile is 128 / R chunks of R = min(page_size,
     // 128) consecutive cache rows (a chunk never crosses a page), each copied as
-    // HD / 64 boxes of R rows x 128 bytes by lanes 0 .. ops - 1 of warp 0. The copy
+    // HD / 64 boxes of R rows x 128 bytes, copy i by lane i of warp i % P_KV_WARPS. The copy
     // engine applies the 128-byte swizzle, so a box lands in the same layout as
     // tile_off gives the cp.async gather.
     static constexpr int NB = HD / 64;  // boxes per chunk
@@ -247,30 +253,18 @@ struct Producer {
         int pg = __ldg(pages + (p >> page_shift));
         return pg * page_size + (p & (page_size - 1));
     }
-    // Whether the tile whose chunk rows the lanes hold in `my_row` lies on consecutive
-    // pages (as fresh allocations do): then it goes as NB boxes of P_BK rows through
-    // the `whole` map. At pages of 16 a tile of K or V is otherwise 16 copies, and the
-    // copies' count, not their bytes, cost a fifth of the kernel (2026-12-02: 426
-    // TFLOP/s at 8 x 2,048 in pages of 16, 522 in pages of 64). Warp-uniform; the
-    // caller decides a tile ahead, off the path from a released stage to its copy
-    // (deciding at the copy cost 6-9% on random pages).
-    __device__ __forceinline__ bool tma_one_run(int my_row) const {
-        const int used = (P_BK / box_rows) * NB;
-        const int row0 = __shfl_sync(0xffffffffu, my_row, 0);
-        return P_WHOLE_TILE && box_rows < P_BK &&
-               __all_sync(0xffffffffu, lane >= used || (my_row >= 0 && my_row == row0 + (lane / NB) * box_rows));
-    }
-    __device__ __forceinline__ void tma_tile(u32 dst, const TmaDesc* map, const TmaDesc* whole,
-                                             int my_row, bool one_run, u32 bar) const {
-        if (lane == 0) mbar_arrive_expect_tx(bar, P_BK * HD * 2);
+    // Copy i of the tile (lane i holds its row) is issued by warp i % P_KV_WARPS; each
+    // warp arrives once on `bar` with the bytes of its own copies (a zero-filled box
+    // counts its bytes too), so the stage fills on P_KV_WARPS arrivals.
+    __device__ __forceinline__ void tma_tile(u32 dst, const TmaDesc* map, int my_row, u32 bar) const {
+        const int w = row0 >> 5;
+        const int copies = (P_BK / box_rows) * NB;
+        const int mine = copies > w ? (copies - 1 - w) / P_KV_WARPS + 1 : 0;
+        if (lane == 0) mbar_arrive_expect_tx(bar, mine * box_rows * 128);
         __syncwarp();
-        const int used = (P_BK / box_rows) * NB;
-        if (one_run) {
-            if (lane < NB) tma_load_2d(dst + lane * (P_BK * 128), whole, kvh * HD + lane * 64, my_row, bar);
-        } else if (lane < used) {
-            int c = lane / NB, b = lane % NB;
-            tma_load_2d(dst + b * (P_BK * 128) + c * box_rows * 128, map, kvh * HD + b * 64, my_row, bar);
-        }
+        if (lane >= copies || lane % P_KV_WARPS != w) return;
+        int c = lane / NB, b = lane % NB;
+        tma_load_2d(dst + b * (P_BK * 128) + c * box_rows * 128, map, kvh * HD + b * 64, my_row, bar);
     }
     __device__ __forceinline__ void q_tile(u32 dst, const bf16_t* q, int q_stride, const Item& it) const {
         int c = lane % LPR;
@@ -419,7 +413,7 @@ __device__ __forceinline__ void prefill_sm90_impl(
     const int* __restrict__ page_start, const int* __restrict__ page_ids,
     const int* __restrict__ tile_seq, const int* __restrict__ tile_q0, int num_tiles, int q_heads,
     int kv_heads, int page_size, float scale, int* __restrict__ work_counter, int* diag,
-    const TmaDesc* tmk, const TmaDesc* tmv, const TmaDesc* tmk_whole, const TmaDesc* tmv_whole) {
+    const TmaDesc* tmk, const TmaDesc* tmv) {
     extern __shared__ unsigned char smem_raw[];
     __shared__ __align__(8) u64 bar_mem[Bars::COUNT];
     __shared__ int item_of_slot[P_QSLOTS];  // the work item whose Q a slot holds
@@ -436,9 +430,9 @@ __device__ __forceinline__ void prefill_sm90_impl(
             mbar_init(bars.full_q(i), 129);
             mbar_init(bars.empty_q(i), 8);   // one arrival per consumer warp
         }
-        // A K/V tile lands on one arrival with its bytes (TMA) or on one per
-        // producer thread once its copies have (cp.async).
-        const u32 arrivals = TMA ? 1 : 128;
+        // A K/V tile lands on one arrival per copying warp with its bytes (TMA) or
+        // on one per producer thread once its copies have (cp.async).
+        const u32 arrivals = TMA ? P_KV_WARPS : 128;
         for (int i = 0; i < P_KSTAGES; i++) {
             mbar_init(bars.full_k(i), arrivals);
             mbar_init(bars.empty_k(i), 8);
@@ -466,13 +460,11 @@ __device__ __forceinline__ void prefill_sm90_impl(
         pr.page_size = page_size;
         pr.page_shift = page_shift;
         pr.box_rows = min(page_size, P_BK);
-        // With TMA only warp 0 moves K/V; the other producer warps copy Q alone.
-        const bool kv_warp = !TMA || threadIdx.x < 32;
+        // With TMA the first P_KV_WARPS warps move K/V; the others copy Q alone.
+        const bool kv_warp = !TMA || threadIdx.x < 32 * P_KV_WARPS;
         if (TMA && threadIdx.x == 0) {
             asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<u64>(tmk)) : "memory");
             asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<u64>(tmv)) : "memory");
-            asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<u64>(tmk_whole)) : "memory");
-            asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<u64>(tmv_whole)) : "memory");
         }
         int qc = 0, kc = 0, vc = 0;  // tiles issued so far, for slot and parity
         while (true) {
@@ -505,11 +497,8 @@ __device__ __forceinline__ void prefill_sm90_impl(
             qc++;
             if (!kv_warp) continue;
             int sl_cur = row_of(0), sl_prev = -1;
-            // Whether tiles k and k - 1 lie on consecutive pages (TMA only).
-            bool run_cur = TMA && pr.tma_one_run(sl_cur), run_prev = false;
             // Issues the K or V tile whose rows this lane holds in `rows`.
-            auto copy = [&](u32 dst, const bf16_t* cache, const TmaDesc* map, const TmaDesc* whole, int rows,
-                            bool one_run, u32 full) {
+            auto copy = [&](u32 dst, const bf16_t* cache, const TmaDesc* map, int rows, u32 full) {
                 if (P_DIAG == 1) {
                     if (TMA) {
                         if (pr.lane == 0) mbar_arrive_if(full, true);
@@ -517,7 +506,7 @@ __device__ __forceinline__ void prefill_sm90_impl(
                         mbar_arrive_if(full, true);
                     }
                 } else if (TMA) {
-                    pr.tma_tile(dst, map, whole, rows, one_run, full);
+                    pr.tma_tile(dst, map, rows, full);
                 } else {
                     pr.tile(dst, cache, rows);
                     mbar_arrive_on_copies(full);
@@ -530,21 +519,17 @@ __device__ __forceinline__ void prefill_sm90_impl(
                 if (k < it.n) {
                     int st = kc % P_KSTAGES;
                     bars.wait_watched(bars.empty_k(st), ((kc / P_KSTAGES) & 1) ^ 1, t);
-                    copy(kv_base + st * TILE_BYTES, k_cache, tmk, tmk_whole, sl_cur, run_cur, bars.full_k(st));
+                    copy(kv_base + st * TILE_BYTES, k_cache, tmk, sl_cur, bars.full_k(st));
                     kc++;
                 }
                 if (k > 0) {
                     int st = vc % P_VSTAGES;
                     bars.wait_watched(bars.empty_v(st), ((vc / P_VSTAGES) & 1) ^ 1, t);
-                    copy(kv_base + (P_KSTAGES + st) * TILE_BYTES, v_cache, tmv, tmv_whole, sl_prev, run_prev,
-                         bars.full_v(st));
+                    copy(kv_base + (P_KSTAGES + st) * TILE_BYTES, v_cache, tmv, sl_prev, bars.full_v(st));
                     vc++;
                 }
                 sl_prev = sl_cur;
                 sl_cur = sl_next;
-                run_prev = run_cur;
-                // Tile k + 1's page ids have landed during this step's waits.
-                run_cur = TMA && pr.tma_one_run(sl_next);
             }
         }
         // Producer tail: return only once the consumers have released the last
@@ -747,20 +732,17 @@ __device__ __forceinline__ void prefill_sm90_impl(
 // attn_prefill_ws_hd*: K/V through the copy engine, for pages of 8+ rows (a power of
 // two); attn_prefill_ws_gather_hd*: the cp.async gather, for any page size. One
 // argument list: the gather build ignores the tensor maps. tmk / tmv have boxes of
-// min(page, P_BK) rows, tmk_whole / tmv_whole of P_BK rows (the same maps at pages of
-// P_BK rows or more).
+// min(page, P_BK) rows.
 #define PREFILL_WS(NAME, HD, TMA)                                                              \
     extern "C" __global__ void __launch_bounds__(P_THREADS, 1) NAME(                            \
         const bf16_t* q, int q_stride, bf16_t* o, const bf16_t* k_cache, const bf16_t* v_cache,  \
         const int* q_start, const int* kv_len, const int* page_start, const int* page_ids,      \
         const int* tile_seq, const int* tile_q0, int num_tiles, int q_heads, int kv_heads,      \
         int page_size, float scale, int* work_counter, int* diag,                               \
-        const __grid_constant__ TmaDesc tmk, const __grid_constant__ TmaDesc tmv,               \
-        const __grid_constant__ TmaDesc tmk_whole, const __grid_constant__ TmaDesc tmv_whole) { \
+        const __grid_constant__ TmaDesc tmk, const __grid_constant__ TmaDesc tmv) {             \
         prefill_sm90_impl<HD, TMA>(q, q_stride, o, k_cache, v_cache, q_start, kv_len,           \
                                    page_start, page_ids, tile_seq, tile_q0, num_tiles, q_heads, \
-                                   kv_heads, page_size, scale, work_counter, diag, &tmk, &tmv,  \
-                                   &tmk_whole, &tmv_whole);                                     \
+                                   kv_heads, page_size, scale, work_counter, diag, &tmk, &tmv); \
     }
 PREFILL_WS(attn_prefill_ws_hd64, 64, true)
 PREFILL_WS(attn_prefill_ws_hd128, 128, true)

@@ -24,7 +24,7 @@ use minisgl::model::runner::{DeviceKind, RunnerOptions};
 use minisgl::model::ModelRunner;
 use minisgl::model::{load, load_random, LoadedModel};
 use minisgl::plugin::PluginSet;
-use minisgl::sim::{step_log, LoggingRunner, TileRuns};
+use minisgl::sim::{step_log, LoggingRunner};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchOfflineArgs {
@@ -136,8 +136,6 @@ struct RunResult {
     metrics: EngineMetrics,
     /// Time by step class against each step's floor (runs with ceilings).
     steps: Option<Breakdown>,
-    /// Prefill K/V tile reads, and those on consecutive pages (whole-tile copies).
-    tiles: TileRuns,
 }
 
 impl RunResult {
@@ -321,10 +319,6 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
                 super::bench_floor::step_floor_seconds(&model.config, s, c, tp)
             })
         });
-        let mut tiles = TileRuns::default();
-        for s in &records {
-            tiles.add(s.tiles);
-        }
         let r = RunResult {
             label,
             seconds,
@@ -332,17 +326,8 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
             output_tokens: produced,
             metrics,
             steps,
-            tiles,
         };
         print_run(&r);
-        if let Some(f) = r.tiles.fraction() {
-            println!(
-                "{:>22}: {:.1}% of {} prefill K/V tile reads on consecutive pages",
-                r.label,
-                100.0 * f,
-                r.tiles.reads
-            );
-        }
         if let Some(b) = &r.steps {
             b.print(&r.label);
         }
@@ -480,7 +465,6 @@ fn append_jsonl(
         "allreduce_busbw_gbs": all_reduce.map(|a| (a.bus_bytes_s / 1e9).round()),
         "seconds": (r.seconds * 1000.0).round() / 1000.0,
         "steps": r.steps.as_ref().map(Breakdown::json),
-        "whole_kv_tiles": r.tiles.fraction().map(|f| (f * 1000.0).round() / 1000.0),
         // Kernel switches change the figure; record them as set (unset = auto).
         "decode_kernel": std::env::var("MINISGL_DECODE_KERNEL").unwrap_or_else(|_| "auto".into()),
         "prefill_kernel": std::env::var("MINISGL_PREFILL_KERNEL").unwrap_or_else(|_| "auto".into()),
@@ -490,6 +474,7 @@ fn append_jsonl(
         "pdl": std::env::var("MINISGL_PDL").unwrap_or_else(|_| "0".into()),
         "norm_prologue": std::env::var("MINISGL_NORM_PROLOGUE").unwrap_or_else(|_| "1".into()),
         "gemv_rows": std::env::var("MINISGL_GEMV_ROWS").unwrap_or_else(|_| "default".into()),
+        "kernel_defines": std::env::var(minisgl::backend::cuda::nvrtc::DEFINES_ENV).unwrap_or_default(),
     });
     let mut f = std::fs::OpenOptions::new()
         .create(true)

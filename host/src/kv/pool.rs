@@ -136,8 +136,8 @@ impl PagePool {
     /// Takes `n` free pages for a request, or `None` (and takes nothing) if
     /// fewer than `n` are free. The pages come in the order they would be popped, and
     /// pages are pushed back so that a run freed together comes back ascending: a
-    /// fresh pool, or a freed request's run, hands out consecutive page ids, whose
-    /// rows the Hopper prefill kernel copies a whole tile at a time.
+    /// fresh pool, or a freed request's run, hands out consecutive page ids (easier to
+    /// read in a dump; since 2026-12-03 no kernel depends on it for speed).
     pub fn alloc(&mut self, n: u32) -> Option<Vec<PageId>> {
         let n = n as usize;
         if n > self.free.len() {

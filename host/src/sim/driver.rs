@@ -29,7 +29,6 @@ use crate::workload::TimedRequest;
 use super::cost::{CostModel, StepShape};
 use super::record::{RunRecord, Sample};
 use super::step_log::StepRecord;
-use super::tile_runs::TileRuns;
 use super::timed::TimedPolicy;
 
 /// Whether measured policy time moves virtual time.
@@ -184,7 +183,6 @@ pub fn simulate(
                 step_us: dur.max(1),
                 seqs: input.seqs.len() as u32,
                 shape,
-                tiles: TileRuns::of(&input, cfg.page_size),
             });
             flights.push_back(Flight {
                 ticket,

@@ -9,8 +9,6 @@
 //! * [`record`]: what a replay produced (shared with the real-engine replay);
 //! * [`step_log`]: every step of a replay and the cost model's error on them;
 //! * [`summary`]: the figures reported per replay;
-//! * [`tile_runs`]: prefill K/V tiles on consecutive pages (the Hopper kernel's
-//!   whole-tile copies);
 //! * [`timed`]: measuring policy (plugin) call time.
 
 pub mod cost;
@@ -20,7 +18,6 @@ pub mod profile;
 pub mod record;
 pub mod step_log;
 pub mod summary;
-pub mod tile_runs;
 pub mod timed;
 
 pub use cost::{CostModel, StepShape};
@@ -29,4 +26,3 @@ pub use profile::{Profile, ProfilePoint};
 pub use record::{RequestRecord, RunRecord, Sample};
 pub use step_log::{LoggingRunner, StepLog, StepRecord};
 pub use summary::{ClientSummary, Slo, Summary, Timing};
-pub use tile_runs::TileRuns;

@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use super::cost::{CostModel, StepShape};
-use super::tile_runs::TileRuns;
 use crate::batch::{StepInput, StepOutput};
 use crate::model::config::ModelConfig;
 use crate::model::runner::{Launched, ModelRunner};
@@ -26,8 +25,6 @@ pub struct StepRecord {
     pub step_us: u64,
     pub seqs: u32,
     pub shape: StepShape,
-    /// Its prefill K/V tile reads, and those on consecutive pages.
-    pub tiles: TileRuns,
 }
 
 /// The steps of one replay, shared between the runner that records them and
@@ -39,8 +36,8 @@ pub struct LoggingRunner {
     inner: Box<dyn ModelRunner>,
     log: StepLog,
     start: Instant,
-    /// Launched, not yet finished: (launch µs, seqs, shape, tiles).
-    pending: VecDeque<(u64, u32, StepShape, TileRuns)>,
+    /// Launched, not yet finished: (launch µs, seqs, shape).
+    pending: VecDeque<(u64, u32, StepShape)>,
     last_done_us: u64,
 }
 
@@ -62,7 +59,7 @@ impl LoggingRunner {
         self.start.elapsed().as_micros() as u64
     }
 
-    fn done(&mut self, launch_us: u64, seqs: u32, shape: StepShape, tiles: TileRuns) {
+    fn done(&mut self, launch_us: u64, seqs: u32, shape: StepShape) {
         let done_us = self.now_us();
         let from = launch_us.max(self.last_done_us);
         self.last_done_us = done_us;
@@ -72,7 +69,6 @@ impl LoggingRunner {
             step_us: done_us.saturating_sub(from),
             seqs,
             shape,
-            tiles,
         });
     }
 }
@@ -81,20 +77,18 @@ impl ModelRunner for LoggingRunner {
     fn step(&mut self, input: &StepInput) -> Result<StepOutput, ModelError> {
         let t = self.now_us();
         let out = self.inner.step(input)?;
-        let tiles = TileRuns::of(input, self.inner.page_size());
-        self.done(t, input.seqs.len() as u32, StepShape::of(input), tiles);
+        self.done(t, input.seqs.len() as u32, StepShape::of(input));
         Ok(out)
     }
 
     fn launch(&mut self, input: &StepInput) -> Result<Launched, ModelError> {
         let t = self.now_us();
         let shape = StepShape::of(input);
-        let tiles = TileRuns::of(input, self.inner.page_size());
         let seqs = input.seqs.len() as u32;
         let r = self.inner.launch(input)?;
         match r {
-            Launched::Done(_) => self.done(t, seqs, shape, tiles),
-            Launched::Pending => self.pending.push_back((t, seqs, shape, tiles)),
+            Launched::Done(_) => self.done(t, seqs, shape),
+            Launched::Pending => self.pending.push_back((t, seqs, shape)),
         }
         Ok(r)
     }
@@ -105,8 +99,8 @@ impl ModelRunner for LoggingRunner {
 
     fn finish(&mut self) -> Result<StepOutput, ModelError> {
         let out = self.inner.finish()?;
-        if let Some((t, seqs, shape, tiles)) = self.pending.pop_front() {
-            self.done(t, seqs, shape, tiles);
+        if let Some((t, seqs, shape)) = self.pending.pop_front() {
+            self.done(t, seqs, shape);
         }
         Ok(out)
     }

@@ -1,7 +1,6 @@
 //! The figures a comparison reports for one replay.
 
 use super::record::RunRecord;
-use super::tile_runs::TileRuns;
 
 /// p50 / p90 / p99 in milliseconds (NaN when there is no sample).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -58,9 +57,6 @@ pub struct Summary {
     pub preemptions: u64,
     pub evicted_pages: u64,
     pub steps: u64,
-    /// Share of prefill K/V tile reads on consecutive pages, which the Hopper
-    /// prefill kernel copies whole ([`crate::sim::TileRuns`]); `None` with no prefill.
-    pub whole_kv_tiles: Option<f64>,
     /// Fairness among clients: Jain's index over the tokens (prompt +
     /// output) served to each client with requests in the system, per
     /// window ([`FAIRNESS_WINDOWS`] of the run), averaged over the windows
@@ -239,14 +235,6 @@ impl Summary {
             preemptions: r.metrics.preemptions,
             evicted_pages: r.metrics.evicted_pages,
             steps: r.metrics.steps,
-            whole_kv_tiles: r
-                .steps
-                .iter()
-                .fold(TileRuns::default(), |mut t, s| {
-                    t.add(s.tiles);
-                    t
-                })
-                .fraction(),
             jain_fairness: windowed_jain(r, FAIRNESS_WINDOWS),
             clients: clients.len(),
             per_client,

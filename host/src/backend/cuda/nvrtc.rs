@@ -79,6 +79,51 @@ pub fn family_arch(family: &str, device_arch: &str) -> Option<String> {
 /// Options passed to NVRTC besides the architecture (part of the cache key).
 const OPTIONS: &[&str] = &["-std=c++17", "--fmad=true"];
 
+/// Environment variable with extra preprocessor definitions for every kernel family,
+/// e.g. `P_KV_WARPS=1` or `P_KSTAGES=3 P_VSTAGES=2`: the kernels' build switches,
+/// for measuring a variant inside the engine (attn_bench's `--variants` do the same
+/// outside it). Part of the cache key.
+pub const DEFINES_ENV: &str = "MINISGL_KERNEL_DEFINES";
+
+/// `-D` options from a [`DEFINES_ENV`] value: `NAME` or `NAME=VALUE` entries
+/// separated by spaces or commas; names are C identifiers, values numbers or
+/// identifiers.
+pub fn parse_defines(value: &str) -> Result<Vec<String>, String> {
+    let ident = |s: &str| {
+        s.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    value
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            let (name, val) = e.split_once('=').unwrap_or((e, "1"));
+            let val_ok = !val.is_empty()
+                && val
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-');
+            if ident(name) && val_ok {
+                Ok(format!("-D{name}={val}"))
+            } else {
+                Err(format!(
+                    "{DEFINES_ENV}: entry {e:?} of {value:?} is not NAME or NAME=VALUE"
+                ))
+            }
+        })
+        .collect()
+}
+
+/// Every NVRTC option but the architecture: [`OPTIONS`] and the [`DEFINES_ENV`] ones.
+fn options() -> Result<Vec<String>, CudaError> {
+    let mut opts: Vec<String> = OPTIONS.iter().map(|s| s.to_string()).collect();
+    if let Ok(v) = std::env::var(DEFINES_ENV) {
+        opts.extend(parse_defines(&v).map_err(CudaError::Unsupported)?);
+    }
+    Ok(opts)
+}
+
 /// The full translation unit of a family: each shared header ([`HEADERS`]) pasted in
 /// place of its `#include` line.
 pub fn translation_unit(src: &str) -> String {
@@ -123,7 +168,7 @@ pub fn compile(family: &'static str, src: &str, arch: &str) -> Result<Vec<u8>, C
         arch: arch.into(),
         log: format!("create program: {e:?}"),
     })?;
-    let mut opts: Vec<String> = OPTIONS.iter().map(|s| s.to_string()).collect();
+    let mut opts = options()?;
     opts.push(format!("--gpu-architecture={arch}"));
     // SAFETY: `prog` was just created and is destroyed exactly once below.
     let res = unsafe { result::compile_program(prog, &opts) };
@@ -199,6 +244,9 @@ pub fn cache_key(family: &str, src: &str, arch: &str) -> String {
     for o in OPTIONS {
         h.update(o.as_bytes());
     }
+    if let Ok(v) = std::env::var(DEFINES_ENV) {
+        h.update(format!("defines {v}").as_bytes());
+    }
     h.update(format!("{:?}", nvrtc_version()).as_bytes());
     let d = h.finalize();
     format!("{family}-{arch}-{}", hex::encode(&d[..12]))
@@ -211,6 +259,7 @@ pub fn compile_cached(
     arch: &str,
 ) -> Result<(Vec<u8>, bool), CudaError> {
     libs::require_nvrtc()?;
+    options()?; // a bad DEFINES_ENV is an error on a cache hit too
     let key = cache_key(family, src, arch);
     let dir = cache_dir();
     if let Some(d) = &dir {
@@ -231,4 +280,24 @@ pub fn compile_cached(
         }
     }
     Ok((bin, false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_defines;
+
+    #[test]
+    fn defines_parse_and_bad_entries_name_themselves() {
+        assert_eq!(
+            parse_defines("P_KV_WARPS=1, P_DIAG  X_1=-2").unwrap(),
+            ["-DP_KV_WARPS=1", "-DP_DIAG=1", "-DX_1=-2"]
+        );
+        assert!(parse_defines("").unwrap().is_empty());
+        for bad in ["1X=2", "A=", "A=$(rm)", "A B=\"x\""] {
+            let e = parse_defines(bad).unwrap_err();
+            assert!(e.contains("MINISGL_KERNEL_DEFINES"), "{e}");
+        }
+        let e = parse_defines("OK=1,A;B=2").unwrap_err();
+        assert!(e.contains("\"A;B=2\""), "{e}");
+    }
 }

@@ -1,6 +1,6 @@
 //! Tensor maps for the copy engine (TMA, sm_90). The warp-specialised prefill kernel
 //! copies each K/V tile out of the paged cache as one bulk tensor copy per page chunk,
-//! issued by one warp, instead of 128 threads gathering it with cp.async. A map is a
+//! issued by four warps, instead of 128 threads gathering it with cp.async. A map is a
 //! 128-byte descriptor that the driver encodes on the host (no device work) and the
 //! kernel takes by value (`__grid_constant__ TmaDesc`).
 
@@ -44,27 +44,7 @@ pub(crate) fn kv_cache_map(
     row_elems: usize,
     page_size: usize,
 ) -> Result<TensorMap, CudaError> {
-    kv_map(base, slots, row_elems, kv_box_rows(page_size))
-}
-
-/// The same map with boxes of a whole tile's rows: the kernel copies a tile that lies
-/// on consecutive pages (as fresh allocations do, see `PagePool::alloc`) in one box per
-/// column block instead of one per page chunk. At pages of 16 rows that is 2 copies
-/// instead of 16, and the copies' count cost a fifth of the kernel.
-pub(crate) fn kv_tile_map(
-    base: u64,
-    slots: usize,
-    row_elems: usize,
-) -> Result<TensorMap, CudaError> {
-    kv_map(base, slots, row_elems, TILE_ROWS)
-}
-
-fn kv_map(
-    base: u64,
-    slots: usize,
-    row_elems: usize,
-    box_rows: usize,
-) -> Result<TensorMap, CudaError> {
+    let box_rows = kv_box_rows(page_size);
     if !row_elems.is_multiple_of(64) || slots == 0 {
         return Err(CudaError::Unsupported(format!(
             "tensor map over {slots} cache slots of {row_elems} columns (needs slots and 64-column blocks)"

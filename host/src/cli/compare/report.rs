@@ -15,7 +15,7 @@ pub struct Row<'a> {
     pub timing: &'a Timing,
 }
 
-const COLUMNS: [&str; 25] = [
+const COLUMNS: [&str; 24] = [
     "policy",
     "spec",
     "completed",
@@ -37,7 +37,6 @@ const COLUMNS: [&str; 25] = [
     "preemptions",
     "evicted_pages",
     "steps",
-    "whole_kv_tiles",
     "jain_fairness",
     "clients",
     "requests",
@@ -70,7 +69,6 @@ fn cells(r: &Row) -> Vec<String> {
         s.preemptions.to_string(),
         s.evicted_pages.to_string(),
         s.steps.to_string(),
-        s.whole_kv_tiles.map_or_else(|| "-".to_string(), f3),
         f3(s.jain_fairness),
         s.clients.to_string(),
         s.requests.to_string(),

@@ -17,8 +17,8 @@ use minisgl::backend::{Backend, KvLayout, StepMeta};
 pub struct Case {
     pub name: &'static str,
     pub page_size: usize,
-    /// Pages in ascending runs of 1-24 (tiles that lie on consecutive pages, which the
-    /// Hopper prefill kernel copies whole, beside tiles that do not) instead of random.
+    /// Pages in ascending runs of 1-24 (tiles that lie on consecutive pages, as a fresh
+    /// pool hands them out, beside tiles that do not) instead of random.
     pub page_runs: bool,
     pub head_dim: usize,
     pub q_heads: usize,

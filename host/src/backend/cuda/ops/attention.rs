@@ -610,17 +610,13 @@ impl CudaBackend {
                     args.push(Arg::U64(
                         self.dev.watchdog.as_ref().map_or(0, |w| w.device_ptr()),
                     ));
-                    // K/V tiles come through the copy engine (the gather build for
-                    // pages of under 8 rows takes the same arguments and ignores the
-                    // maps): by page chunk, and by whole tile where a tile's pages are
-                    // consecutive.
+                    // K/V tiles come through the copy engine by page chunk (the
+                    // gather build for pages of under 8 rows takes the same
+                    // arguments and ignores the maps).
                     let row = l.kv_heads * d;
                     let slots = kv.k[layer].len() / row;
                     for cache in [kc, vc] {
                         args.push(Arg::Map(tma::kv_cache_map(cache, slots, row, l.page_size)?));
-                    }
-                    for cache in [kc, vc] {
-                        args.push(Arg::Map(tma::kv_tile_map(cache, slots, row)?));
                     }
                 }
                 self.launch(&name, c, &args)
