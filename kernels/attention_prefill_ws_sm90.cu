@@ -91,6 +91,14 @@ static_assert(P_KV_WARPS == 1 || P_KV_WARPS == 2 || P_KV_WARPS == 4, "P_KV_WARPS
 #ifndef P_CONSUMER_REGS
 #define P_CONSUMER_REGS 224
 #endif
+// 1: producer thread 0 leaves the drawn work item's fields in shared memory beside its
+// number, and the consumers read them there. 0: each consumer thread rebuilds the item
+// from global memory (tile -> sequence -> its starts: two dependent loads between the
+// end of one item and the first Q K^T of the next, on the consumers' critical path;
+// at 32 x 512 an item lasts ~8 us).
+#ifndef P_ITEM_SMEM
+#define P_ITEM_SMEM 1
+#endif
 // Diagnostics for attn_bench only (wrong results): 1 = the producer signals K/V
 // tiles without copying them (the consumers' bound with free loads).
 #ifndef P_DIAG
@@ -186,6 +194,14 @@ __device__ __forceinline__ u32 tile_off(int r, int c) {
 // One work item: query rows [q0, q0 + P_BQ) of sequence s, query head h.
 struct Item {
     int s, h, qs0, n_new, prefix, q0, kv_end, n;
+    static constexpr int FIELDS = 8;
+    __device__ __forceinline__ Item() {}
+    __device__ __forceinline__ void store(int* f) const {
+        f[0] = s, f[1] = h, f[2] = qs0, f[3] = n_new, f[4] = prefix, f[5] = q0, f[6] = kv_end, f[7] = n;
+    }
+    __device__ __forceinline__ void load(const int* f) {
+        s = f[0], h = f[1], qs0 = f[2], n_new = f[3], prefix = f[4], q0 = f[5], kv_end = f[6], n = f[7];
+    }
     __device__ __forceinline__ Item(int t, const int* q_start, const int* kv_len, const int* tile_seq,
                                     const int* tile_q0, int num_tiles, int q_heads) {
         // Heaviest first: within a sequence the tile list runs from short to long causal
@@ -417,6 +433,7 @@ __device__ __forceinline__ void prefill_sm90_impl(
     extern __shared__ unsigned char smem_raw[];
     __shared__ __align__(8) u64 bar_mem[Bars::COUNT];
     __shared__ int item_of_slot[P_QSLOTS];  // the work item whose Q a slot holds
+    __shared__ int item_fields[P_QSLOTS][Item::FIELDS];  // its fields (P_ITEM_SMEM)
     constexpr int Q_BYTES = P_BQ * HD * 2, TILE_BYTES = P_BK * HD * 2;
     const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
     const u32 kv_base = base + P_QSLOTS * Q_BYTES;  // K stage i at +i·TILE, V stage i at +(P_KSTAGES+i)·TILE
@@ -493,6 +510,9 @@ __device__ __forceinline__ void prefill_sm90_impl(
             auto row_of = [&](int kb) { return TMA ? pr.tma_row(kb) : pr.slot(kb); };
             pr.q_tile(base + slot * Q_BYTES, q, q_stride, it);
             mbar_arrive_on_copies(bars.full_q(slot));
+            // The arrival releases the fields with the item number to the consumers'
+            // wait on full_q.
+            if (P_ITEM_SMEM && threadIdx.x == 0) it.store(item_fields[slot]);
             if (threadIdx.x == 0) mbar_arrive_if(bars.full_q(slot), true);
             qc++;
             if (!kv_warp) continue;
@@ -560,7 +580,12 @@ __device__ __forceinline__ void prefill_sm90_impl(
         mbar_wait(bars.full_q(qslot), (qc / P_QSLOTS) & 1);
         const int t = item_of_slot[qslot];
         if (t >= total) break;
+#if P_ITEM_SMEM
+        Item it;
+        it.load(item_fields[qslot]);
+#else
         Item it(t, q_start, kv_len, tile_seq, tile_q0, num_tiles, q_heads);
+#endif
         const int n = it.n;
         const int wq0 = it.q0 + wg * 64;
         const int r0 = wq0 + warp * 16 + g, r1 = r0 + 8;

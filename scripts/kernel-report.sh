@@ -37,9 +37,14 @@ LD_LIBRARY_PATH="$cu/lib" "$venv/bin/python" - "$src" "$arch" "$@" <<'EOF'
 import ctypes, os, sys
 src_path, arch, defs = sys.argv[1], sys.argv[2], sys.argv[3:]
 lib = ctypes.CDLL(os.path.join(os.environ["LD_LIBRARY_PATH"], "libnvrtc.so.13"))
-common = open("kernels/common.cuh").read()
-text = "".join(common + "\n" if l.strip() == '#include "common.cuh"' else l + "\n"
-               for l in open(src_path).read().splitlines())
+import re
+def inline(path):  # the engine embeds kernels/*.cuh the same way
+    out = []
+    for l in open(path).read().splitlines():
+        m = re.fullmatch(r'#include "([a-z0-9_]+\.cuh)"', l.strip())
+        out.append(inline(os.path.join("kernels", m.group(1))) if m else l + "\n")
+    return "".join(out)
+text = inline(src_path)
 prog = ctypes.c_void_p()
 lib.nvrtcCreateProgram(ctypes.byref(prog), text.encode(), os.path.basename(src_path).encode(), 0, None, None)
 # The host's options (host/src/backend/cuda/nvrtc.rs) plus the defines given.
