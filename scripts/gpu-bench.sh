@@ -102,6 +102,11 @@
 #     part 39: prefill attention builds: attn_bench with VARIANTS beside cuDNN (NCU=1 adds
 #             the memory sections of one launch), kernel and model checks, long prompts on
 #             both shapes (each while the call has time).
+#     part 40: a prefill build in the engine: bench offline's default workload on both
+#             shapes (steps by class), and a shared-prefix workload whose KV pool is too
+#             small for it (eviction scatters the pages, so prefill reads random pages)
+#             with the default kernels and again under MINISGL_KERNEL_DEFINES=$AB_DEFINES
+#             (default P_KV_WARPS=1).
 #     (part 38, the split combine a warp per query head against the block kernel, ran at
 #     3034e9b; 3-5% slower at 0.6B batch 1-8, so removed with the part:
 #     docs/results/gpu-2026-12-02-steps.md.)
@@ -669,6 +674,23 @@ device)
         check_models
         long_if_time qwen3-0.6b 430 100 "$out/long-qwen3-0.6b.log"
         long_if_time qwen3-14b 450 140 "$out/long-qwen3-14b.log"
+        ls -la "$out"
+    elif [ "$part" = 40 ]; then
+        cat "$out/env.log"; rm "$out/env.log"
+        # 64 groups x 4,096 shared tokens + 512 prompts of 256-2,048 own tokens in 8,000
+        # pages of 16 (128k tokens): the radix cache evicts throughout.
+        sp=(--workload shared-prefix --num-seqs 512 --num-groups 64 --prefix-len 4096
+            --min-input-len 256 --max-input-len 2048 --min-output-len 16 --max-output-len 64
+            --num-pages 8000 --workload-name "shared-prefix n=512 groups=64 prefix=4096 in=256-2048 out=16-64 pages=8000 seed=0")
+        for ab in "" "${AB_DEFINES:-P_KV_WARPS=1}"; do
+            tag=${ab:+-$(echo "$ab" | tr '=, ' '___')}
+            MINISGL_KERNEL_DEFINES="$ab" timeout 100 "$bin" bench offline --random-weights .gpu/qwen3-0.6b \
+                --device cuda --shape qwen3-0.6b "${sp[@]}" --jsonl "$jl" >> "$out/shared-prefix$tag.log" 2>&1
+            echo "shared-prefix ${ab:-default} rc=$?"
+            grep -E "output tok/s|of the ceiling|prefill only" "$out/shared-prefix$tag.log" | tail -3
+        done
+        offline_default qwen3-0.6b
+        offline_default qwen3-14b
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
