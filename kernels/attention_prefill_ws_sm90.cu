@@ -37,9 +37,9 @@
 
 #define P_BQ 128       // query rows per work item (two consumer warpgroups of 64)
 #define P_THREADS 384  // warpgroup 0 loads, warpgroups 1 and 2 compute
-#ifndef P_BK
-#define P_BK 128  // keys per K/V tile
-#endif
+// Keys per K/V tile. 64 was 17-18% slower at 8 x 2,048 and on the extend case
+// (2026-12-03 call 5), and the cp.async gather's rows (4 warps x 32) assume 128.
+#define P_BK 128
 #ifndef P_KSTAGES
 #define P_KSTAGES 2  // K tiles in flight
 #endif
@@ -397,10 +397,7 @@ __device__ __forceinline__ void issue_qk(float (&s)[P_BK / 2], u32 qs, u32 ks) {
     for (int kk = 0; kk < HD / 16; kk++) {
         u64 da = desc_sw128(qs + (kk >> 2) * (P_BQ * 128) + (kk & 3) * 32, 16, 1024);
         u64 db = desc_sw128(ks + (kk >> 2) * (P_BK * 128) + (kk & 3) * 32, 16, 1024);
-        if constexpr (P_BK == 64)
-            wgmma_ss_n64(s, da, db, kk);
-        else
-            wgmma_ss_n128(s, da, db, kk);
+        wgmma_ss_n128(s, da, db, kk);
     }
 }
 

@@ -85,6 +85,15 @@ const OPTIONS: &[&str] = &["-std=c++17", "--fmad=true"];
 /// outside it). Part of the cache key.
 pub const DEFINES_ENV: &str = "MINISGL_KERNEL_DEFINES";
 
+/// Defines that change a kernel's launch geometry (threads, tile rows, stages), which
+/// the host computes on its own (`device::dynamic_smem`, the launches' block sizes):
+/// built with another value, a kernel would run past the shared memory it was given.
+/// attn_bench derives the geometry from its variants, so it can try these.
+const GEOMETRY_DEFINES: &[&str] = &[
+    "P_BQ", "P_BK", "P_THREADS", "P_QSLOTS", "P_KSTAGES", "P_VSTAGES", "H_BK", "H_STAGES", "DM_BK",
+    "DM_PAD",
+];
+
 /// `-D` options from a [`DEFINES_ENV`] value: `NAME` or `NAME=VALUE` entries
 /// separated by spaces or commas; names are C identifiers, values numbers or
 /// identifiers.
@@ -104,7 +113,12 @@ pub fn parse_defines(value: &str) -> Result<Vec<String>, String> {
                 && val
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-');
-            if ident(name) && val_ok {
+            if GEOMETRY_DEFINES.contains(&name) {
+                Err(format!(
+                    "{DEFINES_ENV}: entry {e:?} of {value:?} changes a launch's geometry, \
+                     which the host computes for the default build; not settable here"
+                ))
+            } else if ident(name) && val_ok {
                 Ok(format!("-D{name}={val}"))
             } else {
                 Err(format!(
@@ -299,5 +313,7 @@ mod tests {
         }
         let e = parse_defines("OK=1,A;B=2").unwrap_err();
         assert!(e.contains("\"A;B=2\""), "{e}");
+        let e = parse_defines("P_DIAG=1 P_VSTAGES=4").unwrap_err();
+        assert!(e.contains("\"P_VSTAGES=4\"") && e.contains("geometry"), "{e}");
     }
 }
