@@ -90,7 +90,15 @@ pub const DEFINES_ENV: &str = "MINISGL_KERNEL_DEFINES";
 /// built with another value, a kernel would run past the shared memory it was given.
 /// attn_bench derives the geometry from its variants, so it can try these.
 const GEOMETRY_DEFINES: &[&str] = &[
-    "P_BQ", "P_BK", "P_THREADS", "P_QSLOTS", "P_KSTAGES", "P_VSTAGES", "H_BK", "H_STAGES", "DM_BK",
+    "P_BQ",
+    "P_BK",
+    "P_THREADS",
+    "P_QSLOTS",
+    "P_KSTAGES",
+    "P_VSTAGES",
+    "H_BK",
+    "H_STAGES",
+    "DM_BK",
     "DM_PAD",
 ];
 
@@ -314,6 +322,9 @@ mod tests {
         let e = parse_defines("OK=1,A;B=2").unwrap_err();
         assert!(e.contains("\"A;B=2\""), "{e}");
         let e = parse_defines("P_DIAG=1 P_VSTAGES=4").unwrap_err();
-        assert!(e.contains("\"P_VSTAGES=4\"") && e.contains("geometry"), "{e}");
+        assert!(
+            e.contains("\"P_VSTAGES=4\"") && e.contains("geometry"),
+            "{e}"
+        );
     }
 }
