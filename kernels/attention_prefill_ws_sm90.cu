@@ -53,18 +53,21 @@
 #ifndef P_PINGPONG
 #define P_PINGPONG 1
 #endif
-// One P buffer, packed from S only once the previous P V has landed (FlashAttention-3's
-// order; S, O and P hold 160 registers at head_dim 128); two buffers spilled and were
-// no faster. O leaves through this warpgroup's rows of the item's Q slot (16-byte rows
-// to global memory), 4-5% faster than fragment stores. Both measured in
-// gpu-2026-12-02-epilogue.md; the alternatives were removed on 2026-12-03.
-//
-// 1: an item's last P V goes to the tensor cores behind the next item's first Q K^T,
-// and the next item's first softmax runs under it (the round as any other), so the
-// tensor cores never wait for an item's start. 0: each item opens with its Q K^T alone
-// and closes with its P V alone (2026-12-03: short items spend a large share there).
-#ifndef P_XITEM
-#define P_XITEM 1
+// 1: one P buffer, packed from S only once the previous P V has landed
+// (FlashAttention-3's order; S, O and P hold 160 registers at head_dim 128). 0: two,
+// the next P packed while P V still reads the other (192 registers: the consumers
+// spilled 116-172 bytes at 224). Equal speed with the shared-memory epilogue, one P
+// ahead on the ragged page-64 case (gpu-2026-12-02-epilogue.md).
+#ifndef P_ONE_P
+#define P_ONE_P 1
+#endif
+// 1: O leaves through this warpgroup's rows of the item's Q slot (its Q is dead once its
+// last Q K^T has landed): fragments into shared memory, then 16-byte rows to global
+// memory, and the slot is released after. 0: 4-byte fragment stores straight to global
+// memory (a warp's store covers eight rows, half of each 32-byte sector). 1 was 4-5%
+// faster at 8 x 2,048 (gpu-2026-12-02-epilogue.md).
+#ifndef P_SMEM_EPI
+#define P_SMEM_EPI 1
 #endif
 // Producer warps that issue K/V copies (TMA builds; 1, 2 or 4). Each waits on the
 // stages itself and issues every P_KV_WARPS-th copy of a tile, arriving on the full
@@ -317,13 +320,15 @@ struct Rows {
     int pos0, pos1, first_pos;
     float sl2;
 
-    // S -> exponentials in s, running max and sum; returns in al0/al1 the factors by
-    // which O must be rescaled once the previous P V has landed.
+    // S -> exponentials in s, running max and sum (and, with two P buffers, P packed
+    // into pf); returns in al0/al1 the factors by which O must be rescaled once the
+    // previous P V has landed.
     // MASK: the tile reaches past this warpgroup's first row, so the causal mask
     // applies (decided per round by the caller: masking every tile cost a compare and
     // a select per score, a fifth of the softmax's instructions).
     template <bool MASK>
-    __device__ __forceinline__ void softmax(float (&s)[P_BK / 2], int kb, float& al0, float& al1) {
+    __device__ __forceinline__ void softmax(float (&s)[P_BK / 2], int kb, u32 (&pf)[P_BK / 16][4],
+                                            float& al0, float& al1) {
         int tq = threadIdx.x & 3;
         float mx0 = NEG_INF, mx1 = NEG_INF;
 #pragma unroll
@@ -360,6 +365,7 @@ struct Rows {
         }
         l0 = l0 * al0 + rs0;
         l1 = l1 * al1 + rs1;
+        if (!P_ONE_P) pack(s, pf);
     }
 
     // P (bf16 A fragments of P V) from the exponentials softmax left in s.
@@ -565,64 +571,64 @@ __device__ __forceinline__ void prefill_sm90_impl(
     const int my_turn = 1 + wg, their_turn = 2 - wg;
     if (P_PINGPONG && wg == 1) named_arrive(1, 256);
 
-    int qc = 0, kc = 0, vc = 0;  // Q slots, K and V tiles taken so far
-    auto k_stage = [&](int i) { return kv_base + (i % P_KSTAGES) * TILE_BYTES; };
-    auto v_stage = [&](int i) { return kv_base + (P_KSTAGES + i % P_VSTAGES) * TILE_BYTES; };
-    // Tiles the copy engine wrote are already in the async proxy; cp.async
-    // writes are generic stores that need the fence before wgmma reads them.
-    auto wait_k = [&](int i) {
-        mbar_wait(bars.full_k(i % P_KSTAGES), (i / P_KSTAGES) & 1);
-        if (P_CONSUMER_FENCE && !TMA) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    };
-    auto wait_v = [&](int i) {
-        mbar_wait(bars.full_v(i % P_VSTAGES), (i / P_VSTAGES) & 1);
-        if (P_CONSUMER_FENCE && !TMA) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    };
-    auto turn_begin = [&]() {
-        if (P_PINGPONG) named_sync(my_turn, 256);
-    };
-    auto turn_end = [&]() {
-        if (P_PINGPONG) named_arrive(their_turn, 256);
-    };
-
-    Rows<HD> st;
-    st.sl2 = scale * LOG2E;
-#pragma unroll
-    for (int i = 0; i < HD / 2; i++) st.oacc[i] = 0.0f;
-    float sacc[P_BK / 2];
-    u32 pf[P_BK / 16][4];
-    float al0 = 1.0f, al1 = 1.0f;
-    u32 qs = 0;  // this warpgroup's 64 rows of the Q tile whose S is computed next
-
-    // Waits for the next Q slot's item; false past the end of the work. Sets this
-    // warpgroup's rows, a fresh running max and sum and qs; O must be zero by the
-    // item's first P V (its second round).
-    auto take_item = [&](Item& it) {
-        const int slot = qc % P_QSLOTS;
-        mbar_wait(bars.full_q(slot), (qc / P_QSLOTS) & 1);
-        const int t = item_of_slot[slot];
-        if (t >= total) return false;
+    int qc = 0, kc = 0, vc = 0;
+    while (true) {
+        const int qslot = qc % P_QSLOTS;
+        mbar_wait(bars.full_q(qslot), (qc / P_QSLOTS) & 1);
+        const int t = item_of_slot[qslot];
+        if (t >= total) break;
 #if P_ITEM_SMEM
-        it.load(item_fields[slot]);
+        Item it;
+        it.load(item_fields[qslot]);
 #else
-        it = Item(t, q_start, kv_len, tile_seq, tile_q0, num_tiles, q_heads);
+        Item it(t, q_start, kv_len, tile_seq, tile_q0, num_tiles, q_heads);
 #endif
+        const int n = it.n;
         const int wq0 = it.q0 + wg * 64;
-        st.pos0 = it.prefix + wq0 + warp * 16 + g;
-        st.pos1 = st.pos0 + 8;
+        const int r0 = wq0 + warp * 16 + g, r1 = r0 + 8;
+
+        Rows<HD> st;
+        st.pos0 = it.prefix + r0;
+        st.pos1 = it.prefix + r1;
         st.first_pos = it.prefix + wq0;
+        st.sl2 = scale * LOG2E;
         st.m0 = st.m1 = NEG_INF;
         st.l0 = st.l1 = 0.0f;
-        qs = base + slot * Q_BYTES + wg * 64 * 128;
-        // Q came by cp.async (the generic proxy); wgmma reads it through the async one.
-        if (P_CONSUMER_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        return true;
-    };
-    // Key tiles from this one on reach past the warpgroup's first row (causal mask).
-    auto diag_tile = [&]() { return (st.first_pos + 1) / P_BK; };
+#pragma unroll
+        for (int i = 0; i < HD / 2; i++) st.oacc[i] = 0.0f;
 
-    // An item's first round on its own: S_0 only, its softmax after it.
-    auto first_alone = [&]() {
+        const u32 qs = base + qslot * Q_BYTES + wg * 64 * 128;
+        if (P_CONSUMER_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+
+        auto k_stage = [&](int i) { return kv_base + (i % P_KSTAGES) * TILE_BYTES; };
+        auto v_stage = [&](int i) { return kv_base + (P_KSTAGES + i % P_VSTAGES) * TILE_BYTES; };
+        // Tiles the copy engine wrote are already in the async proxy; cp.async
+        // writes are generic stores that need the fence before wgmma reads them.
+        auto wait_k = [&](int i) {
+            mbar_wait(bars.full_k(i % P_KSTAGES), (i / P_KSTAGES) & 1);
+            if (P_CONSUMER_FENCE && !TMA) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        };
+        auto wait_v = [&](int i) {
+            mbar_wait(bars.full_v(i % P_VSTAGES), (i / P_VSTAGES) & 1);
+            if (P_CONSUMER_FENCE && !TMA) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        };
+        auto turn_begin = [&]() {
+            if (P_PINGPONG) named_sync(my_turn, 256);
+        };
+        auto turn_end = [&]() {
+            if (P_PINGPONG) named_arrive(their_turn, 256);
+        };
+
+        float sacc[P_BK / 2];
+        u32 pa[P_BK / 16][4];
+#if P_ONE_P
+        auto& pb = pa;
+#else
+        u32 pb[P_BK / 16][4];
+#endif
+        float al0, al1;
+
+        // Round 0: S_0 only. O starts at zero, so P_0's rescale factor is moot.
         wait_k(kc);
         turn_begin();
         wgmma_fence();
@@ -632,71 +638,85 @@ __device__ __forceinline__ void prefill_sm90_impl(
         wgmma_wait<0>();
         fence_regs(sacc);
         mbar_arrive_if(bars.empty_k(kc % P_KSTAGES), leader);
+        mbar_arrive_if(bars.empty_q(qslot), !P_SMEM_EPI && leader && n == 1);
         kc++;
-        if (diag_tile() == 0)
-            st.template softmax<true>(sacc, 0, al0, al1);
+        if (P_BK > st.first_pos)
+            st.template softmax<true>(sacc, 0, pa, al0, al1);
         else
-            st.template softmax<false>(sacc, 0, al0, al1);
-        Rows<HD>::pack(sacc, pf);
-    };
-    // A round: Q K_j^T (of the Q at qs) goes to the tensor cores, O is rescaled by the
-    // factors of the previous softmax while it runs, then the previous P V follows; the
-    // softmax of S_j runs while P V does (FlashAttention-3's order). With P_XITEM the
-    // previous P V may be the last of the item before: j is 0 and qs, the running max
-    // and sum are already the new item's. No branch and no access to a running wgmma's
-    // registers between it and its wait: either makes ptxas serialise the wgmmas. Two
-    // copies, with and without the causal mask (NVRTC takes no generic lambdas, so the
-    // flag is a macro argument).
-#define PREFILL_ROUND(MASK)                                      \
-    [&](int j) {                                                 \
-        wait_k(kc);                                              \
-        wait_v(vc);                                              \
-        turn_begin();                                            \
-        wgmma_fence();                                           \
-        issue_qk<HD>(sacc, qs, k_stage(kc));                     \
-        wgmma_commit();                                          \
-        st.rescale(al0, al1);                                    \
-        wgmma_fence();                                           \
-        issue_pv<HD>(st.oacc, pf, v_stage(vc));                  \
-        wgmma_commit();                                          \
-        turn_end();                                              \
-        wgmma_wait<1>();                                         \
-        fence_regs(sacc);                                        \
-        mbar_arrive_if(bars.empty_k(kc % P_KSTAGES), leader);    \
-        st.template softmax<MASK>(sacc, j * P_BK, al0, al1);     \
-        wgmma_wait<0>();                                         \
-        fence_regs(st.oacc);                                     \
-        mbar_arrive_if(bars.empty_v(vc % P_VSTAGES), leader);    \
-        Rows<HD>::pack(sacc, pf);                                \
-        kc++;                                                    \
-        vc++;                                                    \
+            st.template softmax<false>(sacc, 0, pa, al0, al1);
+        if (P_ONE_P) Rows<HD>::pack(sacc, pa);
+
+        // Round j (1 <= j < n): Q K_j^T goes to the tensor cores, O is rescaled by
+        // the factors of softmax j-1 while it runs, then P_{j-1} V_{j-1} follows;
+        // the softmax of S_j runs while P V does (FlashAttention-3's order). No
+        // branch and no access to a running wgmma's registers between it and its
+        // wait: either makes ptxas serialise the wgmmas.
+        // Two copies of a round, with and without the causal mask (NVRTC takes no
+        // generic lambdas, so the flag is a macro argument).
+#define PREFILL_ROUND(MASK)                                                          \
+    [&](const u32(&cur)[P_BK / 16][4], u32(&nxt)[P_BK / 16][4], int j) {            \
+        wait_k(kc);                                                                  \
+        wait_v(vc);                                                                  \
+        turn_begin();                                                                \
+        wgmma_fence();                                                               \
+        issue_qk<HD>(sacc, qs, k_stage(kc));                                         \
+        wgmma_commit();                                                              \
+        st.rescale(al0, al1);                                                        \
+        wgmma_fence();                                                               \
+        issue_pv<HD>(st.oacc, cur, v_stage(vc));                                     \
+        wgmma_commit();                                                              \
+        turn_end();                                                                  \
+        wgmma_wait<1>();                                                             \
+        fence_regs(sacc);                                                            \
+        mbar_arrive_if(bars.empty_k(kc % P_KSTAGES), leader);                         \
+        mbar_arrive_if(bars.empty_q(qslot), !P_SMEM_EPI && leader && j == n - 1);   \
+        st.template softmax<MASK>(sacc, j * P_BK, nxt, al0, al1);                    \
+        wgmma_wait<0>();                                                             \
+        fence_regs(st.oacc);                                                         \
+        mbar_arrive_if(bars.empty_v(vc % P_VSTAGES), leader);                         \
+        if (P_ONE_P) Rows<HD>::pack(sacc, nxt);                                      \
+        kc++;                                                                        \
+        vc++;                                                                        \
     }
-    auto step = PREFILL_ROUND(false);
-    auto step_masked = PREFILL_ROUND(true);
+        auto step = PREFILL_ROUND(false);
+        auto step_masked = PREFILL_ROUND(true);
 #undef PREFILL_ROUND
-    // An item's last P V on its own.
-    auto last_alone = [&]() {
-        wait_v(vc);
-        turn_begin();
-        st.rescale(al0, al1);
-        wgmma_fence();
-        issue_pv<HD>(st.oacc, pf, v_stage(vc));
-        wgmma_commit();
-        turn_end();
-        wgmma_wait<0>();
-        fence_regs(st.oacc);
-        mbar_arrive_if(bars.empty_v(vc % P_VSTAGES), leader);
-        vc++;
-    };
-    // O of a finished item (its last P V landed) out through this warpgroup's rows of
-    // its Q slot, which is then released; O starts again at zero.
-    auto epilogue = [&](const Item& it, int slot, float inv0, float inv1) {
+        // The last round: P V only.
+        auto last = [&](const u32 (&cur)[P_BK / 16][4]) {
+            wait_v(vc);
+            turn_begin();
+            st.rescale(al0, al1);
+            wgmma_fence();
+            issue_pv<HD>(st.oacc, cur, v_stage(vc));
+            wgmma_commit();
+            turn_end();
+            wgmma_wait<0>();
+            fence_regs(st.oacc);
+            mbar_arrive_if(bars.empty_v(vc % P_VSTAGES), leader);
+            vc++;
+        };
+        // Tiles from `diag` on reach past the warpgroup's first row.
+        const int diag = max(1, (st.first_pos + 1) / P_BK);
+        int j = 1;
+        while (true) {
+            if (j >= n) { last(pa); break; }
+            if (j >= diag) step_masked(pa, pb, j++); else step(pa, pb, j++);
+            if (j >= n) { last(pb); break; }
+            if (j >= diag) step_masked(pb, pa, j++); else step(pb, pa, j++);
+        }
+        qc++;
+
+        float l0 = st.l0, l1 = st.l1;
+        l0 = quad_sum(l0);
+        l1 = quad_sum(l1);
+        float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
+        size_t ostride = (size_t)q_heads * HD;
+#if P_SMEM_EPI
         // The Q rows were read by wgmma (the async proxy); order those reads before
         // these generic writes over them.
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        const int wq0 = it.q0 + wg * 64;
-        const int lr0 = wg * 64 + warp * 16 + g;  // this thread's first row of the slot
-        const u32 os = base + slot * Q_BYTES;
+        const int lr0 = wg * 64 + warp * 16 + g;  // r0's row of the slot
+        const u32 os = base + qslot * Q_BYTES;
 #pragma unroll
         for (int dt = 0; dt < HD / 8; dt++) {
             u32 at = os + tile_off<P_BQ>(lr0, dt) + 4 * tq;
@@ -705,7 +725,6 @@ __device__ __forceinline__ void prefill_sm90_impl(
         }
         named_sync(4 + wg, 128);
         // 64 rows of HD / 8 16-byte chunks; a warp writes whole rows.
-        const size_t ostride = (size_t)q_heads * HD;
 #pragma unroll
         for (int i = ctid; i < 64 * (HD / 8); i += 128) {
             int r = i / (HD / 8), c = i % (HD / 8);
@@ -714,44 +733,19 @@ __device__ __forceinline__ void prefill_sm90_impl(
                     lds128(os + tile_off<P_BQ>(wg * 64 + r, c));
         }
         // Each warp's reads have returned (its stores used them): the slot may refill.
-        mbar_arrive_if(bars.empty_q(slot), leader);
+        mbar_arrive_if(bars.empty_q(qslot), leader);
+#else
 #pragma unroll
-        for (int i = 0; i < HD / 2; i++) st.oacc[i] = 0.0f;
-    };
-
-    Item it;
-    bool more = take_item(it);
-    if (more) first_alone();
-    while (more) {
-        // Rounds 1 .. n - 1 of the item.
-        const int n = it.n, diag = diag_tile();
-        for (int j = 1; j < n; j++) {
-            if (j >= diag)
-                step_masked(j);
-            else
-                step(j);
+        for (int dt = 0; dt < HD / 8; dt++) {
+            int col = it.h * HD + dt * 8 + 2 * tq;
+            if (r0 < it.n_new)
+                *reinterpret_cast<u32*>(o + (size_t)(it.qs0 + r0) * ostride + col) =
+                    pack_bf16x2(st.oacc[dt * 4 + 0] * inv0, st.oacc[dt * 4 + 1] * inv0);
+            if (r1 < it.n_new)
+                *reinterpret_cast<u32*>(o + (size_t)(it.qs0 + r1) * ostride + col) =
+                    pack_bf16x2(st.oacc[dt * 4 + 2] * inv1, st.oacc[dt * 4 + 3] * inv1);
         }
-        // Its softmax is complete: the normaliser is final.
-        const float l0 = quad_sum(st.l0), l1 = quad_sum(st.l1);
-        const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
-        const Item done = it;
-        const int done_slot = qc % P_QSLOTS;
-        qc++;
-        if (P_XITEM) {
-            more = take_item(it);
-            if (more && diag_tile() == 0)
-                step_masked(0);
-            else if (more)
-                step(0);
-            else
-                last_alone();
-            epilogue(done, done_slot, inv0, inv1);
-        } else {
-            last_alone();
-            epilogue(done, done_slot, inv0, inv1);
-            more = take_item(it);
-            if (more) first_alone();
-        }
+#endif
     }
     // Warpgroup 1's opening arrival is still pending on barrier 1: take it.
     if (P_PINGPONG && wg == 0) named_sync(1, 256);
