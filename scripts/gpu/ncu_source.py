@@ -65,6 +65,19 @@ def main():
     for (ro, what), v in sorted(cats.items(), key=lambda x: -x[1]):
         if v / total >= 0.002:
             print(f"{100 * v / total:5.1f}%  {ro:9s} {what}")
+    # What the samples of each role were doing, over all its lines (an "other" share
+    # that is mostly `selected` is issuing, mostly `wait` or `math_pipe_throttle` is
+    # dependent or pipe-bound arithmetic).
+    print()
+    for ro in sorted(set(role)):
+        by = {}
+        for i, r in enumerate(data):
+            if role[i] == ro:
+                for h in stalls:
+                    by[h[6:]] = by.get(h[6:], 0) + int(r[ix[h]] or 0)
+        n = sum(by.values()) or 1
+        top = sorted(by.items(), key=lambda x: -x[1])[:6]
+        print(f"{ro:9s} " + "  ".join(f"{h} {100 * v / n:.0f}%" for h, v in top if v))
     print()
     hot = sorted(range(len(data)), key=lambda i: -samples(data[i]))[: a.top]
     for i in hot:
