@@ -17,9 +17,9 @@
 //   one bulk tensor copy per page chunk between them, completing on the tile's
 //   mbarrier with their bytes; in the gather builds (attn_prefill_ws_gather_hd*) all
 //   128 threads copy with cp.async and each signals the mbarrier when its copies
-//   land. Either way the producer never
-//   waits for its own loads, only for a stage to be released. It runs on few
-//   registers (setmaxnreg) so the two consumers can hold S, P and O.
+//   land. Either way the producer never waits for its own loads, only for a stage to
+//   be released. It runs on few registers (setmaxnreg) so the two consumers can hold
+//   S, P and O.
 // - Warpgroups 1 and 2 each own 64 query rows of a 128-row tile. Q K^T runs on wgmma
 //   from shared memory (Q is in shared memory, not registers), P V with P in
 //   registers. Within a warpgroup, Q K^T of tile j and P V of tile j-1 go to the tensor
@@ -73,9 +73,10 @@
 // stages itself and issues every P_KV_WARPS-th copy of a tile, arriving on the full
 // barrier with its own bytes. At pages of 16 a tile of K or V is 16 copies; issued by
 // one warp (a loop over its lanes, each copy's coordinates moved to uniform registers)
-// they cost the kernel a fifth (8 x 2,048: 388 / 403 TFLOP/s with one warp, 515 / 494
-// with four, 2026-12-03 call 1). With four, tiles on consecutive pages gain nothing
-// from one copy per tile (the whole-tile maps of 2026-12-02 were removed).
+// they cost the kernel a quarter (8 x 2,048 on random pages: 388 / 403 TFLOP/s with
+// one warp, 521 / 502 with four, gpu-2026-12-03-kvwarps.md call 1). With four, tiles
+// on consecutive pages gain nothing from one copy per tile (the whole-tile maps of
+// 2026-12-02 were removed).
 #ifndef P_KV_WARPS
 #define P_KV_WARPS 4
 #endif

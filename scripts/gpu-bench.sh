@@ -676,7 +676,7 @@ device)
         long_if_time qwen3-14b 450 140 "$out/long-qwen3-14b.log"
         ls -la "$out"
     elif [ "$part" = 40 ]; then
-        cat "$out/env.log"; rm "$out/env.log"
+        rm "$out/env.log"  # already printed by the tee above
         # 64 groups x 4,096 shared tokens + 512 prompts of 256-2,048 own tokens in 8,000
         # pages of 16 (128k tokens): the radix cache evicts throughout.
         sp=(--workload shared-prefix --num-seqs 512 --num-groups 64 --prefix-len 4096
