@@ -214,6 +214,128 @@ fn greedy_continuations_match_hf() {
     }
 }
 
+/// Every greedy continuation of a fixture decoded side by side, one batch per
+/// step, on a runner that cuts each decode step into two halves
+/// (model::overlap, forced from two sequences): the tokens must be HF's, and
+/// each decode step's logits those of the same step on a runner that does not
+/// cut it. The steps take their tokens from the previous sampling
+/// (`first_from_last_step`), which the halves renumber.
+/// One greedy reference being decoded: HF's new tokens and ours so far.
+struct Decoding {
+    id: u64,
+    prompt: Vec<u32>,
+    want: Vec<u32>,
+    pages: Vec<u32>,
+    got: Vec<u32>,
+}
+
+#[test]
+fn overlapped_decode_halves_match_hf() {
+    use minisgl::model::runner::RunnerOptions;
+    for name in FP32_MODELS {
+        let r = reference(name);
+        let m = minisgl::model::load(&fixture(name)).expect("fixture loads");
+        let opts = |n| RunnerOptions {
+            cuda_graph_max_bs: 0,
+            decode_overlap: Some(n),
+            ..RunnerOptions::default()
+        };
+        let mut halves =
+            Runner::with_options(CpuBackend::new(), &m, NUM_PAGES, PAGE_SIZE, &opts(2)).unwrap();
+        let mut whole =
+            Runner::with_options(CpuBackend::new(), &m, NUM_PAGES, PAGE_SIZE, &opts(0)).unwrap();
+        assert!(halves.overlap().is_some() && whole.overlap().is_none());
+        let mut pages = Pages::new(NUM_PAGES);
+        let mut seqs: Vec<Decoding> = r.json["greedy"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(gi, g)| {
+                let pi = g["prompt_index"].as_u64().unwrap() as usize;
+                let want: Vec<u32> = g["new_tokens"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|t| t.as_u64().unwrap() as u32)
+                    .collect();
+                let prompt = r.prompts[pi].clone();
+                let pt = pages.take(pages_for(prompt.len() + want.len()));
+                Decoding {
+                    id: 100 + gi as u64,
+                    prompt,
+                    want,
+                    pages: pt,
+                    got: vec![],
+                }
+            })
+            .collect();
+        assert!(
+            seqs.len() >= 3,
+            "{name}: too few greedy references to cut a batch"
+        );
+        let prompts: Vec<_> = seqs
+            .iter()
+            .map(|d| {
+                seq(
+                    d.id,
+                    &d.prompt,
+                    0,
+                    &d.pages[..pages_for(d.prompt.len())],
+                    true,
+                )
+            })
+            .collect();
+        whole.step(&step(prompts.clone())).unwrap();
+        let out = halves.step(&step(prompts)).unwrap();
+        for (s, o) in seqs.iter_mut().zip(&out.outputs) {
+            s.got.push(o.token);
+        }
+        let steps = seqs.iter().map(|s| s.want.len()).max().unwrap();
+        for k in 1..steps {
+            // Sequences that are done drop out, so the batch shrinks and the cut moves.
+            let live: Vec<usize> = (0..seqs.len())
+                .filter(|&i| seqs[i].want.len() > k)
+                .collect();
+            let decode: Vec<_> = live
+                .iter()
+                .map(|&i| {
+                    let d = &seqs[i];
+                    let pos = d.prompt.len() + d.got.len() - 1;
+                    let pt = &d.pages[..pages_for(pos + 1)];
+                    seq(d.id, &d.got[d.got.len() - 1..], pos as u32, pt, true)
+                })
+                .collect();
+            // The reference runner writes the same KV into its own cache first.
+            let want = whole.logits(&step(decode.clone())).unwrap();
+            let got = halves.logits(&step(decode.clone())).unwrap();
+            for j in 0..live.len() {
+                check(
+                    name,
+                    &format!("overlapped decode step {k}, row {j}"),
+                    &got[j],
+                    &want[j],
+                );
+            }
+            // The step itself takes each token from its own previous sampling.
+            let mut chained = step(decode);
+            for s in &mut chained.seqs {
+                s.tokens = vec![u32::MAX];
+                s.first_from_last_step = true;
+            }
+            let out = halves.step(&chained).unwrap();
+            assert_eq!(out.outputs.len(), live.len());
+            for (o, &i) in out.outputs.iter().zip(&live) {
+                assert_eq!(o.id, seqs[i].id);
+                seqs[i].got.push(o.token);
+            }
+        }
+        for d in &seqs {
+            assert_eq!(d.got, d.want, "{name}: request {} decoded in halves", d.id);
+        }
+    }
+}
+
 #[test]
 fn bad_step_input_is_an_error_not_a_panic() {
     let mut run = runner("qwen3");

@@ -399,6 +399,8 @@ pub struct Device {
     pub blas: CudaBlas,
     /// cuBLAS's workspace; declared after `blas` so it is freed after the handle.
     _blas_workspace: CudaSlice<u8>,
+    /// Lane 1 of an overlapped decode step (lane 0 is `stream`, `blas`, `gemv_ticket`).
+    pub side: SideLane,
     pub kernels: Kernels,
     pub name: String,
     pub cc: (i32, i32),
@@ -459,24 +461,8 @@ impl Device {
         // A created stream, not the legacy default one: only those can be captured
         // into CUDA graphs.
         let stream = ctx.new_stream()?;
-        let blas = CudaBlas::new(stream.clone())?;
-        // cuBLAS must not allocate while a graph is being recorded; give it its
-        // workspace up front (32 MiB covers Hopper's largest recommendation).
-        let blas_workspace = stream.alloc_zeros::<u8>(BLAS_WORKSPACE_BYTES)?;
-        // SAFETY: the workspace outlives the handle (field order in `Device`) and is
-        // used only by work on `stream`, the handle's stream.
-        let st = unsafe {
-            cudarc::cublas::sys::cublasSetWorkspace_v2(
-                *blas.handle(),
-                dptr(&blas_workspace, &stream) as *mut std::ffi::c_void,
-                BLAS_WORKSPACE_BYTES,
-            )
-        };
-        if st != cudarc::cublas::sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
-            return Err(CudaError::Unsupported(format!(
-                "cublasSetWorkspace failed: {st:?}"
-            )));
-        }
+        let (blas, blas_workspace) = blas_for(&stream)?;
+        let side = SideLane::new(&ctx)?;
         let cc = ctx.compute_capability()?;
         let num_sms = ctx.attribute(
             cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
@@ -576,6 +562,7 @@ impl Device {
             stream,
             blas,
             _blas_workspace: blas_workspace,
+            side,
             kernels,
             name,
             cc,
@@ -601,6 +588,58 @@ impl Device {
             dev.sk_blocks_per_sm
         );
         Ok(dev)
+    }
+}
+
+/// A cuBLAS handle on `stream` with its own workspace. cuBLAS must not allocate while
+/// a graph is being recorded, so the workspace is given up front (32 MiB covers
+/// Hopper's largest recommendation); a handle per stream, because two products
+/// running at once must not share one workspace.
+fn blas_for(stream: &Arc<CudaStream>) -> Result<(CudaBlas, CudaSlice<u8>), CudaError> {
+    let blas = CudaBlas::new(stream.clone())?;
+    let ws = stream.alloc_zeros::<u8>(BLAS_WORKSPACE_BYTES)?;
+    // SAFETY: the caller keeps the workspace alive as long as the handle (field order)
+    // and it is used only by work on `stream`, the handle's stream.
+    let st = unsafe {
+        cudarc::cublas::sys::cublasSetWorkspace_v2(
+            *blas.handle(),
+            dptr(&ws, stream) as *mut std::ffi::c_void,
+            BLAS_WORKSPACE_BYTES,
+        )
+    };
+    if st != cudarc::cublas::sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+        return Err(CudaError::Unsupported(format!(
+            "cublasSetWorkspace failed: {st:?}"
+        )));
+    }
+    Ok((blas, ws))
+}
+
+/// The second lane of an overlapped decode step ([`Backend::lanes`]
+/// (crate::backend::Backend::lanes)): a stream, and its own copy of everything two
+/// concurrent kernels must not share (a cuBLAS handle and workspace, the gemv
+/// ticket). `signal[i]` is lane i's latest [`Backend::lane_signal`]
+/// (crate::backend::Backend::lane_signal); an event may be recorded again as soon as
+/// the waits on its previous record are enqueued.
+pub struct SideLane {
+    pub stream: Arc<CudaStream>,
+    pub blas: CudaBlas,
+    _workspace: CudaSlice<u8>,
+    pub gemv_ticket: CudaSlice<u32>,
+    pub signal: [cudarc::driver::CudaEvent; 2],
+}
+
+impl SideLane {
+    fn new(ctx: &Arc<CudaContext>) -> Result<SideLane, CudaError> {
+        let stream = ctx.new_stream()?;
+        let (blas, ws) = blas_for(&stream)?;
+        Ok(SideLane {
+            gemv_ticket: stream.alloc_zeros::<u32>(1)?,
+            signal: [ctx.new_event(None)?, ctx.new_event(None)?],
+            stream,
+            blas,
+            _workspace: ws,
+        })
     }
 }
 

@@ -147,7 +147,8 @@ pub(crate) const PREFILL_TILE: usize = 64;
 /// The CUDA backend.
 pub struct CudaBackend {
     pub dev: Device,
-    pub(crate) graph_arena: RefCell<Option<GraphArena>>,
+    /// One arena per half of an overlapped step (part 0 also serves whole steps).
+    pub(crate) graph_arena: RefCell<Vec<GraphArena>>,
     /// Tokens chosen by the latest sampling (device, by sample row) and their
     /// count: what the next step's `from_last` rows read.
     pub(crate) last_chosen: RefCell<Option<(CudaSlice<u32>, usize)>>,
@@ -179,6 +180,9 @@ pub struct CudaBackend {
     /// This device's rank when the model is split across GPUs
     /// ([`Backend::all_reduce`](super::Backend::all_reduce) goes through it).
     pub(crate) nccl: Option<nccl::NcclRank>,
+    /// The lane ops enqueue on ([`Backend::set_lane`](super::Backend::set_lane)):
+    /// 0 is `dev.stream`, 1 is `dev.side`.
+    pub(crate) lane: std::cell::Cell<usize>,
 }
 
 impl CudaBackend {
@@ -186,7 +190,7 @@ impl CudaBackend {
     pub fn new(opts: &CudaOptions) -> Result<Self, CudaError> {
         Ok(CudaBackend {
             dev: Device::open(opts)?,
-            graph_arena: RefCell::new(None),
+            graph_arena: RefCell::new(Vec::new()),
             last_chosen: RefCell::new(None),
             pinned_pool: RefCell::new(Vec::new()),
             gemv_rows: std::cell::Cell::new(opts.gemv_rows.min(GEMV_MAX_ROWS)),
@@ -198,6 +202,7 @@ impl CudaBackend {
             norm_prologue: std::cell::Cell::new(opts.norm_prologue),
             gemv_tc: std::cell::Cell::new(opts.gemv_tc),
             nccl: None,
+            lane: std::cell::Cell::new(0),
         })
     }
 
@@ -324,6 +329,35 @@ impl CudaBackend {
         Ok(())
     }
 
+    /// The stream of the current lane: every op of a forward pass enqueues here and
+    /// allocates its outputs here (stream-ordered, so a half's buffers are reused in
+    /// its own lane's order).
+    pub(crate) fn stream(&self) -> &std::sync::Arc<cudarc::driver::CudaStream> {
+        if self.lane.get() == 1 {
+            &self.dev.side.stream
+        } else {
+            &self.dev.stream
+        }
+    }
+
+    /// The current lane's cuBLAS handle (each lane has its own workspace).
+    pub(crate) fn blas(&self) -> &cudarc::cublas::CudaBlas {
+        if self.lane.get() == 1 {
+            &self.dev.side.blas
+        } else {
+            &self.dev.blas
+        }
+    }
+
+    /// The current lane's `gemv_residual_norm` ticket.
+    pub(crate) fn gemv_ticket(&self) -> &CudaSlice<u32> {
+        if self.lane.get() == 1 {
+            &self.dev.side.gemv_ticket
+        } else {
+            &self.dev.gemv_ticket
+        }
+    }
+
     fn ptr<T>(&self, s: &CudaSlice<T>) -> u64 {
         device::dptr(s, &self.dev.stream)
     }
@@ -347,12 +381,12 @@ impl CudaBackend {
 
     fn alloc_bf16(&self, n: usize) -> Result<CudaSlice<u16>, BackendError> {
         // SAFETY: every caller writes all `n` elements before they are read.
-        Ok(unsafe { self.dev.stream.alloc::<u16>(n.max(1)) }?)
+        Ok(unsafe { self.stream().alloc::<u16>(n.max(1)) }?)
     }
 
     fn alloc_f32(&self, n: usize) -> Result<CudaSlice<f32>, BackendError> {
         // SAFETY: as above.
-        Ok(unsafe { self.dev.stream.alloc::<f32>(n.max(1)) }?)
+        Ok(unsafe { self.stream().alloc::<f32>(n.max(1)) }?)
     }
 
     /// A fresh bf16 `[rows, cols]` tensor (contents undefined until written).
@@ -385,7 +419,7 @@ impl CudaBackend {
         if self.dev.pdl && pdl::pdl_kernel(name) {
             return timeline::wrap(&self.dev, name, || self.launch_pdl(f, cfg, args));
         }
-        let mut b = self.dev.stream.launch_builder(f);
+        let mut b = self.stream().launch_builder(f);
         for a in args {
             match a {
                 Arg::U64(v) => b.arg(v),

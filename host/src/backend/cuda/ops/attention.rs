@@ -544,7 +544,7 @@ impl CudaBackend {
                 let o_part = self.alloc_f32(blocks * 2 * 16 * d)?;
                 let lse = self.alloc_f32(blocks * 2 * 16)?;
                 // SAFETY: every block writes its record before the combine reads it.
-                let rec = unsafe { self.dev.stream.alloc::<i32>(blocks * 4) }?;
+                let rec = unsafe { self.stream().alloc::<i32>(blocks * 4) }?;
                 decode_cost();
                 let mut c = cfg((g(blocks), 1, 1), 128);
                 c.shared_mem_bytes =

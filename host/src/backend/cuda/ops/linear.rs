@@ -113,8 +113,9 @@ impl CudaBackend {
         x: &CudaTensor,
         w: &CudaTensor,
         out: &mut CudaTensor,
+        row0: usize,
     ) -> Result<(), BackendError> {
-        let (m, k, n) = shapes::linear_into(&x.shape, &w.shape, &out.shape)?;
+        let (m, k, n) = shapes::linear_into(&x.shape, &w.shape, &out.shape, row0)?;
         if !matches!(out.buf, Buf::F32(_)) {
             return Err(shape_err(
                 "linear_into",
@@ -124,17 +125,19 @@ impl CudaBackend {
         if m == 0 || n == 0 || k == 0 {
             return Ok(());
         }
+        // Byte offset of row `row0` (f32).
+        let at = (row0 * n * 4) as u64;
         if self.use_gemv(m, n, k) {
             let (xp, wp) = (
                 self.bf16_ptr(x, "linear_into")?,
                 self.bf16_ptr(w, "linear_into")?,
             );
-            return self.gemv(xp, wp, 0, self.tptr(out), m, n, k, true);
+            return self.gemv(xp, wp, 0, self.tptr(out) + at, m, n, k, true);
         }
         self.gemm(
             self.bf16_ptr(x, "linear_into")?,
             self.bf16_ptr(w, "linear_into")?,
-            self.tptr(out),
+            self.tptr(out) + at,
             m,
             n,
             k,
@@ -166,7 +169,7 @@ impl CudaBackend {
         // host f32 scalars as CUBLAS_COMPUTE_32F requires.
         crate::backend::cuda::timeline::wrap(&self.dev, "cublas_gemm", || unsafe {
             blas::gemm_ex(
-                *self.dev.blas.handle(),
+                *self.blas().handle(),
                 bsys::cublasOperation_t::CUBLAS_OP_T,
                 bsys::cublasOperation_t::CUBLAS_OP_N,
                 n as i32,
@@ -402,7 +405,7 @@ impl CudaBackend {
                     Arg::I32(n as i32),
                     Arg::I32(k as i32),
                     Arg::I32(ks),
-                    Arg::U64(self.ptr(&self.dev.gemv_ticket)),
+                    Arg::U64(self.ptr(self.gemv_ticket())),
                 ],
             )?;
             return Ok(out);
