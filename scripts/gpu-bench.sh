@@ -107,6 +107,11 @@
 #             small for it (eviction scatters the pages, so prefill reads random pages)
 #             with the default kernels and again under MINISGL_KERNEL_DEFINES=$AB_DEFINES
 #             (default P_KV_WARPS=1).
+#     part 41: two-batch overlap of decode steps: model checks (overlapped graphs and
+#             eager halves against eager), the 0.6B runner step at context ~1024 with the
+#             default rule against decode_overlap=0, the 0.6B default workload both ways,
+#             the 14B runner step (context 256) with overlap forced from 64 (when the
+#             call has time).
 #     (part 38, the split combine a warp per query head against the block kernel, ran at
 #     3034e9b; 3-5% slower at 0.6B batch 1-8, so removed with the part:
 #     docs/results/gpu-2026-12-02-steps.md.)
@@ -691,6 +696,28 @@ device)
         done
         offline_default qwen3-0.6b
         offline_default qwen3-14b
+        ls -la "$out"
+    elif [ "$part" = 41 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # Two-batch overlap (model::overlap): the model checks (gpu-check graphs compares
+        # overlapped graphs and eager halves with the eager reference), the 0.6B runner
+        # step at context PART41_CONTEXT (default 1024) with the default rule against
+        # decode_overlap=0, the 0.6B default workload both ways, then (while the call has
+        # time) the 14B runner step with overlap forced from 64 against its default (off).
+        check_models
+        ctx=${PART41_CONTEXT:-1024}
+        MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_BATCHES=${PART41_BATCHES:-64,128,256} \
+            MINISGL_BENCH_CONTEXT=$ctx MINISGL_BENCH_AB=decode_overlap=0 bench_step qwen3-0.6b -ctx$ctx
+        offline_default qwen3-0.6b
+        MINISGL_DECODE_OVERLAP=0 offline_default qwen3-0.6b -no-overlap
+        if [ "$SECONDS" -lt "${PART41_14B_UNTIL:-330}" ]; then
+            # Context 256: three 14B runners (eager, graphs, A/B) with their own
+            # weights and KV fill the 141 GB at 1,024.
+            MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_BATCHES=64,256 MINISGL_BENCH_CONTEXT=256 \
+                MINISGL_BENCH_AB=decode_overlap=64 bench_step qwen3-14b -ctx256
+        else
+            echo "no time left for the 14B runner step (${SECONDS} s)"
+        fi
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
