@@ -175,7 +175,9 @@ device)
     offline_default() {  # SHAPE [LOG_SUFFIX]: bench offline's default workload, figures into $jl
         # 14B random weights take 85-95 s to build before the run starts. Every step's
         # time and shape go to steps-SHAPE.csv; the log has them by class against their floors.
-        timeout 160 "$bin" bench offline --random-weights .gpu/$1 --device cuda --shape $1 \
+        # OFFLINE_ARGS: extra bench arguments (bench reads no MINISGL_* settings).
+        # shellcheck disable=SC2086
+        timeout 160 "$bin" bench offline --random-weights .gpu/$1 --device cuda --shape $1 ${OFFLINE_ARGS:-} \
             --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" \
             --steps-csv "$out/steps-$1${2:-}.csv" >> "$out/offline-$1${2:-}.log" 2>&1
         echo "$1 default workload${2:-} rc=$?"; grep -E "ceiling|output tok/s|step class|class  |seqs  |prefill|all steps|outside" "$out/offline-$1${2:-}.log" | tail -14
@@ -706,11 +708,16 @@ device)
         # time) the 14B runner step with overlap forced from 64 against its default (off).
         check_models
         ctx=${PART41_CONTEXT:-1024}
-        MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_BATCHES=${PART41_BATCHES:-64,128,256} \
-            MINISGL_BENCH_CONTEXT=$ctx MINISGL_BENCH_AB=decode_overlap=0 bench_step qwen3-0.6b -ctx$ctx
+        # Against the default (overlap, attention at low priority): no overlap; the
+        # halves without priorities; the halves one after the other on one stream.
+        for ab in decode_overlap=0 ${PART41_AB:-MINISGL_OVERLAP_PRIORITY=0 MINISGL_OVERLAP_LANES=1}; do
+            MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_BATCHES=${PART41_BATCHES:-64,128,256} \
+                MINISGL_BENCH_CONTEXT=$ctx MINISGL_BENCH_AB=$ab bench_step qwen3-0.6b -ctx$ctx-${ab%%=*}
+        done
         offline_default qwen3-0.6b
-        MINISGL_DECODE_OVERLAP=0 offline_default qwen3-0.6b -no-overlap
-        if [ "$SECONDS" -lt "${PART41_14B_UNTIL:-330}" ]; then
+        OFFLINE_ARGS="--decode-overlap 0" offline_default qwen3-0.6b -no-overlap
+        rm -f "$out"/steps-*.csv  # the tool returns at most eight files
+        if [ "$SECONDS" -lt "${PART41_14B_UNTIL:-0}" ]; then
             # Context 256: three 14B runners (eager, graphs, A/B) with their own
             # weights and KV fill the 141 GB at 1,024.
             MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_BATCHES=64,256 MINISGL_BENCH_CONTEXT=256 \

@@ -816,4 +816,13 @@ pub trait Backend: Send + 'static {
     fn lane_wait(&self, _other: usize) -> Result<(), BackendError> {
         Ok(())
     }
+
+    /// Mark the ops that follow on the current lane as background work (until
+    /// called with `false`): still in the lane's order, but where the other lane
+    /// has work ready it gets the device first. Attention in an overlapped step
+    /// is background: a kernel launched earlier keeps the SMs it frees
+    /// otherwise, and the other half's short products would wait behind it.
+    fn lane_background(&self, _on: bool) -> Result<(), BackendError> {
+        Ok(())
+    }
 }

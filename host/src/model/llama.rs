@@ -335,12 +335,12 @@ impl<B: Backend> Model<B> {
             if l > 0 {
                 b.lane_wait(1)?;
             }
-            let a0 = self.attend(b, kv, l, halves[0], qkv)?;
+            let a0 = self.attend_background(b, kv, l, halves[0], qkv)?;
             b.lane_signal()?;
             b.set_lane(1)?;
             let qkv = self.qkv(b, l, &h1)?;
             b.lane_wait(0)?;
-            let a1 = self.attend(b, kv, l, halves[1], qkv)?;
+            let a1 = self.attend_background(b, kv, l, halves[1], qkv)?;
             b.lane_signal()?;
             b.set_lane(0)?;
             self.mlp(b, l, &a0, &mut h0)?;
@@ -408,6 +408,21 @@ impl<B: Backend> Model<B> {
             scale: 1.0 / (d as f32).sqrt(),
         };
         Ok(b.qkv_attention(qkv, kv, l, step, &params)?)
+    }
+
+    /// [`Model::attend`] as background work ([`Backend::lane_background`]).
+    fn attend_background(
+        &self,
+        b: &B,
+        kv: &mut B::Kv,
+        l: usize,
+        step: &B::Step,
+        qkv: B::Tensor,
+    ) -> Result<B::Tensor, ModelError> {
+        b.lane_background(true)?;
+        let a = self.attend(b, kv, l, step, qkv);
+        b.lane_background(false)?;
+        a
     }
 
     /// Layer `l` after attention: o into the residual, its norm, the MLP, down

@@ -460,9 +460,13 @@ impl Device {
         unsafe { ctx.disable_event_tracking() };
         // A created stream, not the legacy default one: only those can be captured
         // into CUDA graphs.
-        let stream = ctx.new_stream()?;
+        // At the greatest priority, like lane 1: only the low-priority twins of the
+        // lanes (SideLane::twin) run below them, and nothing runs there unless a
+        // model marks work as background.
+        let (_, greatest) = cudarc::driver::result::stream::get_priority_range()?;
+        let stream = ctx.new_stream_with_priority(greatest)?;
         let (blas, blas_workspace) = blas_for(&stream)?;
-        let side = SideLane::new(&ctx)?;
+        let side = SideLane::new(&ctx, greatest)?;
         let cc = ctx.compute_capability()?;
         let num_sms = ctx.attribute(
             cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
@@ -627,15 +631,29 @@ pub struct SideLane {
     _workspace: CudaSlice<u8>,
     pub gemv_ticket: CudaSlice<u32>,
     pub signal: [cudarc::driver::CudaEvent; 2],
+    /// Each lane's twin at the least priority: background kernels
+    /// ([`Backend::lane_background`](crate::backend::Backend::lane_background)) run
+    /// there, so that the block scheduler hands a freed SM to the other lane's
+    /// kernels first.
+    pub twin: [Arc<CudaStream>; 2],
+    /// Orders a lane and its twin around one background launch (recorded and waited
+    /// on at once, so one event serves every crossing).
+    pub bridge: cudarc::driver::CudaEvent,
 }
 
 impl SideLane {
-    fn new(ctx: &Arc<CudaContext>) -> Result<SideLane, CudaError> {
-        let stream = ctx.new_stream()?;
+    fn new(ctx: &Arc<CudaContext>, priority: i32) -> Result<SideLane, CudaError> {
+        let stream = ctx.new_stream_with_priority(priority)?;
         let (blas, ws) = blas_for(&stream)?;
+        let (least, _) = cudarc::driver::result::stream::get_priority_range()?;
         Ok(SideLane {
             gemv_ticket: stream.alloc_zeros::<u32>(1)?,
             signal: [ctx.new_event(None)?, ctx.new_event(None)?],
+            twin: [
+                ctx.new_stream_with_priority(least)?,
+                ctx.new_stream_with_priority(least)?,
+            ],
+            bridge: ctx.new_event(None)?,
             stream,
             blas,
             _workspace: ws,

@@ -183,6 +183,15 @@ pub struct CudaBackend {
     /// The lane ops enqueue on ([`Backend::set_lane`](super::Backend::set_lane)):
     /// 0 is `dev.stream`, 1 is `dev.side`.
     pub(crate) lane: std::cell::Cell<usize>,
+    /// Kernels launch on the current lane's low-priority twin
+    /// ([`Backend::lane_background`](super::Backend::lane_background)).
+    pub(crate) background: std::cell::Cell<bool>,
+    /// Diagnostics for the two-batch overlap (read when the backend opens):
+    /// `MINISGL_OVERLAP_LANES=1` runs both halves on lane 0, one after the other
+    /// (what cutting the step costs without any concurrency);
+    /// `MINISGL_OVERLAP_PRIORITY=0` ignores background marks.
+    pub(crate) one_lane: bool,
+    pub(crate) no_priority: bool,
 }
 
 impl CudaBackend {
@@ -203,6 +212,9 @@ impl CudaBackend {
             gemv_tc: std::cell::Cell::new(opts.gemv_tc),
             nccl: None,
             lane: std::cell::Cell::new(0),
+            background: std::cell::Cell::new(false),
+            one_lane: std::env::var("MINISGL_OVERLAP_LANES").is_ok_and(|v| v == "1"),
+            no_priority: std::env::var("MINISGL_OVERLAP_PRIORITY").is_ok_and(|v| v == "0"),
         })
     }
 
@@ -340,6 +352,37 @@ impl CudaBackend {
         }
     }
 
+    /// Where the next kernel launches: the current lane, or its low-priority twin
+    /// for background work.
+    fn launch_stream(&self) -> &std::sync::Arc<cudarc::driver::CudaStream> {
+        if self.background.get() {
+            &self.dev.side.twin[self.lane.get()]
+        } else {
+            self.stream()
+        }
+    }
+
+    /// `launch` on the current lane, as background work when marked: the twin first
+    /// waits for everything the lane holds (the kernel's inputs and the buffers just
+    /// allocated for it), and the lane then waits for the twin. So the lane's order
+    /// is kept and a buffer freed on the lane after this call is free of the kernel;
+    /// only the kernel's priority changes.
+    fn bracketed(
+        &self,
+        launch: impl FnOnce() -> Result<(), BackendError>,
+    ) -> Result<(), BackendError> {
+        if !self.background.get() {
+            return launch();
+        }
+        let (lane, twin, ev) = (self.stream(), self.launch_stream(), &self.dev.side.bridge);
+        ev.record(lane)?;
+        twin.wait(ev)?;
+        launch()?;
+        ev.record(twin)?;
+        lane.wait(ev)?;
+        Ok(())
+    }
+
     /// The current lane's cuBLAS handle (each lane has its own workspace).
     pub(crate) fn blas(&self) -> &cudarc::cublas::CudaBlas {
         if self.lane.get() == 1 {
@@ -417,9 +460,20 @@ impl CudaBackend {
     fn launch(&self, name: &str, cfg: LaunchConfig, args: &[Arg]) -> Result<(), BackendError> {
         let f = self.dev.kernels.get(name)?;
         if self.dev.pdl && pdl::pdl_kernel(name) {
-            return timeline::wrap(&self.dev, name, || self.launch_pdl(f, cfg, args));
+            return self
+                .bracketed(|| timeline::wrap(&self.dev, name, || self.launch_pdl(f, cfg, args)));
         }
-        let mut b = self.stream().launch_builder(f);
+        self.bracketed(|| self.launch_plain(f, name, cfg, args))
+    }
+
+    fn launch_plain(
+        &self,
+        f: &cudarc::driver::CudaFunction,
+        name: &str,
+        cfg: LaunchConfig,
+        args: &[Arg],
+    ) -> Result<(), BackendError> {
+        let mut b = self.launch_stream().launch_builder(f);
         for a in args {
             match a {
                 Arg::U64(v) => b.arg(v),

@@ -166,8 +166,14 @@ pub fn check(path: &Path, random: bool, rep: &mut Report) -> Result<()> {
             decode_steps
         };
         // Same kernels, same weights: only the decode split count and the GEMM
-        // shape (padded rows, halves) differ, so differences are f32/bf16 rounding.
-        let tol = 2e-2;
+        // shape (padded rows) differ, so differences are f32/bf16 rounding. Halves
+        // also change which path a product takes (a 5-row step is cuBLAS then a
+        // norm; its halves of 3 and 2 rows the skinny kernel with the norm in its
+        // prologue and the bias in f32): on the fixtures with biases that is up to
+        // 2.3e-2 (H200, 2026-12-03), deterministic (graphs and eager halves equal)
+        // and without a clear-margin flip. The CPU test
+        // `overlapped_decode_halves_match_hf` checks the halves' logic exactly.
+        let tol = if c == 0 { 2e-2 } else { 3e-2 };
         let pass = worst_rel <= tol && flips == 0 && replays == want_replays;
         rep.rows.push(Row {
             group: "graphs",

@@ -279,7 +279,11 @@ impl Backend for CudaBackend {
     }
 
     fn lanes(&self) -> usize {
-        2
+        if self.one_lane {
+            1
+        } else {
+            2
+        }
     }
 
     fn set_lane(&self, lane: usize) -> Result<(), BackendError> {
@@ -288,12 +292,16 @@ impl Backend for CudaBackend {
                 "lane {lane}: the CUDA backend has lanes 0 and 1"
             )));
         }
-        self.lane.set(lane);
+        if !self.one_lane {
+            self.lane.set(lane);
+        }
         Ok(())
     }
 
     fn lane_signal(&self) -> Result<(), BackendError> {
-        self.dev.side.signal[self.lane.get()].record(self.stream())?;
+        if !self.one_lane {
+            self.dev.side.signal[self.lane.get()].record(self.stream())?;
+        }
         Ok(())
     }
 
@@ -301,7 +309,15 @@ impl Backend for CudaBackend {
         let ev = self.dev.side.signal.get(other).ok_or_else(|| {
             BackendError::InvalidInput(format!("lane_wait on lane {other} (lanes 0 and 1)"))
         })?;
-        self.stream().wait(ev)?;
+        if !self.one_lane {
+            self.stream().wait(ev)?;
+        }
+        Ok(())
+    }
+
+    fn lane_background(&self, on: bool) -> Result<(), BackendError> {
+        self.background
+            .set(on && !self.one_lane && !self.no_priority);
         Ok(())
     }
 }
