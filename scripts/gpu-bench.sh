@@ -709,8 +709,9 @@ device)
         check_models
         ctx=${PART41_CONTEXT:-1024}
         # Against the default (overlap, attention at low priority): no overlap; the
-        # halves without priorities; the halves one after the other on one stream.
-        for ab in decode_overlap=0 ${PART41_AB:-MINISGL_OVERLAP_PRIORITY=0 MINISGL_OVERLAP_LANES=1}; do
+        # halves without priorities; the halves one after the other on one stream;
+        # background attention on a stream-K grid of all but 20 SMs.
+        for ab in decode_overlap=0 ${PART41_AB:-MINISGL_OVERLAP_PRIORITY=0 MINISGL_OVERLAP_LANES=1 MINISGL_OVERLAP_SK_RESERVE=20}; do
             MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_BATCHES=${PART41_BATCHES:-64,128,256} \
                 MINISGL_BENCH_CONTEXT=$ctx MINISGL_BENCH_AB=$ab bench_step qwen3-0.6b -ctx$ctx-${ab%%=*}
         done

@@ -192,6 +192,10 @@ pub struct CudaBackend {
     /// `MINISGL_OVERLAP_PRIORITY=0` ignores background marks.
     pub(crate) one_lane: bool,
     pub(crate) no_priority: bool,
+    /// `MINISGL_OVERLAP_SK_RESERVE=N` (experiment): background decode attention
+    /// takes the stream-K schedule with a grid of all but N SMs, leaving N to the
+    /// other lane's products; 0 (unset) keeps the default schedule.
+    pub(crate) sk_reserve: usize,
 }
 
 impl CudaBackend {
@@ -215,6 +219,10 @@ impl CudaBackend {
             background: std::cell::Cell::new(false),
             one_lane: std::env::var("MINISGL_OVERLAP_LANES").is_ok_and(|v| v == "1"),
             no_priority: std::env::var("MINISGL_OVERLAP_PRIORITY").is_ok_and(|v| v == "0"),
+            sk_reserve: std::env::var("MINISGL_OVERLAP_SK_RESERVE")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
         })
     }
 
