@@ -227,6 +227,10 @@ def spec(src_text, defs, hd):
         return int(m.group(1)) if m else default
 
     if "#define P_THREADS" in src_text:  # the warp-specialised persistent kernel
+        # P_BK is fixed in the source (no #ifndef): a variant setting it would build the
+        # source's 128-key tiles while this sized the launch for its own value.
+        if any(d.startswith("P_BK=") for d in defs):
+            raise SystemExit(f"variant {defs}: P_BK is fixed at 128 in the ws kernel")
         bk, qslots = val("P_BK", 128), val("P_QSLOTS", 2)
         stages = val("P_KSTAGES", 2) + val("P_VSTAGES", 3)
         grid = "tiles" if "GRID=tiles" in defs else "sms"
