@@ -107,11 +107,11 @@
 #             small for it (eviction scatters the pages, so prefill reads random pages)
 #             with the default kernels and again under MINISGL_KERNEL_DEFINES=$AB_DEFINES
 #             (default P_KV_WARPS=1).
-#     part 41: two-batch overlap of decode steps: model checks (overlapped graphs and
-#             eager halves against eager), the 0.6B runner step at context ~1024 with the
-#             default rule against decode_overlap=0, the 0.6B default workload both ways,
-#             the 14B runner step (context 256) with overlap forced from 64 (when the
-#             call has time).
+#     part 42: Nsight Compute durations of whole decode steps at context ~1024 (0.6B and
+#             14B at batch 64 and 256), then the 0.6B runner step at that context.
+#     (part 41, two-batch overlap of decode steps (halves on two streams), ran at
+#     8efb326 and 86becff; 5-18% slower than whole steps at Qwen3-0.6B batch 64-256, so
+#     reverted with the part: docs/results/gpu-2026-12-03-overlap.md.)
 #     (part 38, the split combine a warp per query head against the block kernel, ran at
 #     3034e9b; 3-5% slower at 0.6B batch 1-8, so removed with the part:
 #     docs/results/gpu-2026-12-02-steps.md.)
@@ -191,15 +191,16 @@ device)
             echo "no time left for $1 long prompts (${SECONDS} s)"
         fi
     }
-    ncu_steps() {  # SHAPE BATCHES: Nsight Compute durations of whole decode steps, context ~256
-        timeout 240 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum \
+    ncu_steps() {  # SHAPE BATCHES [CONTEXT [TIMEOUT]]: Nsight Compute durations of whole decode steps
+        local ctx=${3:-256} tag=$1${3:+-ctx$3}
+        timeout "${4:-240}" ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum \
             --csv --page raw "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/$1 \
-            --timeline-batches "$2" --timeline-context 256 --timeline-out /tmp/timeline-$1.md \
-            --report /tmp/timeline-report-$1.md > /tmp/ncu-$1.csv 2> /tmp/ncu-$1.err
-        echo "ncu $1 rc=$?"
-        python3 scripts/gpu/ncu_steps.py /tmp/ncu-$1.csv --labels "$(echo "$2" | sed 's/\([0-9]*\)/b\1/g')" \
-            > "$out/ncu-steps-$1.md"
-        grep -E "^###" -A8 "$out/ncu-steps-$1.md"
+            --timeline-batches "$2" --timeline-context "$ctx" --timeline-out /tmp/timeline-$tag.md \
+            --report /tmp/timeline-report-$tag.md > /tmp/ncu-$tag.csv 2> /tmp/ncu-$tag.err
+        echo "ncu $tag rc=$?"
+        python3 scripts/gpu/ncu_steps.py /tmp/ncu-$tag.csv --labels "$(echo "$2" | sed 's/\([0-9]*\)/b\1/g')" \
+            > "$out/ncu-steps-$tag.md"
+        grep -E "^###" -A8 "$out/ncu-steps-$tag.md"
     }
     if [ "$part" = 1 ]; then
         timeout 120 python3 scripts/gpu/attn_bench.py --jsonl "$jl" 2>&1 | grep -v "Exception ignored\|driver.pyx\|  launch " | tee "$out/attn.log"
@@ -699,33 +700,15 @@ device)
         offline_default qwen3-0.6b
         offline_default qwen3-14b
         ls -la "$out"
-    elif [ "$part" = 41 ]; then
+    elif [ "$part" = 42 ]; then
         rm "$out/env.log"  # already printed by the tee above
-        # Two-batch overlap (model::overlap): the model checks (gpu-check graphs compares
-        # overlapped graphs and eager halves with the eager reference), the 0.6B runner
-        # step at context PART41_CONTEXT (default 1024) with the default rule against
-        # decode_overlap=0, the 0.6B default workload both ways, then (while the call has
-        # time) the 14B runner step with overlap forced from 64 against its default (off).
-        check_models
-        ctx=${PART41_CONTEXT:-1024}
-        # Against the default (overlap, attention at low priority): no overlap; the
-        # halves without priorities; the halves one after the other on one stream;
-        # background attention on a stream-K grid of all but 20 SMs.
-        for ab in decode_overlap=0 ${PART41_AB:-MINISGL_OVERLAP_PRIORITY=0 MINISGL_OVERLAP_LANES=1 MINISGL_OVERLAP_SK_RESERVE=20}; do
-            MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_BATCHES=${PART41_BATCHES:-64,128,256} \
-                MINISGL_BENCH_CONTEXT=$ctx MINISGL_BENCH_AB=$ab bench_step qwen3-0.6b -ctx$ctx-${ab%%=*}
-        done
-        offline_default qwen3-0.6b
-        OFFLINE_ARGS="--decode-overlap 0" offline_default qwen3-0.6b -no-overlap
-        rm -f "$out"/steps-*.csv  # the tool returns at most eight files
-        if [ "$SECONDS" -lt "${PART41_14B_UNTIL:-0}" ]; then
-            # Context 256: three 14B runners (eager, graphs, A/B) with their own
-            # weights and KV fill the 141 GB at 1,024.
-            MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_BATCHES=64,256 MINISGL_BENCH_CONTEXT=256 \
-                MINISGL_BENCH_AB=decode_overlap=64 bench_step qwen3-14b -ctx256
-        else
-            echo "no time left for the 14B runner step (${SECONDS} s)"
-        fi
+        # Where large decode steps go at the default workload's contexts (its steps of
+        # 64-256 sequences average 600-1,300 tokens; part 15 measured at 256): kernel
+        # durations under Nsight Compute at context ~1024, then the runner step there.
+        ncu_steps qwen3-0.6b 64,256 1024 150
+        if [ "$SECONDS" -lt 200 ]; then ncu_steps qwen3-14b 64,256 1024 200; fi
+        MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_BATCHES=64,128,256 MINISGL_BENCH_CONTEXT=1024 \
+            bench_step qwen3-0.6b -ctx1024
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

@@ -643,10 +643,6 @@ settings! {
         alias [Alias::env_negated("MINISGL_DISABLE_OVERLAP_SCHEDULING")];
     /// Largest decode batch replayed from a CUDA graph; 0 disables graphs.
     cuda_graph_max_bs: u32 = 256, alias [Alias::flag_fixed("--no-cuda-graph", "0")];
-    /// Decode steps of at least this many sequences run as two halves on two
-    /// CUDA streams, one half's attention beside the other's products; 0 never.
-    /// Unset: from 64 sequences for a model of up to 4 GiB of weights on one GPU.
-    decode_overlap: Option<u32> = None;
     /// Tensor-parallel ranks the model is split across (CUDA: one GPU each,
     /// NCCL between them; CPU: threads, for testing).
     tp: u32 = 1, check at_least_1;

@@ -231,7 +231,6 @@ fn thread_ranks(m: &LoadedModel, world: usize, make: impl Fn() -> CpuBackend + S
     let opts = RunnerOptions {
         cuda_graph_max_bs: 0,
         tp: world,
-        ..RunnerOptions::default()
     };
     TpRunner::new(m, comms, NUM_PAGES, PAGE_SIZE, &opts, |c| {
         Ok(make().with_communicator(c))
@@ -322,7 +321,6 @@ fn indivisible_shapes_and_tp_zero_are_named_errors() {
     let opts = |tp| RunnerOptions {
         cuda_graph_max_bs: 0,
         tp,
-        ..RunnerOptions::default()
     };
     let build = |m: &LoadedModel, tp| {
         build_runner_with(m, DeviceKind::Cpu, NUM_PAGES, PAGE_SIZE, &opts(tp))
@@ -473,7 +471,6 @@ fn faulty_runner(m: &LoadedModel, at: usize, panic: bool) -> TpRunner {
     let opts = RunnerOptions {
         cuda_graph_max_bs: 0,
         tp: 2,
-        ..RunnerOptions::default()
     };
     TpRunner::new(m, comms, NUM_PAGES, PAGE_SIZE, &opts, |c| {
         Ok(CpuBackend::new().with_communicator(c))
@@ -561,7 +558,6 @@ fn the_engine_runs_unchanged_on_thread_ranks() {
         &RunnerOptions {
             cuda_graph_max_bs: 0,
             tp: 2,
-            ..RunnerOptions::default()
         },
     )
     .unwrap();

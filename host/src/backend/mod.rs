@@ -731,17 +731,15 @@ pub trait Backend: Send + 'static {
     }
 
     /// Write the decode step `meta` (one token per sequence, every sequence
-    /// sampling, in order) into the reserved arrays of `part` (0, or 1 for
-    /// the second half of an overlapped step: each part has arrays of its
-    /// own), padded to `padded_seqs` sequences with rows that read and write
-    /// only a scratch page outside the pool, and return a step that reads
-    /// those arrays. Ops recorded on such a step replay correctly for any
-    /// later step prepared with the same `padded_seqs` and `part`.
+    /// sampling, in order) into the reserved arrays, padded to
+    /// `padded_seqs` sequences with rows that read and write only a scratch
+    /// page outside the pool, and return a step that reads those arrays. Ops
+    /// recorded on such a step replay correctly for any later step prepared
+    /// with the same `padded_seqs`.
     fn prepare_graph_step(
         &self,
         _meta: &StepMeta,
         _padded_seqs: usize,
-        _part: usize,
     ) -> Result<Self::Step, BackendError> {
         Err(BackendError::Unsupported("decode graphs".into()))
     }
@@ -768,61 +766,16 @@ pub trait Backend: Send + 'static {
         Err(BackendError::Unsupported("alloc_logits".into()))
     }
 
-    /// `out[row0..row0 + rows] = x · Wᵀ` in f32, into a tensor from
-    /// [`Backend::alloc_logits`] with at least `row0 + rows` rows (the other
-    /// rows are left as they are). A recorded step writes its logits here, at
-    /// an address that outlives the recording; the two halves of an
-    /// overlapped step ([`Backend::lanes`]) write theirs one after the other.
-    /// `x` comes from [`Backend::gather_rows`].
+    /// `out[0..rows] = x · Wᵀ` in f32, into a tensor from
+    /// [`Backend::alloc_logits`] with at least `x`'s rows (rows past them are
+    /// left as they are). A recorded step writes its logits here, at an address
+    /// that outlives the recording. `x` comes from [`Backend::gather_rows`].
     fn linear_into(
         &self,
         _x: &Self::Tensor,
         _w: &Self::Tensor,
         _out: &mut Self::Tensor,
-        _row0: usize,
     ) -> Result<(), BackendError> {
         Err(BackendError::Unsupported("linear_into".into()))
-    }
-
-    // ---- Lanes (two-batch overlap) ----------------------------------------
-    //
-    // A decode step of a small model at a large batch is mostly attention
-    // (bytes of KV) with short, latency-bound products in between, each
-    // leaving most of the device idle. Split into two halves that run on two
-    // lanes (CUDA streams), one half's attention can run beside the other
-    // half's products (`model::overlap`). Ops enqueue on the current lane;
-    // work on different lanes is unordered except through `lane_signal` /
-    // `lane_wait`. A backend with one lane runs everything in issue order,
-    // which satisfies every ordering the model asks for, so the defaults are
-    // no-ops and the two-lane model code runs (sequentially) everywhere.
-
-    /// How many lanes can run at the same time (1: no concurrency).
-    fn lanes(&self) -> usize {
-        1
-    }
-
-    /// Enqueue the ops that follow on lane `lane` (0 or 1).
-    fn set_lane(&self, _lane: usize) -> Result<(), BackendError> {
-        Ok(())
-    }
-
-    /// Mark the current lane's position: a later [`Backend::lane_wait`] on
-    /// this lane's index waits for everything enqueued here so far.
-    fn lane_signal(&self) -> Result<(), BackendError> {
-        Ok(())
-    }
-
-    /// Make the current lane wait for lane `other`'s latest signal.
-    fn lane_wait(&self, _other: usize) -> Result<(), BackendError> {
-        Ok(())
-    }
-
-    /// Mark the ops that follow on the current lane as background work (until
-    /// called with `false`): still in the lane's order, but where the other lane
-    /// has work ready it gets the device first. Attention in an overlapped step
-    /// is background: a kernel launched earlier keeps the SMs it frees
-    /// otherwise, and the other half's short products would wait behind it.
-    fn lane_background(&self, _on: bool) -> Result<(), BackendError> {
-        Ok(())
     }
 }

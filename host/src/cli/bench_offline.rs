@@ -103,7 +103,6 @@ impl Group for BenchSettings {
         "max_prefill_tokens",
         "overlap",
         "cuda_graph_max_bs",
-        "decode_overlap",
         "tp",
     ]);
     const DEFAULTS: &'static [(&'static str, &'static str)] = &[("device", "auto")];
@@ -245,7 +244,6 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
         let opts = RunnerOptions {
             cuda_graph_max_bs: graph_bs,
             tp: cfg.tp as usize,
-            decode_overlap: cfg.decode_overlap.map(|n| n as usize),
         };
         let built = Instant::now();
         let runner = build_runner_with(&model, cfg.device, num_pages, cfg.page_size, &opts)
@@ -461,8 +459,6 @@ fn append_jsonl(
         "chunk": cfg.max_prefill_tokens,
         "max_running": cfg.max_running,
         "cuda_graph_max_bs": graph_bs,
-        // Unset: the default rule (model::overlap).
-        "decode_overlap": cfg.decode_overlap,
         "copy_tbps": ceiling.map(|c| (c.0.copy_bytes_s / 1e10).round() / 100.0),
         "gemm_tflops": ceiling.map(|c| (c.0.gemm_flops_s / 1e12).round()),
         "attention": ceiling.map(|c| c.0.attention.clone()),

@@ -61,14 +61,8 @@ pub struct GenerateArgs {
 /// The settings `generate` takes (a `.gguf` directory works as `--model`).
 pub struct GenerateSettings;
 impl Group for GenerateSettings {
-    const NAMES: Option<&'static [&'static str]> = Some(&[
-        "model",
-        "device",
-        "page_size",
-        "cuda_graph_max_bs",
-        "decode_overlap",
-        "tp",
-    ]);
+    const NAMES: Option<&'static [&'static str]> =
+        Some(&["model", "device", "page_size", "cuda_graph_max_bs", "tp"]);
     const REQUIRED: &'static [&'static str] = &["model"];
 }
 
@@ -106,7 +100,6 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     let opts = RunnerOptions {
         cuda_graph_max_bs: cfg.cuda_graph_max_bs.min(1) as usize,
         tp: cfg.tp as usize,
-        decode_overlap: cfg.decode_overlap.map(|n| n as usize),
     };
     let runner = build_runner_with(&model, cfg.device, pages.max(1), cfg.page_size, &opts)?;
     let device_name = runner.device_name();

@@ -158,7 +158,6 @@ pub fn start(cfg: &Config) -> anyhow::Result<Assembled> {
     let runner_opts = RunnerOptions {
         cuda_graph_max_bs: cfg.cuda_graph_max_bs as usize,
         tp: cfg.tp as usize,
-        decode_overlap: cfg.decode_overlap.map(|n| n as usize),
     };
     let runner = build_runner_with(&loaded, device, num_pages, cfg.page_size, &runner_opts)
         .context("building the model runner")?;

@@ -6,11 +6,9 @@
 //! padding rows only, see [`Backend::prepare_graph_step`]); a later decode
 //! step of `n` sequences replays the smallest graph of at least `n` rows after
 //! rewriting the step's arrays. Prefill and mixed steps, and decode batches
-//! larger than the largest graph, run eagerly. Batch sizes the overlap rule
-//! takes ([`super::overlap`]) are recorded as two halves on two lanes.
+//! larger than the largest graph, run eagerly.
 
 use super::llama::Model;
-use super::overlap::{self, OverlapRule};
 use super::ModelError;
 use crate::backend::{Backend, StepMeta};
 
@@ -33,8 +31,6 @@ pub struct DecodeGraphs<B: Backend> {
     /// Recorded batch sizes, ascending, and their graphs (same order).
     sizes: Vec<usize>,
     graphs: Vec<B::Graph>,
-    /// For each graph recorded as two overlapped halves, the halves' sizes.
-    halves: Vec<Option<[usize; 2]>>,
     /// Where every graph writes its logits (`[largest batch, vocab]`, f32).
     logits: B::Tensor,
     /// Pages a sequence may hold and still be replayed.
@@ -45,53 +41,35 @@ pub struct DecodeGraphs<B: Backend> {
 
 impl<B: Backend> DecodeGraphs<B> {
     /// Record graphs for batch sizes up to `max_bs` whose sequences hold up to
-    /// `max_pages` pages, those that `overlap` takes as two halves.
-    /// `Ok(None)` when `max_bs` is 0 or the backend cannot record.
+    /// `max_pages` pages. `Ok(None)` when `max_bs` is 0 or the backend cannot
+    /// record.
     pub fn capture(
         b: &B,
         model: &Model<B>,
         kv: &mut B::Kv,
         max_bs: usize,
         max_pages: usize,
-        overlap: Option<OverlapRule>,
     ) -> Result<Option<Self>, ModelError> {
         if max_bs == 0 || max_pages == 0 || !b.reserve_graph_steps(kv, max_bs, max_pages)? {
             return Ok(None);
         }
         let mut logits = b.alloc_logits(max_bs, model.config().vocab_size())?;
-        let (sizes, mut graphs, mut all_halves) = (batch_sizes(max_bs), Vec::new(), Vec::new());
+        let (sizes, mut graphs) = (batch_sizes(max_bs), Vec::new());
         let padding_only = StepMeta::default();
         for &bs in &sizes {
-            let halves = overlap
-                .filter(|r| r.applies(bs))
-                .map(|_| overlap::half_sizes(bs));
-            let steps = match halves {
-                None => vec![b.prepare_graph_step(&padding_only, bs, 0)?],
-                Some([h0, h1]) => vec![
-                    b.prepare_graph_step(&padding_only, h0, 0)?,
-                    b.prepare_graph_step(&padding_only, h1, 1)?,
-                ],
-            };
-            let mut run = |kv: &mut B::Kv| match (halves, steps.as_slice()) {
-                (Some(rows), [s0, s1]) => {
-                    model.forward_halves_into(b, kv, [s0, s1], rows, &mut logits)
-                }
-                (_, steps) => model.forward_into(b, kv, &steps[0], &mut logits),
-            };
+            let step = b.prepare_graph_step(&padding_only, bs)?;
             // One eager run first: it loads every kernel and lets cuBLAS pick (and
             // allocate for) its algorithms outside the recording.
-            run(kv)?;
+            model.forward_into(b, kv, &step, &mut logits)?;
             b.begin_capture()?;
-            let recorded = run(kv);
+            let recorded = model.forward_into(b, kv, &step, &mut logits);
             let graph = b.end_capture();
             recorded?;
             graphs.push(graph?);
-            all_halves.push(halves);
         }
         Ok(Some(DecodeGraphs {
             sizes,
             graphs,
-            halves: all_halves,
             logits,
             max_pages,
             replays: 0,
@@ -114,19 +92,8 @@ impl<B: Backend> DecodeGraphs<B> {
     /// land in the first `meta.num_seqs()` rows of [`DecodeGraphs::logits`].
     pub fn run(&mut self, b: &B, meta: &StepMeta, idx: usize) -> Result<(), ModelError> {
         let (bs, graph) = (self.sizes[idx], &self.graphs[idx]);
-        // The steps only name the arenas the graph reads; the uploads are what count.
-        match self.halves[idx] {
-            None => {
-                b.prepare_graph_step(meta, bs, 0)?;
-            }
-            Some([h0, h1]) => {
-                // The first half fills up before the second takes any sequence, so
-                // the real rows' logits stay rows 0..n of the output.
-                let [m0, m1] = overlap::split(meta, h0);
-                b.prepare_graph_step(&m0, h0, 0)?;
-                b.prepare_graph_step(&m1, h1, 1)?;
-            }
-        }
+        // The step only names the arena the graph reads; the upload is what counts.
+        let _step = b.prepare_graph_step(meta, bs)?;
         b.replay(graph)?;
         self.replays += 1;
         Ok(())
@@ -142,7 +109,14 @@ impl<B: Backend> DecodeGraphs<B> {
 /// `meta`, if `meta` is a decode step a graph can replay.
 fn fit(sizes: &[usize], max_pages: usize, meta: &StepMeta) -> Option<usize> {
     let s = meta.num_seqs();
-    if !overlap::is_decode(meta)
+    if s == 0
+        || meta.num_tokens() != s
+        || meta.sample_rows.len() != s
+        || meta
+            .sample_rows
+            .iter()
+            .enumerate()
+            .any(|(i, &r)| r as usize != i)
         || meta
             .page_indptr
             .windows(2)

@@ -260,44 +260,8 @@ impl<B: Backend> Model<B> {
     ) -> Result<(), ModelError> {
         let x = self.hidden(b, kv, step)?;
         let last = b.gather_rows(&x, step)?;
-        b.linear_into(&last, self.head(), out, 0)?;
+        b.linear_into(&last, self.head(), out)?;
         Ok(())
-    }
-
-    /// [`Model::forward_into`] for a step cut into two halves of whole
-    /// sequences (`halves[0]` then `halves[1]`, whose sample rows are
-    /// `rows[0]` and `rows[1]`): half h runs on lane h, and the two lanes take
-    /// turns at attention, so that one half's attention runs beside the other
-    /// half's products ([`super::overlap`]). The logits of half 1 follow those
-    /// of half 0 in `out`. Leaves the backend on lane 0, also on error.
-    pub fn forward_halves_into(
-        &self,
-        b: &B,
-        kv: &mut B::Kv,
-        halves: [&B::Step; 2],
-        rows: [usize; 2],
-        out: &mut B::Tensor,
-    ) -> Result<(), ModelError> {
-        let run = |kv: &mut B::Kv, out: &mut B::Tensor| -> Result<(), ModelError> {
-            // Lane 1 starts after everything lane 0 was given (the steps' arrays).
-            b.lane_signal()?;
-            b.set_lane(1)?;
-            b.lane_wait(0)?;
-            let [x0, x1] = self.hidden_halves(b, kv, halves)?;
-            for (h, x) in [x0, x1].into_iter().enumerate() {
-                b.set_lane(h)?;
-                let last = b.gather_rows(&x, halves[h])?;
-                b.linear_into(&last, self.head(), out, if h == 0 { 0 } else { rows[0] })?;
-            }
-            // Lane 0 (sampling, the next step) waits for lane 1's logits.
-            b.lane_signal()?;
-            b.set_lane(0)?;
-            b.lane_wait(1)?;
-            Ok(())
-        };
-        let r = run(kv, out);
-        b.set_lane(0)?;
-        r
     }
 
     fn head(&self) -> &B::Tensor {
@@ -306,161 +270,59 @@ impl<B: Backend> Model<B> {
 
     /// The final-normed hidden states of every token of the step.
     fn hidden(&self, b: &B, kv: &mut B::Kv, step: &B::Step) -> Result<B::Tensor, ModelError> {
-        let mut h = self.embed(b, step)?;
-        for l in 0..self.layers.len() {
-            let qkv = self.qkv(b, l, &h)?;
-            let attn = self.attend(b, kv, l, step, qkv)?;
-            self.mlp(b, l, &attn, &mut h)?;
-        }
-        self.finish(b, h)
-    }
+        let cfg = &self.cfg;
+        let eps = cfg.rms_norm_eps();
+        let d = cfg.head_dim();
+        let scale = 1.0 / (d as f32).sqrt();
 
-    /// [`Model::hidden`] of two halves, issued layer by layer: lane h runs
-    /// half h; the attention of half 1 at layer l waits for that of half 0,
-    /// and half 0's at layer l + 1 for half 1's at l, so the attentions take
-    /// turns and each half's products run beside the other's attention.
-    fn hidden_halves(
-        &self,
-        b: &B,
-        kv: &mut B::Kv,
-        halves: [&B::Step; 2],
-    ) -> Result<[B::Tensor; 2], ModelError> {
-        b.set_lane(0)?;
-        let mut h0 = self.embed(b, halves[0])?;
-        b.set_lane(1)?;
-        let mut h1 = self.embed(b, halves[1])?;
-        for l in 0..self.layers.len() {
-            b.set_lane(0)?;
-            let qkv = self.qkv(b, l, &h0)?;
-            if l > 0 {
-                b.lane_wait(1)?;
-            }
-            let a0 = self.attend_background(b, kv, l, halves[0], qkv)?;
-            b.lane_signal()?;
-            b.set_lane(1)?;
-            let qkv = self.qkv(b, l, &h1)?;
-            b.lane_wait(0)?;
-            let a1 = self.attend_background(b, kv, l, halves[1], qkv)?;
-            b.lane_signal()?;
-            b.set_lane(0)?;
-            self.mlp(b, l, &a0, &mut h0)?;
-            b.set_lane(1)?;
-            self.mlp(b, l, &a1, &mut h1)?;
-        }
-        b.set_lane(0)?;
-        let x0 = self.finish(b, h0)?;
-        b.set_lane(1)?;
-        let x1 = self.finish(b, h1)?;
-        Ok([x0, x1])
-    }
-
-    /// The embedded tokens of `step`, and what the first product reads.
-    fn embed(&self, b: &B, step: &B::Step) -> Result<Hidden<'_, B::Tensor>, ModelError> {
-        let residual = b.embedding(&self.embed, step)?;
+        let mut residual = b.embedding(&self.embed, step)?;
         // Where the backend normalises inside the next product, the layers pass the
         // residual and the norm to apply instead of a normed copy.
         let deferred = !self.shard.is_split() && b.norm_in_prologue(&residual);
         let first = &self.layers[0].input_norm;
-        let x = if deferred {
+        let mut x = if deferred {
             Input::Deferred(first)
         } else {
-            Input::Normed(b.rms_norm(&residual, first, self.cfg.rms_norm_eps())?)
+            Input::Normed(b.rms_norm(&residual, first, eps)?)
         };
-        Ok(Hidden {
-            residual,
-            x,
-            deferred,
-        })
-    }
-
-    /// Layer `l`'s fused q/k/v product.
-    fn qkv(&self, b: &B, l: usize, h: &Hidden<'_, B::Tensor>) -> Result<B::Tensor, ModelError> {
-        let layer = &self.layers[l];
-        let eps = self.cfg.rms_norm_eps();
-        Ok(match &h.x {
-            Input::Normed(t) => b.linear(t, &layer.w_qkv, layer.b_qkv.as_ref())?,
-            Input::Deferred(n) => {
-                b.rms_norm_linear(&h.residual, n, eps, &layer.w_qkv, layer.b_qkv.as_ref())?
-            }
-        })
-    }
-
-    /// Layer `l`'s q/k norms, RoPE, KV write and attention.
-    fn attend(
-        &self,
-        b: &B,
-        kv: &mut B::Kv,
-        l: usize,
-        step: &B::Step,
-        qkv: B::Tensor,
-    ) -> Result<B::Tensor, ModelError> {
-        let cfg = &self.cfg;
-        let layer = &self.layers[l];
-        let d = cfg.head_dim();
-        let params = AttnParams {
-            q_heads: self.shard.part(cfg.num_heads()),
-            kv_heads: self.shard.part(cfg.num_kv_heads()),
-            head_dim: d,
-            q_norm: layer.q_norm.as_ref(),
-            k_norm: layer.k_norm.as_ref(),
-            inv_freq: &self.inv_freq,
-            eps: cfg.rms_norm_eps(),
-            scale: 1.0 / (d as f32).sqrt(),
-        };
-        Ok(b.qkv_attention(qkv, kv, l, step, &params)?)
-    }
-
-    /// [`Model::attend`] as background work ([`Backend::lane_background`]).
-    fn attend_background(
-        &self,
-        b: &B,
-        kv: &mut B::Kv,
-        l: usize,
-        step: &B::Step,
-        qkv: B::Tensor,
-    ) -> Result<B::Tensor, ModelError> {
-        b.lane_background(true)?;
-        let a = self.attend(b, kv, l, step, qkv);
-        b.lane_background(false)?;
-        a
-    }
-
-    /// Layer `l` after attention: o into the residual, its norm, the MLP, down
-    /// into the residual and the norm that follows (the next layer's input
-    /// norm, or the final norm after the last layer).
-    fn mlp<'m>(
-        &'m self,
-        b: &B,
-        l: usize,
-        attn: &B::Tensor,
-        h: &mut Hidden<'m, B::Tensor>,
-    ) -> Result<(), ModelError> {
-        let layer = &self.layers[l];
-        let eps = self.cfg.rms_norm_eps();
-        let (o, o_bias) = (&layer.w_o, layer.b_o.as_ref());
-        let post = &layer.post_attn_norm;
-        h.x = self.project_add_norm(b, attn, o, o_bias, &mut h.residual, post, h.deferred)?;
-        let act = match &h.x {
-            Input::Normed(t) => b.linear_silu_mul(t, &layer.w_gate_up)?,
-            Input::Deferred(n) => {
-                b.rms_norm_linear_silu_mul(&h.residual, n, eps, &layer.w_gate_up)?
-            }
-        };
-        // The final norm feeds the LM head (not a prologue kernel): normed here.
-        let (next_norm, defer_next) = match self.layers.get(l + 1) {
-            Some(n) => (&n.input_norm, h.deferred),
-            None => (&self.final_norm, false),
-        };
-        let down = &layer.w_down;
-        h.x = self.project_add_norm(b, &act, down, None, &mut h.residual, next_norm, defer_next)?;
-        Ok(())
-    }
-
-    /// The final-normed hidden states after the last layer.
-    fn finish(&self, b: &B, h: Hidden<'_, B::Tensor>) -> Result<B::Tensor, ModelError> {
-        match h.x {
+        for (l, layer) in self.layers.iter().enumerate() {
+            let qkv = match &x {
+                Input::Normed(t) => b.linear(t, &layer.w_qkv, layer.b_qkv.as_ref())?,
+                Input::Deferred(n) => {
+                    b.rms_norm_linear(&residual, n, eps, &layer.w_qkv, layer.b_qkv.as_ref())?
+                }
+            };
+            let params = AttnParams {
+                q_heads: self.shard.part(cfg.num_heads()),
+                kv_heads: self.shard.part(cfg.num_kv_heads()),
+                head_dim: d,
+                q_norm: layer.q_norm.as_ref(),
+                k_norm: layer.k_norm.as_ref(),
+                inv_freq: &self.inv_freq,
+                eps,
+                scale,
+            };
+            let attn = b.qkv_attention(qkv, kv, l, step, &params)?;
+            let (o, o_bias) = (&layer.w_o, layer.b_o.as_ref());
+            let post = &layer.post_attn_norm;
+            x = self.project_add_norm(b, &attn, o, o_bias, &mut residual, post, deferred)?;
+            let act = match &x {
+                Input::Normed(t) => b.linear_silu_mul(t, &layer.w_gate_up)?,
+                Input::Deferred(n) => {
+                    b.rms_norm_linear_silu_mul(&residual, n, eps, &layer.w_gate_up)?
+                }
+            };
+            // The final norm feeds the LM head (not a prologue kernel): normed here.
+            let (next_norm, defer_next) = match self.layers.get(l + 1) {
+                Some(n) => (&n.input_norm, deferred),
+                None => (&self.final_norm, false),
+            };
+            let down = &layer.w_down;
+            x = self.project_add_norm(b, &act, down, None, &mut residual, next_norm, defer_next)?;
+        }
+        match x {
             Input::Normed(t) => Ok(t),
-            Input::Deferred(n) => Ok(b.rms_norm(&h.residual, n, self.cfg.rms_norm_eps())?),
+            Input::Deferred(n) => Ok(b.rms_norm(&residual, n, eps)?),
         }
     }
 
@@ -501,13 +363,4 @@ impl<B: Backend> Model<B> {
 enum Input<'n, T> {
     Normed(T),
     Deferred(&'n T),
-}
-
-/// One batch's state between layers: the residual stream and the next
-/// product's input.
-struct Hidden<'n, T> {
-    residual: T,
-    x: Input<'n, T>,
-    /// The products normalise their input themselves (fixed for the pass).
-    deferred: bool,
 }

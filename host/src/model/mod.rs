@@ -7,7 +7,6 @@
 //! * [`tokenizer`], [`chat_template`]: text in and out.
 //! * [`llama`]: the one model definition (Llama, Qwen2, Qwen3, Mistral),
 //!   written against [`crate::backend::Backend`].
-//! * [`overlap`]: decode steps cut into two halves that run on two lanes.
 //! * [`runner`]: [`ModelRunner`], the step interface of [`crate::batch`];
 //!   [`placement`]: the runner (one rank or TP ranks) and KV budget a device gets.
 //! * [`tp`]: tensor parallelism's split of the weights; [`tp_runner`]: a
@@ -19,7 +18,6 @@ pub mod gguf;
 pub mod graphs;
 pub mod llama;
 pub mod loader;
-pub mod overlap;
 pub mod placement;
 pub mod runner;
 pub mod tokenizer;

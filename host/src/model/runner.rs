@@ -8,7 +8,6 @@ use super::config::ModelConfig;
 use super::graphs::DecodeGraphs;
 use super::llama::Model;
 use super::loader::LoadedModel;
-use super::overlap::{self, OverlapRule};
 use super::tp::TpShard;
 use super::ModelError;
 pub use crate::backend::DeviceKind;
@@ -76,10 +75,6 @@ pub struct RunnerOptions {
     /// [`Runner`] is always one rank (its shard is given to
     /// [`Runner::with_shard`]).
     pub tp: usize,
-    /// Two-batch overlap of decode steps (`--decode-overlap`): `Some(0)` never,
-    /// `Some(n)` from `n` sequences, `None` the default rule
-    /// ([`OverlapRule::resolve`]).
-    pub decode_overlap: Option<usize>,
 }
 
 impl Default for RunnerOptions {
@@ -87,7 +82,6 @@ impl Default for RunnerOptions {
         RunnerOptions {
             cuda_graph_max_bs: 256,
             tp: 1,
-            decode_overlap: None,
         }
     }
 }
@@ -123,8 +117,6 @@ pub struct Runner<B: Backend> {
     graphs: Option<DecodeGraphs<B>>,
     /// Replay graphs (checks turn this off to compare with eager runs).
     use_graphs: bool,
-    /// Which decode steps run as two overlapped halves (eager and recorded).
-    overlap: Option<OverlapRule>,
 }
 
 /// Where a step's logits are: nowhere (no row samples), in a fresh tensor
@@ -204,40 +196,21 @@ impl<B: Backend> Runner<B> {
             .max_position_embeddings()
             .div_ceil(page_size as usize)
             .min(num_pages as usize);
-        let overlap = OverlapRule::resolve(
-            opts.decode_overlap,
-            backend.lanes(),
-            model.config.num_params() * 2,
-            shard.is_split(),
-        );
         let t0 = std::time::Instant::now();
-        let graphs = match DecodeGraphs::capture(
-            &backend,
-            &m,
-            &mut kv,
-            opts.cuda_graph_max_bs,
-            max_pages,
-            overlap,
-        ) {
-            Ok(g) => g,
-            Err(e) => {
-                tracing::warn!("decode graphs disabled: recording failed: {e}");
-                None
-            }
-        };
+        let graphs =
+            match DecodeGraphs::capture(&backend, &m, &mut kv, opts.cuda_graph_max_bs, max_pages) {
+                Ok(g) => g,
+                Err(e) => {
+                    tracing::warn!("decode graphs disabled: recording failed: {e}");
+                    None
+                }
+            };
         if let Some(g) = &graphs {
             tracing::info!(
                 "recorded {} decode graphs (batch sizes up to {}) in {:.2} s",
                 g.sizes().len(),
                 opts.cuda_graph_max_bs,
                 t0.elapsed().as_secs_f64()
-            );
-        }
-        if let Some(r) = overlap {
-            tracing::info!(
-                "decode steps of {}+ sequences run as two overlapped halves ({} lanes)",
-                r.min_batch,
-                backend.lanes()
             );
         }
         Ok(Runner {
@@ -249,7 +222,6 @@ impl<B: Backend> Runner<B> {
             pending: Default::default(),
             graphs,
             use_graphs: true,
-            overlap,
         })
     }
 
@@ -273,17 +245,6 @@ impl<B: Backend> Runner<B> {
     /// Turn graph replay on or off (checks compare the two on one runner).
     pub fn set_use_graphs(&mut self, on: bool) {
         self.use_graphs = on;
-    }
-
-    /// Which decode steps run as two overlapped halves.
-    pub fn overlap(&self) -> Option<OverlapRule> {
-        self.overlap
-    }
-
-    /// Change which eager decode steps overlap (checks compare both ways on one
-    /// runner; recorded graphs keep the rule they were recorded with).
-    pub fn set_overlap(&mut self, rule: Option<OverlapRule>) {
-        self.overlap = rule;
     }
 
     /// The backend (e.g. for device info).
@@ -363,21 +324,6 @@ impl<B: Backend> Runner<B> {
                 g.run(&self.backend, &meta, i)?;
                 return Ok(Logits::Graph);
             }
-        }
-        let n = meta.num_seqs();
-        if self.overlap.is_some_and(|r| r.applies(n)) && overlap::is_decode(&meta) {
-            let [m0, m1] = overlap::split(&meta, overlap::half_sizes(n)[0]);
-            let (s0, s1) = (
-                self.backend.prepare_step(&m0)?,
-                self.backend.prepare_step(&m1)?,
-            );
-            let vocab = self.model.config().vocab_size();
-            let mut out = self.backend.alloc_logits(n, vocab)?;
-            let rows = [m0.sample_rows.len(), m1.sample_rows.len()];
-            let b = &self.backend;
-            self.model
-                .forward_halves_into(b, &mut self.kv, [&s0, &s1], rows, &mut out)?;
-            return Ok(Logits::Owned(out));
         }
         let step = self.backend.prepare_step(&meta)?;
         Ok(

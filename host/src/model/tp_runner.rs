@@ -377,7 +377,6 @@ pub fn cpu_threads(
         &RunnerOptions {
             cuda_graph_max_bs: 0,
             tp: world,
-            decode_overlap: None,
         },
         |comm| Ok(CpuBackend::new().with_communicator(comm)),
     )

@@ -631,12 +631,11 @@ impl Backend for CpuBackend {
         x: &CpuTensor,
         w: &CpuTensor,
         out: &mut CpuTensor,
-        row0: usize,
     ) -> Result<(), BackendError> {
         // Straight into `out` (the logits: a fresh 2-row product buffer
         // per step was page faults and a copy).
-        let (_, _, n) = shapes::linear_into(&x.shape, &w.shape, &out.shape, row0)?;
-        self.linear_to(x, w, None, &mut out.data[row0 * n..])
+        shapes::linear_into(&x.shape, &w.shape, &out.shape)?;
+        self.linear_to(x, w, None, &mut out.data)
     }
 
     fn sample_finish(&self, sampling: Vec<Sampled>) -> Result<Vec<Sampled>, BackendError> {

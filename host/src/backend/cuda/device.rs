@@ -399,8 +399,6 @@ pub struct Device {
     pub blas: CudaBlas,
     /// cuBLAS's workspace; declared after `blas` so it is freed after the handle.
     _blas_workspace: CudaSlice<u8>,
-    /// Lane 1 of an overlapped decode step (lane 0 is `stream`, `blas`, `gemv_ticket`).
-    pub side: SideLane,
     pub kernels: Kernels,
     pub name: String,
     pub cc: (i32, i32),
@@ -460,13 +458,25 @@ impl Device {
         unsafe { ctx.disable_event_tracking() };
         // A created stream, not the legacy default one: only those can be captured
         // into CUDA graphs.
-        // At the greatest priority, like lane 1: only the low-priority twins of the
-        // lanes (SideLane::twin) run below them, and nothing runs there unless a
-        // model marks work as background.
-        let (_, greatest) = cudarc::driver::result::stream::get_priority_range()?;
-        let stream = ctx.new_stream_with_priority(greatest)?;
-        let (blas, blas_workspace) = blas_for(&stream)?;
-        let side = SideLane::new(&ctx, greatest)?;
+        let stream = ctx.new_stream()?;
+        let blas = CudaBlas::new(stream.clone())?;
+        // cuBLAS must not allocate while a graph is being recorded; give it its
+        // workspace up front (32 MiB covers Hopper's largest recommendation).
+        let blas_workspace = stream.alloc_zeros::<u8>(BLAS_WORKSPACE_BYTES)?;
+        // SAFETY: the workspace outlives the handle (field order in `Device`) and is
+        // used only by work on `stream`, the handle's stream.
+        let st = unsafe {
+            cudarc::cublas::sys::cublasSetWorkspace_v2(
+                *blas.handle(),
+                dptr(&blas_workspace, &stream) as *mut std::ffi::c_void,
+                BLAS_WORKSPACE_BYTES,
+            )
+        };
+        if st != cudarc::cublas::sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+            return Err(CudaError::Unsupported(format!(
+                "cublasSetWorkspace failed: {st:?}"
+            )));
+        }
         let cc = ctx.compute_capability()?;
         let num_sms = ctx.attribute(
             cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
@@ -566,7 +576,6 @@ impl Device {
             stream,
             blas,
             _blas_workspace: blas_workspace,
-            side,
             kernels,
             name,
             cc,
@@ -592,72 +601,6 @@ impl Device {
             dev.sk_blocks_per_sm
         );
         Ok(dev)
-    }
-}
-
-/// A cuBLAS handle on `stream` with its own workspace. cuBLAS must not allocate while
-/// a graph is being recorded, so the workspace is given up front (32 MiB covers
-/// Hopper's largest recommendation); a handle per stream, because two products
-/// running at once must not share one workspace.
-fn blas_for(stream: &Arc<CudaStream>) -> Result<(CudaBlas, CudaSlice<u8>), CudaError> {
-    let blas = CudaBlas::new(stream.clone())?;
-    let ws = stream.alloc_zeros::<u8>(BLAS_WORKSPACE_BYTES)?;
-    // SAFETY: the caller keeps the workspace alive as long as the handle (field order)
-    // and it is used only by work on `stream`, the handle's stream.
-    let st = unsafe {
-        cudarc::cublas::sys::cublasSetWorkspace_v2(
-            *blas.handle(),
-            dptr(&ws, stream) as *mut std::ffi::c_void,
-            BLAS_WORKSPACE_BYTES,
-        )
-    };
-    if st != cudarc::cublas::sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
-        return Err(CudaError::Unsupported(format!(
-            "cublasSetWorkspace failed: {st:?}"
-        )));
-    }
-    Ok((blas, ws))
-}
-
-/// The second lane of an overlapped decode step ([`Backend::lanes`]
-/// (crate::backend::Backend::lanes)): a stream, and its own copy of everything two
-/// concurrent kernels must not share (a cuBLAS handle and workspace, the gemv
-/// ticket). `signal[i]` is lane i's latest [`Backend::lane_signal`]
-/// (crate::backend::Backend::lane_signal); an event may be recorded again as soon as
-/// the waits on its previous record are enqueued.
-pub struct SideLane {
-    pub stream: Arc<CudaStream>,
-    pub blas: CudaBlas,
-    _workspace: CudaSlice<u8>,
-    pub gemv_ticket: CudaSlice<u32>,
-    pub signal: [cudarc::driver::CudaEvent; 2],
-    /// Each lane's twin at the least priority: background kernels
-    /// ([`Backend::lane_background`](crate::backend::Backend::lane_background)) run
-    /// there, so that the block scheduler hands a freed SM to the other lane's
-    /// kernels first.
-    pub twin: [Arc<CudaStream>; 2],
-    /// Orders a lane and its twin around one background launch (recorded and waited
-    /// on at once, so one event serves every crossing).
-    pub bridge: cudarc::driver::CudaEvent,
-}
-
-impl SideLane {
-    fn new(ctx: &Arc<CudaContext>, priority: i32) -> Result<SideLane, CudaError> {
-        let stream = ctx.new_stream_with_priority(priority)?;
-        let (blas, ws) = blas_for(&stream)?;
-        let (least, _) = cudarc::driver::result::stream::get_priority_range()?;
-        Ok(SideLane {
-            gemv_ticket: stream.alloc_zeros::<u32>(1)?,
-            signal: [ctx.new_event(None)?, ctx.new_event(None)?],
-            twin: [
-                ctx.new_stream_with_priority(least)?,
-                ctx.new_stream_with_priority(least)?,
-            ],
-            bridge: ctx.new_event(None)?,
-            stream,
-            blas,
-            _workspace: ws,
-        })
     }
 }
 

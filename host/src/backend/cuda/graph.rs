@@ -14,11 +14,6 @@ use cudarc::driver::sys::{CUgraphInstantiate_flags_enum, CUstreamCaptureMode};
 use super::{CudaBackend, CudaGraphStep, CudaStep, GraphArena, StepOffsets};
 use crate::backend::{BackendError, KvLayout, StepMeta};
 
-/// Arenas reserved: a whole step uses part 0; the two halves of an overlapped
-/// step ([`crate::model::overlap`]) use parts 0 and 1, so that each half's arrays
-/// have fixed addresses of their own.
-const GRAPH_PARTS: usize = 2;
-
 /// Offsets of the arena's arrays for up to `b` sequences (page ids last, so
 /// that a replay uploads one short header and the page ids it uses).
 fn arena_offsets(b: usize) -> StepOffsets {
@@ -50,22 +45,18 @@ impl CudaBackend {
             )));
         }
         let off = arena_offsets(max_seqs);
-        let mut arenas = Vec::new();
-        for _ in 0..GRAPH_PARTS {
-            let buf = self
-                .dev
-                .stream
-                .alloc_zeros::<i32>(off.page_ids + max_seqs * max_pages)?;
-            arenas.push(GraphArena {
-                buf,
-                max_seqs,
-                max_pages,
-                scratch_page: layout.num_pages as u32,
-                page_size: layout.page_size as u32,
-                off,
-            });
-        }
-        *self.graph_arena.borrow_mut() = arenas;
+        let buf = self
+            .dev
+            .stream
+            .alloc_zeros::<i32>(off.page_ids + max_seqs * max_pages)?;
+        *self.graph_arena.borrow_mut() = Some(GraphArena {
+            buf,
+            max_seqs,
+            max_pages,
+            scratch_page: layout.num_pages as u32,
+            page_size: layout.page_size as u32,
+            off,
+        });
         Ok(())
     }
 
@@ -75,14 +66,10 @@ impl CudaBackend {
         &self,
         meta: &StepMeta,
         padded: usize,
-        part: usize,
     ) -> Result<CudaStep, BackendError> {
         let mut guard = self.graph_arena.borrow_mut();
-        let reserved = guard.len();
-        let a = guard.get_mut(part).ok_or_else(|| {
-            BackendError::InvalidInput(format!(
-                "prepare_graph_step part {part}: {reserved} arenas reserved (reserve_graph_steps first)"
-            ))
+        let a = guard.as_mut().ok_or_else(|| {
+            BackendError::InvalidInput("prepare_graph_step before reserve_graph_steps".into())
         })?;
         let s = meta.num_seqs();
         let bad = |m: String| Err(BackendError::InvalidInput(m));

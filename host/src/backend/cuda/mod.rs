@@ -147,8 +147,7 @@ pub(crate) const PREFILL_TILE: usize = 64;
 /// The CUDA backend.
 pub struct CudaBackend {
     pub dev: Device,
-    /// One arena per half of an overlapped step (part 0 also serves whole steps).
-    pub(crate) graph_arena: RefCell<Vec<GraphArena>>,
+    pub(crate) graph_arena: RefCell<Option<GraphArena>>,
     /// Tokens chosen by the latest sampling (device, by sample row) and their
     /// count: what the next step's `from_last` rows read.
     pub(crate) last_chosen: RefCell<Option<(CudaSlice<u32>, usize)>>,
@@ -180,22 +179,6 @@ pub struct CudaBackend {
     /// This device's rank when the model is split across GPUs
     /// ([`Backend::all_reduce`](super::Backend::all_reduce) goes through it).
     pub(crate) nccl: Option<nccl::NcclRank>,
-    /// The lane ops enqueue on ([`Backend::set_lane`](super::Backend::set_lane)):
-    /// 0 is `dev.stream`, 1 is `dev.side`.
-    pub(crate) lane: std::cell::Cell<usize>,
-    /// Kernels launch on the current lane's low-priority twin
-    /// ([`Backend::lane_background`](super::Backend::lane_background)).
-    pub(crate) background: std::cell::Cell<bool>,
-    /// Diagnostics for the two-batch overlap (read when the backend opens):
-    /// `MINISGL_OVERLAP_LANES=1` runs both halves on lane 0, one after the other
-    /// (what cutting the step costs without any concurrency);
-    /// `MINISGL_OVERLAP_PRIORITY=0` ignores background marks.
-    pub(crate) one_lane: bool,
-    pub(crate) no_priority: bool,
-    /// `MINISGL_OVERLAP_SK_RESERVE=N` (experiment): background decode attention
-    /// takes the stream-K schedule with a grid of all but N SMs, leaving N to the
-    /// other lane's products; 0 (unset) keeps the default schedule.
-    pub(crate) sk_reserve: usize,
 }
 
 impl CudaBackend {
@@ -203,7 +186,7 @@ impl CudaBackend {
     pub fn new(opts: &CudaOptions) -> Result<Self, CudaError> {
         Ok(CudaBackend {
             dev: Device::open(opts)?,
-            graph_arena: RefCell::new(Vec::new()),
+            graph_arena: RefCell::new(None),
             last_chosen: RefCell::new(None),
             pinned_pool: RefCell::new(Vec::new()),
             gemv_rows: std::cell::Cell::new(opts.gemv_rows.min(GEMV_MAX_ROWS)),
@@ -215,14 +198,6 @@ impl CudaBackend {
             norm_prologue: std::cell::Cell::new(opts.norm_prologue),
             gemv_tc: std::cell::Cell::new(opts.gemv_tc),
             nccl: None,
-            lane: std::cell::Cell::new(0),
-            background: std::cell::Cell::new(false),
-            one_lane: std::env::var("MINISGL_OVERLAP_LANES").is_ok_and(|v| v == "1"),
-            no_priority: std::env::var("MINISGL_OVERLAP_PRIORITY").is_ok_and(|v| v == "0"),
-            sk_reserve: std::env::var("MINISGL_OVERLAP_SK_RESERVE")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0),
         })
     }
 
@@ -349,66 +324,6 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// The stream of the current lane: every op of a forward pass enqueues here and
-    /// allocates its outputs here (stream-ordered, so a half's buffers are reused in
-    /// its own lane's order).
-    pub(crate) fn stream(&self) -> &std::sync::Arc<cudarc::driver::CudaStream> {
-        if self.lane.get() == 1 {
-            &self.dev.side.stream
-        } else {
-            &self.dev.stream
-        }
-    }
-
-    /// Where the next kernel launches: the current lane, or its low-priority twin
-    /// for background work.
-    fn launch_stream(&self) -> &std::sync::Arc<cudarc::driver::CudaStream> {
-        if self.background.get() {
-            &self.dev.side.twin[self.lane.get()]
-        } else {
-            self.stream()
-        }
-    }
-
-    /// `launch` on the current lane, as background work when marked: the twin first
-    /// waits for everything the lane holds (the kernel's inputs and the buffers just
-    /// allocated for it), and the lane then waits for the twin. So the lane's order
-    /// is kept and a buffer freed on the lane after this call is free of the kernel;
-    /// only the kernel's priority changes.
-    fn bracketed(
-        &self,
-        launch: impl FnOnce() -> Result<(), BackendError>,
-    ) -> Result<(), BackendError> {
-        if !self.background.get() {
-            return launch();
-        }
-        let (lane, twin, ev) = (self.stream(), self.launch_stream(), &self.dev.side.bridge);
-        ev.record(lane)?;
-        twin.wait(ev)?;
-        launch()?;
-        ev.record(twin)?;
-        lane.wait(ev)?;
-        Ok(())
-    }
-
-    /// The current lane's cuBLAS handle (each lane has its own workspace).
-    pub(crate) fn blas(&self) -> &cudarc::cublas::CudaBlas {
-        if self.lane.get() == 1 {
-            &self.dev.side.blas
-        } else {
-            &self.dev.blas
-        }
-    }
-
-    /// The current lane's `gemv_residual_norm` ticket.
-    pub(crate) fn gemv_ticket(&self) -> &CudaSlice<u32> {
-        if self.lane.get() == 1 {
-            &self.dev.side.gemv_ticket
-        } else {
-            &self.dev.gemv_ticket
-        }
-    }
-
     fn ptr<T>(&self, s: &CudaSlice<T>) -> u64 {
         device::dptr(s, &self.dev.stream)
     }
@@ -432,12 +347,12 @@ impl CudaBackend {
 
     fn alloc_bf16(&self, n: usize) -> Result<CudaSlice<u16>, BackendError> {
         // SAFETY: every caller writes all `n` elements before they are read.
-        Ok(unsafe { self.stream().alloc::<u16>(n.max(1)) }?)
+        Ok(unsafe { self.dev.stream.alloc::<u16>(n.max(1)) }?)
     }
 
     fn alloc_f32(&self, n: usize) -> Result<CudaSlice<f32>, BackendError> {
         // SAFETY: as above.
-        Ok(unsafe { self.stream().alloc::<f32>(n.max(1)) }?)
+        Ok(unsafe { self.dev.stream.alloc::<f32>(n.max(1)) }?)
     }
 
     /// A fresh bf16 `[rows, cols]` tensor (contents undefined until written).
@@ -468,20 +383,9 @@ impl CudaBackend {
     fn launch(&self, name: &str, cfg: LaunchConfig, args: &[Arg]) -> Result<(), BackendError> {
         let f = self.dev.kernels.get(name)?;
         if self.dev.pdl && pdl::pdl_kernel(name) {
-            return self
-                .bracketed(|| timeline::wrap(&self.dev, name, || self.launch_pdl(f, cfg, args)));
+            return timeline::wrap(&self.dev, name, || self.launch_pdl(f, cfg, args));
         }
-        self.bracketed(|| self.launch_plain(f, name, cfg, args))
-    }
-
-    fn launch_plain(
-        &self,
-        f: &cudarc::driver::CudaFunction,
-        name: &str,
-        cfg: LaunchConfig,
-        args: &[Arg],
-    ) -> Result<(), BackendError> {
-        let mut b = self.launch_stream().launch_builder(f);
+        let mut b = self.dev.stream.launch_builder(f);
         for a in args {
             match a {
                 Arg::U64(v) => b.arg(v),

@@ -59,7 +59,7 @@ impl CudaBackend {
             blockDimY: cfg.block_dim.1,
             blockDimZ: cfg.block_dim.2,
             sharedMemBytes: cfg.shared_mem_bytes,
-            hStream: self.launch_stream().cu_stream(),
+            hStream: self.dev.stream.cu_stream(),
             attrs: &mut attr,
             numAttrs: 1,
         };

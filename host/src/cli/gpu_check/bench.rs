@@ -286,8 +286,9 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
 }
 
 /// The runner's decode step at a few batch sizes (MINISGL_BENCH_BATCHES, a comma list;
-/// 1, 4, 8, 64, 256 by default) and context (MINISGL_BENCH_CONTEXT, 256 by default),
-/// CUDA graphs against eager, with the floor.
+/// 1, 4, 8, 64, 256 by default) and context (MINISGL_BENCH_CONTEXT, 256 by default;
+/// the default workload's large batches run at 600-1,300), CUDA graphs against eager,
+/// with the floor.
 fn runner_steps(bench_model: Option<&Path>, rep: &mut Report) -> Result<()> {
     if let Some(p) = bench_model {
         let lm = minisgl::model::load_random(p, 1)?;
@@ -320,22 +321,8 @@ fn runner_steps(bench_model: Option<&Path>, rep: &mut Report) -> Result<()> {
             build_runner_with(&lm, DeviceKind::Cuda, pages, ps, &RunnerOptions::default())?;
         let setup_s = t0.elapsed().as_secs_f64();
         // MINISGL_BENCH_AB=VAR=VALUE: the same graphs recorded with VAR=VALUE (read
-        // when a backend opens) beside the default ones, for a ratio in this run;
-        // MINISGL_BENCH_AB=decode_overlap=N: with that runner option instead.
+        // when a backend opens) beside the default ones, for a ratio in this run.
         let mut ab = match std::env::var("MINISGL_BENCH_AB").ok() {
-            Some(spec) if spec.starts_with("decode_overlap=") => {
-                let n: usize = spec["decode_overlap=".len()..]
-                    .parse()
-                    .with_context(|| format!("MINISGL_BENCH_AB: bad count in {spec:?}"))?;
-                let opts = RunnerOptions {
-                    decode_overlap: Some(n),
-                    ..RunnerOptions::default()
-                };
-                Some((
-                    spec,
-                    build_runner_with(&lm, DeviceKind::Cuda, pages, ps, &opts)?,
-                ))
-            }
             Some(spec) => {
                 let (var, val) = spec
                     .split_once('=')

@@ -43,7 +43,6 @@ fn runner(
     let opts = RunnerOptions {
         cuda_graph_max_bs: graphs,
         tp,
-        decode_overlap: None,
     };
     build_runner_with(lm, DeviceKind::Cuda, pages, ps, &opts)
         .with_context(|| format!("building the tp = {tp} runner"))

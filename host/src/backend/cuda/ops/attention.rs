@@ -309,11 +309,6 @@ impl CudaBackend {
         )
     }
 
-    /// Background decode attention on a partial stream-K grid (MINISGL_OVERLAP_SK_RESERVE).
-    fn sk_background(&self) -> bool {
-        self.sk_reserve > 0 && self.background.get()
-    }
-
     /// The path `attention` would take for this step, head_dim and GQA group
     /// (query heads per kv head).
     pub fn attention_path(&self, step: &CudaStep, head_dim: usize, group: usize) -> AttnPath {
@@ -323,7 +318,7 @@ impl CudaBackend {
             && self.dev.decode_kernel.uses_mma(group)
             && step.meta.page_size.is_power_of_two()
         {
-            if self.dev.decode_schedule == DecodeSchedule::Stream || self.sk_background() {
+            if self.dev.decode_schedule == DecodeSchedule::Stream {
                 AttnPath::DecodeMmaSk
             } else {
                 AttnPath::DecodeMma
@@ -543,19 +538,13 @@ impl CudaBackend {
             }
             AttnPath::DecodeMmaSk => {
                 let name = format!("attn_decode_mma_sk_hd{d}");
-                // One wave; blocks past the step's tiles return at once. Background
-                // work in an overlapped step leaves `sk_reserve` SMs to the other lane.
-                let sms = if self.sk_background() {
-                    self.dev.num_sms.saturating_sub(self.sk_reserve).max(1)
-                } else {
-                    self.dev.num_sms
-                };
-                let blocks =
-                    (sms * self.dev.sk_blocks_per_sm[usize::from(d == 128)]).max(l.kv_heads);
+                // One wave; blocks past the step's tiles return at once.
+                let blocks = (self.dev.num_sms * self.dev.sk_blocks_per_sm[usize::from(d == 128)])
+                    .max(l.kv_heads);
                 let o_part = self.alloc_f32(blocks * 2 * 16 * d)?;
                 let lse = self.alloc_f32(blocks * 2 * 16)?;
                 // SAFETY: every block writes its record before the combine reads it.
-                let rec = unsafe { self.stream().alloc::<i32>(blocks * 4) }?;
+                let rec = unsafe { self.dev.stream.alloc::<i32>(blocks * 4) }?;
                 decode_cost();
                 let mut c = cfg((g(blocks), 1, 1), 128);
                 c.shared_mem_bytes =

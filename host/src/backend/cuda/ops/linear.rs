@@ -113,9 +113,8 @@ impl CudaBackend {
         x: &CudaTensor,
         w: &CudaTensor,
         out: &mut CudaTensor,
-        row0: usize,
     ) -> Result<(), BackendError> {
-        let (m, k, n) = shapes::linear_into(&x.shape, &w.shape, &out.shape, row0)?;
+        let (m, k, n) = shapes::linear_into(&x.shape, &w.shape, &out.shape)?;
         if !matches!(out.buf, Buf::F32(_)) {
             return Err(shape_err(
                 "linear_into",
@@ -125,19 +124,17 @@ impl CudaBackend {
         if m == 0 || n == 0 || k == 0 {
             return Ok(());
         }
-        // Byte offset of row `row0` (f32).
-        let at = (row0 * n * 4) as u64;
         if self.use_gemv(m, n, k) {
             let (xp, wp) = (
                 self.bf16_ptr(x, "linear_into")?,
                 self.bf16_ptr(w, "linear_into")?,
             );
-            return self.gemv(xp, wp, 0, self.tptr(out) + at, m, n, k, true);
+            return self.gemv(xp, wp, 0, self.tptr(out), m, n, k, true);
         }
         self.gemm(
             self.bf16_ptr(x, "linear_into")?,
             self.bf16_ptr(w, "linear_into")?,
-            self.tptr(out) + at,
+            self.tptr(out),
             m,
             n,
             k,
@@ -169,7 +166,7 @@ impl CudaBackend {
         // host f32 scalars as CUBLAS_COMPUTE_32F requires.
         crate::backend::cuda::timeline::wrap(&self.dev, "cublas_gemm", || unsafe {
             blas::gemm_ex(
-                *self.blas().handle(),
+                *self.dev.blas.handle(),
                 bsys::cublasOperation_t::CUBLAS_OP_T,
                 bsys::cublasOperation_t::CUBLAS_OP_N,
                 n as i32,
@@ -405,7 +402,7 @@ impl CudaBackend {
                     Arg::I32(n as i32),
                     Arg::I32(k as i32),
                     Arg::I32(ks),
-                    Arg::U64(self.ptr(self.gemv_ticket())),
+                    Arg::U64(self.ptr(&self.dev.gemv_ticket)),
                 ],
             )?;
             return Ok(out);

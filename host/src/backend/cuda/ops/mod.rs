@@ -246,9 +246,8 @@ impl Backend for CudaBackend {
         &self,
         meta: &StepMeta,
         padded_seqs: usize,
-        part: usize,
     ) -> Result<CudaStep, BackendError> {
-        self.graph_step(meta, padded_seqs, part)
+        self.graph_step(meta, padded_seqs)
     }
 
     fn begin_capture(&self) -> Result<(), BackendError> {
@@ -273,51 +272,7 @@ impl Backend for CudaBackend {
         x: &CudaTensor,
         w: &CudaTensor,
         out: &mut CudaTensor,
-        row0: usize,
     ) -> Result<(), BackendError> {
-        self.linear_into_impl(x, w, out, row0)
-    }
-
-    fn lanes(&self) -> usize {
-        if self.one_lane {
-            1
-        } else {
-            2
-        }
-    }
-
-    fn set_lane(&self, lane: usize) -> Result<(), BackendError> {
-        if lane > 1 {
-            return Err(BackendError::InvalidInput(format!(
-                "lane {lane}: the CUDA backend has lanes 0 and 1"
-            )));
-        }
-        if !self.one_lane {
-            self.lane.set(lane);
-        }
-        Ok(())
-    }
-
-    fn lane_signal(&self) -> Result<(), BackendError> {
-        if !self.one_lane {
-            self.dev.side.signal[self.lane.get()].record(self.stream())?;
-        }
-        Ok(())
-    }
-
-    fn lane_wait(&self, other: usize) -> Result<(), BackendError> {
-        let ev = self.dev.side.signal.get(other).ok_or_else(|| {
-            BackendError::InvalidInput(format!("lane_wait on lane {other} (lanes 0 and 1)"))
-        })?;
-        if !self.one_lane {
-            self.stream().wait(ev)?;
-        }
-        Ok(())
-    }
-
-    fn lane_background(&self, on: bool) -> Result<(), BackendError> {
-        self.background
-            .set(on && !self.one_lane && !self.no_priority);
-        Ok(())
+        self.linear_into_impl(x, w, out)
     }
 }
