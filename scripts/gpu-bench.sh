@@ -109,8 +109,9 @@
 #             (default P_KV_WARPS=1).
 #     part 42: Nsight Compute durations of whole decode steps at context ~1024 (0.6B and
 #             14B at batch 64 and 256), then the 0.6B runner step at that context.
-#     part 43: decode splits by waves at context ~1024: the 0.6B runner step A/B and
-#             both shapes' default workload with each rule.
+#     part 43: decode splits by waves at context ~1024 (waves: below two waves of
+#             unsplit blocks, the default limit; waves4: below four): the 0.6B runner
+#             step A/B and the default workload with each rule (14B: waves).
 #     (part 41, two-batch overlap of decode steps (halves on two streams), ran at
 #     8efb326 and 86becff; 5-18% slower than whole steps at Qwen3-0.6B batch 64-256, so
 #     reverted with the part: docs/results/gpu-2026-12-03-overlap.md.)
@@ -718,10 +719,14 @@ device)
         # contexts: part 42's batch-64 attention at context 1,024 ran 1,024 blocks over
         # 396 slots (2.6 waves, 3.5 TB/s). The 0.6B runner step A/B at context 1,024,
         # then both shapes' default workload with each rule.
-        MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_BATCHES=64,128,256 MINISGL_BENCH_CONTEXT=1024 \
-            MINISGL_BENCH_AB=MINISGL_DECODE_SPLITS=waves bench_step qwen3-0.6b -ctx1024-waves
+        # waves4: the same rule below four waves of unsplit blocks (batch 128 too).
+        for rule in waves waves4; do
+            MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_BATCHES=64,128,256 MINISGL_BENCH_CONTEXT=1024 \
+                MINISGL_BENCH_AB=MINISGL_DECODE_SPLITS=$rule bench_step qwen3-0.6b -ctx1024-$rule
+        done
         offline_default qwen3-0.6b
         MINISGL_DECODE_SPLITS=waves offline_default qwen3-0.6b -waves
+        MINISGL_DECODE_SPLITS=waves4 offline_default qwen3-0.6b -waves4
         offline_default qwen3-14b
         MINISGL_DECODE_SPLITS=waves offline_default qwen3-14b -waves
         rm -f "$out"/steps-*.csv  # the tool returns at most eight files

@@ -179,6 +179,9 @@ pub struct CudaOptions {
     /// measured on the H200 the wave rule was 3.5% faster at batch 8 and 2.5% slower
     /// at batch 64, docs/results/gpu-2026-12-02-prologue.md).
     pub decode_wave_splits: bool,
+    /// Below how many waves of unsplit blocks the wave rule decides (2; `wavesN` in
+    /// `MINISGL_DECODE_SPLITS` sets N, for measuring).
+    pub decode_wave_limit: usize,
     /// Fewest context rows a split of a split-grid decode launch takes
     /// (`MINISGL_DECODE_MIN_PART`, default [`DECODE_MIN_PART_DEFAULT`]).
     pub decode_min_part: usize,
@@ -231,7 +234,18 @@ impl Default for CudaOptions {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(1);
-        let decode_wave_splits = std::env::var("MINISGL_DECODE_SPLITS").is_ok_and(|v| v == "waves");
+        let splits_rule = std::env::var("MINISGL_DECODE_SPLITS").unwrap_or_default();
+        let decode_wave_limit = match splits_rule.strip_prefix("waves") {
+            Some("") => 2,
+            Some(n) => n.parse().unwrap_or_else(|_| {
+                tracing::warn!(
+                    "MINISGL_DECODE_SPLITS={splits_rule:?}: wavesN needs a count; using 2"
+                );
+                2
+            }),
+            None => 2,
+        };
+        let decode_wave_splits = splits_rule.starts_with("waves");
         let rows = |var: &str, default: usize| match std::env::var(var) {
             Ok(v) => match v.parse::<usize>() {
                 Ok(n) if n >= 1 => n,
@@ -261,6 +275,7 @@ impl Default for CudaOptions {
             decode_schedule,
             decode_min_splits,
             decode_wave_splits,
+            decode_wave_limit,
             decode_min_part,
             decode_full_part,
             pdl,

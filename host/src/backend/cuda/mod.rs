@@ -162,6 +162,8 @@ pub struct CudaBackend {
     /// Whether the tensor-core decode sizes its splits by waves
     /// ([`CudaOptions::decode_wave_splits`]; benchmarks compare both rules).
     pub(crate) decode_wave_splits: std::cell::Cell<bool>,
+    /// [`CudaOptions::decode_wave_limit`].
+    pub(crate) decode_wave_limit: usize,
     /// Fewest context rows a decode split takes ([`CudaOptions::decode_min_part`]).
     pub(crate) decode_min_part: std::cell::Cell<usize>,
     /// The same where the tensor-core grid is full unsplit ([`CudaOptions::decode_full_part`]).
@@ -192,6 +194,7 @@ impl CudaBackend {
             gemv_rows: std::cell::Cell::new(opts.gemv_rows.min(GEMV_MAX_ROWS)),
             decode_min_splits: std::cell::Cell::new(opts.decode_min_splits.max(1)),
             decode_wave_splits: std::cell::Cell::new(opts.decode_wave_splits),
+            decode_wave_limit: opts.decode_wave_limit.max(1),
             decode_min_part: std::cell::Cell::new(opts.decode_min_part.max(1)),
             decode_full_part: std::cell::Cell::new(opts.decode_full_part.max(1)),
             gemv_max_weight: std::cell::Cell::new(GEMV_MAX_WEIGHT_BYTES),

@@ -274,7 +274,8 @@ impl CudaBackend {
         }
         let cap = max_decode_splits(max_kv, part);
         let slots = self.mma_decode_slots(head_dim);
-        wave_splits(seqs * kv_heads, slots, cap, self.decode_min_splits.get()).unwrap_or(fill)
+        let (min, limit) = (self.decode_min_splits.get(), self.decode_wave_limit);
+        wave_splits(seqs * kv_heads, slots, cap, min, limit).unwrap_or(fill)
     }
 
     /// Merges the split-KV partials of either decode kernel into `op`.
@@ -645,13 +646,19 @@ fn max_decode_splits(max_kv: usize, min_part: usize) -> usize {
 }
 
 /// The wave rule of [`CudaBackend::decode_mma_splits`] for `base` blocks a split on
-/// `slots` resident blocks, `min..=cap` splits allowed: None at two waves and more.
-/// Among the counts up to four waves, the fewest whose last wave is fullest (a
-/// count must beat the best so far by 2% of the slots: each split costs a partial
-/// write and a share of the combine).
-pub(crate) fn wave_splits(base: usize, slots: usize, cap: usize, min: usize) -> Option<usize> {
+/// `slots` resident blocks, `min..=cap` splits allowed: None at `limit` waves and
+/// more (2 by default). Among the counts up to four waves a split, the fewest whose
+/// last wave is fullest (a count must beat the best so far by 2% of the slots: each
+/// split costs a partial write and a share of the combine).
+pub(crate) fn wave_splits(
+    base: usize,
+    slots: usize,
+    cap: usize,
+    min: usize,
+    limit: usize,
+) -> Option<usize> {
     let (base, slots) = (base.max(1), slots.max(1));
-    if base >= 2 * slots {
+    if base >= limit * slots {
         return None;
     }
     let eff = |s: usize| {
@@ -676,18 +683,21 @@ mod tests {
     fn wave_splits_fill_the_last_wave() {
         // 396 slots (132 SMs x 3 blocks). 8 sequences x 8 kv heads of 16384: one full
         // wave of 6 splits, not 9 splits in 1.45 waves.
-        assert_eq!(wave_splits(64, 396, 256, 1), Some(6));
+        assert_eq!(wave_splits(64, 396, 256, 1, 2), Some(6));
         // 64 x 8 heads: 3 splits (1,536 blocks, 3.9 waves) rather than 2 (2.6).
-        assert_eq!(wave_splits(512, 396, 128, 1), Some(3));
+        assert_eq!(wave_splits(512, 396, 128, 1, 2), Some(3));
         // Batch 1 with 1,024 rows: as many splits as the 32-row minimum allows.
-        assert_eq!(wave_splits(8, 396, 32, 1), Some(32));
+        assert_eq!(wave_splits(8, 396, 32, 1, 2), Some(32));
         // Batch 1 under a graph's long capacity: 49 splits, 392 of 396 slots.
-        assert_eq!(wave_splits(8, 396, 256, 1), Some(49));
+        assert_eq!(wave_splits(8, 396, 256, 1, 2), Some(49));
         // Two waves and more: the fill rule decides.
-        assert_eq!(wave_splits(2048, 396, 256, 1), None);
-        assert_eq!(wave_splits(800, 396, 256, 1), None);
+        assert_eq!(wave_splits(2048, 396, 256, 1, 2), None);
+        assert_eq!(wave_splits(800, 396, 256, 1, 2), None);
         // The floor holds.
-        assert_eq!(wave_splits(64, 396, 256, 8), Some(12));
-        assert_eq!(wave_splits(64, 396, 4, 8), Some(4));
+        assert_eq!(wave_splits(64, 396, 256, 8, 2), Some(12));
+        assert_eq!(wave_splits(64, 396, 4, 8, 2), Some(4));
+        // A higher limit takes 128 x 8 heads (2.6 waves unsplit): 3 splits, 7.8 waves.
+        assert_eq!(wave_splits(1024, 396, 256, 1, 4), Some(3));
+        assert_eq!(wave_splits(1024, 396, 256, 1, 2), None);
     }
 }
