@@ -195,14 +195,16 @@ device)
         fi
     }
     ncu_steps() {  # SHAPE BATCHES [CONTEXT [TIMEOUT]]: Nsight Compute durations of whole decode steps
-        local ctx=${3:-256} tag=$1${3:+-ctx$3}
+        # NCU_TABLES=0,2 NCU_LABELS=prefill,decode: tables of other steps than the timed
+        # decodes (step 0 is the prefill of BATCHES x CONTEXT tokens, in one step).
+        local ctx=${3:-256} tag=$1${3:+-ctx$3}${NCU_TAG:-}
         timeout "${4:-240}" ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum \
             --csv --page raw "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/$1 \
             --timeline-batches "$2" --timeline-context "$ctx" --timeline-out /tmp/timeline-$tag.md \
             --report /tmp/timeline-report-$tag.md > /tmp/ncu-$tag.csv 2> /tmp/ncu-$tag.err
         echo "ncu $tag rc=$?"
-        python3 scripts/gpu/ncu_steps.py /tmp/ncu-$tag.csv --labels "$(echo "$2" | sed 's/\([0-9]*\)/b\1/g')" \
-            > "$out/ncu-steps-$tag.md"
+        python3 scripts/gpu/ncu_steps.py /tmp/ncu-$tag.csv ${NCU_TABLES:+--tables "$NCU_TABLES"} \
+            --labels "${NCU_LABELS:-$(echo "$2" | sed 's/\([0-9]*\)/b\1/g')}" > "$out/ncu-steps-$tag.md"
         grep -E "^###" -A8 "$out/ncu-steps-$tag.md"
     }
     if [ "$part" = 1 ]; then
@@ -730,6 +732,36 @@ device)
         offline_default qwen3-14b
         MINISGL_DECODE_SPLITS=waves offline_default qwen3-14b -waves
         rm -f "$out"/steps-*.csv  # the tool returns at most eight files
+        ls -la "$out"
+    elif [ "$part" = 44 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # Where the default workload's prefill steps go (14 prompts of ~585 tokens, 8,190
+        # tokens in one step, as its 19 prefill steps run: 14B at 77% of a serial bound,
+        # 0.6B at 50%), kernel by kernel, and the 14B decode step at the context its
+        # 256-sequence steps run at (~600; the engine measured 20.3 ms there). SM clock
+        # and power sampled through the whole call (throttling under sustained GEMMs?).
+        reasons=clocks_event_reasons.active  # clocks_throttle_reasons before driver 535
+        nvidia-smi --query-gpu=$reasons --format=csv > /dev/null 2>&1 || reasons=clocks_throttle_reasons.active
+        nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,$reasons \
+            --format=csv -lms 250 > "$out/smi.csv" 2>&1 &
+        smi=$!
+        NCU_TABLES=0,2 NCU_LABELS=prefill-14x585,decode-b14 NCU_TAG=-prefill ncu_steps qwen3-0.6b 14 585 120
+        NCU_TABLES=0,2 NCU_LABELS=prefill-14x585,decode-b14 NCU_TAG=-prefill ncu_steps qwen3-14b 14 585 220
+        MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_BATCHES=128,192,256 MINISGL_BENCH_CONTEXT=600 \
+            bench_step qwen3-14b -ctx600
+        kill $smi
+        python3 - "$out/smi.csv" <<'PY'
+import csv, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 4 and "MHz" in r[1]]
+busy = [r for r in rows if float(r[3].split()[0]) > 300]
+for name, rs in (("all", rows), ("power > 300 W", busy)):
+    if rs:
+        clk = sorted(float(r[1].split()[0]) for r in rs)
+        pw = sorted(float(r[3].split()[0]) for r in rs)
+        print(f"smi {name}: {len(rs)} samples, SM clock min {clk[0]:.0f} median {clk[len(clk)//2]:.0f} "
+              f"max {clk[-1]:.0f} MHz, power median {pw[len(pw)//2]:.0f} max {pw[-1]:.0f} W, "
+              f"reasons {sorted(set(r[5].strip() for r in rs))}")
+PY
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
