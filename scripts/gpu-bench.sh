@@ -745,6 +745,7 @@ device)
         nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,$reasons \
             --format=csv -lms 250 > "$out/smi.csv" 2>&1 &
         smi=$!
+        timeout 60 python3 scripts/gpu/sustained.py --seconds 6 2>&1 | tee "$out/sustained.log" | grep -E "^sustained|t= 0|t= 5"
         NCU_TABLES=0,2 NCU_LABELS=prefill-14x585,decode-b14 NCU_TAG=-prefill ncu_steps qwen3-0.6b 14 585 120
         NCU_TABLES=0,2 NCU_LABELS=prefill-14x585,decode-b14 NCU_TAG=-prefill ncu_steps qwen3-14b 14 585 220
         MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_BATCHES=128,192,256 MINISGL_BENCH_CONTEXT=600 \
