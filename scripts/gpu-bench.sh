@@ -112,6 +112,11 @@
 #     part 43: decode splits by waves at context ~1024 (waves: below two waves of
 #             unsplit blocks, the default limit; waves4: below four): the 0.6B runner
 #             step A/B and the default workload with each rule (14B: waves).
+#     part 44: the bf16 GEMM rate held for seconds (scripts/gpu/sustained.py), prefill
+#             steps of 14 x 585 tokens kernel by kernel (Nsight Compute, both shapes), the
+#             14B runner step at context ~600, SM clock and power sampled throughout.
+#     part 45: both shapes' default workload and long prompts with the ceilings at the
+#             GEMM rate held under the power limit, clock and power sampled per run.
 #     (part 41, two-batch overlap of decode steps (halves on two streams), ran at
 #     8efb326 and 86becff; 5-18% slower than whole steps at Qwen3-0.6B batch 64-256, so
 #     reverted with the part: docs/results/gpu-2026-12-03-overlap.md.)
@@ -193,6 +198,17 @@ device)
         else
             echo "no time left for $1 long prompts (${SECONDS} s)"
         fi
+    }
+    smi_start() {  # sample the SM clock, power and clock-event reasons every 250 ms into /tmp/smi.csv
+        local reasons=clocks_event_reasons.active  # clocks_throttle_reasons before driver 535
+        nvidia-smi --query-gpu=$reasons --format=csv > /dev/null 2>&1 || reasons=clocks_throttle_reasons.active
+        nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,$reasons \
+            --format=csv -lms 250 > /tmp/smi.csv 2>&1 &
+        smi_pid=$!
+    }
+    smi_stop() {  # LABEL: stop sampling; one summary line into $out/smi.log (and here)
+        kill "$smi_pid" 2>/dev/null; wait "$smi_pid" 2>/dev/null
+        python3 scripts/gpu/smi_summary.py /tmp/smi.csv --label "$1" | tee -a "$out/smi.log"
     }
     ncu_steps() {  # SHAPE BATCHES [CONTEXT [TIMEOUT]]: Nsight Compute durations of whole decode steps
         # NCU_TABLES=0,2 NCU_LABELS=prefill,decode: tables of other steps than the timed
@@ -740,29 +756,29 @@ device)
         # 0.6B at 50%), kernel by kernel, and the 14B decode step at the context its
         # 256-sequence steps run at (~600; the engine measured 20.3 ms there). SM clock
         # and power sampled through the whole call (throttling under sustained GEMMs?).
-        reasons=clocks_event_reasons.active  # clocks_throttle_reasons before driver 535
-        nvidia-smi --query-gpu=$reasons --format=csv > /dev/null 2>&1 || reasons=clocks_throttle_reasons.active
-        nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,$reasons \
-            --format=csv -lms 250 > "$out/smi.csv" 2>&1 &
-        smi=$!
+        smi_start
         timeout 60 python3 scripts/gpu/sustained.py --seconds 6 2>&1 | tee "$out/sustained.log" | grep -E "^sustained|t= 0|t= 5"
         NCU_TABLES=0,2 NCU_LABELS=prefill-14x585,decode-b14 NCU_TAG=-prefill ncu_steps qwen3-0.6b 14 585 120
         NCU_TABLES=0,2 NCU_LABELS=prefill-14x585,decode-b14 NCU_TAG=-prefill ncu_steps qwen3-14b 14 585 220
         MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_BATCHES=128,192,256 MINISGL_BENCH_CONTEXT=600 \
             bench_step qwen3-14b -ctx600
-        kill $smi
-        python3 - "$out/smi.csv" <<'PY'
-import csv, sys
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 4 and "MHz" in r[1]]
-busy = [r for r in rows if float(r[3].split()[0]) > 300]
-for name, rs in (("all", rows), ("power > 300 W", busy)):
-    if rs:
-        clk = sorted(float(r[1].split()[0]) for r in rs)
-        pw = sorted(float(r[3].split()[0]) for r in rs)
-        print(f"smi {name}: {len(rs)} samples, SM clock min {clk[0]:.0f} median {clk[len(clk)//2]:.0f} "
-              f"max {clk[-1]:.0f} MHz, power median {pw[len(pw)//2]:.0f} max {pw[-1]:.0f} W, "
-              f"reasons {sorted(set(r[5].strip() for r in rs))}")
-PY
+        smi_stop part44
+        ls -la "$out"
+    elif [ "$part" = 45 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # The ceilings with the GEMM rate the device holds at its power limit (part 44:
+        # 675 TFLOP/s at 8192^3 held, 805 in the first milliseconds): both shapes' default
+        # workload and long prompts, each with the SM clock and power sampled through it.
+        for shape in qwen3-0.6b qwen3-14b; do
+            smi_start
+            offline_default $shape
+            smi_stop "default workload $shape"
+        done
+        for shape in qwen3-0.6b qwen3-14b; do
+            smi_start
+            long_if_time $shape 480 110 "$out/long-$shape.log"
+            smi_stop "long prompts $shape"
+        done
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
