@@ -117,6 +117,8 @@
 #             14B runner step at context ~600, SM clock and power sampled throughout.
 #     part 45: both shapes' default workload and long prompts with the ceilings at the
 #             GEMM rate held under the power limit, clock and power sampled per run.
+#     part 46: closing figures of that round: model checks, the 0.6B runner step at batch
+#             1 / 64 / 256, a second 14B default workload, the device's power limit.
 #     (part 41, two-batch overlap of decode steps (halves on two streams), ran at
 #     8efb326 and 86becff; 5-18% slower than whole steps at Qwen3-0.6B batch 64-256, so
 #     reverted with the part: docs/results/gpu-2026-12-03-overlap.md.)
@@ -779,6 +781,21 @@ device)
             long_if_time $shape 480 110 "$out/long-$shape.log"
             smi_stop "long prompts $shape"
         done
+        ls -la "$out"
+    elif [ "$part" = 46 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # Closing figures of the power round: model checks, the 0.6B runner step at the
+        # issue's batch 1 / 64 / 256 (context 256), a second 14B default workload under
+        # the held-rate ceiling (the run-to-run spread of part 45's 79.6%), with clock
+        # and power sampled.
+        nvidia-smi --query-gpu=power.limit,power.max_limit,clocks.max.sm --format=csv | tee "$out/smi.log"
+        check_models
+        smi_start
+        MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_BATCHES=1,64,256 bench_step qwen3-0.6b
+        smi_stop "runner step qwen3-0.6b"
+        smi_start
+        offline_default qwen3-14b
+        smi_stop "default workload qwen3-14b"
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
