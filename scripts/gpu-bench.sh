@@ -119,6 +119,8 @@
 #             GEMM rate held under the power limit, clock and power sampled per run.
 #     part 46: closing figures of that round: model checks, the 0.6B runner step at batch
 #             1 / 64 / 256, a second 14B default workload, the device's power limit.
+#     part 47: the cuBLASLt survey of both shapes' decode products at full clock and
+#             held at the power limit (MINISGL_BENCH_GEMM_HOLD).
 #     (part 41, two-batch overlap of decode steps (halves on two streams), ran at
 #     8efb326 and 86becff; 5-18% slower than whole steps at Qwen3-0.6B batch 64-256, so
 #     reverted with the part: docs/results/gpu-2026-12-03-overlap.md.)
@@ -796,6 +798,21 @@ device)
         smi_start
         offline_default qwen3-14b
         smi_stop "default workload qwen3-14b"
+        ls -la "$out"
+    elif [ "$part" = 47 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # cuBLAS's choice against cuBLASLt's candidates for the decode products of both
+        # shapes at 16-256 rows, timed at full clock (each replayed once) and again held
+        # at the power limit (1.5 s of the product first, then the candidates in turns):
+        # is the algorithm cuBLAS picks at full clock still the fastest at ~1.4 GHz?
+        smi_start
+        for hold in 0 1.5; do
+            MINISGL_BENCH_GEMM_HOLD=$hold timeout 200 "$bin" gpu-check --skip-ops --skip-models --skip-engine \
+                --bench-model .gpu/qwen3-0.6b --report /tmp/gemm.md > "$out/gemm-hold$hold.log" 2>&1
+            echo "gemm survey hold $hold rc=$?"
+            grep "gemm algorithms" "$out/gemm-hold$hold.log" | tr ';' '\n' | grep -E "algorithms|m=(128|256)"
+        done
+        smi_stop "gemm survey"
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

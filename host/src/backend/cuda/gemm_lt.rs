@@ -9,6 +9,7 @@
 
 use cudarc::cublaslt::{result as lt, sys as ltsys};
 use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::CudaGraph;
 
 use super::device::dptr;
 use super::CudaBackend;
@@ -103,6 +104,16 @@ impl CudaBackend {
         iters: usize,
         f: &mut dyn FnMut() -> Result<(), BackendError>,
     ) -> Result<f64, BackendError> {
+        let graph = self.record_calls(iters, f)?;
+        Ok(self.time_graphs(&[Some(graph)], iters, 0.0)?[0].unwrap_or(f64::NAN))
+    }
+
+    /// One warm-up call of `f`, then `iters` calls recorded into an uploaded graph.
+    fn record_calls(
+        &self,
+        iters: usize,
+        f: &mut dyn FnMut() -> Result<(), BackendError>,
+    ) -> Result<CudaGraph, BackendError> {
         use cudarc::driver::sys::{CUgraphInstantiate_flags_enum, CUstreamCaptureMode};
         let dev = &self.dev;
         f()?;
@@ -117,18 +128,73 @@ impl CudaBackend {
         let graph = graph.ok_or_else(|| BackendError::Device("graph recorded nothing".into()))?;
         graph.upload()?;
         graph.launch()?;
-        let e0 = dev.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
-        let e1 = dev.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
-        e0.record(&dev.stream)?;
-        graph.launch()?;
-        e1.record(&dev.stream)?;
-        e1.synchronize()?;
-        Ok(e0.elapsed_ms(&e1)? as f64 * 1e3 / iters.max(1) as f64)
+        Ok(graph)
+    }
+
+    /// µs per call of each graph (of `iters` calls each; None stays None).
+    ///
+    /// `hold_s == 0`: each replayed once. Otherwise the first graph is first replayed
+    /// back to back for `hold_s` seconds, so that the device reaches the clock it
+    /// holds at its power limit (compute-bound products at full clock draw more than
+    /// an H200's 700 W), then all of them take turns for several rounds with no gap
+    /// between replays, and each gets its median: every candidate is timed under
+    /// the same power state, as a long run of large decode steps meets it.
+    fn time_graphs(
+        &self,
+        graphs: &[Option<CudaGraph>],
+        iters: usize,
+        hold_s: f64,
+    ) -> Result<Vec<Option<f64>>, BackendError> {
+        let dev = &self.dev;
+        let event = || dev.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT));
+        let rounds = if hold_s > 0.0 { 7 } else { 1 };
+        if hold_s > 0.0 {
+            if let Some(Some(g)) = graphs.first() {
+                let (e0, e1) = (event()?, event()?);
+                e0.record(&dev.stream)?;
+                g.launch()?;
+                e1.record(&dev.stream)?;
+                e1.synchronize()?;
+                let once_s = (e0.elapsed_ms(&e1)? as f64 * 1e-3).max(1e-6);
+                for _ in 0..(hold_s / once_s).ceil() as usize {
+                    g.launch()?;
+                }
+            }
+        }
+        let mut marks = Vec::new();
+        for _ in 0..rounds {
+            for g in graphs {
+                marks.push(match g {
+                    Some(g) => {
+                        let (e0, e1) = (event()?, event()?);
+                        e0.record(&dev.stream)?;
+                        g.launch()?;
+                        e1.record(&dev.stream)?;
+                        Some((e0, e1))
+                    }
+                    None => None,
+                });
+            }
+        }
+        dev.stream.synchronize()?;
+        let mut out = Vec::with_capacity(graphs.len());
+        for i in 0..graphs.len() {
+            let mut us = Vec::new();
+            for r in 0..rounds {
+                if let Some((e0, e1)) = &marks[r * graphs.len() + i] {
+                    us.push(e0.elapsed_ms(e1)? as f64 * 1e3 / iters.max(1) as f64);
+                }
+            }
+            us.sort_by(f64::total_cmp);
+            out.push(us.get(us.len() / 2).copied());
+        }
+        Ok(out)
     }
 
     /// Time `y[m, n] = x[m, k] · w[n, k]ᵀ` (bf16 in and out, random data) with
     /// `cublasGemmEx`'s default algorithm and with each of up to `max` cuBLASLt
-    /// heuristic candidates: a warm-up call, then `iters` calls replayed from a graph.
+    /// heuristic candidates: a warm-up call, then `iters` calls replayed from a graph;
+    /// with `hold_s > 0`, timed at the power limit's clock ([`Self::time_graphs`]).
     pub fn survey_gemm(
         &self,
         m: usize,
@@ -136,6 +202,7 @@ impl CudaBackend {
         k: usize,
         max: usize,
         iters: usize,
+        hold_s: f64,
     ) -> Result<GemmSurvey, BackendError> {
         let dev = &self.dev;
         let vals = |len: usize, seed: usize| -> Vec<u16> {
@@ -156,13 +223,15 @@ impl CudaBackend {
             dptr(&y, &dev.stream),
         );
         let wsp = dptr(&ws, &dev.stream);
-        let time = |f: &mut dyn FnMut() -> Result<(), BackendError>| self.time_in_graph(iters, f);
-        let default_us = time(&mut || self.gemm(xp, wp, yp, m, n, k, false, 0.0))?;
+        let record = |f: &mut dyn FnMut() -> Result<(), BackendError>| self.record_calls(iters, f);
+        // The default first: it is what holds the device at its power limit.
+        let mut graphs = vec![Some(record(&mut || {
+            self.gemm(xp, wp, yp, m, n, k, false, 0.0)
+        })?)];
 
         let handle = lt::create_handle().map_err(|e| lt_err("handle", e))?;
         let desc = Desc::new(m, n, k)?;
         let pref = lt::create_matmul_pref().map_err(|e| lt_err("preference", e))?;
-        let mut out = Vec::new();
         let result = (|| -> Result<(), BackendError> {
             let ws_bytes = WORKSPACE as u64;
             // SAFETY: `pref` is live; the attribute is a u64.
@@ -205,10 +274,10 @@ impl CudaBackend {
                 if h.state != ltsys::cublasStatus_t::CUBLAS_STATUS_SUCCESS
                     || h.workspaceSize > WORKSPACE
                 {
-                    out.push(None);
+                    graphs.push(None);
                     continue;
                 }
-                let t = time(&mut || {
+                let g = record(&mut || {
                     // SAFETY: pointers address the buffers above, of the sizes the
                     // layouts describe; the workspace is as large as the preference.
                     unsafe {
@@ -233,10 +302,16 @@ impl CudaBackend {
                     }
                     .map_err(|e| lt_err("matmul", e))
                 });
-                out.push(t.ok());
+                graphs.push(g.ok());
             }
             Ok(())
         })();
+        // Timed while the handle and buffers the graphs use are alive.
+        let timed = match &result {
+            Ok(()) => self.time_graphs(&graphs, iters, hold_s),
+            Err(_) => Ok(Vec::new()),
+        };
+        drop(graphs);
         // A candidate that failed part-way may have left work on the stream.
         let synced = dev.stream.synchronize();
         // SAFETY: created above and no longer used: the stream has drained.
@@ -250,10 +325,11 @@ impl CudaBackend {
         }
         result?;
         synced?;
+        let timed = timed?;
         drop((x, w, y, ws));
         Ok(GemmSurvey {
-            default_us,
-            candidates_us: out,
+            default_us: timed[0].unwrap_or(f64::NAN),
+            candidates_us: timed[1..].to_vec(),
         })
     }
 }

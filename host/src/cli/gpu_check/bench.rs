@@ -85,6 +85,14 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
     if std::env::var("MINISGL_BENCH_RUNNER_ONLY").is_ok_and(|v| v == "1") {
         return runner_steps(bench_model, rep);
     }
+    // MINISGL_BENCH_GEMM_HOLD=S: the cuBLASLt survey alone, every candidate timed at
+    // the clock the device holds at its power limit after S seconds of the product.
+    if let Ok(v) = std::env::var("MINISGL_BENCH_GEMM_HOLD") {
+        let hold: f64 = v.parse().map_err(|_| {
+            anyhow::anyhow!("MINISGL_BENCH_GEMM_HOLD must be seconds, got {v:?}")
+        })?;
+        return gemm_algos(gpu, rep, hold);
+    }
     let mut rng = ChaCha8Rng::seed_from_u64(99);
     let shapes: &[(&str, usize, usize, usize)] = &[
         ("decode", 256, 1100, 1),
@@ -280,7 +288,7 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
         rep.bench_line(line);
     }
     fused_products(gpu, &mut rng, rep)?;
-    gemm_algos(gpu, rep)?;
+    gemm_algos(gpu, rep, 0.0)?;
     gemv_in_graphs(gpu, &mut rng, rep)?;
     runner_steps(bench_model, rep)
 }
@@ -499,8 +507,10 @@ fn fused_products(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> 
 
 /// The decode-batch products of Qwen3-0.6B and 14B (qkv, o, gate_up, down) through
 /// `cublasGemmEx`'s own algorithm against cuBLASLt's heuristic candidates, each timed
-/// alone: what an algorithm tuner in `linear` would gain at batch 16-256.
-fn gemm_algos(gpu: &CudaBackend, rep: &mut Report) -> Result<()> {
+/// alone: what an algorithm tuner in `linear` would gain at batch 16-256. With
+/// `hold_s > 0` each shape's candidates are timed in turns after `hold_s` seconds of
+/// the product, at the clock the power limit leaves (`survey_gemm`).
+fn gemm_algos(gpu: &CudaBackend, rep: &mut Report, hold_s: f64) -> Result<()> {
     for &(shape, n, k) in &[
         ("0.6B qkv", 4096usize, 1024usize),
         ("0.6B o", 1024, 2048),
@@ -511,9 +521,10 @@ fn gemm_algos(gpu: &CudaBackend, rep: &mut Report) -> Result<()> {
         ("14B gate_up", 34816, 5120),
         ("14B down", 5120, 17408),
     ] {
-        let mut line = format!("gemm algorithms {shape} n={n} k={k}:");
+        let held = if hold_s > 0.0 { " (held at the power limit)" } else { "" };
+        let mut line = format!("gemm algorithms{held} {shape} n={n} k={k}:");
         for m in [16usize, 64, 128, 256] {
-            let s = gpu.survey_gemm(m, n, k, 16, 20)?;
+            let s = gpu.survey_gemm(m, n, k, 16, 20, hold_s)?;
             let first = s.candidates_us.first().copied().flatten();
             match (first, s.best()) {
                 (Some(f), Some((i, b))) => line.push_str(&format!(
