@@ -88,9 +88,9 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
     // MINISGL_BENCH_GEMM_HOLD=S: the cuBLASLt survey alone, every candidate timed at
     // the clock the device holds at its power limit after S seconds of the product.
     if let Ok(v) = std::env::var("MINISGL_BENCH_GEMM_HOLD") {
-        let hold: f64 = v.parse().map_err(|_| {
-            anyhow::anyhow!("MINISGL_BENCH_GEMM_HOLD must be seconds, got {v:?}")
-        })?;
+        let hold: f64 = v
+            .parse()
+            .map_err(|_| anyhow::anyhow!("MINISGL_BENCH_GEMM_HOLD must be seconds, got {v:?}"))?;
         return gemm_algos(gpu, rep, hold);
     }
     let mut rng = ChaCha8Rng::seed_from_u64(99);
@@ -521,7 +521,11 @@ fn gemm_algos(gpu: &CudaBackend, rep: &mut Report, hold_s: f64) -> Result<()> {
         ("14B gate_up", 34816, 5120),
         ("14B down", 5120, 17408),
     ] {
-        let held = if hold_s > 0.0 { " (held at the power limit)" } else { "" };
+        let held = if hold_s > 0.0 {
+            " (held at the power limit)"
+        } else {
+            ""
+        };
         let mut line = format!("gemm algorithms{held} {shape} n={n} k={k}:");
         for m in [16usize, 64, 128, 256] {
             let s = gpu.survey_gemm(m, n, k, 16, 20, hold_s)?;
