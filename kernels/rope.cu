@@ -3,24 +3,77 @@
 // layer's K/V cache write over the qkv projection (qkv_rope_store_*).
 #include "common.cuh"
 
-// One warp per (token, head). Lane l holds elements l + 32 j, j < HD / 32; element i
-// (i < HD / 2) pairs with i + HD / 2, which lives in the same lane at j + HD / 64.
+// One warp per head. Lane l holds PER = HD / 32 elements of it, v[j], where v[j] and
+// v[j + PER / 2] are a rotate-half pair (elements i and i + HD / 2), so the rotation
+// stays in the lane. At HD >= 128 a lane's elements come in bf16 pairs, 2l and 2l + 1
+// of each 64-element block, so a warp moves a head in 4-byte words (PER / 2 loads of
+// 128 contiguous bytes); at HD = 64 a lane holds elements l and l + 32.
 //
 // x:        [T, row_stride] bf16; head h of token t starts at x + t * row_stride + h * HD.
 // norm_w:   [HD] bf16 per-head RMSNorm weight, or null for no norm.
 // pos:      [T] positions.
 // inv_freq: [HD / 2] f32 inverse frequencies, already scaled (Llama-3 scaling is
 //           applied by the host when it builds this table), or null for no rotation.
-// grid: ceil(T * heads / 4); block: 128.
-//
+template <int HD>
+__device__ __forceinline__ int head_elem(int j, int lane) {
+    constexpr int PER = HD / 32;
+    if constexpr (HD == 64) {
+        return j * 32 + lane;
+    } else {
+        return (j / (PER / 2)) * (HD / 2) + ((j % (PER / 2)) / 2) * 64 + 2 * lane + (j & 1);
+    }
+}
+
+template <int HD>
+__device__ __forceinline__ void load_head(const bf16_t* __restrict__ p, int lane,
+                                          float (&v)[HD / 32]) {
+    constexpr int PER = HD / 32;
+    if constexpr (HD == 64) {
+        v[0] = bf2f(p[lane]);
+        v[1] = bf2f(p[lane + 32]);
+    } else {
+#pragma unroll
+        for (int j = 0; j < PER; j += 2) {
+            u32 w = *reinterpret_cast<const u32*>(p + head_elem<HD>(j, lane));
+            v[j] = bf_lo(w);
+            v[j + 1] = bf_hi(w);
+        }
+    }
+}
+
+template <int HD>
+__device__ __forceinline__ void store_head(bf16_t* __restrict__ p, int lane,
+                                           const float (&v)[HD / 32]) {
+    constexpr int PER = HD / 32;
+    if constexpr (HD == 64) {
+        p[lane] = f2bf(v[0]);
+        p[lane + 32] = f2bf(v[1]);
+    } else {
+#pragma unroll
+        for (int j = 0; j < PER; j += 2)
+            *reinterpret_cast<u32*>(p + head_elem<HD>(j, lane)) = pack_bf16x2(v[j], v[j + 1]);
+    }
+}
+
+// The rotation's sin and cos of a lane's first-half elements at position t: the same
+// for every head of the token, so the fused kernel computes them once per warp.
+template <int HD>
+__device__ __forceinline__ void rope_angles(float (&sn)[HD / 64], float (&cs)[HD / 64], int lane,
+                                            int t, const int* __restrict__ pos,
+                                            const float* __restrict__ inv_freq) {
+    float fp = (float)pos[t];
+#pragma unroll
+    for (int j = 0; j < HD / 64; j++) sincosf(fp * inv_freq[head_elem<HD>(j, lane)], &sn[j], &cs[j]);
+}
+
 // The norm and rotation of one head in that layout, shared by norm_rope_hd* and
 // qkv_rope_store_hd* so the fused path rounds exactly as the unfused one (same f32 sum
-// order, same expressions).
+// order, same expressions). sn / cs: rope_angles', or null-rotation when !rotate.
 template <int HD>
-__device__ __forceinline__ void norm_rope_regs(float (&v)[HD / 32], int lane, int t,
-                                               const bf16_t* __restrict__ norm_w,
-                                               const int* __restrict__ pos,
-                                               const float* __restrict__ inv_freq, float eps) {
+__device__ __forceinline__ void norm_rope_regs(float (&v)[HD / 32], int lane,
+                                               const bf16_t* __restrict__ norm_w, float eps,
+                                               bool rotate, const float (&sn)[HD / 64],
+                                               const float (&cs)[HD / 64]) {
     constexpr int PER = HD / 32;
     if (norm_w != nullptr) {
         float ss = 0.0f;
@@ -28,21 +81,19 @@ __device__ __forceinline__ void norm_rope_regs(float (&v)[HD / 32], int lane, in
         for (int j = 0; j < PER; j++) ss += v[j] * v[j];
         float inv = rsqrtf(warp_sum(ss) / (float)HD + eps);
 #pragma unroll
-        for (int j = 0; j < PER; j++) v[j] = v[j] * inv * bf2f(norm_w[lane + 32 * j]);
+        for (int j = 0; j < PER; j++) v[j] = v[j] * inv * bf2f(norm_w[head_elem<HD>(j, lane)]);
     }
-    if (inv_freq != nullptr) {
-        float fp = (float)pos[t];
+    if (rotate) {
 #pragma unroll
         for (int j = 0; j < PER / 2; j++) {
-            float s, c;
-            sincosf(fp * inv_freq[lane + 32 * j], &s, &c);
             float a = v[j], b = v[j + PER / 2];
-            v[j] = a * c - b * s;
-            v[j + PER / 2] = b * c + a * s;
+            v[j] = a * cs[j] - b * sn[j];
+            v[j + PER / 2] = b * cs[j] + a * sn[j];
         }
     }
 }
 
+// grid: ceil(T * heads / 4); block: 128.
 template <int HD>
 __device__ __forceinline__ void norm_rope_impl(bf16_t* __restrict__ x, int T, int heads,
                                                int row_stride, const bf16_t* __restrict__ norm_w,
@@ -54,58 +105,72 @@ __device__ __forceinline__ void norm_rope_impl(bf16_t* __restrict__ x, int T, in
     if (warp >= T * heads) return;
     int t = warp / heads, h = warp % heads;
     bf16_t* p = x + (size_t)t * row_stride + (size_t)h * HD;
-    float v[PER];
-#pragma unroll
-    for (int j = 0; j < PER; j++) v[j] = bf2f(p[lane + 32 * j]);
-    norm_rope_regs<HD>(v, lane, t, norm_w, pos, inv_freq, eps);
-#pragma unroll
-    for (int j = 0; j < PER; j++) p[lane + 32 * j] = f2bf(v[j]);
+    float v[PER], sn[HD / 64], cs[HD / 64];
+    load_head<HD>(p, lane, v);
+    bool rotate = inv_freq != nullptr;
+    if (rotate) rope_angles<HD>(sn, cs, lane, t, pos, inv_freq);
+    norm_rope_regs<HD>(v, lane, norm_w, eps, rotate, sn, cs);
+    store_head<HD>(p, lane, v);
 }
 
 // Everything between the fused QKV projection and attention, in one launch over
 // qkv: [T, row_stride] bf16 whose row t holds hq q heads, then hkv k heads, then hkv v
-// heads of HD each. One warp per (token, head):
+// heads of HD each:
 //   q head: per-head RMSNorm with q_norm (null: none), then RoPE, in place;
 //   k head: the same with k_norm, written only to k_cache at slots[t] (attention reads
 //           K from the cache, so qkv's k columns are left as they were);
-//   v head: copied to v_cache at slots[t], 16 bytes a lane.
+//   v head: copied to v_cache at slots[t].
 // Caches: [slot][hkv][HD] bf16. The q/k math is norm_rope_hd*'s (norm_rope_regs), so the
-// cached K equals norm_rope then kv_store bit for bit; that is also why q/k keep its lane
-// layout (2-byte accesses, still coalesced: a warp has the head's bytes in flight either
-// way) instead of 16-byte vectors, which would change the norm's f32 sum order.
-// row_stride a multiple of 8.
-// grid: ceil(T * (hq + 2 hkv) / 4); block: 128.
+// cached K equals norm_rope then kv_store bit for bit.
+//
+// One warp per `per_warp` (1..4) consecutive heads of one token. A warp issues all its
+// heads' loads before any math and shares the token's sin/cos among them: with one
+// head a warp (per_warp = 1) a long prefill kept too few bytes in flight and ran at
+// ~40% of the copy rate. The host picks 1 when there are too few heads to fill the
+// device otherwise (decode).
+// row_stride even.
+// grid: ceil(T * ceil(heads / per_warp) / 4); block: 128.
 template <int HD>
 __device__ __forceinline__ void qkv_rope_store_impl(
     bf16_t* __restrict__ qkv, int T, int hq, int hkv, int row_stride,
     const bf16_t* __restrict__ q_norm, const bf16_t* __restrict__ k_norm,
     const int* __restrict__ pos, const float* __restrict__ inv_freq, float eps,
-    const int* __restrict__ slots, bf16_t* __restrict__ k_cache, bf16_t* __restrict__ v_cache) {
+    const int* __restrict__ slots, bf16_t* __restrict__ k_cache, bf16_t* __restrict__ v_cache,
+    int per_warp) {
     constexpr int PER = HD / 32;
+    constexpr int GMAX = 4;
     pdl_trigger();
     pdl_wait();
     int heads = hq + 2 * hkv;
+    int chunks = (heads + per_warp - 1) / per_warp;
     int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     int lane = threadIdx.x & 31;
-    if (warp >= T * heads) return;
-    int t = warp / heads, h = warp % heads;
-    bf16_t* p = qkv + (size_t)t * row_stride + (size_t)h * HD;
-    if (h >= hq + hkv) {
-        size_t slot = (size_t)(unsigned)slots[t];
-        bf16_t* dst = v_cache + (slot * hkv + (h - hq - hkv)) * HD;
-        if (lane < HD / 8)
-            reinterpret_cast<u32x4*>(dst)[lane] = reinterpret_cast<const u32x4*>(p)[lane];
-        return;
+    if (warp >= T * chunks) return;
+    int t = warp / chunks, h0 = (warp % chunks) * per_warp;
+    int n = min(per_warp, heads - h0);
+    bf16_t* row = qkv + (size_t)t * row_stride;
+    float v[GMAX][PER];
+#pragma unroll
+    for (int g = 0; g < GMAX; g++)
+        if (g < n) load_head<HD>(row + (size_t)(h0 + g) * HD, lane, v[g]);
+    // The slot and angle loads issue beside the heads' loads instead of after them.
+    size_t slot = h0 + n > hq ? (size_t)(unsigned)slots[t] : 0;
+    bool rotate = inv_freq != nullptr && h0 < hq + hkv;
+    float sn[HD / 64], cs[HD / 64];
+    if (rotate) rope_angles<HD>(sn, cs, lane, t, pos, inv_freq);
+#pragma unroll
+    for (int g = 0; g < GMAX; g++) {
+        if (g >= n) break;
+        int h = h0 + g;
+        if (h >= hq + hkv) {
+            store_head<HD>(v_cache + (slot * hkv + (h - hq - hkv)) * HD, lane, v[g]);
+            continue;
+        }
+        bool is_q = h < hq;
+        norm_rope_regs<HD>(v[g], lane, is_q ? q_norm : k_norm, eps, rotate, sn, cs);
+        bf16_t* dst = is_q ? row + (size_t)h * HD : k_cache + (slot * hkv + (h - hq)) * HD;
+        store_head<HD>(dst, lane, v[g]);
     }
-    bool is_q = h < hq;
-    // The slot load issues beside the head's loads instead of after the math.
-    bf16_t* dst = is_q ? p : k_cache + ((size_t)(unsigned)slots[t] * hkv + (h - hq)) * HD;
-    float v[PER];
-#pragma unroll
-    for (int j = 0; j < PER; j++) v[j] = bf2f(p[lane + 32 * j]);
-    norm_rope_regs<HD>(v, lane, t, is_q ? q_norm : k_norm, pos, inv_freq, eps);
-#pragma unroll
-    for (int j = 0; j < PER; j++) dst[lane + 32 * j] = f2bf(v[j]);
 }
 
 #define NORM_ROPE(HD)                                                                          \
@@ -122,9 +187,9 @@ NORM_ROPE(256)
     extern "C" __global__ void qkv_rope_store_hd##HD(                                          \
         bf16_t* qkv, int T, int hq, int hkv, int row_stride, const bf16_t* q_norm,           \
         const bf16_t* k_norm, const int* pos, const float* inv_freq, float eps,              \
-        const int* slots, bf16_t* k_cache, bf16_t* v_cache) {                                \
+        const int* slots, bf16_t* k_cache, bf16_t* v_cache, int per_warp) {                  \
         qkv_rope_store_impl<HD>(qkv, T, hq, hkv, row_stride, q_norm, k_norm, pos, inv_freq,  \
-                                eps, slots, k_cache, v_cache);                               \
+                                eps, slots, k_cache, v_cache, per_warp);                     \
     }
 QKV_ROPE_STORE(64)
 QKV_ROPE_STORE(128)

@@ -203,6 +203,9 @@ pub struct CudaOptions {
     /// Skinny products of 3+ rows use the tensor-core gemv build where k allows (sm_80+;
     /// on unless `MINISGL_GEMV_TC=0`).
     pub gemv_tc: bool,
+    /// Heads a warp of the fused q/k norm + RoPE + K/V store takes (1, 2 or 4;
+    /// `MINISGL_ROPE_HEADS`, default 0 = by the launch's size, see `rope_heads_per_warp`).
+    pub rope_heads: usize,
 }
 
 impl Default for CudaOptions {
@@ -267,6 +270,18 @@ impl Default for CudaOptions {
             .unwrap_or(super::GEMV_ROWS_DEFAULT);
         let norm_prologue = std::env::var("MINISGL_NORM_PROLOGUE").map_or(true, |v| v != "0");
         let gemv_tc = std::env::var("MINISGL_GEMV_TC").map_or(true, |v| v != "0");
+        let rope_heads = match std::env::var("MINISGL_ROPE_HEADS") {
+            Ok(v) => match v.parse::<usize>() {
+                Ok(n @ (0 | 1 | 2 | 4)) => n,
+                _ => {
+                    tracing::warn!(
+                        "MINISGL_ROPE_HEADS must be 0 (auto), 1, 2 or 4, got {v:?}; using 0"
+                    );
+                    0
+                }
+            },
+            Err(_) => 0,
+        };
         CudaOptions {
             ordinal,
             attention,
@@ -282,6 +297,7 @@ impl Default for CudaOptions {
             gemv_rows,
             norm_prologue,
             gemv_tc,
+            rope_heads,
         }
     }
 }

@@ -175,6 +175,9 @@ pub struct CudaBackend {
     /// Whether skinny products of 3+ rows take the tensor-core build
     /// ([`CudaOptions::gemv_tc`]; benchmarks and checks compare).
     pub(crate) gemv_tc: std::cell::Cell<bool>,
+    /// Heads a warp of `qkv_rope_store_hd*` takes, 0 = by the launch's size
+    /// ([`CudaOptions::rope_heads`]; checks run every count).
+    pub(crate) rope_heads: std::cell::Cell<usize>,
     /// Largest weight (bytes) the skinny kernel streams
     /// ([`GEMV_MAX_WEIGHT_BYTES`] by default; benchmarks lift it to time the gemv against cuBLAS).
     pub(crate) gemv_max_weight: std::cell::Cell<usize>,
@@ -200,6 +203,7 @@ impl CudaBackend {
             gemv_max_weight: std::cell::Cell::new(GEMV_MAX_WEIGHT_BYTES),
             norm_prologue: std::cell::Cell::new(opts.norm_prologue),
             gemv_tc: std::cell::Cell::new(opts.gemv_tc),
+            rope_heads: std::cell::Cell::new(opts.rope_heads),
             nccl: None,
         })
     }
@@ -262,6 +266,12 @@ impl CudaBackend {
     /// one (false).
     pub fn set_gemv_tc(&self, on: bool) {
         self.gemv_tc.set(on);
+    }
+
+    /// Let every warp of the fused q/k norm + RoPE + K/V store take `heads` heads
+    /// (1, 2 or 4; 0 = by the launch's size).
+    pub fn set_rope_heads(&self, heads: usize) {
+        self.rope_heads.set(heads);
     }
 
     /// Whether skinny products of 3+ rows take the tensor-core build.

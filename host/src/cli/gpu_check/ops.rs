@@ -392,6 +392,19 @@ fn qkv_attention(
         // kernel's hd256 build and its generic one.
         case("prefill+decode", 16, 256, 4, 2, &[(0, 20), (10, 1)]),
         case("prefill+decode", 16, 96, 6, 2, &[(0, 9), (30, 1)]),
+        // Head counts (7) that leave a fused warp's last group of heads short, and a
+        // prefill long enough that the launch itself picks several heads a warp.
+        case(
+            "prefill+decode",
+            16,
+            128,
+            5,
+            1,
+            &[(0, 37), (20, 1), (100, 5)],
+        ),
+        case("prefill+decode", 16, 64, 5, 1, &[(3, 21), (40, 1)]),
+        case("prefill+decode", 16, 256, 5, 1, &[(0, 13), (7, 1)]),
+        case("long prefill", 16, 128, 16, 8, &[(0, 1500), (200, 700)]),
     ];
     for c in &cases {
         let (hd, hq, hkv) = (c.head_dim, c.q_heads, c.kv_heads);
@@ -427,53 +440,60 @@ fn qkv_attention(
                 inv: &inv,
             };
             let (oc, kvc, _) = qkv_attention_on(cpu, &inputs)?;
-            let (og, kvg, ag) = qkv_attention_on(gpu, &inputs)?;
-            let group = hq / hkv;
-            let desc = format!(
-                "{} ps={} hd={hd} {hq}q/{hkv}kv T={t} norms={norms}",
-                c.name, c.page_size
-            );
-            rep.check(
-                "qkv_attn",
-                format!("{desc} out [{:?}]", gpu.attention_path(&ag, hd, group)),
-                &gpu.to_host(&og)?,
-                &cpu.to_host(&oc)?,
-                2e-2,
-            );
-            // The step's slots hold the rotated K and the copied V; every other slot
-            // (the CPU cache has no scratch page) still holds what the fill wrote.
-            let bf = |v: Vec<u16>| -> Vec<f32> {
-                v.into_iter()
-                    .map(|b| half::bf16::from_bits(b).to_f32())
-                    .collect()
-            };
-            let kg = bf(gpu.dev.stream.clone_dtoh(&kvg.k[0])?);
-            let vg = bf(gpu.dev.stream.clone_dtoh(&kvg.v[0])?);
-            let mut new = vec![false; num_pages * c.page_size];
-            for &s in &attn.slots {
-                new[s as usize] = true;
-            }
-            let rows_of = |x: &[f32], want: bool| -> Vec<f32> {
-                (0..new.len())
-                    .filter(|&s| new[s] == want)
-                    .flat_map(|s| x[s * kvw..(s + 1) * kvw].iter().copied())
-                    .collect()
-            };
-            for (what, g, cc, tol) in [("K", &kg, &kvc.k[0], T), ("V", &vg, &kvc.v[0], 0.0)] {
-                rep.check(
-                    "qkv_attn",
-                    format!("{desc} cached {what} of the step"),
-                    &rows_of(g, true),
-                    &rows_of(cc, true),
-                    tol,
+            // Every head count a warp of the fused kernel can take (the launch's size
+            // picks one), each against the same CPU result.
+            for per_warp in [1, 2, 4] {
+                gpu.set_rope_heads(per_warp);
+                let run = qkv_attention_on(gpu, &inputs);
+                gpu.set_rope_heads(0);
+                let (og, kvg, ag) = run?;
+                let group = hq / hkv;
+                let desc = format!(
+                    "{} ps={} hd={hd} {hq}q/{hkv}kv T={t} norms={norms} heads/warp={per_warp}",
+                    c.name, c.page_size
                 );
                 rep.check(
                     "qkv_attn",
-                    format!("{desc} cached {what} elsewhere"),
-                    &rows_of(g, false),
-                    &rows_of(cc, false),
-                    0.0,
+                    format!("{desc} out [{:?}]", gpu.attention_path(&ag, hd, group)),
+                    &gpu.to_host(&og)?,
+                    &cpu.to_host(&oc)?,
+                    2e-2,
                 );
+                // The step's slots hold the rotated K and the copied V; every other slot
+                // (the CPU cache has no scratch page) still holds what the fill wrote.
+                let bf = |v: Vec<u16>| -> Vec<f32> {
+                    v.into_iter()
+                        .map(|b| half::bf16::from_bits(b).to_f32())
+                        .collect()
+                };
+                let kg = bf(gpu.dev.stream.clone_dtoh(&kvg.k[0])?);
+                let vg = bf(gpu.dev.stream.clone_dtoh(&kvg.v[0])?);
+                let mut new = vec![false; num_pages * c.page_size];
+                for &s in &attn.slots {
+                    new[s as usize] = true;
+                }
+                let rows_of = |x: &[f32], want: bool| -> Vec<f32> {
+                    (0..new.len())
+                        .filter(|&s| new[s] == want)
+                        .flat_map(|s| x[s * kvw..(s + 1) * kvw].iter().copied())
+                        .collect()
+                };
+                for (what, g, cc, tol) in [("K", &kg, &kvc.k[0], T), ("V", &vg, &kvc.v[0], 0.0)] {
+                    rep.check(
+                        "qkv_attn",
+                        format!("{desc} cached {what} of the step"),
+                        &rows_of(g, true),
+                        &rows_of(cc, true),
+                        tol,
+                    );
+                    rep.check(
+                        "qkv_attn",
+                        format!("{desc} cached {what} elsewhere"),
+                        &rows_of(g, false),
+                        &rows_of(cc, false),
+                        0.0,
+                    );
+                }
             }
         }
     }

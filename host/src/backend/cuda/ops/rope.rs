@@ -150,8 +150,8 @@ impl CudaBackend {
                 a.row_stride
             )));
         }
-        let warps = a.rows * (a.q_heads + 2 * a.kv_heads);
-        if warps == 0 {
+        let heads = a.q_heads + 2 * a.kv_heads;
+        if a.rows * heads == 0 {
             return Ok(());
         }
         let mut args = vec![
@@ -169,12 +169,32 @@ impl CudaBackend {
             Arg::U64(a.k_cache),
             Arg::U64(a.v_cache),
         ];
-        let name = if matches!(d, 64 | 128 | 256) {
-            format!("qkv_rope_store_hd{d}")
+        let (name, per_warp) = if matches!(d, 64 | 128 | 256) {
+            let per_warp = self.rope_heads_per_warp(a.rows * heads);
+            args.push(Arg::I32(per_warp as i32));
+            (format!("qkv_rope_store_hd{d}"), per_warp)
         } else {
             args.push(Arg::I32(d as i32));
-            "qkv_rope_store_generic".to_string()
+            ("qkv_rope_store_generic".to_string(), 1)
         };
+        let warps = a.rows * heads.div_ceil(per_warp);
         self.launch(&name, cfg((g(warps.div_ceil(4)), 1, 1), 128), &args)
+    }
+
+    /// Heads a warp of `qkv_rope_store_hd*` takes for `warp_heads` (rows x heads) of
+    /// work: the most of 4 and 2 that still leaves a full wave of warps (64 an SM), else
+    /// 1. Long prefills then keep several heads' loads in flight a warp, while decode
+    /// keeps one head a warp and every SM busy.
+    fn rope_heads_per_warp(&self, warp_heads: usize) -> usize {
+        match self.rope_heads.get() {
+            0 => {
+                let wave = 64 * self.dev.num_sms;
+                [4, 2]
+                    .into_iter()
+                    .find(|&n| warp_heads >= n * wave)
+                    .unwrap_or(1)
+            }
+            n => n,
+        }
     }
 }
