@@ -123,22 +123,24 @@ __device__ __forceinline__ void norm_rope_impl(bf16_t* __restrict__ x, int T, in
 // Caches: [slot][hkv][HD] bf16. The q/k math is norm_rope_hd*'s (norm_rope_regs), so the
 // cached K equals norm_rope then kv_store bit for bit.
 //
-// One warp per `per_warp` (1..4) consecutive heads of one token. A warp issues all its
-// heads' loads before any math and shares the token's sin/cos among them: with one
-// head a warp (per_warp = 1) a long prefill kept too few bytes in flight and ran at
-// ~40% of the copy rate. The host picks 1 when there are too few heads to fill the
-// device otherwise (decode).
+// One warp per G (1, 2 or 4) consecutive heads of one token: qkv_rope_store_hd* take
+// one, qkv_rope_store_x2_hd* / _x4_hd* two and four. A warp issues all its heads' loads
+// before any math and shares the token's sin/cos among them. With one head a warp a
+// long prefill moved its bytes at ~40% of the copy rate (8,190 tokens of Qwen3-0.6B:
+// 81 us); four a warp, 50 us. G is a template argument because the registers of four
+// heads would also cut the one-head build's occupancy (43 registers a thread against
+// 27: 40 warps an SM instead of 64), which costs decode, where the host picks one.
 // row_stride even.
-// grid: ceil(T * ceil(heads / per_warp) / 4); block: 128.
-template <int HD>
+// grid: ceil(T * ceil(heads / G) / 4); block: 128.
+template <int HD, int G>
 __device__ __forceinline__ void qkv_rope_store_impl(
     bf16_t* __restrict__ qkv, int T, int hq, int hkv, int row_stride,
     const bf16_t* __restrict__ q_norm, const bf16_t* __restrict__ k_norm,
     const int* __restrict__ pos, const float* __restrict__ inv_freq, float eps,
-    const int* __restrict__ slots, bf16_t* __restrict__ k_cache, bf16_t* __restrict__ v_cache,
-    int per_warp) {
+    const int* __restrict__ slots, bf16_t* __restrict__ k_cache, bf16_t* __restrict__ v_cache) {
     constexpr int PER = HD / 32;
-    constexpr int GMAX = 4;
+    constexpr int GMAX = G;
+    constexpr int per_warp = G;
     pdl_trigger();
     pdl_wait();
     int heads = hq + 2 * hkv;
@@ -183,17 +185,23 @@ NORM_ROPE(64)
 NORM_ROPE(128)
 NORM_ROPE(256)
 
-#define QKV_ROPE_STORE(HD)                                                                     \
-    extern "C" __global__ void qkv_rope_store_hd##HD(                                          \
-        bf16_t* qkv, int T, int hq, int hkv, int row_stride, const bf16_t* q_norm,           \
-        const bf16_t* k_norm, const int* pos, const float* inv_freq, float eps,              \
-        const int* slots, bf16_t* k_cache, bf16_t* v_cache, int per_warp) {                  \
-        qkv_rope_store_impl<HD>(qkv, T, hq, hkv, row_stride, q_norm, k_norm, pos, inv_freq,  \
-                                eps, slots, k_cache, v_cache, per_warp);                     \
+#define QKV_ROPE_STORE(NAME, HD, G)                                                            \
+    extern "C" __global__ void NAME(bf16_t* qkv, int T, int hq, int hkv, int row_stride,      \
+                                    const bf16_t* q_norm, const bf16_t* k_norm, const int* pos, \
+                                    const float* inv_freq, float eps, const int* slots,        \
+                                    bf16_t* k_cache, bf16_t* v_cache) {                        \
+        qkv_rope_store_impl<HD, G>(qkv, T, hq, hkv, row_stride, q_norm, k_norm, pos, inv_freq, \
+                                   eps, slots, k_cache, v_cache);                              \
     }
-QKV_ROPE_STORE(64)
-QKV_ROPE_STORE(128)
-QKV_ROPE_STORE(256)
+QKV_ROPE_STORE(qkv_rope_store_hd64, 64, 1)
+QKV_ROPE_STORE(qkv_rope_store_hd128, 128, 1)
+QKV_ROPE_STORE(qkv_rope_store_hd256, 256, 1)
+QKV_ROPE_STORE(qkv_rope_store_x2_hd64, 64, 2)
+QKV_ROPE_STORE(qkv_rope_store_x2_hd128, 128, 2)
+QKV_ROPE_STORE(qkv_rope_store_x2_hd256, 256, 2)
+QKV_ROPE_STORE(qkv_rope_store_x4_hd64, 64, 4)
+QKV_ROPE_STORE(qkv_rope_store_x4_hd128, 128, 4)
+QKV_ROPE_STORE(qkv_rope_store_x4_hd256, 256, 4)
 
 // One head of norm_rope_generic: read from src, written to dst (the same head in place,
 // or a cache row), elements strided over the warp as there.

@@ -124,6 +124,10 @@
 #     part 48: qkv_rope_store with several heads a warp: kernel checks, the 0.6B prefill
 #             step under Nsight Compute and long prompts with MINISGL_ROPE_HEADS=0 (auto)
 #             and 1, model checks, the 0.6B runner step, the 14B prefill step if time.
+#     part 49: the same kernel with the head count a template argument: kernel checks,
+#             the 0.6B prefill and decode steps (batch 1 / 14 / 64 / 256) under Nsight
+#             Compute A/B, long prompts, model checks, the 0.6B default workload, the 14B
+#             prefill step if time.
 #     (part 41, two-batch overlap of decode steps (halves on two streams), ran at
 #     8efb326 and 86becff; 5-18% slower than whole steps at Qwen3-0.6B batch 64-256, so
 #     reverted with the part: docs/results/gpu-2026-12-03-overlap.md.)
@@ -840,6 +844,33 @@ device)
         else
             echo "no time left for the 14B prefill step (${SECONDS} s)"
         fi
+        ls -la "$out"
+    elif [ "$part" = 49 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # qkv_rope_store with the head count a template argument (one head a warp back
+        # to 30 registers: part 48's runtime count took 43 and made one head a warp 12%
+        # slower than the old kernel): kernel checks, the 0.6B prefill step (auto, one
+        # head a warp) and decode steps at batch 1 / 64 / 256 (auto, two heads a warp)
+        # under Nsight Compute, long prompts, model checks, the default workload, then the
+        # 14B prefill step if the call has time.
+        check_ops --skip-bench
+        for hw in 0 1; do
+            MINISGL_ROPE_HEADS=$hw NCU_TABLES=0,2 NCU_LABELS=prefill-14x585,decode-b14 NCU_TAG=-prefill-rh$hw \
+                ncu_steps qwen3-0.6b 14 585 120
+        done
+        for hw in 0 2; do
+            MINISGL_ROPE_HEADS=$hw NCU_TAG=-rh$hw ncu_steps qwen3-0.6b 1,64,256 256 150
+        done
+        long_if_time qwen3-0.6b 400 80 "$out/long-qwen3-0.6b.log"
+        check_models
+        offline_default qwen3-0.6b
+        if [ "$SECONDS" -lt 380 ]; then
+            NCU_TABLES=0 NCU_LABELS=prefill-14x585 NCU_TAG=-prefill ncu_steps qwen3-14b 14 585 200
+        else
+            echo "no time left for the 14B prefill step (${SECONDS} s)"
+        fi
+        # The tool returns at most eight files: the checks' summaries are in the output.
+        rm -f "$out"/steps-*.csv "$out"/gpu-check-ops.log "$out"/gpu-check-models.log
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

@@ -170,9 +170,10 @@ impl CudaBackend {
             Arg::U64(a.v_cache),
         ];
         let (name, per_warp) = if matches!(d, 64 | 128 | 256) {
-            let per_warp = self.rope_heads_per_warp(a.rows * heads);
-            args.push(Arg::I32(per_warp as i32));
-            (format!("qkv_rope_store_hd{d}"), per_warp)
+            match self.rope_heads_per_warp(a.rows * heads) {
+                1 => (format!("qkv_rope_store_hd{d}"), 1),
+                n => (format!("qkv_rope_store_x{n}_hd{d}"), n),
+            }
         } else {
             args.push(Arg::I32(d as i32));
             ("qkv_rope_store_generic".to_string(), 1)
@@ -184,7 +185,8 @@ impl CudaBackend {
     /// Heads a warp of `qkv_rope_store_hd*` takes for `warp_heads` (rows x heads) of
     /// work: the most of 4 and 2 that still leaves a full wave of warps (64 an SM), else
     /// 1. Long prefills then keep several heads' loads in flight a warp, while decode
-    /// keeps one head a warp and every SM busy.
+    /// keeps one head a warp and every SM busy. A count set by hand (1, 2, 4) wins;
+    /// 3 runs as 2.
     fn rope_heads_per_warp(&self, warp_heads: usize) -> usize {
         match self.rope_heads.get() {
             0 => {
@@ -194,7 +196,9 @@ impl CudaBackend {
                     .find(|&n| warp_heads >= n * wave)
                     .unwrap_or(1)
             }
-            n => n,
+            n if n >= 4 => 4,
+            n if n >= 2 => 2,
+            _ => 1,
         }
     }
 }
