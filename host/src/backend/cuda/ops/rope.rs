@@ -184,9 +184,9 @@ impl CudaBackend {
 
     /// Heads a warp of `qkv_rope_store_hd*` takes for `warp_heads` (rows x heads) of
     /// work: the most of 4 and 2 that still leaves a full wave of warps (64 an SM), else
-    /// 1. Long prefills then keep several heads' loads in flight a warp, while decode
-    /// keeps one head a warp and every SM busy. A count set by hand (1, 2, 4) wins;
-    /// 3 runs as 2.
+    /// one. Long prefills then keep several heads' loads in flight a warp, while decode
+    /// keeps one head a warp and every SM busy. A count set by hand (1, 2, 4) wins; a
+    /// count of 3 runs as 2.
     fn rope_heads_per_warp(&self, warp_heads: usize) -> usize {
         match self.rope_heads.get() {
             0 => {
