@@ -1,9 +1,8 @@
 // RMSNorm, optionally fused with the residual add that precedes it.
 #include "common.cuh"
 
-// Per row t (one block per row, ceil(hidden / 32) threads rounded up to whole warps, at
-// most 256: see norm_threads in ops/norm.rs): add_rmsnorm_row (common.cuh), which
-// gemv.cu's residual epilogue shares, rounding as this kernel does at its block size.
+// Per row t (one block of 256 threads per row): add_rmsnorm_row (common.cuh), which
+// gemv.cu's residual epilogue shares so that the two round identically.
 extern "C" __global__ void add_rmsnorm(bf16_t* __restrict__ residual,
                                        const bf16_t* __restrict__ delta,
                                        const bf16_t* __restrict__ weight,

@@ -128,9 +128,6 @@
 #             the 0.6B prefill and decode steps (batch 1 / 14 / 64 / 256) under Nsight
 #             Compute A/B, long prompts, model checks, the 0.6B default workload, the 14B
 #             prefill step if time.
-#     part 50: add_rmsnorm blocks sized by the row width: kernel checks, the 0.6B prefill
-#             and decode-b14 steps under Nsight Compute, long prompts, the 0.6B runner
-#             step, the 14B prefill step if time.
 #     (part 41, two-batch overlap of decode steps (halves on two streams), ran at
 #     8efb326 and 86becff; 5-18% slower than whole steps at Qwen3-0.6B batch 64-256, so
 #     reverted with the part: docs/results/gpu-2026-12-03-overlap.md.)
@@ -874,23 +871,6 @@ device)
         fi
         # The tool returns at most eight files: the checks' summaries are in the output.
         rm -f "$out"/steps-*.csv "$out"/gpu-check-ops.log "$out"/gpu-check-models.log
-        ls -la "$out"
-    elif [ "$part" = 50 ]; then
-        rm "$out/env.log"  # already printed by the tee above
-        # add_rmsnorm blocks sized by the row width (one warp a row at Qwen3-0.6B's
-        # 1,024; 256 threads before, half idle): kernel checks, the 0.6B prefill and
-        # decode-b14 steps under Nsight Compute (the last two rounds' tables beside),
-        # long prompts, the 0.6B runner step, then the 14B prefill step if time.
-        check_ops --skip-bench
-        NCU_TABLES=0,2 NCU_LABELS=prefill-14x585,decode-b14 NCU_TAG=-prefill ncu_steps qwen3-0.6b 14 585 120
-        long_if_time qwen3-0.6b 200 80 "$out/long-qwen3-0.6b.log"
-        MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_BATCHES=1,64,256 bench_step qwen3-0.6b
-        if [ "$SECONDS" -lt 110 ]; then
-            NCU_TABLES=0 NCU_LABELS=prefill-14x585 NCU_TAG=-prefill ncu_steps qwen3-14b 14 585 60
-        else
-            echo "no time left for the 14B prefill step (${SECONDS} s)"
-        fi
-        rm -f "$out"/gpu-check-ops.log
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

@@ -48,8 +48,8 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
     const T: f64 = 1e-2; // bf16 outputs: ~4e-3 expected
 
     // add_rmsnorm keeps rows up to 8192 wide in registers: 10240 and 8200 take its
-    // two-pass fallback. Its block is sized by the width (one warp up to 1024, 160
-    // threads at 5120, a partial last warp's worth of vectors at 800).
+    // two-pass fallback; 800 leaves part of the block without a vector, and 2048 rows
+    // are a prefill chunk's launch.
     for &(rows, hidden, vocab) in &[
         (1usize, 576usize, 1000usize),
         (37, 1024, 4096),

@@ -4,16 +4,6 @@ use super::shape_err;
 use crate::backend::cuda::{cfg, g, Arg, CudaBackend, CudaTensor};
 use crate::backend::BackendError;
 
-/// Threads of an `add_rmsnorm` block for rows of `hidden`: enough that each holds at
-/// most `NORM_VPT` (4) 16-byte vectors of the row in registers, in whole warps, at most
-/// 256. A fixed 256 left half of them idle at Qwen3-0.6B's 1,024 and capped the rows in
-/// flight at 8 an SM: a prefill's norm moved its bytes at ~60% of the copy rate. One
-/// warp a row lets 32 rows stream per SM.
-fn norm_threads(hidden: usize) -> u32 {
-    let per_thread = 4 * 8;
-    (hidden.div_ceil(per_thread).div_ceil(32) * 32).clamp(32, 256) as u32
-}
-
 impl CudaBackend {
     pub(super) fn rms_norm_impl(
         &self,
@@ -32,7 +22,7 @@ impl CudaBackend {
         if rows > 0 {
             self.launch(
                 "add_rmsnorm",
-                cfg((g(rows), 1, 1), norm_threads(n)),
+                cfg((g(rows), 1, 1), 256),
                 &[
                     Arg::U64(self.bf16_ptr(x, "rms_norm")?),
                     Arg::U64(0),
@@ -67,7 +57,7 @@ impl CudaBackend {
         if rows > 0 {
             self.launch(
                 "add_rmsnorm",
-                cfg((g(rows), 1, 1), norm_threads(n)),
+                cfg((g(rows), 1, 1), 256),
                 &[
                     Arg::U64(self.bf16_ptr(residual, "add_rms_norm")?),
                     Arg::U64(self.bf16_ptr(x, "add_rms_norm")?),
