@@ -139,21 +139,19 @@ __device__ __forceinline__ void qkv_rope_store_impl(
     const int* __restrict__ pos, const float* __restrict__ inv_freq, float eps,
     const int* __restrict__ slots, bf16_t* __restrict__ k_cache, bf16_t* __restrict__ v_cache) {
     constexpr int PER = HD / 32;
-    constexpr int GMAX = G;
-    constexpr int per_warp = G;
     pdl_trigger();
     pdl_wait();
     int heads = hq + 2 * hkv;
-    int chunks = (heads + per_warp - 1) / per_warp;
+    int chunks = (heads + G - 1) / G;
     int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     int lane = threadIdx.x & 31;
     if (warp >= T * chunks) return;
-    int t = warp / chunks, h0 = (warp % chunks) * per_warp;
-    int n = min(per_warp, heads - h0);
+    int t = warp / chunks, h0 = (warp % chunks) * G;
+    int n = min(G, heads - h0);
     bf16_t* row = qkv + (size_t)t * row_stride;
-    float v[GMAX][PER];
+    float v[G][PER];
 #pragma unroll
-    for (int g = 0; g < GMAX; g++)
+    for (int g = 0; g < G; g++)
         if (g < n) load_head<HD>(row + (size_t)(h0 + g) * HD, lane, v[g]);
     // The slot and angle loads issue beside the heads' loads instead of after them.
     size_t slot = h0 + n > hq ? (size_t)(unsigned)slots[t] : 0;
@@ -161,7 +159,7 @@ __device__ __forceinline__ void qkv_rope_store_impl(
     float sn[HD / 64], cs[HD / 64];
     if (rotate) rope_angles<HD>(sn, cs, lane, t, pos, inv_freq);
 #pragma unroll
-    for (int g = 0; g < GMAX; g++) {
+    for (int g = 0; g < G; g++) {
         if (g >= n) break;
         int h = h0 + g;
         if (h >= hq + hkv) {

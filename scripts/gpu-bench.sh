@@ -121,13 +121,13 @@
 #             1 / 64 / 256, a second 14B default workload, the device's power limit.
 #     part 47: the cuBLASLt survey of both shapes' decode products at full clock and
 #             held at the power limit (MINISGL_BENCH_GEMM_HOLD).
-#     part 48: qkv_rope_store with several heads a warp: kernel checks, the 0.6B prefill
-#             step under Nsight Compute and long prompts with MINISGL_ROPE_HEADS=0 (auto)
-#             and 1, model checks, the 0.6B runner step, the 14B prefill step if time.
-#     part 49: the same kernel with the head count a template argument: kernel checks,
+#     part 49: qkv_rope_store with the head count a template argument: kernel checks,
 #             the 0.6B prefill and decode steps (batch 1 / 14 / 64 / 256) under Nsight
 #             Compute A/B, long prompts, model checks, the 0.6B default workload, the 14B
 #             prefill step if time.
+#     (part 48, qkv_rope_store with the head count a runtime argument, ran at a9aa3d7;
+#     43 registers made one head a warp 12% slower, so the build was replaced by part 49's
+#     and the part removed: docs/results/gpu-2026-12-03-rope.md.)
 #     (part 41, two-batch overlap of decode steps (halves on two streams), ran at
 #     8efb326 and 86becff; 5-18% slower than whole steps at Qwen3-0.6B batch 64-256, so
 #     reverted with the part: docs/results/gpu-2026-12-03-overlap.md.)
@@ -820,30 +820,6 @@ device)
             grep "gemm algorithms" "$out/gemm-hold$hold.log" | tr ';' '\n' | grep -E "algorithms|m=(128|256)"
         done
         smi_stop "gemm survey"
-        ls -la "$out"
-    elif [ "$part" = 48 ]; then
-        rm "$out/env.log"  # already printed by the tee above
-        # qkv_rope_store with several heads a warp (MINISGL_ROPE_HEADS; 0 = by the
-        # launch's size): part 44 timed it at 81 / 141 us a layer in a 14 x 585-token
-        # prefill (2.5x / 2.6x its bytes). The kernel checks (every heads-a-warp count
-        # against the CPU), the 0.6B prefill step under Nsight Compute with the default
-        # and with one head a warp, long prompts A/B, model checks, the 0.6B runner step,
-        # then the 14B prefill step if the call has time.
-        check_ops --skip-bench
-        for hw in 0 1; do
-            MINISGL_ROPE_HEADS=$hw NCU_TABLES=0 NCU_LABELS=prefill-14x585 NCU_TAG=-prefill-rh$hw \
-                ncu_steps qwen3-0.6b 14 585 120
-        done
-        for hw in 0 1; do
-            MINISGL_ROPE_HEADS=$hw long_if_time qwen3-0.6b 420 80 "$out/long-qwen3-0.6b-rh$hw.log"
-        done
-        check_models
-        MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_BATCHES=1,64,256 bench_step qwen3-0.6b
-        if [ "$SECONDS" -lt 330 ]; then
-            NCU_TABLES=0 NCU_LABELS=prefill-14x585 NCU_TAG=-prefill ncu_steps qwen3-14b 14 585 200
-        else
-            echo "no time left for the 14B prefill step (${SECONDS} s)"
-        fi
         ls -la "$out"
     elif [ "$part" = 49 ]; then
         rm "$out/env.log"  # already printed by the tee above
