@@ -125,6 +125,15 @@
 #             the 0.6B prefill and decode steps (batch 1 / 14 / 64 / 256) under Nsight
 #             Compute A/B, long prompts, model checks, the 0.6B default workload, the 14B
 #             prefill step if time.
+#     part 50: add_rmsnorm blocks sized by the row's width (MINISGL_NORM_THREADS=0, the
+#             new default) against the old 256: kernel checks (every count against the
+#             CPU), the 0.6B prefill step A/B and decode steps (batch 1 / 64 / 256) under
+#             Nsight Compute, the 0.6B runner step A/B in one process each, long prompts,
+#             model checks.
+#     part 51: shapes the issue does not list (Llama-3.1-8B: no q/k norm, llama3 RoPE,
+#             vocab 128k; Qwen3-32B: 64 layers, GQA group 8): the default workload and
+#             long prompts on each with time by step class and clock and power sampled,
+#             then both runner steps at batch 1 / 64 / 256 while the call has time.
 #     (part 48, qkv_rope_store with the head count a runtime argument, ran at a9aa3d7;
 #     43 registers made one head a warp 12% slower, so the build was replaced by part 49's
 #     and the part removed: docs/results/gpu-2026-12-03-rope.md.)
@@ -156,7 +165,7 @@ cd "$(dirname "$0")/.."
 
 case "${1:-}" in
 build)
-    gpu_stage qwen3-0.6b qwen3-14b
+    gpu_stage qwen3-0.6b qwen3-14b llama-3.1-8b qwen3-32b
     ;;
 device)
     part="${2:?part 1 or 2}"
@@ -196,7 +205,7 @@ device)
         # time and shape go to steps-SHAPE.csv; the log has them by class against their floors.
         # OFFLINE_ARGS: extra bench arguments (bench reads no MINISGL_* settings).
         # shellcheck disable=SC2086
-        timeout 160 "$bin" bench offline --random-weights .gpu/$1 --device cuda --shape $1 ${OFFLINE_ARGS:-} \
+        timeout "${OFFLINE_TIMEOUT:-160}" "$bin" bench offline --random-weights .gpu/$1 --device cuda --shape $1 ${OFFLINE_ARGS:-} \
             --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" \
             --steps-csv "$out/steps-$1${2:-}.csv" >> "$out/offline-$1${2:-}.log" 2>&1
         echo "$1 default workload${2:-} rc=$?"; grep -E "ceiling|output tok/s|step class|class  |seqs  |prefill|all steps|outside" "$out/offline-$1${2:-}.log" | tail -14
@@ -847,6 +856,45 @@ device)
         fi
         # The tool returns at most eight files: the checks' summaries are in the output.
         rm -f "$out"/steps-*.csv "$out"/gpu-check-ops.log "$out"/gpu-check-models.log
+        ls -la "$out"
+    elif [ "$part" = 50 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        check_ops --skip-bench
+        for nt in 256 0; do
+            MINISGL_NORM_THREADS=$nt NCU_TABLES=0,2 NCU_LABELS=prefill-14x585,decode-b14 NCU_TAG=-prefill-nt$nt \
+                ncu_steps qwen3-0.6b 14 585 120
+        done
+        NCU_TAG=-nt0 ncu_steps qwen3-0.6b 1,64,256 256 150
+        for nt in 256 0; do
+            MINISGL_NORM_THREADS=$nt MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_BATCHES=1,64,256 \
+                bench_step qwen3-0.6b -nt$nt
+        done
+        long_if_time qwen3-0.6b 470 80 "$out/long-qwen3-0.6b.log"
+        check_models
+        # The tool returns at most eight files: the checks' summaries are in the output.
+        rm -f "$out"/gpu-check-ops.log "$out"/gpu-check-models.log
+        ls -la "$out"
+    elif [ "$part" = 51 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # Random weights take ~0.85 s a GB to build and upload (Qwen3-14B: 25 s), so
+        # Qwen3-32B's 65 GB take ~55 s before its run starts.
+        for shape in llama-3.1-8b qwen3-32b; do
+            smi_start
+            OFFLINE_TIMEOUT=240 offline_default $shape
+            smi_stop "default workload $shape"
+        done
+        for shape in llama-3.1-8b qwen3-32b; do
+            smi_start
+            long_if_time $shape 430 170 "$out/long-$shape.log"
+            smi_stop "long prompts $shape"
+        done
+        for shape in llama-3.1-8b qwen3-32b; do
+            if [ "$SECONDS" -lt 500 ]; then
+                MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_BATCHES=1,64,256 bench_step $shape
+            else
+                echo "no time left for the $shape runner step (${SECONDS} s)"
+            fi
+        done
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

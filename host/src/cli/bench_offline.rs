@@ -479,6 +479,7 @@ fn append_jsonl(
         "norm_prologue": std::env::var("MINISGL_NORM_PROLOGUE").unwrap_or_else(|_| "1".into()),
         "gemv_rows": std::env::var("MINISGL_GEMV_ROWS").unwrap_or_else(|_| "default".into()),
         "rope_heads": std::env::var("MINISGL_ROPE_HEADS").unwrap_or_else(|_| "0".into()),
+        "norm_threads": std::env::var("MINISGL_NORM_THREADS").unwrap_or_else(|_| "0".into()),
         "kernel_defines": std::env::var(minisgl::backend::cuda::nvrtc::DEFINES_ENV).unwrap_or_default(),
     });
     let mut f = std::fs::OpenOptions::new()

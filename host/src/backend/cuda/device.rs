@@ -206,6 +206,9 @@ pub struct CudaOptions {
     /// Heads a warp of the fused q/k norm + RoPE + K/V store takes (1, 2 or 4;
     /// `MINISGL_ROPE_HEADS`, default 0 = by the launch's size, see `rope_heads_per_warp`).
     pub rope_heads: usize,
+    /// Threads a block of `add_rmsnorm` (a row a block; `MINISGL_NORM_THREADS`, a
+    /// multiple of 32 up to 1024, default 0 = by the row's width, see `norm_threads`).
+    pub norm_threads: usize,
 }
 
 impl Default for CudaOptions {
@@ -282,6 +285,19 @@ impl Default for CudaOptions {
             },
             Err(_) => 0,
         };
+        let norm_threads = match std::env::var("MINISGL_NORM_THREADS") {
+            Ok(v) => match v.parse::<usize>() {
+                Ok(n) if n <= 1024 && n.is_multiple_of(32) => n,
+                _ => {
+                    tracing::warn!(
+                        "MINISGL_NORM_THREADS must be 0 (by width) or a multiple of 32 up to \
+                         1024, got {v:?}; using 0"
+                    );
+                    0
+                }
+            },
+            Err(_) => 0,
+        };
         CudaOptions {
             ordinal,
             attention,
@@ -298,6 +314,7 @@ impl Default for CudaOptions {
             norm_prologue,
             gemv_tc,
             rope_heads,
+            norm_threads,
         }
     }
 }

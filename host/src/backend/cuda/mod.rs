@@ -178,6 +178,9 @@ pub struct CudaBackend {
     /// Heads a warp of `qkv_rope_store_hd*` takes, 0 = by the launch's size
     /// ([`CudaOptions::rope_heads`]; checks run every count).
     pub(crate) rope_heads: std::cell::Cell<usize>,
+    /// Threads a block of `add_rmsnorm`, 0 = by the row's width
+    /// ([`CudaOptions::norm_threads`]; checks run several).
+    pub(crate) norm_threads: std::cell::Cell<usize>,
     /// Largest weight (bytes) the skinny kernel streams
     /// ([`GEMV_MAX_WEIGHT_BYTES`] by default; benchmarks lift it to time the gemv against cuBLAS).
     pub(crate) gemv_max_weight: std::cell::Cell<usize>,
@@ -204,6 +207,7 @@ impl CudaBackend {
             norm_prologue: std::cell::Cell::new(opts.norm_prologue),
             gemv_tc: std::cell::Cell::new(opts.gemv_tc),
             rope_heads: std::cell::Cell::new(opts.rope_heads),
+            norm_threads: std::cell::Cell::new(opts.norm_threads),
             nccl: None,
         })
     }
@@ -272,6 +276,12 @@ impl CudaBackend {
     /// (1, 2 or 4; 0 = by the launch's size).
     pub fn set_rope_heads(&self, heads: usize) {
         self.rope_heads.set(heads);
+    }
+
+    /// Give every `add_rmsnorm` block `threads` threads (a multiple of 32 up to 1024;
+    /// 0 = by the row's width).
+    pub fn set_norm_threads(&self, threads: usize) {
+        self.norm_threads.set(threads);
     }
 
     /// Whether skinny products of 3+ rows take the tensor-core build.

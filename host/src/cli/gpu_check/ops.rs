@@ -78,39 +78,41 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
 
         let w = randn(&mut rng, hidden, 1.0);
         let (wc, wg) = (up(cpu, &[hidden], &w)?, up(gpu, &[hidden], &w)?);
-        let (nc, ng) = (cpu.rms_norm(&ec, &wc, 1e-6)?, gpu.rms_norm(&eg, &wg, 1e-6)?);
-        rep.check(
-            "rms_norm",
-            format!("{rows}x{hidden}"),
-            &gpu.to_host(&ng)?,
-            &cpu.to_host(&nc)?,
-            T,
-        );
-
         let delta = randn(&mut rng, rows * hidden, 0.5);
         let (dc, dg) = (
             up(cpu, &[rows, hidden], &delta)?,
             up(gpu, &[rows, hidden], &delta)?,
         );
-        let (mut rc, mut rg) = (ec, eg);
-        let (oc, og) = (
-            cpu.add_rms_norm(&mut rc, &dc, &wc, 1e-5)?,
-            gpu.add_rms_norm(&mut rg, &dg, &wg, 1e-5)?,
-        );
-        rep.check(
-            "add_rmsnorm",
-            format!("{rows}x{hidden} out"),
-            &gpu.to_host(&og)?,
-            &cpu.to_host(&oc)?,
-            T,
-        );
-        rep.check(
-            "add_rmsnorm",
-            format!("{rows}x{hidden} residual"),
-            &gpu.to_host(&rg)?,
-            &cpu.to_host(&rc)?,
-            T,
-        );
+        let nc = cpu.rms_norm(&ec, &wc, 1e-6)?;
+        let mut rc = cpu.embedding(&tc, &sc)?;
+        let oc = cpu.add_rms_norm(&mut rc, &dc, &wc, 1e-5)?;
+        let (nc, rc, oc) = (cpu.to_host(&nc)?, cpu.to_host(&rc)?, cpu.to_host(&oc)?);
+        // The block size by width (0), one warp (two passes past 1,024 wide) and the
+        // old fixed 256 (two passes past 8,192).
+        for threads in [0, 32, 256] {
+            gpu.set_norm_threads(threads);
+            let ng = gpu.rms_norm(&eg, &wg, 1e-6);
+            // A fresh residual: add_rms_norm updates it in place.
+            let mut rg = gpu.embedding(&tg, &sg)?;
+            let og = gpu.add_rms_norm(&mut rg, &dg, &wg, 1e-5);
+            gpu.set_norm_threads(0);
+            let case = format!("{rows}x{hidden} threads={threads}");
+            rep.check("rms_norm", case.clone(), &gpu.to_host(&ng?)?, &nc, T);
+            rep.check(
+                "add_rmsnorm",
+                format!("{case} out"),
+                &gpu.to_host(&og?)?,
+                &oc,
+                T,
+            );
+            rep.check(
+                "add_rmsnorm",
+                format!("{case} residual"),
+                &gpu.to_host(&rg)?,
+                &rc,
+                T,
+            );
+        }
     }
 
     // GEMMs, with and without bias, and the f32 LM-head path: up to 8 rows the
