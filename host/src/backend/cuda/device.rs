@@ -480,6 +480,9 @@ pub struct Device {
     /// Blocks of each gemv kernel that fit an SM (the driver's answer), which sizes
     /// its launches to one wave.
     pub gemv_blocks_per_sm: Vec<(String, usize)>,
+    /// Blocks of 256 threads of `add_rmsnorm` that fit an SM (the driver's answer; 4
+    /// without it): below one wave of them a launch keeps 256 threads a row.
+    pub norm_blocks_per_sm: usize,
     /// Kernels written for it launch with programmatic dependent launch (asked for
     /// and the device is sm_90 or later).
     pub pdl: bool,
@@ -620,6 +623,14 @@ impl Device {
             })
             .collect();
         let mma_blocks_per_sm = blocks_per_sm("attn_decode_mma");
+        let norm_blocks_per_sm = kernels
+            .get("add_rmsnorm")
+            .ok()
+            .and_then(|f| {
+                f.occupancy_max_active_blocks_per_multiprocessor(256, 0, None)
+                    .ok()
+            })
+            .map_or(4, |n| (n as usize).max(1));
         let watchdog = if kernels.get("attn_prefill_ws_hd128").is_ok() {
             Some(Watchdog::new(&ctx, "attn_prefill_ws")?)
         } else {
@@ -644,6 +655,7 @@ impl Device {
             prefill_work,
             gemv_ticket,
             gemv_blocks_per_sm,
+            norm_blocks_per_sm,
             pdl: opts.pdl && cc.0 >= 9,
             watchdog,
         };

@@ -22,7 +22,7 @@ impl CudaBackend {
         if rows > 0 {
             self.launch(
                 "add_rmsnorm",
-                cfg((g(rows), 1, 1), self.norm_threads(n)),
+                cfg((g(rows), 1, 1), self.norm_threads(rows, n)),
                 &[
                     Arg::U64(self.bf16_ptr(x, "rms_norm")?),
                     Arg::U64(0),
@@ -57,7 +57,7 @@ impl CudaBackend {
         if rows > 0 {
             self.launch(
                 "add_rmsnorm",
-                cfg((g(rows), 1, 1), self.norm_threads(n)),
+                cfg((g(rows), 1, 1), self.norm_threads(rows, n)),
                 &[
                     Arg::U64(self.bf16_ptr(residual, "add_rms_norm")?),
                     Arg::U64(self.bf16_ptr(x, "add_rms_norm")?),
@@ -71,14 +71,16 @@ impl CudaBackend {
         Ok(out)
     }
 
-    /// Threads a block of `add_rmsnorm` for rows of `hidden`: enough for four 16-byte
-    /// vectors a thread (the kernel's one-pass limit, `NORM_VPT`), in whole warps, 32 to
-    /// 256. A fixed 256 left half the block without a vector at hidden 1,024, and its 62
-    /// registers a thread allowed 4 such rows an SM: Qwen3-0.6B's prefill norm ran at
-    /// 1.7x its bytes (docs/results/gpu-2026-12-03-rope.md). Past 8,192 the kernel
-    /// takes its two-pass path at 256. `MINISGL_NORM_THREADS` sets a count by hand.
-    pub(crate) fn norm_threads(&self, hidden: usize) -> u32 {
+    /// Threads a block of `add_rmsnorm` for `rows` rows of `hidden`. Where 256-thread
+    /// blocks (a row each) fit in one wave, 256: every row then costs one memory round
+    /// trip spread over the most warps. Past that wave, enough threads for four 16-byte
+    /// vectors each (the kernel's one-pass limit, `NORM_VPT`), in whole warps, 32 to
+    /// 256, so more rows stay resident. Measured on the H200 (Qwen3-0.6B, hidden 1,024,
+    /// docs/results/gpu-2026-12-04-norm.md): 8,190 rows 27.6 -> 17.4 µs with one warp a
+    /// row, but 14 rows 2.58 -> 3.36 µs. `MINISGL_NORM_THREADS` sets a count by hand.
+    pub(crate) fn norm_threads(&self, rows: usize, hidden: usize) -> u32 {
         match self.norm_threads.get() {
+            0 if rows <= self.dev.norm_blocks_per_sm * self.dev.num_sms => 256,
             0 => hidden.div_ceil(32).next_multiple_of(32).clamp(32, 256) as u32,
             n => n as u32,
         }
