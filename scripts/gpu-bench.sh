@@ -135,6 +135,11 @@
 #             long prompts on each with time by step class and clock and power sampled,
 #             the 0.6B default workload, then both new shapes' runner steps at batch
 #             1 / 64 / 256 while the call has time.
+#     part 52: the 0.6B default workload with MINISGL_NORM_THREADS=256 and the default
+#             rule in one call (part 51's decode class ran 2% slower than the last
+#             round's), the decode steps' norm at 128 threads under Nsight Compute, the
+#             14B default workload, the Qwen3-32B runner step (graphs only: two copies of
+#             its weights do not fit).
 #     (part 48, qkv_rope_store with the head count a runtime argument, ran at a9aa3d7;
 #     43 registers made one head a warp 12% slower, so the build was replaced by part 49's
 #     and the part removed: docs/results/gpu-2026-12-03-rope.md.)
@@ -900,8 +905,20 @@ device)
         done
         rm -f "$out"/gpu-check-ops.log
         # The tool returns at most eight files: every log and steps table in one archive.
-        (cd "$out" && tar czf part51-logs.tgz --exclude=bench.jsonl --exclude=part51-logs.tgz . &&
-            find . -type f ! -name bench.jsonl ! -name part51-logs.tgz -delete)
+        (cd "$out" && tar czf /tmp/part51-logs.tgz --exclude=bench.jsonl . &&
+            find . -type f ! -name bench.jsonl -delete && mv /tmp/part51-logs.tgz .)
+        ls -la "$out"
+    elif [ "$part" = 52 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        for nt in 256 0; do
+            MINISGL_NORM_THREADS=$nt offline_default qwen3-0.6b -nt$nt
+        done
+        MINISGL_NORM_THREADS=128 NCU_TAG=-nt128 ncu_steps qwen3-0.6b 64,256 256 100
+        smi_start
+        offline_default qwen3-14b
+        smi_stop "default workload qwen3-14b"
+        MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_BATCHES=1,64,256 bench_step qwen3-32b
+        rm -f "$out"/steps-qwen3-0.6b-*.csv  # the tool returns at most eight files
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

@@ -138,7 +138,7 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
         let open_s = t0.elapsed().as_secs_f64();
         let k = &gpu.dev.kernels;
         rep.note(format!(
-            "device {} `{}` sm_{}{} with {} SMs; attention: {}; stream-K decode blocks per SM (hd 64, 128): {:?}; kernels: {} families compiled, {} from cache, failed: {:?}; open took {:.2} s",
+            "device {} `{}` sm_{}{} with {} SMs; attention: {}; stream-K decode blocks per SM (hd 64, 128): {:?}; add_rmsnorm 256-thread blocks per SM: {}; kernels: {} families compiled, {} from cache, failed: {:?}; open took {:.2} s",
             args.device,
             gpu.dev.name,
             gpu.dev.cc.0,
@@ -146,6 +146,7 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
             gpu.dev.num_sms,
             gpu.dev.attention_summary(),
             gpu.dev.sk_blocks_per_sm,
+            gpu.dev.norm_blocks_per_sm,
             k.compiled,
             k.cache_hits,
             k.failed,
