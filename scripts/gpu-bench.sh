@@ -140,6 +140,10 @@
 #             round's), the decode steps' norm at 128 threads under Nsight Compute, the
 #             14B default workload, the Qwen3-32B runner step (graphs only: two copies of
 #             its weights do not fit).
+#     part 53: Llama-3.1-8B's decode steps (batch 1 / 64 / 256, context ~256) under
+#             Nsight Compute (its batch-256 step ran at 1.37x a serial bound of its
+#             products' FLOPs and KV bytes, against 1.15x at 14B), then the 14B long
+#             prompts while the call has time.
 #     (part 48, qkv_rope_store with the head count a runtime argument, ran at a9aa3d7;
 #     43 registers made one head a warp 12% slower, so the build was replaced by part 49's
 #     and the part removed: docs/results/gpu-2026-12-03-rope.md.)
@@ -919,6 +923,11 @@ device)
         smi_stop "default workload qwen3-14b"
         MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_BATCHES=1,64,256 bench_step qwen3-32b
         rm -f "$out"/steps-qwen3-0.6b-*.csv  # the tool returns at most eight files
+        ls -la "$out"
+    elif [ "$part" = 53 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        ncu_steps llama-3.1-8b 1,64,256 256 300
+        long_if_time qwen3-14b 420 150 "$out/long-qwen3-14b.log"
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
