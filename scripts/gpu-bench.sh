@@ -144,6 +144,10 @@
 #             Nsight Compute (its batch-256 step ran at 1.37x a serial bound of its
 #             products' FLOPs and KV bytes, against 1.15x at 14B), then the 14B long
 #             prompts while the call has time.
+#     part 54: the norm left to the next product only where every product that would
+#             take it runs on the gemv kernels (Llama-3.1-8B's qkv and gate_up run on
+#             cuBLAS): kernel and model checks, Llama-3.1-8B's batch-1 step under Nsight
+#             Compute and its runner step at batch 1 / 64.
 #     (part 48, qkv_rope_store with the head count a runtime argument, ran at a9aa3d7;
 #     43 registers made one head a warp 12% slower, so the build was replaced by part 49's
 #     and the part removed: docs/results/gpu-2026-12-03-rope.md.)
@@ -928,6 +932,14 @@ device)
         rm "$out/env.log"  # already printed by the tee above
         ncu_steps llama-3.1-8b 1,64,256 256 300
         long_if_time qwen3-14b 420 150 "$out/long-qwen3-14b.log"
+        ls -la "$out"
+    elif [ "$part" = 54 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        check_ops --skip-bench
+        check_models
+        ncu_steps llama-3.1-8b 1 256 200
+        MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_BATCHES=1,64 bench_step llama-3.1-8b
+        rm -f "$out"/gpu-check-models.log
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

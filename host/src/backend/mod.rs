@@ -544,9 +544,11 @@ pub trait Backend: Send + 'static {
     /// [`Backend::rms_norm_linear_silu_mul`] on the residual. A backend answers true
     /// where it normalises inside the next product (a prologue each block runs, at
     /// decode sizes) more cheaply than after the add; `residual` is the stream the
-    /// norms would read. A backend that answers true implements `linear_add`.
-    fn norm_in_prologue(&self, residual: &Self::Tensor) -> bool {
-        let _ = residual;
+    /// norms would read and `consumers` the weights of the products that would
+    /// normalise it (a layer's qkv and gate_up). A backend that answers true
+    /// implements `linear_add`.
+    fn norm_in_prologue(&self, residual: &Self::Tensor, consumers: &[&Self::Tensor]) -> bool {
+        let _ = (residual, consumers);
         false
     }
 

@@ -278,7 +278,11 @@ impl<B: Backend> Model<B> {
         let mut residual = b.embedding(&self.embed, step)?;
         // Where the backend normalises inside the next product, the layers pass the
         // residual and the norm to apply instead of a normed copy.
-        let deferred = !self.shard.is_split() && b.norm_in_prologue(&residual);
+        let deferred = !self.shard.is_split()
+            && self
+                .layers
+                .first()
+                .is_some_and(|l0| b.norm_in_prologue(&residual, &[&l0.w_qkv, &l0.w_gate_up]));
         let first = &self.layers[0].input_norm;
         let mut x = if deferred {
             Input::Deferred(first)

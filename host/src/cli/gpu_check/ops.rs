@@ -546,14 +546,18 @@ fn norm_prologue_linears(
             on_path(gpu, path, || {
                 let what = format!("m={m} n={n} k={k} bias={bias} [{path}]");
                 let weight_limit = minisgl::backend::cuda::GEMV_MAX_WEIGHT_BYTES;
-                if path == "gemv" && (m + 1) * k * 2 <= 32 * 1024 && k * k * 2 <= weight_limit {
-                    // Otherwise the checks below would only test the fallback.
-                    let on = gpu.norm_in_prologue(&xg);
+                if path == "gemv" {
+                    // True exactly where both products (w and the twice-as-wide
+                    // gate_up w2) take the gemv kernels: else the checks below would
+                    // only test the fallback, or the model would defer the norm to a
+                    // cuBLAS product and pay a launch for it.
+                    let want = (m + 1) * k * 2 <= 32 * 1024 && 2 * n * k * 2 <= weight_limit;
+                    let on = gpu.norm_in_prologue(&xg, &[&wg, &w2g]);
                     rep.fact(
                         "norm_in_prologue",
                         what.clone(),
-                        on,
-                        format!("answered {on}"),
+                        on == want,
+                        format!("answered {on}, expected {want}"),
                     );
                 }
                 let yg = gpu.rms_norm_linear(&xg, &gg, 1e-6, &wg, bias.then_some(&bg))?;

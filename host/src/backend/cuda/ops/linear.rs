@@ -413,22 +413,33 @@ impl CudaBackend {
 
     /// Whether the next products should normalise `residual` themselves
     /// ([`Backend::norm_in_prologue`](crate::backend::Backend::norm_in_prologue)): its
-    /// rows go through the gemv kernels and fit their shared memory, and the prologue
-    /// kernels built here. The products' widths are not known here: a square
-    /// hidden x hidden weight past the gemv's size limit stands for them (the layer's
-    /// products are at least that large), where cuBLAS would run them after a norm
-    /// launch anyway and the fused add + norm is the better split.
-    pub(super) fn norm_in_prologue_impl(&self, residual: &CudaTensor) -> bool {
+    /// rows fit the prologue's shared memory, the prologue kernels were built, and every
+    /// consumer weight goes through the gemv kernels. Where one goes through cuBLAS,
+    /// deferring costs a launch: the product before it adds without the norm
+    /// (`add_inplace_bf16` after a cuBLAS product) and the consumer normalises in a
+    /// launch of its own. The earlier test, a square hidden x hidden weight within the
+    /// gemv limit, answered true for Llama-3.1-8B (4096 x 4096 x 2 bytes is exactly the
+    /// limit) whose qkv and gate_up run on cuBLAS: 31 extra launches a batch-1 step
+    /// (Nsight Compute, 2026-12-04).
+    pub(super) fn norm_in_prologue_impl(
+        &self,
+        residual: &CudaTensor,
+        consumers: &[&CudaTensor],
+    ) -> bool {
         let &[m, k] = residual.shape.as_slice() else {
             return false;
         };
         self.norm_prologue.get()
-            && k * k * 2 <= self.gemv_max_weight.get()
             && (1..=self.gemv_rows.get()).contains(&m)
             && k.is_multiple_of(8)
             && (m + 1) * k * 2 <= NORM_PROLOGUE_SMEM
             && matches!(residual.buf, Buf::Bf16(_))
             && self.dev.kernels.get("gemv_norm_bf16").is_ok()
+            && !consumers.is_empty()
+            && consumers.iter().all(|w| match w.shape.as_slice() {
+                &[n, kw] => kw == k && self.use_gemv(m, n, k),
+                _ => false,
+            })
     }
 
     /// `linear(rms_norm(x, norm, eps), w, bias)`: at decode sizes one `gemv_norm_bf16`
@@ -447,7 +458,7 @@ impl CudaBackend {
             &w.shape,
             bias.map(|b| (b.shape.as_slice(), b.numel())),
         )?;
-        if m > 0 && norm.numel() == k && self.norm_in_prologue_impl(x) && self.use_gemv(m, n, k) {
+        if m > 0 && norm.numel() == k && self.norm_in_prologue_impl(x, &[w]) {
             let out = self.new_bf16(m, n)?;
             crate::backend::cuda::timeline::cost(
                 ((m * k + n * k + k) * 2 + m * n * 2) as f64,
@@ -494,8 +505,7 @@ impl CudaBackend {
         if m > 0
             && n2.is_multiple_of(16)
             && norm.numel() == k
-            && self.norm_in_prologue_impl(x)
-            && self.use_gemv(m, n2, k)
+            && self.norm_in_prologue_impl(x, &[w])
         {
             let n = n2 / 2;
             let out = self.new_bf16(m, n)?;

@@ -144,8 +144,8 @@ impl Backend for CudaBackend {
         self.linear_add_rms_norm_impl(x, w, bias, residual, norm, eps)
     }
 
-    fn norm_in_prologue(&self, residual: &CudaTensor) -> bool {
-        self.norm_in_prologue_impl(residual)
+    fn norm_in_prologue(&self, residual: &CudaTensor, consumers: &[&CudaTensor]) -> bool {
+        self.norm_in_prologue_impl(residual, consumers)
     }
 
     fn linear_add(
