@@ -19,21 +19,20 @@
 //   gemv_bf16 / gemv_f32: y = x·Wᵀ + bias, bf16 or f32 (the LM head's logits);
 //   gemv_silu:  W is a fused [gate; up] of 2·n rows, y[:, j] = silu(gate_j) · up_j,
 //               rounded as linear then silu_mul would round;
-//   gemv_residual_norm: residual += bf16(x·Wᵀ + bias) in place (each element by the
-//               warp that computes it), then the last block to finish normalises
-//               the updated rows into `out` (RMSNorm, the same code as add_rmsnorm):
-//               linear then add_rms_norm.
-//   gemv_residual: the same add without the norm (linear_add), for a model that lets
-//               the next product normalise;
+//   gemv_residual: residual += bf16(x·Wᵀ + bias) in place (each element by the warp
+//               that computes it), with no norm after it (linear_add);
 // and a prologue:
 //   gemv_norm_bf16 / gemv_norm_silu: x is the un-normed residual; every block first
 //               RMS-normalises its rows into shared memory (rms_norm then linear, or
-//               then linear_silu_mul). The last-block norm of gemv_residual_norm waits
-//               for the slowest block and then adds a chain of L2 round trips (ncu,
-//               2026-12-01: 7.8 µs for a product that streams in about 4); the
-//               prologue was meant to hide under the first weight loads, but costs
-//               1.6-2.5 µs a product at one row (2026-12-02; gemv_dot says why), so
-//               the pair saves about 1 µs a layer.
+//               then linear_silu_mul). The prologue was meant to hide under the first
+//               weight loads, but costs 1.6-2.5 µs a product at one row (2026-12-02;
+//               gemv_dot says why).
+// A residual epilogue that also normalised (the last block to finish, counted on a
+// ticket, normalised the updated rows) was removed on 2026-12-04: it waited for the
+// slowest block and then ran a chain of L2 round trips, and cost more than a separate
+// add_rmsnorm launch at both sizes measured (Nsight Compute, one row: 8.42 against
+// 5.23 + ~2.6 µs for Qwen3-0.6B's down, 16.81 against 12.70 + ~2.7 for
+// Llama-3.1-8B's o).
 #include "common.cuh"
 
 #define GEMV_MAX_ROWS 8
@@ -254,8 +253,7 @@ __device__ __forceinline__ void gemv_body_simt(const bf16_t* __restrict__ x,
                                                const bf16_t* __restrict__ bias,
                                                void* __restrict__ y, int m, int n, int k,
                                                int y_stride, int ksplit,
-                                               const bf16_t* __restrict__ norm, float eps,
-                                               bool fence) {
+                                               const bf16_t* __restrict__ norm, float eps) {
     constexpr int NW = EPI == EPI_SILU ? 2 : 1;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int col = blockIdx.x * (GEMV_WARPS / ksplit) + warp / ksplit;
@@ -283,8 +281,6 @@ __device__ __forceinline__ void gemv_body_simt(const bf16_t* __restrict__ x,
     for (int r = 0; r < MR; r++) {
         if (r >= m) continue;
         gemv_store<EPI>(y, (size_t)r * y_stride + col, acc[0][r], acc[NW - 1][r], b);
-        // Published before residual_norm_tail counts this block.
-        if (EPI == EPI_RESIDUAL && fence) __threadfence();
     }
 }
 
@@ -309,8 +305,7 @@ __device__ __forceinline__ void gemv_body_tc(const bf16_t* __restrict__ x,
                                              const bf16_t* __restrict__ bias,
                                              void* __restrict__ y, int m, int n, int k,
                                              int y_stride, int ksplit,
-                                             const bf16_t* __restrict__ norm, float eps,
-                                             bool fence) {
+                                             const bf16_t* __restrict__ norm, float eps) {
     constexpr int NW = EPI == EPI_SILU ? 2 : 1;
     constexpr int U = GEMV_TC_LOADS;
     __shared__ float part[GEMV_WARPS][NW][4][32];
@@ -390,8 +385,6 @@ __device__ __forceinline__ void gemv_body_tc(const bf16_t* __restrict__ x,
         float b = bias != nullptr ? bf2f(bias[col]) : 0.0f;
         gemv_store<EPI>(y, (size_t)r * y_stride + col, acc[0][i], acc[NW - 1][i], b);
     }
-    // Published before residual_norm_tail counts this block.
-    if (EPI == EPI_RESIDUAL && fence) __threadfence();
 }
 
 // MR = 0 selects the tensor-core build.
@@ -400,17 +393,15 @@ __device__ __forceinline__ void gemv_body(const bf16_t* __restrict__ x,
                                           const bf16_t* __restrict__ w,
                                           const bf16_t* __restrict__ bias, void* __restrict__ y,
                                           int m, int n, int k, int y_stride, int ksplit,
-                                          const bf16_t* __restrict__ norm, float eps,
-                                          bool fence) {
+                                          const bf16_t* __restrict__ norm, float eps) {
     if constexpr (MR == 0) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
         __trap();  // bf16 mma needs sm_80; the host never picks this build below it
 #else
-        gemv_body_tc<EPI, NORM>(x, w, bias, y, m, n, k, y_stride, ksplit, norm, eps, fence);
+        gemv_body_tc<EPI, NORM>(x, w, bias, y, m, n, k, y_stride, ksplit, norm, eps);
 #endif
     } else
-        gemv_body_simt<MR, EPI, NORM>(x, w, bias, y, m, n, k, y_stride, ksplit, norm, eps,
-                                      fence);
+        gemv_body_simt<MR, EPI, NORM>(x, w, bias, y, m, n, k, y_stride, ksplit, norm, eps);
 }
 
 // Each product comes in three builds: `<name>_tc` (above) for 2 to 16 rows where k is a
@@ -425,71 +416,39 @@ __device__ __forceinline__ void gemv_body(const bf16_t* __restrict__ x,
         gemv_bf16##SUFFIX(const bf16_t* x, const bf16_t* w, const bf16_t* bias, bf16_t* y,     \
                           int m, int n, int k, int y_stride, int ksplit) {                     \
         gemv_body<MR, EPI_BF16, false>(x, w, bias, y, m, n, k, y_stride, ksplit, nullptr,      \
-                                       0.0f, false);                                           \
+                                       0.0f);                                                  \
     }                                                                                          \
     extern "C" __global__ void __launch_bounds__(256, MINB)                                    \
         gemv_f32##SUFFIX(const bf16_t* x, const bf16_t* w, const bf16_t* bias, float* y,       \
                          int m, int n, int k, int y_stride, int ksplit) {                      \
-        gemv_body<MR, EPI_F32, false>(x, w, bias, y, m, n, k, y_stride, ksplit, nullptr, 0.0f, \
-                                      false);                                                  \
+        gemv_body<MR, EPI_F32, false>(x, w, bias, y, m, n, k, y_stride, ksplit, nullptr,       \
+                                      0.0f);                                                   \
     }                                                                                          \
     extern "C" __global__ void __launch_bounds__(256, MINB)                                    \
         gemv_silu##SUFFIX(const bf16_t* x, const bf16_t* w, bf16_t* y, int m, int n, int k,    \
                           int ksplit) {                                                        \
-        gemv_body<MR, EPI_SILU, false>(x, w, nullptr, y, m, n, k, n, ksplit, nullptr, 0.0f,    \
-                                       false);                                                 \
-    }                                                                                          \
-    extern "C" __global__ void __launch_bounds__(256, MINB) gemv_residual_norm##SUFFIX(        \
-        const bf16_t* x, const bf16_t* w, const bf16_t* bias, bf16_t* residual,               \
-        const bf16_t* norm, bf16_t* out, float eps, int m, int n, int k, int ksplit,          \
-        u32* ticket) {                                                                         \
-        gemv_body<MR, EPI_RESIDUAL, false>(x, w, bias, residual, m, n, k, n, ksplit, nullptr,  \
-                                           0.0f, true);                                        \
-        residual_norm_tail(residual, norm, out, eps, m, n, ticket);                            \
+        gemv_body<MR, EPI_SILU, false>(x, w, nullptr, y, m, n, k, n, ksplit, nullptr, 0.0f);   \
     }                                                                                          \
     extern "C" __global__ void __launch_bounds__(256, MINB)                                    \
         gemv_residual##SUFFIX(const bf16_t* x, const bf16_t* w, const bf16_t* bias,            \
                               bf16_t* residual, int m, int n, int k, int ksplit) {             \
         gemv_body<MR, EPI_RESIDUAL, false>(x, w, bias, residual, m, n, k, n, ksplit, nullptr,  \
-                                           0.0f, false);                                       \
+                                           0.0f);                                              \
     }                                                                                          \
     extern "C" __global__ void __launch_bounds__(256, MINB) gemv_norm_bf16##SUFFIX(            \
         const bf16_t* x, const bf16_t* norm, float eps, const bf16_t* w, const bf16_t* bias,  \
         bf16_t* y, int m, int n, int k, int ksplit) {                                          \
-        gemv_body<MR, EPI_BF16, true>(x, w, bias, y, m, n, k, n, ksplit, norm, eps, false);   \
+        gemv_body<MR, EPI_BF16, true>(x, w, bias, y, m, n, k, n, ksplit, norm, eps);          \
     }                                                                                          \
     extern "C" __global__ void __launch_bounds__(256, MINB) gemv_norm_silu##SUFFIX(            \
         const bf16_t* x, const bf16_t* norm, float eps, const bf16_t* w, bf16_t* y, int m,    \
         int n, int k, int ksplit) {                                                            \
-        gemv_body<MR, EPI_SILU, true>(x, w, nullptr, y, m, n, k, n, ksplit, norm, eps, false); \
+        gemv_body<MR, EPI_SILU, true>(x, w, nullptr, y, m, n, k, n, ksplit, norm, eps);       \
     }
-
-// After gemv_body<.., EPI_RESIDUAL>: every block counts itself once its columns are
-// published; the last one normalises the updated rows into `out` (the same code as
-// add_rmsnorm) and leaves `ticket` zeroed again (launches on one stream never overlap,
-// so one counter serves every call).
-__device__ __forceinline__ void residual_norm_tail(bf16_t* residual, const bf16_t* norm,
-                                                   bf16_t* out, float eps, int m, int n,
-                                                   u32* ticket) {
-    __shared__ u32 last;
-    __shared__ float scratch[32];
-    // Each writer fenced its own stores (gemv_body) before this barrier.
-    __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(ticket, 1u) == gridDim.x - 1;
-    __syncthreads();
-    if (!last) return;
-    // The other blocks' columns were fenced before their tickets: read them from L2.
-    __threadfence();
-    for (int r = 0; r < m; r++)
-        add_rmsnorm_row(residual + (size_t)r * n, nullptr, norm, out + (size_t)r * n, n, eps,
-                        scratch);
-    if (threadIdx.x == 0) *ticket = 0u;
-}
 
 // Shapes (both builds): x: [m, k] bf16; w: [n, k] bf16 (gemv_silu, gemv_norm_silu:
 // [2n, k], gate rows then up rows); bias: [n] bf16 or null; y: [m, n] with rows
-// `y_stride` apart (the gemv_norm_* kernels: n apart); residual, out: [m, n]; norm: [n]
-// for gemv_residual_norm, [k] for gemv_norm_*; `ticket` a zeroed u32.
+// `y_stride` apart (the gemv_norm_* kernels: n apart); residual: [m, n]; norm: [k].
 GEMV_KERNELS(, GEMV_MAX_ROWS, 2)
 GEMV_KERNELS(_m1, 1, 6)
 GEMV_KERNELS(_tc, 0, 2)

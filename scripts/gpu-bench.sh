@@ -148,6 +148,9 @@
 #             take it runs on the gemv kernels (Llama-3.1-8B's qkv and gate_up run on
 #             cuBLAS): kernel and model checks, Llama-3.1-8B's batch-1 step under Nsight
 #             Compute and its runner step at batch 1 / 64.
+#     part 55: the residual + norm gemv epilogue removed (the add in the gemv's epilogue,
+#             then a separate norm): kernel and model checks, the batch-1 decode steps of
+#             Qwen3-0.6B and Llama-3.1-8B under Nsight Compute (against parts 50 and 54).
 #     (part 48, qkv_rope_store with the head count a runtime argument, ran at a9aa3d7;
 #     43 registers made one head a warp 12% slower, so the build was replaced by part 49's
 #     and the part removed: docs/results/gpu-2026-12-03-rope.md.)
@@ -940,6 +943,15 @@ device)
         ncu_steps llama-3.1-8b 1 256 200
         MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_BATCHES=1,64 bench_step llama-3.1-8b
         rm -f "$out"/gpu-check-models.log
+        ls -la "$out"
+    elif [ "$part" = 55 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        check_ops --skip-bench
+        check_models
+        ncu_steps qwen3-0.6b 1 256 60
+        ncu_steps llama-3.1-8b 1 256 120
+        rm -f "$out"/gpu-check-models.log
+        gzip -f "$out"/gpu-check-ops.log
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

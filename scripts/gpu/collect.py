@@ -38,15 +38,16 @@ for d in map(Path, args.dirs):
         extra = {}
         # Switches a bench log's name records: -pdlN (MINISGL_PDL), -npN
         # (MINISGL_NORM_PROLOGUE), -ropeN (the fused decode rotation of 5a28f36, 1 = on),
-        # -waves (MINISGL_DECODE_SPLITS=waves), -rowsN (MINISGL_GEMV_ROWS).
+        # -waves (MINISGL_DECODE_SPLITS=waves), -rowsN (MINISGL_GEMV_ROWS), -ntN
+        # (MINISGL_NORM_THREADS).
         for key, pat in (("pdl", r"-pdl(\d)"), ("norm_prologue", r"-np(\d)"), ("decode_rope", r"-rope(\d)"),
-                         ("decode_splits", r"-(waves)"), ("gemv_rows", r"-rows(\d)")):
+                         ("decode_splits", r"-(waves)"), ("gemv_rows", r"-rows(\d)"), ("norm_threads", r"-nt(\d+)")):
             m = re.search(pat, log.name)
             if m:
                 extra[key] = m[1]
         shape = "qwen3-0.6b"
         for line in log.read_text().splitlines():
-            m = re.search(r"(qwen3-[\w.]+) random weights: floor of a decode step", line)
+            m = re.search(r"([\w.-]+) random weights: floor of a decode step", line)
             if m:
                 shape = m[1]
             m = re.search(r"decode attention \[(\w+)\] batch (\d+) x ctx (\d+).*?: ([\d.]+) ms, ([\d.]+) TB/s", line)

@@ -402,7 +402,6 @@ pub fn kernel_names(family: &str) -> Vec<String> {
                 "gemv_bf16",
                 "gemv_f32",
                 "gemv_silu",
-                "gemv_residual_norm",
                 "gemv_residual",
                 "gemv_norm_bf16",
                 "gemv_norm_silu",
@@ -474,9 +473,6 @@ pub struct Device {
     /// The ws kernel's work counter (one i32, zero between launches: the kernel
     /// resets it itself; launches on the one stream never overlap).
     pub prefill_work: CudaSlice<i32>,
-    /// `gemv_residual_norm`'s count of finished blocks (zero between launches, the
-    /// same way: its last block resets it).
-    pub gemv_ticket: CudaSlice<u32>,
     /// Blocks of each gemv kernel that fit an SM (the driver's answer), which sizes
     /// its launches to one wave.
     pub gemv_blocks_per_sm: Vec<(String, usize)>,
@@ -585,7 +581,6 @@ impl Device {
             )));
         }
         let prefill_work = stream.alloc_zeros::<i32>(1)?;
-        let gemv_ticket = stream.alloc_zeros::<u32>(1)?;
         // The stream-K grid is one wave and the split grid is sized in waves: ask the
         // driver how many blocks of each fit an SM.
         let blocks_per_sm = |kernel: &str| {
@@ -653,7 +648,6 @@ impl Device {
             sk_blocks_per_sm,
             mma_blocks_per_sm,
             prefill_work,
-            gemv_ticket,
             gemv_blocks_per_sm,
             norm_blocks_per_sm,
             pdl: opts.pdl && cc.0 >= 9,

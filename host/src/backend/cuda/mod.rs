@@ -260,8 +260,8 @@ impl CudaBackend {
         self.gemv_max_weight.set(bytes);
     }
 
-    /// Let decode-size products normalise their input themselves (true) or keep the
-    /// norm in the residual epilogue before them (false).
+    /// Let decode-size products normalise their input themselves (true) or normalise
+    /// right after the residual add before them (false).
     pub fn set_norm_prologue(&self, on: bool) {
         self.norm_prologue.set(on);
     }

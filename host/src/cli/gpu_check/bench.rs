@@ -457,7 +457,7 @@ fn fused_products(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> 
                 Ok(())
             })?;
             line.push_str(&format!(
-                " m={m} fused {:.1} us ({:.0} GB/s) / two launches {:.1} us / add only {:.1} us ({:.0} GB/s);",
+                " m={m} add in the epilogue, then the norm {:.1} us ({:.0} GB/s) / product, then add + norm {:.1} us / add only {:.1} us ({:.0} GB/s);",
                 fused * 1e3,
                 gbs(n * k * 2, fused),
                 pair * 1e3,

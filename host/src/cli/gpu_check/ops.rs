@@ -635,9 +635,9 @@ fn on_path<T>(gpu: &CudaBackend, path: &str, f: impl FnOnce() -> Result<T>) -> R
     r
 }
 
-/// The products with the next op in their epilogue (gemv.cu's `gemv_silu` and
-/// `gemv_residual_norm`) against the CPU's two ops, on both CUDA paths (the skinny
-/// kernel and cuBLAS + the separate kernel). The shapes cover every split of a
+/// The products with the next op in their epilogue (gemv.cu's `gemv_silu`, and
+/// `gemv_residual` followed by the norm) against the CPU's two ops, on both CUDA paths
+/// (the skinny kernel and cuBLAS + the separate kernel). The shapes cover every split of a
 /// column's reduction (1 to 8 warps), both row counts the kernel is unrolled for,
 /// bias, and the norm's two-pass width (past 8192).
 fn fused_linears(

@@ -215,7 +215,6 @@ impl CudaBackend {
             "gemv_bf16" => ("gemv_bf16_m1", "gemv_bf16_tc"),
             "gemv_f32" => ("gemv_f32_m1", "gemv_f32_tc"),
             "gemv_silu" => ("gemv_silu_m1", "gemv_silu_tc"),
-            "gemv_residual_norm" => ("gemv_residual_norm_m1", "gemv_residual_norm_tc"),
             "gemv_residual" => ("gemv_residual_m1", "gemv_residual_tc"),
             "gemv_norm_bf16" => ("gemv_norm_bf16_m1", "gemv_norm_bf16_tc"),
             "gemv_norm_silu" => ("gemv_norm_silu_m1", "gemv_norm_silu_tc"),
@@ -357,10 +356,11 @@ impl CudaBackend {
         self.silu_mul_impl(&gu)
     }
 
-    /// `residual += x · Wᵀ (+ bias)`, then `rms_norm(residual, norm, eps)`: at
-    /// decode sizes one `gemv_residual_norm` launch (the add in the product's
-    /// epilogue, the norm in its last block), otherwise the product then
-    /// `add_rmsnorm`. Both round as that pair does.
+    /// `residual += x · Wᵀ (+ bias)`, then `rms_norm(residual, norm, eps)`: at decode
+    /// sizes the add in the gemv's epilogue (`gemv_residual`) and the norm after it,
+    /// otherwise the product then `add_rmsnorm`. Both round as that pair does. (A gemv
+    /// whose last block also normalised cost more than the separate norm launch: see
+    /// kernels/gemv.cu.)
     pub(super) fn linear_add_rms_norm_impl(
         &self,
         x: &CudaTensor,
@@ -375,37 +375,9 @@ impl CudaBackend {
             &w.shape,
             bias.map(|b| (b.shape.as_slice(), b.numel())),
         )?;
-        let fits = residual.shape == [m, n] && norm.numel() == n && n.is_multiple_of(8);
-        if m > 0 && fits && !x.logits_input && self.use_gemv(m, n, k) {
-            let out = self.new_bf16(m, n)?;
-            crate::backend::cuda::timeline::cost(
-                ((m * k + n * k) * 2 + 3 * m * n * 2) as f64,
-                2.0 * (m * n * k) as f64,
-            );
-            let (kernel, c, ks) = self.gemv_plan("gemv_residual_norm", m, n, k);
-            let bp = match bias {
-                Some(b) => self.bf16_ptr(b, "linear_add_rms_norm")?,
-                None => 0,
-            };
-            self.launch(
-                kernel,
-                c,
-                &[
-                    Arg::U64(self.bf16_ptr(x, "linear_add_rms_norm")?),
-                    Arg::U64(self.bf16_ptr(w, "linear_add_rms_norm")?),
-                    Arg::U64(bp),
-                    Arg::U64(self.bf16_ptr(residual, "linear_add_rms_norm")?),
-                    Arg::U64(self.bf16_ptr(norm, "linear_add_rms_norm")?),
-                    Arg::U64(self.tptr(&out)),
-                    Arg::F32(eps),
-                    Arg::I32(m as i32),
-                    Arg::I32(n as i32),
-                    Arg::I32(k as i32),
-                    Arg::I32(ks),
-                    Arg::U64(self.ptr(&self.dev.gemv_ticket)),
-                ],
-            )?;
-            return Ok(out);
+        if m > 0 && residual.shape == [m, n] && !x.logits_input && self.use_gemv(m, n, k) {
+            self.linear_add_impl(x, w, bias, residual)?;
+            return self.rms_norm_impl(residual, norm, eps);
         }
         let o = self.linear_impl(x, w, bias)?;
         self.add_rms_norm_impl(residual, &o, norm, eps)
