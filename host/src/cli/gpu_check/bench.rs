@@ -324,16 +324,7 @@ fn runner_steps(bench_model: Option<&Path>, rep: &mut Report) -> Result<()> {
         let ordinal = minisgl::backend::cuda::CudaOptions::default().ordinal;
         let free = minisgl::backend::cuda::device::memory_info(ordinal).map_or(0, |(f, _)| f);
         let mut eager = if (free as f64) > 1.1 * weight_bytes(c) + 4e9 {
-            Some(build_runner_with(
-                &lm,
-                DeviceKind::Cuda,
-                pages,
-                ps,
-                &RunnerOptions {
-                    cuda_graph_max_bs: 0,
-                    ..RunnerOptions::default()
-                },
-            )?)
+            Some(eager_cuda_runner(&lm, pages, ps)?)
         } else {
             rep.bench_line(format!(
                 "runner.step: eager runner left out ({:.1} GB free, {:.1} GB of weights): graph steps only",
@@ -415,6 +406,27 @@ fn runner_steps(bench_model: Option<&Path>, rep: &mut Report) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A runner on the CUDA device that records no decode graphs: every step launches its
+/// kernels one by one (the eager half of the runner bench, and the timeline, which
+/// times each launch).
+pub(super) fn eager_cuda_runner(
+    lm: &minisgl::model::LoadedModel,
+    pages: u32,
+    page_size: u32,
+) -> Result<Box<dyn minisgl::model::runner::ModelRunner>> {
+    let opts = RunnerOptions {
+        cuda_graph_max_bs: 0,
+        ..RunnerOptions::default()
+    };
+    Ok(build_runner_with(
+        lm,
+        DeviceKind::Cuda,
+        pages,
+        page_size,
+        &opts,
+    )?)
 }
 
 /// Bytes a decode step must read at least: every weight once (bf16), the LM

@@ -11,8 +11,6 @@ use std::path::Path;
 use anyhow::Result;
 
 use minisgl::backend::cuda::timeline::KernelTime;
-use minisgl::model::placement::build_runner_with;
-use minisgl::model::runner::{DeviceKind, RunnerOptions};
 
 /// Measured on the H200 (docs/results): device-to-device copy, bytes read + written.
 const COPY_CEILING: f64 = 4.28e12;
@@ -25,16 +23,7 @@ pub fn run(cfg: &Path, batches: &[usize], prompt: usize) -> Result<String> {
     let max_b = batches.iter().copied().max().unwrap_or(1);
     let ps = 16u32;
     let pages = ((prompt + 4).div_ceil(ps as usize) * max_b) as u32 + 1;
-    let mut runner = build_runner_with(
-        &lm,
-        DeviceKind::Cuda,
-        pages,
-        ps,
-        &RunnerOptions {
-            cuda_graph_max_bs: 0,
-            ..RunnerOptions::default()
-        },
-    )?;
+    let mut runner = super::bench::eager_cuda_runner(&lm, pages, ps)?;
     let c = &lm.config;
     let kv_per_token = (c.kv_elems_per_token() * 2) as f64;
     let mut md = String::new();

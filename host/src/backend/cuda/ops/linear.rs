@@ -375,7 +375,9 @@ impl CudaBackend {
             &w.shape,
             bias.map(|b| (b.shape.as_slice(), b.numel())),
         )?;
-        if m > 0 && residual.shape == [m, n] && !x.logits_input && self.use_gemv(m, n, k) {
+        // Shapes checked before the add, so that a bad norm leaves the residual as it was.
+        let fits = residual.shape == [m, n] && norm.numel() == n && n.is_multiple_of(8);
+        if m > 0 && fits && !x.logits_input && self.use_gemv(m, n, k) {
             self.linear_add_impl(x, w, bias, residual)?;
             return self.rms_norm_impl(residual, norm, eps);
         }

@@ -80,9 +80,47 @@ impl CudaBackend {
     /// row, but 14 rows 2.58 -> 3.36 µs. `MINISGL_NORM_THREADS` sets a count by hand.
     pub(crate) fn norm_threads(&self, rows: usize, hidden: usize) -> u32 {
         match self.norm_threads.get() {
-            0 if rows <= self.dev.norm_blocks_per_sm * self.dev.num_sms => 256,
-            0 => hidden.div_ceil(32).next_multiple_of(32).clamp(32, 256) as u32,
+            0 => norm_block_threads(rows, hidden, self.dev.norm_blocks_per_sm * self.dev.num_sms),
             n => n as u32,
+        }
+    }
+}
+
+/// [`CudaBackend::norm_threads`]'s rule for `rows` rows of `hidden`, where a wave of
+/// 256-thread blocks holds `wave_rows` rows.
+fn norm_block_threads(rows: usize, hidden: usize, wave_rows: usize) -> u32 {
+    if rows <= wave_rows {
+        256
+    } else {
+        hidden.div_ceil(32).next_multiple_of(32).clamp(32, 256) as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::norm_block_threads;
+
+    #[test]
+    fn decode_rows_keep_256_threads_and_prefill_rows_take_four_vectors_a_thread() {
+        // The H200: 4 blocks of 256 an SM x 132 SMs.
+        let wave = 528;
+        for hidden in [1024, 4096, 5120] {
+            assert_eq!(norm_block_threads(1, hidden, wave), 256);
+            assert_eq!(norm_block_threads(wave, hidden, wave), 256);
+        }
+        assert_eq!(norm_block_threads(8190, 1024, wave), 32);
+        assert_eq!(norm_block_threads(8190, 4096, wave), 128);
+        assert_eq!(norm_block_threads(8190, 5120, wave), 160);
+        // Narrow rows still take a whole warp; past 8,192 the two-pass path at 256.
+        assert_eq!(norm_block_threads(8190, 576, wave), 32);
+        assert_eq!(norm_block_threads(8190, 10240, wave), 256);
+        // Every count covers the row in at most four vectors a thread up to 8,192.
+        for hidden in (8..=8192).step_by(8) {
+            let t = norm_block_threads(10_000, hidden, wave) as usize;
+            assert!(
+                t.is_multiple_of(32) && hidden / 8 <= 4 * t,
+                "hidden {hidden}: {t}"
+            );
         }
     }
 }
