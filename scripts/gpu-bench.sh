@@ -151,6 +151,11 @@
 #     part 55: the residual + norm gemv epilogue removed (the add in the gemv's epilogue,
 #             then a separate norm): kernel and model checks, the batch-1 decode steps of
 #             Qwen3-0.6B and Llama-3.1-8B under Nsight Compute (against parts 50 and 54).
+#     part 56: the gemv's weight limit at Llama-3.1-8B's batch-1 step, whose o product
+#             (33.5 MB, exactly the 32 MiB limit) streams through the gemv at 2.6 TB/s
+#             where cuBLAS's 50 MB qkv reaches 3.2: the runner step A/B in one process
+#             (MINISGL_BENCH_AB=MINISGL_GEMV_MAX_WEIGHT_MB=31) and both step tables
+#             under Nsight Compute. Not yet run.
 #     (part 48, qkv_rope_store with the head count a runtime argument, ran at a9aa3d7;
 #     43 registers made one head a warp 12% slower, so the build was replaced by part 49's
 #     and the part removed: docs/results/gpu-2026-12-03-rope.md.)
@@ -952,6 +957,14 @@ device)
         ncu_steps llama-3.1-8b 1 256 120
         rm -f "$out"/gpu-check-models.log
         gzip -f "$out"/gpu-check-ops.log
+        ls -la "$out"
+    elif [ "$part" = 56 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        MINISGL_BENCH_AB=MINISGL_GEMV_MAX_WEIGHT_MB=31 MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_BATCHES=1,2,4 \
+            bench_step llama-3.1-8b -ab
+        for mb in 32 31; do
+            MINISGL_GEMV_MAX_WEIGHT_MB=$mb NCU_TAG=-gemv$mb ncu_steps llama-3.1-8b 1 256 150
+        done
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

@@ -209,6 +209,9 @@ pub struct CudaOptions {
     /// Threads a block of `add_rmsnorm` (a row a block; `MINISGL_NORM_THREADS`, a
     /// multiple of 32 up to 1024, default 0 = by the row's width, see `norm_threads`).
     pub norm_threads: usize,
+    /// Largest weight the skinny kernel streams, in bytes (`MINISGL_GEMV_MAX_WEIGHT_MB`,
+    /// default [`super::GEMV_MAX_WEIGHT_BYTES`]); larger ones go through cuBLAS.
+    pub gemv_max_weight: usize,
 }
 
 impl Default for CudaOptions {
@@ -298,6 +301,19 @@ impl Default for CudaOptions {
             },
             Err(_) => 0,
         };
+        let gemv_max_weight = match std::env::var("MINISGL_GEMV_MAX_WEIGHT_MB") {
+            Ok(v) => match v.parse::<usize>() {
+                Ok(mb) => mb << 20,
+                Err(_) => {
+                    tracing::warn!(
+                        "MINISGL_GEMV_MAX_WEIGHT_MB must be a size in MiB, got {v:?}; using {}",
+                        super::GEMV_MAX_WEIGHT_BYTES >> 20
+                    );
+                    super::GEMV_MAX_WEIGHT_BYTES
+                }
+            },
+            Err(_) => super::GEMV_MAX_WEIGHT_BYTES,
+        };
         CudaOptions {
             ordinal,
             attention,
@@ -315,6 +331,7 @@ impl Default for CudaOptions {
             gemv_tc,
             rope_heads,
             norm_threads,
+            gemv_max_weight,
         }
     }
 }

@@ -182,7 +182,8 @@ pub struct CudaBackend {
     /// ([`CudaOptions::norm_threads`]; checks run several).
     pub(crate) norm_threads: std::cell::Cell<usize>,
     /// Largest weight (bytes) the skinny kernel streams
-    /// ([`GEMV_MAX_WEIGHT_BYTES`] by default; benchmarks lift it to time the gemv against cuBLAS).
+    /// ([`CudaOptions::gemv_max_weight`], [`GEMV_MAX_WEIGHT_BYTES`] by default; benchmarks
+    /// lift it to time the gemv against cuBLAS).
     pub(crate) gemv_max_weight: std::cell::Cell<usize>,
     /// This device's rank when the model is split across GPUs
     /// ([`Backend::all_reduce`](super::Backend::all_reduce) goes through it).
@@ -203,7 +204,7 @@ impl CudaBackend {
             decode_wave_limit: opts.decode_wave_limit.max(1),
             decode_min_part: std::cell::Cell::new(opts.decode_min_part.max(1)),
             decode_full_part: std::cell::Cell::new(opts.decode_full_part.max(1)),
-            gemv_max_weight: std::cell::Cell::new(GEMV_MAX_WEIGHT_BYTES),
+            gemv_max_weight: std::cell::Cell::new(opts.gemv_max_weight),
             norm_prologue: std::cell::Cell::new(opts.norm_prologue),
             gemv_tc: std::cell::Cell::new(opts.gemv_tc),
             rope_heads: std::cell::Cell::new(opts.rope_heads),
@@ -258,6 +259,11 @@ impl CudaBackend {
     /// `gemv_rows`); the default is [`GEMV_MAX_WEIGHT_BYTES`].
     pub fn set_gemv_max_weight(&self, bytes: usize) {
         self.gemv_max_weight.set(bytes);
+    }
+
+    /// The largest weight (bytes) the skinny kernel streams now.
+    pub fn gemv_max_weight(&self) -> usize {
+        self.gemv_max_weight.get()
     }
 
     /// Let decode-size products normalise their input themselves (true) or normalise

@@ -589,6 +589,7 @@ fn gemm_algos(gpu: &CudaBackend, rep: &mut Report, hold_s: f64) -> Result<()> {
 /// for the gemv column), both timed from graph replays as decode steps run them: the
 /// eager `linear n= k=` lines above count cuBLAS's host cost too.
 fn gemv_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> Result<()> {
+    let configured_limit = gpu.gemv_max_weight();
     gpu.set_gemv_max_weight(usize::MAX);
     for &(shape, n, k) in &[
         ("0.6B qkv", 4096usize, 1024usize),
@@ -618,6 +619,6 @@ fn gemv_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> 
         gpu.set_gemv_rows(minisgl::backend::cuda::GEMV_ROWS_DEFAULT);
         rep.bench_line(line);
     }
-    gpu.set_gemv_max_weight(minisgl::backend::cuda::GEMV_MAX_WEIGHT_BYTES);
+    gpu.set_gemv_max_weight(configured_limit);
     Ok(())
 }

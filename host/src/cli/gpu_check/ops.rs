@@ -117,6 +117,7 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
 
     // GEMMs, with and without bias, and the f32 LM-head path: up to 8 rows the
     // skinny-product kernel (gemv.cu), beyond it cuBLAS (bf16, f32 accumulate).
+    let configured_limit = gpu.gemv_max_weight();
     gpu.set_gemv_max_weight(usize::MAX);
     for &(m, n, k, bias) in &[
         (1usize, 1024usize, 1024usize, false),
@@ -157,6 +158,7 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
     // The prologue checks run under the engine's size rule (k = 5120 takes the fallback).
     gpu.set_gemv_max_weight(minisgl::backend::cuda::GEMV_MAX_WEIGHT_BYTES);
     norm_prologue_linears(cpu, gpu, &mut rng, rep)?;
+    gpu.set_gemv_max_weight(configured_limit);
     for t in [29usize, 7] {
         let (hidden, vocab) = (1024usize, 151_936usize);
         let meta = flat_step(t, &mut rng, 100);
