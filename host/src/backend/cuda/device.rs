@@ -214,6 +214,21 @@ pub struct CudaOptions {
     pub gemv_max_weight: usize,
 }
 
+/// A count from the environment: unset gives `default`; a value that does not parse or
+/// that `ok` refuses is reported (`want` says what is accepted) and gives `default` too.
+fn env_count(var: &str, default: usize, ok: fn(usize) -> bool, want: &str) -> usize {
+    match std::env::var(var) {
+        Ok(v) => match v.parse::<usize>() {
+            Ok(n) if ok(n) => n,
+            _ => {
+                tracing::warn!("{var} must be {want}, got {v:?}; using {default}");
+                default
+            }
+        },
+        Err(_) => default,
+    }
+}
+
 impl Default for CudaOptions {
     /// Device 0 and `auto` attention, overridden by `MINISGL_CUDA_DEVICE` and
     /// `MINISGL_ATTENTION_BACKEND` (auto|flash|simple) when set, so that code that
@@ -255,17 +270,8 @@ impl Default for CudaOptions {
             None => 2,
         };
         let decode_wave_splits = splits_rule.starts_with("waves");
-        let rows = |var: &str, default: usize| match std::env::var(var) {
-            Ok(v) => match v.parse::<usize>() {
-                Ok(n) if n >= 1 => n,
-                _ => {
-                    tracing::warn!(
-                        "{var} must be a row count of at least 1, got {v:?}; using {default}"
-                    );
-                    default
-                }
-            },
-            Err(_) => default,
+        let rows = |var: &str, default: usize| {
+            env_count(var, default, |n| n >= 1, "a row count of at least 1")
         };
         let decode_min_part = rows("MINISGL_DECODE_MIN_PART", DECODE_MIN_PART_DEFAULT);
         let decode_full_part = rows("MINISGL_DECODE_FULL_PART", DECODE_FULL_PART_DEFAULT);
@@ -276,44 +282,24 @@ impl Default for CudaOptions {
             .unwrap_or(super::GEMV_ROWS_DEFAULT);
         let norm_prologue = std::env::var("MINISGL_NORM_PROLOGUE").map_or(true, |v| v != "0");
         let gemv_tc = std::env::var("MINISGL_GEMV_TC").map_or(true, |v| v != "0");
-        let rope_heads = match std::env::var("MINISGL_ROPE_HEADS") {
-            Ok(v) => match v.parse::<usize>() {
-                Ok(n @ (0 | 1 | 2 | 4)) => n,
-                _ => {
-                    tracing::warn!(
-                        "MINISGL_ROPE_HEADS must be 0 (auto), 1, 2 or 4, got {v:?}; using 0"
-                    );
-                    0
-                }
-            },
-            Err(_) => 0,
-        };
-        let norm_threads = match std::env::var("MINISGL_NORM_THREADS") {
-            Ok(v) => match v.parse::<usize>() {
-                Ok(n) if n <= 1024 && n.is_multiple_of(32) => n,
-                _ => {
-                    tracing::warn!(
-                        "MINISGL_NORM_THREADS must be 0 (by width) or a multiple of 32 up to \
-                         1024, got {v:?}; using 0"
-                    );
-                    0
-                }
-            },
-            Err(_) => 0,
-        };
-        let gemv_max_weight = match std::env::var("MINISGL_GEMV_MAX_WEIGHT_MB") {
-            Ok(v) => match v.parse::<usize>() {
-                Ok(mb) => mb << 20,
-                Err(_) => {
-                    tracing::warn!(
-                        "MINISGL_GEMV_MAX_WEIGHT_MB must be a size in MiB, got {v:?}; using {}",
-                        super::GEMV_MAX_WEIGHT_BYTES >> 20
-                    );
-                    super::GEMV_MAX_WEIGHT_BYTES
-                }
-            },
-            Err(_) => super::GEMV_MAX_WEIGHT_BYTES,
-        };
+        let rope_heads = env_count(
+            "MINISGL_ROPE_HEADS",
+            0,
+            |n| matches!(n, 0 | 1 | 2 | 4),
+            "0 (auto), 1, 2 or 4",
+        );
+        let norm_threads = env_count(
+            "MINISGL_NORM_THREADS",
+            0,
+            |n| n <= 1024 && n.is_multiple_of(32),
+            "0 (by width) or a multiple of 32 up to 1024",
+        );
+        let gemv_max_weight = env_count(
+            "MINISGL_GEMV_MAX_WEIGHT_MB",
+            super::GEMV_MAX_WEIGHT_BYTES >> 20,
+            |_| true,
+            "a size in MiB",
+        ) << 20;
         CudaOptions {
             ordinal,
             attention,

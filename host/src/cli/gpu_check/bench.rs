@@ -369,12 +369,14 @@ fn runner_steps(bench_model: Option<&Path>, rep: &mut Report) -> Result<()> {
         };
         for &batch in &batches {
             let tps_e = match eager.as_mut() {
-                Some(r) => super::model::decode_throughput(r.as_mut(), batch, prompt, steps)?.0,
-                None => f64::NAN,
+                Some(r) => {
+                    Some(super::model::decode_throughput(r.as_mut(), batch, prompt, steps)?.0)
+                }
+                None => None,
             };
             let (tps_g, _) =
                 super::model::decode_throughput(graphs.as_mut(), batch, prompt, steps)?;
-            let (ms_e, ms_g) = (1e3 * batch as f64 / tps_e, 1e3 * batch as f64 / tps_g);
+            let ms_g = 1e3 * batch as f64 / tps_g;
             let f = floor_ms(batch);
             if let Some((spec, r)) = ab.as_mut() {
                 let (tps_b, _) = super::model::decode_throughput(r.as_mut(), batch, prompt, steps)?;
@@ -390,14 +392,16 @@ fn runner_steps(bench_model: Option<&Path>, rep: &mut Report) -> Result<()> {
             // weight): above the bytes floor at large batches of large models, where no
             // kernel can reach the bytes floor.
             let flops_ms = 1e3 * weight_bytes(c) * batch as f64 / GEMM_CEILING;
-            let eager_part = if tps_e.is_nan() {
-                "eager left out".to_string()
-            } else {
-                format!(
-                    "eager {tps_e:.0} tok/s ({ms_e:.3} ms/step, {:.2}x the floor); graphs / eager {:.2}x",
-                    ms_e / f,
-                    tps_g / tps_e
-                )
+            let eager_part = match tps_e {
+                None => "eager left out".to_string(),
+                Some(tps_e) => {
+                    let ms_e = 1e3 * batch as f64 / tps_e;
+                    format!(
+                        "eager {tps_e:.0} tok/s ({ms_e:.3} ms/step, {:.2}x the floor); graphs / eager {:.2}x",
+                        ms_e / f,
+                        tps_g / tps_e
+                    )
+                }
             };
             rep.bench_line(format!(
                 "runner.step greedy decode, batch {batch}, context ~{prompt}: floor {f:.3} ms (products' FLOPs at 782 TFLOP/s: {flops_ms:.3} ms); CUDA graphs {tps_g:.0} tok/s ({ms_g:.3} ms/step, {:.2}x the floor), {eager_part}",
