@@ -319,13 +319,13 @@ __device__ __forceinline__ void decode_mma_pages(int (&pg)[DmTile<HD>::PIECES], 
     }
 }
 
-// Issues this thread's copies of the tile at kb from each matrix of `src` (K, V, or
-// both: matrix n lands n TILE elements after `dst`, the stage's shared address).
-// src[n]: this thread's column of kv head kvh in slot 0; `stride`: elements per slot.
-template <int HD, int N>
-__device__ __forceinline__ void decode_mma_copy_n(u32 dst, const bf16_t* const (&src)[N],
-                                                  const int (&pg)[DmTile<HD>::PIECES], int kb,
-                                                  int r0, int c1, int shift, u32 stride) {
+// Issues the copies of the tile at kb into the stage at shared address `dst`
+// (K, then V TILE elements later). kp / vp: this thread's column of kv head kvh
+// in slot 0; `stride`: elements per slot.
+template <int HD>
+__device__ __forceinline__ void decode_mma_copy(u32 dst, const bf16_t* kp, const bf16_t* vp,
+                                                const int (&pg)[DmTile<HD>::PIECES], int kb,
+                                                int r0, int c1, int shift, u32 stride) {
     const int mask = (1 << shift) - 1;
 #pragma unroll
     for (int i = 0; i < DmTile<HD>::PIECES; i++) {
@@ -334,18 +334,9 @@ __device__ __forceinline__ void decode_mma_copy_n(u32 dst, const bf16_t* const (
         u32 slot = ((u32)pg[i] << shift) | (u32)(p & mask);
         size_t off = valid ? (size_t)slot * stride : 0;
         u32 d = dst + (u32)(i * DmTile<HD>::RPP * DmTile<HD>::LD * 2);
-#pragma unroll
-        for (int n = 0; n < N; n++) cp_async16(d + n * DmTile<HD>::TILE * 2, src[n] + off, valid);
+        cp_async16(d, kp + off, valid);
+        cp_async16(d + DmTile<HD>::TILE * 2, vp + off, valid);
     }
-}
-
-// The K and V tiles at kb into the stage at `dst` (V TILE elements after K).
-template <int HD>
-__device__ __forceinline__ void decode_mma_copy(u32 dst, const bf16_t* kp, const bf16_t* vp,
-                                                const int (&pg)[DmTile<HD>::PIECES], int kb,
-                                                int r0, int c1, int shift, u32 stride) {
-    const bf16_t* const src[2] = {kp, vp};
-    decode_mma_copy_n<HD, 2>(dst, src, pg, kb, r0, c1, shift, stride);
 }
 
 // This lane's A fragments of query heads h0 + [0, 16) of token row t (heads past the
@@ -366,97 +357,74 @@ __device__ __forceinline__ void decode_mma_q(u32 (&qf)[HD / 16][4], const bf16_t
     }
 }
 
-// The first half of a tile (context rows [kb, kb + DM_BK) of a segment ending at c1)
-// for a warp with rows in it (kb + wr < c1): this warp's 16 rows of scores against the
-// group from the K tile at shared address `kt`, and its online-softmax update. Leaves
-// the probabilities as mma A fragments in `pa` and the factors that rescale O in
-// al0 / al1 (decode_mma_pv applies them). k_lm: this lane's ldmatrix offset; sl2:
-// scale * log2(e).
-template <int HD>
-__device__ __forceinline__ void decode_mma_scores(u32 kt, u32 k_lm, const u32 (&qf)[HD / 16][4],
-                                                  int kb, int wr, int c1, int tq, float sl2,
-                                                  float& m0, float& m1, float& l0, float& l1,
-                                                  u32 (&pa)[4], float& al0, float& al1) {
-    float sacc[2][4];
-#pragma unroll
-    for (int nt = 0; nt < 2; nt++) sacc[nt][0] = sacc[nt][1] = sacc[nt][2] = sacc[nt][3] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < HD / 16; kk++) {
-        u32 b[4];
-        ldmatrix_x4(b, kt + k_lm + kk * 32);
-        mma_bf16_16816(sacc[0], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], b[0], b[1]);
-        mma_bf16_16816(sacc[1], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], b[2], b[3]);
-    }
-    float mx0 = NEG_INF, mx1 = NEG_INF;
-#pragma unroll
-    for (int nt = 0; nt < 2; nt++) {
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            int col = kb + wr + nt * 8 + 2 * tq + (e & 1);
-            sacc[nt][e] = col < c1 ? sacc[nt][e] * sl2 : NEG_INF;
-        }
-        mx0 = fmaxf(mx0, fmaxf(sacc[nt][0], sacc[nt][1]));
-        mx1 = fmaxf(mx1, fmaxf(sacc[nt][2], sacc[nt][3]));
-    }
-    mx0 = quad_max(mx0);
-    mx1 = quad_max(mx1);
-    // At least one column of this warp's slice is valid, so mx is finite.
-    float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-    al0 = exp2f(m0 - mn0);
-    al1 = exp2f(m1 - mn1);
-    m0 = mn0;
-    m1 = mn1;
-    float rs0 = 0.0f, rs1 = 0.0f;
-#pragma unroll
-    for (int nt = 0; nt < 2; nt++) {
-        sacc[nt][0] = exp2f(sacc[nt][0] - mn0);
-        sacc[nt][1] = exp2f(sacc[nt][1] - mn0);
-        sacc[nt][2] = exp2f(sacc[nt][2] - mn1);
-        sacc[nt][3] = exp2f(sacc[nt][3] - mn1);
-        rs0 += sacc[nt][0] + sacc[nt][1];
-        rs1 += sacc[nt][2] + sacc[nt][3];
-    }
-    l0 = l0 * al0 + rs0;
-    l1 = l1 * al1 + rs1;
-    pa[0] = pack_bf16x2(sacc[0][0], sacc[0][1]);
-    pa[1] = pack_bf16x2(sacc[0][2], sacc[0][3]);
-    pa[2] = pack_bf16x2(sacc[1][0], sacc[1][1]);
-    pa[3] = pack_bf16x2(sacc[1][2], sacc[1][3]);
-}
-
-// The second half: O = O * alpha + P.V for this warp's rows, from the V tile whose
-// ldmatrix addresses are `vt + v_lm`.
-template <int HD>
-__device__ __forceinline__ void decode_mma_pv(u32 vt, u32 v_lm, const u32 (&pa)[4], float al0,
-                                              float al1, float (&oacc)[HD / 8][4]) {
-#pragma unroll
-    for (int dp = 0; dp < HD / 16; dp++) {
-        u32 b[4];
-        ldmatrix_x4_trans(b, vt + v_lm + dp * 32);
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            float* o = oacc[2 * dp + h];
-            o[0] *= al0;
-            o[1] *= al0;
-            o[2] *= al1;
-            o[3] *= al1;
-            mma_bf16_16816(o, pa[0], pa[1], pa[2], pa[3], b[2 * h], b[2 * h + 1]);
-        }
-    }
-}
-
-// One staged tile (K, then V TILE elements later, in the stage at shared address
-// `stage`): both halves above. v_lm includes the V tile's offset.
+// One staged tile (context rows [kb, kb + DM_BK) of a segment ending at c1, in the stage
+// at shared address `stage`): this warp's 16 rows of scores against the group, its
+// online-softmax update and P.V into (m, l, oacc). k_lm / v_lm: this lane's ldmatrix
+// offsets; sl2: scale * log2(e).
 template <int HD>
 __device__ __forceinline__ void decode_mma_tile(u32 stage, u32 k_lm, u32 v_lm,
                                                 const u32 (&qf)[HD / 16][4], int kb, int wr,
                                                 int c1, int tq, float sl2, float& m0, float& m1,
                                                 float& l0, float& l1, float (&oacc)[HD / 8][4]) {
     if (kb + wr < c1) {  // else this warp's rows of the tile are all past the end
-        u32 pa[4];
-        float al0, al1;
-        decode_mma_scores<HD>(stage, k_lm, qf, kb, wr, c1, tq, sl2, m0, m1, l0, l1, pa, al0, al1);
-        decode_mma_pv<HD>(stage, v_lm, pa, al0, al1, oacc);
+        float sacc[2][4];
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++) sacc[nt][0] = sacc[nt][1] = sacc[nt][2] = sacc[nt][3] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++) {
+            u32 b[4];
+            ldmatrix_x4(b, stage + k_lm + kk * 32);
+            mma_bf16_16816(sacc[0], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], b[0], b[1]);
+            mma_bf16_16816(sacc[1], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], b[2], b[3]);
+        }
+        float mx0 = NEG_INF, mx1 = NEG_INF;
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int col = kb + wr + nt * 8 + 2 * tq + (e & 1);
+                sacc[nt][e] = col < c1 ? sacc[nt][e] * sl2 : NEG_INF;
+            }
+            mx0 = fmaxf(mx0, fmaxf(sacc[nt][0], sacc[nt][1]));
+            mx1 = fmaxf(mx1, fmaxf(sacc[nt][2], sacc[nt][3]));
+        }
+        mx0 = quad_max(mx0);
+        mx1 = quad_max(mx1);
+        // At least one column of this warp's slice is valid, so mx is finite.
+        float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+        float al0 = exp2f(m0 - mn0), al1 = exp2f(m1 - mn1);
+        m0 = mn0;
+        m1 = mn1;
+        float rs0 = 0.0f, rs1 = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++) {
+            sacc[nt][0] = exp2f(sacc[nt][0] - mn0);
+            sacc[nt][1] = exp2f(sacc[nt][1] - mn0);
+            sacc[nt][2] = exp2f(sacc[nt][2] - mn1);
+            sacc[nt][3] = exp2f(sacc[nt][3] - mn1);
+            rs0 += sacc[nt][0] + sacc[nt][1];
+            rs1 += sacc[nt][2] + sacc[nt][3];
+        }
+        l0 = l0 * al0 + rs0;
+        l1 = l1 * al1 + rs1;
+        u32 a0 = pack_bf16x2(sacc[0][0], sacc[0][1]);
+        u32 a1 = pack_bf16x2(sacc[0][2], sacc[0][3]);
+        u32 a2 = pack_bf16x2(sacc[1][0], sacc[1][1]);
+        u32 a3 = pack_bf16x2(sacc[1][2], sacc[1][3]);
+#pragma unroll
+        for (int dp = 0; dp < HD / 16; dp++) {
+            u32 b[4];
+            ldmatrix_x4_trans(b, stage + v_lm + dp * 32);
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                float* o = oacc[2 * dp + h];
+                o[0] *= al0;
+                o[1] *= al0;
+                o[2] *= al1;
+                o[3] *= al1;
+                mma_bf16_16816(o, a0, a1, a2, a3, b[2 * h], b[2 * h + 1]);
+            }
+        }
     }
 }
 
@@ -533,94 +501,7 @@ __device__ __forceinline__ void decode_mma_segment(
                          reinterpret_cast<float*>(dm_smem), store);
 }
 
-// decode_mma_segment with three single-matrix buffers instead of two K+V stages:
-// loads L_2i = K and L_2i+1 = V of tile i go to buffer j % 3 in that order, and while
-// the warps use L_j the next two are in flight. The same bytes in flight a block, in
-// 3/4 of the shared memory (52 KB at head_dim 128), so four blocks fit an SM instead
-// of three (__launch_bounds__(128, 4)): 2,048 blocks of Qwen3-0.6B batch 256 run in
-// 3.9 waves of 528 instead of 5.2 of 396, and each SM has a fourth block's copies to
-// cover another's start-up and merge. Dynamic shared memory: 3 * DM_BK * (HD + DM_PAD)
-// bf16 (device.rs `dynamic_smem` must agree). Same arguments and `store` as
-// decode_mma_segment; the merge's scratch (64 rows of HD + 8 floats) fits the buffers.
-template <int HD, typename Store>
-__device__ __forceinline__ void decode_ring_segment(
-    const bf16_t* __restrict__ q, int q_stride, const bf16_t* __restrict__ k_cache,
-    const bf16_t* __restrict__ v_cache, const int* pages, int t, int kvh, int group,
-    int kv_heads, int page_size, float scale, int c0, int c1, Store store) {
-    using C = DmTile<HD>;
-    constexpr int LD = C::LD;
-    constexpr u32 BUF = C::TILE * 2;  // bytes a buffer
-    extern __shared__ __align__(16) unsigned char dm_smem[];
-    __shared__ float sm_m[4][16];
-    __shared__ float sm_l[4][16];
-
-    const int h0 = kvh * group;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
-    const int shift = __ffs(page_size) - 1;
-    const int r0 = threadIdx.x / C::CPR, cc = threadIdx.x % C::CPR;
-    const u32 stride = (u32)(kv_heads * HD);
-    const bf16_t* const kp[1] = {k_cache + kvh * HD + cc * 8};
-    const bf16_t* const vp[1] = {v_cache + kvh * HD + cc * 8};
-    const u32 smem0 = smem_u32(dm_smem);
-    const u32 my_dst = smem0 + (u32)((r0 * LD + cc * 8) * 2);
-    const int loads = 2 * ((c1 - c0 + DM_BK - 1) / DM_BK);
-
-    // L_j into buffer `buf`; a V load reuses the page ids its K load looked up (no K
-    // load comes between them). Always commits, so wait<1> means "L_j landed".
-    int pg[C::PIECES];
-    auto issue = [&](int j, int buf) {
-        if (j < loads) {
-            int kb = c0 + (j >> 1) * DM_BK;
-            u32 dst = my_dst + (u32)buf * BUF;
-            if (j & 1) {
-                decode_mma_copy_n<HD, 1>(dst, vp, pg, kb, r0, c1, shift, stride);
-            } else {
-                decode_mma_pages<HD>(pg, pages, kb, r0, c1, shift);
-                decode_mma_copy_n<HD, 1>(dst, kp, pg, kb, r0, c1, shift, stride);
-            }
-        }
-        cp_async_commit();
-    };
-    issue(0, 0);
-    issue(1, 1);
-
-    u32 qf[HD / 16][4];
-    decode_mma_q<HD>(qf, q, q_stride, t, h0, group, g, tq);
-    float oacc[HD / 8][4];
-#pragma unroll
-    for (int i = 0; i < HD / 8; i++) oacc[i][0] = oacc[i][1] = oacc[i][2] = oacc[i][3] = 0.0f;
-    float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.0f, l1 = 0.0f, al0 = 1.0f, al1 = 1.0f;
-    u32 pa[4] = {0u, 0u, 0u, 0u};
-    const float sl2 = scale * LOG2E;
-    const int wr = warp * 16;
-    const int lm = lane >> 3, lr = lane & 7;
-    const u32 k_lm = (u32)(((wr + (lm >> 1) * 8 + lr) * LD + (lm & 1) * 8) * 2);
-    const u32 v_lm = (u32)(((wr + (lm & 1) * 8 + lr) * LD + (lm >> 1) * 8) * 2);
-
-    for (int j = 0, buf = 0; j < loads; j++) {
-        cp_async_wait<1>();
-        // After this barrier L_j is visible to every warp and every warp is done with
-        // L_j-1, whose buffer L_j+2 takes.
-        __syncthreads();
-        issue(j + 2, buf == 0 ? 2 : buf - 1);
-        const int kb = c0 + (j >> 1) * DM_BK;
-        if (kb + wr < c1) {  // else this warp's rows of the tile are all past the end
-            const u32 b = smem0 + (u32)buf * BUF;
-            if (j & 1) {
-                decode_mma_pv<HD>(b, v_lm, pa, al0, al1, oacc);
-            } else {
-                decode_mma_scores<HD>(b, k_lm, qf, kb, wr, c1, tq, sl2, m0, m1, l0, l1, pa, al0,
-                                      al1);
-            }
-        }
-        buf = buf == 2 ? 0 : buf + 1;
-    }
-    cp_async_wait<0>();
-    decode_mma_merge<HD>(warp, g, tq, m0, m1, l0, l1, oacc, group, sm_m, sm_l,
-                         reinterpret_cast<float*>(dm_smem), store);
-}
-
-template <int HD, bool RING>
+template <int HD>
 __device__ __forceinline__ void decode_mma_impl(
     const bf16_t* __restrict__ q, int q_stride, const bf16_t* __restrict__ k_cache,
     const bf16_t* __restrict__ v_cache, const int* __restrict__ q_start,
@@ -644,31 +525,22 @@ __device__ __forceinline__ void decode_mma_impl(
         decode_store(o_direct, o_part, lse_part, q_start, b, q_heads, kvh * group + gi, HD, d,
                      split, splits, M, L, O);
     };
-    if (RING) {
-        decode_ring_segment<HD>(q, q_stride, k_cache, v_cache, pages, t, kvh, group, kv_heads,
-                                page_size, scale, c0, c1, store);
-    } else {
-        decode_mma_segment<HD>(q, q_stride, k_cache, v_cache, pages, t, kvh, group, kv_heads,
-                               page_size, scale, c0, c1, store);
-    }
+    decode_mma_segment<HD>(q, q_stride, k_cache, v_cache, pages, t, kvh, group, kv_heads,
+                           page_size, scale, c0, c1, store);
 }
 
-// attn_decode_mma_hd*: two K+V stages, three blocks an SM; attn_decode_ring_hd*: the
-// three-buffer ring (decode_ring_segment), four. Same arguments and grid.
-#define DECODE_MMA(NAME, HD, RING, BLOCKS)                                                      \
-    extern "C" __global__ void __launch_bounds__(128, BLOCKS) NAME##_hd##HD(                    \
+#define DECODE_MMA(HD)                                                                         \
+    extern "C" __global__ void __launch_bounds__(128, 3) attn_decode_mma_hd##HD(                 \
         const bf16_t* q, int q_stride, const bf16_t* k_cache, const bf16_t* v_cache,          \
         const int* q_start, const int* kv_len, const int* page_start, const int* page_ids,   \
         int q_heads, int kv_heads, int page_size, float scale, int min_part, float* o_part,   \
         float* lse_part, bf16_t* o_direct) {                                                   \
-        decode_mma_impl<HD, RING>(q, q_stride, k_cache, v_cache, q_start, kv_len, page_start,  \
-                                  page_ids, q_heads, kv_heads, page_size, scale, min_part,     \
-                                  o_part, lse_part, o_direct);                                 \
+        decode_mma_impl<HD>(q, q_stride, k_cache, v_cache, q_start, kv_len, page_start,        \
+                            page_ids, q_heads, kv_heads, page_size, scale, min_part, o_part,   \
+                            lse_part, o_direct);                                               \
     }
-DECODE_MMA(attn_decode_mma, 64, false, 3)
-DECODE_MMA(attn_decode_mma, 128, false, 3)
-DECODE_MMA(attn_decode_ring, 64, true, 4)
-DECODE_MMA(attn_decode_ring, 128, true, 4)
+DECODE_MMA(64)
+DECODE_MMA(128)
 
 // Merge the splits: o[t, h, :] = sum_s w_s o_part[b, h, s, :] / sum_s w_s,
 // w_s = 2^(lse_s - max lse). grid: (B, q_heads); block: 128. `splits` is the grid.x

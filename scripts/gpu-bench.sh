@@ -156,12 +156,6 @@
 #             where cuBLAS's 50 MB qkv reaches 3.2: the runner step A/B in one process
 #             (MINISGL_BENCH_AB=MINISGL_GEMV_MAX_WEIGHT_MB=31) and both step tables
 #             under Nsight Compute. Not yet run.
-#     part 57: the tensor-core decode with K and V staged in a ring of three buffers
-#             (MINISGL_DECODE_STAGING=ring, four blocks an SM) against the two-stage
-#             build: kernel checks, model checks on the ring, the decode kernels' TB/s
-#             side by side, the runner step A/B in one process (0.6B at contexts 256
-#             and 1,024, then 14B), the 0.6B default workload on each, then part 56's
-#             runner A/B while time is left.
 #     (part 48, qkv_rope_store with the head count a runtime argument, ran at a9aa3d7;
 #     43 registers made one head a warp 12% slower, so the build was replaced by part 49's
 #     and the part removed: docs/results/gpu-2026-12-03-rope.md.)
@@ -971,30 +965,6 @@ device)
         for mb in 32 31; do
             MINISGL_GEMV_MAX_WEIGHT_MB=$mb NCU_TAG=-gemv$mb ncu_steps llama-3.1-8b 1 256 150
         done
-        ls -la "$out"
-    elif [ "$part" = 57 ]; then
-        rm "$out/env.log"  # already printed by the tee above
-        check_ops --skip-bench
-        grep -c "DecodeRing" "$out/gpu-check-ops.log"
-        MINISGL_DECODE_STAGING=ring check_models
-        ring=MINISGL_DECODE_STAGING=ring
-        MINISGL_BENCH_BATCHES=1,8,64,128,256 MINISGL_BENCH_AB=$ring bench_step qwen3-0.6b -ring
-        grep -E "decode kernels" "$out/gpu-check-bench-qwen3-0.6b-ring.log"
-        MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_CONTEXT=1024 MINISGL_BENCH_BATCHES=64,128,256 \
-            MINISGL_BENCH_AB=$ring bench_step qwen3-0.6b -ring-ctx1024
-        for st in pairs ring; do
-            MINISGL_DECODE_STAGING=$st OFFLINE_TIMEOUT=90 offline_default qwen3-0.6b -$st
-        done
-        if [ "$SECONDS" -lt 380 ]; then
-            MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_BATCHES=64,256 MINISGL_BENCH_AB=$ring \
-                bench_step qwen3-14b -ring
-        fi
-        if [ "$SECONDS" -lt 470 ]; then
-            MINISGL_BENCH_AB=MINISGL_GEMV_MAX_WEIGHT_MB=31 MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_BATCHES=1,2,4 \
-                bench_step llama-3.1-8b -gemv31
-        fi
-        gzip -f "$out"/gpu-check-ops.log
-        rm -f "$out"/steps-*.csv "$out"/gpu-check-models.log  # the tool returns at most eight files
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

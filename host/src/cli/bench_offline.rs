@@ -473,7 +473,6 @@ fn append_jsonl(
         "decode_kernel": std::env::var("MINISGL_DECODE_KERNEL").unwrap_or_else(|_| "auto".into()),
         "prefill_kernel": std::env::var("MINISGL_PREFILL_KERNEL").unwrap_or_else(|_| "auto".into()),
         "decode_schedule": std::env::var("MINISGL_DECODE_SCHEDULE").unwrap_or_else(|_| "splits".into()),
-        "decode_staging": std::env::var("MINISGL_DECODE_STAGING").unwrap_or_else(|_| "pairs".into()),
         "decode_min_splits": std::env::var("MINISGL_DECODE_MIN_SPLITS").unwrap_or_else(|_| "1".into()),
         "decode_splits": std::env::var("MINISGL_DECODE_SPLITS").unwrap_or_else(|_| "fill".into()),
         "pdl": std::env::var("MINISGL_PDL").unwrap_or_else(|_| "0".into()),

@@ -162,29 +162,6 @@ impl std::str::FromStr for DecodeSchedule {
     }
 }
 
-/// How the split-grid tensor-core decode stages K and V in shared memory
-/// (`MINISGL_DECODE_STAGING`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum DecodeStaging {
-    /// Two stages of a K and a V tile (`attn_decode_mma_*`, three blocks an SM).
-    #[default]
-    Pairs,
-    /// A ring of three single-matrix buffers (`attn_decode_ring_*`): the same bytes
-    /// in flight a block in 3/4 of the shared memory, so four blocks an SM.
-    Ring,
-}
-
-impl std::str::FromStr for DecodeStaging {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "pairs" => Ok(Self::Pairs),
-            "ring" => Ok(Self::Ring),
-            o => Err(format!("decode staging must be pairs or ring, got {o:?}")),
-        }
-    }
-}
-
 /// How to open a device.
 #[derive(Clone, Debug)]
 pub struct CudaOptions {
@@ -194,7 +171,6 @@ pub struct CudaOptions {
     pub prefill_kernel: PrefillKernel,
     pub decode_kernel: DecodeKernel,
     pub decode_schedule: DecodeSchedule,
-    pub decode_staging: DecodeStaging,
     /// Fewest splits of a split-grid decode launch (`MINISGL_DECODE_MIN_SPLITS`;
     /// 1: as many as fill the device).
     pub decode_min_splits: usize,
@@ -278,13 +254,6 @@ impl Default for CudaOptions {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or_default();
-        let decode_staging = match std::env::var("MINISGL_DECODE_STAGING") {
-            Ok(v) => v.parse().unwrap_or_else(|e| {
-                tracing::warn!("MINISGL_DECODE_STAGING: {e}; using pairs");
-                DecodeStaging::Pairs
-            }),
-            Err(_) => DecodeStaging::default(),
-        };
         let decode_min_splits = std::env::var("MINISGL_DECODE_MIN_SPLITS")
             .ok()
             .and_then(|v| v.parse().ok())
@@ -337,7 +306,6 @@ impl Default for CudaOptions {
             prefill_kernel,
             decode_kernel,
             decode_schedule,
-            decode_staging,
             decode_min_splits,
             decode_wave_splits,
             decode_wave_limit,
@@ -420,7 +388,6 @@ pub fn kernel_names(family: &str) -> Vec<String> {
                     v.push(format!("attn_decode_hd{hd}_g{g}"));
                 }
                 v.push(format!("attn_decode_mma_hd{hd}"));
-                v.push(format!("attn_decode_ring_hd{hd}"));
                 v.push(format!("attn_decode_mma_sk_hd{hd}"));
             }
             return v;
@@ -471,9 +438,6 @@ pub fn dynamic_smem(name: &str) -> Option<usize> {
         }
         // attention_decode.cu: two stages of a K and a V tile of DM_BK (64) rows x
         // (head_dim + DM_PAD (8)) bf16, every build.
-        // The ring build: three buffers of one such tile.
-        "attn_decode_ring_hd64" => Some(3 * 64 * (64 + 8) * 2),
-        "attn_decode_ring_hd128" => Some(3 * 64 * (128 + 8) * 2),
         n if n.starts_with("attn_decode_mma") && n.ends_with("_hd64") => {
             Some(2 * 2 * 64 * (64 + 8) * 2)
         }
@@ -505,11 +469,9 @@ pub struct Device {
     pub ws_prefill: bool,
     pub decode_kernel: DecodeKernel,
     pub decode_schedule: DecodeSchedule,
-    pub decode_staging: DecodeStaging,
     /// Blocks of the stream-K decode kernel per SM (its one wave), by head_dim.
     pub sk_blocks_per_sm: [usize; 2],
-    /// Blocks of the split-grid tensor-core decode kernel per SM, by head_dim (of the
-    /// build `decode_staging` picks).
+    /// Blocks of the split-grid tensor-core decode kernel per SM, by head_dim.
     pub mma_blocks_per_sm: [usize; 2],
     /// The ws kernel's work counter (one i32, zero between launches: the kernel
     /// resets it itself; launches on the one stream never overlap).
@@ -624,7 +586,7 @@ impl Device {
         let prefill_work = stream.alloc_zeros::<i32>(1)?;
         // The stream-K grid is one wave and the split grid is sized in waves: ask the
         // driver how many blocks of each fit an SM.
-        let blocks_per_sm = |kernel: &str, bound: usize| {
+        let blocks_per_sm = |kernel: &str| {
             [64usize, 128].map(|hd| {
                 let name = format!("{kernel}_hd{hd}");
                 kernels
@@ -639,15 +601,15 @@ impl Device {
                         .ok()
                     })
                     // Without the driver's answer: what shared memory allows (228 KB an
-                    // SM on Hopper, 1 KB reserved a block), at most the `bound` of its
-                    // launch bounds.
+                    // SM on Hopper, 1 KB reserved a block), at most the 3 of its launch
+                    // bounds.
                     .map_or_else(
-                        || (228 * 1024 / (dynamic_smem(&name).unwrap_or(0) + 1024)).clamp(1, bound),
+                        || (228 * 1024 / (dynamic_smem(&name).unwrap_or(0) + 1024)).clamp(1, 3),
                         |n| (n as usize).max(1),
                     )
             })
         };
-        let sk_blocks_per_sm = blocks_per_sm("attn_decode_mma_sk", 3);
+        let sk_blocks_per_sm = blocks_per_sm("attn_decode_mma_sk");
         let gemv_blocks_per_sm = kernel_names("gemv")
             .into_iter()
             .filter_map(|name| {
@@ -658,10 +620,7 @@ impl Device {
                 Some((name, (n as usize).max(1)))
             })
             .collect();
-        let mma_blocks_per_sm = match opts.decode_staging {
-            DecodeStaging::Pairs => blocks_per_sm("attn_decode_mma", 3),
-            DecodeStaging::Ring => blocks_per_sm("attn_decode_ring", 4),
-        };
+        let mma_blocks_per_sm = blocks_per_sm("attn_decode_mma");
         let norm_blocks_per_sm = kernels
             .get("add_rmsnorm")
             .ok()
@@ -689,7 +648,6 @@ impl Device {
             ws_prefill,
             decode_kernel: opts.decode_kernel,
             decode_schedule: opts.decode_schedule,
-            decode_staging: opts.decode_staging,
             sk_blocks_per_sm,
             mma_blocks_per_sm,
             prefill_work,
@@ -722,8 +680,8 @@ impl Device {
                 "portable"
             };
             format!(
-                "flash (prefill {prefill}, decode {:?}, schedule {:?}, staging {:?})",
-                self.decode_kernel, self.decode_schedule, self.decode_staging
+                "flash (prefill {prefill}, decode {:?}, schedule {:?})",
+                self.decode_kernel, self.decode_schedule
             )
             .to_lowercase()
         } else {
@@ -826,7 +784,7 @@ pub fn dptr<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{dynamic_smem, nvrtc, DecodeKernel, DecodeStaging, PrefillKernel};
+    use super::{nvrtc, DecodeKernel, PrefillKernel};
 
     #[test]
     fn prefill_kernel_choices_parse_and_both_hopper_families_are_built() {
@@ -842,23 +800,6 @@ mod tests {
         for fam in ["attention_prefill_ws_sm90", "attention_prefill_sm90"] {
             assert!(nvrtc::FAMILIES.iter().any(|(f, _)| *f == fam));
             assert!(nvrtc::family_arch(fam, "sm_90").is_some());
-        }
-    }
-
-    #[test]
-    fn decode_staging_parses_its_two_names() {
-        assert_eq!("ring".parse(), Ok(DecodeStaging::Ring));
-        assert_eq!("pairs".parse(), Ok(DecodeStaging::Pairs));
-        assert_eq!(DecodeStaging::default(), DecodeStaging::Pairs);
-        assert!("rings"
-            .parse::<DecodeStaging>()
-            .unwrap_err()
-            .contains("\"rings\""));
-        // Its build's shared memory: three tiles where the pairs build has four.
-        for hd in [64, 128] {
-            let ring = dynamic_smem(&format!("attn_decode_ring_hd{hd}")).unwrap();
-            let pairs = dynamic_smem(&format!("attn_decode_mma_hd{hd}")).unwrap();
-            assert_eq!(4 * ring, 3 * pairs);
         }
     }
 

@@ -297,12 +297,7 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
             others.push(AttnPath::Prefill);
         }
         // Every decode kernel and schedule wherever they apply, whichever is the default.
-        let decodes = [
-            AttnPath::Decode,
-            AttnPath::DecodeMma,
-            AttnPath::DecodeRing,
-            AttnPath::DecodeMmaSk,
-        ];
+        let decodes = [AttnPath::Decode, AttnPath::DecodeMma, AttnPath::DecodeMmaSk];
         if decodes.contains(&path) {
             others.extend(
                 decodes
@@ -329,7 +324,6 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
                 (AttnPath::Decode, 32),
                 (AttnPath::DecodeMma, 32),
                 (AttnPath::DecodeMma, 64),
-                (AttnPath::DecodeRing, 64),
             ];
             for (other, part) in variants {
                 if other != AttnPath::Decode && group > 16 {

@@ -7,7 +7,7 @@ use cudarc::driver::CudaSlice;
 use super::kv::check_slots;
 use super::rope::QkvRopeStore;
 use super::shape_err;
-use crate::backend::cuda::device::{DecodeSchedule, DecodeStaging};
+use crate::backend::cuda::device::DecodeSchedule;
 use crate::backend::cuda::{
     cfg, g, tma, Arg, CudaBackend, CudaKv, CudaStep, CudaTensor, PREFILL_TILE,
 };
@@ -21,9 +21,6 @@ pub enum AttnPath {
     Decode,
     /// The tensor-core split-KV decode kernel (GQA groups up to 16 heads).
     DecodeMma,
-    /// The tensor-core split-KV decode kernel staging K and V in a ring of three
-    /// buffers (four blocks an SM; `MINISGL_DECODE_STAGING=ring`).
-    DecodeRing,
     /// The tensor-core decode kernel on a stream-K schedule (one wave of equal
     /// ranges of the step's tiles, cut pairs merged by a second kernel).
     DecodeMmaSk,
@@ -324,8 +321,6 @@ impl CudaBackend {
         {
             if self.dev.decode_schedule == DecodeSchedule::Stream {
                 AttnPath::DecodeMmaSk
-            } else if self.dev.decode_staging == DecodeStaging::Ring {
-                AttnPath::DecodeRing
             } else {
                 AttnPath::DecodeMma
             }
@@ -449,10 +444,7 @@ impl CudaBackend {
         };
         // What every decode kernel needs; the tensor-core ones (either schedule) take
         // the whole group as mma rows.
-        let tensor_core = matches!(
-            path,
-            AttnPath::DecodeMma | AttnPath::DecodeRing | AttnPath::DecodeMmaSk
-        );
+        let tensor_core = matches!(path, AttnPath::DecodeMma | AttnPath::DecodeMmaSk);
         let decode = tensor_core || path == AttnPath::Decode;
         if decode
             && (!step.decode_only
@@ -497,13 +489,11 @@ impl CudaBackend {
                     ],
                 )
             }
-            AttnPath::Decode | AttnPath::DecodeMma | AttnPath::DecodeRing => {
-                let mma = path != AttnPath::Decode;
+            AttnPath::Decode | AttnPath::DecodeMma => {
+                let mma = path == AttnPath::DecodeMma;
                 // The CUDA-core kernel covers a group in chunks of up to 8 heads;
-                // the tensor-core ones take the whole group (up to 16) as mma rows.
-                let (name, head_chunks) = if path == AttnPath::DecodeRing {
-                    (format!("attn_decode_ring_hd{d}"), 1)
-                } else if mma {
+                // the tensor-core one takes the whole group (up to 16) as mma rows.
+                let (name, head_chunks) = if mma {
                     (format!("attn_decode_mma_hd{d}"), 1)
                 } else {
                     let gmax = match group {
