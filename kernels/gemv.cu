@@ -39,11 +39,6 @@
 #define GEMV_WARPS 8
 // 16-byte weight loads a lane has in flight per weight row it streams.
 #define GEMV_LOADS 4
-// The norm builds stage their first round of weights in shared memory (gemv_stage);
-// MINISGL_KERNEL_DEFINES=GEMV_STAGE=0 builds them as before, for an A/B in one process.
-#ifndef GEMV_STAGE
-#define GEMV_STAGE 1
-#endif
 
 #define EPI_BF16 0
 #define EPI_F32 1
@@ -116,15 +111,12 @@ __device__ __forceinline__ void gemv_norm_row(u32x4* row, const u32x4* w4, int k
     }
 }
 
-// PENDING: copy groups committed after gemv_norm_issue's that may still be in flight
-// (the scalar builds' staged weights).
-template <int PENDING = 0>
 __device__ __forceinline__ const u32x4* gemv_norm_finish(int m, int kc, float eps) {
     extern __shared__ u32x4 gemv_xs[];
     __shared__ float scratch[32];
     const u32x4* w4 = gemv_xs + (size_t)m * kc;
     int nt = blockDim.x;
-    cp_async_wait<PENDING>();
+    cp_async_wait<0>();
     __syncthreads();
     if (m > 1) {
         // A warp a row, summed with shuffles only: the block-wide order below costs a
@@ -157,40 +149,15 @@ __device__ __forceinline__ void gemv_issue(const u32x4* const (&wr)[NW], u32x4 (
     }
 }
 
-// The norm builds' first round of weight loads as copies into shared memory (16 KB a
-// block), committed after the prologue's. As plain loads into registers (gemv_issue)
-// ptxas placed the last of them below the prologue's wait under the 40-register cap
-// of the _m1 builds (SASS, 2026-12-02), so the weight stream started only once x had
-// arrived; asm volatile copies keep their place, and the whole round is in flight
-// while the block normalises x. Each thread copies and later reads only its own
-// slots (column threadIdx.x), so its own wait orders them and no barrier is needed.
-template <int NW, int U>
-__device__ __forceinline__ u32x4 (&gemv_staged())[NW * U][GEMV_WARPS * 32] {
-    __shared__ u32x4 ws[NW * U][GEMV_WARPS * 32];
-    return ws;
-}
-template <int NW, int U>
-__device__ __forceinline__ void gemv_stage(const u32x4* const (&wr)[NW], int base, int c1) {
-    auto& ws = gemv_staged<NW, U>();
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-        int i = base + u * 32;
-#pragma unroll
-        for (int j = 0; j < NW; j++)
-            cp_async16(smem_u32(&ws[j * U + u][threadIdx.x]), wr[j] + (i < c1 ? i : 0), i < c1);
-    }
-    cp_async_commit();
-}
-
 // This lane's share of the dot products of rows 0..m-1 of x ([m, k]) with the NW weight
 // rows `wr` over 8-element chunks [c0, c1): acc[j][r] += x[r] · w_j. MR is the row count
 // the code is unrolled for (m <= MR). Every thread of the block calls it (c0 = c1 for a
 // warp without a column): with NORM, x is the un-normed residual and the block
 // normalises it (gemv_norm_issue / gemv_norm_finish) with the first round of weights
-// in flight as copies into shared memory (gemv_stage). As register loads ptxas sank
-// the last of that round below the prologue's wait in the 40-register _m1 builds
-// (SASS, 2026-12-02); volatile loads moved all four below it, and an L2 prefetch in
-// their place was slower still.
+// issued in between. In the 40-register _m1 builds ptxas schedules the last load of
+// that round below the copies' wait (SASS, 2026-12-02), so it does not overlap the
+// prologue; volatile loads moved all four below it, and an L2 prefetch in their place
+// was slower still.
 template <int MR, int NW, bool NORM>
 __device__ __forceinline__ void gemv_dot(const u32x4* const (&wr)[NW],
                                          const bf16_t* __restrict__ x, int m, int kc, int c0,
@@ -199,29 +166,15 @@ __device__ __forceinline__ void gemv_dot(const u32x4* const (&wr)[NW],
     constexpr int U = GEMV_LOADS / NW;
     u32x4 wv[NW][U];
     int first = c0 + lane;
-    const u32x4* x4;
-    if constexpr (NORM && GEMV_STAGE) {
+    if (NORM) {
         // x comes from the previous kernel: its copies wait for it, and go first.
         pdl_wait();
         gemv_norm_issue(x, norm, m, kc);
-        gemv_stage<NW, U>(wr, first, c1);
-        x4 = gemv_norm_finish<1>(m, kc, eps);
-        cp_async_wait<0>();
-        auto& ws = gemv_staged<NW, U>();
-#pragma unroll
-        for (int u = 0; u < U; u++)
-#pragma unroll
-            for (int j = 0; j < NW; j++) wv[j][u] = ws[j * U + u][threadIdx.x];
-    } else {
-        if (NORM) {  // the unstaged build (GEMV_STAGE=0), for comparison
-            pdl_wait();
-            gemv_norm_issue(x, norm, m, kc);
-        }
-        gemv_issue<NW, U>(wr, wv, first, c1);
-        // Under PDL the first weights are in flight before the previous kernel ends.
-        if (!NORM) pdl_wait();
-        x4 = NORM ? gemv_norm_finish(m, kc, eps) : reinterpret_cast<const u32x4*>(x);
     }
+    gemv_issue<NW, U>(wr, wv, first, c1);
+    // Under PDL the first weights are in flight before the previous kernel ends.
+    if (!NORM) pdl_wait();
+    const u32x4* x4 = NORM ? gemv_norm_finish(m, kc, eps) : reinterpret_cast<const u32x4*>(x);
     for (int base = first; base < c1; base += 32 * U) {
         if (base != first) gemv_issue<NW, U>(wr, wv, base, c1);
 #pragma unroll

@@ -156,12 +156,6 @@
 #             where cuBLAS's 50 MB qkv reaches 3.2: the runner step A/B in one process
 #             (MINISGL_BENCH_AB=MINISGL_GEMV_MAX_WEIGHT_MB=31) and both step tables
 #             under Nsight Compute. Not yet run.
-#     part 58: the norm gemv builds with their first round of weights staged in shared
-#             memory by cp.async (gemv.cu gemv_stage) against the register loads that
-#             ptxas sank below the prologue's wait (MINISGL_KERNEL_DEFINES=GEMV_STAGE=0,
-#             the previous SASS exactly): kernel and model checks, the 0.6B runner step
-#             A/B at batch 1-8 in one process, both batch-1 step tables under Nsight
-#             Compute, the 0.6B default workload, then the 14B one while time is left.
 #     (part 48, qkv_rope_store with the head count a runtime argument, ran at a9aa3d7;
 #     43 registers made one head a warp 12% slower, so the build was replaced by part 49's
 #     and the part removed: docs/results/gpu-2026-12-03-rope.md.)
@@ -971,19 +965,6 @@ device)
         for mb in 32 31; do
             MINISGL_GEMV_MAX_WEIGHT_MB=$mb NCU_TAG=-gemv$mb ncu_steps llama-3.1-8b 1 256 150
         done
-        ls -la "$out"
-    elif [ "$part" = 58 ]; then
-        rm "$out/env.log"  # already printed by the tee above
-        check_ops --skip-bench
-        check_models
-        MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_BATCHES=1,2,4,8 MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=GEMV_STAGE=0 \
-            bench_step qwen3-0.6b -stage
-        ncu_steps qwen3-0.6b 1 256 60
-        MINISGL_KERNEL_DEFINES=GEMV_STAGE=0 NCU_TAG=-nostage ncu_steps qwen3-0.6b 1 256 60
-        OFFLINE_TIMEOUT=90 offline_default qwen3-0.6b
-        if [ "$SECONDS" -lt 400 ]; then offline_default qwen3-14b; fi
-        gzip -f "$out"/gpu-check-ops.log
-        rm -f "$out"/steps-*.csv "$out"/gpu-check-models.log  # the tool returns at most eight files
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

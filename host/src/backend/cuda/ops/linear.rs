@@ -27,10 +27,8 @@ pub const GEMV_MAX_WEIGHT_BYTES: usize = 32 << 20;
 const GEMV_TC_MIN_ROWS: usize = 3;
 
 /// Most shared memory (bytes) the norm prologue of `gemv_norm_*` takes for its rows
-/// and the norm weight: with the scalar builds' 16.6 KB of static shared memory (the
-/// staged first round of weights, gemv.cu `gemv_stage`) under the 48 KB a launch gets
-/// without opting in.
-const NORM_PROLOGUE_SMEM: usize = 30 * 1024;
+/// and the norm weight: under the 48 KB a launch gets without opting in.
+const NORM_PROLOGUE_SMEM: usize = 32 * 1024;
 
 impl CudaBackend {
     pub(super) fn linear_impl(
