@@ -156,6 +156,12 @@
 #             where cuBLAS's 50 MB qkv reaches 3.2: the runner step A/B in one process
 #             (MINISGL_BENCH_AB=MINISGL_GEMV_MAX_WEIGHT_MB=31) and both step tables
 #             under Nsight Compute. Not yet run.
+#     part 59: logits rows split over several blocks at small batches (row_partials, then
+#             row_select merges; MINISGL_SAMPLE_SPLIT=0 reads whole rows): kernel checks
+#             (sampling against the CPU both ways) and model checks; a null A/B
+#             (MINISGL_BENCH_AB with a variable nothing reads: the bias of the second
+#             runner in one process); the split A/B both ways round; the 0.6B batch-1
+#             and batch-64 steps under Nsight Compute both ways; the 0.6B default workload.
 #     (part 48, qkv_rope_store with the head count a runtime argument, ran at a9aa3d7;
 #     43 registers made one head a warp 12% slower, so the build was replaced by part 49's
 #     and the part removed: docs/results/gpu-2026-12-03-rope.md.)
@@ -965,6 +971,23 @@ device)
         for mb in 32 31; do
             MINISGL_GEMV_MAX_WEIGHT_MB=$mb NCU_TAG=-gemv$mb ncu_steps llama-3.1-8b 1 256 150
         done
+        ls -la "$out"
+    elif [ "$part" = 59 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        check_ops --skip-bench
+        grep -E "split rows|whole rows" "$out/gpu-check-ops.log" | grep -c PASS
+        check_models
+        export MINISGL_BENCH_RUNNER_ONLY=1
+        MINISGL_BENCH_BATCHES=1,2,4,8,64,256 MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step qwen3-0.6b -null
+        MINISGL_BENCH_BATCHES=1,8,64 MINISGL_BENCH_AB=MINISGL_SAMPLE_SPLIT=0 bench_step qwen3-0.6b -split
+        MINISGL_SAMPLE_SPLIT=0 MINISGL_BENCH_BATCHES=1,8,64 MINISGL_BENCH_AB=MINISGL_SAMPLE_SPLIT=1 \
+            bench_step qwen3-0.6b -split-swapped
+        unset MINISGL_BENCH_RUNNER_ONLY
+        ncu_steps qwen3-0.6b 1,64 256 90
+        MINISGL_SAMPLE_SPLIT=0 NCU_TAG=-nosplit ncu_steps qwen3-0.6b 1,64 256 90
+        OFFLINE_TIMEOUT=90 offline_default qwen3-0.6b
+        gzip -f "$out"/gpu-check-ops.log
+        rm -f "$out"/steps-*.csv "$out"/gpu-check-models.log  # the tool returns at most eight files
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

@@ -209,6 +209,9 @@ pub struct CudaOptions {
     /// Threads a block of `add_rmsnorm` (a row a block; `MINISGL_NORM_THREADS`, a
     /// multiple of 32 up to 1024, default 0 = by the row's width, see `norm_threads`).
     pub norm_threads: usize,
+    /// Sampling splits each logits row over several blocks when a step has fewer rows
+    /// than SMs (on unless `MINISGL_SAMPLE_SPLIT=0`; see `sample::logit_chunks`).
+    pub sample_split: bool,
     /// Largest weight the skinny kernel streams, in bytes (`MINISGL_GEMV_MAX_WEIGHT_MB`,
     /// default [`super::GEMV_MAX_WEIGHT_BYTES`]); larger ones go through cuBLAS.
     pub gemv_max_weight: usize,
@@ -300,6 +303,7 @@ impl Default for CudaOptions {
             |_| true,
             "a size in MiB",
         ) << 20;
+        let sample_split = std::env::var("MINISGL_SAMPLE_SPLIT").map_or(true, |v| v != "0");
         CudaOptions {
             ordinal,
             attention,
@@ -318,6 +322,7 @@ impl Default for CudaOptions {
             rope_heads,
             norm_threads,
             gemv_max_weight,
+            sample_split,
         }
     }
 }
@@ -414,7 +419,13 @@ pub fn kernel_names(family: &str) -> Vec<String> {
                 .flat_map(|b| [b.to_string(), format!("{b}_m1"), format!("{b}_tc")])
                 .collect();
         }
-        "sampling" => vec!["process_logits", "row_select", "topk_rows", "chosen_tokens"],
+        "sampling" => vec![
+            "process_logits",
+            "row_partials",
+            "row_select",
+            "topk_rows",
+            "chosen_tokens",
+        ],
         _ => vec![],
     };
     v.into_iter().map(String::from).collect()

@@ -185,6 +185,9 @@ pub struct CudaBackend {
     /// ([`CudaOptions::gemv_max_weight`], [`GEMV_MAX_WEIGHT_BYTES`] by default; benchmarks
     /// lift it to time the gemv against cuBLAS).
     pub(crate) gemv_max_weight: std::cell::Cell<usize>,
+    /// Whether sampling splits each logits row over several blocks when a step has
+    /// fewer rows than SMs ([`CudaOptions::sample_split`]; checks run both paths).
+    pub(crate) sample_split: std::cell::Cell<bool>,
     /// This device's rank when the model is split across GPUs
     /// ([`Backend::all_reduce`](super::Backend::all_reduce) goes through it).
     pub(crate) nccl: Option<nccl::NcclRank>,
@@ -209,6 +212,7 @@ impl CudaBackend {
             gemv_tc: std::cell::Cell::new(opts.gemv_tc),
             rope_heads: std::cell::Cell::new(opts.rope_heads),
             norm_threads: std::cell::Cell::new(opts.norm_threads),
+            sample_split: std::cell::Cell::new(opts.sample_split),
             nccl: None,
         })
     }
@@ -230,6 +234,12 @@ impl CudaBackend {
     /// [`GEMV_ROWS_DEFAULT`].
     pub fn set_gemv_rows(&self, rows: usize) {
         self.gemv_rows.set(rows.min(GEMV_MAX_ROWS));
+    }
+
+    /// Let sampling split logits rows over several blocks at small batches (see
+    /// `sample::logit_chunks`); checks compare both paths.
+    pub fn set_sample_split(&self, on: bool) {
+        self.sample_split.set(on);
     }
 
     /// Split the split-grid decode kernels' work at least `min_splits` ways

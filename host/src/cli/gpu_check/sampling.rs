@@ -143,12 +143,22 @@ fn specs(rng: &mut ChaCha8Rng, vocab: usize) -> Vec<(String, SampleSpec)> {
 pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Result<()> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5a5);
     // 1003: rows not 16-byte aligned, row_select's scalar first pass.
-    for &(vocab, std) in &[
+    // Each vocabulary with row_select reading whole rows and, where row_partials splits
+    // them (rows < SMs, 2,048+ values a chunk), with split rows; 49,155: split rows that
+    // are not 16-byte aligned.
+    let cases = [
         (151_936usize, 2.5f32),
         (49_152, 4.0),
+        (49_155, 3.0),
         (1000, 1.0),
         (1003, 1.0),
-    ] {
+    ];
+    let runs = cases
+        .iter()
+        .flat_map(|&(v, s)| [(v, s, false), (v, s, true)]);
+    for (vocab, std, split) in runs {
+        gpu.set_sample_split(split);
+        let path = if split { "split rows" } else { "whole rows" };
         let base = specs(&mut rng, vocab);
         // Several rows per recipe, each with fresh logits and seeds.
         let mut rows: Vec<(String, SampleSpec)> = Vec::new();
@@ -203,7 +213,7 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         }
         rep.fact(
             "sampling",
-            format!("vocab={vocab} rows={n} tokens"),
+            format!("vocab={vocab} rows={n} tokens ({path})"),
             tok_mismatch.is_empty(),
             if tok_mismatch.is_empty() {
                 format!("all {n} tokens identical; device sample() {gpu_ms:.2} ms")
@@ -213,10 +223,11 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         );
         rep.fact(
             "sampling",
-            format!("vocab={vocab} rows={n} logprobs/top-K lists"),
+            format!("vocab={vocab} rows={n} logprobs/top-K lists ({path})"),
             list_mismatch == 0 && max_lp < 2e-3,
             format!("{list_mismatch} list mismatches; max |Δ logprob| {max_lp:.2e}"),
         );
     }
+    gpu.set_sample_split(minisgl::backend::cuda::CudaOptions::default().sample_split);
     Ok(())
 }
