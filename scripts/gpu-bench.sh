@@ -162,6 +162,11 @@
 #             (MINISGL_BENCH_AB with a variable nothing reads: the bias of the second
 #             runner in one process); the split A/B both ways round; the 0.6B batch-1
 #             and batch-64 steps under Nsight Compute both ways; the 0.6B default workload.
+#     part 60: the round's closing call, logits rows split with 1,024-thread blocks in one
+#             wave: kernel and model checks; the split A/B in both orders (the second
+#             runner of a process is 7-8% slower at batch 1 and 8 with identical
+#             settings: part 59's null A/B) at batch 1-128; the 0.6B batch-1 / 64 steps
+#             under Nsight Compute both ways; both default workloads.
 #     (part 48, qkv_rope_store with the head count a runtime argument, ran at a9aa3d7;
 #     43 registers made one head a warp 12% slower, so the build was replaced by part 49's
 #     and the part removed: docs/results/gpu-2026-12-03-rope.md.)
@@ -986,6 +991,22 @@ device)
         ncu_steps qwen3-0.6b 1,64 256 90
         MINISGL_SAMPLE_SPLIT=0 NCU_TAG=-nosplit ncu_steps qwen3-0.6b 1,64 256 90
         OFFLINE_TIMEOUT=90 offline_default qwen3-0.6b
+        gzip -f "$out"/gpu-check-ops.log
+        rm -f "$out"/steps-*.csv "$out"/gpu-check-models.log  # the tool returns at most eight files
+        ls -la "$out"
+    elif [ "$part" = 60 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        check_ops --skip-bench
+        grep -E "split rows|whole rows" "$out/gpu-check-ops.log" | grep -c PASS
+        check_models
+        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_BATCHES=1,2,4,8,16,64,128
+        MINISGL_BENCH_AB=MINISGL_SAMPLE_SPLIT=0 bench_step qwen3-0.6b -split
+        MINISGL_SAMPLE_SPLIT=0 MINISGL_BENCH_AB=MINISGL_SAMPLE_SPLIT=1 bench_step qwen3-0.6b -split-swapped
+        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_BATCHES
+        ncu_steps qwen3-0.6b 1,64 256 90
+        MINISGL_SAMPLE_SPLIT=0 NCU_TAG=-nosplit ncu_steps qwen3-0.6b 1,64 256 90
+        OFFLINE_TIMEOUT=90 offline_default qwen3-0.6b
+        if [ "$SECONDS" -lt 380 ]; then offline_default qwen3-14b; fi
         gzip -f "$out"/gpu-check-ops.log
         rm -f "$out"/steps-*.csv "$out"/gpu-check-models.log  # the tool returns at most eight files
         ls -la "$out"

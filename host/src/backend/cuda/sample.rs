@@ -17,16 +17,16 @@ pub const MAX_TOPK: usize = 256;
 /// How many chunks `row_partials` cuts each of `rows` logits rows of `vocab` values
 /// into before `row_select` merges them; 0: no split, `row_select` reads the rows
 /// itself (a block a row). A step of fewer rows than SMs leaves most SMs idle while
-/// each block streams its whole row (Qwen3's 151,936 f32 logits: 16.6 µs at batch 1
-/// under Nsight Compute on the H200, 2026-12-04), so such steps get about two blocks an
-/// SM, at most 64 chunks a row of at least 2,048 values (a multiple of 4, so chunks
-/// keep 16-byte alignment). Returns (chunks, values a chunk).
+/// each block streams its whole row (Qwen3's 151,936 f32 logits: 15.6-16.6 µs at batch
+/// 1 under Nsight Compute on the H200, 2026-12-04), so such steps get one wave of
+/// 1,024-thread blocks (two an SM), at most 64 chunks a row of at least 2,048 values (a
+/// multiple of 4, so chunks keep 16-byte alignment). Returns (chunks, values a chunk).
 pub(crate) fn logit_chunks(rows: usize, vocab: usize, num_sms: usize) -> (usize, usize) {
     const MIN_CHUNK: usize = 2048;
     if rows == 0 || rows >= num_sms {
         return (0, 0);
     }
-    let want = (2 * num_sms).div_ceil(rows).min(64).min(vocab / MIN_CHUNK);
+    let want = (2 * num_sms / rows).min(64).min(vocab / MIN_CHUNK);
     if want < 2 {
         return (0, 0);
     }
@@ -353,7 +353,7 @@ impl CudaBackend {
             let p = self.ptr(&buf);
             self.launch(
                 "row_partials",
-                cfg((r, chunks as u32, 1), 256),
+                cfg((r, chunks as u32, 1), 1024),
                 &[
                     Arg::U64(lgp),
                     Arg::I32(vocab as i32),
@@ -539,11 +539,12 @@ mod tests {
         assert_eq!(n, 64);
         assert_eq!(c % 4, 0);
         assert!(c * (n - 1) < vocab && c * n >= vocab);
-        // About two blocks an SM while rows < SMs (at most 64 chunks a row).
+        // One wave of two blocks an SM while rows < SMs (at most 64 chunks a row).
         for rows in [2, 8, 40, 64, 100, 131] {
             let (n, c) = logit_chunks(rows, vocab, sms);
-            let want = (2 * sms).div_ceil(rows).min(64);
+            let want = (2 * sms / rows).min(64);
             assert!(n >= 2 && n <= want && n + 1 >= want, "rows {rows}: {n}");
+            assert!(rows * n <= 2 * sms);
             assert!(c * (n - 1) < vocab && c * n >= vocab && c >= 2048);
         }
         // A row per block already fills the GPU, and small vocabularies stay whole.
