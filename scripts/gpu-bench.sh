@@ -167,6 +167,9 @@
 #             runner of a process is 7-8% slower at batch 1 and 8 with identical
 #             settings: part 59's null A/B) at batch 1-128; the 0.6B batch-1 / 64 steps
 #             under Nsight Compute both ways; both default workloads.
+#     part 61: the runner A/B in three rounds of alternating order (medians): a null
+#             A/B (is part 59's 7-8% "second runner" gap an order effect or the runner
+#             itself?) and the logits-row split A/B at batch 1-128, 0.6B.
 #     (part 48, qkv_rope_store with the head count a runtime argument, ran at a9aa3d7;
 #     43 registers made one head a warp 12% slower, so the build was replaced by part 49's
 #     and the part removed: docs/results/gpu-2026-12-03-rope.md.)
@@ -1009,6 +1012,15 @@ device)
         if [ "$SECONDS" -lt 380 ]; then offline_default qwen3-14b; fi
         gzip -f "$out"/gpu-check-ops.log
         rm -f "$out"/steps-*.csv "$out"/gpu-check-models.log  # the tool returns at most eight files
+        ls -la "$out"
+    elif [ "$part" = 61 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        export MINISGL_BENCH_RUNNER_ONLY=1
+        MINISGL_BENCH_BATCHES=1,2,8,16,64 MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step qwen3-0.6b -null
+        MINISGL_BENCH_BATCHES=1,8,16,64,100,128 MINISGL_BENCH_AB=MINISGL_SAMPLE_SPLIT=0 bench_step qwen3-0.6b -split
+        if [ "$SECONDS" -lt 200 ]; then
+            MINISGL_BENCH_BATCHES=1,8 MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step llama-3.1-8b -null
+        fi
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

@@ -293,6 +293,15 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
     runner_steps(bench_model, rep)
 }
 
+/// Rounds of an A/B runner comparison (MINISGL_BENCH_AB), in alternating order.
+const AB_ROUNDS: usize = 3;
+
+/// The median of `v` (sorted in place; the upper middle of an even count).
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 /// The runner's decode step at a few batch sizes (MINISGL_BENCH_BATCHES, a comma list;
 /// 1, 4, 8, 64, 256 by default) and context (MINISGL_BENCH_CONTEXT, 256 by default;
 /// the default workload's large batches run at 600-1,300), CUDA graphs against eager,
@@ -374,15 +383,41 @@ fn runner_steps(bench_model: Option<&Path>, rep: &mut Report) -> Result<()> {
                 }
                 None => None,
             };
-            let (tps_g, _) =
+            let (mut tps_g, _) =
                 super::model::decode_throughput(graphs.as_mut(), batch, prompt, steps)?;
-            let ms_g = 1e3 * batch as f64 / tps_g;
+            let mut ms_g = 1e3 * batch as f64 / tps_g;
             let f = floor_ms(batch);
             if let Some((spec, r)) = ab.as_mut() {
-                let (tps_b, _) = super::model::decode_throughput(r.as_mut(), batch, prompt, steps)?;
-                let ms_b = 1e3 * batch as f64 / tps_b;
+                // AB_ROUNDS rounds in alternating order (A B, B A, A B, ...), the median of
+                // each side: with one round in one order a null A/B (a variable nothing
+                // reads) put the second runner 6-9% behind at batches 1, 8 and 16
+                // (2026-12-04, docs/results/gpu-2026-12-04-sample.md).
+                let (mut a, mut b) = (vec![ms_g], Vec::new());
+                for round in 0..AB_ROUNDS {
+                    let order: [usize; 2] = if round % 2 == 0 { [1, 0] } else { [0, 1] };
+                    for side in order {
+                        if side == 0 && round == 0 {
+                            continue; // the default's first round is ms_g above
+                        }
+                        let run: &mut dyn minisgl::model::ModelRunner = if side == 0 {
+                            graphs.as_mut()
+                        } else {
+                            r.as_mut()
+                        };
+                        let (tps, _) = super::model::decode_throughput(run, batch, prompt, steps)?;
+                        let ms = 1e3 * batch as f64 / tps;
+                        if side == 0 {
+                            a.push(ms)
+                        } else {
+                            b.push(ms)
+                        }
+                    }
+                }
+                ms_g = median(&mut a);
+                tps_g = 1e3 * batch as f64 / ms_g;
+                let ms_b = median(&mut b);
                 rep.bench_line(format!(
-                    "runner.step A/B, batch {batch}, context ~{prompt}: CUDA graphs {ms_g:.3} ms/step as built ({:.2}x the floor), {ms_b:.3} with {spec} ({:.2}x); default / {spec} {:.3}x",
+                    "runner.step A/B, batch {batch}, context ~{prompt}: CUDA graphs {ms_g:.3} ms/step as built ({:.2}x the floor), {ms_b:.3} with {spec} ({:.2}x); default / {spec} {:.3}x (medians of {AB_ROUNDS} rounds in alternating order; as built {a:.3?}, with {spec} {b:.3?})",
                     ms_g / f,
                     ms_b / f,
                     ms_g / ms_b
