@@ -170,6 +170,8 @@
 #     part 61: the runner A/B in three rounds of alternating order (medians): a null
 #             A/B (is part 59's 7-8% "second runner" gap an order effect or the runner
 #             itself?) and the logits-row split A/B at batch 1-128, 0.6B.
+#     part 62: the issue's decode-step rows measured the robust way (a null A/B: three
+#             rounds in alternating order, medians), 0.6B and 14B at batch 1 / 64 / 256.
 #     (part 48, qkv_rope_store with the head count a runtime argument, ran at a9aa3d7;
 #     43 registers made one head a warp 12% slower, so the build was replaced by part 49's
 #     and the part removed: docs/results/gpu-2026-12-03-rope.md.)
@@ -1021,6 +1023,12 @@ device)
         if [ "$SECONDS" -lt 200 ]; then
             MINISGL_BENCH_BATCHES=1,8 MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step llama-3.1-8b -null
         fi
+        ls -la "$out"
+    elif [ "$part" = 62 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1,64,256
+        MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step qwen3-0.6b -null
+        MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step qwen3-14b -null
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

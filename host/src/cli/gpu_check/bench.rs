@@ -332,7 +332,12 @@ fn runner_steps(bench_model: Option<&Path>, rep: &mut Report) -> Result<()> {
         // left out and only the graph steps are timed.
         let ordinal = minisgl::backend::cuda::CudaOptions::default().ordinal;
         let free = minisgl::backend::cuda::device::memory_info(ordinal).map_or(0, |(f, _)| f);
-        let mut eager = if (free as f64) > 1.1 * weight_bytes(c) + 4e9 {
+        // MINISGL_BENCH_NO_EAGER=1 leaves it out too (a 14B A/B then builds two runners).
+        let no_eager = std::env::var("MINISGL_BENCH_NO_EAGER").is_ok_and(|v| v == "1");
+        let mut eager = if no_eager {
+            rep.bench_line("runner.step: eager runner left out (MINISGL_BENCH_NO_EAGER=1)".into());
+            None
+        } else if (free as f64) > 1.1 * weight_bytes(c) + 4e9 {
             Some(eager_cuda_runner(&lm, pages, ps)?)
         } else {
             rep.bench_line(format!(
