@@ -234,7 +234,7 @@ device)
     }
     bench_step() {  # SHAPE [LOG_SUFFIX]: the kernel benches and the runner's decode step
         local log="$out/gpu-check-bench-$1${2:-}.log"
-        timeout 170 "$bin" gpu-check --skip-ops --skip-models --skip-engine --bench-model .gpu/$1 \
+        timeout "${BENCH_TIMEOUT:-170}" "$bin" gpu-check --skip-ops --skip-models --skip-engine --bench-model .gpu/$1 \
             --report /tmp/gpu-check-bench.md > "$log" 2>&1
         echo "gpu-check bench $1${2:-} rc=$?"; grep -E "runner.step|rror" "$log" | head -14
     }
@@ -1028,7 +1028,7 @@ device)
         rm "$out/env.log"  # already printed by the tee above
         export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1,64,256
         MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step qwen3-0.6b -null
-        MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step qwen3-14b -null
+        BENCH_TIMEOUT=230 MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step qwen3-14b -null
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
