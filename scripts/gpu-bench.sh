@@ -155,23 +155,35 @@
 #             (33.5 MB, exactly the 32 MiB limit) streams through the gemv at 2.6 TB/s
 #             where cuBLAS's 50 MB qkv reaches 3.2: the runner step A/B in one process
 #             (MINISGL_BENCH_AB=MINISGL_GEMV_MAX_WEIGHT_MB=31) and both step tables
-#             under Nsight Compute. Not yet run.
+#             under Nsight Compute. Its runner A/B ran inside part 57's call (78144dc):
+#             cuBLAS for o 3.6% slower at batch 1 in one round, within the first-run
+#             effect part 61 found, equal at 2 and 4; the limit stays 32 MiB.
 #     part 59: logits rows split over several blocks at small batches (row_partials, then
 #             row_select merges; MINISGL_SAMPLE_SPLIT=0 reads whole rows): kernel checks
 #             (sampling against the CPU both ways) and model checks; a null A/B
-#             (MINISGL_BENCH_AB with a variable nothing reads: the bias of the second
-#             runner in one process); the split A/B both ways round; the 0.6B batch-1
+#             (MINISGL_BENCH_AB with a variable nothing reads: what one round in one
+#             order gets wrong); the split A/B both ways round; the 0.6B batch-1
 #             and batch-64 steps under Nsight Compute both ways; the 0.6B default workload.
 #     part 60: the round's closing call, logits rows split with 1,024-thread blocks in one
-#             wave: kernel and model checks; the split A/B in both orders (the second
-#             runner of a process is 7-8% slower at batch 1 and 8 with identical
-#             settings: part 59's null A/B) at batch 1-128; the 0.6B batch-1 / 64 steps
+#             wave: kernel and model checks; the split A/B in both orders (part 59's
+#             null A/B put the second-measured runner 7-8% behind at batch 1 and 8 with
+#             identical settings) at batch 1-128; the 0.6B batch-1 / 64 steps
 #             under Nsight Compute both ways; both default workloads.
 #     part 61: the runner A/B in three rounds of alternating order (medians): a null
 #             A/B (is part 59's 7-8% "second runner" gap an order effect or the runner
-#             itself?) and the logits-row split A/B at batch 1-128, 0.6B.
+#             itself?) and the logits-row split A/B at batch 1-128, 0.6B. Answer: the
+#             order. The first timed run of a batch is the fast one (1.028 against
+#             1.094-1.103 ms at 0.6B batch 1), whichever runner it is.
 #     part 62: the issue's decode-step rows measured the robust way (a null A/B: three
 #             rounds in alternating order, medians), 0.6B and 14B at batch 1 / 64 / 256.
+#     (part 57, the tensor-core decode with K and V in a ring of three buffers, four
+#     blocks an SM (MINISGL_DECODE_STAGING=ring), ran at 78144dc; no faster anywhere in
+#     the kernel benches (256 x 256: 82% of copy against 84%; 8 x 16384: 65% against
+#     80%) and 3.7% slower on the 0.6B default workload, so reverted with the part.)
+#     (part 58, the norm gemv builds with their first round of weights staged in shared
+#     memory by cp.async (GEMV_STAGE), ran at 19ce73d; under Nsight Compute gate_up
+#     8.48 -> 8.23 us and qkv unchanged at batch 1, so reverted with the part. Both:
+#     docs/results/gpu-2026-12-04-sample.md.)
 #     (part 48, qkv_rope_store with the head count a runtime argument, ran at a9aa3d7;
 #     43 registers made one head a warp 12% slower, so the build was replaced by part 49's
 #     and the part removed: docs/results/gpu-2026-12-03-rope.md.)
