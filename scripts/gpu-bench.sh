@@ -176,6 +176,10 @@
 #             1.094-1.103 ms at 0.6B batch 1), whichever runner it is.
 #     part 62: the decode-step rows measured the robust way (a null A/B: three
 #             rounds in alternating order, medians), 0.6B and 14B at batch 1 / 64 / 256.
+#     part 63: where the tensor-core decode loses at short contexts: Nsight Compute's full
+#             set and per-SASS-line stall samples of one attn_decode_mma_hd128 launch in
+#             a warm Qwen3-0.6B decode step at batch 256 x 256 (the step's 59%, at 84%
+#             of copy bandwidth).
 #     (part 57, the tensor-core decode with K and V in a ring of three buffers, four
 #     blocks an SM (MINISGL_DECODE_STAGING=ring), ran at 78144dc; no faster anywhere in
 #     the kernel benches (256 x 256: 82% of copy against 84%; 8 x 16384: 65% against
@@ -1041,6 +1045,20 @@ device)
         export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1,64,256
         MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step qwen3-0.6b -null
         BENCH_TIMEOUT=230 MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step qwen3-14b -null
+        ls -la "$out"
+    elif [ "$part" = 63 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # The timeline runs a prefill, then eager decode steps of 28 attention launches
+        # each: skip the first decode step's, profile the second step's first.
+        timeout 200 ncu --set full --import-source no -k regex:attn_decode_mma_hd128 -s 28 -c 1 -f \
+            -o /tmp/prof-decode "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-0.6b \
+            --timeline-batches 256 --timeline-context 256 --timeline-out /tmp/tl.md \
+            --report /tmp/tl-report.md > /tmp/ncu-decode.log 2>&1
+        echo "ncu rc=$?"; tail -3 /tmp/ncu-decode.log
+        ncu -i /tmp/prof-decode.ncu-rep --page source --csv --print-source sass 2>&1 | gzip > "$out/ncu-src-decode.csv.gz"
+        ncu -i /tmp/prof-decode.ncu-rep --page details > "$out/ncu-details-decode.txt" 2>&1
+        ncu -i /tmp/prof-decode.ncu-rep --page raw --csv 2>&1 | gzip > "$out/ncu-raw-decode.csv.gz"
+        grep -E "Duration|DRAM Throughput|Achieved Occupancy|Warp Cycles Per Issued|Eligible Warps" "$out/ncu-details-decode.txt" | head -8
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
