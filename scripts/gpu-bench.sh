@@ -158,19 +158,15 @@
 #             under Nsight Compute. Its runner A/B ran inside part 57's call (78144dc):
 #             cuBLAS for o 3.6% slower at batch 1 in one round, within the first-run
 #             effect part 61 found, equal at 2 and 4; the limit stays 32 MiB.
-#     part 59: logits rows split over several blocks at small batches (row_partials, then
-#             row_select merges; MINISGL_SAMPLE_SPLIT=0 reads whole rows): kernel checks
-#             (sampling against the CPU both ways) and model checks; a null A/B
-#             (MINISGL_BENCH_AB with a variable nothing reads: what one round in one
-#             order gets wrong); the split A/B both ways round; the 0.6B batch-1
-#             and batch-64 steps under Nsight Compute both ways; the 0.6B default workload.
-#     part 60: the round's closing call, logits rows split with 1,024-thread blocks in one
-#             wave: kernel and model checks; the split A/B in both orders (part 59's
-#             null A/B put the second-measured runner 7-8% behind at batch 1 and 8 with
-#             identical settings) at batch 1-128; the 0.6B batch-1 / 64 steps
-#             under Nsight Compute both ways; both default workloads.
+#     part 60: logits rows split over several blocks at small batches (row_partials, then
+#             row_select merges; MINISGL_SAMPLE_SPLIT=0 reads whole rows): kernel and
+#             model checks (sampling against the CPU both ways); the split A/B in both
+#             orders (one round each: part 59's null A/B put the second-measured runner
+#             7-8% behind at batch 1 and 8 with identical settings) at batch 1-128; the
+#             0.6B batch-1 / 64 steps under Nsight Compute both ways; both default
+#             workloads.
 #     part 61: the runner A/B in three rounds of alternating order (medians): a null
-#             A/B (is part 59's 7-8% "second runner" gap an order effect or the runner
+#             A/B (is the 7-8% "second runner" gap of part 59's null A/B an order effect or the runner
 #             itself?) and the logits-row split A/B at batch 1-128, 0.6B. Answer: the
 #             order. The first timed run of a batch is the fast one (1.028 against
 #             1.094-1.103 ms at 0.6B batch 1), whichever runner it is.
@@ -180,6 +176,9 @@
 #             set and per-SASS-line stall samples of one attn_decode_mma_hd128 launch in
 #             a warm Qwen3-0.6B decode step at batch 256 x 256 (the step's 59%, at 84%
 #             of copy bandwidth).
+#     (part 59, part 60 with 256-thread row_partials blocks and a null A/B, ran at
+#     ff1f722; at batch 64 the split kept too few loads in flight, so part 60 replaced
+#     it: docs/results/gpu-2026-12-04-sample.md.)
 #     (part 57, the tensor-core decode with K and V in a ring of three buffers, four
 #     blocks an SM (MINISGL_DECODE_STAGING=ring), ran at 78144dc; no faster anywhere in
 #     the kernel benches (256 x 256: 82% of copy against 84%; 8 x 16384: 65% against
@@ -997,23 +996,6 @@ device)
         for mb in 32 31; do
             MINISGL_GEMV_MAX_WEIGHT_MB=$mb NCU_TAG=-gemv$mb ncu_steps llama-3.1-8b 1 256 150
         done
-        ls -la "$out"
-    elif [ "$part" = 59 ]; then
-        rm "$out/env.log"  # already printed by the tee above
-        check_ops --skip-bench
-        grep -E "split rows|whole rows" "$out/gpu-check-ops.log" | grep -c PASS
-        check_models
-        export MINISGL_BENCH_RUNNER_ONLY=1
-        MINISGL_BENCH_BATCHES=1,2,4,8,64,256 MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step qwen3-0.6b -null
-        MINISGL_BENCH_BATCHES=1,8,64 MINISGL_BENCH_AB=MINISGL_SAMPLE_SPLIT=0 bench_step qwen3-0.6b -split
-        MINISGL_SAMPLE_SPLIT=0 MINISGL_BENCH_BATCHES=1,8,64 MINISGL_BENCH_AB=MINISGL_SAMPLE_SPLIT=1 \
-            bench_step qwen3-0.6b -split-swapped
-        unset MINISGL_BENCH_RUNNER_ONLY
-        ncu_steps qwen3-0.6b 1,64 256 90
-        MINISGL_SAMPLE_SPLIT=0 NCU_TAG=-nosplit ncu_steps qwen3-0.6b 1,64 256 90
-        OFFLINE_TIMEOUT=90 offline_default qwen3-0.6b
-        gzip -f "$out"/gpu-check-ops.log
-        rm -f "$out"/steps-*.csv "$out"/gpu-check-models.log  # the tool returns at most eight files
         ls -la "$out"
     elif [ "$part" = 60 ]; then
         rm "$out/env.log"  # already printed by the tee above
