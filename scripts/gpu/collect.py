@@ -6,7 +6,8 @@
 Copies the JSON lines the run wrote (offline throughput, prefill attention) and
 turns gpu-check's decode lines (decode attention bandwidth, decode step time at
 batch 1/8/64/256 against its floor, and under MINISGL_BENCH_AB the second runner's
-step with its setting in "ab") into objects of the same schema.
+step with its setting in "ab"; A/Bs timed in rounds add "method") into objects of the
+same schema.
 """
 import argparse, json, re
 from pathlib import Path
@@ -46,6 +47,9 @@ for d in map(Path, args.dirs):
             if m:
                 extra[key] = m[1]
         shape = "qwen3-0.6b"
+        # An A/B line timed in rounds (gpu-check since 2026-12-04) says so; its batch's
+        # default line, printed after it, carries the same method.
+        ab_method = None
         for line in log.read_text().splitlines():
             m = re.search(r"([\w.-]+) random weights: floor of a decode step", line)
             if m:
@@ -64,7 +68,8 @@ for d in map(Path, args.dirs):
                             "metric": f"decode_step_ms_b{b}", "value": ms, "unit": "ms",
                             "ceiling": floor, "fraction": round(floor / ms, 3), "page_size": 16,
                             "note": "gpu-check --bench-model (runner.step); floor = weights + KV at 4.28 TB/s, FLOPs not counted",
-                            **extra})
+                            **({"method": ab_method} if ab_method else {}), **extra})
+                ab_method = None
 
             # MINISGL_BENCH_AB: the second runner's step, recorded with its setting.
             m = re.search(r"runner.step A/B, batch (\d+), context ~(\d+): CUDA graphs ([\d.]+) ms/step as built "
@@ -72,13 +77,15 @@ for d in map(Path, args.dirs):
             if m:
                 b, ctx, ms_b = int(m[1]), int(m[2]), float(m[5])
                 floor = float(m[3]) / float(m[4])
+                r = re.search(r"medians of (\d+) rounds in alternating order", line)
+                ab_method = f"median of {r[1]} rounds in alternating order (gpu-check runner A/B)" if r else None
                 out.append({**base, "shape": shape, "tp": 1,
                             "workload": f"greedy decode step, batch {b}, context ~{ctx}, CUDA graphs",
                             "metric": f"decode_step_ms_b{b}", "value": ms_b, "unit": "ms",
                             "ceiling": round(floor, 3), "fraction": round(floor / ms_b, 3), "page_size": 16,
                             "ab": f"{m[6]}={m[7]}",
                             "note": "gpu-check --bench-model, MINISGL_BENCH_AB's second runner (same process as the default's figure); floor = weights + KV at 4.28 TB/s",
-                            **extra})
+                            **({"method": ab_method} if ab_method else {}), **extra})
 
 with open(args.to, "a") as f:
     for o in out:
