@@ -242,6 +242,11 @@ impl CudaBackend {
         self.sample_split.set(on);
     }
 
+    /// Whether sampling splits logits rows at small batches now.
+    pub fn sample_split(&self) -> bool {
+        self.sample_split.get()
+    }
+
     /// Split the split-grid decode kernels' work at least `min_splits` ways
     /// (benchmarks compare; the default comes from [`CudaOptions`]).
     pub fn set_decode_min_splits(&self, min_splits: usize) {

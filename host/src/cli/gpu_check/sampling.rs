@@ -153,6 +153,7 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         (1000, 1.0),
         (1003, 1.0),
     ];
+    let configured = gpu.sample_split();
     let runs = cases
         .iter()
         .flat_map(|&(v, s)| [(v, s, false), (v, s, true)]);
@@ -228,6 +229,6 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
             format!("{list_mismatch} list mismatches; max |Δ logprob| {max_lp:.2e}"),
         );
     }
-    gpu.set_sample_split(minisgl::backend::cuda::CudaOptions::default().sample_split);
+    gpu.set_sample_split(configured);
     Ok(())
 }
