@@ -176,6 +176,17 @@
 #             set and per-SASS-line stall samples of one attn_decode_mma_hd128 launch in
 #             a warm Qwen3-0.6B decode step at batch 256 x 256 (the step's 59%, at 84%
 #             of copy bandwidth).
+#     part 64: a layer's products at one decode row in one launch (layer_chain, each
+#             block streaming its share of o, gate_up, down and the next qkv through a
+#             ring of bulk copies, grid barriers between them; MINISGL_LAYER_CHAIN=0
+#             runs the separate products) and the decode attention's page table in
+#             shared memory (DM_PT; DM_PT=0 reads each tile's page ids from global):
+#             kernel and model checks (the chain against the CPU's separate ops, and a
+#             one-sequence model run against the CPU), the decode kernel benches both
+#             ways, the runner A/Bs at 0.6B (chain at batch 1 with batch 8 as a control,
+#             DM_PT at batch 1 / 64 / 256).
+#     part 65: the chain A/B at Llama-3.1-8B and Qwen3-14B batch 1-2, both default
+#             workloads.
 #     (part 59, part 60 with 256-thread row_partials blocks and a null A/B, ran at
 #     ff1f722; at batch 64 the split kept too few loads in flight, so part 60 replaced
 #     it: docs/results/gpu-2026-12-04-sample.md.)
@@ -1041,6 +1052,32 @@ device)
         ncu -i /tmp/prof-decode.ncu-rep --page details > "$out/ncu-details-decode.txt" 2>&1
         ncu -i /tmp/prof-decode.ncu-rep --page raw --csv 2>&1 | gzip > "$out/ncu-raw-decode.csv.gz"
         grep -E "Duration|DRAM Throughput|Achieved Occupancy|Warp Cycles Per Issued|Eligible Warps" "$out/ncu-details-decode.txt" | head -8
+        ls -la "$out"
+    elif [ "$part" = 64 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        check_ops
+        grep -E "layer_chain" "$out/gpu-check-ops.log" | head -20
+        grep -E "decode kernels, batch" "$out/gpu-check-ops.log" | head -12
+        check_models
+        # The page table in shared memory against each tile's page ids from global
+        # memory (DM_PT=0), kernel benches alone.
+        MINISGL_KERNEL_DEFINES=DM_PT=0 timeout 120 "$bin" gpu-check --skip-ops --skip-models --skip-engine \
+            --report /tmp/gpu-check-dmpt0.md > "$out/gpu-check-bench-dmpt0.log" 2>&1
+        echo "dm_pt=0 bench rc=$?"; grep -E "decode kernels, batch" "$out/gpu-check-bench-dmpt0.log" | head -12
+        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1
+        # One launch a layer at one row against the separate products; batch 8 never
+        # chains (a control).
+        MINISGL_BENCH_BATCHES=1,8 MINISGL_BENCH_AB=MINISGL_LAYER_CHAIN=0 bench_step qwen3-0.6b -chain
+        MINISGL_BENCH_BATCHES=1,64,256 MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=DM_PT=0 bench_step qwen3-0.6b -dmpt
+        ls -la "$out"
+    elif [ "$part" = 65 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1
+        MINISGL_BENCH_BATCHES=1,2 MINISGL_BENCH_AB=MINISGL_LAYER_CHAIN=0 bench_step llama-3.1-8b -chain
+        BENCH_TIMEOUT=200 MINISGL_BENCH_BATCHES=1,2 MINISGL_BENCH_AB=MINISGL_LAYER_CHAIN=0 bench_step qwen3-14b -chain
+        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER
+        offline_default qwen3-0.6b
+        OFFLINE_TIMEOUT=200 offline_default qwen3-14b
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \

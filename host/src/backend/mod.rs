@@ -212,6 +212,22 @@ pub struct AttnParams<'a, T> {
     pub scale: f32,
 }
 
+/// The products of one decoder layer after its attention, for
+/// [`Backend::layer_chain`]: `attn` through `w_o` (+ `b_o`) into the residual, the
+/// post-attention norm and `w_gate_up` with SiLU, `w_down` into the residual, and,
+/// unless this is the last layer, the next layer's input norm and qkv product.
+pub struct LayerChain<'a, T> {
+    pub attn: &'a T,
+    pub w_o: &'a T,
+    pub b_o: Option<&'a T>,
+    pub post_norm: &'a T,
+    pub w_gate_up: &'a T,
+    pub w_down: &'a T,
+    /// The next layer's input norm, qkv weight and qkv bias.
+    pub next: Option<(&'a T, &'a T, Option<&'a T>)>,
+    pub eps: f32,
+}
+
 /// Shape of the paged KV cache, fixed at allocation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KvLayout {
@@ -593,6 +609,34 @@ pub trait Backend: Send + 'static {
     ) -> Result<Self::Tensor, BackendError> {
         let normed = self.rms_norm(x, norm, eps)?;
         self.linear_silu_mul(&normed, w_gate_up)
+    }
+
+    /// Whether [`Backend::layer_chain`] runs `chain` with this residual stream. The
+    /// model asks once per step, with the first layer's weights (every layer has the
+    /// same shapes).
+    fn layer_chain_ok(
+        &self,
+        residual: &Self::Tensor,
+        chain: &LayerChain<'_, Self::Tensor>,
+    ) -> bool {
+        let _ = (residual, chain);
+        false
+    }
+
+    /// A layer's products after its attention in one go (see [`LayerChain`]):
+    /// `residual` is updated in place as `linear_add` twice would, and the next
+    /// layer's qkv (`rms_norm_linear` of the updated residual) is returned, or
+    /// `None` after the last layer. Rounds as the separate ops do. Only called where
+    /// [`Backend::layer_chain_ok`] answered true.
+    fn layer_chain(
+        &self,
+        chain: &LayerChain<'_, Self::Tensor>,
+        residual: &mut Self::Tensor,
+    ) -> Result<Option<Self::Tensor>, BackendError> {
+        let _ = (chain, residual);
+        Err(BackendError::Unsupported(
+            "layer_chain (a backend whose layer_chain_ok answers true implements it)".into(),
+        ))
     }
 
     /// Write `k`, `v` (`[T, kv_heads * head_dim]`) of layer `layer` into the

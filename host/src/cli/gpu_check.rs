@@ -8,6 +8,7 @@
 
 mod attn;
 mod bench;
+mod chain;
 mod engine;
 mod graphs;
 mod model;
@@ -161,6 +162,7 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
     let cpu = CpuBackend::new();
     if let (false, Some(gpu)) = (args.skip_ops, &gpu) {
         ops::run(&cpu, gpu, args.seed, &mut rep)?;
+        chain::run(&cpu, gpu, args.seed, &mut rep)?;
         attn::run(&cpu, gpu, args.seed, &mut rep)?;
         sampling::run(&cpu, gpu, args.seed, &mut rep)?;
     }

@@ -12,7 +12,7 @@ use super::config::ModelConfig;
 use super::tp::TpShard;
 use super::weights::{WeightTensor, Weights};
 use super::ModelError;
-use crate::backend::{AttnParams, Backend, DType, HostData, KvLayout};
+use crate::backend::{AttnParams, Backend, DType, HostData, KvLayout, LayerChain};
 
 /// One transformer block's weights on the device.
 pub struct Layer<B: Backend> {
@@ -289,10 +289,13 @@ impl<B: Backend> Model<B> {
         } else {
             Input::Normed(b.rms_norm(&residual, first, eps)?)
         };
+        // The next layer's qkv when the previous layer's products ran as one chain.
+        let mut chained_qkv = None;
         for (l, layer) in self.layers.iter().enumerate() {
-            let qkv = match &x {
-                Input::Normed(t) => b.linear(t, &layer.w_qkv, layer.b_qkv.as_ref())?,
-                Input::Deferred(n) => {
+            let qkv = match (chained_qkv.take(), &x) {
+                (Some(qkv), _) => qkv,
+                (None, Input::Normed(t)) => b.linear(t, &layer.w_qkv, layer.b_qkv.as_ref())?,
+                (None, Input::Deferred(n)) => {
                     b.rms_norm_linear(&residual, n, eps, &layer.w_qkv, layer.b_qkv.as_ref())?
                 }
             };
@@ -307,6 +310,25 @@ impl<B: Backend> Model<B> {
                 scale,
             };
             let attn = b.qkv_attention(qkv, kv, l, step, &params)?;
+            // Split across ranks the products are partial sums: no chain there.
+            if !self.shard.is_split() {
+                let next = self.layers.get(l + 1);
+                let chain = LayerChain {
+                    attn: &attn,
+                    w_o: &layer.w_o,
+                    b_o: layer.b_o.as_ref(),
+                    post_norm: &layer.post_attn_norm,
+                    w_gate_up: &layer.w_gate_up,
+                    w_down: &layer.w_down,
+                    next: next.map(|n| (&n.input_norm, &n.w_qkv, n.b_qkv.as_ref())),
+                    eps,
+                };
+                if b.layer_chain_ok(&residual, &chain) {
+                    chained_qkv = b.layer_chain(&chain, &mut residual)?;
+                    x = Input::Deferred(next.map_or(&self.final_norm, |n| &n.input_norm));
+                    continue;
+                }
+            }
             let (o, o_bias) = (&layer.w_o, layer.b_o.as_ref());
             let post = &layer.post_attn_norm;
             x = self.project_add_norm(b, &attn, o, o_bias, &mut residual, post, deferred)?;

@@ -215,6 +215,9 @@ pub struct CudaOptions {
     /// Largest weight the skinny kernel streams, in bytes (`MINISGL_GEMV_MAX_WEIGHT_MB`,
     /// default [`super::GEMV_MAX_WEIGHT_BYTES`]); larger ones go through cuBLAS.
     pub gemv_max_weight: usize,
+    /// A layer's products at one decode row in one launch where the shapes allow
+    /// (`MINISGL_LAYER_CHAIN`, default on; `0` runs the separate products).
+    pub layer_chain: bool,
 }
 
 /// A count from the environment: unset gives `default`; a value that does not parse or
@@ -304,6 +307,7 @@ impl Default for CudaOptions {
             "a size in MiB",
         ) << 20;
         let sample_split = std::env::var("MINISGL_SAMPLE_SPLIT").map_or(true, |v| v != "0");
+        let layer_chain = std::env::var("MINISGL_LAYER_CHAIN").map_or(true, |v| v != "0");
         CudaOptions {
             ordinal,
             attention,
@@ -323,6 +327,7 @@ impl Default for CudaOptions {
             norm_threads,
             gemv_max_weight,
             sample_split,
+            layer_chain,
         }
     }
 }
@@ -405,6 +410,7 @@ pub fn kernel_names(family: &str) -> Vec<String> {
             "attn_prefill_ws_gather_hd64",
             "attn_prefill_ws_gather_hd128",
         ],
+        "layer_chain_sm90" => vec!["layer_chain"],
         "gemv" => {
             let base = [
                 "gemv_bf16",
@@ -455,6 +461,9 @@ pub fn dynamic_smem(name: &str) -> Option<usize> {
         n if n.starts_with("attn_decode_mma") && n.ends_with("_hd128") => {
             Some(2 * 2 * 64 * (128 + 8) * 2)
         }
+        // layer_chain_sm90.cu sizes its ring from the model at launch; it may take
+        // all an SM offers (227 KB on Hopper).
+        "layer_chain" => Some(super::ops::LAYER_CHAIN_MAX_SMEM),
         _ => None,
     }
 }
@@ -487,6 +496,9 @@ pub struct Device {
     /// The ws kernel's work counter (one i32, zero between launches: the kernel
     /// resets it itself; launches on the one stream never overlap).
     pub prefill_work: CudaSlice<i32>,
+    /// `layer_chain`'s grid barrier: arrivals and generation (two u32, zero; the
+    /// arrivals return to zero at every barrier).
+    pub chain_bar: CudaSlice<u32>,
     /// Blocks of each gemv kernel that fit an SM (the driver's answer), which sizes
     /// its launches to one wave.
     pub gemv_blocks_per_sm: Vec<(String, usize)>,
@@ -595,6 +607,7 @@ impl Device {
             )));
         }
         let prefill_work = stream.alloc_zeros::<i32>(1)?;
+        let chain_bar = stream.alloc_zeros::<u32>(2)?;
         // The stream-K grid is one wave and the split grid is sized in waves: ask the
         // driver how many blocks of each fit an SM.
         let blocks_per_sm = |kernel: &str| {
@@ -662,6 +675,7 @@ impl Device {
             sk_blocks_per_sm,
             mma_blocks_per_sm,
             prefill_work,
+            chain_bar,
             gemv_blocks_per_sm,
             norm_blocks_per_sm,
             pdl: opts.pdl && cc.0 >= 9,

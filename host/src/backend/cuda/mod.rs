@@ -188,6 +188,9 @@ pub struct CudaBackend {
     /// Whether sampling splits each logits row over several blocks when a step has
     /// fewer rows than SMs ([`CudaOptions::sample_split`]; checks run both paths).
     pub(crate) sample_split: std::cell::Cell<bool>,
+    /// Whether a layer's products at one decode row run as one `layer_chain` launch
+    /// ([`CudaOptions::layer_chain`]; checks and benchmarks compare both).
+    pub(crate) layer_chain: std::cell::Cell<bool>,
     /// This device's rank when the model is split across GPUs
     /// ([`Backend::all_reduce`](super::Backend::all_reduce) goes through it).
     pub(crate) nccl: Option<nccl::NcclRank>,
@@ -213,6 +216,7 @@ impl CudaBackend {
             rope_heads: std::cell::Cell::new(opts.rope_heads),
             norm_threads: std::cell::Cell::new(opts.norm_threads),
             sample_split: std::cell::Cell::new(opts.sample_split),
+            layer_chain: std::cell::Cell::new(opts.layer_chain),
             nccl: None,
         })
     }
@@ -245,6 +249,17 @@ impl CudaBackend {
     /// Whether sampling splits logits rows at small batches now.
     pub fn sample_split(&self) -> bool {
         self.sample_split.get()
+    }
+
+    /// Let a layer's products at one decode row run as one launch (`layer_chain`)
+    /// where the shapes allow; checks and benchmarks compare both.
+    pub fn set_layer_chain(&self, on: bool) {
+        self.layer_chain.set(on);
+    }
+
+    /// Whether `layer_chain` is allowed now.
+    pub fn layer_chain_on(&self) -> bool {
+        self.layer_chain.get()
     }
 
     /// Split the split-grid decode kernels' work at least `min_splits` ways

@@ -62,6 +62,11 @@ pub const FAMILIES: &[(&str, &str)] = &[
         "attention_prefill_ws_sm90",
         include_str!("../../../../kernels/attention_prefill_ws_sm90.cu"),
     ),
+    // A decoder layer's products at one decode row in one launch (sm_90: bulk copies).
+    (
+        "layer_chain_sm90",
+        include_str!("../../../../kernels/layer_chain_sm90.cu"),
+    ),
 ];
 
 /// The architecture `family` is compiled for on a device of `device_arch`, or

@@ -111,7 +111,21 @@ impl Agreement {
     }
 }
 
+/// [`compare_prompts`] on three sequences (decode batches of 3) and on one (batch-1
+/// decode: the step that runs a layer's products as one `layer_chain` launch where the
+/// shapes allow).
 pub fn compare(path: &Path, random: bool, steps: usize, rep: &mut Report) -> Result<()> {
+    compare_prompts(path, random, steps, &[37, 11, 64], rep)?;
+    compare_prompts(path, random, steps, &[45], rep)
+}
+
+fn compare_prompts(
+    path: &Path,
+    random: bool,
+    steps: usize,
+    prompts: &[usize],
+    rep: &mut Report,
+) -> Result<()> {
     let lm = if random {
         load_random(path, 1)
     } else {
@@ -127,7 +141,6 @@ pub fn compare(path: &Path, random: bool, steps: usize, rep: &mut Report) -> Res
     );
     let vocab = lm.config.vocab_size() as u32;
     let ps = 16u32;
-    let prompts = [37usize, 11, 64];
     let per_seq = (prompts.iter().max().unwrap() + steps + 1).div_ceil(ps as usize) as u32;
     let pages = per_seq * prompts.len() as u32 + 1;
     // Reference: the CPU backend on the same bf16-rounded weights the GPU stores;
@@ -140,7 +153,7 @@ pub fn compare(path: &Path, random: bool, steps: usize, rep: &mut Report) -> Res
     };
     let mut gpu = build_runner(&lm, DeviceKind::Cuda, pages, ps)?;
     let mut min_cos32 = 1.0f64;
-    let mut seqs = random_seqs(&prompts, vocab, per_seq);
+    let mut seqs = random_seqs(prompts, vocab, per_seq);
     let mut agree = Agreement::default();
     let mut done = vec![0usize; seqs.len()]; // tokens already in the cache
     for step in 0..=steps {

@@ -7,6 +7,7 @@
 
 mod activation;
 mod attention;
+mod chain;
 mod collective;
 mod embedding;
 mod kv;
@@ -16,10 +17,13 @@ mod rope;
 mod tensor;
 
 pub use attention::AttnPath;
+pub use chain::LAYER_CHAIN_MAX_SMEM;
 pub use linear::GEMV_MAX_WEIGHT_BYTES;
 
 use super::{CudaBackend, CudaKv, CudaStep, CudaTensor};
-use crate::backend::{AttnParams, Backend, BackendError, HostData, KvLayout, Sampled, StepMeta};
+use crate::backend::{
+    AttnParams, Backend, BackendError, HostData, KvLayout, LayerChain, Sampled, StepMeta,
+};
 use crate::batch::SampleSpec;
 
 // The one definition, shared with the CPU backend; the op files import it
@@ -156,6 +160,18 @@ impl Backend for CudaBackend {
         residual: &mut CudaTensor,
     ) -> Result<(), BackendError> {
         self.linear_add_impl(x, w, bias, residual)
+    }
+
+    fn layer_chain_ok(&self, residual: &CudaTensor, chain: &LayerChain<'_, CudaTensor>) -> bool {
+        self.layer_chain_ok_impl(residual, chain)
+    }
+
+    fn layer_chain(
+        &self,
+        chain: &LayerChain<'_, CudaTensor>,
+        residual: &mut CudaTensor,
+    ) -> Result<Option<CudaTensor>, BackendError> {
+        self.layer_chain_impl(chain, residual)
     }
 
     fn rms_norm_linear(

@@ -1,0 +1,279 @@
+// The products of one decoder layer at one decode row, in one launch: the attention
+// output through o (added to the residual), the post-attention norm and gate_up with
+// SiLU, down (added to the residual), and the next layer's input norm and qkv.
+//
+// Why one launch: at one row each product is a 4-13 MB weight read that a lone gemv
+// kernel streams in 5-9 µs against 1-3 µs of bytes (Qwen3-0.6B, 2026-12-04): the launch,
+// the blocks' start-up, the first DRAM round trip and the tail are paid per product, and
+// nothing of the next product's weights moves meanwhile. The weights do not depend on
+// the activations, so here every block streams its share of all four matrices as one
+// sequence of bulk copies (cp.async.bulk into a ring of shared-memory stages) from the
+// moment it starts, and only the small dot products wait for the previous phase. The
+// phases meet at grid-wide barriers, during which the ring keeps filling.
+//
+// Layout and rounding follow the separate kernels (gemv.cu's epilogues, norm.cu's
+// RMSNorm): qkv and every product output is rounded to bf16 before its epilogue, the
+// residual adds are bf16(residual + bf16(product + bias)), act = bf16(silu(bf16(gate)) *
+// bf16(up)), the normed input bf16(x * inv * weight). Sums run in another order, so
+// results agree with the separate kernels to f32 rounding, not bit for bit.
+//
+// One block per SM (grid = SMs, all resident: the ring takes the shared memory, and the
+// host launches it only when nothing else runs on the stream), LC_THREADS threads. Block b
+// owns rows [b N / G, (b + 1) N / G) of each product (N its outputs, G the grid), and
+// for gate_up the gate and the up rows of the same outputs. Every k (the products'
+// input widths) is a multiple of 256, so a warp's 256-element piece of a chunk lies in
+// one weight row.
+//
+// Dynamic shared memory: `stages` stages of LC_CHUNK bytes, then x (max k bf16), then
+// the accumulators (acc_rows floats), then the stages' mbarriers.
+#include "common.cuh"
+#include "hopper.cuh"
+
+#define LC_THREADS 512
+#define LC_WARPS (LC_THREADS / 32)
+#define LC_CHUNK 16384
+#define LC_SEGS 5
+
+// One contiguous run of weight rows a block streams: `bytes` from `src`, rows of k
+// elements, whose dot products add into acc[acc0 + row].
+struct LcSeg {
+    const bf16_t* src;
+    u32 bytes;
+    int k;
+    int acc0;
+    int phase;
+};
+
+__device__ __forceinline__ float lc_dot8(const u32x4& w, const float (&x)[8]) {
+    return bf_lo(w.x) * x[0] + bf_hi(w.x) * x[1] + bf_lo(w.y) * x[2] + bf_hi(w.y) * x[3] +
+           bf_lo(w.z) * x[4] + bf_hi(w.z) * x[5] + bf_lo(w.w) * x[6] + bf_hi(w.w) * x[7];
+}
+
+__device__ __forceinline__ void bulk_copy(u32 dst, const void* src, u32 bytes, u32 bar) {
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+        "l"(src), "r"(bytes), "r"(bar)
+        : "memory");
+}
+
+// Grid-wide barrier over bar[0] (arrivals, back to 0 after every barrier) and bar[1]
+// (generation). Both start at 0 (the host zeroes them once). A block that waits past
+// ~2^24 polls (seconds) traps: a grid that is not all resident fails instead of hanging.
+__device__ __forceinline__ void lc_grid_sync(u32* bar) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        volatile u32* gen = bar + 1;
+        u32 g = *gen;
+        __threadfence();
+        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+            atomicExch(bar, 0u);
+            __threadfence();
+            atomicAdd(bar + 1, 1u);
+        } else {
+            u32 spins = 0;
+            while (*gen == g) {
+                if (++spins > (1u << 24)) __trap();
+            }
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+// The block's share [r0, r1) of n rows.
+__device__ __forceinline__ int lc_split(int n, int b) {
+    return (int)(((long long)n * b) / gridDim.x);
+}
+
+// Copies n bf16 of `src` (written by other blocks or kernels: read through L2) to x.
+__device__ __forceinline__ void lc_load_x(bf16_t* x, const bf16_t* src, int n) {
+    const u32x4* s4 = reinterpret_cast<const u32x4*>(src);
+    u32x4* x4 = reinterpret_cast<u32x4*>(x);
+    for (int i = threadIdx.x; i < n / 8; i += blockDim.x) x4[i] = ld_cg(s4 + i);
+}
+
+// x = bf16(r * rsqrt(mean(r^2) + eps) * w), r the residual ([n], read through L2).
+__device__ __forceinline__ void lc_norm_x(bf16_t* x, const bf16_t* residual,
+                                          const bf16_t* weight, int n, float eps,
+                                          float* scratch) {
+    lc_load_x(x, residual, n);
+    __syncthreads();
+    u32x4* x4 = reinterpret_cast<u32x4*>(x);
+    const u32x4* w4 = reinterpret_cast<const u32x4*>(weight);
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < n / 8; i += blockDim.x) {
+        u32x4 v = x4[i];
+        u32 w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            float a = bf_lo(w[j]), b = bf_hi(w[j]);
+            ss += a * a + b * b;
+        }
+    }
+    float inv = rsqrtf(block_sum(ss, scratch) / (float)n + eps);
+    for (int i = threadIdx.x; i < n / 8; i += blockDim.x) {
+        u32x4 v = x4[i], g = w4[i];
+        u32 w[4] = {v.x, v.y, v.z, v.w}, gw[4] = {g.x, g.y, g.z, g.w}, o[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            o[j] = pack_bf16x2(bf_lo(w[j]) * inv * bf_lo(gw[j]), bf_hi(w[j]) * inv * bf_hi(gw[j]));
+        x4[i] = u32x4{o[0], o[1], o[2], o[3]};
+    }
+}
+
+// The stream of one block: segments in order, cut into chunks of at most LC_CHUNK bytes
+// that do not cross segments. Every thread keeps the same cursor; thread 0 issues.
+struct LcStream {
+    LcSeg seg[LC_SEGS];
+    int nseg;
+    // Issue cursor (thread 0 only): segment and byte offset of the next chunk to issue.
+    int is, io;
+    u32 issued;
+};
+
+__device__ __forceinline__ void lc_issue_next(LcStream& st, u32 ring, u32 bars, int stages) {
+    while (st.is < st.nseg && (u32)st.io >= st.seg[st.is].bytes) {
+        st.is++;
+        st.io = 0;
+    }
+    if (st.is >= st.nseg) return;
+    const LcSeg& s = st.seg[st.is];
+    u32 n = min((u32)LC_CHUNK, s.bytes - (u32)st.io);
+    int stage = st.issued % stages;
+    u32 bar = bars + stage * 8;
+    mbar_arrive_expect_tx(bar, n);
+    bulk_copy(ring + stage * LC_CHUNK, reinterpret_cast<const unsigned char*>(s.src) + st.io, n,
+              bar);
+    st.io += n;
+    st.issued++;
+}
+
+// Consumes every chunk of phase `phase` (the next ones in the stream): acc[acc0 + row] +=
+// w_row · x. `used` counts the chunks consumed so far (the same on every thread).
+__device__ __forceinline__ void lc_consume(LcStream& st, int phase, int& cs, u32& used,
+                                           const bf16_t* x, float* acc, u32 ring, u32 bars,
+                                           int stages, const unsigned char* ring_ptr) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (; cs < st.nseg && st.seg[cs].phase == phase; cs++) {
+        const LcSeg& s = st.seg[cs];
+        const u32x4* x4 = reinterpret_cast<const u32x4*>(x);
+        for (u32 off = 0; off < s.bytes; off += LC_CHUNK) {
+            u32 n = min((u32)LC_CHUNK, s.bytes - off);
+            int stage = used % stages;
+            mbar_wait(bars + stage * 8, (used / stages) & 1);
+            const u32x4* w4 = reinterpret_cast<const u32x4*>(ring_ptr + (size_t)stage * LC_CHUNK);
+            u32 e0 = off / 2;
+            int pieces = n / 512;
+            for (int p = warp; p < pieces; p += LC_WARPS) {
+                u32 e = e0 + (u32)p * 256;
+                int row = e / s.k, col = e % s.k;
+                u32x4 wv = w4[p * 32 + lane];
+                u32x4 xv = x4[(col >> 3) + lane];
+                float xf[8] = {bf_lo(xv.x), bf_hi(xv.x), bf_lo(xv.y), bf_hi(xv.y),
+                               bf_lo(xv.z), bf_hi(xv.z), bf_lo(xv.w), bf_hi(xv.w)};
+                float d = warp_sum(lc_dot8(wv, xf));
+                if (lane == 0) atomicAdd(acc + s.acc0 + row, d);
+            }
+            used++;
+            // Every warp is done with this stage: it takes the next chunk in line.
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                lc_issue_next(st, ring, bars, stages);
+            }
+        }
+    }
+}
+
+__device__ __forceinline__ void lc_zero(float* acc, int n) {
+    for (int i = threadIdx.x; i < n; i += blockDim.x) acc[i] = 0.0f;
+    __syncthreads();
+}
+
+// attn: [qd] bf16, the layer's attention output. residual: [h] bf16, in place. act:
+// [inter] bf16 scratch. qkv_out: [nqkv] bf16, the next layer's qkv (in_norm null: no
+// qkv phase, the last layer). Biases may be null. bar: two u32, zero.
+extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
+    layer_chain(const bf16_t* attn, const bf16_t* w_o, const bf16_t* b_o, bf16_t* residual,
+                const bf16_t* post_norm, const bf16_t* w_gate_up, const bf16_t* w_down,
+                bf16_t* act, const bf16_t* in_norm, const bf16_t* w_qkv, const bf16_t* b_qkv,
+                bf16_t* qkv_out, u32* bar, int h, int qd, int inter, int nqkv, float eps,
+                int stages, int xmax, int acc_rows) {
+    extern __shared__ __align__(128) unsigned char lc_smem[];
+    __shared__ float scratch[32];
+    const int b = blockIdx.x;
+    bf16_t* x = reinterpret_cast<bf16_t*>(lc_smem + (size_t)stages * LC_CHUNK);
+    float* acc = reinterpret_cast<float*>(lc_smem + (size_t)stages * LC_CHUNK + (size_t)xmax * 2);
+    const u32 ring = smem_u32(lc_smem);
+    const u32 bars = smem_u32(acc + acc_rows);
+
+    // This block's rows of each product.
+    const int o0 = lc_split(h, b), o1 = lc_split(h, b + 1);
+    const int j0 = lc_split(inter, b), j1 = lc_split(inter, b + 1);
+    const int d0 = o0, d1 = o1;
+    const int q0 = lc_split(nqkv, b), q1 = lc_split(nqkv, b + 1);
+    const int nj = j1 - j0;
+    LcStream st;
+    st.nseg = 0;
+    auto add = [&](const bf16_t* w, int r0, int r1, int k, int acc0, int phase) {
+        if (r1 > r0) st.seg[st.nseg++] = LcSeg{w + (size_t)r0 * k, (u32)((r1 - r0) * k * 2), k, acc0, phase};
+    };
+    add(w_o, o0, o1, qd, 0, 0);
+    add(w_gate_up, j0, j1, h, 0, 1);
+    add(w_gate_up, inter + j0, inter + j1, h, nj, 1);
+    add(w_down, d0, d1, inter, 0, 2);
+    if (in_norm != nullptr) add(w_qkv, q0, q1, h, 0, 3);
+    st.is = 0;
+    st.io = 0;
+    st.issued = 0;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < stages; s++) mbar_init(bars + s * 8, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        for (int s = 0; s < stages; s++) lc_issue_next(st, ring, bars, stages);
+    }
+    const unsigned char* ring_ptr = lc_smem;
+    int cs = 0;
+    u32 used = 0;
+
+    // Phase 0: residual += bf16(attn · W_oᵀ + b_o) on this block's rows.
+    lc_load_x(x, attn, qd);
+    lc_zero(acc, acc_rows);
+    lc_consume(st, 0, cs, used, x, acc, ring, bars, stages, ring_ptr);
+    for (int r = o0 + threadIdx.x; r < o1; r += blockDim.x) {
+        float bo = b_o != nullptr ? bf2f(b_o[r]) : 0.0f;
+        float o = bf2f(f2bf(acc[r - o0] + bo));
+        residual[r] = f2bf(bf2f(ld_cg_bf16(residual + r)) + o);
+    }
+    lc_grid_sync(bar);
+
+    // Phase 1: act = silu(gate) * up of the post-attention-normed residual.
+    lc_norm_x(x, residual, post_norm, h, eps, scratch);
+    lc_zero(acc, acc_rows);
+    lc_consume(st, 1, cs, used, x, acc, ring, bars, stages, ring_ptr);
+    for (int j = threadIdx.x; j < nj; j += blockDim.x) {
+        float gt = bf2f(f2bf(acc[j])), up = bf2f(f2bf(acc[nj + j]));
+        act[j0 + j] = f2bf(silu(gt) * up);
+    }
+    lc_grid_sync(bar);
+
+    // Phase 2: residual += bf16(act · W_downᵀ).
+    lc_load_x(x, act, inter);
+    lc_zero(acc, acc_rows);
+    lc_consume(st, 2, cs, used, x, acc, ring, bars, stages, ring_ptr);
+    for (int r = d0 + threadIdx.x; r < d1; r += blockDim.x) {
+        float o = bf2f(f2bf(acc[r - d0]));
+        residual[r] = f2bf(bf2f(ld_cg_bf16(residual + r)) + o);
+    }
+    if (in_norm == nullptr) return;
+    lc_grid_sync(bar);
+
+    // Phase 3: the next layer's qkv of its input-normed residual.
+    lc_norm_x(x, residual, in_norm, h, eps, scratch);
+    lc_zero(acc, acc_rows);
+    lc_consume(st, 3, cs, used, x, acc, ring, bars, stages, ring_ptr);
+    for (int r = q0 + threadIdx.x; r < q1; r += blockDim.x) {
+        float bq = b_qkv != nullptr ? bf2f(b_qkv[r]) : 0.0f;
+        qkv_out[r] = f2bf(acc[r - q0] + bq);
+    }
+}
