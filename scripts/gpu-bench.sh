@@ -1072,6 +1072,21 @@ device)
         MINISGL_BENCH_BATCHES=1,8 MINISGL_BENCH_AB=MINISGL_LAYER_CHAIN=0 bench_step qwen3-0.6b -chain
         MINISGL_BENCH_BATCHES=${DMPT_BATCHES:-1,64,256} MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=DM_PT=0 bench_step qwen3-0.6b -dmpt
         ls -la "$out"
+    elif [ "$part" = 66 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # Where the chain's time goes: the batch-1 step kernel by kernel both ways, then
+        # Nsight Compute's full set and per-line stall samples of one warm launch.
+        ncu_steps qwen3-0.6b 1
+        MINISGL_LAYER_CHAIN=0 NCU_TAG=-sep ncu_steps qwen3-0.6b 1
+        timeout 200 ncu --set full --import-source no -k regex:layer_chain -s 28 -c 1 -f \
+            -o /tmp/prof-chain "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-0.6b \
+            --timeline-batches 1 --timeline-context 256 --timeline-out /tmp/tl.md \
+            --report /tmp/tl-report.md > /tmp/ncu-chain.log 2>&1
+        echo "ncu rc=$?"; tail -3 /tmp/ncu-chain.log
+        ncu -i /tmp/prof-chain.ncu-rep --page source --csv --print-source sass 2>&1 | gzip > "$out/ncu-src-chain.csv.gz"
+        ncu -i /tmp/prof-chain.ncu-rep --page details > "$out/ncu-details-chain.txt" 2>&1
+        grep -E "Duration|DRAM Throughput|Achieved Occupancy|Warp Cycles Per Issued|Eligible Warps|Stall" "$out/ncu-details-chain.txt" | head -20
+        ls -la "$out"
     elif [ "$part" = 65 ]; then
         rm "$out/env.log"  # already printed by the tee above
         export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1
