@@ -57,25 +57,41 @@ __device__ __forceinline__ void bulk_copy(u32 dst, const void* src, u32 bytes, u
 }
 
 // Grid-wide barrier over bar[0] (arrivals, back to 0 after every barrier) and bar[1]
-// (generation). Both start at 0 (the host zeroes them once). A block that waits past
-// ~2^24 polls (seconds) traps: a grid that is not all resident fails instead of hanging.
+// (generation). Both start at 0 (the host zeroes them once). Thread 0 of each block
+// arrives with release semantics at gpu scope (after the block barrier, so the block's
+// writes are ordered before it) and polls with acquire loads; __threadfence (fence.sc
+// plus an L1 invalidate) cost more in the first build. A block that waits past ~2^24
+// polls (seconds) traps: a grid that is not all resident fails instead of hanging.
+__device__ __forceinline__ u32 ld_acquire_gpu(const u32* p) {
+    u32 v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ u32 atom_add_acq_rel_gpu(u32* p, u32 v) {
+    u32 old;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;\n"
+                 : "=r"(old)
+                 : "l"(p), "r"(v)
+                 : "memory");
+    return old;
+}
+
 __device__ __forceinline__ void lc_grid_sync(u32* bar) {
     __syncthreads();
     if (threadIdx.x == 0) {
-        volatile u32* gen = bar + 1;
-        u32 g = *gen;
-        __threadfence();
-        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
-            atomicExch(bar, 0u);
-            __threadfence();
-            atomicAdd(bar + 1, 1u);
+        u32 g = ld_acquire_gpu(bar + 1);
+        if (atom_add_acq_rel_gpu(bar, 1u) == gridDim.x - 1) {
+            // Every block has arrived, so none reads the count until the generation moves.
+            asm volatile("st.relaxed.gpu.global.u32 [%0], %1;\n" ::"l"(bar), "r"(0u) : "memory");
+            asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(bar + 1), "r"(1u)
+                         : "memory");
         } else {
             u32 spins = 0;
-            while (*gen == g) {
+            while (ld_acquire_gpu(bar + 1) == g) {
                 if (++spins > (1u << 24)) __trap();
             }
         }
-        __threadfence();
     }
     __syncthreads();
 }
@@ -121,42 +137,45 @@ __device__ __forceinline__ void lc_norm_x(bf16_t* x, const bf16_t* residual,
     }
 }
 
-// The stream of one block: segments in order, cut into chunks of at most LC_CHUNK bytes
-// that do not cross segments. Every thread keeps the same cursor; thread 0 issues.
-struct LcStream {
-    LcSeg seg[LC_SEGS];
-    int nseg;
-    // Issue cursor (thread 0 only): segment and byte offset of the next chunk to issue.
-    int is, io;
+// The stream of one block: segments in order (in shared memory: an array indexed at run
+// time in registers went to local memory, and the first build spent ~6 µs of a 43 µs
+// launch issuing its first chunks through L2 round trips for the segment fields,
+// Nsight Compute 2026-12-04), cut into chunks of at most LC_CHUNK bytes that do not
+// cross segments. Thread 0 issues; its cursor is three registers.
+struct LcCursor {
+    int seg, off;
     u32 issued;
 };
 
-__device__ __forceinline__ void lc_issue_next(LcStream& st, u32 ring, u32 bars, int stages) {
-    while (st.is < st.nseg && (u32)st.io >= st.seg[st.is].bytes) {
-        st.is++;
-        st.io = 0;
+__device__ __forceinline__ void lc_issue_next(const LcSeg* segs, int nseg, LcCursor& c, u32 ring,
+                                              u32 bars, int stages) {
+    while (c.seg < nseg && (u32)c.off >= segs[c.seg].bytes) {
+        c.seg++;
+        c.off = 0;
     }
-    if (st.is >= st.nseg) return;
-    const LcSeg& s = st.seg[st.is];
-    u32 n = min((u32)LC_CHUNK, s.bytes - (u32)st.io);
-    int stage = st.issued % stages;
+    if (c.seg >= nseg) return;
+    const LcSeg s = segs[c.seg];
+    u32 n = min((u32)LC_CHUNK, s.bytes - (u32)c.off);
+    int stage = c.issued % stages;
     u32 bar = bars + stage * 8;
     mbar_arrive_expect_tx(bar, n);
-    bulk_copy(ring + stage * LC_CHUNK, reinterpret_cast<const unsigned char*>(s.src) + st.io, n,
+    bulk_copy(ring + stage * LC_CHUNK, reinterpret_cast<const unsigned char*>(s.src) + c.off, n,
               bar);
-    st.io += n;
-    st.issued++;
+    c.off += n;
+    c.issued++;
 }
 
 // Consumes every chunk of phase `phase` (the next ones in the stream): acc[acc0 + row] +=
-// w_row · x. `used` counts the chunks consumed so far (the same on every thread).
-__device__ __forceinline__ void lc_consume(LcStream& st, int phase, int& cs, u32& used,
-                                           const bf16_t* x, float* acc, u32 ring, u32 bars,
-                                           int stages, const unsigned char* ring_ptr) {
+// w_row · x. `cs` is the next segment to consume and `used` the chunks consumed so far
+// (the same on every thread).
+__device__ __forceinline__ void lc_consume(const LcSeg* segs, int nseg, LcCursor& cur, int phase,
+                                           int& cs, u32& used, const bf16_t* x, float* acc,
+                                           u32 ring, u32 bars, int stages,
+                                           const unsigned char* ring_ptr) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    for (; cs < st.nseg && st.seg[cs].phase == phase; cs++) {
-        const LcSeg& s = st.seg[cs];
-        const u32x4* x4 = reinterpret_cast<const u32x4*>(x);
+    const u32x4* x4 = reinterpret_cast<const u32x4*>(x);
+    for (; cs < nseg && segs[cs].phase == phase; cs++) {
+        const LcSeg s = segs[cs];
         for (u32 off = 0; off < s.bytes; off += LC_CHUNK) {
             u32 n = min((u32)LC_CHUNK, s.bytes - off);
             int stage = used % stages;
@@ -179,7 +198,7 @@ __device__ __forceinline__ void lc_consume(LcStream& st, int phase, int& cs, u32
             __syncthreads();
             if (threadIdx.x == 0) {
                 asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-                lc_issue_next(st, ring, bars, stages);
+                lc_issue_next(segs, nseg, cur, ring, bars, stages);
             }
         }
     }
@@ -213,24 +232,26 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
     const int d0 = o0, d1 = o1;
     const int q0 = lc_split(nqkv, b), q1 = lc_split(nqkv, b + 1);
     const int nj = j1 - j0;
-    LcStream st;
-    st.nseg = 0;
-    auto add = [&](const bf16_t* w, int r0, int r1, int k, int acc0, int phase) {
-        if (r1 > r0) st.seg[st.nseg++] = LcSeg{w + (size_t)r0 * k, (u32)((r1 - r0) * k * 2), k, acc0, phase};
-    };
-    add(w_o, o0, o1, qd, 0, 0);
-    add(w_gate_up, j0, j1, h, 0, 1);
-    add(w_gate_up, inter + j0, inter + j1, h, nj, 1);
-    add(w_down, d0, d1, inter, 0, 2);
-    if (in_norm != nullptr) add(w_qkv, q0, q1, h, 0, 3);
-    st.is = 0;
-    st.io = 0;
-    st.issued = 0;
-
+    __shared__ LcSeg segs[LC_SEGS];
+    __shared__ int nseg_s;
     if (threadIdx.x == 0) {
+        int n = 0;
+        auto add = [&](const bf16_t* w, int r0, int r1, int k, int acc0, int phase) {
+            if (r1 > r0)
+                segs[n++] = LcSeg{w + (size_t)r0 * k, (u32)((r1 - r0) * k * 2), k, acc0, phase};
+        };
+        add(w_o, o0, o1, qd, 0, 0);
+        add(w_gate_up, j0, j1, h, 0, 1);
+        add(w_gate_up, inter + j0, inter + j1, h, nj, 1);
+        add(w_down, d0, d1, inter, 0, 2);
+        if (in_norm != nullptr) add(w_qkv, q0, q1, h, 0, 3);
+        nseg_s = n;
         for (int s = 0; s < stages; s++) mbar_init(bars + s * 8, 1);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-        for (int s = 0; s < stages; s++) lc_issue_next(st, ring, bars, stages);
+    }
+    LcCursor cur{0, 0, 0};
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < stages; s++) lc_issue_next(segs, nseg_s, cur, ring, bars, stages);
     }
     const unsigned char* ring_ptr = lc_smem;
     int cs = 0;
@@ -239,7 +260,7 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
     // Phase 0: residual += bf16(attn · W_oᵀ + b_o) on this block's rows.
     lc_load_x(x, attn, qd);
     lc_zero(acc, acc_rows);
-    lc_consume(st, 0, cs, used, x, acc, ring, bars, stages, ring_ptr);
+    lc_consume(segs, nseg_s, cur, 0, cs, used, x, acc, ring, bars, stages, ring_ptr);
     for (int r = o0 + threadIdx.x; r < o1; r += blockDim.x) {
         float bo = b_o != nullptr ? bf2f(b_o[r]) : 0.0f;
         float o = bf2f(f2bf(acc[r - o0] + bo));
@@ -250,7 +271,7 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
     // Phase 1: act = silu(gate) * up of the post-attention-normed residual.
     lc_norm_x(x, residual, post_norm, h, eps, scratch);
     lc_zero(acc, acc_rows);
-    lc_consume(st, 1, cs, used, x, acc, ring, bars, stages, ring_ptr);
+    lc_consume(segs, nseg_s, cur, 1, cs, used, x, acc, ring, bars, stages, ring_ptr);
     for (int j = threadIdx.x; j < nj; j += blockDim.x) {
         float gt = bf2f(f2bf(acc[j])), up = bf2f(f2bf(acc[nj + j]));
         act[j0 + j] = f2bf(silu(gt) * up);
@@ -260,7 +281,7 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
     // Phase 2: residual += bf16(act · W_downᵀ).
     lc_load_x(x, act, inter);
     lc_zero(acc, acc_rows);
-    lc_consume(st, 2, cs, used, x, acc, ring, bars, stages, ring_ptr);
+    lc_consume(segs, nseg_s, cur, 2, cs, used, x, acc, ring, bars, stages, ring_ptr);
     for (int r = d0 + threadIdx.x; r < d1; r += blockDim.x) {
         float o = bf2f(f2bf(acc[r - d0]));
         residual[r] = f2bf(bf2f(ld_cg_bf16(residual + r)) + o);
@@ -271,7 +292,7 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
     // Phase 3: the next layer's qkv of its input-normed residual.
     lc_norm_x(x, residual, in_norm, h, eps, scratch);
     lc_zero(acc, acc_rows);
-    lc_consume(st, 3, cs, used, x, acc, ring, bars, stages, ring_ptr);
+    lc_consume(segs, nseg_s, cur, 3, cs, used, x, acc, ring, bars, stages, ring_ptr);
     for (int r = q0 + threadIdx.x; r < q1; r += blockDim.x) {
         float bq = b_qkv != nullptr ? bf2f(b_qkv[r]) : 0.0f;
         qkv_out[r] = f2bf(acc[r - q0] + bq);
