@@ -243,15 +243,6 @@ DECODE(128, 8)
 // stages (two blocks per SM) were measured too and gave nothing / lost 20%.
 #define DM_BK 64
 #define DM_PAD 8
-// Page ids a block keeps in shared memory, read once for up to DM_PT pages of its
-// segment (at least one tile's worth at page size 1). 0 reads each tile's page ids from
-// global memory right before its copies, as before 2026-12-04: Nsight Compute put the
-// largest stall of the short-context decode (long scoreboard, 23.5% of samples at 256 x
-// 256) on the address arithmetic waiting for those loads, one dependent L2 round trip
-// ahead of every tile's copies.
-#ifndef DM_PT
-#define DM_PT 128
-#endif
 
 struct __align__(8) f32x2 { float x, y; };
 
@@ -327,38 +318,6 @@ __device__ __forceinline__ void decode_mma_pages(int (&pg)[DmTile<HD>::PIECES], 
         pg[i] = p < c1 ? __ldg(pages + (p >> shift)) : 0;
     }
 }
-
-#if DM_PT > 0
-// The shared page table: page ids of the segment's pages [base, base + DM_PT).
-struct DmPages {
-    int base;
-};
-
-// Refills `pt` so that it starts at the page of row kb, if the tile at kb reaches past
-// it (the first call: base = -DM_PT). Block-uniform; every thread of the block calls it
-// where no thread still reads the table, and it ends with a barrier when it refills.
-__device__ __forceinline__ void decode_mma_table(int* pt, DmPages& t, const int* pages, int kb,
-                                                 int c1, int shift) {
-    int last = (min(kb + DM_BK, c1) - 1) >> shift;
-    if (last < t.base + DM_PT) return;
-    t.base = kb >> shift;
-    int end = min(t.base + DM_PT, ((c1 - 1) >> shift) + 1);
-    for (int i = threadIdx.x; i < end - t.base; i += blockDim.x) pt[i] = __ldg(pages + t.base + i);
-    __syncthreads();
-}
-
-// decode_mma_pages from the shared table (the tile at kb lies inside it).
-template <int HD>
-__device__ __forceinline__ void decode_mma_pages_smem(int (&pg)[DmTile<HD>::PIECES],
-                                                      const int* pt, const DmPages& t, int kb,
-                                                      int r0, int c1, int shift) {
-#pragma unroll
-    for (int i = 0; i < DmTile<HD>::PIECES; i++) {
-        int p = kb + r0 + i * DmTile<HD>::RPP;
-        pg[i] = p < c1 ? pt[(p >> shift) - t.base] : 0;
-    }
-}
-#endif
 
 // Issues the copies of the tile at kb into the stage at shared address `dst`
 // (K, then V TILE elements later). kp / vp: this thread's column of kv head kvh
@@ -499,14 +458,7 @@ __device__ __forceinline__ void decode_mma_segment(
     const u32 my_dst = smem0 + (u32)((r0 * LD + cc * 8) * 2);
 
     int pg[C::PIECES];
-#if DM_PT > 0
-    __shared__ int sm_pt[DM_PT];
-    DmPages pt{-DM_PT};
-    decode_mma_table(sm_pt, pt, pages, c0, c1, shift);
-    decode_mma_pages_smem<HD>(pg, sm_pt, pt, c0, r0, c1, shift);
-#else
     decode_mma_pages<HD>(pg, pages, c0, r0, c1, shift);
-#endif
     decode_mma_copy<HD>(my_dst, kp, vp, pg, c0, r0, c1, shift, stride);
     cp_async_commit();
 
@@ -533,13 +485,7 @@ __device__ __forceinline__ void decode_mma_segment(
         // committed even when empty so that wait<1> means "the current tile landed".
         int kn = kb + DM_BK;
         if (kn < c1) {
-#if DM_PT > 0
-            // No thread reads the table past the previous iteration's last barrier.
-            decode_mma_table(sm_pt, pt, pages, kn, c1, shift);
-            decode_mma_pages_smem<HD>(pg, sm_pt, pt, kn, r0, c1, shift);
-#else
             decode_mma_pages<HD>(pg, pages, kn, r0, c1, shift);
-#endif
             decode_mma_copy<HD>(my_dst + (u32)((((it + 1) & 1) * 2 * TILE) * 2), kp, vp, pg, kn,
                                 r0, c1, shift, stride);
         }

@@ -18,19 +18,22 @@
 // results agree with the separate kernels to f32 rounding, not bit for bit.
 //
 // One block per SM (grid = SMs, all resident: the ring takes the shared memory, and the
-// host launches it only when nothing else runs on the stream), LC_THREADS threads. Block b
+// host launches it only when nothing else runs on the stream), LC_THREADS threads (see lc_produce). Block b
 // owns rows [b N / G, (b + 1) N / G) of each product (N its outputs, G the grid), and
 // for gate_up the gate and the up rows of the same outputs. Every k (the products'
 // input widths) is a multiple of 256, so a warp's 256-element piece of a chunk lies in
 // one weight row.
 //
 // Dynamic shared memory: `stages` stages of LC_CHUNK bytes, then x (max k bf16), then
-// the accumulators (acc_rows floats), then the stages' mbarriers.
+// the accumulators (acc_rows floats), then the stages' full and empty mbarriers.
 #include "common.cuh"
 #include "hopper.cuh"
 
-#define LC_THREADS 512
-#define LC_WARPS (LC_THREADS / 32)
+// 16 consumer warps (the dot products and everything else) and one producer warp that
+// only issues the weight stream.
+#define LC_CONSUMERS 512
+#define LC_WARPS (LC_CONSUMERS / 32)
+#define LC_THREADS (LC_CONSUMERS + 32)
 #define LC_CHUNK 16384
 #define LC_SEGS 5
 
@@ -56,6 +59,19 @@ __device__ __forceinline__ void bulk_copy(u32 dst, const void* src, u32 bytes, u
         : "memory");
 }
 
+// A barrier of the consumer warps only (the producer never joins one).
+__device__ __forceinline__ void lc_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(LC_CONSUMERS) : "memory"); }
+
+__device__ __forceinline__ float lc_block_sum(float v, float* scratch) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = warp_sum(v);
+    lc_sync();
+    if (lane == 0) scratch[warp] = v;
+    lc_sync();
+    float r = lane < LC_WARPS ? scratch[lane] : 0.0f;
+    return warp_sum(r);
+}
+
 // Grid-wide barrier over bar[0] (arrivals, back to 0 after every barrier) and bar[1]
 // (generation). Both start at 0 (the host zeroes them once). Thread 0 of each block
 // arrives with release semantics at gpu scope (after the block barrier, so the block's
@@ -78,7 +94,7 @@ __device__ __forceinline__ u32 atom_add_acq_rel_gpu(u32* p, u32 v) {
 }
 
 __device__ __forceinline__ void lc_grid_sync(u32* bar) {
-    __syncthreads();
+    lc_sync();
     if (threadIdx.x == 0) {
         u32 g = ld_acquire_gpu(bar + 1);
         if (atom_add_acq_rel_gpu(bar, 1u) == gridDim.x - 1) {
@@ -93,7 +109,7 @@ __device__ __forceinline__ void lc_grid_sync(u32* bar) {
             }
         }
     }
-    __syncthreads();
+    lc_sync();
 }
 
 // The block's share [r0, r1) of n rows.
@@ -105,7 +121,7 @@ __device__ __forceinline__ int lc_split(int n, int b) {
 __device__ __forceinline__ void lc_load_x(bf16_t* x, const bf16_t* src, int n) {
     const u32x4* s4 = reinterpret_cast<const u32x4*>(src);
     u32x4* x4 = reinterpret_cast<u32x4*>(x);
-    for (int i = threadIdx.x; i < n / 8; i += blockDim.x) x4[i] = ld_cg(s4 + i);
+    for (int i = threadIdx.x; i < n / 8; i += LC_CONSUMERS) x4[i] = ld_cg(s4 + i);
 }
 
 // x = bf16(r * rsqrt(mean(r^2) + eps) * w), r the residual ([n], read through L2).
@@ -113,11 +129,11 @@ __device__ __forceinline__ void lc_norm_x(bf16_t* x, const bf16_t* residual,
                                           const bf16_t* weight, int n, float eps,
                                           float* scratch) {
     lc_load_x(x, residual, n);
-    __syncthreads();
+    lc_sync();
     u32x4* x4 = reinterpret_cast<u32x4*>(x);
     const u32x4* w4 = reinterpret_cast<const u32x4*>(weight);
     float ss = 0.0f;
-    for (int i = threadIdx.x; i < n / 8; i += blockDim.x) {
+    for (int i = threadIdx.x; i < n / 8; i += LC_CONSUMERS) {
         u32x4 v = x4[i];
         u32 w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
@@ -126,8 +142,8 @@ __device__ __forceinline__ void lc_norm_x(bf16_t* x, const bf16_t* residual,
             ss += a * a + b * b;
         }
     }
-    float inv = rsqrtf(block_sum(ss, scratch) / (float)n + eps);
-    for (int i = threadIdx.x; i < n / 8; i += blockDim.x) {
+    float inv = rsqrtf(lc_block_sum(ss, scratch) / (float)n + eps);
+    for (int i = threadIdx.x; i < n / 8; i += LC_CONSUMERS) {
         u32x4 v = x4[i], g = w4[i];
         u32 w[4] = {v.x, v.y, v.z, v.w}, gw[4] = {g.x, g.y, g.z, g.w}, o[4];
 #pragma unroll
@@ -137,49 +153,47 @@ __device__ __forceinline__ void lc_norm_x(bf16_t* x, const bf16_t* residual,
     }
 }
 
-// The stream of one block: segments in order (in shared memory: an array indexed at run
-// time in registers went to local memory, and the first build spent ~6 µs of a 43 µs
-// launch issuing its first chunks through L2 round trips for the segment fields,
-// Nsight Compute 2026-12-04), cut into chunks of at most LC_CHUNK bytes that do not
-// cross segments. Thread 0 issues; its cursor is three registers.
-struct LcCursor {
-    int seg, off;
-    u32 issued;
-};
-
-__device__ __forceinline__ void lc_issue_next(const LcSeg* segs, int nseg, LcCursor& c, u32 ring,
-                                              u32 bars, int stages) {
-    while (c.seg < nseg && (u32)c.off >= segs[c.seg].bytes) {
-        c.seg++;
-        c.off = 0;
+// The stream of one block: segments in order, in shared memory, cut into chunks of at
+// most LC_CHUNK bytes that do not cross segments. Stage i of the ring has a `full`
+// mbarrier (the chunk's bytes landed) and an `empty` one (all 16 consumer warps are done
+// with it). The first build issued from consumer thread 0 between chunks: a bulk copy
+// instruction stalls its thread for about the time its bytes take, so the whole block
+// waited ~4.4 µs at the start of each launch while thread 0 issued the ring, and every
+// chunk cost a block barrier (Nsight Compute, 2026-12-04). Here one lane of a warp of
+// its own issues, and the consumers never wait for it except on data.
+__device__ __forceinline__ void lc_produce(const LcSeg* segs, int nseg, u32 ring, u32 full,
+                                           u32 empty, int stages) {
+    u32 c = 0;
+    for (int si = 0; si < nseg; si++) {
+        const LcSeg s = segs[si];
+        for (u32 off = 0; off < s.bytes; off += LC_CHUNK, c++) {
+            u32 n = min((u32)LC_CHUNK, s.bytes - off);
+            u32 stage = c % stages;
+            if (c >= (u32)stages) mbar_wait(empty + stage * 8, (c / stages - 1) & 1);
+            // The consumers read this stage through the generic proxy; the copy writes it
+            // through the async one.
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            mbar_arrive_expect_tx(full + stage * 8, n);
+            bulk_copy(ring + stage * LC_CHUNK, reinterpret_cast<const unsigned char*>(s.src) + off,
+                      n, full + stage * 8);
+        }
     }
-    if (c.seg >= nseg) return;
-    const LcSeg s = segs[c.seg];
-    u32 n = min((u32)LC_CHUNK, s.bytes - (u32)c.off);
-    int stage = c.issued % stages;
-    u32 bar = bars + stage * 8;
-    mbar_arrive_expect_tx(bar, n);
-    bulk_copy(ring + stage * LC_CHUNK, reinterpret_cast<const unsigned char*>(s.src) + c.off, n,
-              bar);
-    c.off += n;
-    c.issued++;
 }
 
 // Consumes every chunk of phase `phase` (the next ones in the stream): acc[acc0 + row] +=
 // w_row · x. `cs` is the next segment to consume and `used` the chunks consumed so far
-// (the same on every thread).
-__device__ __forceinline__ void lc_consume(const LcSeg* segs, int nseg, LcCursor& cur, int phase,
-                                           int& cs, u32& used, const bf16_t* x, float* acc,
-                                           u32 ring, u32 bars, int stages,
-                                           const unsigned char* ring_ptr) {
+// (the same on every consumer thread). Ends with a consumer barrier, so acc is complete.
+__device__ __forceinline__ void lc_consume(const LcSeg* segs, int nseg, int phase, int& cs,
+                                           u32& used, const bf16_t* x, float* acc, u32 full,
+                                           u32 empty, int stages, const unsigned char* ring_ptr) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const u32x4* x4 = reinterpret_cast<const u32x4*>(x);
     for (; cs < nseg && segs[cs].phase == phase; cs++) {
         const LcSeg s = segs[cs];
         for (u32 off = 0; off < s.bytes; off += LC_CHUNK) {
             u32 n = min((u32)LC_CHUNK, s.bytes - off);
-            int stage = used % stages;
-            mbar_wait(bars + stage * 8, (used / stages) & 1);
+            u32 stage = used % stages;
+            mbar_wait(full + stage * 8, (used / stages) & 1);
             const u32x4* w4 = reinterpret_cast<const u32x4*>(ring_ptr + (size_t)stage * LC_CHUNK);
             u32 e0 = off / 2;
             int pieces = n / 512;
@@ -194,19 +208,17 @@ __device__ __forceinline__ void lc_consume(const LcSeg* segs, int nseg, LcCursor
                 if (lane == 0) atomicAdd(acc + s.acc0 + row, d);
             }
             used++;
-            // Every warp is done with this stage: it takes the next chunk in line.
-            __syncthreads();
-            if (threadIdx.x == 0) {
-                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-                lc_issue_next(segs, nseg, cur, ring, bars, stages);
-            }
+            // This warp's reads of the stage are done (the shuffles used them).
+            __syncwarp();
+            if (lane == 0) mbar_arrive_if(empty + stage * 8, true);
         }
     }
+    lc_sync();
 }
 
 __device__ __forceinline__ void lc_zero(float* acc, int n) {
-    for (int i = threadIdx.x; i < n; i += blockDim.x) acc[i] = 0.0f;
-    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += LC_CONSUMERS) acc[i] = 0.0f;
+    lc_sync();
 }
 
 // attn: [qd] bf16, the layer's attention output. residual: [h] bf16, in place. act:
@@ -224,7 +236,7 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
     bf16_t* x = reinterpret_cast<bf16_t*>(lc_smem + (size_t)stages * LC_CHUNK);
     float* acc = reinterpret_cast<float*>(lc_smem + (size_t)stages * LC_CHUNK + (size_t)xmax * 2);
     const u32 ring = smem_u32(lc_smem);
-    const u32 bars = smem_u32(acc + acc_rows);
+    const u32 full = smem_u32(acc + acc_rows), empty = full + stages * 8;
 
     // This block's rows of each product.
     const int o0 = lc_split(h, b), o1 = lc_split(h, b + 1);
@@ -246,12 +258,16 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
         add(w_down, d0, d1, inter, 0, 2);
         if (in_norm != nullptr) add(w_qkv, q0, q1, h, 0, 3);
         nseg_s = n;
-        for (int s = 0; s < stages; s++) mbar_init(bars + s * 8, 1);
+        for (int s = 0; s < stages; s++) {
+            mbar_init(full + s * 8, 1);
+            mbar_init(empty + s * 8, LC_WARPS);
+        }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    LcCursor cur{0, 0, 0};
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < stages; s++) lc_issue_next(segs, nseg_s, cur, ring, bars, stages);
+    __syncthreads();  // the last barrier of the whole block: then the roles split
+    if (threadIdx.x >= LC_CONSUMERS) {
+        if (threadIdx.x == LC_CONSUMERS) lc_produce(segs, nseg_s, ring, full, empty, stages);
+        return;
     }
     const unsigned char* ring_ptr = lc_smem;
     int cs = 0;
@@ -260,8 +276,8 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
     // Phase 0: residual += bf16(attn · W_oᵀ + b_o) on this block's rows.
     lc_load_x(x, attn, qd);
     lc_zero(acc, acc_rows);
-    lc_consume(segs, nseg_s, cur, 0, cs, used, x, acc, ring, bars, stages, ring_ptr);
-    for (int r = o0 + threadIdx.x; r < o1; r += blockDim.x) {
+    lc_consume(segs, nseg_s, 0, cs, used, x, acc, full, empty, stages, ring_ptr);
+    for (int r = o0 + threadIdx.x; r < o1; r += LC_CONSUMERS) {
         float bo = b_o != nullptr ? bf2f(b_o[r]) : 0.0f;
         float o = bf2f(f2bf(acc[r - o0] + bo));
         residual[r] = f2bf(bf2f(ld_cg_bf16(residual + r)) + o);
@@ -271,8 +287,8 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
     // Phase 1: act = silu(gate) * up of the post-attention-normed residual.
     lc_norm_x(x, residual, post_norm, h, eps, scratch);
     lc_zero(acc, acc_rows);
-    lc_consume(segs, nseg_s, cur, 1, cs, used, x, acc, ring, bars, stages, ring_ptr);
-    for (int j = threadIdx.x; j < nj; j += blockDim.x) {
+    lc_consume(segs, nseg_s, 1, cs, used, x, acc, full, empty, stages, ring_ptr);
+    for (int j = threadIdx.x; j < nj; j += LC_CONSUMERS) {
         float gt = bf2f(f2bf(acc[j])), up = bf2f(f2bf(acc[nj + j]));
         act[j0 + j] = f2bf(silu(gt) * up);
     }
@@ -281,8 +297,8 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
     // Phase 2: residual += bf16(act · W_downᵀ).
     lc_load_x(x, act, inter);
     lc_zero(acc, acc_rows);
-    lc_consume(segs, nseg_s, cur, 2, cs, used, x, acc, ring, bars, stages, ring_ptr);
-    for (int r = d0 + threadIdx.x; r < d1; r += blockDim.x) {
+    lc_consume(segs, nseg_s, 2, cs, used, x, acc, full, empty, stages, ring_ptr);
+    for (int r = d0 + threadIdx.x; r < d1; r += LC_CONSUMERS) {
         float o = bf2f(f2bf(acc[r - d0]));
         residual[r] = f2bf(bf2f(ld_cg_bf16(residual + r)) + o);
     }
@@ -292,8 +308,8 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
     // Phase 3: the next layer's qkv of its input-normed residual.
     lc_norm_x(x, residual, in_norm, h, eps, scratch);
     lc_zero(acc, acc_rows);
-    lc_consume(segs, nseg_s, cur, 3, cs, used, x, acc, ring, bars, stages, ring_ptr);
-    for (int r = q0 + threadIdx.x; r < q1; r += blockDim.x) {
+    lc_consume(segs, nseg_s, 3, cs, used, x, acc, full, empty, stages, ring_ptr);
+    for (int r = q0 + threadIdx.x; r < q1; r += LC_CONSUMERS) {
         float bq = b_qkv != nullptr ? bf2f(b_qkv[r]) : 0.0f;
         qkv_out[r] = f2bf(acc[r - q0] + bq);
     }

@@ -179,12 +179,11 @@
 #     part 64: a layer's products at one decode row in one launch (layer_chain, each
 #             block streaming its share of o, gate_up, down and the next qkv through a
 #             ring of bulk copies, grid barriers between them; MINISGL_LAYER_CHAIN=0
-#             runs the separate products) and the decode attention's page table in
-#             shared memory (DM_PT; DM_PT=0 reads each tile's page ids from global):
-#             kernel and model checks (the chain against the CPU's separate ops, and a
-#             one-sequence model run against the CPU), the decode kernel benches both
-#             ways, the runner A/Bs at 0.6B (chain at batch 1 with batch 8 as a control,
-#             DM_PT at batch 1 / 64 / 256).
+#             runs the separate products): kernel and model checks (the chain against
+#             the CPU's separate ops, and a one-sequence model run against the CPU), the
+#             runner A/B at 0.6B (batch 1, and batch 8 as a control). Its first call also
+#             timed the decode attention's page table in shared memory (DM_PT, 20774a5,
+#             reverted after): no change in any kernel bench or runner step.
 #     part 65: the chain A/B at Llama-3.1-8B and Qwen3-14B batch 1-2, both default
 #             workloads.
 #     (part 59, part 60 with 256-thread row_partials blocks and a null A/B, ran at
@@ -1059,18 +1058,10 @@ device)
         grep -E "layer_chain" "$out/gpu-check-ops.log" | head -20
         grep -E "decode kernels, batch" "$out/gpu-check-ops.log" | head -12
         check_models
-        # The page table in shared memory against each tile's page ids from global
-        # memory (DM_PT=0), kernel benches alone (DMPT0_BENCH=1; the first call ran it).
-        if [ "${DMPT0_BENCH:-0}" = 1 ]; then
-            MINISGL_KERNEL_DEFINES=DM_PT=0 timeout 120 "$bin" gpu-check --skip-ops --skip-models --skip-engine \
-                --report /tmp/gpu-check-dmpt0.md > "$out/gpu-check-bench-dmpt0.log" 2>&1
-            echo "dm_pt=0 bench rc=$?"; grep -E "decode kernels, batch" "$out/gpu-check-bench-dmpt0.log" | head -12
-        fi
         export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1
         # One launch a layer at one row against the separate products; batch 8 never
         # chains (a control).
         MINISGL_BENCH_BATCHES=1,8 MINISGL_BENCH_AB=MINISGL_LAYER_CHAIN=0 bench_step qwen3-0.6b -chain
-        MINISGL_BENCH_BATCHES=${DMPT_BATCHES:-1,64,256} MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=DM_PT=0 bench_step qwen3-0.6b -dmpt
         ls -la "$out"
     elif [ "$part" = 66 ]; then
         rm "$out/env.log"  # already printed by the tee above

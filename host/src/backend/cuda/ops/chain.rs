@@ -12,8 +12,8 @@ use crate::backend::{BackendError, LayerChain};
 pub const LAYER_CHAIN_MAX_SMEM: usize = 226 * 1024;
 /// Bytes of one stage of the weight ring (`LC_CHUNK`).
 const CHUNK: usize = 16384;
-/// Threads a block (`LC_THREADS`).
-const THREADS: u32 = 512;
+/// Threads a block (`LC_THREADS`: 16 consumer warps and a producer warp).
+const THREADS: u32 = 544;
 /// Fewest ring stages worth launching with: fewer would leave too little in flight.
 const MIN_STAGES: usize = 4;
 /// Most stages: 13 x 16 KB keeps ~27 MB in flight over 132 SMs, past the copy rate's
@@ -38,8 +38,9 @@ fn plan(d: &Dims, sms: usize) -> Option<(usize, usize, usize, usize)> {
         .next_multiple_of(4);
     let xmax = d.h.max(d.qd).max(d.inter).next_multiple_of(8);
     let fixed = xmax * 2 + acc * 4;
-    let stages = (LAYER_CHAIN_MAX_SMEM.checked_sub(fixed)? / (CHUNK + 8)).min(MAX_STAGES);
-    (stages >= MIN_STAGES).then_some((stages, xmax, acc, stages * CHUNK + fixed + stages * 8))
+    // Each stage: its bytes and two mbarriers (full, empty).
+    let stages = (LAYER_CHAIN_MAX_SMEM.checked_sub(fixed)? / (CHUNK + 16)).min(MAX_STAGES);
+    (stages >= MIN_STAGES).then_some((stages, xmax, acc, stages * CHUNK + fixed + stages * 16))
 }
 
 fn bf16_2d(t: &CudaTensor) -> Option<(usize, usize)> {
