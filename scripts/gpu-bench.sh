@@ -184,8 +184,8 @@
 #             runner A/B at 0.6B (batch 1, and batch 8 as a control). Its first call also
 #             timed the decode attention's page table in shared memory (DM_PT, 20774a5,
 #             reverted after): no change in any kernel bench or runner step.
-#     part 65: the chain A/B at Llama-3.1-8B and Qwen3-14B batch 1-2, both default
-#             workloads.
+#     part 65: the chain A/B at Llama-3.1-8B and Qwen3-14B batch 1 (batch 2 a control);
+#             with PART65_OFFLINE=1 both default workloads too.
 #     (part 59, part 60 with 256-thread row_partials blocks and a null A/B, ran at
 #     ff1f722; at batch 64 the split kept too few loads in flight, so part 60 replaced
 #     it: docs/results/gpu-2026-12-04-sample.md.)
@@ -1084,8 +1084,10 @@ device)
         MINISGL_BENCH_BATCHES=1,2 MINISGL_BENCH_AB=MINISGL_LAYER_CHAIN=0 bench_step llama-3.1-8b -chain
         BENCH_TIMEOUT=200 MINISGL_BENCH_BATCHES=1,2 MINISGL_BENCH_AB=MINISGL_LAYER_CHAIN=0 bench_step qwen3-14b -chain
         unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER
-        offline_default qwen3-0.6b
-        OFFLINE_TIMEOUT=200 offline_default qwen3-14b
+        if [ "${PART65_OFFLINE:-0}" = 1 ]; then
+            offline_default qwen3-0.6b
+            OFFLINE_TIMEOUT=200 offline_default qwen3-14b
+        fi
         ls -la "$out"
     else
         timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-14b --device cuda --shape qwen3-14b \
