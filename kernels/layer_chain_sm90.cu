@@ -34,7 +34,7 @@
 #define LC_CONSUMERS 512
 #define LC_WARPS (LC_CONSUMERS / 32)
 #define LC_THREADS (LC_CONSUMERS + 32)
-#define LC_CHUNK 16384
+#define LC_CHUNK 32768
 #define LC_SEGS 5
 
 // One contiguous run of weight rows a block streams: `bytes` from `src`, rows of k
@@ -189,17 +189,31 @@ __device__ __forceinline__ void lc_consume(const LcSeg* segs, int nseg, int phas
             u32 stage = used % stages;
             mbar_wait(full + stage * 8, (used / stages) & 1);
             const u32x4* w4 = reinterpret_cast<const u32x4*>(ring_ptr + (size_t)stage * LC_CHUNK);
-            u32 e0 = off / 2;
+            // Warp w takes a contiguous run of the chunk's 256-element pieces, so
+            // consecutive pieces mostly share a row: it sums them per lane and reduces once
+            // per row (the first build strided pieces over warps, one shuffle reduction
+            // and one shared atomic a piece, and an integer division each).
             int pieces = n / 512;
-            for (int p = warp; p < pieces; p += LC_WARPS) {
-                u32 e = e0 + (u32)p * 256;
+            int p0 = warp * pieces / LC_WARPS, p1 = (warp + 1) * pieces / LC_WARPS;
+            if (p0 < p1) {
+                u32 e = off / 2 + (u32)p0 * 256;
                 int row = e / s.k, col = e % s.k;
-                u32x4 wv = w4[p * 32 + lane];
-                u32x4 xv = x4[(col >> 3) + lane];
-                float xf[8] = {bf_lo(xv.x), bf_hi(xv.x), bf_lo(xv.y), bf_hi(xv.y),
-                               bf_lo(xv.z), bf_hi(xv.z), bf_lo(xv.w), bf_hi(xv.w)};
-                float d = warp_sum(lc_dot8(wv, xf));
-                if (lane == 0) atomicAdd(acc + s.acc0 + row, d);
+                float part = 0.0f;
+                for (int p = p0; p < p1; p++) {
+                    u32x4 wv = w4[p * 32 + lane];
+                    u32x4 xv = x4[(col >> 3) + lane];
+                    float xf[8] = {bf_lo(xv.x), bf_hi(xv.x), bf_lo(xv.y), bf_hi(xv.y),
+                                   bf_lo(xv.z), bf_hi(xv.z), bf_lo(xv.w), bf_hi(xv.w)};
+                    part += lc_dot8(wv, xf);
+                    col += 256;
+                    if (col == s.k || p + 1 == p1) {
+                        float d = warp_sum(part);
+                        if (lane == 0) atomicAdd(acc + s.acc0 + row, d);
+                        part = 0.0f;
+                        col = col == s.k ? 0 : col;
+                        row++;
+                    }
+                }
             }
             used++;
             // This warp's reads of the stage are done (the shuffles used them).

@@ -1080,7 +1080,10 @@ device)
         ls -la "$out"
     elif [ "$part" = 65 ]; then
         rm "$out/env.log"  # already printed by the tee above
+        # PART65_MODELS=1: the model checks first (the chain at 0.6B batch 1 against the CPU).
+        if [ "${PART65_MODELS:-0}" = 1 ]; then check_models; fi
         export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1
+        MINISGL_BENCH_BATCHES=1,8 MINISGL_BENCH_AB=MINISGL_LAYER_CHAIN=0 bench_step qwen3-0.6b -chain
         MINISGL_BENCH_BATCHES=1,2 MINISGL_BENCH_AB=MINISGL_LAYER_CHAIN=0 bench_step llama-3.1-8b -chain
         BENCH_TIMEOUT=200 MINISGL_BENCH_BATCHES=1,2 MINISGL_BENCH_AB=MINISGL_LAYER_CHAIN=0 bench_step qwen3-14b -chain
         unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER

@@ -11,14 +11,14 @@ use crate::backend::{BackendError, LayerChain};
 /// exceed: CUDA_ERROR_INVALID_VALUE at load, 2026-12-04).
 pub const LAYER_CHAIN_MAX_SMEM: usize = 226 * 1024;
 /// Bytes of one stage of the weight ring (`LC_CHUNK`).
-const CHUNK: usize = 16384;
+const CHUNK: usize = 32768;
 /// Threads a block (`LC_THREADS`: 16 consumer warps and a producer warp).
 const THREADS: u32 = 544;
 /// Fewest ring stages worth launching with: fewer would leave too little in flight.
 const MIN_STAGES: usize = 4;
-/// Most stages: 13 x 16 KB keeps ~27 MB in flight over 132 SMs, past the copy rate's
+/// Most stages: 6 x 32 KB keeps ~25 MB in flight over 132 SMs, past the copy rate's
 /// need; more only takes shared memory.
-const MAX_STAGES: usize = 13;
+const MAX_STAGES: usize = 6;
 
 /// The launch's shape: (h, qd, inter, nqkv), from the weights.
 struct Dims {
@@ -170,7 +170,7 @@ mod tests {
                     inter: 3072,
                     nqkv: 4096,
                 },
-                13,
+                6,
             ),
             (
                 Dims {
@@ -179,7 +179,7 @@ mod tests {
                     inter: 17408,
                     nqkv: 7168,
                 },
-                11,
+                5,
             ),
         ] {
             let (s, xmax, acc, bytes) = plan(&d, 132).unwrap();
