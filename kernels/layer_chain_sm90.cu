@@ -2,14 +2,19 @@
 // output through o (added to the residual), the post-attention norm and gate_up with
 // SiLU, down (added to the residual), and the next layer's input norm and qkv.
 //
-// Why one launch: at one row each product is a 4-13 MB weight read that a lone gemv
-// kernel streams in 5-9 µs against 1-3 µs of bytes (Qwen3-0.6B, 2026-12-04): the launch,
-// the blocks' start-up, the first DRAM round trip and the tail are paid per product, and
-// nothing of the next product's weights moves meanwhile. The weights do not depend on
-// the activations, so here every block streams its share of all four matrices as one
-// sequence of 16-byte cp.async copies (into a ring of shared-memory stages, see lc_produce) from the
-// moment it starts, and only the small dot products wait for the previous phase. The
-// phases meet at grid-wide barriers, during which the ring keeps filling.
+// Why one launch: at one row each product is a weight read that a lone kernel pays a
+// launch, its blocks' start-up, a first DRAM round trip and a tail for (Qwen3-0.6B: 5-9
+// µs a product against 1-3 µs of bytes), and nothing of the next product's weights
+// moves meanwhile. The weights do not depend on the activations, so here every block
+// streams its share of all four matrices as one sequence (see lc_produce) from the
+// moment it starts, and only the dot products wait for the previous phase. The phases
+// meet at grid-wide barriers, during which the stream keeps going.
+//
+// Measured (H200, 2026-12-04, docs/results/gpu-2026-12-04-chain.md), batch-1 runner
+// step against the separate products: Qwen3-14B 8.03 against 8.43 ms, Llama-3.1-8B 4.57
+// against 4.72, Qwen3-0.6B 1.081 against 1.083. At 0.6B's 31 MB a layer the four
+// phases' latency (grid barrier, input load, reduction, epilogue: ~5 µs each) eats what
+// the continuous stream saves; the bigger the layer, the more the stream counts.
 //
 // Layout and rounding follow the separate kernels (gemv.cu's epilogues, norm.cu's
 // RMSNorm): qkv and every product output is rounded to bf16 before its epilogue, the
@@ -18,9 +23,9 @@
 // results agree with the separate kernels to f32 rounding, not bit for bit.
 //
 // One block per SM (grid = SMs, all resident: the ring takes the shared memory, and the
-// host launches it only when nothing else runs on the stream), LC_THREADS threads (see lc_produce). Block b
-// owns rows [b N / G, (b + 1) N / G) of each product (N its outputs, G the grid), and
-// for gate_up the gate and the up rows of the same outputs. Every k (the products'
+// host launches it only when nothing else runs on the stream), LC_THREADS threads (see
+// lc_produce). Block b owns rows [b N / G, (b + 1) N / G) of each product (N its
+// outputs, G the grid), and for gate_up the gate and the up rows of the same outputs. Every k (the products'
 // input widths) is a multiple of 256, so a warp's 256-element piece of a chunk lies in
 // one weight row.
 //
@@ -151,11 +156,11 @@ __device__ __forceinline__ void lc_norm_x(bf16_t* x, const bf16_t* residual,
 // mbarrier (every producer lane's copies of the chunk landed) and an `empty` one (all 16
 // consumer warps are done with it). A warp of its own streams the chunks with 16-byte
 // cp.async copies, each lane arriving on `full` once its copies land, so the consumers
-// wait only on data. Two earlier builds (2026-12-04) issued each chunk as one bulk copy
-// (cp.async.bulk) from a single thread: the stream reached ~17 GB/s an SM (2.3 TB/s
-// over the GPU at Qwen3-14B), as if one copy were in flight at a time, and the first of
-// them issued from consumer thread 0, which held the whole block ~4.4 µs at each
-// launch's start.
+// wait only on data. History (2026-12-04): the first build issued each chunk as one
+// bulk copy from consumer thread 0, which held the block ~4.4 µs at each launch's start
+// and cost a block barrier a chunk; a producer warp fixed that. Its bulk copies and
+// these cp.async copies streamed equally slowly (~2.2 TB/s at Qwen3-14B): the consumers
+// set the pace, until lc_consume reduced once per row instead of once per piece.
 __device__ __forceinline__ void lc_produce(const LcSeg* segs, int nseg, u32 ring, u32 full,
                                            u32 empty, int stages) {
     const int lane = threadIdx.x & 31;

@@ -184,8 +184,13 @@
 #             runner A/B at 0.6B (batch 1, and batch 8 as a control). Its first call also
 #             timed the decode attention's page table in shared memory (DM_PT, 20774a5,
 #             reverted after): no change in any kernel bench or runner step.
-#     part 65: the chain A/B at Llama-3.1-8B and Qwen3-14B batch 1 (batch 2 a control);
-#             with PART65_OFFLINE=1 both default workloads too.
+#     part 65: the chain A/B at Qwen3-0.6B, Llama-3.1-8B and Qwen3-14B batch 1 (batch 8 /
+#             2 a control; PART65_MODELS=1 runs the model checks first); with
+#             PART65_OFFLINE=1 both default workloads too. At b3c46f4: 14B 0.952x,
+#             Llama-3.1-8B 0.969x, 0.6B 0.998x (docs/results/gpu-2026-12-04-chain.md).
+#     part 66: where the chain's time goes: the batch-1 step kernel by kernel with and
+#             without it, and one chain launch under Nsight Compute (full set, per-line
+#             stall samples).
 #     (part 59, part 60 with 256-thread row_partials blocks and a null A/B, ran at
 #     ff1f722; at batch 64 the split kept too few loads in flight, so part 60 replaced
 #     it: docs/results/gpu-2026-12-04-sample.md.)

@@ -481,6 +481,7 @@ fn append_jsonl(
         "rope_heads": std::env::var("MINISGL_ROPE_HEADS").unwrap_or_else(|_| "0".into()),
         "norm_threads": std::env::var("MINISGL_NORM_THREADS").unwrap_or_else(|_| "0".into()),
         "gemv_max_weight_mb": std::env::var("MINISGL_GEMV_MAX_WEIGHT_MB").unwrap_or_else(|_| "32".into()),
+        "layer_chain": std::env::var("MINISGL_LAYER_CHAIN").unwrap_or_else(|_| "1".into()),
         "kernel_defines": std::env::var(minisgl::backend::cuda::nvrtc::DEFINES_ENV).unwrap_or_default(),
     });
     let mut f = std::fs::OpenOptions::new()
