@@ -182,3 +182,9 @@ __device__ __forceinline__ bf16_t ld_cg_bf16(const bf16_t* p) {
     return v;
 }
 
+// Dot product of 8 bf16 weights (one 16-byte vector) with 8 f32 values (the skinny
+// products: gemv.cu, layer_chain_sm90.cu).
+__device__ __forceinline__ float dot8(const u32x4& w, const float (&x)[8]) {
+    return bf_lo(w.x) * x[0] + bf_hi(w.x) * x[1] + bf_lo(w.y) * x[2] + bf_hi(w.y) * x[3] +
+           bf_lo(w.z) * x[4] + bf_hi(w.z) * x[5] + bf_lo(w.w) * x[6] + bf_hi(w.w) * x[7];
+}

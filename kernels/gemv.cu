@@ -54,11 +54,6 @@ __device__ __forceinline__ u32x4 ld_stream(const u32x4* p) {
     return v;
 }
 
-__device__ __forceinline__ float dot8(const u32x4& w, const float (&x)[8]) {
-    return bf_lo(w.x) * x[0] + bf_hi(w.x) * x[1] + bf_lo(w.y) * x[2] + bf_hi(w.y) * x[3] +
-           bf_lo(w.z) * x[4] + bf_hi(w.z) * x[5] + bf_lo(w.w) * x[6] + bf_hi(w.w) * x[7];
-}
-
 // The norm prologue in two halves. gemv_norm_issue copies rows 0..m-1 of x ([m, k],
 // the residual the previous kernel wrote) and the norm weight ([k]) into this block's
 // dynamic shared memory ((m + 1) * k bf16) with cp.async; gemv_norm_finish waits for

@@ -52,11 +52,6 @@ struct LcSeg {
     int phase;
 };
 
-__device__ __forceinline__ float lc_dot8(const u32x4& w, const float (&x)[8]) {
-    return bf_lo(w.x) * x[0] + bf_hi(w.x) * x[1] + bf_lo(w.y) * x[2] + bf_hi(w.y) * x[3] +
-           bf_lo(w.z) * x[4] + bf_hi(w.z) * x[5] + bf_lo(w.w) * x[6] + bf_hi(w.w) * x[7];
-}
-
 // A barrier of the consumer warps only (the producer never joins one).
 __device__ __forceinline__ void lc_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(LC_CONSUMERS) : "memory"); }
 
@@ -122,7 +117,8 @@ __device__ __forceinline__ void lc_load_x(bf16_t* x, const bf16_t* src, int n) {
     for (int i = threadIdx.x; i < n / 8; i += LC_CONSUMERS) x4[i] = ld_cg(s4 + i);
 }
 
-// x = bf16(r * rsqrt(mean(r^2) + eps) * w), r the residual ([n], read through L2).
+// x = bf16(r * rsqrt(mean(r^2) + eps) * w), r the residual ([n], read through L2): the math
+// of gemv.cu's gemv_norm_row, written out over the consumer threads (the measured SASS).
 __device__ __forceinline__ void lc_norm_x(bf16_t* x, const bf16_t* residual,
                                           const bf16_t* weight, int n, float eps,
                                           float* scratch) {
@@ -209,7 +205,7 @@ __device__ __forceinline__ void lc_consume(const LcSeg* segs, int nseg, int phas
                     u32x4 xv = x4[(col >> 3) + lane];
                     float xf[8] = {bf_lo(xv.x), bf_hi(xv.x), bf_lo(xv.y), bf_hi(xv.y),
                                    bf_lo(xv.z), bf_hi(xv.z), bf_lo(xv.w), bf_hi(xv.w)};
-                    part += lc_dot8(wv, xf);
+                    part += dot8(wv, xf);
                     col += 256;
                     if (col == s.k || p + 1 == p1) {
                         float d = warp_sum(part);
