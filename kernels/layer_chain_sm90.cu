@@ -105,7 +105,7 @@ __device__ __forceinline__ void lc_grid_sync(u32* bar) {
     lc_sync();
 }
 
-// The block's share [r0, r1) of n rows.
+// The first of block b's rows of n (its share ends where block b + 1's begins).
 __device__ __forceinline__ int lc_split(int n, int b) {
     return (int)(((long long)n * b) / gridDim.x);
 }

@@ -612,8 +612,7 @@ pub trait Backend: Send + 'static {
     }
 
     /// Whether [`Backend::layer_chain`] runs `chain` with this residual stream. The
-    /// model asks once per step, with the first layer's weights (every layer has the
-    /// same shapes).
+    /// model asks after each layer's attention, before the products it would replace.
     fn layer_chain_ok(
         &self,
         residual: &Self::Tensor,

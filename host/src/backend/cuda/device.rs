@@ -461,8 +461,8 @@ pub fn dynamic_smem(name: &str) -> Option<usize> {
         n if n.starts_with("attn_decode_mma") && n.ends_with("_hd128") => {
             Some(2 * 2 * 64 * (128 + 8) * 2)
         }
-        // layer_chain_sm90.cu sizes its ring from the model at launch; it may take
-        // all an SM offers (227 KB on Hopper).
+        // layer_chain_sm90.cu sizes its ring from the model at launch, within what a
+        // Hopper block may opt in to less its static shared memory.
         "layer_chain" => Some(super::ops::LAYER_CHAIN_MAX_SMEM),
         _ => None,
     }

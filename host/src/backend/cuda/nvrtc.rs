@@ -62,7 +62,7 @@ pub const FAMILIES: &[(&str, &str)] = &[
         "attention_prefill_ws_sm90",
         include_str!("../../../../kernels/attention_prefill_ws_sm90.cu"),
     ),
-    // A decoder layer's products at one decode row in one launch (sm_90: bulk copies).
+    // A decoder layer's products at one decode row in one launch (sm_90a: mbarriers).
     (
         "layer_chain_sm90",
         include_str!("../../../../kernels/layer_chain_sm90.cu"),
