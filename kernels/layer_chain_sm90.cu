@@ -29,10 +29,16 @@
 // input widths) is a multiple of 256, so a warp's 256-element piece of a chunk lies in
 // one weight row.
 //
-// Dynamic shared memory: `stages` stages of LC_CHUNK bytes, then x (max k bf16), then
-// the accumulators (acc_rows floats), then the stages' full and empty mbarriers.
+// layer_chain_attn_g* put the layer's attention in front of o (see lc_attention): then
+// the launch takes the layer's qkv row instead of the attention's output, and one launch
+// replaces four (qkv_rope_store, the decode attention, its combine, the chain).
+//
+// Dynamic shared memory: `stages` stages of LC_CHUNK bytes, then a region of `region`
+// bytes (x, max k bf16, then the accumulators, acc_rows floats; before phase 0 the
+// attention's scratch), then the stages' full and empty mbarriers.
 #include "common.cuh"
 #include "hopper.cuh"
+#include "rope.cuh"
 
 // 16 consumer warps (the dot products and everything else) and one producer warp that
 // only issues the weight stream.
@@ -230,23 +236,274 @@ __device__ __forceinline__ void lc_zero(float* acc, int n) {
     lc_sync();
 }
 
-// attn: [qd] bf16, the layer's attention output. residual: [h] bf16, in place. act:
-// [inter] bf16 scratch. qkv_out: [nqkv] bf16, the next layer's qkv (in_norm null: no
-// qkv phase, the last layer). Biases may be null. bar: two u32, zero.
-extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
-    layer_chain(const bf16_t* attn, const bf16_t* w_o, const bf16_t* b_o, bf16_t* residual,
-                const bf16_t* post_norm, const bf16_t* w_gate_up, const bf16_t* w_down,
-                bf16_t* act, const bf16_t* in_norm, const bf16_t* w_qkv, const bf16_t* b_qkv,
-                bf16_t* qkv_out, u32* bar, int h, int qd, int inter, int nqkv, float eps,
-                int stages, int xmax, int acc_rows) {
+// ---- The attention phase (layer_chain_attn_g*) ----
+//
+// At one decode row and a short context the attention is three launches of latency
+// (Qwen3-0.6B, context 256: qkv_rope_store 3.1, the split decode 4.9, its combine 3.3
+// µs) around ~1 MB of K/V. Here it is the launch's first phase, while the weight ring
+// fills: block b < hkv * S takes kv head b / S and split b % S of the context (S and the
+// split length from kv_len at run time, so a recorded graph follows the context). Its
+// first G warps normalise and rotate the group's q heads into shared memory (rope.cuh:
+// the separate kernel's math), the block of the last split writes the new token's K and
+// V to the cache first, then its 32 half-warps take one context row at a time (16 lanes
+// of 8 elements: 16-byte loads), keep a running softmax per head in registers, and the
+// block merges them into one normalized partial and log2-sum-exp per head and split,
+// the split decode's format. Phase 0 merges the splits into x after the grid barrier.
+#define LC_HD 128
+#define LC_MAX_SPLITS 16
+#define LC_LOG2E 1.4426950408889634f
+
+// Splits of a context of ctx rows at `part` rows a split, at most one block each of the
+// grid per kv head and LC_MAX_SPLITS (phase 0 reads every split of every head); span is
+// the rows a split. No split is empty.
+__device__ __forceinline__ int lc_att_splits(int ctx, int part, int hkv, int& span) {
+    int s = min(min(max((ctx + part - 1) / part, 1), (int)gridDim.x / hkv), LC_MAX_SPLITS);
+    span = (ctx + s - 1) / s;
+    return (ctx + span - 1) / span;
+}
+
+__device__ __forceinline__ float ld_cg_f32(const float* p) {
+    float v;
+    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+    return v;
+}
+
+// Shared memory: q [G][LC_HD] f32 (scaled to log2 units), then the warps' partials
+// o [LC_WARPS][G][LC_HD], m [LC_WARPS][G], l [LC_WARPS][G]; the host sizes the region.
+template <int GM>
+__device__ __forceinline__ void lc_attention(
+    const bf16_t* qkv, const bf16_t* q_norm, const bf16_t* k_norm, const int* pos,
+    const float* inv_freq, float eps, float scale, const int* slots, bf16_t* k_cache,
+    bf16_t* v_cache, const int* kv_len, const int* page_start, const int* page_ids, int hq,
+    int hkv, int page_size, int part, float* o_part, float* lse, float* att) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int ctx = kv_len[0];
+    int span;
+    const int S = lc_att_splits(ctx, part, hkv, span);
+    const int b = blockIdx.x;
+    if (b >= hkv * S) return;
+    const int kvh = b / S, s = b % S, G = hq / hkv;
+    const int lo = s * span, hi = min(ctx, lo + span);
+    float* qs = att;
+    float* red = qs + G * LC_HD;
+    float* rm = red + LC_WARPS * G * LC_HD;
+    float* rl = rm + LC_WARPS * G;
+
+    // Half-warp h takes rows lo + h, lo + h + 32, ...; lane li of it elements 8 li..8 li+7.
+    // The loop is warp-uniform (the shuffles need both halves): U rows a half an
+    // iteration, loads first (one at GM = 8, whose running state takes the registers).
+    // The first iteration's rows load before q is ready (they are cached already),
+    // except the new row, which this block writes below.
+    constexpr int U = GM >= 8 ? 1 : 2;
+    constexpr int STEP = U * LC_CONSUMERS / 16;
+    const int half = lane >> 4, li = lane & 15;
+    const int* pages = page_ids + page_start[0];
+    u32x4 kw[U], vw[U];
+    bool ok[U];
+    auto load = [&](int t0, bool skip_new) {
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int t = t0 + half + u * (LC_CONSUMERS / 16);
+            ok[u] = t < hi;
+            if (ok[u] && !(skip_new && t == ctx - 1)) {
+                size_t slot = (size_t)(unsigned)pages[t / page_size] * page_size + t % page_size;
+                size_t off = (slot * hkv + kvh) * LC_HD + li * 8;
+                kw[u] = *reinterpret_cast<const u32x4*>(k_cache + off);
+                vw[u] = *reinterpret_cast<const u32x4*>(v_cache + off);
+            } else {
+                kw[u] = vw[u] = u32x4{0, 0, 0, 0};
+            }
+        }
+    };
+    int t0 = lo + 2 * warp;
+    load(t0, true);
+
+    // q heads of the group (warps < G); the new row's k and v (the last split's block).
+    const bool last = hi == ctx;
+    if (warp < G || (last && warp < G + 2)) {
+        const int head = warp < G ? kvh * G + warp : warp == G ? hq + kvh : hq + hkv + kvh;
+        float v[LC_HD / 32], sn[LC_HD / 64] = {}, cs[LC_HD / 64] = {};
+        load_head<LC_HD>(qkv + (size_t)head * LC_HD, lane, v);
+        const size_t slot = (size_t)(unsigned)slots[0];
+        if (warp == G + 1) {
+            store_head<LC_HD>(v_cache + (slot * hkv + kvh) * LC_HD, lane, v);
+        } else {
+            const bool rotate = inv_freq != nullptr;
+            if (rotate) rope_angles<LC_HD>(sn, cs, lane, 0, pos, inv_freq);
+            norm_rope_regs<LC_HD>(v, lane, warp < G ? q_norm : k_norm, eps, rotate, sn, cs);
+            if (warp == G) {
+                store_head<LC_HD>(k_cache + (slot * hkv + kvh) * LC_HD, lane, v);
+            } else {
+                // The separate path stores q as bf16 and the decode reads it back.
+#pragma unroll
+                for (int j = 0; j < LC_HD / 32; j++)
+                    qs[warp * LC_HD + head_elem<LC_HD>(j, lane)] =
+                        bf2f(f2bf(v[j])) * (scale * LC_LOG2E);
+            }
+        }
+    }
+    // Orders the new row's cache writes before this block's reads of them.
+    lc_sync();
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int t = t0 + half + u * (LC_CONSUMERS / 16);
+        if (t == ctx - 1 && t < hi) {
+            size_t slot = (size_t)(unsigned)pages[t / page_size] * page_size + t % page_size;
+            size_t off = (slot * hkv + kvh) * LC_HD + li * 8;
+            kw[u] = *reinterpret_cast<const u32x4*>(k_cache + off);
+            vw[u] = *reinterpret_cast<const u32x4*>(v_cache + off);
+        }
+    }
+
+    float m[GM], l[GM], o[GM][8];
+#pragma unroll
+    for (int g = 0; g < GM; g++) {
+        m[g] = NEG_INF;
+        l[g] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; i++) o[g][i] = 0.0f;
+    }
+    while (t0 < hi) {
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            float kf[8] = {bf_lo(kw[u].x), bf_hi(kw[u].x), bf_lo(kw[u].y), bf_hi(kw[u].y),
+                           bf_lo(kw[u].z), bf_hi(kw[u].z), bf_lo(kw[u].w), bf_hi(kw[u].w)};
+#pragma unroll
+            for (int g = 0; g < GM; g++) {
+                if (g >= G) break;
+                const float4* q4 = reinterpret_cast<const float4*>(qs + g * LC_HD + li * 8);
+                float4 a = q4[0], c = q4[1];
+                float sc = a.x * kf[0] + a.y * kf[1] + a.z * kf[2] + a.w * kf[3] + c.x * kf[4] +
+                           c.y * kf[5] + c.z * kf[6] + c.w * kf[7];
+#pragma unroll
+                for (int x = 8; x > 0; x >>= 1) sc += __shfl_xor_sync(0xffffffffu, sc, x);
+                if (ok[u]) {
+                    float mn = fmaxf(m[g], sc);
+                    float al = exp2f(m[g] - mn), p = exp2f(sc - mn);
+                    l[g] = l[g] * al + p;
+                    float vf[8] = {bf_lo(vw[u].x), bf_hi(vw[u].x), bf_lo(vw[u].y), bf_hi(vw[u].y),
+                                   bf_lo(vw[u].z), bf_hi(vw[u].z), bf_lo(vw[u].w), bf_hi(vw[u].w)};
+#pragma unroll
+                    for (int i = 0; i < 8; i++) o[g][i] = o[g][i] * al + p * vf[i];
+                    m[g] = mn;
+                }
+            }
+        }
+        t0 += STEP;
+        if (t0 < hi) load(t0, false);
+    }
+
+    // Merge the two halves of each warp (lanes li and li + 16 hold the same elements),
+    // then the warps through shared memory.
+#pragma unroll
+    for (int g = 0; g < GM; g++) {
+        if (g >= G) break;
+        float mo = __shfl_xor_sync(0xffffffffu, m[g], 16);
+        float lo2 = __shfl_xor_sync(0xffffffffu, l[g], 16);
+        float mn = fmaxf(m[g], mo);
+        float a = mn == NEG_INF ? 0.0f : exp2f(m[g] - mn);
+        float c = mn == NEG_INF ? 0.0f : exp2f(mo - mn);
+        float ov[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++) ov[i] = o[g][i] * a + __shfl_xor_sync(0xffffffffu, o[g][i], 16) * c;
+        if (half == 0) {
+            float4* r4 = reinterpret_cast<float4*>(red + (warp * G + g) * LC_HD + li * 8);
+            r4[0] = make_float4(ov[0], ov[1], ov[2], ov[3]);
+            r4[1] = make_float4(ov[4], ov[5], ov[6], ov[7]);
+        }
+        if (lane == 0) {
+            rm[warp * G + g] = mn;
+            rl[warp * G + g] = l[g] * a + lo2 * c;
+        }
+    }
+    lc_sync();
+    for (int i = threadIdx.x; i < G * LC_HD; i += LC_CONSUMERS) {
+        const int g = i / LC_HD, d = i % LC_HD;
+        float M = NEG_INF;
+        for (int w = 0; w < LC_WARPS; w++) M = fmaxf(M, rm[w * G + g]);
+        float L = 0.0f, O = 0.0f;
+        for (int w = 0; w < LC_WARPS; w++) {
+            float mw = rm[w * G + g];
+            if (mw == NEG_INF) continue;
+            float e = exp2f(mw - M);
+            L += rl[w * G + g] * e;
+            O += red[(w * G + g) * LC_HD + d] * e;
+        }
+        const int hh = kvh * G + g;
+        o_part[((size_t)hh * S + s) * LC_HD + d] = O / L;
+        if (d == 0) lse[hh * S + s] = M + log2f(L);
+    }
+}
+
+// x = the attention's output row (bf16): every head's splits merged, as
+// attn_decode_combine does (partials normalized, weights 2^lse).
+__device__ __forceinline__ void lc_combine_x(bf16_t* x, const float* o_part, const float* lse,
+                                             const int* kv_len, int part, int hkv, int qd) {
+    int span;
+    const int S = lc_att_splits(kv_len[0], part, hkv, span);
+    for (int i = threadIdx.x; i < qd; i += LC_CONSUMERS) {
+        const int hh = i / LC_HD, d = i % LC_HD;
+        float ls[LC_MAX_SPLITS], ov[LC_MAX_SPLITS];
+        float M = NEG_INF;
+#pragma unroll
+        for (int k = 0; k < LC_MAX_SPLITS; k++) {
+            if (k < S) {
+                ls[k] = ld_cg_f32(lse + hh * S + k);
+                ov[k] = ld_cg_f32(o_part + ((size_t)hh * S + k) * LC_HD + d);
+                M = fmaxf(M, ls[k]);
+            }
+        }
+        float L = 0.0f, O = 0.0f;
+#pragma unroll
+        for (int k = 0; k < LC_MAX_SPLITS; k++) {
+            if (k < S) {
+                float e = exp2f(ls[k] - M);
+                L += e;
+                O += e * ov[k];
+            }
+        }
+        x[i] = f2bf(O / L);
+    }
+}
+
+// The attention's arguments (layer_chain_attn_g*; layer_chain passes none of them).
+struct LcAttnArgs {
+    const bf16_t* qkv;
+    const bf16_t* q_norm;
+    const bf16_t* k_norm;
+    const int* pos;
+    const float* inv_freq;
+    const int* slots;
+    bf16_t* k_cache;
+    bf16_t* v_cache;
+    const int* kv_len;
+    const int* page_start;
+    const int* page_ids;
+    float* o_part;
+    float* lse;
+    int hq, hkv, page_size, part;
+    float scale;
+};
+
+// attn: [qd] bf16, the layer's attention output (GM = 0), or with GM > 0 the attention
+// runs first from `a` (its qkv row: GM the group size rounded up to 2, 4, 6 or 8).
+// residual: [h] bf16, in place. act: [inter] bf16 scratch. qkv_out: [nqkv] bf16, the
+// next layer's qkv (in_norm null: no qkv phase, the last layer). Biases may be null.
+// bar: two u32, zero.
+template <int GM>
+__device__ __forceinline__ void layer_chain_impl(
+    const bf16_t* attn, const LcAttnArgs& a, const bf16_t* w_o, const bf16_t* b_o,
+    bf16_t* residual, const bf16_t* post_norm, const bf16_t* w_gate_up, const bf16_t* w_down,
+    bf16_t* act, const bf16_t* in_norm, const bf16_t* w_qkv, const bf16_t* b_qkv,
+    bf16_t* qkv_out, u32* bar, int h, int qd, int inter, int nqkv, float eps, int stages,
+    int xmax, int acc_rows, int region) {
     extern __shared__ __align__(128) unsigned char lc_smem[];
     __shared__ float scratch[32];
     const int b = blockIdx.x;
     bf16_t* x = reinterpret_cast<bf16_t*>(lc_smem + (size_t)stages * LC_CHUNK);
     float* acc = reinterpret_cast<float*>(lc_smem + (size_t)stages * LC_CHUNK + (size_t)xmax * 2);
     const u32 ring = smem_u32(lc_smem);
-    const u32 full = smem_u32(acc + acc_rows), empty = full + stages * 8;
-
+    const u32 full = smem_u32(lc_smem + (size_t)stages * LC_CHUNK + region), empty = full + stages * 8;
     // This block's rows of each product.
     const int o0 = lc_split(h, b), o1 = lc_split(h, b + 1);
     const int j0 = lc_split(inter, b), j1 = lc_split(inter, b + 1);
@@ -283,7 +540,15 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
     u32 used = 0;
 
     // Phase 0: residual += bf16(attn · W_oᵀ + b_o) on this block's rows.
-    lc_load_x(x, attn, qd);
+    if constexpr (GM > 0) {
+        lc_attention<GM>(a.qkv, a.q_norm, a.k_norm, a.pos, a.inv_freq, eps, a.scale, a.slots,
+                         a.k_cache, a.v_cache, a.kv_len, a.page_start, a.page_ids, a.hq, a.hkv,
+                         a.page_size, a.part, a.o_part, a.lse, reinterpret_cast<float*>(x));
+        lc_grid_sync(bar);
+        lc_combine_x(x, a.o_part, a.lse, a.kv_len, a.part, a.hkv, qd);
+    } else {
+        lc_load_x(x, attn, qd);
+    }
     lc_zero(acc, acc_rows);
     lc_consume(segs, nseg_s, 0, cs, used, x, acc, full, empty, stages, ring_ptr);
     for (int r = o0 + threadIdx.x; r < o1; r += LC_CONSUMERS) {
@@ -323,3 +588,40 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
         qkv_out[r] = f2bf(acc[r - q0] + bq);
     }
 }
+
+extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
+    layer_chain(const bf16_t* attn, const bf16_t* w_o, const bf16_t* b_o, bf16_t* residual,
+                const bf16_t* post_norm, const bf16_t* w_gate_up, const bf16_t* w_down,
+                bf16_t* act, const bf16_t* in_norm, const bf16_t* w_qkv, const bf16_t* b_qkv,
+                bf16_t* qkv_out, u32* bar, int h, int qd, int inter, int nqkv, float eps,
+                int stages, int xmax, int acc_rows, int region) {
+    layer_chain_impl<0>(attn, LcAttnArgs{}, w_o, b_o, residual, post_norm, w_gate_up, w_down,
+                        act, in_norm, w_qkv, b_qkv, qkv_out, bar, h, qd, inter, nqkv, eps,
+                        stages, xmax, acc_rows, region);
+}
+
+// The same launch with the layer's attention first (layer_chain_attn_g2/_g4/_g6/_g8:
+// GQA groups of up to 2, 4, 6 and 8 query heads a kv head; head_dim 128). The extra arguments
+// follow LcAttnArgs' order.
+#define LAYER_CHAIN_ATTN(GM)                                                                   \
+    extern "C" __global__ void __launch_bounds__(LC_THREADS, 1) layer_chain_attn_g##GM(       \
+        const bf16_t* w_o, const bf16_t* b_o, bf16_t* residual, const bf16_t* post_norm,      \
+        const bf16_t* w_gate_up, const bf16_t* w_down, bf16_t* act, const bf16_t* in_norm,    \
+        const bf16_t* w_qkv, const bf16_t* b_qkv, bf16_t* qkv_out, u32* bar, int h, int qd,   \
+        int inter, int nqkv, float eps, int stages, int xmax, int acc_rows, int region,       \
+        const bf16_t* qkv,                                                                    \
+        const bf16_t* q_norm, const bf16_t* k_norm, const int* pos, const float* inv_freq,    \
+        const int* slots, bf16_t* k_cache, bf16_t* v_cache, const int* kv_len,                \
+        const int* page_start, const int* page_ids, float* o_part, float* lse, int hq,        \
+        int hkv, int page_size, int part, float scale) {                                      \
+        LcAttnArgs a{qkv,    q_norm,     k_norm,   pos,    inv_freq, slots,     k_cache,      \
+                     v_cache, kv_len,    page_start, page_ids, o_part, lse, hq, hkv, page_size, \
+                     part,   scale};                                                          \
+        layer_chain_impl<GM>(nullptr, a, w_o, b_o, residual, post_norm, w_gate_up, w_down,    \
+                             act, in_norm, w_qkv, b_qkv, qkv_out, bar, h, qd, inter, nqkv,    \
+                             eps, stages, xmax, acc_rows, region);                            \
+    }
+LAYER_CHAIN_ATTN(2)
+LAYER_CHAIN_ATTN(4)
+LAYER_CHAIN_ATTN(6)
+LAYER_CHAIN_ATTN(8)

@@ -212,12 +212,27 @@ pub struct AttnParams<'a, T> {
     pub scale: f32,
 }
 
+/// What a [`LayerChain`] starts from.
+pub enum ChainInput<'a, T> {
+    /// The attention's output row, `[1, q_heads * head_dim]`.
+    Attn(&'a T),
+    /// The layer's qkv row, `[1, (q_heads + 2 kv_heads) * head_dim]`, of cache layer
+    /// `layer`: the chain first does what [`Backend::qkv_attention`] would (q/k norm,
+    /// RoPE, the new row's K/V into the cache, the attention), then the products.
+    Qkv {
+        qkv: &'a T,
+        layer: usize,
+        params: &'a AttnParams<'a, T>,
+    },
+}
+
 /// The products of one decoder layer after its attention, for
-/// [`Backend::layer_chain`]: `attn` through `w_o` (+ `b_o`) into the residual, the
-/// post-attention norm and `w_gate_up` with SiLU, `w_down` into the residual, and,
-/// unless this is the last layer, the next layer's input norm and qkv product.
+/// [`Backend::layer_chain`]: the attention output (or the attention itself, see
+/// [`ChainInput`]) through `w_o` (+ `b_o`) into the residual, the post-attention norm
+/// and `w_gate_up` with SiLU, `w_down` into the residual, and, unless this is the last
+/// layer, the next layer's input norm and qkv product.
 pub struct LayerChain<'a, T> {
-    pub attn: &'a T,
+    pub input: ChainInput<'a, T>,
     pub w_o: &'a T,
     pub b_o: Option<&'a T>,
     pub post_norm: &'a T,
@@ -611,18 +626,22 @@ pub trait Backend: Send + 'static {
         self.linear_silu_mul(&normed, w_gate_up)
     }
 
-    /// Whether [`Backend::layer_chain`] runs `chain` with this residual stream. The
-    /// model asks after each layer's attention, before the products it would replace.
+    /// Whether [`Backend::layer_chain`] runs `chain` with this residual stream in
+    /// `step` (whose cache is `kv`). The model asks each layer, first with the layer's
+    /// qkv ([`ChainInput::Qkv`]), then after the attention with its output.
     fn layer_chain_ok(
         &self,
         residual: &Self::Tensor,
         chain: &LayerChain<'_, Self::Tensor>,
+        kv: &Self::Kv,
+        step: &Self::Step,
     ) -> bool {
-        let _ = (residual, chain);
+        let _ = (residual, chain, kv, step);
         false
     }
 
-    /// A layer's products after its attention in one go (see [`LayerChain`]):
+    /// A layer's products after its attention in one go (see [`LayerChain`]), and
+    /// with [`ChainInput::Qkv`] the attention too (its K/V written to `kv`):
     /// `residual` is updated in place as `linear_add` twice would, and the next
     /// layer's qkv (`rms_norm_linear` of the updated residual) is returned, or
     /// `None` after the last layer. Rounds as the separate ops do. Only called where
@@ -630,9 +649,11 @@ pub trait Backend: Send + 'static {
     fn layer_chain(
         &self,
         chain: &LayerChain<'_, Self::Tensor>,
+        kv: &mut Self::Kv,
+        step: &Self::Step,
         residual: &mut Self::Tensor,
     ) -> Result<Option<Self::Tensor>, BackendError> {
-        let _ = (chain, residual);
+        let _ = (chain, kv, step, residual);
         Err(BackendError::Unsupported(
             "layer_chain (a backend whose layer_chain_ok answers true implements it)".into(),
         ))

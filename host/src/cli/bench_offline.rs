@@ -439,7 +439,7 @@ fn append_jsonl(
             cfg.device.kv_elem_bytes(),
         ) as f64
         / (1u64 << 30) as f64;
-    let v = serde_json::json!({
+    let mut v = serde_json::json!({
         "date": std::env::var("MINISGL_BENCH_DATE").unwrap_or_default(),
         "commit": std::env::var("MINISGL_COMMIT").unwrap_or_default(),
         "machine": ceiling.map(|c| c.1.clone()).unwrap_or_else(|| "cpu".into()),
@@ -484,6 +484,10 @@ fn append_jsonl(
         "layer_chain": std::env::var("MINISGL_LAYER_CHAIN").unwrap_or_else(|_| "1".into()),
         "kernel_defines": std::env::var(minisgl::backend::cuda::nvrtc::DEFINES_ENV).unwrap_or_default(),
     });
+    // Past json!'s recursion limit in one literal.
+    let env_or = |var: &str, default: &str| std::env::var(var).unwrap_or_else(|_| default.into());
+    v["chain_attn"] = env_or("MINISGL_CHAIN_ATTN", "1").into();
+    v["chain_attn_part"] = env_or("MINISGL_CHAIN_ATTN_PART", "64").into();
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)

@@ -12,7 +12,7 @@ use super::config::ModelConfig;
 use super::tp::TpShard;
 use super::weights::{WeightTensor, Weights};
 use super::ModelError;
-use crate::backend::{AttnParams, Backend, DType, HostData, KvLayout, LayerChain};
+use crate::backend::{AttnParams, Backend, ChainInput, DType, HostData, KvLayout, LayerChain};
 
 /// One transformer block's weights on the device.
 pub struct Layer<B: Backend> {
@@ -98,6 +98,28 @@ fn concat_rows(parts: &[WeightTensor<'_>]) -> (Vec<usize>, DType, Vec<u8>) {
             f.extend(p.host().to_f32());
         }
         (shape, DType::F32, bytemuck::cast_slice(&f).to_vec())
+    }
+}
+
+impl<B: Backend> Layer<B> {
+    /// This layer's products (and the next layer's qkv) as one [`LayerChain`] from
+    /// `input`.
+    fn chain<'a>(
+        &'a self,
+        input: ChainInput<'a, B::Tensor>,
+        next: Option<&'a Layer<B>>,
+        eps: f32,
+    ) -> LayerChain<'a, B::Tensor> {
+        LayerChain {
+            input,
+            w_o: &self.w_o,
+            b_o: self.b_o.as_ref(),
+            post_norm: &self.post_attn_norm,
+            w_gate_up: &self.w_gate_up,
+            w_down: &self.w_down,
+            next: next.map(|n| (&n.input_norm, &n.w_qkv, n.b_qkv.as_ref())),
+            eps,
+        }
     }
 }
 
@@ -309,23 +331,32 @@ impl<B: Backend> Model<B> {
                 eps,
                 scale,
             };
-            let attn = b.qkv_attention(qkv, kv, l, step, &params)?;
-            // Split across ranks the products are partial sums: no chain there.
+            // Split across ranks the products are partial sums: no chain there. The
+            // chain may take the attention too (from qkv), else its output.
+            let next = self.layers.get(l + 1);
+            let after_chain = Input::Deferred(next.map_or(&self.final_norm, |n| &n.input_norm));
             if !self.shard.is_split() {
-                let next = self.layers.get(l + 1);
-                let chain = LayerChain {
-                    attn: &attn,
-                    w_o: &layer.w_o,
-                    b_o: layer.b_o.as_ref(),
-                    post_norm: &layer.post_attn_norm,
-                    w_gate_up: &layer.w_gate_up,
-                    w_down: &layer.w_down,
-                    next: next.map(|n| (&n.input_norm, &n.w_qkv, n.b_qkv.as_ref())),
+                let c = layer.chain(
+                    ChainInput::Qkv {
+                        qkv: &qkv,
+                        layer: l,
+                        params: &params,
+                    },
+                    next,
                     eps,
-                };
-                if b.layer_chain_ok(&residual, &chain) {
-                    chained_qkv = b.layer_chain(&chain, &mut residual)?;
-                    x = Input::Deferred(next.map_or(&self.final_norm, |n| &n.input_norm));
+                );
+                if b.layer_chain_ok(&residual, &c, kv, step) {
+                    chained_qkv = b.layer_chain(&c, kv, step, &mut residual)?;
+                    x = after_chain;
+                    continue;
+                }
+            }
+            let attn = b.qkv_attention(qkv, kv, l, step, &params)?;
+            if !self.shard.is_split() {
+                let c = layer.chain(ChainInput::Attn(&attn), next, eps);
+                if b.layer_chain_ok(&residual, &c, kv, step) {
+                    chained_qkv = b.layer_chain(&c, kv, step, &mut residual)?;
+                    x = after_chain;
                     continue;
                 }
             }

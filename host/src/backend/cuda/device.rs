@@ -218,6 +218,13 @@ pub struct CudaOptions {
     /// A layer's products at one decode row in one launch where the shapes allow
     /// (`MINISGL_LAYER_CHAIN`, default on; `0` runs the separate products).
     pub layer_chain: bool,
+    /// With the chain, the layer's attention in the same launch, in front of o
+    /// (`MINISGL_CHAIN_ATTN`, default on; `0` runs qkv_rope_store, the decode
+    /// attention and its combine as their own launches).
+    pub chain_attn: bool,
+    /// Context rows a split of the chain's attention takes at least
+    /// (`MINISGL_CHAIN_ATTN_PART`, default 64; at most 16 splits a head).
+    pub chain_attn_part: usize,
 }
 
 /// A count from the environment: unset gives `default`; a value that does not parse or
@@ -308,6 +315,13 @@ impl Default for CudaOptions {
         ) << 20;
         let sample_split = std::env::var("MINISGL_SAMPLE_SPLIT").map_or(true, |v| v != "0");
         let layer_chain = std::env::var("MINISGL_LAYER_CHAIN").map_or(true, |v| v != "0");
+        let chain_attn = std::env::var("MINISGL_CHAIN_ATTN").map_or(true, |v| v != "0");
+        let chain_attn_part = env_count(
+            "MINISGL_CHAIN_ATTN_PART",
+            64,
+            |n| (1..=1 << 20).contains(&n),
+            "a row count from 1",
+        );
         CudaOptions {
             ordinal,
             attention,
@@ -328,6 +342,8 @@ impl Default for CudaOptions {
             gemv_max_weight,
             sample_split,
             layer_chain,
+            chain_attn,
+            chain_attn_part,
         }
     }
 }
@@ -410,7 +426,13 @@ pub fn kernel_names(family: &str) -> Vec<String> {
             "attn_prefill_ws_gather_hd64",
             "attn_prefill_ws_gather_hd128",
         ],
-        "layer_chain_sm90" => vec!["layer_chain"],
+        "layer_chain_sm90" => vec![
+            "layer_chain",
+            "layer_chain_attn_g2",
+            "layer_chain_attn_g4",
+            "layer_chain_attn_g6",
+            "layer_chain_attn_g8",
+        ],
         "gemv" => {
             let base = [
                 "gemv_bf16",
@@ -463,7 +485,7 @@ pub fn dynamic_smem(name: &str) -> Option<usize> {
         }
         // layer_chain_sm90.cu sizes its ring from the model at launch, within what a
         // Hopper block may opt in to less its static shared memory.
-        "layer_chain" => Some(super::ops::LAYER_CHAIN_MAX_SMEM),
+        n if n.starts_with("layer_chain") => Some(super::ops::LAYER_CHAIN_MAX_SMEM),
         _ => None,
     }
 }

@@ -191,6 +191,10 @@ pub struct CudaBackend {
     /// Whether a layer's products at one decode row run as one `layer_chain` launch
     /// ([`CudaOptions::layer_chain`]; checks and benchmarks compare both).
     pub(crate) layer_chain: std::cell::Cell<bool>,
+    /// Whether the chain runs the layer's attention too ([`CudaOptions::chain_attn`]).
+    pub(crate) chain_attn: std::cell::Cell<bool>,
+    /// [`CudaOptions::chain_attn_part`].
+    pub(crate) chain_attn_part: std::cell::Cell<usize>,
     /// This device's rank when the model is split across GPUs
     /// ([`Backend::all_reduce`](super::Backend::all_reduce) goes through it).
     pub(crate) nccl: Option<nccl::NcclRank>,
@@ -217,6 +221,8 @@ impl CudaBackend {
             norm_threads: std::cell::Cell::new(opts.norm_threads),
             sample_split: std::cell::Cell::new(opts.sample_split),
             layer_chain: std::cell::Cell::new(opts.layer_chain),
+            chain_attn: std::cell::Cell::new(opts.chain_attn),
+            chain_attn_part: std::cell::Cell::new(opts.chain_attn_part.max(1)),
             nccl: None,
         })
     }
@@ -260,6 +266,17 @@ impl CudaBackend {
     /// Whether `layer_chain` is allowed now.
     pub fn layer_chain_on(&self) -> bool {
         self.layer_chain.get()
+    }
+
+    /// Let the chain run the layer's attention too (`layer_chain_attn_g*`) where it
+    /// applies; checks compare both.
+    pub fn set_chain_attn(&self, on: bool) {
+        self.chain_attn.set(on);
+    }
+
+    /// Whether the chain may run the attention now.
+    pub fn chain_attn_on(&self) -> bool {
+        self.chain_attn.get()
     }
 
     /// Split the split-grid decode kernels' work at least `min_splits` ways

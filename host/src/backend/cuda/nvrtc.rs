@@ -11,8 +11,8 @@ use super::error::CudaError;
 use super::libs;
 
 /// The shared headers a family may include, pasted in place of their `#include` line:
-/// `common.cuh` (every family) and `hopper.cuh` (the sm_90a families' wgmma, mbarrier
-/// and TMA helpers).
+/// `common.cuh` (every family), `hopper.cuh` (the sm_90a families' wgmma, mbarrier
+/// and TMA helpers) and `rope.cuh` (q/k norm and rotation: rope and layer_chain).
 const HEADERS: &[(&str, &str)] = &[
     (
         "#include \"common.cuh\"",
@@ -21,6 +21,10 @@ const HEADERS: &[(&str, &str)] = &[
     (
         "#include \"hopper.cuh\"",
         include_str!("../../../../kernels/hopper.cuh"),
+    ),
+    (
+        "#include \"rope.cuh\"",
+        include_str!("../../../../kernels/rope.cuh"),
     ),
 ];
 

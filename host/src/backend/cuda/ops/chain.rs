@@ -1,10 +1,12 @@
 //! A decoder layer's products at one decode row in one launch (`layer_chain`,
 //! `kernels/layer_chain_sm90.cu`): o into the residual, norm + gate_up + SiLU, down into
 //! the residual, and the next layer's norm + qkv, with every block streaming its share
-//! of all four weights from the start.
+//! of all four weights from the start. `layer_chain_attn_g*` run the layer's attention
+//! first, from its qkv row (q/k norm, RoPE, the K/V store, split attention and its merge).
 
-use crate::backend::cuda::{cfg, Arg, Buf, CudaBackend, CudaTensor};
-use crate::backend::{BackendError, LayerChain};
+use super::kv::check_slots;
+use crate::backend::cuda::{cfg, Arg, Buf, CudaBackend, CudaKv, CudaStep, CudaTensor};
+use crate::backend::{AttnParams, BackendError, ChainInput, LayerChain};
 
 /// Dynamic shared memory the kernel may take: Hopper's per-block maximum (227 KB) less
 /// 1 KB for its static shared memory (the driver refuses an opt-in that the two together
@@ -14,33 +16,61 @@ pub const LAYER_CHAIN_MAX_SMEM: usize = 226 * 1024;
 const CHUNK: usize = 32768;
 /// Threads a block (`LC_THREADS`: 16 consumer warps and a producer warp).
 const THREADS: u32 = 544;
+/// Consumer warps a block (`LC_WARPS`): the attention's partials in shared memory.
+const WARPS: usize = 16;
 /// Fewest ring stages worth launching with: fewer would leave too little in flight.
 const MIN_STAGES: usize = 4;
 /// Most stages: 6 x 32 KB keeps ~25 MB in flight over 132 SMs, past the copy rate's
 /// need; more only takes shared memory.
 const MAX_STAGES: usize = 6;
+/// The attention phase's head size (`LC_HD`) and most splits (`LC_MAX_SPLITS`).
+const ATT_HD: usize = 128;
+const ATT_MAX_SPLITS: usize = 16;
 
-/// The launch's shape: (h, qd, inter, nqkv), from the weights.
+/// The launch's shape: (h, qd, inter, nqkv) from the weights, and with the attention
+/// in front its GQA group (query heads a kv head; 0 without).
 struct Dims {
     h: usize,
     qd: usize,
     inter: usize,
     nqkv: usize,
+    group: usize,
 }
 
-/// The kernel's shared-memory plan for `d` on `sms` blocks: (stages, x elements,
-/// accumulator rows, bytes), or `None` when too few stages fit.
-fn plan(d: &Dims, sms: usize) -> Option<(usize, usize, usize, usize)> {
+/// The kernel's shared-memory plan for `d` on `sms` blocks.
+struct Plan {
+    stages: usize,
+    /// x's elements (the widest product input).
+    xmax: usize,
+    /// The accumulators' floats (the most rows of a product a block owns).
+    acc: usize,
+    /// Bytes between the ring and the mbarriers: x and the accumulators, or the
+    /// attention's scratch where that is larger.
+    region: usize,
+    bytes: usize,
+}
+
+/// The plan, or `None` when too few stages fit.
+fn plan(d: &Dims, sms: usize) -> Option<Plan> {
     let per = |n: usize| n.div_ceil(sms);
     let acc = per(d.h)
         .max(2 * per(d.inter))
         .max(per(d.nqkv))
         .next_multiple_of(4);
     let xmax = d.h.max(d.qd).max(d.inter).next_multiple_of(8);
-    let fixed = xmax * 2 + acc * 4;
+    // lc_attention's q (G x 128 f32) and each consumer warp's partial per head (128
+    // values, a max and a sum).
+    let att = d.group * ATT_HD * 4 + WARPS * d.group * (ATT_HD + 2) * 4;
+    let region = (xmax * 2 + acc * 4).max(att).next_multiple_of(16);
     // Each stage: its bytes and two mbarriers (full, empty).
-    let stages = (LAYER_CHAIN_MAX_SMEM.checked_sub(fixed)? / (CHUNK + 16)).min(MAX_STAGES);
-    (stages >= MIN_STAGES).then_some((stages, xmax, acc, stages * CHUNK + fixed + stages * 16))
+    let stages = (LAYER_CHAIN_MAX_SMEM.checked_sub(region)? / (CHUNK + 16)).min(MAX_STAGES);
+    (stages >= MIN_STAGES).then_some(Plan {
+        stages,
+        xmax,
+        acc,
+        region,
+        bytes: stages * CHUNK + region + stages * 16,
+    })
 }
 
 fn bf16_2d(t: &CudaTensor) -> Option<(usize, usize)> {
@@ -54,9 +84,75 @@ fn bf16_1d(t: &CudaTensor, n: usize) -> bool {
     matches!(t.buf, Buf::Bf16(_)) && t.shape.iter().product::<usize>() == n
 }
 
+/// The kernel entry for a GQA group: the smallest of 2, 4, 6 and 8 that holds it (the
+/// running state of GM heads takes registers).
+fn attn_kernel(group: usize) -> Option<&'static str> {
+    match group {
+        1..=2 => Some("layer_chain_attn_g2"),
+        3..=4 => Some("layer_chain_attn_g4"),
+        5..=6 => Some("layer_chain_attn_g6"),
+        7..=8 => Some("layer_chain_attn_g8"),
+        _ => None,
+    }
+}
+
 impl CudaBackend {
-    /// The chain's shape when the kernel can run it on `residual`, else `None`.
-    fn chain_dims(&self, residual: &CudaTensor, c: &LayerChain<'_, CudaTensor>) -> Option<Dims> {
+    /// The attention-in-front's group size when the kernel can run it: one sequence of
+    /// one new token, head_dim 128, a group of at most 8, q and k norms both or neither,
+    /// f32 inverse frequencies, the kv heads each taking a block.
+    fn chain_attn_group(
+        &self,
+        qkv: &CudaTensor,
+        layer: usize,
+        p: &AttnParams<'_, CudaTensor>,
+        kv: &CudaKv,
+        step: &CudaStep,
+    ) -> Option<usize> {
+        let l = kv.layout;
+        let (hq, hkv) = (p.q_heads, p.kv_heads);
+        let group = hq.checked_div(hkv)?;
+        let norms = p.q_norm.is_some() == p.k_norm.is_some()
+            && [p.q_norm, p.k_norm]
+                .iter()
+                .flatten()
+                .all(|n| bf16_1d(n, ATT_HD));
+        let ok = self.chain_attn.get()
+            && step.decode_only
+            && step.meta.num_seqs() == 1
+            && step.meta.num_tokens() == 1
+            && p.head_dim == ATT_HD
+            && l.head_dim == ATT_HD
+            && l.kv_heads == hkv
+            && layer < l.num_layers
+            && l.page_size > 0
+            && hq == group * hkv
+            && hkv <= self.dev.num_sms
+            && norms
+            && p.inv_freq.f32_copy.is_some()
+            && p.inv_freq.numel() * 2 == ATT_HD
+            && bf16_2d(qkv) == Some((1, (hq + 2 * hkv) * ATT_HD));
+        let name = attn_kernel(group)?;
+        (ok && self.dev.kernels.get(name).is_ok()).then_some(group)
+    }
+
+    pub(super) fn layer_chain_ok_impl(
+        &self,
+        residual: &CudaTensor,
+        c: &LayerChain<'_, CudaTensor>,
+        kv: &CudaKv,
+        step: &CudaStep,
+    ) -> bool {
+        self.chain_plan(residual, c, kv, step).is_some()
+    }
+
+    /// The chain's shape and plan when the kernel can run it on `residual`, else `None`.
+    fn chain_plan(
+        &self,
+        residual: &CudaTensor,
+        c: &LayerChain<'_, CudaTensor>,
+        kv: &CudaKv,
+        step: &CudaStep,
+    ) -> Option<(Dims, Plan)> {
         if !self.layer_chain.get() || self.dev.kernels.get("layer_chain").is_err() {
             return None;
         }
@@ -74,47 +170,56 @@ impl CudaBackend {
             }
             None => 0,
         };
+        let group = match &c.input {
+            ChainInput::Attn(a) => (bf16_2d(a) == Some((1, qd))).then_some(0)?,
+            ChainInput::Qkv { qkv, layer, params } => {
+                let g = self.chain_attn_group(qkv, *layer, params, kv, step)?;
+                (params.q_heads * ATT_HD == qd).then_some(g)?
+            }
+        };
         let shapes = ho == h
             && hg == h
             && gu == 2 * inter
             && hd == h
             && bf16_1d(c.post_norm, h)
-            && c.b_o.is_none_or(|b| bf16_1d(b, h))
-            && bf16_2d(c.attn) == Some((1, qd));
+            && c.b_o.is_none_or(|b| bf16_1d(b, h));
         // Each warp's 256-element piece of a chunk must lie in one weight row.
         let widths = [h, qd, inter].iter().all(|k| k.is_multiple_of(256));
-        let d = Dims { h, qd, inter, nqkv };
-        (shapes && widths && plan(&d, self.dev.num_sms).is_some()).then_some(d)
-    }
-
-    pub(super) fn layer_chain_ok_impl(
-        &self,
-        residual: &CudaTensor,
-        c: &LayerChain<'_, CudaTensor>,
-    ) -> bool {
-        self.chain_dims(residual, c).is_some()
+        let d = Dims {
+            h,
+            qd,
+            inter,
+            nqkv,
+            group,
+        };
+        let p = plan(&d, self.dev.num_sms)?;
+        (shapes && widths).then_some((d, p))
     }
 
     pub(super) fn layer_chain_impl(
         &self,
         c: &LayerChain<'_, CudaTensor>,
+        kv: &mut CudaKv,
+        step: &CudaStep,
         residual: &mut CudaTensor,
     ) -> Result<Option<CudaTensor>, BackendError> {
-        let d = self.chain_dims(residual, c).ok_or_else(|| {
+        let (d, p) = self.chain_plan(residual, c, kv, step).ok_or_else(|| {
             BackendError::Unsupported(format!(
                 "layer_chain: residual {:?}, w_o {:?}, w_gate_up {:?}, w_down {:?}: not a shape the kernel runs (or turned off)",
                 residual.shape, c.w_o.shape, c.w_gate_up.shape, c.w_down.shape
             ))
         })?;
         let sms = self.dev.num_sms;
-        let (stages, xmax, acc, smem) = plan(&d, sms).expect("chain_dims checked the plan");
         let act = self.new_bf16(1, d.inter)?;
-        let qkv = match c.next {
+        let qkv_out = match c.next {
             Some(_) => Some(self.new_bf16(1, d.nqkv)?),
             None => None,
         };
         let weights = d.h * d.qd + 3 * d.h * d.inter + d.nqkv * d.h;
-        crate::backend::cuda::timeline::cost((weights * 2) as f64, 2.0 * weights as f64);
+        let cost = |kv_bytes: usize, flops: usize| {
+            let (bytes, flops) = (weights * 2 + kv_bytes, 2 * weights + flops);
+            crate::backend::cuda::timeline::cost(bytes as f64, flops as f64);
+        };
         let opt = |t: Option<&CudaTensor>| -> Result<u64, BackendError> {
             t.map_or(Ok(0), |t| self.bf16_ptr(t, "layer_chain"))
         };
@@ -123,35 +228,84 @@ impl CudaBackend {
             None => (None, None, None),
         };
         let mut lc = cfg((sms as u32, 1, 1), THREADS);
-        lc.shared_mem_bytes = smem as u32;
-        self.launch(
-            "layer_chain",
-            lc,
-            &[
-                Arg::U64(self.bf16_ptr(c.attn, "layer_chain")?),
-                Arg::U64(self.bf16_ptr(c.w_o, "layer_chain")?),
-                Arg::U64(opt(c.b_o)?),
-                Arg::U64(self.bf16_ptr(residual, "layer_chain")?),
-                Arg::U64(self.bf16_ptr(c.post_norm, "layer_chain")?),
-                Arg::U64(self.bf16_ptr(c.w_gate_up, "layer_chain")?),
-                Arg::U64(self.bf16_ptr(c.w_down, "layer_chain")?),
-                Arg::U64(self.bf16_ptr(&act, "layer_chain")?),
-                Arg::U64(opt(in_norm)?),
-                Arg::U64(opt(w_qkv)?),
-                Arg::U64(opt(b_qkv)?),
-                Arg::U64(opt(qkv.as_ref())?),
-                Arg::U64(self.ptr(&self.dev.chain_bar)),
-                Arg::I32(d.h as i32),
-                Arg::I32(d.qd as i32),
-                Arg::I32(d.inter as i32),
-                Arg::I32(d.nqkv as i32),
-                Arg::F32(c.eps),
-                Arg::I32(stages as i32),
-                Arg::I32(xmax as i32),
-                Arg::I32(acc as i32),
-            ],
-        )?;
-        Ok(qkv)
+        lc.shared_mem_bytes = p.bytes as u32;
+        let mut args = Vec::with_capacity(40);
+        if let ChainInput::Attn(a) = &c.input {
+            args.push(Arg::U64(self.bf16_ptr(a, "layer_chain")?));
+        }
+        args.extend([
+            Arg::U64(self.bf16_ptr(c.w_o, "layer_chain")?),
+            Arg::U64(opt(c.b_o)?),
+            Arg::U64(self.bf16_ptr(residual, "layer_chain")?),
+            Arg::U64(self.bf16_ptr(c.post_norm, "layer_chain")?),
+            Arg::U64(self.bf16_ptr(c.w_gate_up, "layer_chain")?),
+            Arg::U64(self.bf16_ptr(c.w_down, "layer_chain")?),
+            Arg::U64(self.bf16_ptr(&act, "layer_chain")?),
+            Arg::U64(opt(in_norm)?),
+            Arg::U64(opt(w_qkv)?),
+            Arg::U64(opt(b_qkv)?),
+            Arg::U64(opt(qkv_out.as_ref())?),
+            Arg::U64(self.ptr(&self.dev.chain_bar)),
+            Arg::I32(d.h as i32),
+            Arg::I32(d.qd as i32),
+            Arg::I32(d.inter as i32),
+            Arg::I32(d.nqkv as i32),
+            Arg::F32(c.eps),
+            Arg::I32(p.stages as i32),
+            Arg::I32(p.xmax as i32),
+            Arg::I32(p.acc as i32),
+            Arg::I32(p.region as i32),
+        ]);
+        let ChainInput::Qkv { qkv, layer, params } = &c.input else {
+            cost(0, 0);
+            self.launch("layer_chain", lc, &args)?;
+            return Ok(qkv_out);
+        };
+        // The attention's partials: every head's splits (at most ATT_MAX_SPLITS), read
+        // back by phase 0 of the same launch.
+        let l = kv.layout;
+        check_slots(l, step)?;
+        let (hq, hkv) = (params.q_heads, params.kv_heads);
+        let o_part = self.alloc_f32(hq * ATT_MAX_SPLITS * ATT_HD)?;
+        let lse = self.alloc_f32(hq * ATT_MAX_SPLITS)?;
+        let (qn, kn) = match (params.q_norm, params.k_norm) {
+            (Some(q), Some(k)) => (
+                self.bf16_ptr(q, "layer_chain")?,
+                self.bf16_ptr(k, "layer_chain")?,
+            ),
+            _ => (0, 0),
+        };
+        let freq = params.inv_freq.f32_copy.as_ref().ok_or_else(|| {
+            BackendError::Unsupported("layer_chain: inv_freq without its f32 upload".into())
+        })?;
+        let off = step.off;
+        args.extend([
+            Arg::U64(self.bf16_ptr(qkv, "layer_chain")?),
+            Arg::U64(qn),
+            Arg::U64(kn),
+            Arg::U64(self.step_ptr(step, off.positions)),
+            Arg::U64(self.ptr(freq)),
+            Arg::U64(self.step_ptr(step, off.slots)),
+            Arg::U64(self.ptr(&kv.k[*layer])),
+            Arg::U64(self.ptr(&kv.v[*layer])),
+            Arg::U64(self.step_ptr(step, off.kv_len)),
+            Arg::U64(self.step_ptr(step, off.page_start)),
+            Arg::U64(self.step_ptr(step, off.page_ids)),
+            Arg::U64(self.ptr(&o_part)),
+            Arg::U64(self.ptr(&lse)),
+            Arg::I32(hq as i32),
+            Arg::I32(hkv as i32),
+            Arg::I32(l.page_size as i32),
+            Arg::I32(self.chain_attn_part.get() as i32),
+            Arg::F32(params.scale),
+        ]);
+        // K and V of every context row once; q·k and p·v for every query head.
+        let ctx: usize = step.meta.kv_lens.iter().map(|&n| n as usize).sum();
+        cost(ctx * hkv * ATT_HD * 4, ctx * hq * ATT_HD * 4);
+        let name = attn_kernel(d.group).expect("chain_plan checked the group");
+        self.launch(name, lc, &args)?;
+        // o_part and lse are dropped here: freed in stream order, after the launch.
+        Ok(qkv_out)
     }
 }
 
@@ -161,40 +315,34 @@ mod tests {
 
     #[test]
     fn plan_fits_the_shapes_it_serves() {
-        // Qwen3-0.6B and Qwen3-14B on 132 SMs: the whole plan within the limit.
+        // Qwen3-0.6B, Qwen3-14B and Qwen3-32B on 132 SMs, with and without the
+        // attention in front: the whole plan within the limit.
+        let dims = |h, qd, inter, nqkv, group| Dims {
+            h,
+            qd,
+            inter,
+            nqkv,
+            group,
+        };
         for (d, stages) in [
-            (
-                Dims {
-                    h: 1024,
-                    qd: 2048,
-                    inter: 3072,
-                    nqkv: 4096,
-                },
-                6,
-            ),
-            (
-                Dims {
-                    h: 5120,
-                    qd: 5120,
-                    inter: 17408,
-                    nqkv: 7168,
-                },
-                5,
-            ),
+            (dims(1024, 2048, 3072, 4096, 0), 6),
+            (dims(1024, 2048, 3072, 4096, 2), 6),
+            (dims(5120, 5120, 17408, 7168, 0), 5),
+            (dims(5120, 5120, 17408, 7168, 5), 5),
+            (dims(5120, 8192, 25600, 10240, 8), 4),
         ] {
-            let (s, xmax, acc, bytes) = plan(&d, 132).unwrap();
-            assert_eq!(s, stages);
-            assert!(bytes <= LAYER_CHAIN_MAX_SMEM);
-            assert!(xmax >= d.inter && acc >= 2 * d.inter.div_ceil(132));
-            assert_eq!(acc % 4, 0);
+            let p = plan(&d, 132).unwrap();
+            assert_eq!(p.stages, stages, "h={} group={}", d.h, d.group);
+            assert!(p.bytes <= LAYER_CHAIN_MAX_SMEM);
+            assert!(p.xmax >= d.inter && p.acc >= 2 * d.inter.div_ceil(132));
+            assert!(p.region >= p.xmax * 2 + p.acc * 4);
+            assert!(
+                p.region >= 17 * d.group * 128 * 4,
+                "the attention's scratch fits"
+            );
+            assert_eq!((p.acc % 4, p.region % 16), (0, 0));
         }
         // An intermediate width whose x alone takes the shared memory: no plan.
-        let huge = Dims {
-            h: 4096,
-            qd: 4096,
-            inter: 110_592,
-            nqkv: 6144,
-        };
-        assert!(plan(&huge, 132).is_none());
+        assert!(plan(&dims(4096, 4096, 110_592, 6144, 0), 132).is_none());
     }
 }

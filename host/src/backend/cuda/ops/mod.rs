@@ -162,16 +162,24 @@ impl Backend for CudaBackend {
         self.linear_add_impl(x, w, bias, residual)
     }
 
-    fn layer_chain_ok(&self, residual: &CudaTensor, chain: &LayerChain<'_, CudaTensor>) -> bool {
-        self.layer_chain_ok_impl(residual, chain)
+    fn layer_chain_ok(
+        &self,
+        residual: &CudaTensor,
+        chain: &LayerChain<'_, CudaTensor>,
+        kv: &CudaKv,
+        step: &CudaStep,
+    ) -> bool {
+        self.layer_chain_ok_impl(residual, chain, kv, step)
     }
 
     fn layer_chain(
         &self,
         chain: &LayerChain<'_, CudaTensor>,
+        kv: &mut CudaKv,
+        step: &CudaStep,
         residual: &mut CudaTensor,
     ) -> Result<Option<CudaTensor>, BackendError> {
-        self.layer_chain_impl(chain, residual)
+        self.layer_chain_impl(chain, kv, step, residual)
     }
 
     fn rms_norm_linear(
