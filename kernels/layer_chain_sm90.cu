@@ -47,6 +47,14 @@
 #define LC_THREADS (LC_CONSUMERS + 32)
 #define LC_CHUNK 32768
 #define LC_SEGS 5
+// Experiments (MINISGL_KERNEL_DEFINES): LC_BACKOFF=N sleeps N ns between grid-barrier
+// polls; LC_DEFER_RING=1 holds the weight stream until the attention phase is done.
+#ifndef LC_BACKOFF
+#define LC_BACKOFF 0
+#endif
+#ifndef LC_DEFER_RING
+#define LC_DEFER_RING 0
+#endif
 
 // One contiguous run of weight rows a block streams: `bytes` from `src`, rows of k
 // elements, whose dot products add into acc[acc0 + row].
@@ -105,6 +113,9 @@ __device__ __forceinline__ void lc_grid_sync(u32* bar) {
             u32 spins = 0;
             while (ld_acquire_gpu(bar + 1) == g) {
                 if (++spins > (1u << 24)) __trap();
+#if LC_BACKOFF
+                __nanosleep(LC_BACKOFF);
+#endif
             }
         }
     }
@@ -512,6 +523,7 @@ __device__ __forceinline__ void layer_chain_impl(
     const int nj = j1 - j0;
     __shared__ LcSeg segs[LC_SEGS];
     __shared__ int nseg_s;
+    __shared__ volatile int ring_go;
     if (threadIdx.x == 0) {
         int n = 0;
         auto add = [&](const bf16_t* w, int r0, int r1, int k, int acc0, int phase) {
@@ -529,9 +541,12 @@ __device__ __forceinline__ void layer_chain_impl(
             mbar_init(empty + s * 8, LC_WARPS);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        ring_go = 0;
     }
     __syncthreads();  // the last barrier of the whole block: then the roles split
     if (threadIdx.x >= LC_CONSUMERS) {
+        if (LC_DEFER_RING && GM > 0)
+            while (ring_go == 0) __nanosleep(64);
         lc_produce(segs, nseg_s, ring, full, empty, stages);
         return;
     }
@@ -544,6 +559,7 @@ __device__ __forceinline__ void layer_chain_impl(
         lc_attention<GM>(a.qkv, a.q_norm, a.k_norm, a.pos, a.inv_freq, eps, a.scale, a.slots,
                          a.k_cache, a.v_cache, a.kv_len, a.page_start, a.page_ids, a.hq, a.hkv,
                          a.page_size, a.part, a.o_part, a.lse, reinterpret_cast<float*>(x));
+        if (LC_DEFER_RING && threadIdx.x == 0) ring_go = 1;
         lc_grid_sync(bar);
         lc_combine_x(x, a.o_part, a.lse, a.kv_len, a.part, a.hkv, qd);
     } else {

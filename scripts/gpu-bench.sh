@@ -197,6 +197,12 @@
 #             attention against the CPU's qkv_attention + products, caches of 1-2,000
 #             rows), model checks, the A/B at Qwen3-0.6B (batch 1 at contexts 256 and
 #             2,048; batch 8 a control), Llama-3.1-8B and Qwen3-14B (batch 2 a control).
+#     part 68: where the chain's attention phase loses (part 67: 0.6B batch 1 at 1.19x
+#             the separate attention at context 256, 1.67x at 2,048): A/Bs of the
+#             experiment defines LC_BACKOFF (sleep between barrier polls) and
+#             LC_DEFER_RING (the weight stream held until the attention is done), the
+#             step kernel by kernel at context 2,048, and one attention-chain launch
+#             under Nsight Compute (full set, per-line stall samples).
 #     (part 59, part 60 with 256-thread row_partials blocks and a null A/B, ran at
 #     ff1f722; at batch 64 the split kept too few loads in flight, so part 60 replaced
 #     it: docs/results/gpu-2026-12-04-sample.md.)
@@ -1100,6 +1106,26 @@ device)
             bench_step qwen3-0.6b -cattn-ctx2048
         MINISGL_BENCH_BATCHES=1,2 MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN=0 bench_step llama-3.1-8b -cattn
         BENCH_TIMEOUT=200 MINISGL_BENCH_BATCHES=1,2 MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN=0 bench_step qwen3-14b -cattn
+        ls -la "$out"
+    elif [ "$part" = 68 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
+        for ctx in 2048 256; do
+            for defs in LC_DEFER_RING=1 LC_BACKOFF=200; do
+                MINISGL_BENCH_CONTEXT=$ctx MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=$defs \
+                    bench_step qwen3-0.6b -ctx$ctx-${defs%%=*}
+            done
+        done
+        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
+        ncu_steps qwen3-0.6b 1 2048
+        timeout 200 ncu --set full --import-source no -k regex:layer_chain_attn -s 28 -c 1 -f \
+            -o /tmp/prof-cattn "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-0.6b \
+            --timeline-batches 1 --timeline-context 2048 --timeline-out /tmp/tl.md \
+            --report /tmp/tl-report.md > /tmp/ncu-cattn.log 2>&1
+        echo "ncu rc=$?"; tail -3 /tmp/ncu-cattn.log
+        ncu -i /tmp/prof-cattn.ncu-rep --page source --csv --print-source sass 2>&1 | gzip > "$out/ncu-src-cattn.csv.gz"
+        ncu -i /tmp/prof-cattn.ncu-rep --page details > "$out/ncu-details-cattn.txt" 2>&1
+        grep -E "Duration|DRAM Throughput|Memory Throughput|L2 Hit|Warp Cycles Per Issued|Stall" "$out/ncu-details-cattn.txt" | head -20
         ls -la "$out"
     elif [ "$part" = 65 ]; then
         rm "$out/env.log"  # already printed by the tee above
