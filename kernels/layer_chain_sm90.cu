@@ -446,13 +446,19 @@ __device__ __forceinline__ void lc_attention(
     }
 }
 
-// x = the attention's output row (bf16): every head's splits merged, as
-// attn_decode_combine does (partials normalized, weights 2^lse).
-__device__ __forceinline__ void lc_combine_x(bf16_t* x, const float* o_part, const float* lse,
-                                             const int* kv_len, int part, int hkv, int qd) {
+// The attention's output row (bf16) on this block's share of its elements: every
+// head's splits merged, as attn_decode_combine does (partials normalized, weights
+// 2^lse). Each block merges qd / G elements and a grid barrier later every block loads
+// the whole row: the first build had every block merge the whole row from the
+// partials, 132 reads of the same 128 KB (16 splits) through L2, ~40% of the launch
+// at context 2,048 (Nsight Compute, 2026-12-04).
+__device__ __forceinline__ void lc_combine_slice(bf16_t* out, const float* o_part,
+                                                 const float* lse, const int* kv_len, int part,
+                                                 int hkv, int qd) {
     int span;
     const int S = lc_att_splits(kv_len[0], part, hkv, span);
-    for (int i = threadIdx.x; i < qd; i += LC_CONSUMERS) {
+    const int i1 = lc_split(qd, blockIdx.x + 1);
+    for (int i = lc_split(qd, blockIdx.x) + threadIdx.x; i < i1; i += LC_CONSUMERS) {
         const int hh = i / LC_HD, d = i % LC_HD;
         float ls[LC_MAX_SPLITS], ov[LC_MAX_SPLITS];
         float M = NEG_INF;
@@ -473,7 +479,7 @@ __device__ __forceinline__ void lc_combine_x(bf16_t* x, const float* o_part, con
                 O += e * ov[k];
             }
         }
-        x[i] = f2bf(O / L);
+        out[i] = f2bf(O / L);
     }
 }
 
@@ -492,6 +498,7 @@ struct LcAttnArgs {
     const int* page_ids;
     float* o_part;
     float* lse;
+    bf16_t* attn_out;
     int hq, hkv, page_size, part;
     float scale;
 };
@@ -561,7 +568,9 @@ __device__ __forceinline__ void layer_chain_impl(
                          a.page_size, a.part, a.o_part, a.lse, reinterpret_cast<float*>(x));
         if (LC_DEFER_RING && threadIdx.x == 0) ring_go = 1;
         lc_grid_sync(bar);
-        lc_combine_x(x, a.o_part, a.lse, a.kv_len, a.part, a.hkv, qd);
+        lc_combine_slice(a.attn_out, a.o_part, a.lse, a.kv_len, a.part, a.hkv, qd);
+        lc_grid_sync(bar);
+        lc_load_x(x, a.attn_out, qd);
     } else {
         lc_load_x(x, attn, qd);
     }
@@ -628,11 +637,11 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
         const bf16_t* qkv,                                                                    \
         const bf16_t* q_norm, const bf16_t* k_norm, const int* pos, const float* inv_freq,    \
         const int* slots, bf16_t* k_cache, bf16_t* v_cache, const int* kv_len,                \
-        const int* page_start, const int* page_ids, float* o_part, float* lse, int hq,        \
-        int hkv, int page_size, int part, float scale) {                                      \
-        LcAttnArgs a{qkv,    q_norm,     k_norm,   pos,    inv_freq, slots,     k_cache,      \
-                     v_cache, kv_len,    page_start, page_ids, o_part, lse, hq, hkv, page_size, \
-                     part,   scale};                                                          \
+        const int* page_start, const int* page_ids, float* o_part, float* lse,                \
+        bf16_t* attn_out, int hq, int hkv, int page_size, int part, float scale) {            \
+        LcAttnArgs a{qkv,      q_norm,     k_norm,   pos,    inv_freq, slots,    k_cache,     \
+                     v_cache,  kv_len,     page_start, page_ids, o_part, lse,    attn_out,    \
+                     hq,       hkv,        page_size,  part,     scale};                      \
         layer_chain_impl<GM>(nullptr, a, w_o, b_o, residual, post_norm, w_gate_up, w_down,    \
                              act, in_norm, w_qkv, b_qkv, qkv_out, bar, h, qd, inter, nqkv,    \
                              eps, stages, xmax, acc_rows, region);                            \

@@ -1106,6 +1106,9 @@ device)
             bench_step qwen3-0.6b -cattn-ctx2048
         MINISGL_BENCH_BATCHES=1,2 MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN=0 bench_step llama-3.1-8b -cattn
         BENCH_TIMEOUT=200 MINISGL_BENCH_BATCHES=1,2 MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN=0 bench_step qwen3-14b -cattn
+        if [ "${PART67_DEFER:-0}" = 1 ]; then
+            MINISGL_BENCH_BATCHES=1 MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_DEFER_RING=1 bench_step qwen3-0.6b -defer
+        fi
         ls -la "$out"
     elif [ "$part" = 68 ]; then
         rm "$out/env.log"  # already printed by the tee above

@@ -261,13 +261,14 @@ impl CudaBackend {
             self.launch("layer_chain", lc, &args)?;
             return Ok(qkv_out);
         };
-        // The attention's partials: every head's splits (at most ATT_MAX_SPLITS), read
-        // back by phase 0 of the same launch.
+        // The attention's partials (every head's splits, at most ATT_MAX_SPLITS) and its
+        // merged output row, read back later in the same launch.
         let l = kv.layout;
         check_slots(l, step)?;
         let (hq, hkv) = (params.q_heads, params.kv_heads);
         let o_part = self.alloc_f32(hq * ATT_MAX_SPLITS * ATT_HD)?;
         let lse = self.alloc_f32(hq * ATT_MAX_SPLITS)?;
+        let attn_out = self.new_bf16(1, d.qd)?;
         let (qn, kn) = match (params.q_norm, params.k_norm) {
             (Some(q), Some(k)) => (
                 self.bf16_ptr(q, "layer_chain")?,
@@ -293,6 +294,7 @@ impl CudaBackend {
             Arg::U64(self.step_ptr(step, off.page_ids)),
             Arg::U64(self.ptr(&o_part)),
             Arg::U64(self.ptr(&lse)),
+            Arg::U64(self.tptr(&attn_out)),
             Arg::I32(hq as i32),
             Arg::I32(hkv as i32),
             Arg::I32(l.page_size as i32),
@@ -304,7 +306,7 @@ impl CudaBackend {
         cost(ctx * hkv * ATT_HD * 4, ctx * hq * ATT_HD * 4);
         let name = attn_kernel(d.group).expect("chain_plan checked the group");
         self.launch(name, lc, &args)?;
-        // o_part and lse are dropped here: freed in stream order, after the launch.
+        // The scratch is dropped here: freed in stream order, after the launch.
         Ok(qkv_out)
     }
 }
