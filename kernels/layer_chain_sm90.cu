@@ -281,8 +281,10 @@ __device__ __forceinline__ float ld_cg_f32(const float* p) {
 
 // Shared memory: q [G][LC_HD] f32 (scaled to log2 units), then the warps' partials
 // o [LC_WARPS][G][LC_HD], m [LC_WARPS][G], l [LC_WARPS][G]; the host sizes the region.
+// Out of line so that its registers (GM heads' running state) do not shape the
+// products' loop: inlined, the GM = 6 and 8 builds spilled in the kernel body.
 template <int GM>
-__device__ __forceinline__ void lc_attention(
+__device__ __noinline__ void lc_attention(
     const bf16_t* qkv, const bf16_t* q_norm, const bf16_t* k_norm, const int* pos,
     const float* inv_freq, float eps, float scale, const int* slots, bf16_t* k_cache,
     bf16_t* v_cache, const int* kv_len, const int* page_start, const int* page_ids, int hq,

@@ -203,6 +203,10 @@
 #             LC_DEFER_RING (the weight stream held until the attention is done), the
 #             step kernel by kernel at context 2,048, and one attention-chain launch
 #             under Nsight Compute (full set, per-line stall samples).
+#     part 69: the attention chain with its attention phase out of line (its registers no
+#             longer shape the products' loop; part 67 at a7aaee5: 0.6B 0.982x, Llama-3.1-8B
+#             0.976x, Qwen3-14B 1.017x against the separate attention) and LC_DEFER_RING=1
+#             (0.6B 0.976x more): kernel checks both ways, the A/Bs on the three shapes.
 #     (part 59, part 60 with 256-thread row_partials blocks and a null A/B, ran at
 #     ff1f722; at batch 64 the split kept too few loads in flight, so part 60 replaced
 #     it: docs/results/gpu-2026-12-04-sample.md.)
@@ -1129,6 +1133,23 @@ device)
         ncu -i /tmp/prof-cattn.ncu-rep --page source --csv --print-source sass 2>&1 | gzip > "$out/ncu-src-cattn.csv.gz"
         ncu -i /tmp/prof-cattn.ncu-rep --page details > "$out/ncu-details-cattn.txt" 2>&1
         grep -E "Duration|DRAM Throughput|Memory Throughput|L2 Hit|Warp Cycles Per Issued|Stall" "$out/ncu-details-cattn.txt" | head -20
+        ls -la "$out"
+    elif [ "$part" = 69 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        check_ops --skip-bench
+        grep -E "chain_attn|layer_chain" "$out/gpu-check-ops.log" | grep -E "FAIL" | head -10
+        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
+        BENCH_TIMEOUT=150 MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN=0 bench_step qwen3-14b -cattn
+        BENCH_TIMEOUT=150 MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_DEFER_RING=1 bench_step qwen3-14b -defer
+        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_DEFER_RING=1 bench_step llama-3.1-8b -defer
+        MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN=0 bench_step qwen3-0.6b -cattn
+        MINISGL_BENCH_CONTEXT=2048 MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_DEFER_RING=1 \
+            bench_step qwen3-0.6b -ctx2048-defer
+        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
+        # The kernel checks with the stream held (its path runs in no default check).
+        mv "$out/gpu-check-ops.log" "$out/gpu-check-ops-default.log"
+        MINISGL_KERNEL_DEFINES=LC_DEFER_RING=1 check_ops --skip-bench
+        mv "$out/gpu-check-ops.log" "$out/gpu-check-ops-defer.log"
         ls -la "$out"
     elif [ "$part" = 65 ]; then
         rm "$out/env.log"  # already printed by the tee above
