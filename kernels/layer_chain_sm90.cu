@@ -47,14 +47,6 @@
 #define LC_THREADS (LC_CONSUMERS + 32)
 #define LC_CHUNK 32768
 #define LC_SEGS 5
-// Experiments (MINISGL_KERNEL_DEFINES): LC_BACKOFF=N sleeps N ns between grid-barrier
-// polls; LC_DEFER_RING=1 holds the weight stream until the attention phase is done.
-#ifndef LC_BACKOFF
-#define LC_BACKOFF 0
-#endif
-#ifndef LC_DEFER_RING
-#define LC_DEFER_RING 0
-#endif
 
 // One contiguous run of weight rows a block streams: `bytes` from `src`, rows of k
 // elements, whose dot products add into acc[acc0 + row].
@@ -113,9 +105,6 @@ __device__ __forceinline__ void lc_grid_sync(u32* bar) {
             u32 spins = 0;
             while (ld_acquire_gpu(bar + 1) == g) {
                 if (++spins > (1u << 24)) __trap();
-#if LC_BACKOFF
-                __nanosleep(LC_BACKOFF);
-#endif
             }
         }
     }
@@ -281,10 +270,11 @@ __device__ __forceinline__ float ld_cg_f32(const float* p) {
 
 // Shared memory: q [G][LC_HD] f32 (scaled to log2 units), then the warps' partials
 // o [LC_WARPS][G][LC_HD], m [LC_WARPS][G], l [LC_WARPS][G]; the host sizes the region.
-// Out of line so that its registers (GM heads' running state) do not shape the
-// products' loop: inlined, the GM = 6 and 8 builds spilled in the kernel body.
+// GM is 2 or 4: the running state of more heads spills (GM = 6 and 8 were built and
+// measured, 2026-12-04: 58-264 bytes of spills, and Qwen3-14B's group of 5 ran 1.016x
+// slower than the separate attention, inlined or out of line).
 template <int GM>
-__device__ __noinline__ void lc_attention(
+__device__ __forceinline__ void lc_attention(
     const bf16_t* qkv, const bf16_t* q_norm, const bf16_t* k_norm, const int* pos,
     const float* inv_freq, float eps, float scale, const int* slots, bf16_t* k_cache,
     bf16_t* v_cache, const int* kv_len, const int* page_start, const int* page_ids, int hq,
@@ -304,10 +294,9 @@ __device__ __noinline__ void lc_attention(
 
     // Half-warp h takes rows lo + h, lo + h + 32, ...; lane li of it elements 8 li..8 li+7.
     // The loop is warp-uniform (the shuffles need both halves): U rows a half an
-    // iteration, loads first (one at GM = 8, whose running state takes the registers).
-    // The first iteration's rows load before q is ready (they are cached already),
-    // except the new row, which this block writes below.
-    constexpr int U = GM >= 8 ? 1 : 2;
+    // iteration, loads first. The first iteration's rows load before q is ready (they
+    // are cached already), except the new row, which this block writes below.
+    constexpr int U = 2;
     constexpr int STEP = U * LC_CONSUMERS / 16;
     const int half = lane >> 4, li = lane & 15;
     const int* pages = page_ids + page_start[0];
@@ -506,7 +495,7 @@ struct LcAttnArgs {
 };
 
 // attn: [qd] bf16, the layer's attention output (GM = 0), or with GM > 0 the attention
-// runs first from `a` (its qkv row: GM the group size rounded up to 2, 4, 6 or 8).
+// runs first from `a` (its qkv row: GM the group size rounded up to 2 or 4).
 // residual: [h] bf16, in place. act: [inter] bf16 scratch. qkv_out: [nqkv] bf16, the
 // next layer's qkv (in_norm null: no qkv phase, the last layer). Biases may be null.
 // bar: two u32, zero.
@@ -550,11 +539,14 @@ __device__ __forceinline__ void layer_chain_impl(
             mbar_init(empty + s * 8, LC_WARPS);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-        ring_go = 0;
+        if (GM > 0) ring_go = 0;
     }
     __syncthreads();  // the last barrier of the whole block: then the roles split
     if (threadIdx.x >= LC_CONSUMERS) {
-        if (LC_DEFER_RING && GM > 0)
+        // With the attention in front the stream waits for it: its copies would queue
+        // ahead of the attention's dependent loads (measured 2026-12-04: batch-1 step
+        // 0.976x at Qwen3-0.6B, 0.994x at Llama-3.1-8B against starting at once).
+        if (GM > 0)
             while (ring_go == 0) __nanosleep(64);
         lc_produce(segs, nseg_s, ring, full, empty, stages);
         return;
@@ -568,7 +560,7 @@ __device__ __forceinline__ void layer_chain_impl(
         lc_attention<GM>(a.qkv, a.q_norm, a.k_norm, a.pos, a.inv_freq, eps, a.scale, a.slots,
                          a.k_cache, a.v_cache, a.kv_len, a.page_start, a.page_ids, a.hq, a.hkv,
                          a.page_size, a.part, a.o_part, a.lse, reinterpret_cast<float*>(x));
-        if (LC_DEFER_RING && threadIdx.x == 0) ring_go = 1;
+        if (threadIdx.x == 0) ring_go = 1;
         lc_grid_sync(bar);
         lc_combine_slice(a.attn_out, a.o_part, a.lse, a.kv_len, a.part, a.hkv, qd);
         lc_grid_sync(bar);
@@ -627,8 +619,8 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
                         stages, xmax, acc_rows, region);
 }
 
-// The same launch with the layer's attention first (layer_chain_attn_g2/_g4/_g6/_g8:
-// GQA groups of up to 2, 4, 6 and 8 query heads a kv head; head_dim 128). The extra arguments
+// The same launch with the layer's attention first (layer_chain_attn_g2/_g4: GQA groups
+// of up to 2 and 4 query heads a kv head; head_dim 128). The extra arguments
 // follow LcAttnArgs' order.
 #define LAYER_CHAIN_ATTN(GM)                                                                   \
     extern "C" __global__ void __launch_bounds__(LC_THREADS, 1) layer_chain_attn_g##GM(       \
@@ -650,5 +642,3 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
     }
 LAYER_CHAIN_ATTN(2)
 LAYER_CHAIN_ATTN(4)
-LAYER_CHAIN_ATTN(6)
-LAYER_CHAIN_ATTN(8)

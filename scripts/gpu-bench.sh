@@ -207,6 +207,11 @@
 #             longer shape the products' loop; part 67 at a7aaee5: 0.6B 0.982x, Llama-3.1-8B
 #             0.976x, Qwen3-14B 1.017x against the separate attention) and LC_DEFER_RING=1
 #             (0.6B 0.976x more): kernel checks both ways, the A/Bs on the three shapes.
+#     part 70: the kept attention chain (groups of up to 4, inlined, the weight stream
+#             held until the attention is done): kernel and model checks, the A/Bs against
+#             the separate attention (0.6B at contexts 256 and 2,048, Llama-3.1-8B), the
+#             whole chain against none (0.6B, Qwen3-14B, which keeps the products-only
+#             chain), and the 0.6B batch-1 step kernel by kernel.
 #     (part 59, part 60 with 256-thread row_partials blocks and a null A/B, ran at
 #     ff1f722; at batch 64 the split kept too few loads in flight, so part 60 replaced
 #     it: docs/results/gpu-2026-12-04-sample.md.)
@@ -1150,6 +1155,21 @@ device)
         mv "$out/gpu-check-ops.log" "$out/gpu-check-ops-default.log"
         MINISGL_KERNEL_DEFINES=LC_DEFER_RING=1 check_ops --skip-bench
         mv "$out/gpu-check-ops.log" "$out/gpu-check-ops-defer.log"
+        ls -la "$out"
+    elif [ "$part" = 70 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        check_ops --skip-bench
+        grep -E "chain_attn|layer_chain" "$out/gpu-check-ops.log" | grep -E "FAIL|runs" | head -20
+        check_models
+        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1
+        MINISGL_BENCH_BATCHES=1,8 MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN=0 bench_step qwen3-0.6b -cattn
+        MINISGL_BENCH_CONTEXT=2048 MINISGL_BENCH_BATCHES=1 MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN=0 \
+            bench_step qwen3-0.6b -cattn-ctx2048
+        MINISGL_BENCH_BATCHES=1 MINISGL_BENCH_AB=MINISGL_LAYER_CHAIN=0 bench_step qwen3-0.6b -chain
+        MINISGL_BENCH_BATCHES=1,2 MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN=0 bench_step llama-3.1-8b -cattn
+        BENCH_TIMEOUT=150 MINISGL_BENCH_BATCHES=1 MINISGL_BENCH_AB=MINISGL_LAYER_CHAIN=0 bench_step qwen3-14b -chain
+        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER
+        ncu_steps qwen3-0.6b 1
         ls -la "$out"
     elif [ "$part" = 65 ]; then
         rm "$out/env.log"  # already printed by the tee above

@@ -426,13 +426,7 @@ pub fn kernel_names(family: &str) -> Vec<String> {
             "attn_prefill_ws_gather_hd64",
             "attn_prefill_ws_gather_hd128",
         ],
-        "layer_chain_sm90" => vec![
-            "layer_chain",
-            "layer_chain_attn_g2",
-            "layer_chain_attn_g4",
-            "layer_chain_attn_g6",
-            "layer_chain_attn_g8",
-        ],
+        "layer_chain_sm90" => vec!["layer_chain", "layer_chain_attn_g2", "layer_chain_attn_g4"],
         "gemv" => {
             let base = [
                 "gemv_bf16",
