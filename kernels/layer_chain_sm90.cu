@@ -47,6 +47,12 @@
 #define LC_THREADS (LC_CONSUMERS + 32)
 #define LC_CHUNK 32768
 #define LC_SEGS 5
+// Experiment (MINISGL_KERNEL_DEFINES=LC_TICKET=1): the attention's splits merged by the
+// last block of each kv head (a ticket) instead of a slice a block between two grid
+// barriers.
+#ifndef LC_TICKET
+#define LC_TICKET 0
+#endif
 
 // One contiguous run of weight rows a block streams: `bytes` from `src`, rows of k
 // elements, whose dot products add into acc[acc0 + row].
@@ -278,7 +284,8 @@ __device__ __forceinline__ void lc_attention(
     const bf16_t* qkv, const bf16_t* q_norm, const bf16_t* k_norm, const int* pos,
     const float* inv_freq, float eps, float scale, const int* slots, bf16_t* k_cache,
     bf16_t* v_cache, const int* kv_len, const int* page_start, const int* page_ids, int hq,
-    int hkv, int page_size, int part, float* o_part, float* lse, float* att) {
+    int hkv, int page_size, int part, float* o_part, float* lse, float* att, u32* tickets,
+    bf16_t* attn_out) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int ctx = kv_len[0];
     int span;
@@ -435,6 +442,32 @@ __device__ __forceinline__ void lc_attention(
         o_part[((size_t)hh * S + s) * LC_HD + d] = O / L;
         if (d == 0) lse[hh * S + s] = M + log2f(L);
     }
+#if LC_TICKET
+    // The last of the kv head's S blocks to finish merges the head group's splits into
+    // the bf16 row (tickets: one counter a kv head, back to zero after each launch).
+    __shared__ int lc_last;
+    __threadfence();
+    lc_sync();
+    if (threadIdx.x == 0) {
+        lc_last = atomicAdd(tickets + kvh, 1u) == (u32)(S - 1);
+        __threadfence();
+    }
+    lc_sync();
+    if (!lc_last) return;
+    for (int i = threadIdx.x; i < G * LC_HD; i += LC_CONSUMERS) {
+        const int hh = kvh * G + i / LC_HD, d = i % LC_HD;
+        float M = NEG_INF;
+        for (int k = 0; k < S; k++) M = fmaxf(M, ld_cg_f32(lse + hh * S + k));
+        float L = 0.0f, O = 0.0f;
+        for (int k = 0; k < S; k++) {
+            float e = exp2f(ld_cg_f32(lse + hh * S + k) - M);
+            L += e;
+            O += e * ld_cg_f32(o_part + ((size_t)hh * S + k) * LC_HD + d);
+        }
+        attn_out[hh * LC_HD + d] = f2bf(O / L);
+    }
+    if (threadIdx.x == 0) tickets[kvh] = 0;
+#endif
 }
 
 // The attention's output row (bf16) on this block's share of its elements: every
@@ -559,11 +592,14 @@ __device__ __forceinline__ void layer_chain_impl(
     if constexpr (GM > 0) {
         lc_attention<GM>(a.qkv, a.q_norm, a.k_norm, a.pos, a.inv_freq, eps, a.scale, a.slots,
                          a.k_cache, a.v_cache, a.kv_len, a.page_start, a.page_ids, a.hq, a.hkv,
-                         a.page_size, a.part, a.o_part, a.lse, reinterpret_cast<float*>(x));
+                         a.page_size, a.part, a.o_part, a.lse, reinterpret_cast<float*>(x),
+                         bar + 2, a.attn_out);
         if (threadIdx.x == 0) ring_go = 1;
         lc_grid_sync(bar);
+#if !LC_TICKET
         lc_combine_slice(a.attn_out, a.o_part, a.lse, a.kv_len, a.part, a.hkv, qd);
         lc_grid_sync(bar);
+#endif
         lc_load_x(x, a.attn_out, qd);
     } else {
         lc_load_x(x, attn, qd);

@@ -212,6 +212,11 @@
 #             the separate attention (0.6B at contexts 256 and 2,048, Llama-3.1-8B), the
 #             whole chain against none (0.6B, Qwen3-14B, which keeps the products-only
 #             chain), and the 0.6B batch-1 step kernel by kernel.
+#     part 71: the attention's splits merged by the last block of each kv head (a ticket,
+#             MINISGL_KERNEL_DEFINES=LC_TICKET=1) instead of a slice a block between two
+#             grid barriers: kernel and model checks both ways (the default run also
+#             checks gpu-check's refactored chain checks), the A/Bs at 0.6B (contexts
+#             256 and 2,048) and Llama-3.1-8B batch 1.
 #     (part 59, part 60 with 256-thread row_partials blocks and a null A/B, ran at
 #     ff1f722; at batch 64 the split kept too few loads in flight, so part 60 replaced
 #     it: docs/results/gpu-2026-12-04-sample.md.)
@@ -1170,6 +1175,23 @@ device)
         BENCH_TIMEOUT=150 MINISGL_BENCH_BATCHES=1 MINISGL_BENCH_AB=MINISGL_LAYER_CHAIN=0 bench_step qwen3-14b -chain
         unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER
         ncu_steps qwen3-0.6b 1
+        ls -la "$out"
+    elif [ "$part" = 71 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        check_ops --skip-bench
+        grep -E "chain_attn|layer_chain" "$out/gpu-check-ops.log" | grep -E "FAIL|runs" | head -20
+        mv "$out/gpu-check-ops.log" "$out/gpu-check-ops-default.log"
+        export MINISGL_KERNEL_DEFINES=LC_TICKET=1
+        check_ops --skip-bench
+        grep -E "chain_attn" "$out/gpu-check-ops.log" | grep -E "FAIL" | head -10
+        mv "$out/gpu-check-ops.log" "$out/gpu-check-ops-ticket.log"
+        check_models
+        unset MINISGL_KERNEL_DEFINES
+        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
+        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_TICKET=1 bench_step qwen3-0.6b -ticket
+        MINISGL_BENCH_CONTEXT=2048 MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_TICKET=1 \
+            bench_step qwen3-0.6b -ctx2048-ticket
+        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_TICKET=1 bench_step llama-3.1-8b -ticket
         ls -la "$out"
     elif [ "$part" = 65 ]; then
         rm "$out/env.log"  # already printed by the tee above

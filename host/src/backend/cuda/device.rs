@@ -229,6 +229,9 @@ pub struct CudaOptions {
 
 /// A count from the environment: unset gives `default`; a value that does not parse or
 /// that `ok` refuses is reported (`want` says what is accepted) and gives `default` too.
+/// Kv heads the attention chain's per-head counters cover (`Device::chain_bar`).
+pub const CHAIN_TICKETS: usize = 64;
+
 fn env_count(var: &str, default: usize, ok: fn(usize) -> bool, want: &str) -> usize {
     match std::env::var(var) {
         Ok(v) => match v.parse::<usize>() {
@@ -513,7 +516,8 @@ pub struct Device {
     /// resets it itself; launches on the one stream never overlap).
     pub prefill_work: CudaSlice<i32>,
     /// `layer_chain`'s grid barrier: arrivals and generation (two u32, zero; the
-    /// arrivals return to zero at every barrier).
+    /// arrivals return to zero at every barrier), then [`CHAIN_TICKETS`] counters, one a
+    /// kv head, for the attention chain's merge (back to zero after every launch).
     pub chain_bar: CudaSlice<u32>,
     /// Blocks of each gemv kernel that fit an SM (the driver's answer), which sizes
     /// its launches to one wave.
@@ -623,7 +627,7 @@ impl Device {
             )));
         }
         let prefill_work = stream.alloc_zeros::<i32>(1)?;
-        let chain_bar = stream.alloc_zeros::<u32>(2)?;
+        let chain_bar = stream.alloc_zeros::<u32>(2 + CHAIN_TICKETS)?;
         // The stream-K grid is one wave and the split grid is sized in waves: ask the
         // driver how many blocks of each fit an SM.
         let blocks_per_sm = |kernel: &str| {

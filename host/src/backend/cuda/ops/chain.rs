@@ -5,6 +5,7 @@
 //! first, from its qkv row (q/k norm, RoPE, the K/V store, split attention and its merge).
 
 use super::kv::check_slots;
+use crate::backend::cuda::device::CHAIN_TICKETS;
 use crate::backend::cuda::{cfg, Arg, Buf, CudaBackend, CudaKv, CudaStep, CudaTensor};
 use crate::backend::{AttnParams, BackendError, ChainInput, LayerChain};
 
@@ -126,7 +127,7 @@ impl CudaBackend {
             && layer < l.num_layers
             && l.page_size > 0
             && hq == group * hkv
-            && hkv <= self.dev.num_sms
+            && hkv <= self.dev.num_sms.min(CHAIN_TICKETS)
             && norms
             && p.inv_freq.f32_copy.is_some()
             && p.inv_freq.numel() * 2 == ATT_HD
