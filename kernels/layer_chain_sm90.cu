@@ -47,12 +47,6 @@
 #define LC_THREADS (LC_CONSUMERS + 32)
 #define LC_CHUNK 32768
 #define LC_SEGS 5
-// Experiment (MINISGL_KERNEL_DEFINES=LC_TICKET=1): the attention's splits merged by the
-// last block of each kv head (a ticket) instead of a slice a block between two grid
-// barriers.
-#ifndef LC_TICKET
-#define LC_TICKET 0
-#endif
 
 // One contiguous run of weight rows a block streams: `bytes` from `src`, rows of k
 // elements, whose dot products add into acc[acc0 + row].
@@ -254,7 +248,8 @@ __device__ __forceinline__ void lc_zero(float* acc, int n) {
 // V to the cache first, then its 32 half-warps take one context row at a time (16 lanes
 // of 8 elements: 16-byte loads), keep a running softmax per head in registers, and the
 // block merges them into one normalized partial and log2-sum-exp per head and split,
-// the split decode's format. Phase 0 merges the splits into x after the grid barrier.
+// the split decode's format; the last block of each kv head to finish merges the splits
+// into the bf16 row, which phase 0 loads after a grid barrier.
 #define LC_HD 128
 #define LC_MAX_SPLITS 16
 #define LC_LOG2E 1.4426950408889634f
@@ -442,9 +437,13 @@ __device__ __forceinline__ void lc_attention(
         o_part[((size_t)hh * S + s) * LC_HD + d] = O / L;
         if (d == 0) lse[hh * S + s] = M + log2f(L);
     }
-#if LC_TICKET
     // The last of the kv head's S blocks to finish merges the head group's splits into
-    // the bf16 row (tickets: one counter a kv head, back to zero after each launch).
+    // the bf16 row, as attn_decode_combine does (partials normalized, weights 2^lse);
+    // tickets: one counter a kv head, back to zero after each launch. History
+    // (2026-12-04): the first build had every block merge the whole row after a grid
+    // barrier, 132 reads of the same partials through L2 (~40% of the launch at context
+    // 2,048); the next, a slice of the row a block between two grid barriers; this one
+    // saves that second barrier (0.6B batch-1 step 0.976x against it).
     __shared__ int lc_last;
     __threadfence();
     lc_sync();
@@ -467,44 +466,6 @@ __device__ __forceinline__ void lc_attention(
         attn_out[hh * LC_HD + d] = f2bf(O / L);
     }
     if (threadIdx.x == 0) tickets[kvh] = 0;
-#endif
-}
-
-// The attention's output row (bf16) on this block's share of its elements: every
-// head's splits merged, as attn_decode_combine does (partials normalized, weights
-// 2^lse). Each block merges qd / G elements and a grid barrier later every block loads
-// the whole row: the first build had every block merge the whole row from the
-// partials, 132 reads of the same 128 KB (16 splits) through L2, ~40% of the launch
-// at context 2,048 (Nsight Compute, 2026-12-04).
-__device__ __forceinline__ void lc_combine_slice(bf16_t* out, const float* o_part,
-                                                 const float* lse, const int* kv_len, int part,
-                                                 int hkv, int qd) {
-    int span;
-    const int S = lc_att_splits(kv_len[0], part, hkv, span);
-    const int i1 = lc_split(qd, blockIdx.x + 1);
-    for (int i = lc_split(qd, blockIdx.x) + threadIdx.x; i < i1; i += LC_CONSUMERS) {
-        const int hh = i / LC_HD, d = i % LC_HD;
-        float ls[LC_MAX_SPLITS], ov[LC_MAX_SPLITS];
-        float M = NEG_INF;
-#pragma unroll
-        for (int k = 0; k < LC_MAX_SPLITS; k++) {
-            if (k < S) {
-                ls[k] = ld_cg_f32(lse + hh * S + k);
-                ov[k] = ld_cg_f32(o_part + ((size_t)hh * S + k) * LC_HD + d);
-                M = fmaxf(M, ls[k]);
-            }
-        }
-        float L = 0.0f, O = 0.0f;
-#pragma unroll
-        for (int k = 0; k < LC_MAX_SPLITS; k++) {
-            if (k < S) {
-                float e = exp2f(ls[k] - M);
-                L += e;
-                O += e * ov[k];
-            }
-        }
-        out[i] = f2bf(O / L);
-    }
 }
 
 // The attention's arguments (layer_chain_attn_g*; layer_chain passes none of them).
@@ -596,10 +557,6 @@ __device__ __forceinline__ void layer_chain_impl(
                          bar + 2, a.attn_out);
         if (threadIdx.x == 0) ring_go = 1;
         lc_grid_sync(bar);
-#if !LC_TICKET
-        lc_combine_slice(a.attn_out, a.o_part, a.lse, a.kv_len, a.part, a.hkv, qd);
-        lc_grid_sync(bar);
-#endif
         lc_load_x(x, a.attn_out, qd);
     } else {
         lc_load_x(x, attn, qd);

@@ -197,26 +197,16 @@
 #             attention against the CPU's qkv_attention + products, caches of 1-2,000
 #             rows), model checks, the A/B at Qwen3-0.6B (batch 1 at contexts 256 and
 #             2,048; batch 8 a control), Llama-3.1-8B and Qwen3-14B (batch 2 a control).
-#     part 68: where the chain's attention phase loses (part 67: 0.6B batch 1 at 1.19x
-#             the separate attention at context 256, 1.67x at 2,048): A/Bs of the
-#             experiment defines LC_BACKOFF (sleep between barrier polls) and
-#             LC_DEFER_RING (the weight stream held until the attention is done), the
-#             step kernel by kernel at context 2,048, and one attention-chain launch
-#             under Nsight Compute (full set, per-line stall samples).
-#     part 69: the attention chain with its attention phase out of line (its registers no
-#             longer shape the products' loop; part 67 at a7aaee5: 0.6B 0.982x, Llama-3.1-8B
-#             0.976x, Qwen3-14B 1.017x against the separate attention) and LC_DEFER_RING=1
-#             (0.6B 0.976x more): kernel checks both ways, the A/Bs on the three shapes.
 #     part 70: the kept attention chain (groups of up to 4, inlined, the weight stream
 #             held until the attention is done): kernel and model checks, the A/Bs against
 #             the separate attention (0.6B at contexts 256 and 2,048, Llama-3.1-8B), the
 #             whole chain against none (0.6B, Qwen3-14B, which keeps the products-only
 #             chain), and the 0.6B batch-1 step kernel by kernel.
-#     part 71: the attention's splits merged by the last block of each kv head (a ticket,
-#             MINISGL_KERNEL_DEFINES=LC_TICKET=1) instead of a slice a block between two
-#             grid barriers: kernel and model checks both ways (the default run also
-#             checks gpu-check's refactored chain checks), the A/Bs at 0.6B (contexts
-#             256 and 2,048) and Llama-3.1-8B batch 1.
+#     (parts 68, 69 and 71 ran at 3693241, 770a935 and 9ca1020: A/Bs of experiment
+#     defines and one Nsight Compute profile of the attention chain. LC_BACKOFF made no
+#     difference and went; LC_DEFER_RING (the stream held during the attention) and
+#     LC_TICKET (the splits merged by the last block of each kv head) won and became the
+#     code; the out-of-line attention lost. docs/results/gpu-2026-12-04-chain-attn.md.)
 #     (part 59, part 60 with 256-thread row_partials blocks and a null A/B, ran at
 #     ff1f722; at batch 64 the split kept too few loads in flight, so part 60 replaced
 #     it: docs/results/gpu-2026-12-04-sample.md.)
@@ -1120,46 +1110,6 @@ device)
             bench_step qwen3-0.6b -cattn-ctx2048
         MINISGL_BENCH_BATCHES=1,2 MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN=0 bench_step llama-3.1-8b -cattn
         BENCH_TIMEOUT=200 MINISGL_BENCH_BATCHES=1,2 MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN=0 bench_step qwen3-14b -cattn
-        if [ "${PART67_DEFER:-0}" = 1 ]; then
-            MINISGL_BENCH_BATCHES=1 MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_DEFER_RING=1 bench_step qwen3-0.6b -defer
-        fi
-        ls -la "$out"
-    elif [ "$part" = 68 ]; then
-        rm "$out/env.log"  # already printed by the tee above
-        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
-        for ctx in 2048 256; do
-            for defs in LC_DEFER_RING=1 LC_BACKOFF=200; do
-                MINISGL_BENCH_CONTEXT=$ctx MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=$defs \
-                    bench_step qwen3-0.6b -ctx$ctx-${defs%%=*}
-            done
-        done
-        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
-        ncu_steps qwen3-0.6b 1 2048
-        timeout 200 ncu --set full --import-source no -k regex:layer_chain_attn -s 28 -c 1 -f \
-            -o /tmp/prof-cattn "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-0.6b \
-            --timeline-batches 1 --timeline-context 2048 --timeline-out /tmp/tl.md \
-            --report /tmp/tl-report.md > /tmp/ncu-cattn.log 2>&1
-        echo "ncu rc=$?"; tail -3 /tmp/ncu-cattn.log
-        ncu -i /tmp/prof-cattn.ncu-rep --page source --csv --print-source sass 2>&1 | gzip > "$out/ncu-src-cattn.csv.gz"
-        ncu -i /tmp/prof-cattn.ncu-rep --page details > "$out/ncu-details-cattn.txt" 2>&1
-        grep -E "Duration|DRAM Throughput|Memory Throughput|L2 Hit|Warp Cycles Per Issued|Stall" "$out/ncu-details-cattn.txt" | head -20
-        ls -la "$out"
-    elif [ "$part" = 69 ]; then
-        rm "$out/env.log"  # already printed by the tee above
-        check_ops --skip-bench
-        grep -E "chain_attn|layer_chain" "$out/gpu-check-ops.log" | grep -E "FAIL" | head -10
-        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
-        BENCH_TIMEOUT=150 MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN=0 bench_step qwen3-14b -cattn
-        BENCH_TIMEOUT=150 MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_DEFER_RING=1 bench_step qwen3-14b -defer
-        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_DEFER_RING=1 bench_step llama-3.1-8b -defer
-        MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN=0 bench_step qwen3-0.6b -cattn
-        MINISGL_BENCH_CONTEXT=2048 MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_DEFER_RING=1 \
-            bench_step qwen3-0.6b -ctx2048-defer
-        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
-        # The kernel checks with the stream held (its path runs in no default check).
-        mv "$out/gpu-check-ops.log" "$out/gpu-check-ops-default.log"
-        MINISGL_KERNEL_DEFINES=LC_DEFER_RING=1 check_ops --skip-bench
-        mv "$out/gpu-check-ops.log" "$out/gpu-check-ops-defer.log"
         ls -la "$out"
     elif [ "$part" = 70 ]; then
         rm "$out/env.log"  # already printed by the tee above
@@ -1175,23 +1125,6 @@ device)
         BENCH_TIMEOUT=150 MINISGL_BENCH_BATCHES=1 MINISGL_BENCH_AB=MINISGL_LAYER_CHAIN=0 bench_step qwen3-14b -chain
         unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER
         ncu_steps qwen3-0.6b 1
-        ls -la "$out"
-    elif [ "$part" = 71 ]; then
-        rm "$out/env.log"  # already printed by the tee above
-        check_ops --skip-bench
-        grep -E "chain_attn|layer_chain" "$out/gpu-check-ops.log" | grep -E "FAIL|runs" | head -20
-        mv "$out/gpu-check-ops.log" "$out/gpu-check-ops-default.log"
-        export MINISGL_KERNEL_DEFINES=LC_TICKET=1
-        check_ops --skip-bench
-        grep -E "chain_attn" "$out/gpu-check-ops.log" | grep -E "FAIL" | head -10
-        mv "$out/gpu-check-ops.log" "$out/gpu-check-ops-ticket.log"
-        check_models
-        unset MINISGL_KERNEL_DEFINES
-        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
-        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_TICKET=1 bench_step qwen3-0.6b -ticket
-        MINISGL_BENCH_CONTEXT=2048 MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_TICKET=1 \
-            bench_step qwen3-0.6b -ctx2048-ticket
-        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_TICKET=1 bench_step llama-3.1-8b -ticket
         ls -la "$out"
     elif [ "$part" = 65 ]; then
         rm "$out/env.log"  # already printed by the tee above

@@ -194,7 +194,7 @@ pub struct CudaBackend {
     /// Whether the chain runs the layer's attention too ([`CudaOptions::chain_attn`]).
     pub(crate) chain_attn: std::cell::Cell<bool>,
     /// [`CudaOptions::chain_attn_part`].
-    pub(crate) chain_attn_part: std::cell::Cell<usize>,
+    pub(crate) chain_attn_part: usize,
     /// This device's rank when the model is split across GPUs
     /// ([`Backend::all_reduce`](super::Backend::all_reduce) goes through it).
     pub(crate) nccl: Option<nccl::NcclRank>,
@@ -222,7 +222,7 @@ impl CudaBackend {
             sample_split: std::cell::Cell::new(opts.sample_split),
             layer_chain: std::cell::Cell::new(opts.layer_chain),
             chain_attn: std::cell::Cell::new(opts.chain_attn),
-            chain_attn_part: std::cell::Cell::new(opts.chain_attn_part.max(1)),
+            chain_attn_part: opts.chain_attn_part.max(1),
             nccl: None,
         })
     }

@@ -299,7 +299,7 @@ impl CudaBackend {
             Arg::I32(hq as i32),
             Arg::I32(hkv as i32),
             Arg::I32(l.page_size as i32),
-            Arg::I32(self.chain_attn_part.get() as i32),
+            Arg::I32(self.chain_attn_part as i32),
             Arg::F32(params.scale),
         ]);
         // K and V of every context row once; q·k and p·v for every query head.
