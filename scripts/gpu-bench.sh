@@ -191,12 +191,9 @@
 #     part 66: where the chain's time goes: the batch-1 step kernel by kernel with and
 #             without it, and one chain launch under Nsight Compute (full set, per-line
 #             stall samples).
-#     part 67: the layer's attention inside the chain (layer_chain_attn_g*: one launch a
-#             layer at batch 1 instead of qkv_rope_store + decode + combine + chain;
-#             MINISGL_CHAIN_ATTN=0 runs those four): kernel checks (the chain's
-#             attention against the CPU's qkv_attention + products, caches of 1-2,000
-#             rows), model checks, the A/B at Qwen3-0.6B (batch 1 at contexts 256 and
-#             2,048; batch 8 a control), Llama-3.1-8B and Qwen3-14B (batch 2 a control).
+#     (part 67, the first attention-chain builds' checks and A/Bs, ran at 20380e4 and
+#     a7aaee5; part 70 repeats it for the kept build, without Qwen3-14B's A/B of the
+#     attention, which 14B's group of 5 no longer takes.)
 #     part 70: the kept attention chain (groups of up to 4, inlined, the weight stream
 #             held until the attention is done): kernel and model checks, the A/Bs against
 #             the separate attention (0.6B at contexts 256 and 2,048, Llama-3.1-8B), the
@@ -1098,18 +1095,6 @@ device)
         ncu -i /tmp/prof-chain.ncu-rep --page source --csv --print-source sass 2>&1 | gzip > "$out/ncu-src-chain.csv.gz"
         ncu -i /tmp/prof-chain.ncu-rep --page details > "$out/ncu-details-chain.txt" 2>&1
         grep -E "Duration|DRAM Throughput|Achieved Occupancy|Warp Cycles Per Issued|Eligible Warps|Stall" "$out/ncu-details-chain.txt" | head -20
-        ls -la "$out"
-    elif [ "$part" = 67 ]; then
-        rm "$out/env.log"  # already printed by the tee above
-        check_ops --skip-bench
-        grep -E "chain_attn|layer_chain" "$out/gpu-check-ops.log" | grep -E "FAIL|runs" | head -20
-        check_models
-        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1
-        MINISGL_BENCH_BATCHES=1,8 MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN=0 bench_step qwen3-0.6b -cattn
-        MINISGL_BENCH_CONTEXT=2048 MINISGL_BENCH_BATCHES=1 MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN=0 \
-            bench_step qwen3-0.6b -cattn-ctx2048
-        MINISGL_BENCH_BATCHES=1,2 MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN=0 bench_step llama-3.1-8b -cattn
-        BENCH_TIMEOUT=200 MINISGL_BENCH_BATCHES=1,2 MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN=0 bench_step qwen3-14b -cattn
         ls -la "$out"
     elif [ "$part" = 70 ]; then
         rm "$out/env.log"  # already printed by the tee above
