@@ -198,7 +198,8 @@
 #             held until the attention is done): kernel and model checks, the A/Bs against
 #             the separate attention (0.6B at contexts 256 and 2,048, Llama-3.1-8B), the
 #             whole chain against none (0.6B, Qwen3-14B, which keeps the products-only
-#             chain), and the 0.6B batch-1 step kernel by kernel.
+#             chain), and the 0.6B batch-1 step kernel by kernel. PART70_QUICK=1: only
+#             the 0.6B batch-1 A/B against the separate attention.
 #     (parts 68, 69 and 71 ran at 3693241, 770a935 and 9ca1020: A/Bs of experiment
 #     defines and one Nsight Compute profile of the attention chain. LC_BACKOFF made no
 #     difference and went; LC_DEFER_RING (the stream held during the attention) and
@@ -1096,6 +1097,11 @@ device)
         ncu -i /tmp/prof-chain.ncu-rep --page details > "$out/ncu-details-chain.txt" 2>&1
         grep -E "Duration|DRAM Throughput|Achieved Occupancy|Warp Cycles Per Issued|Eligible Warps|Stall" "$out/ncu-details-chain.txt" | head -20
         ls -la "$out"
+    elif [ "$part" = 70 ] && [ "${PART70_QUICK:-0}" = 1 ]; then
+        # Only the 0.6B batch-1 A/B against the separate attention (a minute of device time).
+        rm "$out/env.log"  # already printed by the tee above
+        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
+        MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN=0 bench_step qwen3-0.6b -cattn
     elif [ "$part" = 70 ]; then
         rm "$out/env.log"  # already printed by the tee above
         check_ops --skip-bench
