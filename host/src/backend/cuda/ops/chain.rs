@@ -314,7 +314,26 @@ impl CudaBackend {
 
 #[cfg(test)]
 mod tests {
-    use super::{plan, Dims, LAYER_CHAIN_MAX_SMEM};
+    use super::{attn_kernel, plan, Dims, LAYER_CHAIN_MAX_SMEM};
+
+    #[test]
+    fn groups_past_four_run_the_separate_attention() {
+        // Qwen3-0.6B (2), Llama-3.1-8B (4), a group of 3: the smallest build that
+        // holds it; Qwen3-14B (5) and Qwen3-32B (8) take the products-only chain.
+        let names: Vec<_> = [1, 2, 3, 4, 5, 8, 0].map(attn_kernel).into();
+        assert_eq!(
+            names,
+            [
+                Some("layer_chain_attn_g2"),
+                Some("layer_chain_attn_g2"),
+                Some("layer_chain_attn_g4"),
+                Some("layer_chain_attn_g4"),
+                None,
+                None,
+                None
+            ]
+        );
+    }
 
     #[test]
     fn plan_fits_the_shapes_it_serves() {
