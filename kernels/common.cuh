@@ -181,6 +181,11 @@ __device__ __forceinline__ bf16_t ld_cg_bf16(const bf16_t* p) {
     asm volatile("ld.global.cg.u16 %0, [%1];" : "=h"(v) : "l"(p));
     return v;
 }
+__device__ __forceinline__ float ld_cg_f32(const float* p) {
+    float v;
+    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+    return v;
+}
 
 // Dot product of 8 bf16 weights (one 16-byte vector) with 8 f32 values (the skinny
 // products: gemv.cu, layer_chain_sm90.cu).

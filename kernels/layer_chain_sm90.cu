@@ -265,12 +265,6 @@ __device__ __forceinline__ int lc_att_splits(int ctx, int part, int hkv, int& sp
     return (ctx + span - 1) / span;
 }
 
-__device__ __forceinline__ float ld_cg_f32(const float* p) {
-    float v;
-    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
-    return v;
-}
-
 // Shared memory: q [G][LC_HD] f32 (scaled to log2 units), then the warps' partials
 // o [LC_WARPS][G][LC_HD], m [LC_WARPS][G], l [LC_WARPS][G]; the host sizes the region.
 // GM is 2 or 4: the running state of more heads spills (GM = 6 and 8 were built and
@@ -306,16 +300,20 @@ __device__ __forceinline__ void lc_attention(
     const int* pages = page_ids + page_start[0];
     u32x4 kw[U], vw[U];
     bool ok[U];
+    // Context row t's K and V (this lane's 8 elements) into kw[u], vw[u].
+    auto load_row = [&](int u, int t) {
+        size_t slot = (size_t)(unsigned)pages[t / page_size] * page_size + t % page_size;
+        size_t off = (slot * hkv + kvh) * LC_HD + li * 8;
+        kw[u] = *reinterpret_cast<const u32x4*>(k_cache + off);
+        vw[u] = *reinterpret_cast<const u32x4*>(v_cache + off);
+    };
     auto load = [&](int t0, bool skip_new) {
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int t = t0 + half + u * (LC_CONSUMERS / 16);
             ok[u] = t < hi;
             if (ok[u] && !(skip_new && t == ctx - 1)) {
-                size_t slot = (size_t)(unsigned)pages[t / page_size] * page_size + t % page_size;
-                size_t off = (slot * hkv + kvh) * LC_HD + li * 8;
-                kw[u] = *reinterpret_cast<const u32x4*>(k_cache + off);
-                vw[u] = *reinterpret_cast<const u32x4*>(v_cache + off);
+                load_row(u, t);
             } else {
                 kw[u] = vw[u] = u32x4{0, 0, 0, 0};
             }
@@ -353,12 +351,7 @@ __device__ __forceinline__ void lc_attention(
 #pragma unroll
     for (int u = 0; u < U; u++) {
         const int t = t0 + half + u * (LC_CONSUMERS / 16);
-        if (t == ctx - 1 && t < hi) {
-            size_t slot = (size_t)(unsigned)pages[t / page_size] * page_size + t % page_size;
-            size_t off = (slot * hkv + kvh) * LC_HD + li * 8;
-            kw[u] = *reinterpret_cast<const u32x4*>(k_cache + off);
-            vw[u] = *reinterpret_cast<const u32x4*>(v_cache + off);
-        }
+        if (t == ctx - 1 && t < hi) load_row(u, t);
     }
 
     float m[GM], l[GM], o[GM][8];

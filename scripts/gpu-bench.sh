@@ -312,6 +312,19 @@ device)
         kill "$smi_pid" 2>/dev/null; wait "$smi_pid" 2>/dev/null
         python3 scripts/gpu/smi_summary.py /tmp/smi.csv --label "$1" | tee -a "$out/smi.log"
     }
+    ncu_launch() {  # KERNEL_REGEX TAG BATCHES: Nsight Compute's full set and per-line stall
+        # samples of one warm launch in a Qwen3-0.6B decode step at context 256. The
+        # timeline runs a prefill, then eager decode steps of 28 launches of the kernel
+        # each: skip the first decode step's, profile the second step's first.
+        timeout 200 ncu --set full --import-source no -k "regex:$1" -s 28 -c 1 -f \
+            -o "/tmp/prof-$2" "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-0.6b \
+            --timeline-batches "$3" --timeline-context 256 --timeline-out /tmp/tl.md \
+            --report /tmp/tl-report.md > "/tmp/ncu-$2.log" 2>&1
+        echo "ncu rc=$?"; tail -3 "/tmp/ncu-$2.log"
+        ncu -i "/tmp/prof-$2.ncu-rep" --page source --csv --print-source sass 2>&1 | gzip > "$out/ncu-src-$2.csv.gz"
+        ncu -i "/tmp/prof-$2.ncu-rep" --page details > "$out/ncu-details-$2.txt" 2>&1
+        grep -E "Duration|DRAM Throughput|Achieved Occupancy|Warp Cycles Per Issued|Eligible Warps|Stall" "$out/ncu-details-$2.txt" | head -20
+    }
     ncu_steps() {  # SHAPE BATCHES [CONTEXT [TIMEOUT]]: Nsight Compute durations of whole decode steps
         # NCU_TABLES=0,2 NCU_LABELS=prefill,decode: tables of other steps than the timed
         # decodes (step 0 is the prefill of BATCHES x CONTEXT tokens, in one step).
@@ -1059,17 +1072,8 @@ device)
         ls -la "$out"
     elif [ "$part" = 63 ]; then
         rm "$out/env.log"  # already printed by the tee above
-        # The timeline runs a prefill, then eager decode steps of 28 attention launches
-        # each: skip the first decode step's, profile the second step's first.
-        timeout 200 ncu --set full --import-source no -k regex:attn_decode_mma_hd128 -s 28 -c 1 -f \
-            -o /tmp/prof-decode "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-0.6b \
-            --timeline-batches 256 --timeline-context 256 --timeline-out /tmp/tl.md \
-            --report /tmp/tl-report.md > /tmp/ncu-decode.log 2>&1
-        echo "ncu rc=$?"; tail -3 /tmp/ncu-decode.log
-        ncu -i /tmp/prof-decode.ncu-rep --page source --csv --print-source sass 2>&1 | gzip > "$out/ncu-src-decode.csv.gz"
-        ncu -i /tmp/prof-decode.ncu-rep --page details > "$out/ncu-details-decode.txt" 2>&1
+        ncu_launch attn_decode_mma_hd128 decode 256
         ncu -i /tmp/prof-decode.ncu-rep --page raw --csv 2>&1 | gzip > "$out/ncu-raw-decode.csv.gz"
-        grep -E "Duration|DRAM Throughput|Achieved Occupancy|Warp Cycles Per Issued|Eligible Warps" "$out/ncu-details-decode.txt" | head -8
         ls -la "$out"
     elif [ "$part" = 64 ]; then
         rm "$out/env.log"  # already printed by the tee above
@@ -1088,14 +1092,7 @@ device)
         # Nsight Compute's full set and per-line stall samples of one warm launch.
         ncu_steps qwen3-0.6b 1
         MINISGL_LAYER_CHAIN=0 NCU_TAG=-sep ncu_steps qwen3-0.6b 1
-        timeout 200 ncu --set full --import-source no -k regex:layer_chain -s 28 -c 1 -f \
-            -o /tmp/prof-chain "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-0.6b \
-            --timeline-batches 1 --timeline-context 256 --timeline-out /tmp/tl.md \
-            --report /tmp/tl-report.md > /tmp/ncu-chain.log 2>&1
-        echo "ncu rc=$?"; tail -3 /tmp/ncu-chain.log
-        ncu -i /tmp/prof-chain.ncu-rep --page source --csv --print-source sass 2>&1 | gzip > "$out/ncu-src-chain.csv.gz"
-        ncu -i /tmp/prof-chain.ncu-rep --page details > "$out/ncu-details-chain.txt" 2>&1
-        grep -E "Duration|DRAM Throughput|Achieved Occupancy|Warp Cycles Per Issued|Eligible Warps|Stall" "$out/ncu-details-chain.txt" | head -20
+        ncu_launch layer_chain chain 1
         ls -la "$out"
     elif [ "$part" = 70 ] && [ "${PART70_QUICK:-0}" = 1 ]; then
         # Only the 0.6B batch-1 A/B against the separate attention (a minute of device time).
