@@ -73,15 +73,15 @@ __device__ __forceinline__ float lc_block_sum(float v, float* scratch) {
     return warp_sum(r);
 }
 
-// Grid-wide barrier over bar[0] (arrivals, back to 0 after every barrier) and bar[1]
-// (generation). Both start at 0 (the host zeroes them once). Thread 0 of each block
-// arrives with release semantics at gpu scope (after the block barrier, so the block's
-// writes are ordered before it) and polls with acquire loads; __threadfence (fence.sc
-// plus an L1 invalidate) cost more in the first build. A block that waits past ~2^24
-// polls (seconds) traps: a grid that is not all resident fails instead of hanging.
 __device__ __forceinline__ u32 ld_acquire_gpu(const u32* p) {
     u32 v;
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ unsigned long long ld_acquire_gpu_u64(const unsigned long long* p) {
+    unsigned long long v;
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
     return v;
 }
 
@@ -94,9 +94,41 @@ __device__ __forceinline__ u32 atom_add_acq_rel_gpu(u32* p, u32 v) {
     return old;
 }
 
-__device__ __forceinline__ void lc_grid_sync(u32* bar) {
+// Grid-wide barrier over bar[0..2], read as one 64-bit arrival count that only grows
+// (never reset, so it cannot wrap in practice). Every barrier adds exactly the grid
+// size, so at a launch's start the count is a multiple of it plus the arrivals of
+// blocks already at this launch's first barrier, which cannot pass it without this
+// block: `lc_bar_base` rounds down to the launch's base and each barrier waits for
+// the next multiple. Thread 0 of each block arrives with release semantics at gpu
+// scope (after the block barrier, so the block's writes are ordered before it) and
+// polls with acquire loads. One L2 round trip after the last arrival releases every
+// block; the first build (LC_OLD_BAR=1: an arrival count returned to zero by the last
+// block, then a generation word the others poll) took two.
+// A block that waits past ~2^24 polls (seconds) traps: a grid that is not all resident
+// fails instead of hanging.
+__device__ __forceinline__ unsigned long long lc_bar_base(u32* bar) {
+#ifdef LC_OLD_BAR
+    (void)bar;
+    return 0;
+#else
+    unsigned long long v = 0;
+    if (threadIdx.x == 0) {
+        asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];\n"
+                     : "=l"(v)
+                     : "l"(reinterpret_cast<unsigned long long*>(bar))
+                     : "memory");
+        v -= v % gridDim.x;
+    }
+    return v;
+#endif
+}
+
+__device__ __forceinline__ void lc_grid_sync(u32* bar, unsigned long long& target) {
     lc_sync();
     if (threadIdx.x == 0) {
+        u32 spins = 0;
+#ifdef LC_OLD_BAR
+        (void)target;
         u32 g = ld_acquire_gpu(bar + 1);
         if (atom_add_acq_rel_gpu(bar, 1u) == gridDim.x - 1) {
             // Every block has arrived, so none reads the count until the generation moves.
@@ -104,11 +136,19 @@ __device__ __forceinline__ void lc_grid_sync(u32* bar) {
             asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(bar + 1), "r"(1u)
                          : "memory");
         } else {
-            u32 spins = 0;
             while (ld_acquire_gpu(bar + 1) == g) {
                 if (++spins > (1u << 24)) __trap();
             }
         }
+#else
+        unsigned long long* cnt = reinterpret_cast<unsigned long long*>(bar);
+        target += gridDim.x;
+        asm volatile("red.release.gpu.global.add.u64 [%0], %1;\n" ::"l"(cnt), "l"(1ull)
+                     : "memory");
+        while (ld_acquire_gpu_u64(cnt) < target) {
+            if (++spins > (1u << 24)) __trap();
+        }
+#endif
     }
     lc_sync();
 }
@@ -127,8 +167,11 @@ __device__ __forceinline__ void lc_load_x(bf16_t* x, const bf16_t* src, int n) {
 
 // x = bf16(r * rsqrt(mean(r^2) + eps) * w), r the residual ([n], read through L2): the math
 // of gemv.cu's gemv_norm_row, written out over the consumer threads (the measured SASS).
+// w0: this thread's first 8 weights (element 8 threadIdx.x on), loaded by the caller
+// before the grid barrier that precedes this (lc_norm_w0), so that no weight load waits
+// behind the block reduction.
 __device__ __forceinline__ void lc_norm_x(bf16_t* x, const bf16_t* residual,
-                                          const bf16_t* weight, int n, float eps,
+                                          const bf16_t* weight, u32x4 w0, int n, float eps,
                                           float* scratch) {
     lc_load_x(x, residual, n);
     lc_sync();
@@ -146,13 +189,19 @@ __device__ __forceinline__ void lc_norm_x(bf16_t* x, const bf16_t* residual,
     }
     float inv = rsqrtf(lc_block_sum(ss, scratch) / (float)n + eps);
     for (int i = threadIdx.x; i < n / 8; i += LC_CONSUMERS) {
-        u32x4 v = x4[i], g = w4[i];
+        u32x4 v = x4[i], g = i == (int)threadIdx.x ? w0 : w4[i];
         u32 w[4] = {v.x, v.y, v.z, v.w}, gw[4] = {g.x, g.y, g.z, g.w}, o[4];
 #pragma unroll
         for (int j = 0; j < 4; j++)
             o[j] = pack_bf16x2(bf_lo(w[j]) * inv * bf_lo(gw[j]), bf_hi(w[j]) * inv * bf_hi(gw[j]));
         x4[i] = u32x4{o[0], o[1], o[2], o[3]};
     }
+}
+
+// This thread's w0 for lc_norm_x (zeros past the weight).
+__device__ __forceinline__ u32x4 lc_norm_w0(const bf16_t* weight, int n) {
+    return (int)threadIdx.x < n / 8 ? reinterpret_cast<const u32x4*>(weight)[threadIdx.x]
+                                    : u32x4{0, 0, 0, 0};
 }
 
 // The stream of one block: segments in order, in shared memory, cut into chunks of at
@@ -463,6 +512,64 @@ __device__ __forceinline__ void lc_attention(
     if (threadIdx.x == 0) tickets[kvh] = 0;
 }
 
+// Kv heads the attention's merge counters cover (bar[2 .. 2 + LC_TICKETS]; the host's
+// CHAIN_TICKETS).
+#define LC_TICKETS 64
+
+// The per-phase trace (built with LC_TRACE=1 only, for gpu-check's chain trace): thread
+// 0 of each block adds the SM cycles from its start to each point into its own
+// LC_T_POINTS u64 after the tickets, plus the wall time start to end (ns, %globaltimer)
+// and a launch count, so the host reads means over launches.
+enum {
+    LC_T_ATT,    // the attention done (its merge too, in the last block of a head)
+    LC_T_SYNC0,  // phase 0 (o) past its grid barrier
+    LC_T_X0,     // its input loaded
+    LC_T_C0,     // its dot products done
+    LC_T_SYNC1,  // phase 1 (gate_up) past its barrier
+    LC_T_X1,     // its input normed
+    LC_T_C1,
+    LC_T_SYNC2,  // phase 2 (down)
+    LC_T_X2,
+    LC_T_C2,
+    LC_T_SYNC3,  // phase 3 (the next qkv)
+    LC_T_X3,
+    LC_T_C3,
+    LC_T_END,
+    LC_T_NS,
+    LC_T_COUNT,
+    LC_T_POINTS
+};
+
+struct LcTrace {
+#ifdef LC_TRACE
+    unsigned long long* t;
+    long long c0;
+    unsigned long long g0;
+    __device__ __forceinline__ explicit LcTrace(u32* bar)
+        : t(reinterpret_cast<unsigned long long*>(bar + 2 + LC_TICKETS) +
+            (size_t)blockIdx.x * LC_T_POINTS),
+          c0(clock64()) {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g0));
+    }
+    __device__ __forceinline__ void mark(int p) {
+        if (threadIdx.x == 0) t[p] += (unsigned long long)(clock64() - c0);
+    }
+    __device__ __forceinline__ void end() {
+        if (threadIdx.x == 0) {
+            unsigned long long g1;
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g1));
+            t[LC_T_END] += (unsigned long long)(clock64() - c0);
+            t[LC_T_NS] += g1 - g0;
+            t[LC_T_COUNT] += 1;
+        }
+    }
+#else
+    __device__ __forceinline__ explicit LcTrace(u32*) {}
+    __device__ __forceinline__ void mark(int) {}
+    __device__ __forceinline__ void end() {}
+#endif
+};
+
 // The attention's arguments (layer_chain_attn_g*; layer_chain passes none of them).
 struct LcAttnArgs {
     const bf16_t* qkv;
@@ -497,6 +604,7 @@ __device__ __forceinline__ void layer_chain_impl(
     int xmax, int acc_rows, int region) {
     extern __shared__ __align__(128) unsigned char lc_smem[];
     __shared__ float scratch[32];
+    LcTrace tr(bar);
     const int b = blockIdx.x;
     bf16_t* x = reinterpret_cast<bf16_t*>(lc_smem + (size_t)stages * LC_CHUNK);
     float* acc = reinterpret_cast<float*>(lc_smem + (size_t)stages * LC_CHUNK + (size_t)xmax * 2);
@@ -543,6 +651,44 @@ __device__ __forceinline__ void layer_chain_impl(
     const unsigned char* ring_ptr = lc_smem;
     int cs = 0;
     u32 used = 0;
+    unsigned long long bar_target = lc_bar_base(bar);
+
+    // Loads that depend on nothing this launch writes go out before the first grid
+    // barrier, off the phases' paths (after the attention, whose registers they would
+    // take; LC_LATE_LOADS=1: where each is used, as the first build did). Block b is the
+    // only writer of its residual rows [o0, o1) (= [d0, d1)), so it keeps their values:
+    // phase 2 adds to what phase 0 wrote without reading it back.
+    const int my_r = o0 + threadIdx.x;
+    const int my_q = q0 + threadIdx.x;
+    float res_keep = 0.0f, bo_keep = 0.0f, bq_keep = 0.0f;
+    u32x4 post_w0 = u32x4{0, 0, 0, 0}, in_w0 = u32x4{0, 0, 0, 0};
+    auto early_loads = [&]() {
+#ifndef LC_LATE_LOADS
+        if (my_r < o1) {
+            res_keep = bf2f(ld_cg_bf16(residual + my_r));
+            if (b_o != nullptr) bo_keep = bf2f(b_o[my_r]);
+        }
+        if (my_q < q1 && b_qkv != nullptr) bq_keep = bf2f(b_qkv[my_q]);
+        post_w0 = lc_norm_w0(post_norm, h);
+        if (in_norm != nullptr) in_w0 = lc_norm_w0(in_norm, h);
+#endif
+    };
+    // residual[r] += o on this block's rows (r's first value kept or read through L2).
+    auto add_rows = [&](int r0, int r1, const bf16_t* bias, float keep_bias) {
+        for (int r = r0 + threadIdx.x; r < r1; r += LC_CONSUMERS) {
+#ifdef LC_LATE_LOADS
+            const bool mine = false;
+#else
+            const bool mine = r == my_r;
+#endif
+            float bv = mine ? keep_bias : bias != nullptr ? bf2f(bias[r]) : 0.0f;
+            float o = bf2f(f2bf(acc[r - r0] + bv));
+            float prev = mine ? res_keep : bf2f(ld_cg_bf16(residual + r));
+            bf16_t nv = f2bf(prev + o);
+            residual[r] = nv;
+            if (r == my_r) res_keep = bf2f(nv);
+        }
+    };
 
     // Phase 0: residual += bf16(attn · W_oᵀ + b_o) on this block's rows.
     if constexpr (GM > 0) {
@@ -551,49 +697,71 @@ __device__ __forceinline__ void layer_chain_impl(
                          a.page_size, a.part, a.o_part, a.lse, reinterpret_cast<float*>(x),
                          bar + 2, a.attn_out);
         if (threadIdx.x == 0) ring_go = 1;
-        lc_grid_sync(bar);
+        tr.mark(LC_T_ATT);
+        early_loads();
+        lc_grid_sync(bar, bar_target);
+        tr.mark(LC_T_SYNC0);
         lc_load_x(x, a.attn_out, qd);
     } else {
+        early_loads();
         lc_load_x(x, attn, qd);
     }
     lc_zero(acc, acc_rows);
+    tr.mark(LC_T_X0);
     lc_consume(segs, nseg_s, 0, cs, used, x, acc, full, empty, stages, ring_ptr);
-    for (int r = o0 + threadIdx.x; r < o1; r += LC_CONSUMERS) {
-        float bo = b_o != nullptr ? bf2f(b_o[r]) : 0.0f;
-        float o = bf2f(f2bf(acc[r - o0] + bo));
-        residual[r] = f2bf(bf2f(ld_cg_bf16(residual + r)) + o);
-    }
-    lc_grid_sync(bar);
+    tr.mark(LC_T_C0);
+    add_rows(o0, o1, b_o, bo_keep);
+#ifdef LC_LATE_LOADS
+    post_w0 = lc_norm_w0(post_norm, h);
+#endif
+    lc_grid_sync(bar, bar_target);
+    tr.mark(LC_T_SYNC1);
 
     // Phase 1: act = silu(gate) * up of the post-attention-normed residual.
-    lc_norm_x(x, residual, post_norm, h, eps, scratch);
+    lc_norm_x(x, residual, post_norm, post_w0, h, eps, scratch);
     lc_zero(acc, acc_rows);
+    tr.mark(LC_T_X1);
     lc_consume(segs, nseg_s, 1, cs, used, x, acc, full, empty, stages, ring_ptr);
+    tr.mark(LC_T_C1);
     for (int j = threadIdx.x; j < nj; j += LC_CONSUMERS) {
         float gt = bf2f(f2bf(acc[j])), up = bf2f(f2bf(acc[nj + j]));
         act[j0 + j] = f2bf(silu(gt) * up);
     }
-    lc_grid_sync(bar);
+    lc_grid_sync(bar, bar_target);
+    tr.mark(LC_T_SYNC2);
 
     // Phase 2: residual += bf16(act · W_downᵀ).
     lc_load_x(x, act, inter);
     lc_zero(acc, acc_rows);
+    tr.mark(LC_T_X2);
     lc_consume(segs, nseg_s, 2, cs, used, x, acc, full, empty, stages, ring_ptr);
-    for (int r = d0 + threadIdx.x; r < d1; r += LC_CONSUMERS) {
-        float o = bf2f(f2bf(acc[r - d0]));
-        residual[r] = f2bf(bf2f(ld_cg_bf16(residual + r)) + o);
+    tr.mark(LC_T_C2);
+    add_rows(d0, d1, nullptr, 0.0f);
+    if (in_norm == nullptr) {
+        tr.end();
+        return;
     }
-    if (in_norm == nullptr) return;
-    lc_grid_sync(bar);
+#ifdef LC_LATE_LOADS
+    in_w0 = lc_norm_w0(in_norm, h);
+#endif
+    lc_grid_sync(bar, bar_target);
+    tr.mark(LC_T_SYNC3);
 
     // Phase 3: the next layer's qkv of its input-normed residual.
-    lc_norm_x(x, residual, in_norm, h, eps, scratch);
+    lc_norm_x(x, residual, in_norm, in_w0, h, eps, scratch);
     lc_zero(acc, acc_rows);
+    tr.mark(LC_T_X3);
     lc_consume(segs, nseg_s, 3, cs, used, x, acc, full, empty, stages, ring_ptr);
+    tr.mark(LC_T_C3);
     for (int r = q0 + threadIdx.x; r < q1; r += LC_CONSUMERS) {
+#ifdef LC_LATE_LOADS
         float bq = b_qkv != nullptr ? bf2f(b_qkv[r]) : 0.0f;
+#else
+        float bq = r == my_q ? bq_keep : b_qkv != nullptr ? bf2f(b_qkv[r]) : 0.0f;
+#endif
         qkv_out[r] = f2bf(acc[r - q0] + bq);
     }
+    tr.end();
 }
 
 extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)

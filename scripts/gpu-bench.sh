@@ -194,6 +194,9 @@
 #     (part 67, the first attention-chain builds' checks and A/Bs, ran at 20380e4 and
 #     a7aaee5; part 70 repeats it for the kept build, without Qwen3-14B's A/B of the
 #     attention, which 14B's group of 5 no longer takes.)
+#     part 72: the chain's latency (a barrier of one round trip, loads out of the phases'
+#             paths): its checks, its phase trace (LC_TRACE=1, gpu-check --chain-only)
+#             against the first build's, and the batch-1 A/Bs at 0.6B, 8B and 14B.
 #     part 70: the kept attention chain (groups of up to 4, inlined, the weight stream
 #             held until the attention is done): kernel and model checks, the A/Bs against
 #             the separate attention (0.6B at contexts 256 and 2,048, Llama-3.1-8B), the
@@ -1113,6 +1116,33 @@ device)
         BENCH_TIMEOUT=150 MINISGL_BENCH_BATCHES=1 MINISGL_BENCH_AB=MINISGL_LAYER_CHAIN=0 bench_step qwen3-14b -chain
         unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER
         ncu_steps qwen3-0.6b 1
+        ls -la "$out"
+    elif [ "$part" = 72 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # The chain's latency: its checks (default build), then its phase trace and the
+        # batch-1 A/Bs against the first build's barrier and late loads (LC_OLD_BAR,
+        # LC_LATE_LOADS), each alone and both.
+        chain_check() {  # DEFINES TAG: gpu-check's chain group (and trace) with DEFINES
+            MINISGL_KERNEL_DEFINES="$1" timeout 150 "$bin" gpu-check --chain-only --skip-models \
+                --skip-engine --skip-bench --report /tmp/gpu-check-chain.md > "$out/gpu-check-chain-$2.log" 2>&1
+            echo "gpu-check chain $2 rc=$?"
+            grep -E "checks, |FAIL|chain_trace" "$out/gpu-check-chain-$2.log" | head -12
+        }
+        chain_check "" default
+        chain_check LC_TRACE=1 trace
+        chain_check LC_TRACE=1,LC_OLD_BAR=1,LC_LATE_LOADS=1 trace-old
+        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
+        old=MINISGL_KERNEL_DEFINES=LC_OLD_BAR=1,LC_LATE_LOADS=1
+        MINISGL_BENCH_AB=$old bench_step qwen3-0.6b -old
+        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_OLD_BAR=1 bench_step qwen3-0.6b -oldbar
+        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_LATE_LOADS=1 bench_step qwen3-0.6b -late
+        MINISGL_BENCH_AB=$old bench_step llama-3.1-8b -old
+        BENCH_TIMEOUT=150 MINISGL_BENCH_AB=$old bench_step qwen3-14b -old
+        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
+        if [ "$SECONDS" -lt 420 ]; then check_models; fi
+        # The tool returns at most eight files: the logs in one archive.
+        (cd "$out" && tar czf /tmp/part72-logs.tgz --exclude=bench.jsonl . &&
+            find . -type f ! -name bench.jsonl -delete && mv /tmp/part72-logs.tgz .)
         ls -la "$out"
     elif [ "$part" = 65 ]; then
         rm "$out/env.log"  # already printed by the tee above

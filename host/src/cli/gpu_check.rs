@@ -52,6 +52,10 @@ pub struct GpuCheckArgs {
     /// Skip the op and kernel tests.
     #[arg(long)]
     pub skip_ops: bool,
+    /// Of the op and kernel tests, run only the layer chain's (with `LC_TRACE=1` in
+    /// MINISGL_KERNEL_DEFINES, its phase trace too).
+    #[arg(long)]
+    pub chain_only: bool,
     /// Skip the benchmark.
     #[arg(long)]
     pub skip_bench: bool,
@@ -161,10 +165,14 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
     println!("{}", rep.notes.last().map(String::as_str).unwrap_or(""));
     let cpu = CpuBackend::new();
     if let (false, Some(gpu)) = (args.skip_ops, &gpu) {
-        ops::run(&cpu, gpu, args.seed, &mut rep)?;
-        chain::run(&cpu, gpu, args.seed, &mut rep)?;
-        attn::run(&cpu, gpu, args.seed, &mut rep)?;
-        sampling::run(&cpu, gpu, args.seed, &mut rep)?;
+        if args.chain_only {
+            chain::run(&cpu, gpu, args.seed, &mut rep)?;
+        } else {
+            ops::run(&cpu, gpu, args.seed, &mut rep)?;
+            chain::run(&cpu, gpu, args.seed, &mut rep)?;
+            attn::run(&cpu, gpu, args.seed, &mut rep)?;
+            sampling::run(&cpu, gpu, args.seed, &mut rep)?;
+        }
     }
     let model_list = args
         .models

@@ -227,11 +227,15 @@ pub struct CudaOptions {
     pub chain_attn_part: usize,
 }
 
+/// Kv heads the attention chain's per-head counters cover (`Device::chain_bar`;
+/// `LC_TICKETS` in the kernel).
+pub const CHAIN_TICKETS: usize = 64;
+/// u64 slots a block of the chain writes when its kernels are built with `LC_TRACE=1`
+/// (`LC_T_POINTS`: cycles to each phase point, wall ns, launches), after the tickets.
+pub const CHAIN_TRACE_POINTS: usize = 16;
+
 /// A count from the environment: unset gives `default`; a value that does not parse or
 /// that `ok` refuses is reported (`want` says what is accepted) and gives `default` too.
-/// Kv heads the attention chain's per-head counters cover (`Device::chain_bar`).
-pub const CHAIN_TICKETS: usize = 64;
-
 fn env_count(var: &str, default: usize, ok: fn(usize) -> bool, want: &str) -> usize {
     match std::env::var(var) {
         Ok(v) => match v.parse::<usize>() {
@@ -515,9 +519,10 @@ pub struct Device {
     /// The ws kernel's work counter (one i32, zero between launches: the kernel
     /// resets it itself; launches on the one stream never overlap).
     pub prefill_work: CudaSlice<i32>,
-    /// `layer_chain`'s grid barrier: arrivals and generation (two u32, zero; the
-    /// arrivals return to zero at every barrier), then [`CHAIN_TICKETS`] counters, one a
-    /// kv head, for the attention chain's merge (back to zero after every launch).
+    /// `layer_chain`'s grid barrier: one u64 count of arrivals that only grows (zero at
+    /// first), then [`CHAIN_TICKETS`] u32 counters, one a kv head, for the attention
+    /// chain's merge (back to zero after every launch), then [`CHAIN_TRACE_POINTS`] u64
+    /// a block for the phase trace (written only by an `LC_TRACE=1` build).
     pub chain_bar: CudaSlice<u32>,
     /// Blocks of each gemv kernel that fit an SM (the driver's answer), which sizes
     /// its launches to one wave.
@@ -627,7 +632,8 @@ impl Device {
             )));
         }
         let prefill_work = stream.alloc_zeros::<i32>(1)?;
-        let chain_bar = stream.alloc_zeros::<u32>(2 + CHAIN_TICKETS)?;
+        let chain_bar =
+            stream.alloc_zeros::<u32>(2 + CHAIN_TICKETS + 2 * CHAIN_TRACE_POINTS * num_sms)?;
         // The stream-K grid is one wave and the split grid is sized in waves: ask the
         // driver how many blocks of each fit an SM.
         let blocks_per_sm = |kernel: &str| {

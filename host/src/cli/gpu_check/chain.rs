@@ -185,7 +185,12 @@ fn one_row<B: Backend>(b: &B) -> Result<(B::Kv, B::Step)> {
 
 pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Result<()> {
     products(cpu, gpu, seed, rep)?;
-    attention(cpu, gpu, seed, rep)
+    attention(cpu, gpu, seed, rep)?;
+    let defines = std::env::var(minisgl::backend::cuda::nvrtc::DEFINES_ENV).unwrap_or_default();
+    if defines.split(',').any(|d| d.trim().starts_with("LC_TRACE")) {
+        trace(cpu, gpu, seed, rep)?;
+    }
+    Ok(())
 }
 
 fn products(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Result<()> {
@@ -391,6 +396,136 @@ fn attention(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -
             let vc = &kvc.v[0][slot..slot + kvw];
             rep.check("chain_attn", format!("{what} cached V"), &vg, vc, 0.0);
         }
+    }
+    Ok(())
+}
+
+/// Where a chain launch's time goes, phase by phase (kernels built with `LC_TRACE=1`):
+/// repeated launches of a Qwen3-0.6B layer with its attention at context 256, a
+/// Llama-3.1-8B one (group 4) and Qwen3-14B's products (its group of 5 keeps the
+/// attention separate), each block's mean time from its start to each phase point.
+fn trace(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Result<()> {
+    use minisgl::backend::cuda::device::CHAIN_TRACE_POINTS;
+    const HD: usize = 128;
+    const LAUNCHES: usize = 200;
+    const NAMES: [&str; 14] = [
+        "attention",
+        "sync0",
+        "x0",
+        "o",
+        "sync1",
+        "norm1",
+        "gate_up",
+        "sync2",
+        "x2",
+        "down",
+        "sync3",
+        "norm3",
+        "qkv",
+        "end",
+    ];
+    let rng = &mut ChaCha8Rng::seed_from_u64(seed ^ 0x7ace);
+    // (name, q heads, kv heads, hidden, intermediate, attention in front)
+    let shapes = [
+        ("qwen3-0.6b ctx 256", 16, 8, 1024, 3072, true),
+        ("llama-3.1-8b ctx 256", 32, 8, 4096, 14336, true),
+        ("qwen3-14b products", 40, 8, 5120, 17408, false),
+    ];
+    let inv: Vec<f32> = (0..HD / 2)
+        .map(|i| 1_000_000f32.powf(-(2.0 * i as f32) / HD as f32))
+        .collect();
+    let invf = up(gpu, &[HD / 2], &inv)?;
+    for (name, hq, hkv, h, inter, attn) in shapes {
+        let (qd, cols) = (hq * HD, (hq + 2 * hkv) * HD);
+        let c = Case {
+            name,
+            page_size: 16,
+            page_runs: false,
+            head_dim: HD,
+            q_heads: hq,
+            kv_heads: hkv,
+            seqs: vec![(255, 1)],
+        };
+        let (num_pages, fill, step) = metas(&c, rng);
+        let layout = KvLayout {
+            num_layers: 1,
+            num_pages,
+            page_size: 16,
+            kv_heads: hkv,
+            head_dim: HD,
+        };
+        let nf = fill.tokens.len();
+        let g = |rng: &mut ChaCha8Rng, shape: &[usize], std: f32| {
+            up(gpu, shape, &randn(rng, shape.iter().product(), std))
+        };
+        let (k, v) = (g(rng, &[nf, hkv * HD], 1.0)?, g(rng, &[nf, hkv * HD], 1.0)?);
+        let qkv = g(rng, &[1, cols], 1.0)?;
+        let (wq, wk) = (g(rng, &[HD], 1.0)?, g(rng, &[HD], 1.0)?);
+        let attn_row = g(rng, &[1, qd], 1.0)?;
+        let mut rg = g(rng, &[1, h], 1.0)?;
+        let layer = Layer::random(rng, cpu, gpu, h, qd, inter, cols, false)?;
+        let mut kvg = gpu.alloc_kv(layout)?;
+        gpu.store_kv(&mut kvg, 0, &k, &v, &gpu.prepare_step(&fill)?)?;
+        let sg = gpu.prepare_step(&step)?;
+        let pg = attn_params(hq, hkv, true, &wq, &wk, &invf);
+        let input = if attn {
+            ChainInput::Qkv {
+                qkv: &qkv,
+                layer: 0,
+                params: &pg,
+            }
+        } else {
+            ChainInput::Attn(&attn_row)
+        };
+        let chain = layer.chain(input, false);
+        let on = gpu.layer_chain_ok(&rg, &chain, &kvg, &sg);
+        rep.fact(
+            "chain_trace",
+            format!("{name} runs"),
+            on,
+            format!("layer_chain_ok answered {on}"),
+        );
+        if !on {
+            continue;
+        }
+        for _ in 0..20 {
+            gpu.layer_chain(&chain, &mut kvg, &sg, &mut rg)?;
+        }
+        let before = gpu.chain_trace()?;
+        for _ in 0..LAUNCHES {
+            gpu.layer_chain(&chain, &mut kvg, &sg, &mut rg)?;
+        }
+        let after = gpu.chain_trace()?;
+        let d: Vec<[u64; CHAIN_TRACE_POINTS]> = after
+            .iter()
+            .zip(&before)
+            .map(|(a, b)| std::array::from_fn(|p| a[p].wrapping_sub(b[p])))
+            .collect();
+        let launches = d[0][CHAIN_TRACE_POINTS - 1];
+        rep.fact(
+            "chain_trace",
+            format!("{name} traced"),
+            launches == LAUNCHES as u64,
+            format!("block 0 counted {launches} launches of {LAUNCHES} (is LC_TRACE=1 built?)"),
+        );
+        if launches == 0 {
+            continue;
+        }
+        // Cycles a ns from block 0's wall time against its cycles start to end.
+        let ghz = d[0][13] as f64 / d[0][14] as f64;
+        let us = |cycles: f64| cycles / launches as f64 / ghz / 1e3;
+        let mut line = format!(
+            "chain_trace {name}: {} blocks, {launches} launches, block 0 {:.2} µs start to end at {ghz:.3} GHz; µs from a block's start, mean / max over blocks:",
+            d.len(),
+            d[0][14] as f64 / launches as f64 / 1e3
+        );
+        for (p, n) in NAMES.iter().enumerate() {
+            let v: Vec<f64> = d.iter().map(|b| us(b[p] as f64)).collect();
+            let mean = v.iter().sum::<f64>() / v.len() as f64;
+            let max = v.iter().cloned().fold(0.0, f64::max);
+            line += &format!(" {n} {mean:.2}/{max:.2}");
+        }
+        rep.bench_line(line);
     }
     Ok(())
 }

@@ -5,7 +5,7 @@
 //! first, from its qkv row (q/k norm, RoPE, the K/V store, split attention and its merge).
 
 use super::kv::check_slots;
-use crate::backend::cuda::device::CHAIN_TICKETS;
+use crate::backend::cuda::device::{CHAIN_TICKETS, CHAIN_TRACE_POINTS};
 use crate::backend::cuda::{cfg, Arg, Buf, CudaBackend, CudaKv, CudaStep, CudaTensor};
 use crate::backend::{AttnParams, BackendError, ChainInput, LayerChain};
 
@@ -309,6 +309,21 @@ impl CudaBackend {
         self.launch(name, lc, &args)?;
         // The scratch is dropped here: freed in stream order, after the launch.
         Ok(qkv_out)
+    }
+}
+
+impl CudaBackend {
+    /// The chain's phase trace so far, one row a block: `CHAIN_TRACE_POINTS` sums over
+    /// its launches (`LC_T_*` in the kernel: SM cycles from the block's start to each
+    /// phase point, then wall ns start to end, then the launch count). All zero unless
+    /// the kernels were built with `LC_TRACE=1` (`MINISGL_KERNEL_DEFINES`).
+    pub fn chain_trace(&self) -> Result<Vec<[u64; CHAIN_TRACE_POINTS]>, BackendError> {
+        let words = self.dev.stream.clone_dtoh(&self.dev.chain_bar)?;
+        let trace = &words[2 + CHAIN_TICKETS..];
+        Ok(trace
+            .chunks_exact(2 * CHAIN_TRACE_POINTS)
+            .map(|b| std::array::from_fn(|p| b[2 * p] as u64 | ((b[2 * p + 1] as u64) << 32)))
+            .collect())
     }
 }
 
