@@ -214,14 +214,23 @@ __device__ __forceinline__ u32x4 lc_norm_w0(const bf16_t* weight, int n) {
 // and cost a block barrier a chunk; a producer warp fixed that. Its bulk copies and
 // these cp.async copies streamed equally slowly (~2.2 TB/s at Qwen3-14B): the consumers
 // set the pace, until lc_consume reduced once per row instead of once per piece.
+// With `go` (the attention in front), the chunks from LC_RING_EARLY on wait until *go is
+// set: the attention's dependent loads would queue behind the copies (measured
+// 2026-12-04: holding the whole stream, batch-1 step 0.976x at Qwen3-0.6B and 0.994x at
+// Llama-3.1-8B against starting at once).
+#ifndef LC_RING_EARLY
+#define LC_RING_EARLY 0
+#endif
 __device__ __forceinline__ void lc_produce(const LcSeg* segs, int nseg, u32 ring, u32 full,
-                                           u32 empty, int stages) {
+                                           u32 empty, int stages, volatile int* go) {
     const int lane = threadIdx.x & 31;
     u32 c = 0;
     for (int si = 0; si < nseg; si++) {
         const LcSeg s = segs[si];
         const unsigned char* src = reinterpret_cast<const unsigned char*>(s.src);
         for (u32 off = 0; off < s.bytes; off += LC_CHUNK, c++) {
+            if (go != nullptr && c == LC_RING_EARLY)
+                while (*go == 0) __nanosleep(64);
             u32 n = min((u32)LC_CHUNK, s.bytes - off);
             u32 stage = c % stages;
             if (c >= (u32)stages) mbar_wait(empty + stage * 8, (c / stages - 1) & 1);
@@ -287,6 +296,68 @@ __device__ __forceinline__ void lc_zero(float* acc, int n) {
     lc_sync();
 }
 
+// Kv heads the attention's merge counters cover (bar[2 .. 2 + LC_TICKETS]; the host's
+// CHAIN_TICKETS).
+#define LC_TICKETS 64
+
+// The per-phase trace (built with LC_TRACE=1 only, for gpu-check's chain trace): thread
+// 0 of each block adds the SM cycles from its start to each point into its own
+// LC_T_POINTS u64 after the tickets, plus the wall time start to end (ns, %globaltimer)
+// and a launch count, so the host reads means over launches.
+enum {
+    LC_T_AQ,     // the attention's q heads normed and rotated (blocks with attention work)
+    LC_T_AL,     // its rows done
+    LC_T_AM,     // its split's partial written
+    LC_T_AT,     // its head's ticket taken
+    LC_T_ATT,    // the attention done (its merge too, in the last block of a head)
+    LC_T_SYNC0,  // phase 0 (o) past its grid barrier
+    LC_T_X0,     // its input loaded
+    LC_T_C0,     // its dot products done
+    LC_T_SYNC1,  // phase 1 (gate_up) past its barrier
+    LC_T_X1,     // its input normed
+    LC_T_C1,
+    LC_T_SYNC2,  // phase 2 (down)
+    LC_T_X2,
+    LC_T_C2,
+    LC_T_SYNC3,  // phase 3 (the next qkv)
+    LC_T_X3,
+    LC_T_C3,
+    LC_T_END,
+    LC_T_NS,
+    LC_T_COUNT,
+    LC_T_POINTS
+};
+
+struct LcTrace {
+#ifdef LC_TRACE
+    unsigned long long* t;
+    long long c0;
+    unsigned long long g0;
+    __device__ __forceinline__ explicit LcTrace(u32* bar)
+        : t(reinterpret_cast<unsigned long long*>(bar + 2 + LC_TICKETS) +
+            (size_t)blockIdx.x * LC_T_POINTS),
+          c0(clock64()) {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g0));
+    }
+    __device__ __forceinline__ void mark(int p) {
+        if (threadIdx.x == 0) t[p] += (unsigned long long)(clock64() - c0);
+    }
+    __device__ __forceinline__ void end() {
+        if (threadIdx.x == 0) {
+            unsigned long long g1;
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g1));
+            t[LC_T_END] += (unsigned long long)(clock64() - c0);
+            t[LC_T_NS] += g1 - g0;
+            t[LC_T_COUNT] += 1;
+        }
+    }
+#else
+    __device__ __forceinline__ explicit LcTrace(u32*) {}
+    __device__ __forceinline__ void mark(int) {}
+    __device__ __forceinline__ void end() {}
+#endif
+};
+
 // ---- The attention phase (layer_chain_attn_g*) ----
 //
 // At one decode row and a short context the attention is three launches of latency
@@ -325,7 +396,7 @@ __device__ __forceinline__ void lc_attention(
     const float* inv_freq, float eps, float scale, const int* slots, bf16_t* k_cache,
     bf16_t* v_cache, const int* kv_len, const int* page_start, const int* page_ids, int hq,
     int hkv, int page_size, int part, float* o_part, float* lse, float* att, u32* tickets,
-    bf16_t* attn_out) {
+    bf16_t* attn_out, LcTrace& tr) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int ctx = kv_len[0];
     int span;
@@ -397,6 +468,7 @@ __device__ __forceinline__ void lc_attention(
     }
     // Orders the new row's cache writes before this block's reads of them.
     lc_sync();
+    tr.mark(LC_T_AQ);
 #pragma unroll
     for (int u = 0; u < U; u++) {
         const int t = t0 + half + u * (LC_CONSUMERS / 16);
@@ -441,6 +513,7 @@ __device__ __forceinline__ void lc_attention(
         if (t0 < hi) load(t0, false);
     }
 
+    tr.mark(LC_T_AL);
     // Merge the two halves of each warp (lanes li and li + 16 hold the same elements),
     // then the warps through shared memory.
 #pragma unroll
@@ -488,14 +561,24 @@ __device__ __forceinline__ void lc_attention(
     // barrier, 132 reads of the same partials through L2 (~40% of the launch at context
     // 2,048); the next, a slice of the row a block between two grid barriers; this one
     // saves that second barrier (0.6B batch-1 step 0.976x against it).
+    // The ticket releases this block's partials (written before the block barrier) and
+    // acquires the other blocks' for the last one, as the grid barrier does; the first
+    // build (LC_FENCE_TICKET=1) put a __threadfence (fence.sc) on each side instead.
     __shared__ int lc_last;
+    tr.mark(LC_T_AM);
+#ifdef LC_FENCE_TICKET
     __threadfence();
     lc_sync();
     if (threadIdx.x == 0) {
         lc_last = atomicAdd(tickets + kvh, 1u) == (u32)(S - 1);
         __threadfence();
     }
+#else
     lc_sync();
+    if (threadIdx.x == 0) lc_last = atom_add_acq_rel_gpu(tickets + kvh, 1u) == (u32)(S - 1);
+#endif
+    lc_sync();
+    tr.mark(LC_T_AT);
     if (!lc_last) return;
     for (int i = threadIdx.x; i < G * LC_HD; i += LC_CONSUMERS) {
         const int hh = kvh * G + i / LC_HD, d = i % LC_HD;
@@ -511,64 +594,6 @@ __device__ __forceinline__ void lc_attention(
     }
     if (threadIdx.x == 0) tickets[kvh] = 0;
 }
-
-// Kv heads the attention's merge counters cover (bar[2 .. 2 + LC_TICKETS]; the host's
-// CHAIN_TICKETS).
-#define LC_TICKETS 64
-
-// The per-phase trace (built with LC_TRACE=1 only, for gpu-check's chain trace): thread
-// 0 of each block adds the SM cycles from its start to each point into its own
-// LC_T_POINTS u64 after the tickets, plus the wall time start to end (ns, %globaltimer)
-// and a launch count, so the host reads means over launches.
-enum {
-    LC_T_ATT,    // the attention done (its merge too, in the last block of a head)
-    LC_T_SYNC0,  // phase 0 (o) past its grid barrier
-    LC_T_X0,     // its input loaded
-    LC_T_C0,     // its dot products done
-    LC_T_SYNC1,  // phase 1 (gate_up) past its barrier
-    LC_T_X1,     // its input normed
-    LC_T_C1,
-    LC_T_SYNC2,  // phase 2 (down)
-    LC_T_X2,
-    LC_T_C2,
-    LC_T_SYNC3,  // phase 3 (the next qkv)
-    LC_T_X3,
-    LC_T_C3,
-    LC_T_END,
-    LC_T_NS,
-    LC_T_COUNT,
-    LC_T_POINTS
-};
-
-struct LcTrace {
-#ifdef LC_TRACE
-    unsigned long long* t;
-    long long c0;
-    unsigned long long g0;
-    __device__ __forceinline__ explicit LcTrace(u32* bar)
-        : t(reinterpret_cast<unsigned long long*>(bar + 2 + LC_TICKETS) +
-            (size_t)blockIdx.x * LC_T_POINTS),
-          c0(clock64()) {
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g0));
-    }
-    __device__ __forceinline__ void mark(int p) {
-        if (threadIdx.x == 0) t[p] += (unsigned long long)(clock64() - c0);
-    }
-    __device__ __forceinline__ void end() {
-        if (threadIdx.x == 0) {
-            unsigned long long g1;
-            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g1));
-            t[LC_T_END] += (unsigned long long)(clock64() - c0);
-            t[LC_T_NS] += g1 - g0;
-            t[LC_T_COUNT] += 1;
-        }
-    }
-#else
-    __device__ __forceinline__ explicit LcTrace(u32*) {}
-    __device__ __forceinline__ void mark(int) {}
-    __device__ __forceinline__ void end() {}
-#endif
-};
 
 // The attention's arguments (layer_chain_attn_g*; layer_chain passes none of them).
 struct LcAttnArgs {
@@ -640,12 +665,8 @@ __device__ __forceinline__ void layer_chain_impl(
     }
     __syncthreads();  // the last barrier of the whole block: then the roles split
     if (threadIdx.x >= LC_CONSUMERS) {
-        // With the attention in front the stream waits for it: its copies would queue
-        // ahead of the attention's dependent loads (measured 2026-12-04: batch-1 step
-        // 0.976x at Qwen3-0.6B, 0.994x at Llama-3.1-8B against starting at once).
-        if (GM > 0)
-            while (ring_go == 0) __nanosleep(64);
-        lc_produce(segs, nseg_s, ring, full, empty, stages);
+        // With the attention in front the stream waits for it (see lc_produce).
+        lc_produce(segs, nseg_s, ring, full, empty, stages, GM > 0 ? &ring_go : nullptr);
         return;
     }
     const unsigned char* ring_ptr = lc_smem;
@@ -695,7 +716,7 @@ __device__ __forceinline__ void layer_chain_impl(
         lc_attention<GM>(a.qkv, a.q_norm, a.k_norm, a.pos, a.inv_freq, eps, a.scale, a.slots,
                          a.k_cache, a.v_cache, a.kv_len, a.page_start, a.page_ids, a.hq, a.hkv,
                          a.page_size, a.part, a.o_part, a.lse, reinterpret_cast<float*>(x),
-                         bar + 2, a.attn_out);
+                         bar + 2, a.attn_out, tr);
         if (threadIdx.x == 0) ring_go = 1;
         tr.mark(LC_T_ATT);
         early_loads();

@@ -197,6 +197,8 @@
 #     part 72: the chain's latency (a barrier of one round trip, loads out of the phases'
 #             paths): its checks, its phase trace (LC_TRACE=1, gpu-check --chain-only)
 #             against the first build's, and the batch-1 A/Bs at 0.6B, 8B and 14B.
+#     part 73: the attention phase's merge ticket without fences, the stream's first chunks
+#             before the attention, the rows a split: checks, traces, batch-1 A/Bs.
 #     part 70: the kept attention chain (groups of up to 4, inlined, the weight stream
 #             held until the attention is done): kernel and model checks, the A/Bs against
 #             the separate attention (0.6B at contexts 256 and 2,048, Llama-3.1-8B), the
@@ -270,6 +272,13 @@ device)
             --report /tmp/gpu-check-ops.md >> "$out/gpu-check-ops.log" 2>&1
         echo "gpu-check ops rc=$?"
         grep -E "checks, |FAIL|linear n=|runner.step" "$out/gpu-check-ops.log" | head -30
+    }
+    chain_check() {  # DEFINES TAG: gpu-check's chain group with MINISGL_KERNEL_DEFINES=DEFINES
+        # (with LC_TRACE=1 its phase trace too)
+        MINISGL_KERNEL_DEFINES="$1" timeout 150 "$bin" gpu-check --chain-only --skip-models \
+            --skip-engine --skip-bench --report /tmp/gpu-check-chain.md > "$out/gpu-check-chain-$2.log" 2>&1
+        echo "gpu-check chain $2 rc=$?"
+        grep -E "checks, |FAIL|bench: chain_trace" "$out/gpu-check-chain-$2.log" | head -12
     }
     check_models() {  # fixtures against HF and the CPU, Qwen3-0.6B random weights, graphs
         local models=()
@@ -1122,12 +1131,6 @@ device)
         # The chain's latency: its checks (default build), then its phase trace and the
         # batch-1 A/Bs against the first build's barrier and late loads (LC_OLD_BAR,
         # LC_LATE_LOADS), each alone and both.
-        chain_check() {  # DEFINES TAG: gpu-check's chain group (and trace) with DEFINES
-            MINISGL_KERNEL_DEFINES="$1" timeout 150 "$bin" gpu-check --chain-only --skip-models \
-                --skip-engine --skip-bench --report /tmp/gpu-check-chain.md > "$out/gpu-check-chain-$2.log" 2>&1
-            echo "gpu-check chain $2 rc=$?"
-            grep -E "checks, |FAIL|chain_trace" "$out/gpu-check-chain-$2.log" | head -12
-        }
         chain_check "" default
         chain_check LC_TRACE=1 trace
         chain_check LC_TRACE=1,LC_OLD_BAR=1,LC_LATE_LOADS=1 trace-old
@@ -1143,6 +1146,31 @@ device)
         # The tool returns at most eight files: the logs in one archive.
         (cd "$out" && tar czf /tmp/part72-logs.tgz --exclude=bench.jsonl . &&
             find . -type f ! -name bench.jsonl -delete && mv /tmp/part72-logs.tgz .)
+        ls -la "$out"
+    elif [ "$part" = 73 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # The attention phase's ticket without fences (LC_FENCE_TICKET=1: with), the first
+        # chunks of the stream before the attention (LC_RING_EARLY), the rows a split
+        # (MINISGL_CHAIN_ATTN_PART): checks, traces, batch-1 A/Bs.
+        chain_check "" default
+        chain_check LC_TRACE=1 trace
+        chain_check LC_TRACE=1,LC_FENCE_TICKET=1 trace-fence
+        chain_check LC_TRACE=1,LC_RING_EARLY=2 trace-early2
+        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
+        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_FENCE_TICKET=1 bench_step qwen3-0.6b -fence
+        MINISGL_BENCH_CONTEXT=2048 MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_FENCE_TICKET=1 \
+            bench_step qwen3-0.6b -fence-ctx2048
+        for n in 1 2; do
+            MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_RING_EARLY=$n bench_step qwen3-0.6b -early$n
+        done
+        for p in 32 128; do
+            MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN_PART=$p bench_step qwen3-0.6b -part$p
+        done
+        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_FENCE_TICKET=1 bench_step llama-3.1-8b -fence
+        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_RING_EARLY=2 bench_step llama-3.1-8b -early2
+        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
+        (cd "$out" && tar czf /tmp/part73-logs.tgz --exclude=bench.jsonl . &&
+            find . -type f ! -name bench.jsonl -delete && mv /tmp/part73-logs.tgz .)
         ls -la "$out"
     elif [ "$part" = 65 ]; then
         rm "$out/env.log"  # already printed by the tee above

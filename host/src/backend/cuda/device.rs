@@ -232,7 +232,7 @@ pub struct CudaOptions {
 pub const CHAIN_TICKETS: usize = 64;
 /// u64 slots a block of the chain writes when its kernels are built with `LC_TRACE=1`
 /// (`LC_T_POINTS`: cycles to each phase point, wall ns, launches), after the tickets.
-pub const CHAIN_TRACE_POINTS: usize = 16;
+pub const CHAIN_TRACE_POINTS: usize = 20;
 
 /// A count from the environment: unset gives `default`; a value that does not parse or
 /// that `ok` refuses is reported (`want` says what is accepted) and gives `default` too.

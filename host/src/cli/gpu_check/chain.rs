@@ -408,7 +408,12 @@ fn trace(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Re
     use minisgl::backend::cuda::device::CHAIN_TRACE_POINTS;
     const HD: usize = 128;
     const LAUNCHES: usize = 200;
-    const NAMES: [&str; 14] = [
+    // The kernel's LC_T_* points up to LC_T_END, then wall ns and the launch count.
+    const NAMES: [&str; CHAIN_TRACE_POINTS - 2] = [
+        "q",
+        "rows",
+        "split",
+        "ticket",
         "attention",
         "sync0",
         "x0",
@@ -424,6 +429,8 @@ fn trace(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Re
         "qkv",
         "end",
     ];
+    const END: usize = CHAIN_TRACE_POINTS - 3;
+    const NS: usize = CHAIN_TRACE_POINTS - 2;
     let rng = &mut ChaCha8Rng::seed_from_u64(seed ^ 0x7ace);
     // (name, q heads, kv heads, hidden, intermediate, attention in front)
     let shapes = [
@@ -512,18 +519,19 @@ fn trace(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Re
             continue;
         }
         // Cycles a ns from block 0's wall time against its cycles start to end.
-        let ghz = d[0][13] as f64 / d[0][14] as f64;
-        let us = |cycles: f64| cycles / launches as f64 / ghz / 1e3;
+        let ghz = d[0][END] as f64 / d[0][NS] as f64;
+        let us = |cycles: u64| cycles as f64 / launches as f64 / ghz / 1e3;
         let mut line = format!(
-            "chain_trace {name}: {} blocks, {launches} launches, block 0 {:.2} µs start to end at {ghz:.3} GHz; µs from a block's start, mean / max over blocks:",
+            "chain_trace {name}: {} blocks, {launches} launches, block 0 {:.2} µs start to end at {ghz:.3} GHz; µs from a block's start, mean / max over blocks / block 0 (attention) / the last block (none):",
             d.len(),
-            d[0][14] as f64 / launches as f64 / 1e3
+            d[0][NS] as f64 / launches as f64 / 1e3
         );
+        let last = d.len() - 1;
         for (p, n) in NAMES.iter().enumerate() {
-            let v: Vec<f64> = d.iter().map(|b| us(b[p] as f64)).collect();
+            let v: Vec<f64> = d.iter().map(|b| us(b[p])).collect();
             let mean = v.iter().sum::<f64>() / v.len() as f64;
             let max = v.iter().cloned().fold(0.0, f64::max);
-            line += &format!(" {n} {mean:.2}/{max:.2}");
+            line += &format!(" {n} {mean:.2}/{max:.2}/{:.2}/{:.2}", v[0], v[last]);
         }
         rep.bench_line(line);
     }
