@@ -154,8 +154,9 @@ __device__ __forceinline__ void lc_grid_sync(u32* bar, unsigned long long& targe
 }
 
 // The first of block b's rows of n (its share ends where block b + 1's begins).
+// (32-bit: every width times the grid stays far below 2^32.)
 __device__ __forceinline__ int lc_split(int n, int b) {
-    return (int)(((long long)n * b) / gridDim.x);
+    return (int)(((u32)n * (u32)b) / gridDim.x);
 }
 
 // Copies n bf16 of `src` (written by other blocks or kernels: read through L2) to x.
@@ -214,13 +215,11 @@ __device__ __forceinline__ u32x4 lc_norm_w0(const bf16_t* weight, int n) {
 // and cost a block barrier a chunk; a producer warp fixed that. Its bulk copies and
 // these cp.async copies streamed equally slowly (~2.2 TB/s at Qwen3-14B): the consumers
 // set the pace, until lc_consume reduced once per row instead of once per piece.
-// With `go` (the attention in front), the chunks from LC_RING_EARLY on wait until *go is
-// set: the attention's dependent loads would queue behind the copies (measured
-// 2026-12-04: holding the whole stream, batch-1 step 0.976x at Qwen3-0.6B and 0.994x at
-// Llama-3.1-8B against starting at once).
-#ifndef LC_RING_EARLY
-#define LC_RING_EARLY 0
-#endif
+// With `go` (the attention in front), the stream waits until *go is set: the attention's
+// dependent loads would queue behind the copies. Measured (2026-12-04), batch-1 step:
+// holding it, 0.976x at Qwen3-0.6B and 0.994x at Llama-3.1-8B against starting at once;
+// letting the first one or two chunks go first (o's rows), 1.010x and 1.020x at 0.6B,
+// 1.009x at 8B.
 __device__ __forceinline__ void lc_produce(const LcSeg* segs, int nseg, u32 ring, u32 full,
                                            u32 empty, int stages, volatile int* go) {
     const int lane = threadIdx.x & 31;
@@ -229,7 +228,7 @@ __device__ __forceinline__ void lc_produce(const LcSeg* segs, int nseg, u32 ring
         const LcSeg s = segs[si];
         const unsigned char* src = reinterpret_cast<const unsigned char*>(s.src);
         for (u32 off = 0; off < s.bytes; off += LC_CHUNK, c++) {
-            if (go != nullptr && c == LC_RING_EARLY)
+            if (go != nullptr && c == 0)
                 while (*go == 0) __nanosleep(64);
             u32 n = min((u32)LC_CHUNK, s.bytes - off);
             u32 stage = c % stages;
@@ -305,6 +304,7 @@ __device__ __forceinline__ void lc_zero(float* acc, int n) {
 // LC_T_POINTS u64 after the tickets, plus the wall time start to end (ns, %globaltimer)
 // and a launch count, so the host reads means over launches.
 enum {
+    LC_T_A0,     // the attention entered (the block's set-up done)
     LC_T_AQ,     // the attention's q heads normed and rotated (blocks with attention work)
     LC_T_AL,     // its rows done
     LC_T_AM,     // its split's partial written
@@ -397,6 +397,7 @@ __device__ __forceinline__ void lc_attention(
     bf16_t* v_cache, const int* kv_len, const int* page_start, const int* page_ids, int hq,
     int hkv, int page_size, int part, float* o_part, float* lse, float* att, u32* tickets,
     bf16_t* attn_out, LcTrace& tr) {
+    tr.mark(LC_T_A0);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int ctx = kv_len[0];
     int span;
@@ -674,11 +675,16 @@ __device__ __forceinline__ void layer_chain_impl(
     u32 used = 0;
     unsigned long long bar_target = lc_bar_base(bar);
 
-    // Loads that depend on nothing this launch writes go out before the first grid
-    // barrier, off the phases' paths (after the attention, whose registers they would
-    // take; LC_LATE_LOADS=1: where each is used, as the first build did). Block b is the
-    // only writer of its residual rows [o0, o1) (= [d0, d1)), so it keeps their values:
-    // phase 2 adds to what phase 0 wrote without reading it back.
+    // Loads that depend on nothing this launch writes go out once phase 0's input is in,
+    // so that they are back before their first use in its epilogue (LC_LATE_LOADS=1:
+    // where each is used, as the first build did). Issued earlier they delayed what
+    // followed them: a warp's loads complete in order, and behind the stream's copies
+    // DRAM loads take microseconds (traced 2026-12-04: issued before the x load, they
+    // moved the products-only chain's phase 0 at Qwen3-14B from 2.8 to 6.7 µs after
+    // the start; LC_EARLY_AT_BAR=1 issues them before the first barrier, the place
+    // measured in that session's first call). Block b is the only writer of its
+    // residual rows [o0, o1) (= [d0, d1)), so it keeps their values: phase 2 adds to
+    // what phase 0 wrote without reading it back.
     const int my_r = o0 + threadIdx.x;
     const int my_q = q0 + threadIdx.x;
     float res_keep = 0.0f, bo_keep = 0.0f, bq_keep = 0.0f;
@@ -719,15 +725,22 @@ __device__ __forceinline__ void layer_chain_impl(
                          bar + 2, a.attn_out, tr);
         if (threadIdx.x == 0) ring_go = 1;
         tr.mark(LC_T_ATT);
+#ifdef LC_EARLY_AT_BAR
         early_loads();
+#endif
         lc_grid_sync(bar, bar_target);
         tr.mark(LC_T_SYNC0);
         lc_load_x(x, a.attn_out, qd);
     } else {
+#ifdef LC_EARLY_AT_BAR
         early_loads();
+#endif
         lc_load_x(x, attn, qd);
     }
     lc_zero(acc, acc_rows);
+#ifndef LC_EARLY_AT_BAR
+    early_loads();
+#endif
     tr.mark(LC_T_X0);
     lc_consume(segs, nseg_s, 0, cs, used, x, acc, full, empty, stages, ring_ptr);
     tr.mark(LC_T_C0);

@@ -199,6 +199,8 @@
 #             against the first build's, and the batch-1 A/Bs at 0.6B, 8B and 14B.
 #     part 73: the attention phase's merge ticket without fences, the stream's first chunks
 #             before the attention, the rows a split: checks, traces, batch-1 A/Bs.
+#     part 74: the chain's kept-for-later loads after phase 0's input, 32-row attention
+#             splits: checks, traces, batch-1 A/Bs, the session's change at 8B and 14B.
 #     part 70: the kept attention chain (groups of up to 4, inlined, the weight stream
 #             held until the attention is done): kernel and model checks, the A/Bs against
 #             the separate attention (0.6B at contexts 256 and 2,048, Llama-3.1-8B), the
@@ -1171,6 +1173,29 @@ device)
         unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
         (cd "$out" && tar czf /tmp/part73-logs.tgz --exclude=bench.jsonl . &&
             find . -type f ! -name bench.jsonl -delete && mv /tmp/part73-logs.tgz .)
+        ls -la "$out"
+    elif [ "$part" = 74 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # The loads kept for later issued after phase 0's input (LC_EARLY_AT_BAR=1: before
+        # the first barrier), splits of 32 rows the default (against 64 and 16): checks,
+        # traces, batch-1 A/Bs; then the session's whole change against the first build's
+        # barrier and loads at 8B and 14B.
+        chain_check "" default
+        chain_check LC_TRACE=1 trace
+        chain_check LC_TRACE=1,LC_EARLY_AT_BAR=1 trace-atbar
+        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
+        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_EARLY_AT_BAR=1 bench_step qwen3-0.6b -atbar
+        for p in 64 16; do
+            MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN_PART=$p bench_step qwen3-0.6b -part$p
+        done
+        MINISGL_BENCH_CONTEXT=1024 MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN_PART=64 \
+            bench_step qwen3-0.6b -part64-ctx1024
+        old=MINISGL_KERNEL_DEFINES=LC_OLD_BAR=1,LC_LATE_LOADS=1
+        MINISGL_BENCH_AB=$old bench_step llama-3.1-8b -old
+        BENCH_TIMEOUT=150 MINISGL_BENCH_AB=$old bench_step qwen3-14b -old
+        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
+        (cd "$out" && tar czf /tmp/part74-logs.tgz --exclude=bench.jsonl . &&
+            find . -type f ! -name bench.jsonl -delete && mv /tmp/part74-logs.tgz .)
         ls -la "$out"
     elif [ "$part" = 65 ]; then
         rm "$out/env.log"  # already printed by the tee above

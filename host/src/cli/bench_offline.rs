@@ -487,7 +487,8 @@ fn append_jsonl(
     // Past json!'s recursion limit in one literal.
     let env_or = |var: &str, default: &str| std::env::var(var).unwrap_or_else(|_| default.into());
     v["chain_attn"] = env_or("MINISGL_CHAIN_ATTN", "1").into();
-    v["chain_attn_part"] = env_or("MINISGL_CHAIN_ATTN_PART", "64").into();
+    let part = minisgl::backend::cuda::device::CHAIN_ATTN_PART_DEFAULT.to_string();
+    v["chain_attn_part"] = env_or("MINISGL_CHAIN_ATTN_PART", &part).into();
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)

@@ -223,16 +223,22 @@ pub struct CudaOptions {
     /// attention and its combine as their own launches).
     pub chain_attn: bool,
     /// Context rows a split of the chain's attention takes at least
-    /// (`MINISGL_CHAIN_ATTN_PART`, default 64; at most 16 splits a head).
+    /// (`MINISGL_CHAIN_ATTN_PART`, default [`CHAIN_ATTN_PART_DEFAULT`]; at most 16
+    /// splits a head).
     pub chain_attn_part: usize,
 }
 
 /// Kv heads the attention chain's per-head counters cover (`Device::chain_bar`;
 /// `LC_TICKETS` in the kernel).
 pub const CHAIN_TICKETS: usize = 64;
+/// Context rows a split of the chain's attention takes at least, unless
+/// `MINISGL_CHAIN_ATTN_PART` says otherwise. 32 against 64 at Qwen3-0.6B batch 1, context
+/// 256 (2026-12-04): step 0.890 against 0.908 ms (8 splits a head against 4); 128 took
+/// 0.978.
+pub const CHAIN_ATTN_PART_DEFAULT: usize = 32;
 /// u64 slots a block of the chain writes when its kernels are built with `LC_TRACE=1`
 /// (`LC_T_POINTS`: cycles to each phase point, wall ns, launches), after the tickets.
-pub const CHAIN_TRACE_POINTS: usize = 20;
+pub const CHAIN_TRACE_POINTS: usize = 21;
 
 /// A count from the environment: unset gives `default`; a value that does not parse or
 /// that `ok` refuses is reported (`want` says what is accepted) and gives `default` too.
@@ -325,7 +331,7 @@ impl Default for CudaOptions {
         let chain_attn = std::env::var("MINISGL_CHAIN_ATTN").map_or(true, |v| v != "0");
         let chain_attn_part = env_count(
             "MINISGL_CHAIN_ATTN_PART",
-            64,
+            CHAIN_ATTN_PART_DEFAULT,
             |n| (1..=1 << 20).contains(&n),
             "a row count from 1",
         );

@@ -410,6 +410,7 @@ fn trace(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Re
     const LAUNCHES: usize = 200;
     // The kernel's LC_T_* points up to LC_T_END, then wall ns and the launch count.
     const NAMES: [&str; CHAIN_TRACE_POINTS - 2] = [
+        "entry",
         "q",
         "rows",
         "split",
