@@ -63,6 +63,17 @@ struct LcSeg {
 // A barrier of the consumer warps only (the producer never joins one).
 __device__ __forceinline__ void lc_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(LC_CONSUMERS) : "memory"); }
 
+// Named barriers of all LC_THREADS, one side arriving and the other waiting (the
+// producer / consumer hand-offs of layer_chain_impl).
+#define LC_BAR_SETUP 2
+#define LC_BAR_GO 3
+__device__ __forceinline__ void lc_bar_sync_all(int id) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(LC_THREADS) : "memory");
+}
+__device__ __forceinline__ void lc_bar_arrive_all(int id) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(LC_THREADS) : "memory");
+}
+
 __device__ __forceinline__ float lc_block_sum(float v, float* scratch) {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     v = warp_sum(v);
@@ -440,22 +451,42 @@ __device__ __forceinline__ void lc_attention(
             }
         }
     };
+    // q heads of the group (warps < G); the new row's k and v (warps G and G + 1, stored
+    // by the last split's block). Their inputs load before the first rows' page ids
+    // arrive, so that they take one round trip after kv_len instead of three
+    // (LC_KV_FIRST=1: after the rows' loads are issued, as the first build did).
+    const int head = warp < G ? kvh * G + warp : warp == G ? hq + kvh : hq + hkv + kvh;
+    const bool rotate = inv_freq != nullptr;
+    const bf16_t* norm_w = warp < G ? q_norm : k_norm;
+    float v[LC_HD / 32], nw[LC_HD / 32] = {}, fr[LC_HD / 64] = {}, fp = 0.0f;
+    auto load_q = [&]() {
+        if (warp < G + 2) {
+            load_head<LC_HD>(qkv + (size_t)head * LC_HD, lane, v);
+            if (warp <= G && norm_w != nullptr) norm_weights<LC_HD>(nw, lane, norm_w);
+            if (warp <= G && rotate) {
+                rope_freqs<LC_HD>(fr, lane, inv_freq);
+                fp = (float)pos[0];
+            }
+        }
+    };
     int t0 = lo + 2 * warp;
+#ifdef LC_KV_FIRST
     load(t0, true);
+    load_q();
+#else
+    load_q();
+    load(t0, true);
+#endif
 
-    // q heads of the group (warps < G); the new row's k and v (the last split's block).
     const bool last = hi == ctx;
     if (warp < G || (last && warp < G + 2)) {
-        const int head = warp < G ? kvh * G + warp : warp == G ? hq + kvh : hq + hkv + kvh;
-        float v[LC_HD / 32], sn[LC_HD / 64] = {}, cs[LC_HD / 64] = {};
-        load_head<LC_HD>(qkv + (size_t)head * LC_HD, lane, v);
+        float sn[LC_HD / 64] = {}, cs[LC_HD / 64] = {};
         const size_t slot = (size_t)(unsigned)slots[0];
         if (warp == G + 1) {
             store_head<LC_HD>(v_cache + (slot * hkv + kvh) * LC_HD, lane, v);
         } else {
-            const bool rotate = inv_freq != nullptr;
-            if (rotate) rope_angles<LC_HD>(sn, cs, lane, 0, pos, inv_freq);
-            norm_rope_regs<LC_HD>(v, lane, warp < G ? q_norm : k_norm, eps, rotate, sn, cs);
+            if (rotate) rope_angles_of<LC_HD>(sn, cs, fp, fr);
+            norm_rope_regs_of<LC_HD>(v, lane, nw, norm_w != nullptr, eps, rotate, sn, cs);
             if (warp == G) {
                 store_head<LC_HD>(k_cache + (slot * hkv + kvh) * LC_HD, lane, v);
             } else {
@@ -644,8 +675,19 @@ __device__ __forceinline__ void layer_chain_impl(
     const int nj = j1 - j0;
     __shared__ LcSeg segs[LC_SEGS];
     __shared__ int nseg_s;
+    // With the attention in front, the producer warp sets up the stream while the
+    // consumers start the attention, and named barriers join them: LC_BAR_SETUP (the
+    // set-up is done: the consumers wait on it before phase 0) and LC_BAR_GO (the
+    // attention is done: the stream waits on it, see lc_produce). LC_SETUP_FIRST=1 has
+    // consumer thread 0 set up while the block waits, as the first build did (its trace:
+    // the attention entered ~1 µs after the block's start, 2026-12-04).
+#ifdef LC_SETUP_FIRST
+    constexpr bool split_roles = false;
+#else
+    constexpr bool split_roles = GM > 0;
+#endif
     __shared__ volatile int ring_go;
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == (split_roles ? LC_CONSUMERS : 0)) {
         int n = 0;
         auto add = [&](const bf16_t* w, int r0, int r1, int k, int acc0, int phase) {
             if (r1 > r0)
@@ -662,13 +704,23 @@ __device__ __forceinline__ void layer_chain_impl(
             mbar_init(empty + s * 8, LC_WARPS);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-        if (GM > 0) ring_go = 0;
+        if (GM > 0 && !split_roles) ring_go = 0;
     }
-    __syncthreads();  // the last barrier of the whole block: then the roles split
-    if (threadIdx.x >= LC_CONSUMERS) {
-        // With the attention in front the stream waits for it (see lc_produce).
-        lc_produce(segs, nseg_s, ring, full, empty, stages, GM > 0 ? &ring_go : nullptr);
-        return;
+    if constexpr (split_roles) {
+        if (threadIdx.x >= LC_CONSUMERS) {
+            __syncwarp();
+            lc_bar_arrive_all(LC_BAR_SETUP);
+            lc_bar_sync_all(LC_BAR_GO);
+            lc_produce(segs, nseg_s, ring, full, empty, stages, nullptr);
+            return;
+        }
+    } else {
+        __syncthreads();  // the last barrier of the whole block: then the roles split
+        if (threadIdx.x >= LC_CONSUMERS) {
+            // With the attention in front the stream waits for it (see lc_produce).
+            lc_produce(segs, nseg_s, ring, full, empty, stages, GM > 0 ? &ring_go : nullptr);
+            return;
+        }
     }
     const unsigned char* ring_ptr = lc_smem;
     int cs = 0;
@@ -723,7 +775,12 @@ __device__ __forceinline__ void layer_chain_impl(
                          a.k_cache, a.v_cache, a.kv_len, a.page_start, a.page_ids, a.hq, a.hkv,
                          a.page_size, a.part, a.o_part, a.lse, reinterpret_cast<float*>(x),
                          bar + 2, a.attn_out, tr);
-        if (threadIdx.x == 0) ring_go = 1;
+        if constexpr (split_roles) {
+            lc_bar_arrive_all(LC_BAR_GO);
+            lc_bar_sync_all(LC_BAR_SETUP);
+        } else if (threadIdx.x == 0) {
+            ring_go = 1;
+        }
         tr.mark(LC_T_ATT);
 #ifdef LC_EARLY_AT_BAR
         early_loads();

@@ -55,33 +55,58 @@ __device__ __forceinline__ void store_head(bf16_t* __restrict__ p, int lane,
     }
 }
 
-// The rotation's sin and cos of a lane's first-half elements at position t: the same
-// for every head of the token, so the fused kernel computes them once per warp.
+// The rotation's sin and cos of a lane's first-half elements at position fp, from this
+// lane's inverse frequencies (rope_freqs): the same for every head of the token, so the
+// fused kernel computes them once per warp.
+template <int HD>
+__device__ __forceinline__ void rope_freqs(float (&f)[HD / 64], int lane,
+                                           const float* __restrict__ inv_freq) {
+#pragma unroll
+    for (int j = 0; j < HD / 64; j++) f[j] = inv_freq[head_elem<HD>(j, lane)];
+}
+
+template <int HD>
+__device__ __forceinline__ void rope_angles_of(float (&sn)[HD / 64], float (&cs)[HD / 64],
+                                               float fp, const float (&f)[HD / 64]) {
+#pragma unroll
+    for (int j = 0; j < HD / 64; j++) sincosf(fp * f[j], &sn[j], &cs[j]);
+}
+
 template <int HD>
 __device__ __forceinline__ void rope_angles(float (&sn)[HD / 64], float (&cs)[HD / 64], int lane,
                                             int t, const int* __restrict__ pos,
                                             const float* __restrict__ inv_freq) {
-    float fp = (float)pos[t];
-#pragma unroll
-    for (int j = 0; j < HD / 64; j++) sincosf(fp * inv_freq[head_elem<HD>(j, lane)], &sn[j], &cs[j]);
+    float f[HD / 64];
+    rope_freqs<HD>(f, lane, inv_freq);
+    rope_angles_of<HD>(sn, cs, (float)pos[t], f);
 }
 
-// The norm and rotation of one head in that layout, shared by norm_rope_hd* and
-// qkv_rope_store_hd* so the fused path rounds exactly as the unfused one (same f32 sum
-// order, same expressions). sn / cs: rope_angles', or null-rotation when !rotate.
+// A lane's elements of a norm weight in the head layout (norm_rope_regs_of's w).
 template <int HD>
-__device__ __forceinline__ void norm_rope_regs(float (&v)[HD / 32], int lane,
-                                               const bf16_t* __restrict__ norm_w, float eps,
-                                               bool rotate, const float (&sn)[HD / 64],
-                                               const float (&cs)[HD / 64]) {
+__device__ __forceinline__ void norm_weights(float (&w)[HD / 32], int lane,
+                                             const bf16_t* __restrict__ norm_w) {
+#pragma unroll
+    for (int j = 0; j < HD / 32; j++) w[j] = bf2f(norm_w[head_elem<HD>(j, lane)]);
+}
+
+// The norm (by weights w, loaded ahead by norm_weights, when `norm`) and rotation of one
+// head in that layout, shared by norm_rope_hd*, qkv_rope_store_hd* and the layer chain's
+// attention so the fused paths round exactly as the unfused one (same f32 sum order,
+// same expressions). sn / cs: rope_angles', or null-rotation when !rotate.
+template <int HD>
+__device__ __forceinline__ void norm_rope_regs_of(float (&v)[HD / 32], int lane,
+                                                  const float (&w)[HD / 32], bool norm, float eps,
+                                                  bool rotate, const float (&sn)[HD / 64],
+                                                  const float (&cs)[HD / 64]) {
     constexpr int PER = HD / 32;
-    if (norm_w != nullptr) {
+    (void)lane;
+    if (norm) {
         float ss = 0.0f;
 #pragma unroll
         for (int j = 0; j < PER; j++) ss += v[j] * v[j];
         float inv = rsqrtf(warp_sum(ss) / (float)HD + eps);
 #pragma unroll
-        for (int j = 0; j < PER; j++) v[j] = v[j] * inv * bf2f(norm_w[head_elem<HD>(j, lane)]);
+        for (int j = 0; j < PER; j++) v[j] = v[j] * inv * w[j];
     }
     if (rotate) {
 #pragma unroll
@@ -91,4 +116,15 @@ __device__ __forceinline__ void norm_rope_regs(float (&v)[HD / 32], int lane,
             v[j + PER / 2] = b * cs[j] + a * sn[j];
         }
     }
+}
+
+// norm_rope_regs_of with the norm weight read here (null: no norm).
+template <int HD>
+__device__ __forceinline__ void norm_rope_regs(float (&v)[HD / 32], int lane,
+                                               const bf16_t* __restrict__ norm_w, float eps,
+                                               bool rotate, const float (&sn)[HD / 64],
+                                               const float (&cs)[HD / 64]) {
+    float w[HD / 32] = {};
+    if (norm_w != nullptr) norm_weights<HD>(w, lane, norm_w);
+    norm_rope_regs_of<HD>(v, lane, w, norm_w != nullptr, eps, rotate, sn, cs);
 }

@@ -201,6 +201,8 @@
 #             before the attention, the rows a split: checks, traces, batch-1 A/Bs.
 #     part 74: the chain's kept-for-later loads after phase 0's input, 32-row attention
 #             splits: checks, traces, batch-1 A/Bs, the session's change at 8B and 14B.
+#     part 75: the attention chain's set-up by the producer warp, its q inputs before the
+#             rows' page ids: all checks, traces, batch-1 A/Bs, the 0.6B and 14B steps.
 #     part 70: the kept attention chain (groups of up to 4, inlined, the weight stream
 #             held until the attention is done): kernel and model checks, the A/Bs against
 #             the separate attention (0.6B at contexts 256 and 2,048, Llama-3.1-8B), the
@@ -1196,6 +1198,29 @@ device)
         unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
         (cd "$out" && tar czf /tmp/part74-logs.tgz --exclude=bench.jsonl . &&
             find . -type f ! -name bench.jsonl -delete && mv /tmp/part74-logs.tgz .)
+        ls -la "$out"
+    elif [ "$part" = 75 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # The attention chain's set-up by the producer warp (LC_SETUP_FIRST=1: by consumer
+        # thread 0 before the attention) and its q inputs loaded before the rows' page ids
+        # (LC_KV_FIRST=1: after): every kernel and model check, traces, batch-1 A/Bs, then
+        # the 0.6B step at batch 1 / 64 / 256 and the 14B batch-1 step.
+        check_ops --skip-bench
+        grep -E "chain_attn|layer_chain" "$out/gpu-check-ops.log" | grep -cE "^ok"
+        chain_check LC_TRACE=1 trace
+        chain_check LC_TRACE=1,LC_SETUP_FIRST=1,LC_KV_FIRST=1 trace-first
+        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
+        for d in LC_SETUP_FIRST=1 LC_KV_FIRST=1 LC_SETUP_FIRST=1,LC_KV_FIRST=1; do
+            MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=$d bench_step qwen3-0.6b "-${d//[=,]/_}"
+        done
+        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_SETUP_FIRST=1,LC_KV_FIRST=1 bench_step llama-3.1-8b -first
+        MINISGL_BENCH_BATCHES=1,64,256 MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step qwen3-0.6b -steps
+        BENCH_TIMEOUT=150 MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step qwen3-14b -steps
+        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
+        if [ "$SECONDS" -lt 440 ]; then check_models; fi
+        gzip -f "$out/gpu-check-ops.log"
+        (cd "$out" && tar czf /tmp/part75-logs.tgz --exclude=bench.jsonl . &&
+            find . -type f ! -name bench.jsonl -delete && mv /tmp/part75-logs.tgz .)
         ls -la "$out"
     elif [ "$part" = 65 ]; then
         rm "$out/env.log"  # already printed by the tee above
