@@ -109,7 +109,7 @@ __device__ __forceinline__ u32 atom_add_acq_rel_gpu(u32* p, u32 v) {
 // (never reset, so it cannot wrap in practice). Every barrier adds exactly the grid
 // size, so at a launch's start the count is a multiple of it plus the arrivals of
 // blocks already at this launch's first barrier, which cannot pass it without this
-// block: `lc_bar_base` rounds down to the launch's base and each barrier waits for
+// block: `lc_bar_round` rounds it down to the launch's base and each barrier waits for
 // the next multiple. Thread 0 of each block arrives with release semantics at gpu
 // scope (after the block barrier, so the block's writes are ordered before it) and
 // polls with acquire loads. One L2 round trip after the last arrival releases every
@@ -126,11 +126,23 @@ __device__ __forceinline__ unsigned long long lc_bar_base(u32* bar) {
     if (threadIdx.x == 0) {
         asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];\n"
                      : "=l"(v)
-                     : "l"(reinterpret_cast<unsigned long long*>(bar))
-                     : "memory");
+                     : "l"(reinterpret_cast<unsigned long long*>(bar)));
+#ifdef LC_ROUND_AT_START
         v -= v % gridDim.x;
+#endif
     }
     return v;
+#endif
+}
+
+// The launch's base from lc_bar_base's count, rounded only before the first barrier so
+// that thread 0 (a warp of the attention) does not wait for the load at the start
+// (LC_ROUND_AT_START=1: at once, as the first build did).
+__device__ __forceinline__ void lc_bar_round(unsigned long long& target) {
+#if !defined(LC_OLD_BAR) && !defined(LC_ROUND_AT_START)
+    if (threadIdx.x == 0) target -= target % gridDim.x;
+#else
+    (void)target;
 #endif
 }
 
@@ -216,6 +228,76 @@ __device__ __forceinline__ u32x4 lc_norm_w0(const bf16_t* weight, int n) {
                                     : u32x4{0, 0, 0, 0};
 }
 
+// Kv heads the attention's merge counters cover (bar[2 .. 2 + LC_TICKETS]; the host's
+// CHAIN_TICKETS).
+#define LC_TICKETS 64
+
+// The per-phase trace (built with LC_TRACE=1 only, for gpu-check's chain trace): thread
+// 0 of each block adds the SM cycles from its start to each point into its own
+// LC_T_POINTS u64 after the tickets, plus the wall time start to end (ns, %globaltimer)
+// and a launch count, so the host reads means over launches.
+enum {
+    LC_T_A0,     // the attention entered (the block's set-up done)
+    LC_T_AQ,     // the attention's q heads normed and rotated (blocks with attention work)
+    LC_T_AL,     // its rows done
+    LC_T_AM,     // its split's partial written
+    LC_T_AT,     // its head's ticket taken
+    LC_T_ATT,    // the attention done (its merge too, in the last block of a head)
+    LC_T_SYNC0,  // phase 0 (o) past its grid barrier
+    LC_T_X0,     // its input loaded
+    LC_T_C0,     // its dot products done
+    LC_T_SYNC1,  // phase 1 (gate_up) past its barrier
+    LC_T_X1,     // its input normed
+    LC_T_W1F,    // its first chunk of weights landed (as consumer thread 0 saw it)
+    LC_T_W1L,    // its last chunk landed
+    LC_T_C1,
+    LC_T_SYNC2,  // phase 2 (down)
+    LC_T_X2,
+    LC_T_C2,
+    LC_T_SYNC3,  // phase 3 (the next qkv)
+    LC_T_X3,
+    LC_T_C3,
+    LC_T_END,
+    LC_T_NS,
+    LC_T_COUNT,
+    LC_T_POINTS
+};
+
+struct LcTrace {
+#ifdef LC_TRACE
+    unsigned long long* t;
+    long long c0;
+    unsigned long long g0;
+    __device__ __forceinline__ explicit LcTrace(u32* bar)
+        : t(reinterpret_cast<unsigned long long*>(bar + 2 + LC_TICKETS) +
+            (size_t)blockIdx.x * LC_T_POINTS),
+          c0(clock64()) {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g0));
+    }
+    long long last = 0;
+    __device__ __forceinline__ void mark(int p) {
+        if (threadIdx.x == 0) t[p] += (unsigned long long)(clock64() - c0);
+    }
+    // The latest of several calls in a launch (added at end()).
+    __device__ __forceinline__ void mark_last(int) { last = clock64() - c0; }
+    __device__ __forceinline__ void end() {
+        if (threadIdx.x == 0) {
+            unsigned long long g1;
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g1));
+            t[LC_T_END] += (unsigned long long)(clock64() - c0);
+            t[LC_T_W1L] += (unsigned long long)last;
+            t[LC_T_NS] += g1 - g0;
+            t[LC_T_COUNT] += 1;
+        }
+    }
+#else
+    __device__ __forceinline__ explicit LcTrace(u32*) {}
+    __device__ __forceinline__ void mark(int) {}
+    __device__ __forceinline__ void mark_last(int) {}
+    __device__ __forceinline__ void end() {}
+#endif
+};
+
 // The stream of one block: segments in order, in shared memory, cut into chunks of at
 // most LC_CHUNK bytes that do not cross segments. Stage i of the ring has a `full`
 // mbarrier (every producer lane's copies of the chunk landed) and an `empty` one (all 16
@@ -254,17 +336,25 @@ __device__ __forceinline__ void lc_produce(const LcSeg* segs, int nseg, u32 ring
 // Consumes every chunk of phase `phase` (the next ones in the stream): acc[acc0 + row] +=
 // w_row · x. `cs` is the next segment to consume and `used` the chunks consumed so far
 // (the same on every consumer thread). Ends with a consumer barrier, so acc is complete.
+// Phase 1 traces when its first and last chunks landed.
 __device__ __forceinline__ void lc_consume(const LcSeg* segs, int nseg, int phase, int& cs,
                                            u32& used, const bf16_t* x, float* acc, u32 full,
-                                           u32 empty, int stages, const unsigned char* ring_ptr) {
+                                           u32 empty, int stages, const unsigned char* ring_ptr,
+                                           LcTrace& tr) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const u32x4* x4 = reinterpret_cast<const u32x4*>(x);
+    bool first = true;
     for (; cs < nseg && segs[cs].phase == phase; cs++) {
         const LcSeg s = segs[cs];
         for (u32 off = 0; off < s.bytes; off += LC_CHUNK) {
             u32 n = min((u32)LC_CHUNK, s.bytes - off);
             u32 stage = used % stages;
             mbar_wait(full + stage * 8, (used / stages) & 1);
+            if (phase == 1) {
+                if (first) tr.mark(LC_T_W1F);
+                tr.mark_last(LC_T_W1L);
+                first = false;
+            }
             const u32x4* w4 = reinterpret_cast<const u32x4*>(ring_ptr + (size_t)stage * LC_CHUNK);
             // Warp w takes a contiguous run of the chunk's 256-element pieces, so
             // consecutive pieces mostly share a row: it sums them per lane and reduces once
@@ -305,69 +395,6 @@ __device__ __forceinline__ void lc_zero(float* acc, int n) {
     for (int i = threadIdx.x; i < n; i += LC_CONSUMERS) acc[i] = 0.0f;
     lc_sync();
 }
-
-// Kv heads the attention's merge counters cover (bar[2 .. 2 + LC_TICKETS]; the host's
-// CHAIN_TICKETS).
-#define LC_TICKETS 64
-
-// The per-phase trace (built with LC_TRACE=1 only, for gpu-check's chain trace): thread
-// 0 of each block adds the SM cycles from its start to each point into its own
-// LC_T_POINTS u64 after the tickets, plus the wall time start to end (ns, %globaltimer)
-// and a launch count, so the host reads means over launches.
-enum {
-    LC_T_A0,     // the attention entered (the block's set-up done)
-    LC_T_AQ,     // the attention's q heads normed and rotated (blocks with attention work)
-    LC_T_AL,     // its rows done
-    LC_T_AM,     // its split's partial written
-    LC_T_AT,     // its head's ticket taken
-    LC_T_ATT,    // the attention done (its merge too, in the last block of a head)
-    LC_T_SYNC0,  // phase 0 (o) past its grid barrier
-    LC_T_X0,     // its input loaded
-    LC_T_C0,     // its dot products done
-    LC_T_SYNC1,  // phase 1 (gate_up) past its barrier
-    LC_T_X1,     // its input normed
-    LC_T_C1,
-    LC_T_SYNC2,  // phase 2 (down)
-    LC_T_X2,
-    LC_T_C2,
-    LC_T_SYNC3,  // phase 3 (the next qkv)
-    LC_T_X3,
-    LC_T_C3,
-    LC_T_END,
-    LC_T_NS,
-    LC_T_COUNT,
-    LC_T_POINTS
-};
-
-struct LcTrace {
-#ifdef LC_TRACE
-    unsigned long long* t;
-    long long c0;
-    unsigned long long g0;
-    __device__ __forceinline__ explicit LcTrace(u32* bar)
-        : t(reinterpret_cast<unsigned long long*>(bar + 2 + LC_TICKETS) +
-            (size_t)blockIdx.x * LC_T_POINTS),
-          c0(clock64()) {
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g0));
-    }
-    __device__ __forceinline__ void mark(int p) {
-        if (threadIdx.x == 0) t[p] += (unsigned long long)(clock64() - c0);
-    }
-    __device__ __forceinline__ void end() {
-        if (threadIdx.x == 0) {
-            unsigned long long g1;
-            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g1));
-            t[LC_T_END] += (unsigned long long)(clock64() - c0);
-            t[LC_T_NS] += g1 - g0;
-            t[LC_T_COUNT] += 1;
-        }
-    }
-#else
-    __device__ __forceinline__ explicit LcTrace(u32*) {}
-    __device__ __forceinline__ void mark(int) {}
-    __device__ __forceinline__ void end() {}
-#endif
-};
 
 // ---- The attention phase (layer_chain_attn_g*) ----
 //
@@ -785,6 +812,7 @@ __device__ __forceinline__ void layer_chain_impl(
 #ifdef LC_EARLY_AT_BAR
         early_loads();
 #endif
+        lc_bar_round(bar_target);
         lc_grid_sync(bar, bar_target);
         tr.mark(LC_T_SYNC0);
         lc_load_x(x, a.attn_out, qd);
@@ -799,12 +827,13 @@ __device__ __forceinline__ void layer_chain_impl(
     early_loads();
 #endif
     tr.mark(LC_T_X0);
-    lc_consume(segs, nseg_s, 0, cs, used, x, acc, full, empty, stages, ring_ptr);
+    lc_consume(segs, nseg_s, 0, cs, used, x, acc, full, empty, stages, ring_ptr, tr);
     tr.mark(LC_T_C0);
     add_rows(o0, o1, b_o, bo_keep);
 #ifdef LC_LATE_LOADS
     post_w0 = lc_norm_w0(post_norm, h);
 #endif
+    if constexpr (GM == 0) lc_bar_round(bar_target);
     lc_grid_sync(bar, bar_target);
     tr.mark(LC_T_SYNC1);
 
@@ -812,7 +841,7 @@ __device__ __forceinline__ void layer_chain_impl(
     lc_norm_x(x, residual, post_norm, post_w0, h, eps, scratch);
     lc_zero(acc, acc_rows);
     tr.mark(LC_T_X1);
-    lc_consume(segs, nseg_s, 1, cs, used, x, acc, full, empty, stages, ring_ptr);
+    lc_consume(segs, nseg_s, 1, cs, used, x, acc, full, empty, stages, ring_ptr, tr);
     tr.mark(LC_T_C1);
     for (int j = threadIdx.x; j < nj; j += LC_CONSUMERS) {
         float gt = bf2f(f2bf(acc[j])), up = bf2f(f2bf(acc[nj + j]));
@@ -825,7 +854,7 @@ __device__ __forceinline__ void layer_chain_impl(
     lc_load_x(x, act, inter);
     lc_zero(acc, acc_rows);
     tr.mark(LC_T_X2);
-    lc_consume(segs, nseg_s, 2, cs, used, x, acc, full, empty, stages, ring_ptr);
+    lc_consume(segs, nseg_s, 2, cs, used, x, acc, full, empty, stages, ring_ptr, tr);
     tr.mark(LC_T_C2);
     add_rows(d0, d1, nullptr, 0.0f);
     if (in_norm == nullptr) {
@@ -842,7 +871,7 @@ __device__ __forceinline__ void layer_chain_impl(
     lc_norm_x(x, residual, in_norm, in_w0, h, eps, scratch);
     lc_zero(acc, acc_rows);
     tr.mark(LC_T_X3);
-    lc_consume(segs, nseg_s, 3, cs, used, x, acc, full, empty, stages, ring_ptr);
+    lc_consume(segs, nseg_s, 3, cs, used, x, acc, full, empty, stages, ring_ptr, tr);
     tr.mark(LC_T_C3);
     for (int r = q0 + threadIdx.x; r < q1; r += LC_CONSUMERS) {
 #ifdef LC_LATE_LOADS

@@ -203,6 +203,8 @@
 #             splits: checks, traces, batch-1 A/Bs, the session's change at 8B and 14B.
 #     part 75: the attention chain's set-up by the producer warp, its q inputs before the
 #             rows' page ids: all checks, traces, batch-1 A/Bs, the 0.6B and 14B steps.
+#     part 76: the barrier's base rounded late, phase 1's chunk arrivals traced: chain
+#             checks, trace, batch-1 A/Bs, model checks, the 0.6B default workload.
 #     part 70: the kept attention chain (groups of up to 4, inlined, the weight stream
 #             held until the attention is done): kernel and model checks, the A/Bs against
 #             the separate attention (0.6B at contexts 256 and 2,048, Llama-3.1-8B), the
@@ -1221,6 +1223,22 @@ device)
         gzip -f "$out/gpu-check-ops.log"
         (cd "$out" && tar czf /tmp/part75-logs.tgz --exclude=bench.jsonl . &&
             find . -type f ! -name bench.jsonl -delete && mv /tmp/part75-logs.tgz .)
+        ls -la "$out"
+    elif [ "$part" = 76 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # The barrier's base rounded before the first barrier (LC_ROUND_AT_START=1: at the
+        # start), phase 1's chunk arrivals traced: chain checks, trace, the batch-1 A/B, the
+        # model checks and the 0.6B default workload on the final build.
+        chain_check "" default
+        chain_check LC_TRACE=1 trace
+        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
+        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_ROUND_AT_START=1 bench_step qwen3-0.6b -round
+        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_ROUND_AT_START=1 bench_step llama-3.1-8b -round
+        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
+        check_models
+        OFFLINE_TIMEOUT=150 offline_default qwen3-0.6b
+        (cd "$out" && tar czf /tmp/part76-logs.tgz --exclude=bench.jsonl . &&
+            find . -type f ! -name bench.jsonl -delete && mv /tmp/part76-logs.tgz .)
         ls -la "$out"
     elif [ "$part" = 65 ]; then
         rm "$out/env.log"  # already printed by the tee above

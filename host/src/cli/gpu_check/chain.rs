@@ -421,6 +421,8 @@ fn trace(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Re
         "o",
         "sync1",
         "norm1",
+        "gate_up first chunk in",
+        "last chunk in",
         "gate_up",
         "sync2",
         "x2",
