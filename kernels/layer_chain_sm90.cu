@@ -109,7 +109,7 @@ __device__ __forceinline__ u32 atom_add_acq_rel_gpu(u32* p, u32 v) {
 // (never reset, so it cannot wrap in practice). Every barrier adds exactly the grid
 // size, so at a launch's start the count is a multiple of it plus the arrivals of
 // blocks already at this launch's first barrier, which cannot pass it without this
-// block: `lc_bar_round` rounds it down to the launch's base and each barrier waits for
+// block: `lc_bar_base` rounds down to the launch's base and each barrier waits for
 // the next multiple. Thread 0 of each block arrives with release semantics at gpu
 // scope (after the block barrier, so the block's writes are ordered before it) and
 // polls with acquire loads. One L2 round trip after the last arrival releases every
@@ -126,23 +126,11 @@ __device__ __forceinline__ unsigned long long lc_bar_base(u32* bar) {
     if (threadIdx.x == 0) {
         asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];\n"
                      : "=l"(v)
-                     : "l"(reinterpret_cast<unsigned long long*>(bar)));
-#ifdef LC_ROUND_AT_START
+                     : "l"(reinterpret_cast<unsigned long long*>(bar))
+                     : "memory");
         v -= v % gridDim.x;
-#endif
     }
     return v;
-#endif
-}
-
-// The launch's base from lc_bar_base's count, rounded only before the first barrier so
-// that thread 0 (a warp of the attention) does not wait for the load at the start
-// (LC_ROUND_AT_START=1: at once, as the first build did).
-__device__ __forceinline__ void lc_bar_round(unsigned long long& target) {
-#if !defined(LC_OLD_BAR) && !defined(LC_ROUND_AT_START)
-    if (threadIdx.x == 0) target -= target % gridDim.x;
-#else
-    (void)target;
 #endif
 }
 
@@ -812,7 +800,6 @@ __device__ __forceinline__ void layer_chain_impl(
 #ifdef LC_EARLY_AT_BAR
         early_loads();
 #endif
-        lc_bar_round(bar_target);
         lc_grid_sync(bar, bar_target);
         tr.mark(LC_T_SYNC0);
         lc_load_x(x, a.attn_out, qd);
@@ -833,7 +820,6 @@ __device__ __forceinline__ void layer_chain_impl(
 #ifdef LC_LATE_LOADS
     post_w0 = lc_norm_w0(post_norm, h);
 #endif
-    if constexpr (GM == 0) lc_bar_round(bar_target);
     lc_grid_sync(bar, bar_target);
     tr.mark(LC_T_SYNC1);
 
