@@ -477,9 +477,13 @@ __device__ __forceinline__ void lc_attention(
     auto load_q = [&]() {
         if (warp < G + 2) {
             load_head<LC_HD>(qkv + (size_t)head * LC_HD, lane, v);
-            if (warp <= G && norm_w != nullptr) norm_weights<LC_HD>(nw, lane, norm_w);
+            if (warp <= G && norm_w != nullptr) {
+#pragma unroll
+                for (int j = 0; j < LC_HD / 32; j++) nw[j] = bf2f(norm_w[head_elem<LC_HD>(j, lane)]);
+            }
             if (warp <= G && rotate) {
-                rope_freqs<LC_HD>(fr, lane, inv_freq);
+#pragma unroll
+                for (int j = 0; j < LC_HD / 64; j++) fr[j] = inv_freq[head_elem<LC_HD>(j, lane)];
                 fp = (float)pos[0];
             }
         }
@@ -500,8 +504,9 @@ __device__ __forceinline__ void lc_attention(
         if (warp == G + 1) {
             store_head<LC_HD>(v_cache + (slot * hkv + kvh) * LC_HD, lane, v);
         } else {
-            if (rotate) rope_angles_of<LC_HD>(sn, cs, fp, fr);
-            norm_rope_regs_of<LC_HD>(v, lane, nw, norm_w != nullptr, eps, rotate, sn, cs);
+            if (rotate) rope_angles_by<LC_HD>(sn, cs, fp, [&](int j) { return fr[j]; });
+            norm_rope_regs_by<LC_HD>(
+                v, [&](int j) { return nw[j]; }, norm_w != nullptr, eps, rotate, sn, cs);
             if (warp == G) {
                 store_head<LC_HD>(k_cache + (slot * hkv + kvh) * LC_HD, lane, v);
             } else {

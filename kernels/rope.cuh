@@ -55,58 +55,44 @@ __device__ __forceinline__ void store_head(bf16_t* __restrict__ p, int lane,
     }
 }
 
-// The rotation's sin and cos of a lane's first-half elements at position fp, from this
-// lane's inverse frequencies (rope_freqs): the same for every head of the token, so the
-// fused kernel computes them once per warp.
-template <int HD>
-__device__ __forceinline__ void rope_freqs(float (&f)[HD / 64], int lane,
-                                           const float* __restrict__ inv_freq) {
+// The rotation's sin and cos of a lane's first-half elements at position fp, freq(j) its
+// j-th inverse frequency: the same for every head of the token, so the fused kernel
+// computes them once per warp. freq reads inv_freq where it is used (rope_angles), or
+// values loaded ahead (the layer chain's attention).
+template <int HD, typename Freq>
+__device__ __forceinline__ void rope_angles_by(float (&sn)[HD / 64], float (&cs)[HD / 64],
+                                               float fp, Freq freq) {
 #pragma unroll
-    for (int j = 0; j < HD / 64; j++) f[j] = inv_freq[head_elem<HD>(j, lane)];
-}
-
-template <int HD>
-__device__ __forceinline__ void rope_angles_of(float (&sn)[HD / 64], float (&cs)[HD / 64],
-                                               float fp, const float (&f)[HD / 64]) {
-#pragma unroll
-    for (int j = 0; j < HD / 64; j++) sincosf(fp * f[j], &sn[j], &cs[j]);
+    for (int j = 0; j < HD / 64; j++) sincosf(fp * freq(j), &sn[j], &cs[j]);
 }
 
 template <int HD>
 __device__ __forceinline__ void rope_angles(float (&sn)[HD / 64], float (&cs)[HD / 64], int lane,
                                             int t, const int* __restrict__ pos,
                                             const float* __restrict__ inv_freq) {
-    float f[HD / 64];
-    rope_freqs<HD>(f, lane, inv_freq);
-    rope_angles_of<HD>(sn, cs, (float)pos[t], f);
+    rope_angles_by<HD>(sn, cs, (float)pos[t],
+                       [&](int j) { return inv_freq[head_elem<HD>(j, lane)]; });
 }
 
-// A lane's elements of a norm weight in the head layout (norm_rope_regs_of's w).
-template <int HD>
-__device__ __forceinline__ void norm_weights(float (&w)[HD / 32], int lane,
-                                             const bf16_t* __restrict__ norm_w) {
-#pragma unroll
-    for (int j = 0; j < HD / 32; j++) w[j] = bf2f(norm_w[head_elem<HD>(j, lane)]);
-}
-
-// The norm (by weights w, loaded ahead by norm_weights, when `norm`) and rotation of one
-// head in that layout, shared by norm_rope_hd*, qkv_rope_store_hd* and the layer chain's
-// attention so the fused paths round exactly as the unfused one (same f32 sum order,
-// same expressions). sn / cs: rope_angles', or null-rotation when !rotate.
-template <int HD>
-__device__ __forceinline__ void norm_rope_regs_of(float (&v)[HD / 32], int lane,
-                                                  const float (&w)[HD / 32], bool norm, float eps,
-                                                  bool rotate, const float (&sn)[HD / 64],
+// The norm (by weights weight(j), when `norm`) and rotation of one head in that layout,
+// shared by norm_rope_hd*, qkv_rope_store_hd* and the layer chain's attention so the
+// fused paths round exactly as the unfused one (same f32 sum order, same expressions).
+// sn / cs: rope_angles', or null-rotation when !rotate. weight(j) reads the norm weight
+// where it is used (norm_rope_regs: loaded ahead, rope.cu's x2 kernels took 39
+// registers a thread against 32) or values loaded ahead (the layer chain).
+template <int HD, typename Weight>
+__device__ __forceinline__ void norm_rope_regs_by(float (&v)[HD / 32], Weight weight, bool norm,
+                                                  float eps, bool rotate,
+                                                  const float (&sn)[HD / 64],
                                                   const float (&cs)[HD / 64]) {
     constexpr int PER = HD / 32;
-    (void)lane;
     if (norm) {
         float ss = 0.0f;
 #pragma unroll
         for (int j = 0; j < PER; j++) ss += v[j] * v[j];
         float inv = rsqrtf(warp_sum(ss) / (float)HD + eps);
 #pragma unroll
-        for (int j = 0; j < PER; j++) v[j] = v[j] * inv * w[j];
+        for (int j = 0; j < PER; j++) v[j] = v[j] * inv * weight(j);
     }
     if (rotate) {
 #pragma unroll
@@ -118,13 +104,13 @@ __device__ __forceinline__ void norm_rope_regs_of(float (&v)[HD / 32], int lane,
     }
 }
 
-// norm_rope_regs_of with the norm weight read here (null: no norm).
+// norm_rope_regs_by with the norm weight read where it is used (null: no norm).
 template <int HD>
 __device__ __forceinline__ void norm_rope_regs(float (&v)[HD / 32], int lane,
                                                const bf16_t* __restrict__ norm_w, float eps,
                                                bool rotate, const float (&sn)[HD / 64],
                                                const float (&cs)[HD / 64]) {
-    float w[HD / 32] = {};
-    if (norm_w != nullptr) norm_weights<HD>(w, lane, norm_w);
-    norm_rope_regs_of<HD>(v, lane, w, norm_w != nullptr, eps, rotate, sn, cs);
+    norm_rope_regs_by<HD>(
+        v, [&](int j) { return bf2f(norm_w[head_elem<HD>(j, lane)]); }, norm_w != nullptr, eps,
+        rotate, sn, cs);
 }
