@@ -15,6 +15,10 @@
 // against 4.72, Qwen3-0.6B 1.081 against 1.083. At 0.6B's 31 MB a layer the four
 // phases' latency (grid barrier, input load, reduction, epilogue: ~5 µs each) eats what
 // the continuous stream saves; the bigger the layer, the more the stream counts.
+// Traced phase by phase (LC_TRACE=1, docs/results/gpu-2026-12-04-latency.md), a 0.6B
+// layer with its attention now takes ~24 µs: the attention ~7, a barrier 1.2-1.3 each,
+// and gate_up waits ~3 µs for its last weights, which one producer warp streams at only
+// ~9-13 GB/s an SM while every block starts its ring at once.
 //
 // Layout and rounding follow the separate kernels (gemv.cu's epilogues, norm.cu's
 // RMSNorm): qkv and every product output is rounded to bf16 before its epilogue, the
