@@ -88,12 +88,6 @@ __device__ __forceinline__ float lc_block_sum(float v, float* scratch) {
     return warp_sum(r);
 }
 
-__device__ __forceinline__ u32 ld_acquire_gpu(const u32* p) {
-    u32 v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
 __device__ __forceinline__ unsigned long long ld_acquire_gpu_u64(const unsigned long long* p) {
     unsigned long long v;
     asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
@@ -117,15 +111,13 @@ __device__ __forceinline__ u32 atom_add_acq_rel_gpu(u32* p, u32 v) {
 // the next multiple. Thread 0 of each block arrives with release semantics at gpu
 // scope (after the block barrier, so the block's writes are ordered before it) and
 // polls with acquire loads. One L2 round trip after the last arrival releases every
-// block; the first build (LC_OLD_BAR=1: an arrival count returned to zero by the last
-// block, then a generation word the others poll) took two.
+// block; the first build (an arrival count returned to zero by the last block, then a
+// generation word the others poll, 20dfa9d) took two: a barrier cost 2.1 µs from the
+// last block's epilogue to every block past it, 1.2-1.3 µs now, and the 0.6B batch-1
+// step measured 0.926x against it (2026-12-04).
 // A block that waits past ~2^24 polls (seconds) traps: a grid that is not all resident
 // fails instead of hanging.
 __device__ __forceinline__ unsigned long long lc_bar_base(u32* bar) {
-#ifdef LC_OLD_BAR
-    (void)bar;
-    return 0;
-#else
     unsigned long long v = 0;
     if (threadIdx.x == 0) {
         asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];\n"
@@ -135,27 +127,12 @@ __device__ __forceinline__ unsigned long long lc_bar_base(u32* bar) {
         v -= v % gridDim.x;
     }
     return v;
-#endif
 }
 
 __device__ __forceinline__ void lc_grid_sync(u32* bar, unsigned long long& target) {
     lc_sync();
     if (threadIdx.x == 0) {
         u32 spins = 0;
-#ifdef LC_OLD_BAR
-        (void)target;
-        u32 g = ld_acquire_gpu(bar + 1);
-        if (atom_add_acq_rel_gpu(bar, 1u) == gridDim.x - 1) {
-            // Every block has arrived, so none reads the count until the generation moves.
-            asm volatile("st.relaxed.gpu.global.u32 [%0], %1;\n" ::"l"(bar), "r"(0u) : "memory");
-            asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(bar + 1), "r"(1u)
-                         : "memory");
-        } else {
-            while (ld_acquire_gpu(bar + 1) == g) {
-                if (++spins > (1u << 24)) __trap();
-            }
-        }
-#else
         unsigned long long* cnt = reinterpret_cast<unsigned long long*>(bar);
         target += gridDim.x;
         asm volatile("red.release.gpu.global.add.u64 [%0], %1;\n" ::"l"(cnt), "l"(1ull)
@@ -163,7 +140,6 @@ __device__ __forceinline__ void lc_grid_sync(u32* bar, unsigned long long& targe
         while (ld_acquire_gpu_u64(cnt) < target) {
             if (++spins > (1u << 24)) __trap();
         }
-#endif
     }
     lc_sync();
 }
@@ -300,21 +276,19 @@ struct LcTrace {
 // and cost a block barrier a chunk; a producer warp fixed that. Its bulk copies and
 // these cp.async copies streamed equally slowly (~2.2 TB/s at Qwen3-14B): the consumers
 // set the pace, until lc_consume reduced once per row instead of once per piece.
-// With `go` (the attention in front), the stream waits until *go is set: the attention's
-// dependent loads would queue behind the copies. Measured (2026-12-04), batch-1 step:
-// holding it, 0.976x at Qwen3-0.6B and 0.994x at Llama-3.1-8B against starting at once;
-// letting the first one or two chunks go first (o's rows), 1.010x and 1.020x at 0.6B,
-// 1.009x at 8B.
+// With the attention in front, the caller starts the stream once the attention is done:
+// the attention's dependent loads would queue behind the copies. Measured (2026-12-04),
+// batch-1 step: holding it, 0.976x at Qwen3-0.6B and 0.994x at Llama-3.1-8B against
+// starting at once; letting the first one or two chunks go first (o's rows), 1.010x and
+// 1.020x at 0.6B, 1.009x at 8B.
 __device__ __forceinline__ void lc_produce(const LcSeg* segs, int nseg, u32 ring, u32 full,
-                                           u32 empty, int stages, volatile int* go) {
+                                           u32 empty, int stages) {
     const int lane = threadIdx.x & 31;
     u32 c = 0;
     for (int si = 0; si < nseg; si++) {
         const LcSeg s = segs[si];
         const unsigned char* src = reinterpret_cast<const unsigned char*>(s.src);
         for (u32 off = 0; off < s.bytes; off += LC_CHUNK, c++) {
-            if (go != nullptr && c == 0)
-                while (*go == 0) __nanosleep(64);
             u32 n = min((u32)LC_CHUNK, s.bytes - off);
             u32 stage = c % stages;
             if (c >= (u32)stages) mbar_wait(empty + stage * 8, (c / stages - 1) & 1);
@@ -472,8 +446,8 @@ __device__ __forceinline__ void lc_attention(
     };
     // q heads of the group (warps < G); the new row's k and v (warps G and G + 1, stored
     // by the last split's block). Their inputs load before the first rows' page ids
-    // arrive, so that they take one round trip after kv_len instead of three
-    // (LC_KV_FIRST=1: after the rows' loads are issued, as the first build did).
+    // arrive, so that they take one round trip after kv_len instead of three (after the
+    // rows' loads, as the first build had them: 0.6B batch-1 step 0.991x against it).
     const int head = warp < G ? kvh * G + warp : warp == G ? hq + kvh : hq + hkv + kvh;
     const bool rotate = inv_freq != nullptr;
     const bf16_t* norm_w = warp < G ? q_norm : k_norm;
@@ -493,13 +467,8 @@ __device__ __forceinline__ void lc_attention(
         }
     };
     int t0 = lo + 2 * warp;
-#ifdef LC_KV_FIRST
-    load(t0, true);
-    load_q();
-#else
     load_q();
     load(t0, true);
-#endif
 
     const bool last = hi == ctx;
     if (warp < G || (last && warp < G + 2)) {
@@ -618,21 +587,12 @@ __device__ __forceinline__ void lc_attention(
     // 2,048); the next, a slice of the row a block between two grid barriers; this one
     // saves that second barrier (0.6B batch-1 step 0.976x against it).
     // The ticket releases this block's partials (written before the block barrier) and
-    // acquires the other blocks' for the last one, as the grid barrier does; the first
-    // build (LC_FENCE_TICKET=1) put a __threadfence (fence.sc) on each side instead.
+    // acquires the other blocks' for the last one, as the grid barrier does (the first
+    // build's __threadfence on each side: 0.6B batch-1 step 0.997x against it).
     __shared__ int lc_last;
     tr.mark(LC_T_AM);
-#ifdef LC_FENCE_TICKET
-    __threadfence();
-    lc_sync();
-    if (threadIdx.x == 0) {
-        lc_last = atomicAdd(tickets + kvh, 1u) == (u32)(S - 1);
-        __threadfence();
-    }
-#else
     lc_sync();
     if (threadIdx.x == 0) lc_last = atom_add_acq_rel_gpu(tickets + kvh, 1u) == (u32)(S - 1);
-#endif
     lc_sync();
     tr.mark(LC_T_AT);
     if (!lc_last) return;
@@ -702,15 +662,11 @@ __device__ __forceinline__ void layer_chain_impl(
     // With the attention in front, the producer warp sets up the stream while the
     // consumers start the attention, and named barriers join them: LC_BAR_SETUP (the
     // set-up is done: the consumers wait on it before phase 0) and LC_BAR_GO (the
-    // attention is done: the stream waits on it, see lc_produce). LC_SETUP_FIRST=1 has
-    // consumer thread 0 set up while the block waits, as the first build did (its trace:
-    // the attention entered ~1 µs after the block's start, 2026-12-04).
-#ifdef LC_SETUP_FIRST
-    constexpr bool split_roles = false;
-#else
+    // attention is done: the stream waits on it, see lc_produce). Consumer thread 0 set
+    // up while the block waited in the first build: the attention then entered ~1 µs
+    // after the block's start (0.6B batch-1 step 0.987x against it, 2026-12-04).
+    // Without the attention the stream starts at once after a block barrier.
     constexpr bool split_roles = GM > 0;
-#endif
-    __shared__ volatile int ring_go;
     if (threadIdx.x == (split_roles ? LC_CONSUMERS : 0)) {
         int n = 0;
         auto add = [&](const bf16_t* w, int r0, int r1, int k, int acc0, int phase) {
@@ -728,21 +684,19 @@ __device__ __forceinline__ void layer_chain_impl(
             mbar_init(empty + s * 8, LC_WARPS);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-        if (GM > 0 && !split_roles) ring_go = 0;
     }
     if constexpr (split_roles) {
         if (threadIdx.x >= LC_CONSUMERS) {
             __syncwarp();
             lc_bar_arrive_all(LC_BAR_SETUP);
             lc_bar_sync_all(LC_BAR_GO);
-            lc_produce(segs, nseg_s, ring, full, empty, stages, nullptr);
+            lc_produce(segs, nseg_s, ring, full, empty, stages);
             return;
         }
     } else {
         __syncthreads();  // the last barrier of the whole block: then the roles split
         if (threadIdx.x >= LC_CONSUMERS) {
-            // With the attention in front the stream waits for it (see lc_produce).
-            lc_produce(segs, nseg_s, ring, full, empty, stages, GM > 0 ? &ring_go : nullptr);
+            lc_produce(segs, nseg_s, ring, full, empty, stages);
             return;
         }
     }
@@ -752,21 +706,19 @@ __device__ __forceinline__ void layer_chain_impl(
     unsigned long long bar_target = lc_bar_base(bar);
 
     // Loads that depend on nothing this launch writes go out once phase 0's input is in,
-    // so that they are back before their first use in its epilogue (LC_LATE_LOADS=1:
-    // where each is used, as the first build did). Issued earlier they delayed what
-    // followed them: a warp's loads complete in order, and behind the stream's copies
-    // DRAM loads take microseconds (traced 2026-12-04: issued before the x load, they
-    // moved the products-only chain's phase 0 at Qwen3-14B from 2.8 to 6.7 µs after
-    // the start; LC_EARLY_AT_BAR=1 issues them before the first barrier, the place
-    // measured in that session's first call). Block b is the only writer of its
-    // residual rows [o0, o1) (= [d0, d1)), so it keeps their values: phase 2 adds to
-    // what phase 0 wrote without reading it back.
+    // so that they are back before their first use in its epilogue (the first build
+    // loaded each where it was used). Issued earlier they delayed what followed them: a
+    // warp's loads complete in order, and behind the stream's copies DRAM loads take
+    // microseconds (traced 2026-12-04: issued before the x load, they moved the
+    // products-only chain's phase 0 at Qwen3-14B from 2.8 to 6.7 µs after the start;
+    // issued before the first barrier, the 0.6B batch-1 step measured 1.009x against
+    // here). Block b is the only writer of its residual rows [o0, o1) (= [d0, d1)), so it
+    // keeps their values: phase 2 adds to what phase 0 wrote without reading it back.
     const int my_r = o0 + threadIdx.x;
     const int my_q = q0 + threadIdx.x;
     float res_keep = 0.0f, bo_keep = 0.0f, bq_keep = 0.0f;
     u32x4 post_w0 = u32x4{0, 0, 0, 0}, in_w0 = u32x4{0, 0, 0, 0};
     auto early_loads = [&]() {
-#ifndef LC_LATE_LOADS
         if (my_r < o1) {
             res_keep = bf2f(ld_cg_bf16(residual + my_r));
             if (b_o != nullptr) bo_keep = bf2f(b_o[my_r]);
@@ -774,16 +726,11 @@ __device__ __forceinline__ void layer_chain_impl(
         if (my_q < q1 && b_qkv != nullptr) bq_keep = bf2f(b_qkv[my_q]);
         post_w0 = lc_norm_w0(post_norm, h);
         if (in_norm != nullptr) in_w0 = lc_norm_w0(in_norm, h);
-#endif
     };
     // residual[r] += o on this block's rows (r's first value kept or read through L2).
     auto add_rows = [&](int r0, int r1, const bf16_t* bias, float keep_bias) {
         for (int r = r0 + threadIdx.x; r < r1; r += LC_CONSUMERS) {
-#ifdef LC_LATE_LOADS
-            const bool mine = false;
-#else
             const bool mine = r == my_r;
-#endif
             float bv = mine ? keep_bias : bias != nullptr ? bf2f(bias[r]) : 0.0f;
             float o = bf2f(f2bf(acc[r - r0] + bv));
             float prev = mine ? res_keep : bf2f(ld_cg_bf16(residual + r));
@@ -799,36 +746,21 @@ __device__ __forceinline__ void layer_chain_impl(
                          a.k_cache, a.v_cache, a.kv_len, a.page_start, a.page_ids, a.hq, a.hkv,
                          a.page_size, a.part, a.o_part, a.lse, reinterpret_cast<float*>(x),
                          bar + 2, a.attn_out, tr);
-        if constexpr (split_roles) {
-            lc_bar_arrive_all(LC_BAR_GO);
-            lc_bar_sync_all(LC_BAR_SETUP);
-        } else if (threadIdx.x == 0) {
-            ring_go = 1;
-        }
+        lc_bar_arrive_all(LC_BAR_GO);
+        lc_bar_sync_all(LC_BAR_SETUP);
         tr.mark(LC_T_ATT);
-#ifdef LC_EARLY_AT_BAR
-        early_loads();
-#endif
         lc_grid_sync(bar, bar_target);
         tr.mark(LC_T_SYNC0);
         lc_load_x(x, a.attn_out, qd);
     } else {
-#ifdef LC_EARLY_AT_BAR
-        early_loads();
-#endif
         lc_load_x(x, attn, qd);
     }
     lc_zero(acc, acc_rows);
-#ifndef LC_EARLY_AT_BAR
     early_loads();
-#endif
     tr.mark(LC_T_X0);
     lc_consume(segs, nseg_s, 0, cs, used, x, acc, full, empty, stages, ring_ptr, tr);
     tr.mark(LC_T_C0);
     add_rows(o0, o1, b_o, bo_keep);
-#ifdef LC_LATE_LOADS
-    post_w0 = lc_norm_w0(post_norm, h);
-#endif
     lc_grid_sync(bar, bar_target);
     tr.mark(LC_T_SYNC1);
 
@@ -856,9 +788,6 @@ __device__ __forceinline__ void layer_chain_impl(
         tr.end();
         return;
     }
-#ifdef LC_LATE_LOADS
-    in_w0 = lc_norm_w0(in_norm, h);
-#endif
     lc_grid_sync(bar, bar_target);
     tr.mark(LC_T_SYNC3);
 
@@ -869,11 +798,7 @@ __device__ __forceinline__ void layer_chain_impl(
     lc_consume(segs, nseg_s, 3, cs, used, x, acc, full, empty, stages, ring_ptr, tr);
     tr.mark(LC_T_C3);
     for (int r = q0 + threadIdx.x; r < q1; r += LC_CONSUMERS) {
-#ifdef LC_LATE_LOADS
-        float bq = b_qkv != nullptr ? bf2f(b_qkv[r]) : 0.0f;
-#else
         float bq = r == my_q ? bq_keep : b_qkv != nullptr ? bf2f(b_qkv[r]) : 0.0f;
-#endif
         qkv_out[r] = f2bf(acc[r - q0] + bq);
     }
     tr.end();

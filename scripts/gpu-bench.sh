@@ -194,17 +194,12 @@
 #     (part 67, the first attention-chain builds' checks and A/Bs, ran at 20380e4 and
 #     a7aaee5; part 70 repeats it for the kept build, without Qwen3-14B's A/B of the
 #     attention, which 14B's group of 5 no longer takes.)
-#     part 72: the chain's latency (a barrier of one round trip, loads out of the phases'
-#             paths): its checks, its phase trace (LC_TRACE=1, gpu-check --chain-only)
-#             against the first build's, and the batch-1 A/Bs at 0.6B, 8B and 14B.
-#     part 73: the attention phase's merge ticket without fences, the stream's first chunks
-#             before the attention, the rows a split: checks, traces, batch-1 A/Bs.
-#     part 74: the chain's kept-for-later loads after phase 0's input, 32-row attention
-#             splits: checks, traces, batch-1 A/Bs, the session's change at 8B and 14B.
-#     part 75: the attention chain's set-up by the producer warp, its q inputs before the
-#             rows' page ids: all checks, traces, batch-1 A/Bs, the 0.6B and 14B steps.
-#     part 76: the barrier's base rounded late, phase 1's chunk arrivals traced: chain
-#             checks, trace, batch-1 A/Bs, model checks, the 0.6B default workload.
+#     (parts 72-76, the chain's latency round of 2026-12-04 with its experiment defines,
+#     ran at 467a864, 97dfd9e, e6133ef, 4df2585 and 30a5f17; the kept changes are the
+#     code, the defines are gone: docs/results/gpu-2026-12-04-latency.md.)
+#     part 77: the layer chain as landed: kernel checks, its phase trace (LC_TRACE=1,
+#             gpu-check --chain-only), the batch-1 A/B against the separate attention,
+#             the 0.6B step at batch 1 / 64 / 256 and the 14B batch-1 step, model checks.
 #     part 70: the kept attention chain (groups of up to 4, inlined, the weight stream
 #             held until the attention is done): kernel and model checks, the A/Bs against
 #             the separate attention (0.6B at contexts 256 and 2,048, Llama-3.1-8B), the
@@ -1132,113 +1127,22 @@ device)
         unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER
         ncu_steps qwen3-0.6b 1
         ls -la "$out"
-    elif [ "$part" = 72 ]; then
+    elif [ "$part" = 77 ]; then
         rm "$out/env.log"  # already printed by the tee above
-        # The chain's latency: its checks (default build), then its phase trace and the
-        # batch-1 A/Bs against the first build's barrier and late loads (LC_OLD_BAR,
-        # LC_LATE_LOADS), each alone and both.
-        chain_check "" default
-        chain_check LC_TRACE=1 trace
-        chain_check LC_TRACE=1,LC_OLD_BAR=1,LC_LATE_LOADS=1 trace-old
-        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
-        old=MINISGL_KERNEL_DEFINES=LC_OLD_BAR=1,LC_LATE_LOADS=1
-        MINISGL_BENCH_AB=$old bench_step qwen3-0.6b -old
-        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_OLD_BAR=1 bench_step qwen3-0.6b -oldbar
-        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_LATE_LOADS=1 bench_step qwen3-0.6b -late
-        MINISGL_BENCH_AB=$old bench_step llama-3.1-8b -old
-        BENCH_TIMEOUT=150 MINISGL_BENCH_AB=$old bench_step qwen3-14b -old
-        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
-        if [ "$SECONDS" -lt 420 ]; then check_models; fi
-        # The tool returns at most eight files: the logs in one archive.
-        (cd "$out" && tar czf /tmp/part72-logs.tgz --exclude=bench.jsonl . &&
-            find . -type f ! -name bench.jsonl -delete && mv /tmp/part72-logs.tgz .)
-        ls -la "$out"
-    elif [ "$part" = 73 ]; then
-        rm "$out/env.log"  # already printed by the tee above
-        # The attention phase's ticket without fences (LC_FENCE_TICKET=1: with), the first
-        # chunks of the stream before the attention (LC_RING_EARLY), the rows a split
-        # (MINISGL_CHAIN_ATTN_PART): checks, traces, batch-1 A/Bs.
-        chain_check "" default
-        chain_check LC_TRACE=1 trace
-        chain_check LC_TRACE=1,LC_FENCE_TICKET=1 trace-fence
-        chain_check LC_TRACE=1,LC_RING_EARLY=2 trace-early2
-        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
-        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_FENCE_TICKET=1 bench_step qwen3-0.6b -fence
-        MINISGL_BENCH_CONTEXT=2048 MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_FENCE_TICKET=1 \
-            bench_step qwen3-0.6b -fence-ctx2048
-        for n in 1 2; do
-            MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_RING_EARLY=$n bench_step qwen3-0.6b -early$n
-        done
-        for p in 32 128; do
-            MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN_PART=$p bench_step qwen3-0.6b -part$p
-        done
-        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_FENCE_TICKET=1 bench_step llama-3.1-8b -fence
-        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_RING_EARLY=2 bench_step llama-3.1-8b -early2
-        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
-        (cd "$out" && tar czf /tmp/part73-logs.tgz --exclude=bench.jsonl . &&
-            find . -type f ! -name bench.jsonl -delete && mv /tmp/part73-logs.tgz .)
-        ls -la "$out"
-    elif [ "$part" = 74 ]; then
-        rm "$out/env.log"  # already printed by the tee above
-        # The loads kept for later issued after phase 0's input (LC_EARLY_AT_BAR=1: before
-        # the first barrier), splits of 32 rows the default (against 64 and 16): checks,
-        # traces, batch-1 A/Bs; then the session's whole change against the first build's
-        # barrier and loads at 8B and 14B.
-        chain_check "" default
-        chain_check LC_TRACE=1 trace
-        chain_check LC_TRACE=1,LC_EARLY_AT_BAR=1 trace-atbar
-        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
-        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_EARLY_AT_BAR=1 bench_step qwen3-0.6b -atbar
-        for p in 64 16; do
-            MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN_PART=$p bench_step qwen3-0.6b -part$p
-        done
-        MINISGL_BENCH_CONTEXT=1024 MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN_PART=64 \
-            bench_step qwen3-0.6b -part64-ctx1024
-        old=MINISGL_KERNEL_DEFINES=LC_OLD_BAR=1,LC_LATE_LOADS=1
-        MINISGL_BENCH_AB=$old bench_step llama-3.1-8b -old
-        BENCH_TIMEOUT=150 MINISGL_BENCH_AB=$old bench_step qwen3-14b -old
-        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
-        (cd "$out" && tar czf /tmp/part74-logs.tgz --exclude=bench.jsonl . &&
-            find . -type f ! -name bench.jsonl -delete && mv /tmp/part74-logs.tgz .)
-        ls -la "$out"
-    elif [ "$part" = 75 ]; then
-        rm "$out/env.log"  # already printed by the tee above
-        # The attention chain's set-up by the producer warp (LC_SETUP_FIRST=1: by consumer
-        # thread 0 before the attention) and its q inputs loaded before the rows' page ids
-        # (LC_KV_FIRST=1: after): every kernel and model check, traces, batch-1 A/Bs, then
-        # the 0.6B step at batch 1 / 64 / 256 and the 14B batch-1 step.
+        # The layer chain as landed: every kernel check, its phase trace (LC_TRACE=1),
+        # the batch-1 A/B against the separate attention, the 0.6B step at batch 1 / 64 /
+        # 256 and the 14B batch-1 step (null A/Bs: medians of three rounds), model checks.
         check_ops --skip-bench
-        grep -E "chain_attn|layer_chain" "$out/gpu-check-ops.log" | grep -cE "^ok"
         chain_check LC_TRACE=1 trace
-        chain_check LC_TRACE=1,LC_SETUP_FIRST=1,LC_KV_FIRST=1 trace-first
         export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
-        for d in LC_SETUP_FIRST=1 LC_KV_FIRST=1 LC_SETUP_FIRST=1,LC_KV_FIRST=1; do
-            MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=$d bench_step qwen3-0.6b "-${d//[=,]/_}"
-        done
-        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_SETUP_FIRST=1,LC_KV_FIRST=1 bench_step llama-3.1-8b -first
+        MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN=0 bench_step qwen3-0.6b -cattn
         MINISGL_BENCH_BATCHES=1,64,256 MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step qwen3-0.6b -steps
         BENCH_TIMEOUT=150 MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step qwen3-14b -steps
         unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
         if [ "$SECONDS" -lt 440 ]; then check_models; fi
         gzip -f "$out/gpu-check-ops.log"
-        (cd "$out" && tar czf /tmp/part75-logs.tgz --exclude=bench.jsonl . &&
-            find . -type f ! -name bench.jsonl -delete && mv /tmp/part75-logs.tgz .)
-        ls -la "$out"
-    elif [ "$part" = 76 ]; then
-        rm "$out/env.log"  # already printed by the tee above
-        # The barrier's base rounded before the first barrier (LC_ROUND_AT_START=1: at the
-        # start), phase 1's chunk arrivals traced: chain checks, trace, the batch-1 A/B, the
-        # model checks and the 0.6B default workload on the final build.
-        chain_check "" default
-        chain_check LC_TRACE=1 trace
-        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
-        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_ROUND_AT_START=1 bench_step qwen3-0.6b -round
-        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_ROUND_AT_START=1 bench_step llama-3.1-8b -round
-        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
-        check_models
-        OFFLINE_TIMEOUT=150 offline_default qwen3-0.6b
-        (cd "$out" && tar czf /tmp/part76-logs.tgz --exclude=bench.jsonl . &&
-            find . -type f ! -name bench.jsonl -delete && mv /tmp/part76-logs.tgz .)
+        (cd "$out" && tar czf /tmp/part77-logs.tgz --exclude=bench.jsonl . &&
+            find . -type f ! -name bench.jsonl -delete && mv /tmp/part77-logs.tgz .)
         ls -la "$out"
     elif [ "$part" = 65 ]; then
         rm "$out/env.log"  # already printed by the tee above
