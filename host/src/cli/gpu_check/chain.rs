@@ -264,6 +264,36 @@ fn attn_params<'a, T>(
     }
 }
 
+/// One sequence's step of one new token after `ctx - 1` cached rows, in 16-row pages of
+/// head_dim 128 in random order: the cache's layout, the step that fills the prefix,
+/// and the decode step.
+fn one_seq_cache(
+    rng: &mut ChaCha8Rng,
+    name: &'static str,
+    hq: usize,
+    hkv: usize,
+    ctx: usize,
+) -> (KvLayout, StepMeta, StepMeta) {
+    let c = Case {
+        name,
+        page_size: 16,
+        page_runs: false,
+        head_dim: 128,
+        q_heads: hq,
+        kv_heads: hkv,
+        seqs: vec![(ctx - 1, 1)],
+    };
+    let (num_pages, fill, step) = metas(&c, rng);
+    let layout = KvLayout {
+        num_layers: 1,
+        num_pages,
+        page_size: 16,
+        kv_heads: hkv,
+        head_dim: 128,
+    };
+    (layout, fill, step)
+}
+
 /// An attention-in-front case: (name, q heads, kv heads, hidden, intermediate, q/k
 /// norms, biases, contexts after the step).
 type AttnShape = (
@@ -316,23 +346,7 @@ fn attention(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -
         let (qd, cols) = (hq * HD, (hq + 2 * hkv) * HD);
         for &ctx in ctxs {
             let what = format!("{name} {hq}q/{hkv}kv h={h} ctx={ctx}");
-            let c = Case {
-                name,
-                page_size: 16,
-                page_runs: false,
-                head_dim: HD,
-                q_heads: hq,
-                kv_heads: hkv,
-                seqs: vec![(ctx - 1, 1)],
-            };
-            let (num_pages, fill, step) = metas(&c, rng);
-            let layout = KvLayout {
-                num_layers: 1,
-                num_pages,
-                page_size: 16,
-                kv_heads: hkv,
-                head_dim: HD,
-            };
+            let (layout, fill, step) = one_seq_cache(rng, name, hq, hkv, ctx);
             let nf = fill.tokens.len();
             let k = pair(rng, cpu, gpu, &[nf, hkv * HD], 1.0)?;
             let v = pair(rng, cpu, gpu, &[nf, hkv * HD], 1.0)?;
@@ -447,23 +461,7 @@ fn trace(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Re
     let invf = up(gpu, &[HD / 2], &inv)?;
     for (name, hq, hkv, h, inter, attn) in shapes {
         let (qd, cols) = (hq * HD, (hq + 2 * hkv) * HD);
-        let c = Case {
-            name,
-            page_size: 16,
-            page_runs: false,
-            head_dim: HD,
-            q_heads: hq,
-            kv_heads: hkv,
-            seqs: vec![(255, 1)],
-        };
-        let (num_pages, fill, step) = metas(&c, rng);
-        let layout = KvLayout {
-            num_layers: 1,
-            num_pages,
-            page_size: 16,
-            kv_heads: hkv,
-            head_dim: HD,
-        };
+        let (layout, fill, step) = one_seq_cache(rng, name, hq, hkv, 256);
         let nf = fill.tokens.len();
         let g = |rng: &mut ChaCha8Rng, shape: &[usize], std: f32| {
             up(gpu, shape, &randn(rng, shape.iter().product(), std))
