@@ -205,7 +205,7 @@ __device__ __forceinline__ u32x4 lc_norm_w0(const bf16_t* weight, int n) {
 // LC_T_POINTS u64 after the tickets, plus the wall time start to end (ns, %globaltimer)
 // and a launch count, so the host reads means over launches.
 enum {
-    LC_T_A0,     // the attention entered (the block's set-up done)
+    LC_T_A0,     // the attention entered
     LC_T_AQ,     // the attention's q heads normed and rotated (blocks with attention work)
     LC_T_AL,     // its rows done
     LC_T_AM,     // its split's partial written
