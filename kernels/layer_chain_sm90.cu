@@ -242,18 +242,22 @@ struct LcTrace {
           c0(clock64()) {
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g0));
     }
+    int last_p = -1;
     long long last = 0;
     __device__ __forceinline__ void mark(int p) {
         if (threadIdx.x == 0) t[p] += (unsigned long long)(clock64() - c0);
     }
-    // The latest of several calls in a launch (added at end()).
-    __device__ __forceinline__ void mark_last(int) { last = clock64() - c0; }
+    // Point p at the latest of several calls in a launch (added at end()).
+    __device__ __forceinline__ void mark_last(int p) {
+        last_p = p;
+        last = clock64() - c0;
+    }
     __device__ __forceinline__ void end() {
         if (threadIdx.x == 0) {
             unsigned long long g1;
             asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g1));
             t[LC_T_END] += (unsigned long long)(clock64() - c0);
-            t[LC_T_W1L] += (unsigned long long)last;
+            if (last_p >= 0) t[last_p] += (unsigned long long)last;
             t[LC_T_NS] += g1 - g0;
             t[LC_T_COUNT] += 1;
         }
@@ -736,7 +740,7 @@ __device__ __forceinline__ void layer_chain_impl(
             float prev = mine ? res_keep : bf2f(ld_cg_bf16(residual + r));
             bf16_t nv = f2bf(prev + o);
             residual[r] = nv;
-            if (r == my_r) res_keep = bf2f(nv);
+            if (mine) res_keep = bf2f(nv);
         }
     };
 

@@ -78,8 +78,8 @@ __device__ __forceinline__ void rope_angles(float (&sn)[HD / 64], float (&cs)[HD
 // shared by norm_rope_hd*, qkv_rope_store_hd* and the layer chain's attention so the
 // fused paths round exactly as the unfused one (same f32 sum order, same expressions).
 // sn / cs: rope_angles', or null-rotation when !rotate. weight(j) reads the norm weight
-// where it is used (norm_rope_regs: loaded ahead, rope.cu's x2 kernels took 39
-// registers a thread against 32) or values loaded ahead (the layer chain).
+// where it is used (norm_rope_regs: loading it ahead put rope.cu's x2 kernels at 39
+// registers a thread against 32) or returns values loaded ahead (the layer chain).
 template <int HD, typename Weight>
 __device__ __forceinline__ void norm_rope_regs_by(float (&v)[HD / 32], Weight weight, bool norm,
                                                   float eps, bool rotate,

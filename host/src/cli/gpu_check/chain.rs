@@ -186,8 +186,12 @@ fn one_row<B: Backend>(b: &B) -> Result<(B::Kv, B::Step)> {
 pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Result<()> {
     products(cpu, gpu, seed, rep)?;
     attention(cpu, gpu, seed, rep)?;
-    let defines = std::env::var(minisgl::backend::cuda::nvrtc::DEFINES_ENV).unwrap_or_default();
-    if defines.split(',').any(|d| d.trim().starts_with("LC_TRACE")) {
+    // Any LC_TRACE entry builds the trace in (the kernel tests #ifdef LC_TRACE).
+    use minisgl::backend::cuda::nvrtc::{parse_defines, DEFINES_ENV};
+    let defines = std::env::var(DEFINES_ENV).unwrap_or_default();
+    let traced =
+        parse_defines(&defines).is_ok_and(|d| d.iter().any(|o| o.starts_with("-DLC_TRACE=")));
+    if traced {
         trace(cpu, gpu, seed, rep)?;
     }
     Ok(())

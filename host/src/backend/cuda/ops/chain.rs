@@ -310,9 +310,7 @@ impl CudaBackend {
         // The scratch is dropped here: freed in stream order, after the launch.
         Ok(qkv_out)
     }
-}
 
-impl CudaBackend {
     /// The chain's phase trace so far, one row a block: `CHAIN_TRACE_POINTS` sums over
     /// its launches (`LC_T_*` in the kernel: SM cycles from the block's start to each
     /// phase point, then wall ns start to end, then the launch count). All zero unless
