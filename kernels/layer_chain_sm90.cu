@@ -285,6 +285,14 @@ struct LcTrace {
 // batch-1 step: holding it, 0.976x at Qwen3-0.6B and 0.994x at Llama-3.1-8B against
 // starting at once; letting the first one or two chunks go first (o's rows), 1.010x and
 // 1.020x at 0.6B, 1.009x at 8B.
+// LC_WINDOW > 0 (an experiment): chunk c goes out only once chunk c - LC_WINDOW has
+// landed, so that at most LC_WINDOW chunks a block are in flight. Every block issues its
+// whole ring at the stream's start otherwise (0.6B: 6 x 32 KB x 132 = 25 MB at once), and
+// DRAM serves that burst interleaved: phase 1's last chunk lands with the burst's end
+// (traced ~8 µs after the start at ~2 TB/s), behind later phases' chunks not yet needed.
+#ifndef LC_WINDOW
+#define LC_WINDOW 0
+#endif
 __device__ __forceinline__ void lc_produce(const LcSeg* segs, int nseg, u32 ring, u32 full,
                                            u32 empty, int stages) {
     const int lane = threadIdx.x & 31;
@@ -296,6 +304,12 @@ __device__ __forceinline__ void lc_produce(const LcSeg* segs, int nseg, u32 ring
             u32 n = min((u32)LC_CHUNK, s.bytes - off);
             u32 stage = c % stages;
             if (c >= (u32)stages) mbar_wait(empty + stage * 8, (c / stages - 1) & 1);
+#if LC_WINDOW > 0
+            if (c >= (u32)LC_WINDOW) {
+                const u32 w = c - LC_WINDOW;
+                mbar_wait(full + (w % stages) * 8, (w / stages) & 1);
+            }
+#endif
             u32 dst = ring + stage * LC_CHUNK;
             for (u32 i = lane * 16; i < n; i += 32 * 16) cp_async16(dst + i, src + off + i, true);
             mbar_arrive_on_copies(full + stage * 8);

@@ -201,6 +201,8 @@
 #             gpu-check --chain-only), the batch-1 A/B against the separate attention,
 #             the 0.6B step at batch 1 / 64 / 256 and the 14B batch-1 step, model checks.
 #             PART77_QUICK=1: only the chain's kernel checks, no 14B step.
+#     part 78: the weight stream's in-flight window (LC_WINDOW): chain checks and trace
+#             with windows 0 / 2 / 3, batch-1 A/Bs at 0.6B, Llama-3.1-8B and 14B.
 #     part 70: the kept attention chain (groups of up to 4, inlined, the weight stream
 #             held until the attention is done): kernel and model checks, the A/Bs against
 #             the separate attention (0.6B at contexts 256 and 2,048, Llama-3.1-8B), the
@@ -1147,6 +1149,29 @@ device)
         if [ -f "$out/gpu-check-ops.log" ]; then gzip -f "$out/gpu-check-ops.log"; fi
         (cd "$out" && tar czf /tmp/part77-logs.tgz --exclude=bench.jsonl . &&
             find . -type f ! -name bench.jsonl -delete && mv /tmp/part77-logs.tgz .)
+        ls -la "$out"
+    elif [ "$part" = 78 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # The stream's in-flight window (LC_WINDOW, chunks a block has in flight): the
+        # chain checks and phase trace with windows 0, 2, 3 (LC_TRACE=1), then batch-1
+        # A/Bs (medians of three rounds) at 0.6B and 8B, and 14B while time is left.
+        for d in "LC_TRACE=1" "LC_TRACE=1 LC_WINDOW=2" "LC_TRACE=1 LC_WINDOW=3"; do
+            chain_check "$d" "$(echo "$d" | tr ' =' '_-')"
+        done
+        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
+        for w in ${PART78_WINDOWS:-2 3 4}; do
+            MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_WINDOW=$w bench_step qwen3-0.6b -w$w
+        done
+        for w in ${PART78_WINDOWS_8B:-2 3}; do
+            MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_WINDOW=$w bench_step llama-3.1-8b -w$w
+        done
+        if [ "$SECONDS" -lt 330 ]; then
+            BENCH_TIMEOUT=150 MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_WINDOW=${PART78_W14:-3} \
+                bench_step qwen3-14b -w${PART78_W14:-3}
+        fi
+        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
+        (cd "$out" && tar czf /tmp/part78-logs.tgz --exclude=bench.jsonl . &&
+            find . -type f ! -name bench.jsonl -delete && mv /tmp/part78-logs.tgz .)
         ls -la "$out"
     elif [ "$part" = 65 ]; then
         rm "$out/env.log"  # already printed by the tee above
