@@ -234,20 +234,27 @@ enum {
 struct LcTrace {
 #ifdef LC_TRACE
     unsigned long long* t;
+    long long* s;  // this launch's points, in shared memory until end()
     long long c0;
     unsigned long long g0;
-    __device__ __forceinline__ explicit LcTrace(u32* bar)
+    __device__ __forceinline__ LcTrace(u32* bar, long long* shared)
         : t(reinterpret_cast<unsigned long long*>(bar + 2 + LC_TICKETS) +
             (size_t)blockIdx.x * LC_T_POINTS),
+          s(shared),
           c0(clock64()) {
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g0));
+        if (threadIdx.x == 0)
+            for (int p = 0; p < LC_T_POINTS; p++) s[p] = 0;
     }
     int last_p = -1;
     long long last = 0;
+    // A shared store: the first build added into global memory at each point, and the
+    // load of that add held warp 0 an L2 round trip per point (~0.5-1 µs), inside the
+    // phases it timed.
     __device__ __forceinline__ void mark(int p) {
-        if (threadIdx.x == 0) t[p] += (unsigned long long)(clock64() - c0);
+        if (threadIdx.x == 0) s[p] = clock64() - c0;
     }
-    // Point p at the latest of several calls in a launch (added at end()).
+    // Point p at the latest of several calls in a launch (kept at end()).
     __device__ __forceinline__ void mark_last(int p) {
         last_p = p;
         last = clock64() - c0;
@@ -256,14 +263,15 @@ struct LcTrace {
         if (threadIdx.x == 0) {
             unsigned long long g1;
             asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g1));
-            t[LC_T_END] += (unsigned long long)(clock64() - c0);
-            if (last_p >= 0) t[last_p] += (unsigned long long)last;
+            s[LC_T_END] = clock64() - c0;
+            if (last_p >= 0) s[last_p] = last;
+            for (int p = 0; p <= LC_T_END; p++) t[p] += (unsigned long long)s[p];
             t[LC_T_NS] += g1 - g0;
             t[LC_T_COUNT] += 1;
         }
     }
 #else
-    __device__ __forceinline__ explicit LcTrace(u32*) {}
+    __device__ __forceinline__ LcTrace(u32*, long long*) {}
     __device__ __forceinline__ void mark(int) {}
     __device__ __forceinline__ void mark_last(int) {}
     __device__ __forceinline__ void end() {}
@@ -292,6 +300,9 @@ struct LcTrace {
 // (traced ~8 µs after the start at ~2 TB/s), behind later phases' chunks not yet needed.
 #ifndef LC_WINDOW
 #define LC_WINDOW 0
+#endif
+#ifndef LC_CONSUME4
+#define LC_CONSUME4 0
 #endif
 __device__ __forceinline__ void lc_produce(const LcSeg* segs, int nseg, u32 ring, u32 full,
                                            u32 empty, int stages) {
@@ -346,6 +357,50 @@ __device__ __forceinline__ void lc_consume(const LcSeg* segs, int nseg, int phas
             // and one shared atomic a piece, and an integer division each).
             int pieces = n / 512;
             int p0 = warp * pieces / LC_WARPS, p1 = (warp + 1) * pieces / LC_WARPS;
+#if LC_CONSUME4
+            // A chunk is at most LC_CHUNK / 512 = 64 pieces, so a warp takes at most 4:
+            // all their loads go out before any math, and the four dot products are
+            // independent (the loop above chains each piece's loads behind the last
+            // one's sum).
+            static_assert(LC_CHUNK / 512 <= 4 * LC_WARPS, "a warp takes at most 4 pieces");
+            if (p0 < p1) {
+                const int np = p1 - p0;
+                u32 e = off / 2 + (u32)p0 * 256;
+                int row = e / s.k, col = e - row * s.k;
+                u32x4 wv[4], xv[4];
+                bool starts[4];  // piece i begins a new row
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    starts[i] = i > 0 && col == 0;
+                    if (i < np) {
+                        wv[i] = w4[(p0 + i) * 32 + lane];
+                        xv[i] = x4[(col >> 3) + lane];
+                    }
+                    col += 256;
+                    if (col == s.k) col = 0;
+                }
+                float d[4];
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    float xf[8] = {bf_lo(xv[i].x), bf_hi(xv[i].x), bf_lo(xv[i].y), bf_hi(xv[i].y),
+                                   bf_lo(xv[i].z), bf_hi(xv[i].z), bf_lo(xv[i].w), bf_hi(xv[i].w)};
+                    d[i] = i < np ? dot8(wv[i], xf) : 0.0f;
+                }
+                float part = d[0];
+#pragma unroll
+                for (int i = 1; i < 4; i++) {
+                    if (i < np && starts[i]) {  // warp-uniform
+                        float r = warp_sum(part);
+                        if (lane == 0) atomicAdd(acc + s.acc0 + row, r);
+                        part = 0.0f;
+                        row++;
+                    }
+                    part += d[i];
+                }
+                float r = warp_sum(part);
+                if (lane == 0) atomicAdd(acc + s.acc0 + row, r);
+            }
+#else
             if (p0 < p1) {
                 u32 e = off / 2 + (u32)p0 * 256;
                 int row = e / s.k, col = e % s.k;
@@ -366,6 +421,7 @@ __device__ __forceinline__ void lc_consume(const LcSeg* segs, int nseg, int phas
                     }
                 }
             }
+#endif
             used++;
             // This warp's reads of the stage are done (the shuffles used them).
             __syncwarp();
@@ -663,7 +719,12 @@ __device__ __forceinline__ void layer_chain_impl(
     int xmax, int acc_rows, int region) {
     extern __shared__ __align__(128) unsigned char lc_smem[];
     __shared__ float scratch[32];
-    LcTrace tr(bar);
+#ifdef LC_TRACE
+    __shared__ long long trace_points[LC_T_POINTS];
+#else
+    long long* trace_points = nullptr;
+#endif
+    LcTrace tr(bar, trace_points);
     const int b = blockIdx.x;
     bf16_t* x = reinterpret_cast<bf16_t*>(lc_smem + (size_t)stages * LC_CHUNK);
     float* acc = reinterpret_cast<float*>(lc_smem + (size_t)stages * LC_CHUNK + (size_t)xmax * 2);

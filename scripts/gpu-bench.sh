@@ -203,6 +203,8 @@
 #             PART77_QUICK=1: only the chain's kernel checks, no 14B step.
 #     part 78: the weight stream's in-flight window (LC_WINDOW): chain checks and trace
 #             with windows 0 / 2 / 3, batch-1 A/Bs at 0.6B, Llama-3.1-8B and 14B.
+#     part 79: the consumers' pace: trace and batch-1 A/Bs of LC_CONSUME4 (a warp's pieces
+#             of a chunk loaded before any math), with LC_WINDOW=3, a null A/B.
 #     part 70: the kept attention chain (groups of up to 4, inlined, the weight stream
 #             held until the attention is done): kernel and model checks, the A/Bs against
 #             the separate attention (0.6B at contexts 256 and 2,048, Llama-3.1-8B), the
@@ -1172,6 +1174,23 @@ device)
         unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
         (cd "$out" && tar czf /tmp/part78-logs.tgz --exclude=bench.jsonl . &&
             find . -type f ! -name bench.jsonl -delete && mv /tmp/part78-logs.tgz .)
+        ls -la "$out"
+    elif [ "$part" = 79 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # The consumers' pace: the phase trace (points kept in shared memory now) with
+        # the per-piece loop and with LC_CONSUME4 (a warp's pieces loaded before any
+        # math), then batch-1 A/Bs at 0.6B (null, LC_CONSUME4, with LC_WINDOW=3) and 8B.
+        for d in "LC_TRACE=1" "LC_TRACE=1 LC_CONSUME4=1"; do
+            chain_check "$d" "$(echo "$d" | tr ' =' '_-')"
+        done
+        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
+        MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step qwen3-0.6b -null
+        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_CONSUME4=1 bench_step qwen3-0.6b -c4
+        MINISGL_BENCH_AB="MINISGL_KERNEL_DEFINES=LC_CONSUME4=1 LC_WINDOW=3" bench_step qwen3-0.6b -c4w3
+        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_CONSUME4=1 bench_step llama-3.1-8b -c4
+        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
+        (cd "$out" && tar czf /tmp/part79-logs.tgz --exclude=bench.jsonl . &&
+            find . -type f ! -name bench.jsonl -delete && mv /tmp/part79-logs.tgz .)
         ls -la "$out"
     elif [ "$part" = 65 ]; then
         rm "$out/env.log"  # already printed by the tee above
