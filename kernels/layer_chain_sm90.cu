@@ -225,6 +225,11 @@ enum {
     LC_T_SYNC3,  // phase 3 (the next qkv)
     LC_T_X3,
     LC_T_C3,
+    LC_T_PI,   // the producer (its lane 0) issued the ring's first `stages` chunks
+    LC_T_WT0,  // phase 0's cycles consumer thread 0 waited for chunks to land
+    LC_T_WT1,
+    LC_T_WT2,
+    LC_T_WT3,
     LC_T_END,
     LC_T_NS,
     LC_T_COUNT,
@@ -254,6 +259,13 @@ struct LcTrace {
     __device__ __forceinline__ void mark(int p) {
         if (threadIdx.x == 0) s[p] = clock64() - c0;
     }
+    __device__ __forceinline__ void mark_producer(int p) {
+        if (threadIdx.x == LC_CONSUMERS) s[p] = clock64() - c0;
+    }
+    __device__ __forceinline__ long long now() const { return clock64(); }
+    __device__ __forceinline__ void set(int p, long long v) {
+        if (threadIdx.x == 0) s[p] = v;
+    }
     // Point p at the latest of several calls in a launch (kept at end()).
     __device__ __forceinline__ void mark_last(int p) {
         last_p = p;
@@ -273,6 +285,9 @@ struct LcTrace {
 #else
     __device__ __forceinline__ LcTrace(u32*, long long*) {}
     __device__ __forceinline__ void mark(int) {}
+    __device__ __forceinline__ void mark_producer(int) {}
+    __device__ __forceinline__ long long now() const { return 0; }
+    __device__ __forceinline__ void set(int, long long) {}
     __device__ __forceinline__ void mark_last(int) {}
     __device__ __forceinline__ void end() {}
 #endif
@@ -305,7 +320,7 @@ struct LcTrace {
 #define LC_CONSUME4 0
 #endif
 __device__ __forceinline__ void lc_produce(const LcSeg* segs, int nseg, u32 ring, u32 full,
-                                           u32 empty, int stages) {
+                                           u32 empty, int stages, LcTrace& tr) {
     const int lane = threadIdx.x & 31;
     u32 c = 0;
     for (int si = 0; si < nseg; si++) {
@@ -324,6 +339,7 @@ __device__ __forceinline__ void lc_produce(const LcSeg* segs, int nseg, u32 ring
             u32 dst = ring + stage * LC_CHUNK;
             for (u32 i = lane * 16; i < n; i += 32 * 16) cp_async16(dst + i, src + off + i, true);
             mbar_arrive_on_copies(full + stage * 8);
+            if (c + 1 == (u32)stages) tr.mark_producer(LC_T_PI);
         }
     }
 }
@@ -339,12 +355,15 @@ __device__ __forceinline__ void lc_consume(const LcSeg* segs, int nseg, int phas
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const u32x4* x4 = reinterpret_cast<const u32x4*>(x);
     bool first = true;
+    long long waited = 0;
     for (; cs < nseg && segs[cs].phase == phase; cs++) {
         const LcSeg s = segs[cs];
         for (u32 off = 0; off < s.bytes; off += LC_CHUNK) {
             u32 n = min((u32)LC_CHUNK, s.bytes - off);
             u32 stage = used % stages;
+            const long long w0 = tr.now();
             mbar_wait(full + stage * 8, (used / stages) & 1);
+            waited += tr.now() - w0;
             if (phase == 1) {
                 if (first) tr.mark(LC_T_W1F);
                 tr.mark_last(LC_T_W1L);
@@ -428,6 +447,7 @@ __device__ __forceinline__ void lc_consume(const LcSeg* segs, int nseg, int phas
             if (lane == 0) mbar_arrive_if(empty + stage * 8, true);
         }
     }
+    tr.set(LC_T_WT0 + phase, waited);
     lc_sync();
 }
 
@@ -769,13 +789,13 @@ __device__ __forceinline__ void layer_chain_impl(
             __syncwarp();
             lc_bar_arrive_all(LC_BAR_SETUP);
             lc_bar_sync_all(LC_BAR_GO);
-            lc_produce(segs, nseg_s, ring, full, empty, stages);
+            lc_produce(segs, nseg_s, ring, full, empty, stages, tr);
             return;
         }
     } else {
         __syncthreads();  // the last barrier of the whole block: then the roles split
         if (threadIdx.x >= LC_CONSUMERS) {
-            lc_produce(segs, nseg_s, ring, full, empty, stages);
+            lc_produce(segs, nseg_s, ring, full, empty, stages, tr);
             return;
         }
     }

@@ -205,6 +205,8 @@
 #             with windows 0 / 2 / 3, batch-1 A/Bs at 0.6B, Llama-3.1-8B and 14B.
 #     part 79: the consumers' pace: trace and batch-1 A/Bs of LC_CONSUME4 (a warp's pieces
 #             of a chunk loaded before any math), with LC_WINDOW=3, a null A/B.
+#     part 80: the trace with the consumers' waits a phase and the producer's issue, the
+#             LC_WINDOW=2 A/B again, Nsight Compute's stall samples of a chain launch.
 #     part 70: the kept attention chain (groups of up to 4, inlined, the weight stream
 #             held until the attention is done): kernel and model checks, the A/Bs against
 #             the separate attention (0.6B at contexts 256 and 2,048, Llama-3.1-8B), the
@@ -1191,6 +1193,21 @@ device)
         unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
         (cd "$out" && tar czf /tmp/part79-logs.tgz --exclude=bench.jsonl . &&
             find . -type f ! -name bench.jsonl -delete && mv /tmp/part79-logs.tgz .)
+        ls -la "$out"
+    elif [ "$part" = 80 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # Do the consumers wait for chunks, or is consuming them slow? The trace with the
+        # consumers' waits and the producer's issue (windows 0 and 2), the 0.6B batch-1
+        # A/B of LC_WINDOW=2 again, and Nsight Compute's stall samples of one chain launch.
+        for d in "LC_TRACE=1" "LC_TRACE=1 LC_WINDOW=2"; do
+            chain_check "$d" "$(echo "$d" | tr ' =' '_-')"
+        done
+        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
+        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_WINDOW=2 bench_step qwen3-0.6b -w2
+        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
+        ncu_launch layer_chain_attn chain 1
+        (cd "$out" && tar czf /tmp/part80-logs.tgz --exclude=bench.jsonl --exclude='ncu-src-*' . &&
+            find . -type f ! -name bench.jsonl ! -name 'ncu-src-*' -delete && mv /tmp/part80-logs.tgz .)
         ls -la "$out"
     elif [ "$part" = 65 ]; then
         rm "$out/env.log"  # already printed by the tee above

@@ -448,6 +448,11 @@ fn trace(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Re
         "sync3",
         "norm3",
         "qkv",
+        "producer issued its ring",
+        "o waited",
+        "gate_up waited",
+        "down waited",
+        "qkv waited",
         "end",
     ];
     const END: usize = CHAIN_TRACE_POINTS - 3;
@@ -527,7 +532,7 @@ fn trace(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Re
         let ghz = d[0][END] as f64 / d[0][NS] as f64;
         let us = |cycles: u64| cycles as f64 / launches as f64 / ghz / 1e3;
         let mut line = format!(
-            "chain_trace {name}: {} blocks, {launches} launches, block 0 {:.2} µs start to end at {ghz:.3} GHz; µs from a block's start, mean / max over blocks / block 0 (attention) / the last block (none):",
+            "chain_trace {name}: {} blocks, {launches} launches, block 0 {:.2} µs start to end at {ghz:.3} GHz; µs from a block's start (the waited points: µs consumer thread 0 waited for its phase's chunks), mean / max over blocks / block 0 (attention) / the last block (none):",
             d.len(),
             d[0][NS] as f64 / launches as f64 / 1e3
         );
