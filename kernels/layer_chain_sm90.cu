@@ -62,7 +62,6 @@ struct LcSeg {
     int k;
     int acc0;
     int phase;
-    int rows;
 };
 
 // A barrier of the consumer warps only (the producer never joins one).
@@ -320,9 +319,6 @@ struct LcTrace {
 #ifndef LC_CONSUME4
 #define LC_CONSUME4 0
 #endif
-#ifndef LC_MMA
-#define LC_MMA 0
-#endif
 __device__ __forceinline__ void lc_produce(const LcSeg* segs, int nseg, u32 ring, u32 full,
                                            u32 empty, int stages, LcTrace& tr) {
     const int lane = threadIdx.x & 31;
@@ -455,136 +451,9 @@ __device__ __forceinline__ void lc_consume(const LcSeg* segs, int nseg, int phas
     lc_sync();
 }
 
-#if LC_MMA
-// The tensor-core stream (LC_MMA=1, an experiment): a segment goes in tiles of `rg` rows
-// (a band, padded to 8 with zero-filled rows that read nothing) by kc = 2^kl columns,
-// rg kc = LC_CHUNK / 2, band by band and each band's column blocks in order. In shared
-// memory a tile's row t keeps its kc columns contiguous with 16-byte unit u at u ^ (t %
-// 8), so that ldmatrix reads 8 rows at one column conflict-free. Consumer warp w takes
-// row group w / (kc / 128) (8 rows) and the 128 columns (w % (kc / 128)) 128 of every
-// tile: 8 m16n8k16 steps, the weights as B (8 rows = n) and x as every row of A, so a
-// chunk costs a warp 4 ldmatrix and 8 mma instead of ~200 instructions of unpacking,
-// FMAs, a shuffle reduction and a shared atomic a row (traced 2026-12-04: ~0.8 µs a 32
-// KB chunk, which paced every 0.6B phase whose chunks had landed). Each warp's sums for
-// its 8 rows stay in its accumulator over the band's column blocks, then go to its
-// column slice's partials; the phase ends by adding the slices.
-__device__ __forceinline__ int lc_kc_log2(int k) {
-    return (k & 2047) == 0 ? 11 : (k & 1023) == 0 ? 10 : (k & 511) == 0 ? 9 : 8;
-}
-
-__device__ __forceinline__ void lc_produce_mma(const LcSeg* segs, int nseg, u32 ring, u32 full,
-                                               u32 empty, int stages, LcTrace& tr) {
-    const int lane = threadIdx.x & 31;
-    u32 c = 0;
-    for (int si = 0; si < nseg; si++) {
-        const LcSeg s = segs[si];
-        const int kl = lc_kc_log2(s.k), rg = (LC_CHUNK / 2) >> kl, ul = kl - 3;
-        for (int r0 = 0; r0 < s.rows; r0 += rg) {
-            const int rows = min(rg, s.rows - r0), units = ((rows + 7) & ~7) << ul;
-            for (int col = 0; col < s.k; col += 1 << kl, c++) {
-                u32 stage = c % stages;
-                if (c >= (u32)stages) mbar_wait(empty + stage * 8, (c / stages - 1) & 1);
-                const u32 dst = ring + stage * LC_CHUNK;
-                const bf16_t* src = s.src + (size_t)r0 * s.k + col;
-                for (int q = lane; q < units; q += 32) {
-                    const int t = q >> ul, u = q & ((1 << ul) - 1);
-                    const bool valid = t < rows;
-                    cp_async16(dst + (t << (kl + 1)) + ((u ^ (t & 7)) << 4),
-                               valid ? src + (size_t)t * s.k + u * 8 : s.src, valid);
-                }
-                mbar_arrive_on_copies(full + stage * 8);
-                if (c + 1 == (u32)stages) tr.mark_producer(LC_T_PI);
-            }
-        }
-    }
-}
-
-// acc[acc0 + row] = w_row · x for the phase's segments; part: LC_WARPS slices of prow
-// floats. Ends with a consumer barrier, so acc is complete.
-__device__ __forceinline__ void lc_consume_mma(const LcSeg* segs, int nseg, int phase, int& cs,
-                                               u32& used, const bf16_t* x, float* acc,
-                                               float* part, int prow, u32 full, u32 empty,
-                                               int stages, u32 ring, LcTrace& tr) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const u32* x32 = reinterpret_cast<const u32*>(x);
-    bool first = true;
-    long long waited = 0;
-    int slots = 1, prows = 0;
-    for (; cs < nseg && segs[cs].phase == phase; cs++) {
-        const LcSeg s = segs[cs];
-        const int kl = lc_kc_log2(s.k), rg = (LC_CHUNK / 2) >> kl;
-        slots = 1 << (kl - 7);
-        prows = max(prows, s.acc0 + s.rows);
-        const int gi = warp >> (kl - 7), sl = warp & (slots - 1);
-        // This lane's ldmatrix row (t % 8 = lane % 8) and matrix (lane / 8), and its x pair.
-        const int r = lane & 7, m = lane >> 3;
-        for (int r0 = 0; r0 < s.rows; r0 += rg) {
-            const bool active = gi * 8 < min(rg, s.rows - r0);
-            float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            for (int col = 0; col < s.k; col += 1 << kl) {
-                const u32 stage = used % stages;
-                const long long w0 = tr.now();
-                mbar_wait(full + stage * 8, (used / stages) & 1);
-                waited += tr.now() - w0;
-                if (phase == 1) {
-                    if (first) tr.mark(LC_T_W1F);
-                    tr.mark_last(LC_T_W1L);
-                    first = false;
-                }
-                if (active) {
-                    const u32 row_addr = ring + stage * LC_CHUNK + ((gi * 8 + r) << (kl + 1));
-                    const int xe = col + sl * 128 + 2 * (lane & 3);
-#pragma unroll
-                    for (int j = 0; j < 4; j++) {
-                        u32 b[4];
-                        const int u = (sl * 128 + j * 32 + m * 8) >> 3;
-                        ldmatrix_x4(b, row_addr + ((u ^ r) << 4));
-                        const u32 a0 = x32[(xe + j * 32) >> 1], a2 = x32[(xe + j * 32 + 8) >> 1];
-                        const u32 a4 = x32[(xe + j * 32 + 16) >> 1], a6 = x32[(xe + j * 32 + 24) >> 1];
-                        mma_bf16_16816(d, a0, a0, a2, a2, b[0], b[1]);
-                        mma_bf16_16816(d, a4, a4, a6, a6, b[2], b[3]);
-                    }
-                }
-                used++;
-                __syncwarp();
-                if (lane == 0) mbar_arrive_if(empty + stage * 8, true);
-            }
-            // Lane i < 4 holds rows 2i and 2i + 1 of the warp's 8 (every row of A is x).
-            if (active && lane < 4) {
-                const int row = r0 + gi * 8 + 2 * lane;
-                float* p = part + sl * prow + s.acc0 + row;
-                if (row < s.rows) p[0] = d[0];
-                if (row + 1 < s.rows) p[1] = d[1];
-            }
-        }
-    }
-    tr.set(LC_T_WT0 + phase, waited);
-    lc_sync();
-    for (int i = threadIdx.x; i < prows; i += LC_CONSUMERS) {
-        float v = 0.0f;
-        for (int k = 0; k < slots; k++) v += part[k * prow + i];
-        acc[i] = v;
-    }
-    lc_sync();
-}
-#define LC_PRODUCE(segs, nseg, ring, full, empty, stages, tr) \
-    lc_produce_mma(segs, nseg, ring, full, empty, stages, tr)
-#define LC_CONSUME(phase) \
-    lc_consume_mma(segs, nseg_s, phase, cs, used, x, acc, acc + acc_rows, acc_rows, full, empty, \
-                   stages, ring, tr)
-#else
-#define LC_PRODUCE(segs, nseg, ring, full, empty, stages, tr) \
-    lc_produce(segs, nseg, ring, full, empty, stages, tr)
-#define LC_CONSUME(phase) \
-    lc_consume(segs, nseg_s, phase, cs, used, x, acc, full, empty, stages, ring_ptr, tr)
-#endif
-
-// The per-piece consumer adds into acc; the tensor-core one writes it whole.
 __device__ __forceinline__ void lc_zero(float* acc, int n) {
-#if !LC_MMA
     for (int i = threadIdx.x; i < n; i += LC_CONSUMERS) acc[i] = 0.0f;
     lc_sync();
-#endif
 }
 
 // ---- The attention phase (layer_chain_attn_g*) ----
@@ -901,7 +770,7 @@ __device__ __forceinline__ void layer_chain_impl(
         int n = 0;
         auto add = [&](const bf16_t* w, int r0, int r1, int k, int acc0, int phase) {
             if (r1 > r0)
-                segs[n++] = LcSeg{w + (size_t)r0 * k, (u32)((r1 - r0) * k * 2), k, acc0, phase, r1 - r0};
+                segs[n++] = LcSeg{w + (size_t)r0 * k, (u32)((r1 - r0) * k * 2), k, acc0, phase};
         };
         add(w_o, o0, o1, qd, 0, 0);
         add(w_gate_up, j0, j1, h, 0, 1);
@@ -920,13 +789,13 @@ __device__ __forceinline__ void layer_chain_impl(
             __syncwarp();
             lc_bar_arrive_all(LC_BAR_SETUP);
             lc_bar_sync_all(LC_BAR_GO);
-            LC_PRODUCE(segs, nseg_s, ring, full, empty, stages, tr);
+            lc_produce(segs, nseg_s, ring, full, empty, stages, tr);
             return;
         }
     } else {
         __syncthreads();  // the last barrier of the whole block: then the roles split
         if (threadIdx.x >= LC_CONSUMERS) {
-            LC_PRODUCE(segs, nseg_s, ring, full, empty, stages, tr);
+            lc_produce(segs, nseg_s, ring, full, empty, stages, tr);
             return;
         }
     }
@@ -988,7 +857,7 @@ __device__ __forceinline__ void layer_chain_impl(
     lc_zero(acc, acc_rows);
     early_loads();
     tr.mark(LC_T_X0);
-    LC_CONSUME(0);
+    lc_consume(segs, nseg_s, 0, cs, used, x, acc, full, empty, stages, ring_ptr, tr);
     tr.mark(LC_T_C0);
     add_rows(o0, o1, b_o, bo_keep);
     lc_grid_sync(bar, bar_target);
@@ -998,7 +867,7 @@ __device__ __forceinline__ void layer_chain_impl(
     lc_norm_x(x, residual, post_norm, post_w0, h, eps, scratch);
     lc_zero(acc, acc_rows);
     tr.mark(LC_T_X1);
-    LC_CONSUME(1);
+    lc_consume(segs, nseg_s, 1, cs, used, x, acc, full, empty, stages, ring_ptr, tr);
     tr.mark(LC_T_C1);
     for (int j = threadIdx.x; j < nj; j += LC_CONSUMERS) {
         float gt = bf2f(f2bf(acc[j])), up = bf2f(f2bf(acc[nj + j]));
@@ -1011,7 +880,7 @@ __device__ __forceinline__ void layer_chain_impl(
     lc_load_x(x, act, inter);
     lc_zero(acc, acc_rows);
     tr.mark(LC_T_X2);
-    LC_CONSUME(2);
+    lc_consume(segs, nseg_s, 2, cs, used, x, acc, full, empty, stages, ring_ptr, tr);
     tr.mark(LC_T_C2);
     add_rows(d0, d1, nullptr, 0.0f);
     if (in_norm == nullptr) {
@@ -1025,7 +894,7 @@ __device__ __forceinline__ void layer_chain_impl(
     lc_norm_x(x, residual, in_norm, in_w0, h, eps, scratch);
     lc_zero(acc, acc_rows);
     tr.mark(LC_T_X3);
-    LC_CONSUME(3);
+    lc_consume(segs, nseg_s, 3, cs, used, x, acc, full, empty, stages, ring_ptr, tr);
     tr.mark(LC_T_C3);
     for (int r = q0 + threadIdx.x; r < q1; r += LC_CONSUMERS) {
         float bq = r == my_q ? bq_keep : b_qkv != nullptr ? bf2f(b_qkv[r]) : 0.0f;

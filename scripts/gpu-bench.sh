@@ -207,8 +207,6 @@
 #             of a chunk loaded before any math), with LC_WINDOW=3, a null A/B.
 #     part 80: the trace with the consumers' waits a phase and the producer's issue, the
 #             LC_WINDOW=2 A/B again, Nsight Compute's stall samples of a chain launch.
-#     part 81: the tensor-core consumer (LC_MMA=1): chain checks and trace, batch-1 A/Bs
-#             at 0.6B, Llama-3.1-8B and 14B.
 #     part 70: the kept attention chain (groups of up to 4, inlined, the weight stream
 #             held until the attention is done): kernel and model checks, the A/Bs against
 #             the separate attention (0.6B at contexts 256 and 2,048, Llama-3.1-8B), the
@@ -1210,25 +1208,6 @@ device)
         ncu_launch layer_chain_attn chain 1
         (cd "$out" && tar czf /tmp/part80-logs.tgz --exclude=bench.jsonl --exclude='ncu-src-*' . &&
             find . -type f ! -name bench.jsonl ! -name 'ncu-src-*' -delete && mv /tmp/part80-logs.tgz .)
-        ls -la "$out"
-    elif [ "$part" = 81 ]; then
-        rm "$out/env.log"  # already printed by the tee above
-        # The tensor-core consumer (LC_MMA=1): chain checks and trace, then batch-1 A/Bs
-        # at 0.6B, Llama-3.1-8B and 14B (medians of three rounds in alternating order).
-        chain_check "LC_TRACE=1 LC_MMA=1" trace-mma
-        if grep -q "checks, 0 failed" "$out/gpu-check-chain-trace-mma.log"; then
-            export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
-            MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_MMA=1 bench_step qwen3-0.6b -mma
-            MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_MMA=1 bench_step llama-3.1-8b -mma
-            if [ "$SECONDS" -lt 330 ]; then
-                BENCH_TIMEOUT=150 MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_MMA=1 bench_step qwen3-14b -mma
-            fi
-            unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
-        else
-            grep -E "FAIL" "$out/gpu-check-chain-trace-mma.log" | head -20
-        fi
-        (cd "$out" && tar czf /tmp/part81-logs.tgz --exclude=bench.jsonl . &&
-            find . -type f ! -name bench.jsonl -delete && mv /tmp/part81-logs.tgz .)
         ls -la "$out"
     elif [ "$part" = 65 ]; then
         rm "$out/env.log"  # already printed by the tee above

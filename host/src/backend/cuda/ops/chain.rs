@@ -62,11 +62,7 @@ fn plan(d: &Dims, sms: usize) -> Option<Plan> {
     // lc_attention's q (G x 128 f32) and each consumer warp's partial per head (128
     // values, a max and a sum).
     let att = d.group * ATT_HD * 4 + WARPS * d.group * (ATT_HD + 2) * 4;
-    // x, the accumulators, and WARPS partials of each (the tensor-core consumer's
-    // column slices, summed at the end of a phase).
-    let region = (xmax * 2 + acc * 4 * (1 + WARPS))
-        .max(att)
-        .next_multiple_of(16);
+    let region = (xmax * 2 + acc * 4).max(att).next_multiple_of(16);
     // Each stage: its bytes and two mbarriers (full, empty).
     let stages = (LAYER_CHAIN_MAX_SMEM.checked_sub(region)? / (CHUNK + 16)).min(MAX_STAGES);
     (stages >= MIN_STAGES).then_some(Plan {
@@ -373,7 +369,7 @@ mod tests {
             assert_eq!(p.stages, stages, "h={} group={}", d.h, d.group);
             assert!(p.bytes <= LAYER_CHAIN_MAX_SMEM);
             assert!(p.xmax >= d.inter && p.acc >= 2 * d.inter.div_ceil(132));
-            assert!(p.region >= p.xmax * 2 + p.acc * 4 * (1 + super::WARPS));
+            assert!(p.region >= p.xmax * 2 + p.acc * 4);
             assert!(
                 p.region >= 17 * d.group * 128 * 4,
                 "the attention's scratch fits"
