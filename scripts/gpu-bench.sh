@@ -207,6 +207,9 @@
 #             of a chunk loaded before any math), with LC_WINDOW=3, a null A/B.
 #     part 80: the trace with the consumers' waits a phase and the producer's issue, the
 #             LC_WINDOW=2 A/B again, Nsight Compute's stall samples of a chain launch.
+#     (part 81, a tensor-core consumer LC_MMA, ran at 1d6dd4d and was reverted.)
+#     part 82: the trace over copies of the layer (weights from DRAM) with windows 0 / 2,
+#             batch-1 A/Bs of LC_WINDOW=2 at 0.6B and 14B.
 #     part 70: the kept attention chain (groups of up to 4, inlined, the weight stream
 #             held until the attention is done): kernel and model checks, the A/Bs against
 #             the separate attention (0.6B at contexts 256 and 2,048, Llama-3.1-8B), the
@@ -1208,6 +1211,20 @@ device)
         ncu_launch layer_chain_attn chain 1
         (cd "$out" && tar czf /tmp/part80-logs.tgz --exclude=bench.jsonl --exclude='ncu-src-*' . &&
             find . -type f ! -name bench.jsonl ! -name 'ncu-src-*' -delete && mv /tmp/part80-logs.tgz .)
+        ls -la "$out"
+    elif [ "$part" = 82 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # The trace over copies of the layer (weights from DRAM, not L2) with windows 0
+        # and 2, then batch-1 A/Bs of LC_WINDOW=2 at 0.6B and 14B.
+        for d in "LC_TRACE=1" "LC_TRACE=1 LC_WINDOW=2"; do
+            chain_check "$d" "$(echo "$d" | tr ' =' '_-')"
+        done
+        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
+        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_WINDOW=2 bench_step qwen3-0.6b -w2
+        BENCH_TIMEOUT=150 MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_WINDOW=2 bench_step qwen3-14b -w2
+        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
+        (cd "$out" && tar czf /tmp/part82-logs.tgz --exclude=bench.jsonl . &&
+            find . -type f ! -name bench.jsonl -delete && mv /tmp/part82-logs.tgz .)
         ls -la "$out"
     elif [ "$part" = 65 ]; then
         rm "$out/env.log"  # already printed by the tee above

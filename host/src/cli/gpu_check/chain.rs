@@ -480,22 +480,32 @@ fn trace(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Re
         let (wq, wk) = (g(rng, &[HD], 1.0)?, g(rng, &[HD], 1.0)?);
         let attn_row = g(rng, &[1, qd], 1.0)?;
         let mut rg = g(rng, &[1, h], 1.0)?;
-        let layer = Layer::random(rng, cpu, gpu, h, qd, inter, cols, false)?;
+        // Copies of the layer, launched in turn, so that its weights stream from DRAM as
+        // in a model's step: a Qwen3-0.6B layer's 31 MB fits the H200's L2, and one
+        // layer launched over and over streamed from there (the traces before
+        // 2026-12-04 PM's call 5 did; their 0.6B chunk arrivals are L2's).
+        let layer_bytes = 2 * (h * qd + 3 * inter * h + cols * h);
+        let copies = (128usize << 20).div_ceil(layer_bytes).clamp(1, 8);
+        let layers = (0..copies)
+            .map(|_| Layer::random(rng, cpu, gpu, h, qd, inter, cols, false))
+            .collect::<Result<Vec<_>>>()?;
         let mut kvg = gpu.alloc_kv(layout)?;
         gpu.store_kv(&mut kvg, 0, &k, &v, &gpu.prepare_step(&fill)?)?;
         let sg = gpu.prepare_step(&step)?;
         let pg = attn_params(hq, hkv, true, &wq, &wk, &invf);
-        let input = if attn {
-            ChainInput::Qkv {
-                qkv: &qkv,
-                layer: 0,
-                params: &pg,
+        let input = || {
+            if attn {
+                ChainInput::Qkv {
+                    qkv: &qkv,
+                    layer: 0,
+                    params: &pg,
+                }
+            } else {
+                ChainInput::Attn(&attn_row)
             }
-        } else {
-            ChainInput::Attn(&attn_row)
         };
-        let chain = layer.chain(input, false);
-        let on = gpu.layer_chain_ok(&rg, &chain, &kvg, &sg);
+        let chains: Vec<_> = layers.iter().map(|l| l.chain(input(), false)).collect();
+        let on = gpu.layer_chain_ok(&rg, &chains[0], &kvg, &sg);
         rep.fact(
             "chain_trace",
             format!("{name} runs"),
@@ -505,12 +515,12 @@ fn trace(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Re
         if !on {
             continue;
         }
-        for _ in 0..20 {
-            gpu.layer_chain(&chain, &mut kvg, &sg, &mut rg)?;
+        for i in 0..20 {
+            gpu.layer_chain(&chains[i % copies], &mut kvg, &sg, &mut rg)?;
         }
         let before = gpu.chain_trace()?;
-        for _ in 0..LAUNCHES {
-            gpu.layer_chain(&chain, &mut kvg, &sg, &mut rg)?;
+        for i in 0..LAUNCHES {
+            gpu.layer_chain(&chains[i % copies], &mut kvg, &sg, &mut rg)?;
         }
         let after = gpu.chain_trace()?;
         let d: Vec<[u64; CHAIN_TRACE_POINTS]> = after
@@ -532,7 +542,7 @@ fn trace(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Re
         let ghz = d[0][END] as f64 / d[0][NS] as f64;
         let us = |cycles: u64| cycles as f64 / launches as f64 / ghz / 1e3;
         let mut line = format!(
-            "chain_trace {name}: {} blocks, {launches} launches, block 0 {:.2} µs start to end at {ghz:.3} GHz; µs from a block's start (the waited points: µs consumer thread 0 waited for its phase's chunks), mean / max over blocks / block 0 (attention) / the last block (none):",
+            "chain_trace {name}: {} blocks, {launches} launches over {copies} copies of the layer, block 0 {:.2} µs start to end at {ghz:.3} GHz; µs from a block's start (the waited points: µs consumer thread 0 waited for its phase's chunks), mean / max over blocks / block 0 (attention) / the last block (none):",
             d.len(),
             d[0][NS] as f64 / launches as f64 / 1e3
         );
