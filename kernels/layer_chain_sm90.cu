@@ -15,10 +15,11 @@
 // against 4.72, Qwen3-0.6B 1.081 against 1.083. At 0.6B's 31 MB a layer the four
 // phases' latency (grid barrier, input load, reduction, epilogue: ~5 µs each) eats what
 // the continuous stream saves; the bigger the layer, the more the stream counts.
-// Traced phase by phase (LC_TRACE=1, docs/results/gpu-2026-12-04-latency.md), a 0.6B
-// layer with its attention now takes ~24 µs: the attention ~7, a barrier 1.2-1.3 each,
-// and gate_up waits ~3 µs for its last weights, which one producer warp streams at only
-// ~9-13 GB/s an SM while every block starts its ring at once.
+// Traced phase by phase (LC_TRACE=1, docs/results/gpu-2026-12-04-latency.md and
+// gpu-2026-12-04-consume.md), a 0.6B layer with its attention takes ~24 µs: the
+// attention ~7, a barrier 1.2-1.3 each, and the four phases ~8: the consumers wait
+// for landed chunks only ~1.2 µs of it (the waits are traced), the rest is ~0.8 µs a
+// 32 KB chunk of consuming, which a tensor-core consumer did not shorten.
 //
 // Layout and rounding follow the separate kernels (gemv.cu's epilogues, norm.cu's
 // RMSNorm): qkv and every product output is rounded to bf16 before its epilogue, the
@@ -308,16 +309,16 @@ struct LcTrace {
 // batch-1 step: holding it, 0.976x at Qwen3-0.6B and 0.994x at Llama-3.1-8B against
 // starting at once; letting the first one or two chunks go first (o's rows), 1.010x and
 // 1.020x at 0.6B, 1.009x at 8B.
-// LC_WINDOW > 0 (an experiment): chunk c goes out only once chunk c - LC_WINDOW has
-// landed, so that at most LC_WINDOW chunks a block are in flight. Every block issues its
-// whole ring at the stream's start otherwise (0.6B: 6 x 32 KB x 132 = 25 MB at once), and
-// DRAM serves that burst interleaved: phase 1's last chunk lands with the burst's end
-// (traced ~8 µs after the start at ~2 TB/s), behind later phases' chunks not yet needed.
+// LC_WINDOW: chunk c goes out only once chunk c - LC_WINDOW has landed, so that at most
+// LC_WINDOW chunks a block are in flight (0: the whole ring at once). Measured
+// (2026-12-04 PM, batch-1 runner step, medians of three rounds in alternating order):
+// 2 against 0, Qwen3-0.6B 1.017-1.029x faster in four calls (3: 1.017x, 4: 1.016x),
+// Qwen3-14B 1.024x, Llama-3.1-8B 1.000x; a null A/B read 0.992x. The phase trace, one
+// layer launched eagerly, shows no change in when chunks land, so how the window helps
+// the recorded step is not shown: the guess was that the ring's start-up burst (0.6B: 6
+// x 32 KB x 132 = 25 MB at once) lands interleaved, behind chunks not yet needed.
 #ifndef LC_WINDOW
-#define LC_WINDOW 0
-#endif
-#ifndef LC_CONSUME4
-#define LC_CONSUME4 0
+#define LC_WINDOW 2
 #endif
 __device__ __forceinline__ void lc_produce(const LcSeg* segs, int nseg, u32 ring, u32 full,
                                            u32 empty, int stages, LcTrace& tr) {
@@ -376,50 +377,6 @@ __device__ __forceinline__ void lc_consume(const LcSeg* segs, int nseg, int phas
             // and one shared atomic a piece, and an integer division each).
             int pieces = n / 512;
             int p0 = warp * pieces / LC_WARPS, p1 = (warp + 1) * pieces / LC_WARPS;
-#if LC_CONSUME4
-            // A chunk is at most LC_CHUNK / 512 = 64 pieces, so a warp takes at most 4:
-            // all their loads go out before any math, and the four dot products are
-            // independent (the loop above chains each piece's loads behind the last
-            // one's sum).
-            static_assert(LC_CHUNK / 512 <= 4 * LC_WARPS, "a warp takes at most 4 pieces");
-            if (p0 < p1) {
-                const int np = p1 - p0;
-                u32 e = off / 2 + (u32)p0 * 256;
-                int row = e / s.k, col = e - row * s.k;
-                u32x4 wv[4], xv[4];
-                bool starts[4];  // piece i begins a new row
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    starts[i] = i > 0 && col == 0;
-                    if (i < np) {
-                        wv[i] = w4[(p0 + i) * 32 + lane];
-                        xv[i] = x4[(col >> 3) + lane];
-                    }
-                    col += 256;
-                    if (col == s.k) col = 0;
-                }
-                float d[4];
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    float xf[8] = {bf_lo(xv[i].x), bf_hi(xv[i].x), bf_lo(xv[i].y), bf_hi(xv[i].y),
-                                   bf_lo(xv[i].z), bf_hi(xv[i].z), bf_lo(xv[i].w), bf_hi(xv[i].w)};
-                    d[i] = i < np ? dot8(wv[i], xf) : 0.0f;
-                }
-                float part = d[0];
-#pragma unroll
-                for (int i = 1; i < 4; i++) {
-                    if (i < np && starts[i]) {  // warp-uniform
-                        float r = warp_sum(part);
-                        if (lane == 0) atomicAdd(acc + s.acc0 + row, r);
-                        part = 0.0f;
-                        row++;
-                    }
-                    part += d[i];
-                }
-                float r = warp_sum(part);
-                if (lane == 0) atomicAdd(acc + s.acc0 + row, r);
-            }
-#else
             if (p0 < p1) {
                 u32 e = off / 2 + (u32)p0 * 256;
                 int row = e / s.k, col = e % s.k;
@@ -440,7 +397,6 @@ __device__ __forceinline__ void lc_consume(const LcSeg* segs, int nseg, int phas
                     }
                 }
             }
-#endif
             used++;
             // This warp's reads of the stage are done (the shuffles used them).
             __syncwarp();

@@ -201,7 +201,8 @@
 #             gpu-check --chain-only), the batch-1 A/B against the separate attention,
 #             the 0.6B step at batch 1 / 64 / 256 and the 14B batch-1 step, model checks.
 #             PART77_QUICK=1: only the chain's kernel checks, no 14B step.
-#     part 78: the weight stream's in-flight window (LC_WINDOW): chain checks and trace
+#     part 78 (ran at 41f215c, when the window was off by default; parts 79-82 too):
+#             the weight stream's in-flight window (LC_WINDOW): chain checks and trace
 #             with windows 0 / 2 / 3, batch-1 A/Bs at 0.6B, Llama-3.1-8B and 14B.
 #     part 79: the consumers' pace: trace and batch-1 A/Bs of LC_CONSUME4 (a warp's pieces
 #             of a chunk loaded before any math), with LC_WINDOW=3, a null A/B.
@@ -210,6 +211,8 @@
 #     (part 81, a tensor-core consumer LC_MMA, ran at 1d6dd4d and was reverted.)
 #     part 82: the trace over copies of the layer (weights from DRAM) with windows 0 / 2,
 #             batch-1 A/Bs of LC_WINDOW=2 at 0.6B and 14B.
+#     part 83: the window of 2 as the default: kernel checks, trace, A/Bs against the
+#             window off (0.6B, 14B) and the separate attention, 0.6B steps, model checks.
 #     part 70: the kept attention chain (groups of up to 4, inlined, the weight stream
 #             held until the attention is done): kernel and model checks, the A/Bs against
 #             the separate attention (0.6B at contexts 256 and 2,048, Llama-3.1-8B), the
@@ -1193,6 +1196,7 @@ device)
         MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_CONSUME4=1 bench_step qwen3-0.6b -c4
         MINISGL_BENCH_AB="MINISGL_KERNEL_DEFINES=LC_CONSUME4=1 LC_WINDOW=3" bench_step qwen3-0.6b -c4w3
         MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_CONSUME4=1 bench_step llama-3.1-8b -c4
+        # (LC_CONSUME4 was removed after this part ran at 40da21b: 0.974x at 0.6B.)
         unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
         (cd "$out" && tar czf /tmp/part79-logs.tgz --exclude=bench.jsonl . &&
             find . -type f ! -name bench.jsonl -delete && mv /tmp/part79-logs.tgz .)
@@ -1225,6 +1229,24 @@ device)
         unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
         (cd "$out" && tar czf /tmp/part82-logs.tgz --exclude=bench.jsonl . &&
             find . -type f ! -name bench.jsonl -delete && mv /tmp/part82-logs.tgz .)
+        ls -la "$out"
+    elif [ "$part" = 83 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # The chain with the window of 2 as the default: every kernel check, the trace,
+        # batch-1 A/Bs against the window off (0.6B, 14B) and the separate attention, the
+        # 0.6B step at batch 1 / 64 / 256 (null A/B: medians), model checks.
+        check_ops --skip-bench
+        chain_check LC_TRACE=1 trace
+        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
+        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_WINDOW=0 bench_step qwen3-0.6b -w0
+        MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN=0 bench_step qwen3-0.6b -cattn
+        MINISGL_BENCH_BATCHES=1,64,256 MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step qwen3-0.6b -steps
+        BENCH_TIMEOUT=150 MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_WINDOW=0 bench_step qwen3-14b -w0
+        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
+        if [ "$SECONDS" -lt 480 ]; then check_models; fi
+        if [ -f "$out/gpu-check-ops.log" ]; then gzip -f "$out/gpu-check-ops.log"; fi
+        (cd "$out" && tar czf /tmp/part83-logs.tgz --exclude=bench.jsonl . &&
+            find . -type f ! -name bench.jsonl -delete && mv /tmp/part83-logs.tgz .)
         ls -la "$out"
     elif [ "$part" = 65 ]; then
         rm "$out/env.log"  # already printed by the tee above
