@@ -213,6 +213,7 @@
 #             batch-1 A/Bs of LC_WINDOW=2 at 0.6B and 14B.
 #     part 83: the window of 2 as the default: kernel checks, trace, A/Bs against the
 #             window off (0.6B, 14B) and the separate attention, 0.6B steps, model checks.
+#     part 84: the window against off at 14B and 8B, seven rounds each, clocks sampled.
 #     part 70: the kept attention chain (groups of up to 4, inlined, the weight stream
 #             held until the attention is done): kernel and model checks, the A/Bs against
 #             the separate attention (0.6B at contexts 256 and 2,048, Llama-3.1-8B), the
@@ -1247,6 +1248,21 @@ device)
         if [ -f "$out/gpu-check-ops.log" ]; then gzip -f "$out/gpu-check-ops.log"; fi
         (cd "$out" && tar czf /tmp/part83-logs.tgz --exclude=bench.jsonl . &&
             find . -type f ! -name bench.jsonl -delete && mv /tmp/part83-logs.tgz .)
+        ls -la "$out"
+    elif [ "$part" = 84 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # The window at 14B and 8B again, seven rounds each (part 83's 14B rounds spread
+        # 7.6-8.6 ms), with the SM clock and power sampled.
+        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1 MINISGL_BENCH_AB_ROUNDS=7
+        smi_start
+        BENCH_TIMEOUT=200 MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_WINDOW=0 bench_step qwen3-14b -w0
+        smi_stop 14b-w0
+        smi_start
+        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_WINDOW=0 bench_step llama-3.1-8b -w0
+        smi_stop 8b-w0
+        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES MINISGL_BENCH_AB_ROUNDS
+        (cd "$out" && tar czf /tmp/part84-logs.tgz --exclude=bench.jsonl . &&
+            find . -type f ! -name bench.jsonl -delete && mv /tmp/part84-logs.tgz .)
         ls -la "$out"
     elif [ "$part" = 65 ]; then
         rm "$out/env.log"  # already printed by the tee above

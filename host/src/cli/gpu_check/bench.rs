@@ -296,7 +296,8 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
     runner_steps(bench_model, rep)
 }
 
-/// Rounds of an A/B runner comparison (MINISGL_BENCH_AB), in alternating order.
+/// Rounds of an A/B runner comparison (MINISGL_BENCH_AB), in alternating order, unless
+/// MINISGL_BENCH_AB_ROUNDS says otherwise (a noisy shape: more rounds, same medians).
 const AB_ROUNDS: usize = 3;
 
 /// The median of `v` (sorted in place; the upper middle of an even count).
@@ -396,12 +397,18 @@ fn runner_steps(bench_model: Option<&Path>, rep: &mut Report) -> Result<()> {
             let mut ms_g = 1e3 * batch as f64 / tps_g;
             let f = floor_ms(batch);
             if let Some((spec, r)) = ab.as_mut() {
+                let rounds = match std::env::var("MINISGL_BENCH_AB_ROUNDS") {
+                    Ok(v) => v.trim().parse::<usize>().ok().filter(|&n| n >= 1).with_context(|| {
+                        format!("MINISGL_BENCH_AB_ROUNDS must be a round count of 1 or more, got {v:?}")
+                    })?,
+                    Err(_) => AB_ROUNDS,
+                };
                 // AB_ROUNDS rounds in alternating order (A B, B A, A B, ...), the median of
                 // each side: with one round in one order a null A/B (a variable nothing
                 // reads) put the second runner 6-9% behind at batches 1, 8 and 16
                 // (2026-12-04, docs/results/gpu-2026-12-04-sample.md).
                 let (mut a, mut b) = (vec![ms_g], Vec::new());
-                for round in 0..AB_ROUNDS {
+                for round in 0..rounds {
                     let order: [usize; 2] = if round % 2 == 0 { [1, 0] } else { [0, 1] };
                     for side in order {
                         if side == 0 && round == 0 {
@@ -425,7 +432,7 @@ fn runner_steps(bench_model: Option<&Path>, rep: &mut Report) -> Result<()> {
                 tps_g = 1e3 * batch as f64 / ms_g;
                 let ms_b = median(&mut b);
                 rep.bench_line(format!(
-                    "runner.step A/B, batch {batch}, context ~{prompt}: CUDA graphs {ms_g:.3} ms/step as built ({:.2}x the floor), {ms_b:.3} with {spec} ({:.2}x); default / {spec} {:.3}x (medians of {AB_ROUNDS} rounds in alternating order; as built {a:.3?}, with {spec} {b:.3?})",
+                    "runner.step A/B, batch {batch}, context ~{prompt}: CUDA graphs {ms_g:.3} ms/step as built ({:.2}x the floor), {ms_b:.3} with {spec} ({:.2}x); default / {spec} {:.3}x (medians of {rounds} rounds in alternating order; as built {a:.3?}, with {spec} {b:.3?})",
                     ms_g / f,
                     ms_b / f,
                     ms_g / ms_b
