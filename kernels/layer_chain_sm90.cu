@@ -309,19 +309,14 @@ struct LcTrace {
 // batch-1 step: holding it, 0.976x at Qwen3-0.6B and 0.994x at Llama-3.1-8B against
 // starting at once; letting the first one or two chunks go first (o's rows), 1.010x and
 // 1.020x at 0.6B, 1.009x at 8B.
-// LC_WINDOW: chunk c goes out only once chunk c - LC_WINDOW has landed, so that at most
-// LC_WINDOW chunks a block are in flight (0: the whole ring at once). Measured
-// (2026-12-04 PM, batch-1 runner step, medians of three rounds in alternating order):
-// 2 against 0, Qwen3-0.6B 1.017-1.029x faster in four calls (3: 1.017x, 4: 1.016x),
-// Qwen3-14B 1.024x, Llama-3.1-8B 1.000x; a null A/B read 0.992x. The phase trace, one
-// layer launched eagerly, shows no change in when chunks land, so how the window helps
-// the recorded step is not shown: the guess was that the ring's start-up burst (0.6B: 6
-// x 32 KB x 132 = 25 MB at once) lands interleaved, behind chunks not yet needed.
-#ifndef LC_WINDOW
-#define LC_WINDOW 2
-#endif
+// window > 0: chunk c goes out only once chunk c - window has landed, so that at most
+// `window` chunks a block are in flight (0: the whole ring at once; the host chooses, see
+// WINDOW in ops/chain.rs, with what was measured). The phase trace, one layer launched
+// eagerly, shows no change in when chunks land, so how the window helps the recorded
+// step is not shown: the guess was that the ring's start-up burst (0.6B: 6 x 32 KB x
+// 132 = 25 MB at once) lands interleaved, behind chunks not yet needed.
 __device__ __forceinline__ void lc_produce(const LcSeg* segs, int nseg, u32 ring, u32 full,
-                                           u32 empty, int stages, LcTrace& tr) {
+                                           u32 empty, int stages, int window, LcTrace& tr) {
     const int lane = threadIdx.x & 31;
     u32 c = 0;
     for (int si = 0; si < nseg; si++) {
@@ -331,12 +326,10 @@ __device__ __forceinline__ void lc_produce(const LcSeg* segs, int nseg, u32 ring
             u32 n = min((u32)LC_CHUNK, s.bytes - off);
             u32 stage = c % stages;
             if (c >= (u32)stages) mbar_wait(empty + stage * 8, (c / stages - 1) & 1);
-#if LC_WINDOW > 0
-            if (c >= (u32)LC_WINDOW) {
-                const u32 w = c - LC_WINDOW;
+            if (window > 0 && c >= (u32)window) {
+                const u32 w = c - window;
                 mbar_wait(full + (w % stages) * 8, (w / stages) & 1);
             }
-#endif
             u32 dst = ring + stage * LC_CHUNK;
             for (u32 i = lane * 16; i < n; i += 32 * 16) cp_async16(dst + i, src + off + i, true);
             mbar_arrive_on_copies(full + stage * 8);
@@ -692,7 +685,7 @@ __device__ __forceinline__ void layer_chain_impl(
     bf16_t* residual, const bf16_t* post_norm, const bf16_t* w_gate_up, const bf16_t* w_down,
     bf16_t* act, const bf16_t* in_norm, const bf16_t* w_qkv, const bf16_t* b_qkv,
     bf16_t* qkv_out, u32* bar, int h, int qd, int inter, int nqkv, float eps, int stages,
-    int xmax, int acc_rows, int region) {
+    int xmax, int acc_rows, int region, int window) {
     extern __shared__ __align__(128) unsigned char lc_smem[];
     __shared__ float scratch[32];
 #ifdef LC_TRACE
@@ -745,13 +738,13 @@ __device__ __forceinline__ void layer_chain_impl(
             __syncwarp();
             lc_bar_arrive_all(LC_BAR_SETUP);
             lc_bar_sync_all(LC_BAR_GO);
-            lc_produce(segs, nseg_s, ring, full, empty, stages, tr);
+            lc_produce(segs, nseg_s, ring, full, empty, stages, window, tr);
             return;
         }
     } else {
         __syncthreads();  // the last barrier of the whole block: then the roles split
         if (threadIdx.x >= LC_CONSUMERS) {
-            lc_produce(segs, nseg_s, ring, full, empty, stages, tr);
+            lc_produce(segs, nseg_s, ring, full, empty, stages, window, tr);
             return;
         }
     }
@@ -864,10 +857,10 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
                 const bf16_t* post_norm, const bf16_t* w_gate_up, const bf16_t* w_down,
                 bf16_t* act, const bf16_t* in_norm, const bf16_t* w_qkv, const bf16_t* b_qkv,
                 bf16_t* qkv_out, u32* bar, int h, int qd, int inter, int nqkv, float eps,
-                int stages, int xmax, int acc_rows, int region) {
+                int stages, int xmax, int acc_rows, int region, int window) {
     layer_chain_impl<0>(attn, LcAttnArgs{}, w_o, b_o, residual, post_norm, w_gate_up, w_down,
                         act, in_norm, w_qkv, b_qkv, qkv_out, bar, h, qd, inter, nqkv, eps,
-                        stages, xmax, acc_rows, region);
+                        stages, xmax, acc_rows, region, window);
 }
 
 // The same launch with the layer's attention first (layer_chain_attn_g2/_g4: GQA groups
@@ -879,7 +872,7 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
         const bf16_t* w_gate_up, const bf16_t* w_down, bf16_t* act, const bf16_t* in_norm,    \
         const bf16_t* w_qkv, const bf16_t* b_qkv, bf16_t* qkv_out, u32* bar, int h, int qd,   \
         int inter, int nqkv, float eps, int stages, int xmax, int acc_rows, int region,       \
-        const bf16_t* qkv,                                                                    \
+        int window, const bf16_t* qkv,                                                        \
         const bf16_t* q_norm, const bf16_t* k_norm, const int* pos, const float* inv_freq,    \
         const int* slots, bf16_t* k_cache, bf16_t* v_cache, const int* kv_len,                \
         const int* page_start, const int* page_ids, float* o_part, float* lse,                \
@@ -889,7 +882,7 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
                      hq,       hkv,        page_size,  part,     scale};                      \
         layer_chain_impl<GM>(nullptr, a, w_o, b_o, residual, post_norm, w_gate_up, w_down,    \
                              act, in_norm, w_qkv, b_qkv, qkv_out, bar, h, qd, inter, nqkv,    \
-                             eps, stages, xmax, acc_rows, region);                            \
+                             eps, stages, xmax, acc_rows, region, window);                    \
     }
 LAYER_CHAIN_ATTN(2)
 LAYER_CHAIN_ATTN(4)

@@ -214,6 +214,8 @@
 #     part 83: the window of 2 as the default: kernel checks, trace, A/Bs against the
 #             window off (0.6B, 14B) and the separate attention, 0.6B steps, model checks.
 #     part 84: the window against off at 14B and 8B, seven rounds each, clocks sampled.
+#     part 85: the window as a launch argument (the host's rule): chain and model checks,
+#             the 0.6B batch-1 A/B against MINISGL_CHAIN_WINDOW=0, the 0.6B default workload.
 #     part 70: the kept attention chain (groups of up to 4, inlined, the weight stream
 #             held until the attention is done): kernel and model checks, the A/Bs against
 #             the separate attention (0.6B at contexts 256 and 2,048, Llama-3.1-8B), the
@@ -1263,6 +1265,20 @@ device)
         unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES MINISGL_BENCH_AB_ROUNDS
         (cd "$out" && tar czf /tmp/part84-logs.tgz --exclude=bench.jsonl . &&
             find . -type f ! -name bench.jsonl -delete && mv /tmp/part84-logs.tgz .)
+        ls -la "$out"
+    elif [ "$part" = 85 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # The window as a launch argument the host chooses (2 at 0.6B, 0 at 8B and 14B):
+        # the chain checks, the 0.6B batch-1 A/B against MINISGL_CHAIN_WINDOW=0 and the
+        # 0.6B steps, model checks, the 0.6B default workload while time is left.
+        chain_check "" default
+        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
+        MINISGL_BENCH_AB=MINISGL_CHAIN_WINDOW=0 bench_step qwen3-0.6b -w0
+        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
+        check_models
+        if [ "$SECONDS" -lt 170 ]; then OFFLINE_TIMEOUT=100 offline_default qwen3-0.6b; fi
+        (cd "$out" && tar czf /tmp/part85-logs.tgz --exclude=bench.jsonl . &&
+            find . -type f ! -name bench.jsonl -delete && mv /tmp/part85-logs.tgz .)
         ls -la "$out"
     elif [ "$part" = 65 ]; then
         rm "$out/env.log"  # already printed by the tee above

@@ -489,6 +489,8 @@ fn append_jsonl(
     v["chain_attn"] = env_or("MINISGL_CHAIN_ATTN", "1").into();
     let part = minisgl::backend::cuda::device::CHAIN_ATTN_PART_DEFAULT.to_string();
     v["chain_attn_part"] = env_or("MINISGL_CHAIN_ATTN_PART", &part).into();
+    // Unset: 2 chunks where a block's share of a layer is at most two rings, else 0.
+    v["chain_window"] = env_or("MINISGL_CHAIN_WINDOW", "rule").into();
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)

@@ -226,6 +226,10 @@ pub struct CudaOptions {
     /// (`MINISGL_CHAIN_ATTN_PART`, default [`CHAIN_ATTN_PART_DEFAULT`]; at most 16
     /// splits a head).
     pub chain_attn_part: usize,
+    /// Chunks of the chain's weight stream a block keeps in flight
+    /// (`MINISGL_CHAIN_WINDOW`; unset: the host's rule, see `ops/chain.rs`; 0: the whole
+    /// ring at once).
+    pub chain_window: Option<usize>,
 }
 
 /// Kv heads the attention chain's per-head counters cover (`Device::chain_bar`;
@@ -335,6 +339,14 @@ impl Default for CudaOptions {
             |n| (1..=1 << 20).contains(&n),
             "a row count from 1",
         );
+        let chain_window = std::env::var("MINISGL_CHAIN_WINDOW").ok().map(|_| {
+            env_count(
+                "MINISGL_CHAIN_WINDOW",
+                0,
+                |n| n <= 64,
+                "a chunk count from 0 to 64",
+            )
+        });
         CudaOptions {
             ordinal,
             attention,
@@ -357,6 +369,7 @@ impl Default for CudaOptions {
             layer_chain,
             chain_attn,
             chain_attn_part,
+            chain_window,
         }
     }
 }

@@ -195,6 +195,8 @@ pub struct CudaBackend {
     pub(crate) chain_attn: std::cell::Cell<bool>,
     /// [`CudaOptions::chain_attn_part`].
     pub(crate) chain_attn_part: usize,
+    /// [`CudaOptions::chain_window`].
+    pub(crate) chain_window: Option<usize>,
     /// This device's rank when the model is split across GPUs
     /// ([`Backend::all_reduce`](super::Backend::all_reduce) goes through it).
     pub(crate) nccl: Option<nccl::NcclRank>,
@@ -223,6 +225,7 @@ impl CudaBackend {
             layer_chain: std::cell::Cell::new(opts.layer_chain),
             chain_attn: std::cell::Cell::new(opts.chain_attn),
             chain_attn_part: opts.chain_attn_part.max(1),
+            chain_window: opts.chain_window,
             nccl: None,
         })
     }

@@ -24,6 +24,16 @@ const MIN_STAGES: usize = 4;
 /// Most stages: 6 x 32 KB keeps ~25 MB in flight over 132 SMs, past the copy rate's
 /// need; more only takes shared memory.
 const MAX_STAGES: usize = 6;
+/// Chunks a block keeps in flight where its share of the layer's weights is at most
+/// [`WINDOW_RING_SHARES`] rings: such a layer arrives as the ring's start-up burst, and
+/// the window makes it land in the order the phases consume it. Measured (2026-12-04 PM,
+/// batch-1 runner step, window 2 against the whole ring at once): Qwen3-0.6B (a block's
+/// share 1.2 rings) 1.011-1.029x faster in five A/Bs; Llama-3.1-8B (21 rings) 0.995x and
+/// 1.000x; Qwen3-14B (31 rings) 1.024x, then 0.963x and 0.988x in noisier calls (rounds
+/// 7.6-8.7 ms, the power cap in half the samples). Larger layers stream steadily, where a
+/// window only caps the bytes in flight, so they keep the whole ring.
+const WINDOW: usize = 2;
+const WINDOW_RING_SHARES: usize = 2;
 /// The attention phase's head size (`LC_HD`) and most splits (`LC_MAX_SPLITS`).
 const ATT_HD: usize = 128;
 const ATT_MAX_SPLITS: usize = 16;
@@ -49,6 +59,8 @@ struct Plan {
     /// attention's scratch where that is larger.
     region: usize,
     bytes: usize,
+    /// Chunks in flight a block (0: the whole ring), unless the options say otherwise.
+    window: usize,
 }
 
 /// The plan, or `None` when too few stages fit.
@@ -65,12 +77,19 @@ fn plan(d: &Dims, sms: usize) -> Option<Plan> {
     let region = (xmax * 2 + acc * 4).max(att).next_multiple_of(16);
     // Each stage: its bytes and two mbarriers (full, empty).
     let stages = (LAYER_CHAIN_MAX_SMEM.checked_sub(region)? / (CHUNK + 16)).min(MAX_STAGES);
+    let share = 2 * (d.h * d.qd + 3 * d.inter * d.h + d.nqkv * d.h) / sms;
+    let window = if share <= WINDOW_RING_SHARES * stages * CHUNK {
+        WINDOW
+    } else {
+        0
+    };
     (stages >= MIN_STAGES).then_some(Plan {
         stages,
         xmax,
         acc,
         region,
         bytes: stages * CHUNK + region + stages * 16,
+        window,
     })
 }
 
@@ -256,6 +275,7 @@ impl CudaBackend {
             Arg::I32(p.xmax as i32),
             Arg::I32(p.acc as i32),
             Arg::I32(p.region as i32),
+            Arg::I32(self.chain_window.unwrap_or(p.window) as i32),
         ]);
         let ChainInput::Qkv { qkv, layer, params } = &c.input else {
             cost(0, 0);
@@ -327,7 +347,7 @@ impl CudaBackend {
 
 #[cfg(test)]
 mod tests {
-    use super::{attn_kernel, plan, Dims, LAYER_CHAIN_MAX_SMEM};
+    use super::{attn_kernel, plan, Dims, LAYER_CHAIN_MAX_SMEM, WINDOW};
 
     #[test]
     fn groups_past_four_run_the_separate_attention() {
@@ -375,6 +395,8 @@ mod tests {
                 "the attention's scratch fits"
             );
             assert_eq!((p.acc % 4, p.region % 16), (0, 0));
+            // The window orders a small layer's start-up burst only.
+            assert_eq!(p.window, if d.h == 1024 { WINDOW } else { 0 }, "h={}", d.h);
         }
         // An intermediate width whose x alone takes the shared memory: no plan.
         assert!(plan(&dims(4096, 4096, 110_592, 6144, 0), 132).is_none());
