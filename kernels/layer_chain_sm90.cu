@@ -65,19 +65,6 @@ struct LcSeg {
     int phase;
 };
 
-// LC_NOINLINE=1 (an experiment): the phases' shared steps (the chunk loop, the norm, the
-// grid barrier) as real calls, one copy each, instead of a copy inlined per phase: the
-// kernel is ~100 KB of machine code, and Nsight Compute put 13% of a 0.6B launch's
-// stall samples on instruction fetch (no_inst), which a phase's fresh copy would pay.
-#ifndef LC_NOINLINE
-#define LC_NOINLINE 0
-#endif
-#if LC_NOINLINE
-#define LC_PHASE_FN __device__ __noinline__
-#else
-#define LC_PHASE_FN __device__ __forceinline__
-#endif
-
 // A barrier of the consumer warps only (the producer never joins one).
 __device__ __forceinline__ void lc_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(LC_CONSUMERS) : "memory"); }
 
@@ -143,7 +130,7 @@ __device__ __forceinline__ unsigned long long lc_bar_base(u32* bar) {
     return v;
 }
 
-LC_PHASE_FN void lc_grid_sync(u32* bar, unsigned long long& target) {
+__device__ __forceinline__ void lc_grid_sync(u32* bar, unsigned long long& target) {
     lc_sync();
     if (threadIdx.x == 0) {
         u32 spins = 0;
@@ -176,7 +163,7 @@ __device__ __forceinline__ void lc_load_x(bf16_t* x, const bf16_t* src, int n) {
 // w0: this thread's first 8 weights (element 8 threadIdx.x on), loaded by the caller
 // before the grid barrier that precedes this (lc_norm_w0), so that no weight load waits
 // behind the block reduction.
-LC_PHASE_FN void lc_norm_x(bf16_t* x, const bf16_t* residual,
+__device__ __forceinline__ void lc_norm_x(bf16_t* x, const bf16_t* residual,
                                           const bf16_t* weight, u32x4 w0, int n, float eps,
                                           float* scratch) {
     lc_load_x(x, residual, n);
@@ -355,7 +342,7 @@ __device__ __forceinline__ void lc_produce(const LcSeg* segs, int nseg, u32 ring
 // w_row · x. `cs` is the next segment to consume and `used` the chunks consumed so far
 // (the same on every consumer thread). Ends with a consumer barrier, so acc is complete.
 // Phase 1 traces when its first and last chunks landed.
-LC_PHASE_FN void lc_consume(const LcSeg* segs, int nseg, int phase, int& cs,
+__device__ __forceinline__ void lc_consume(const LcSeg* segs, int nseg, int phase, int& cs,
                                            u32& used, const bf16_t* x, float* acc, u32 full,
                                            u32 empty, int stages, const unsigned char* ring_ptr,
                                            LcTrace& tr) {

@@ -216,8 +216,6 @@
 #     part 84: the window against off at 14B and 8B, seven rounds each, clocks sampled.
 #     part 85: the window as a launch argument (the host's rule): chain and model checks,
 #             the 0.6B batch-1 A/B against MINISGL_CHAIN_WINDOW=0, the 0.6B default workload.
-#     part 86: LC_NOINLINE=1 (the phases' shared steps as calls): chain checks, batch-1
-#             A/Bs at 0.6B and Llama-3.1-8B.
 #     part 70: the kept attention chain (groups of up to 4, inlined, the weight stream
 #             held until the attention is done): kernel and model checks, the A/Bs against
 #             the separate attention (0.6B at contexts 256 and 2,048, Llama-3.1-8B), the
@@ -1281,20 +1279,6 @@ device)
         if [ "$SECONDS" -lt 170 ]; then OFFLINE_TIMEOUT=100 offline_default qwen3-0.6b; fi
         (cd "$out" && tar czf /tmp/part85-logs.tgz --exclude=bench.jsonl . &&
             find . -type f ! -name bench.jsonl -delete && mv /tmp/part85-logs.tgz .)
-        ls -la "$out"
-    elif [ "$part" = 86 ]; then
-        rm "$out/env.log"  # already printed by the tee above
-        # LC_NOINLINE=1 (one copy of the chunk loop, norm and grid barrier, called from
-        # every phase): chain checks, batch-1 A/Bs at 0.6B and Llama-3.1-8B.
-        chain_check "LC_NOINLINE=1" noinline
-        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
-        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_NOINLINE=1 bench_step qwen3-0.6b -noinline
-        if [ "$SECONDS" -lt 150 ]; then
-            MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_NOINLINE=1 bench_step llama-3.1-8b -noinline
-        fi
-        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
-        (cd "$out" && tar czf /tmp/part86-logs.tgz --exclude=bench.jsonl . &&
-            find . -type f ! -name bench.jsonl -delete && mv /tmp/part86-logs.tgz .)
         ls -la "$out"
     elif [ "$part" = 65 ]; then
         rm "$out/env.log"  # already printed by the tee above
