@@ -35,35 +35,30 @@ fn pair(
     Ok((up(cpu, shape, &v)?, up(gpu, shape, &v)?))
 }
 
-/// A layer's products after its attention, and the next layer's norm and qkv, random
-/// on both backends.
-struct Layer {
-    w_o: (CpuT, GpuT),
-    b_o: (CpuT, GpuT),
-    post: (CpuT, GpuT),
-    w_gu: (CpuT, GpuT),
-    w_down: (CpuT, GpuT),
-    in_norm: (CpuT, GpuT),
-    w_qkv: (CpuT, GpuT),
-    b_qkv: (CpuT, GpuT),
+/// A layer's products after its attention, and the next layer's norm and qkv, random:
+/// each weight as (its CPU copy, its GPU copy), or `()` for the CPU half where nothing
+/// compares against it (the trace).
+struct Layer<C = CpuT> {
+    w_o: (C, GpuT),
+    b_o: (C, GpuT),
+    post: (C, GpuT),
+    w_gu: (C, GpuT),
+    w_down: (C, GpuT),
+    in_norm: (C, GpuT),
+    w_qkv: (C, GpuT),
+    b_qkv: (C, GpuT),
     bias: bool,
 }
 
 const EPS: f32 = 1e-6;
 
-impl Layer {
-    #[allow(clippy::too_many_arguments)]
-    fn random(
-        rng: &mut ChaCha8Rng,
-        cpu: &CpuBackend,
-        gpu: &CudaBackend,
-        h: usize,
-        qd: usize,
-        inter: usize,
-        nqkv: usize,
+impl<C> Layer<C> {
+    /// Each weight from `t(rng, shape, std)`.
+    fn build(
+        (h, qd, inter, nqkv): (usize, usize, usize, usize),
         bias: bool,
+        mut t: impl FnMut(&[usize], f32) -> Result<(C, GpuT)>,
     ) -> Result<Self> {
-        let mut t = |shape: &[usize], std: f32| pair(rng, cpu, gpu, shape, std);
         Ok(Layer {
             w_o: t(&[h, qd], 0.03)?,
             b_o: t(&[h], 0.5)?,
@@ -75,19 +70,6 @@ impl Layer {
             b_qkv: t(&[nqkv], 0.5)?,
             bias,
         })
-    }
-
-    /// The reference: the CPU's separate ops (o, gate_up, down) on the residual `r`.
-    fn cpu_products(&self, cpu: &CpuBackend, attn: &CpuT, r: &mut CpuT) -> Result<()> {
-        cpu.linear_add(attn, &self.w_o.0, self.bias.then_some(&self.b_o.0), r)?;
-        let act = cpu.rms_norm_linear_silu_mul(r, &self.post.0, EPS, &self.w_gu.0)?;
-        Ok(cpu.linear_add(&act, &self.w_down.0, None, r)?)
-    }
-
-    /// The next layer's qkv of the residual `r`, on the CPU.
-    fn cpu_next_qkv(&self, cpu: &CpuBackend, r: &CpuT) -> Result<CpuT> {
-        let b = self.bias.then_some(&self.b_qkv.0);
-        Ok(cpu.rms_norm_linear(r, &self.in_norm.0, EPS, &self.w_qkv.0, b)?)
     }
 
     fn chain<'a>(&'a self, input: ChainInput<'a, GpuT>, last: bool) -> LayerChain<'a, GpuT> {
@@ -102,6 +84,54 @@ impl Layer {
             next: (!last).then_some((&self.in_norm.1, &self.w_qkv.1, b_qkv)),
             eps: EPS,
         }
+    }
+}
+
+impl Layer<()> {
+    /// The GPU half only: the trace times launches and compares nothing (a CPU copy of
+    /// each of its layers was ~1.3 GB of host memory at Qwen3-14B's shape).
+    fn random_gpu(
+        rng: &mut ChaCha8Rng,
+        gpu: &CudaBackend,
+        dims: (usize, usize, usize, usize),
+    ) -> Result<Self> {
+        Self::build(dims, false, |shape, std| {
+            Ok((
+                (),
+                up(gpu, shape, &randn(rng, shape.iter().product(), std))?,
+            ))
+        })
+    }
+}
+
+impl Layer {
+    #[allow(clippy::too_many_arguments)]
+    fn random(
+        rng: &mut ChaCha8Rng,
+        cpu: &CpuBackend,
+        gpu: &CudaBackend,
+        h: usize,
+        qd: usize,
+        inter: usize,
+        nqkv: usize,
+        bias: bool,
+    ) -> Result<Self> {
+        Self::build((h, qd, inter, nqkv), bias, |shape, std| {
+            pair(rng, cpu, gpu, shape, std)
+        })
+    }
+
+    /// The reference: the CPU's separate ops (o, gate_up, down) on the residual `r`.
+    fn cpu_products(&self, cpu: &CpuBackend, attn: &CpuT, r: &mut CpuT) -> Result<()> {
+        cpu.linear_add(attn, &self.w_o.0, self.bias.then_some(&self.b_o.0), r)?;
+        let act = cpu.rms_norm_linear_silu_mul(r, &self.post.0, EPS, &self.w_gu.0)?;
+        Ok(cpu.linear_add(&act, &self.w_down.0, None, r)?)
+    }
+
+    /// The next layer's qkv of the residual `r`, on the CPU.
+    fn cpu_next_qkv(&self, cpu: &CpuBackend, r: &CpuT) -> Result<CpuT> {
+        let b = self.bias.then_some(&self.b_qkv.0);
+        Ok(cpu.rms_norm_linear(r, &self.in_norm.0, EPS, &self.w_qkv.0, b)?)
     }
 }
 
@@ -192,7 +222,7 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
     let traced =
         parse_defines(&defines).is_ok_and(|d| d.iter().any(|o| o.starts_with("-DLC_TRACE=")));
     if traced {
-        trace(cpu, gpu, seed, rep)?;
+        trace(gpu, seed, rep)?;
     }
     Ok(())
 }
@@ -422,7 +452,7 @@ fn attention(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -
 /// repeated launches of a Qwen3-0.6B layer with its attention at context 256, a
 /// Llama-3.1-8B one (group 4) and Qwen3-14B's products (its group of 5 keeps the
 /// attention separate), each block's mean time from its start to each phase point.
-fn trace(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Result<()> {
+fn trace(gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Result<()> {
     use minisgl::backend::cuda::device::CHAIN_TRACE_POINTS;
     const HD: usize = 128;
     const LAUNCHES: usize = 200;
@@ -487,7 +517,7 @@ fn trace(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Re
         let layer_bytes = 2 * (h * qd + 3 * inter * h + cols * h);
         let copies = (128usize << 20).div_ceil(layer_bytes).clamp(1, 8);
         let layers = (0..copies)
-            .map(|_| Layer::random(rng, cpu, gpu, h, qd, inter, cols, false))
+            .map(|_| Layer::random_gpu(rng, gpu, (h, qd, inter, cols)))
             .collect::<Result<Vec<_>>>()?;
         let mut kvg = gpu.alloc_kv(layout)?;
         gpu.store_kv(&mut kvg, 0, &k, &v, &gpu.prepare_step(&fill)?)?;
