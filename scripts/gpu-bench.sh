@@ -201,7 +201,9 @@
 #             gpu-check --chain-only), the batch-1 A/B against the separate attention,
 #             the 0.6B step at batch 1 / 64 / 256 and the 14B batch-1 step, model checks.
 #             PART77_QUICK=1: only the chain's kernel checks, no 14B step.
-#     part 78 (ran at 41f215c, when the window was off by default; parts 79-82 too):
+#     part 78 (ran at 41f215c, when the window was off by default; parts 79-82 too; the
+#             LC_WINDOW and LC_CONSUME4 defines they set are gone: the window is the
+#             host's launch argument now, MINISGL_CHAIN_WINDOW):
 #             the weight stream's in-flight window (LC_WINDOW): chain checks and trace
 #             with windows 0 / 2 / 3, batch-1 A/Bs at 0.6B, Llama-3.1-8B and 14B.
 #     part 79: the consumers' pace: trace and batch-1 A/Bs of LC_CONSUME4 (a warp's pieces
@@ -211,9 +213,11 @@
 #     (part 81, a tensor-core consumer LC_MMA, ran at 1d6dd4d and was reverted.)
 #     part 82: the trace over copies of the layer (weights from DRAM) with windows 0 / 2,
 #             batch-1 A/Bs of LC_WINDOW=2 at 0.6B and 14B.
-#     part 83: the window of 2 as the default: kernel checks, trace, A/Bs against the
-#             window off (0.6B, 14B) and the separate attention, 0.6B steps, model checks.
-#     part 84: the window against off at 14B and 8B, seven rounds each, clocks sampled.
+#     part 83: the window (ran at 40f17bf as a define, 2 for every shape; now the host's
+#             rule): kernel checks, trace, A/Bs of MINISGL_CHAIN_WINDOW (0 at 0.6B, 2 at
+#             14B) and the separate attention, 0.6B steps, model checks.
+#     part 84: the window at 14B and 8B (MINISGL_CHAIN_WINDOW=2 against the rule's 0),
+#             seven rounds each, clocks sampled.
 #     part 85: the window as a launch argument (the host's rule): chain and model checks,
 #             the 0.6B batch-1 A/B against MINISGL_CHAIN_WINDOW=0, the 0.6B default workload.
 #     part 70: the kept attention chain (groups of up to 4, inlined, the weight stream
@@ -1235,16 +1239,16 @@ device)
         ls -la "$out"
     elif [ "$part" = 83 ]; then
         rm "$out/env.log"  # already printed by the tee above
-        # The chain with the window of 2 as the default: every kernel check, the trace,
-        # batch-1 A/Bs against the window off (0.6B, 14B) and the separate attention, the
+        # The chain as landed (the host's window): every kernel check, the trace,
+        # batch-1 A/Bs of the window (off at 0.6B, on at 14B) and the separate attention, the
         # 0.6B step at batch 1 / 64 / 256 (null A/B: medians), model checks.
         check_ops --skip-bench
         chain_check LC_TRACE=1 trace
         export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
-        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_WINDOW=0 bench_step qwen3-0.6b -w0
+        MINISGL_BENCH_AB=MINISGL_CHAIN_WINDOW=0 bench_step qwen3-0.6b -w0
         MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN=0 bench_step qwen3-0.6b -cattn
         MINISGL_BENCH_BATCHES=1,64,256 MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step qwen3-0.6b -steps
-        BENCH_TIMEOUT=150 MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_WINDOW=0 bench_step qwen3-14b -w0
+        BENCH_TIMEOUT=150 MINISGL_BENCH_AB=MINISGL_CHAIN_WINDOW=2 bench_step qwen3-14b -w2
         unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
         if [ "$SECONDS" -lt 480 ]; then check_models; fi
         if [ -f "$out/gpu-check-ops.log" ]; then gzip -f "$out/gpu-check-ops.log"; fi
@@ -1257,11 +1261,11 @@ device)
         # 7.6-8.6 ms), with the SM clock and power sampled.
         export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1 MINISGL_BENCH_AB_ROUNDS=7
         smi_start
-        BENCH_TIMEOUT=200 MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_WINDOW=0 bench_step qwen3-14b -w0
-        smi_stop 14b-w0
+        BENCH_TIMEOUT=200 MINISGL_BENCH_AB=MINISGL_CHAIN_WINDOW=2 bench_step qwen3-14b -w2
+        smi_stop 14b-w2
         smi_start
-        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_WINDOW=0 bench_step llama-3.1-8b -w0
-        smi_stop 8b-w0
+        MINISGL_BENCH_AB=MINISGL_CHAIN_WINDOW=2 bench_step llama-3.1-8b -w2
+        smi_stop 8b-w2
         unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES MINISGL_BENCH_AB_ROUNDS
         (cd "$out" && tar czf /tmp/part84-logs.tgz --exclude=bench.jsonl . &&
             find . -type f ! -name bench.jsonl -delete && mv /tmp/part84-logs.tgz .)
