@@ -678,7 +678,8 @@ struct LcAttnArgs {
 // runs first from `a` (its qkv row: GM the group size rounded up to 2 or 4).
 // residual: [h] bf16, in place. act: [inter] bf16 scratch. qkv_out: [nqkv] bf16, the
 // next layer's qkv (in_norm null: no qkv phase, the last layer). Biases may be null.
-// bar: two u32, zero.
+// bar: two u32, zero. window: chunks of the weight stream a block keeps in flight (0:
+// the whole ring; see lc_produce).
 template <int GM>
 __device__ __forceinline__ void layer_chain_impl(
     const bf16_t* attn, const LcAttnArgs& a, const bf16_t* w_o, const bf16_t* b_o,
