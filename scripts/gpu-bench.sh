@@ -198,24 +198,16 @@
 #     ran at 467a864, 97dfd9e, e6133ef, 4df2585 and 30a5f17; the kept changes are the
 #     code, the defines are gone: docs/results/gpu-2026-12-04-latency.md.)
 #     part 77: the layer chain as landed: kernel checks, its phase trace (LC_TRACE=1,
-#             gpu-check --chain-only), the batch-1 A/B against the separate attention,
-#             the 0.6B step at batch 1 / 64 / 256 and the 14B batch-1 step, model checks.
+#             gpu-check --chain-only), batch-1 A/Bs against the separate attention and of
+#             the stream's window (0.6B, 14B), the 0.6B step at batch 1 / 64 / 256, model
+#             checks.
 #             PART77_QUICK=1: only the chain's kernel checks, no 14B step.
-#     part 78 (ran at 41f215c, when the window was off by default; parts 79-82 too; the
-#             LC_WINDOW and LC_CONSUME4 defines they set are gone: the window is the
-#             host's launch argument now, MINISGL_CHAIN_WINDOW):
-#             the weight stream's in-flight window (LC_WINDOW): chain checks and trace
-#             with windows 0 / 2 / 3, batch-1 A/Bs at 0.6B, Llama-3.1-8B and 14B.
-#     part 79: the consumers' pace: trace and batch-1 A/Bs of LC_CONSUME4 (a warp's pieces
-#             of a chunk loaded before any math), with LC_WINDOW=3, a null A/B.
-#     part 80: the trace with the consumers' waits a phase and the producer's issue, the
-#             LC_WINDOW=2 A/B again, Nsight Compute's stall samples of a chain launch.
-#     (part 81, a tensor-core consumer LC_MMA, ran at 1d6dd4d and was reverted.)
-#     part 82: the trace over copies of the layer (weights from DRAM) with windows 0 / 2,
-#             batch-1 A/Bs of LC_WINDOW=2 at 0.6B and 14B.
-#     part 83: the window (ran at 40f17bf as a define, 2 for every shape; now the host's
-#             rule): kernel checks, trace, A/Bs of MINISGL_CHAIN_WINDOW (0 at 0.6B, 2 at
-#             14B) and the separate attention, 0.6B steps, model checks.
+#     (parts 78-82 ran this round's experiments at 41f215c-811932f: the window as the
+#             define LC_WINDOW, LC_CONSUME4, LC_MMA; the defines are gone, and
+#             docs/results/gpu-2026-12-04-consume.md has what each found. Part 86,
+#             LC_NOINLINE, ran at eafe883 and went with its define.)
+#     (part 83, the window compiled in for every shape, ran at 40f17bf; part 77 has its
+#             A/Bs now.)
 #     part 84: the window at 14B and 8B (MINISGL_CHAIN_WINDOW=2 against the rule's 0),
 #             seven rounds each, clocks sampled.
 #     part 85: the window as a launch argument (the host's rule): chain and model checks,
@@ -300,6 +292,11 @@ device)
             --skip-engine --skip-bench --report /tmp/gpu-check-chain.md > "$out/gpu-check-chain-$2.log" 2>&1
         echo "gpu-check chain $2 rc=$?"
         grep -E "checks, |FAIL|bench: chain_trace" "$out/gpu-check-chain-$2.log" | head -12
+    }
+    pack_logs() {  # PART: the tool returns at most eight files: tar the logs, keep bench.jsonl
+        (cd "$out" && tar czf "/tmp/part$1-logs.tgz" --exclude=bench.jsonl . &&
+            find . -type f ! -name bench.jsonl -delete && mv "/tmp/part$1-logs.tgz" .)
+        ls -la "$out"
     }
     check_models() {  # fixtures against HF and the CPU, Qwen3-0.6B random weights, graphs
         local models=()
@@ -1150,114 +1147,26 @@ device)
     elif [ "$part" = 77 ]; then
         rm "$out/env.log"  # already printed by the tee above
         # The layer chain as landed: every kernel check, its phase trace (LC_TRACE=1),
-        # the batch-1 A/B against the separate attention, the 0.6B step at batch 1 / 64 /
-        # 256 and the 14B batch-1 step (null A/Bs: medians of three rounds), model checks.
+        # batch-1 A/Bs against the separate attention and of the stream's window (off at
+        # 0.6B, on at 14B: the host's rule turned around), the 0.6B step at batch 1 / 64 /
+        # 256 (a null A/B: medians of three rounds), model checks.
         # PART77_QUICK=1: the chain group of the kernel checks only, no 14B step.
         if [ "${PART77_QUICK:-0}" = 1 ]; then chain_check "" default; else check_ops --skip-bench; fi
         chain_check LC_TRACE=1 trace
         export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
         MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN=0 bench_step qwen3-0.6b -cattn
+        MINISGL_BENCH_AB=MINISGL_CHAIN_WINDOW=0 bench_step qwen3-0.6b -w0
         MINISGL_BENCH_BATCHES=1,64,256 MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step qwen3-0.6b -steps
         if [ "${PART77_QUICK:-0}" != 1 ]; then
-            BENCH_TIMEOUT=150 MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step qwen3-14b -steps
+            BENCH_TIMEOUT=150 MINISGL_BENCH_AB=MINISGL_CHAIN_WINDOW=2 bench_step qwen3-14b -w2
         fi
         unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
         if [ "$SECONDS" -lt 440 ]; then check_models; fi
         if [ -f "$out/gpu-check-ops.log" ]; then gzip -f "$out/gpu-check-ops.log"; fi
-        (cd "$out" && tar czf /tmp/part77-logs.tgz --exclude=bench.jsonl . &&
-            find . -type f ! -name bench.jsonl -delete && mv /tmp/part77-logs.tgz .)
-        ls -la "$out"
-    elif [ "$part" = 78 ]; then
-        rm "$out/env.log"  # already printed by the tee above
-        # The stream's in-flight window (LC_WINDOW, chunks a block has in flight): the
-        # chain checks and phase trace with windows 0, 2, 3 (LC_TRACE=1), then batch-1
-        # A/Bs (medians of three rounds) at 0.6B and 8B, and 14B while time is left.
-        for d in "LC_TRACE=1" "LC_TRACE=1 LC_WINDOW=2" "LC_TRACE=1 LC_WINDOW=3"; do
-            chain_check "$d" "$(echo "$d" | tr ' =' '_-')"
-        done
-        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
-        for w in ${PART78_WINDOWS:-2 3 4}; do
-            MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_WINDOW=$w bench_step qwen3-0.6b -w$w
-        done
-        for w in ${PART78_WINDOWS_8B:-2 3}; do
-            MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_WINDOW=$w bench_step llama-3.1-8b -w$w
-        done
-        if [ "$SECONDS" -lt 330 ]; then
-            BENCH_TIMEOUT=150 MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_WINDOW=${PART78_W14:-3} \
-                bench_step qwen3-14b -w${PART78_W14:-3}
-        fi
-        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
-        (cd "$out" && tar czf /tmp/part78-logs.tgz --exclude=bench.jsonl . &&
-            find . -type f ! -name bench.jsonl -delete && mv /tmp/part78-logs.tgz .)
-        ls -la "$out"
-    elif [ "$part" = 79 ]; then
-        rm "$out/env.log"  # already printed by the tee above
-        # The consumers' pace: the phase trace (points kept in shared memory now) with
-        # the per-piece loop and with LC_CONSUME4 (a warp's pieces loaded before any
-        # math), then batch-1 A/Bs at 0.6B (null, LC_CONSUME4, with LC_WINDOW=3) and 8B.
-        for d in "LC_TRACE=1" "LC_TRACE=1 LC_CONSUME4=1"; do
-            chain_check "$d" "$(echo "$d" | tr ' =' '_-')"
-        done
-        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
-        MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step qwen3-0.6b -null
-        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_CONSUME4=1 bench_step qwen3-0.6b -c4
-        MINISGL_BENCH_AB="MINISGL_KERNEL_DEFINES=LC_CONSUME4=1 LC_WINDOW=3" bench_step qwen3-0.6b -c4w3
-        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_CONSUME4=1 bench_step llama-3.1-8b -c4
-        # (LC_CONSUME4 was removed after this part ran at 40da21b: 0.974x at 0.6B.)
-        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
-        (cd "$out" && tar czf /tmp/part79-logs.tgz --exclude=bench.jsonl . &&
-            find . -type f ! -name bench.jsonl -delete && mv /tmp/part79-logs.tgz .)
-        ls -la "$out"
-    elif [ "$part" = 80 ]; then
-        rm "$out/env.log"  # already printed by the tee above
-        # Do the consumers wait for chunks, or is consuming them slow? The trace with the
-        # consumers' waits and the producer's issue (windows 0 and 2), the 0.6B batch-1
-        # A/B of LC_WINDOW=2 again, and Nsight Compute's stall samples of one chain launch.
-        for d in "LC_TRACE=1" "LC_TRACE=1 LC_WINDOW=2"; do
-            chain_check "$d" "$(echo "$d" | tr ' =' '_-')"
-        done
-        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
-        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_WINDOW=2 bench_step qwen3-0.6b -w2
-        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
-        ncu_launch layer_chain_attn chain 1
-        (cd "$out" && tar czf /tmp/part80-logs.tgz --exclude=bench.jsonl --exclude='ncu-src-*' . &&
-            find . -type f ! -name bench.jsonl ! -name 'ncu-src-*' -delete && mv /tmp/part80-logs.tgz .)
-        ls -la "$out"
-    elif [ "$part" = 82 ]; then
-        rm "$out/env.log"  # already printed by the tee above
-        # The trace over copies of the layer (weights from DRAM, not L2) with windows 0
-        # and 2, then batch-1 A/Bs of LC_WINDOW=2 at 0.6B and 14B.
-        for d in "LC_TRACE=1" "LC_TRACE=1 LC_WINDOW=2"; do
-            chain_check "$d" "$(echo "$d" | tr ' =' '_-')"
-        done
-        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
-        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_WINDOW=2 bench_step qwen3-0.6b -w2
-        BENCH_TIMEOUT=150 MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_WINDOW=2 bench_step qwen3-14b -w2
-        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
-        (cd "$out" && tar czf /tmp/part82-logs.tgz --exclude=bench.jsonl . &&
-            find . -type f ! -name bench.jsonl -delete && mv /tmp/part82-logs.tgz .)
-        ls -la "$out"
-    elif [ "$part" = 83 ]; then
-        rm "$out/env.log"  # already printed by the tee above
-        # The chain as landed (the host's window): every kernel check, the trace,
-        # batch-1 A/Bs of the window (off at 0.6B, on at 14B) and the separate attention, the
-        # 0.6B step at batch 1 / 64 / 256 (null A/B: medians), model checks.
-        check_ops --skip-bench
-        chain_check LC_TRACE=1 trace
-        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
-        MINISGL_BENCH_AB=MINISGL_CHAIN_WINDOW=0 bench_step qwen3-0.6b -w0
-        MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN=0 bench_step qwen3-0.6b -cattn
-        MINISGL_BENCH_BATCHES=1,64,256 MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step qwen3-0.6b -steps
-        BENCH_TIMEOUT=150 MINISGL_BENCH_AB=MINISGL_CHAIN_WINDOW=2 bench_step qwen3-14b -w2
-        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
-        if [ "$SECONDS" -lt 480 ]; then check_models; fi
-        if [ -f "$out/gpu-check-ops.log" ]; then gzip -f "$out/gpu-check-ops.log"; fi
-        (cd "$out" && tar czf /tmp/part83-logs.tgz --exclude=bench.jsonl . &&
-            find . -type f ! -name bench.jsonl -delete && mv /tmp/part83-logs.tgz .)
-        ls -la "$out"
+        pack_logs 77
     elif [ "$part" = 84 ]; then
         rm "$out/env.log"  # already printed by the tee above
-        # The window at 14B and 8B again, seven rounds each (part 83's 14B rounds spread
+        # The window at 14B and 8B again, seven rounds each (the 14B rounds of part 83 (call 6) spread
         # 7.6-8.6 ms), with the SM clock and power sampled.
         export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1 MINISGL_BENCH_AB_ROUNDS=7
         smi_start
@@ -1267,9 +1176,7 @@ device)
         MINISGL_BENCH_AB=MINISGL_CHAIN_WINDOW=2 bench_step llama-3.1-8b -w2
         smi_stop 8b-w2
         unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES MINISGL_BENCH_AB_ROUNDS
-        (cd "$out" && tar czf /tmp/part84-logs.tgz --exclude=bench.jsonl . &&
-            find . -type f ! -name bench.jsonl -delete && mv /tmp/part84-logs.tgz .)
-        ls -la "$out"
+        pack_logs 84
     elif [ "$part" = 85 ]; then
         rm "$out/env.log"  # already printed by the tee above
         # The window as a launch argument the host chooses (2 at 0.6B, 0 at 8B and 14B):
@@ -1281,9 +1188,7 @@ device)
         unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
         check_models
         if [ "$SECONDS" -lt 170 ]; then OFFLINE_TIMEOUT=100 offline_default qwen3-0.6b; fi
-        (cd "$out" && tar czf /tmp/part85-logs.tgz --exclude=bench.jsonl . &&
-            find . -type f ! -name bench.jsonl -delete && mv /tmp/part85-logs.tgz .)
-        ls -la "$out"
+        pack_logs 85
     elif [ "$part" = 65 ]; then
         rm "$out/env.log"  # already printed by the tee above
         # PART65_MODELS=1: the model checks first (the chain at 0.6B batch 1 against the CPU).
