@@ -231,26 +231,38 @@ enum {
     LC_T_WT1,
     LC_T_WT2,
     LC_T_WT3,
+    LC_T_BS0,  // phase 0's cycles consumer thread 0 spent on landed chunks (wait to release)
+    LC_T_BS1,
+    LC_T_BS2,
+    LC_T_BS3,
+    LC_T_SL0,  // phase 0's cycles thread 0 waited at the phase's closing consumer barrier
+    LC_T_SL1,
+    LC_T_SL2,
+    LC_T_SL3,
     LC_T_END,
     LC_T_NS,
     LC_T_COUNT,
     LC_T_POINTS
 };
 
+#ifdef LC_TRACE
+// This launch's points, in shared memory until end() (at file scope: every use addresses
+// it directly, no pointer held in registers).
+__shared__ long long lc_trace_s[LC_T_POINTS];
+#endif
+
 struct LcTrace {
 #ifdef LC_TRACE
     unsigned long long* t;
-    long long* s;  // this launch's points, in shared memory until end()
     long long c0;
     unsigned long long g0;
-    __device__ __forceinline__ LcTrace(u32* bar, long long* shared)
+    __device__ __forceinline__ explicit LcTrace(u32* bar)
         : t(reinterpret_cast<unsigned long long*>(bar + 2 + LC_TICKETS) +
             (size_t)blockIdx.x * LC_T_POINTS),
-          s(shared),
           c0(clock64()) {
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g0));
         if (threadIdx.x == 0)
-            for (int p = 0; p < LC_T_POINTS; p++) s[p] = 0;
+            for (int p = 0; p < LC_T_POINTS; p++) lc_trace_s[p] = 0;
     }
     int last_p = -1;
     long long last = 0;
@@ -258,14 +270,15 @@ struct LcTrace {
     // load of that add held warp 0 an L2 round trip per point (~0.5-1 µs), inside the
     // phases it timed.
     __device__ __forceinline__ void mark(int p) {
-        if (threadIdx.x == 0) s[p] = clock64() - c0;
+        if (threadIdx.x == 0) lc_trace_s[p] = clock64() - c0;
     }
     __device__ __forceinline__ void mark_producer(int p) {
-        if (threadIdx.x == LC_CONSUMERS) s[p] = clock64() - c0;
+        if (threadIdx.x == LC_CONSUMERS) lc_trace_s[p] = clock64() - c0;
     }
-    __device__ __forceinline__ long long now() const { return clock64(); }
-    __device__ __forceinline__ void set(int p, long long v) {
-        if (threadIdx.x == 0) s[p] = v;
+    // 32-bit cycle stamps for durations summed in the chunk loop, added into point p.
+    __device__ __forceinline__ u32 now() const { return (u32)clock(); }
+    __device__ __forceinline__ void add(int p, u32 cycles) {
+        if (threadIdx.x == 0) lc_trace_s[p] += cycles;
     }
     // Point p at the latest of several calls in a launch (kept at end()).
     __device__ __forceinline__ void mark_last(int p) {
@@ -276,19 +289,20 @@ struct LcTrace {
         if (threadIdx.x == 0) {
             unsigned long long g1;
             asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g1));
-            s[LC_T_END] = clock64() - c0;
-            if (last_p >= 0) s[last_p] = last;
-            for (int p = 0; p <= LC_T_END; p++) t[p] += (unsigned long long)s[p];
+            lc_trace_s[LC_T_END] = clock64() - c0;
+            if (last_p >= 0) lc_trace_s[last_p] = last;
+#pragma unroll 1  // unrolled over 36 points, the trace build spilled
+            for (int p = 0; p <= LC_T_END; p++) t[p] += (unsigned long long)lc_trace_s[p];
             t[LC_T_NS] += g1 - g0;
             t[LC_T_COUNT] += 1;
         }
     }
 #else
-    __device__ __forceinline__ LcTrace(u32*, long long*) {}
+    __device__ __forceinline__ explicit LcTrace(u32*) {}
     __device__ __forceinline__ void mark(int) {}
     __device__ __forceinline__ void mark_producer(int) {}
-    __device__ __forceinline__ long long now() const { return 0; }
-    __device__ __forceinline__ void set(int, long long) {}
+    __device__ __forceinline__ u32 now() const { return 0; }
+    __device__ __forceinline__ void add(int, u32) {}
     __device__ __forceinline__ void mark_last(int) {}
     __device__ __forceinline__ void end() {}
 #endif
@@ -349,15 +363,16 @@ __device__ __forceinline__ void lc_consume(const LcSeg* segs, int nseg, int phas
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const u32x4* x4 = reinterpret_cast<const u32x4*>(x);
     bool first = true;
-    long long waited = 0;
+    u32 waited = 0, busy = 0;  // cycles (the trace build only)
     for (; cs < nseg && segs[cs].phase == phase; cs++) {
         const LcSeg s = segs[cs];
         for (u32 off = 0; off < s.bytes; off += LC_CHUNK) {
             u32 n = min((u32)LC_CHUNK, s.bytes - off);
             u32 stage = used % stages;
-            const long long w0 = tr.now();
+            const u32 w0 = tr.now();
             mbar_wait(full + stage * 8, (used / stages) & 1);
-            waited += tr.now() - w0;
+            const u32 w1 = tr.now();
+            waited += w1 - w0;
             if (phase == 1) {
                 if (first) tr.mark(LC_T_W1F);
                 tr.mark_last(LC_T_W1L);
@@ -394,10 +409,14 @@ __device__ __forceinline__ void lc_consume(const LcSeg* segs, int nseg, int phas
             // This warp's reads of the stage are done (the shuffles used them).
             __syncwarp();
             if (lane == 0) mbar_arrive_if(empty + stage * 8, true);
+            busy += tr.now() - w1;
         }
     }
-    tr.set(LC_T_WT0 + phase, waited);
+    tr.add(LC_T_WT0 + phase, waited);
+    tr.add(LC_T_BS0 + phase, busy);
+    const u32 s0 = tr.now();
     lc_sync();
+    tr.add(LC_T_SL0 + phase, tr.now() - s0);
 }
 
 __device__ __forceinline__ void lc_zero(float* acc, int n) {
@@ -689,12 +708,7 @@ __device__ __forceinline__ void layer_chain_impl(
     int xmax, int acc_rows, int region, int window) {
     extern __shared__ __align__(128) unsigned char lc_smem[];
     __shared__ float scratch[32];
-#ifdef LC_TRACE
-    __shared__ long long trace_points[LC_T_POINTS];
-#else
-    long long* trace_points = nullptr;
-#endif
-    LcTrace tr(bar, trace_points);
+    LcTrace tr(bar);
     const int b = blockIdx.x;
     bf16_t* x = reinterpret_cast<bf16_t*>(lc_smem + (size_t)stages * LC_CHUNK);
     float* acc = reinterpret_cast<float*>(lc_smem + (size_t)stages * LC_CHUNK + (size_t)xmax * 2);

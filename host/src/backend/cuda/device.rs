@@ -242,7 +242,7 @@ pub const CHAIN_TICKETS: usize = 64;
 pub const CHAIN_ATTN_PART_DEFAULT: usize = 32;
 /// u64 slots a block of the chain writes when its kernels are built with `LC_TRACE=1`
 /// (`LC_T_POINTS`: cycles to each phase point, wall ns, launches), after the tickets.
-pub const CHAIN_TRACE_POINTS: usize = 28;
+pub const CHAIN_TRACE_POINTS: usize = 36;
 
 /// A count from the environment: unset gives `default`; a value that does not parse or
 /// that `ok` refuses is reported (`want` says what is accepted) and gives `default` too.

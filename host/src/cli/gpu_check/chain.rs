@@ -483,6 +483,14 @@ fn trace(gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Result<()> {
         "gate_up waited",
         "down waited",
         "qkv waited",
+        "o consuming",
+        "gate_up consuming",
+        "down consuming",
+        "qkv consuming",
+        "o closing barrier",
+        "gate_up closing barrier",
+        "down closing barrier",
+        "qkv closing barrier",
         "end",
     ];
     const END: usize = CHAIN_TRACE_POINTS - 3;
@@ -572,7 +580,7 @@ fn trace(gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Result<()> {
         let ghz = d[0][END] as f64 / d[0][NS] as f64;
         let us = |cycles: u64| cycles as f64 / launches as f64 / ghz / 1e3;
         let mut line = format!(
-            "chain_trace {name}: {} blocks, {launches} launches over {copies} copies of the layer, block 0 {:.2} µs start to end at {ghz:.3} GHz; µs from a block's start (the waited points: µs consumer thread 0 waited for its phase's chunks), mean / max over blocks / block 0 (attention) / the last block (none):",
+            "chain_trace {name}: {} blocks, {launches} launches over {copies} copies of the layer, block 0 {:.2} µs start to end at {ghz:.3} GHz; µs from a block's start (the waited / consuming / closing barrier points: µs consumer thread 0 waited for its phase's chunks, spent on landed ones, waited for the other warps at the phase's end), mean / max over blocks / block 0 (attention) / the last block (none):",
             d.len(),
             d[0][NS] as f64 / launches as f64 / 1e3
         );
