@@ -35,6 +35,11 @@ fn pair(
     Ok((up(cpu, shape, &v)?, up(gpu, shape, &v)?))
 }
 
+/// Random values on the GPU only (what the trace launches; nothing compares them).
+fn gpu_randn(rng: &mut ChaCha8Rng, gpu: &CudaBackend, shape: &[usize], std: f32) -> Result<GpuT> {
+    up(gpu, shape, &randn(rng, shape.iter().product(), std))
+}
+
 /// A layer's products after its attention, and the next layer's norm and qkv, random:
 /// each weight as (its CPU copy, its GPU copy), or `()` for the CPU half where nothing
 /// compares against it (the trace).
@@ -53,7 +58,7 @@ struct Layer<C = CpuT> {
 const EPS: f32 = 1e-6;
 
 impl<C> Layer<C> {
-    /// Each weight from `t(rng, shape, std)`.
+    /// Each weight from `t(shape, std)`.
     fn build(
         (h, qd, inter, nqkv): (usize, usize, usize, usize),
         bias: bool,
@@ -96,10 +101,7 @@ impl Layer<()> {
         dims: (usize, usize, usize, usize),
     ) -> Result<Self> {
         Self::build(dims, false, |shape, std| {
-            Ok((
-                (),
-                up(gpu, shape, &randn(rng, shape.iter().product(), std))?,
-            ))
+            Ok(((), gpu_randn(rng, gpu, shape, std)?))
         })
     }
 }
@@ -510,9 +512,7 @@ fn trace(gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Result<()> {
         let (qd, cols) = (hq * HD, (hq + 2 * hkv) * HD);
         let (layout, fill, step) = one_seq_cache(rng, name, hq, hkv, 256);
         let nf = fill.tokens.len();
-        let g = |rng: &mut ChaCha8Rng, shape: &[usize], std: f32| {
-            up(gpu, shape, &randn(rng, shape.iter().product(), std))
-        };
+        let g = |rng: &mut ChaCha8Rng, shape: &[usize], std: f32| gpu_randn(rng, gpu, shape, std);
         let (k, v) = (g(rng, &[nf, hkv * HD], 1.0)?, g(rng, &[nf, hkv * HD], 1.0)?);
         let qkv = g(rng, &[1, cols], 1.0)?;
         let (wq, wk) = (g(rng, &[HD], 1.0)?, g(rng, &[HD], 1.0)?);
