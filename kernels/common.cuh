@@ -181,6 +181,11 @@ __device__ __forceinline__ bf16_t ld_cg_bf16(const bf16_t* p) {
     asm volatile("ld.global.cg.u16 %0, [%1];" : "=h"(v) : "l"(p));
     return v;
 }
+__device__ __forceinline__ u32 ld_cg_u32(const u32* p) {
+    u32 v;
+    asm volatile("ld.global.cg.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+}
 __device__ __forceinline__ float ld_cg_f32(const float* p) {
     float v;
     asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));

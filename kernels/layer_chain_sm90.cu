@@ -55,15 +55,46 @@
 #define LC_CHUNK 32768
 #define LC_SEGS 5
 
-// One contiguous run of weight rows a block streams: `bytes` from `src`, rows of k
+// One contiguous run of weight rows a block streams: `bytes` from element `off` of its
+// phase's weight (o, gate_up, down, qkv: the same run in every layer), rows of k
 // elements, whose dot products add into acc[acc0 + row].
 struct LcSeg {
-    const bf16_t* src;
+    u32 off;
     u32 bytes;
     int k;
     int acc0;
     int phase;
 };
+
+// One layer's weights and K/V caches (the host's ChainLayer, field for field). in_norm,
+// w_qkv and b_qkv are the next layer's (in_norm null: the model's last layer, no qkv
+// phase); q_norm and k_norm may be null, like the biases.
+struct LcLayer {
+    const bf16_t* w_o;
+    const bf16_t* b_o;
+    const bf16_t* post_norm;
+    const bf16_t* w_gate_up;
+    const bf16_t* w_down;
+    const bf16_t* in_norm;
+    const bf16_t* w_qkv;
+    const bf16_t* b_qkv;
+    const bf16_t* q_norm;
+    const bf16_t* k_norm;
+    bf16_t* k_cache;
+    bf16_t* v_cache;
+};
+
+// The layers one launch of layer_chain_attn_g* runs (the host's CHAIN_MAX_LAYERS),
+// passed by value: 3 KB of kernel parameters, under the 4 KB every driver takes.
+#define LC_MAX_LAYERS 32
+struct LcLayers {
+    LcLayer l[LC_MAX_LAYERS];
+};
+
+// The weight a segment of phase `phase` streams from.
+__device__ __forceinline__ const bf16_t* lc_phase_weight(const LcLayer& ly, int phase) {
+    return phase == 0 ? ly.w_o : phase == 1 ? ly.w_gate_up : phase == 2 ? ly.w_down : ly.w_qkv;
+}
 
 // A barrier of the consumer warps only (the producer never joins one).
 __device__ __forceinline__ void lc_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(LC_CONSUMERS) : "memory"); }
@@ -308,46 +339,67 @@ struct LcTrace {
 #endif
 };
 
-// The stream of one block: segments in order, in shared memory, cut into chunks of at
-// most LC_CHUNK bytes that do not cross segments. Stage i of the ring has a `full`
-// mbarrier (every producer lane's copies of the chunk landed) and an `empty` one (all 16
-// consumer warps are done with it). A warp of its own streams the chunks with 16-byte
-// cp.async copies, each lane arriving on `full` once its copies land, so the consumers
-// wait only on data. History (2026-12-04): the first build issued each chunk as one
-// bulk copy from consumer thread 0, which held the block ~4.4 µs at each launch's start
-// and cost a block barrier a chunk; a producer warp fixed that. Its bulk copies and
-// these cp.async copies streamed equally slowly (~2.2 TB/s at Qwen3-14B): the consumers
-// set the pace, until lc_consume reduced once per row instead of once per piece.
-// With the attention in front, the caller starts the stream once the attention is done:
-// the attention's dependent loads would queue behind the copies. Measured (2026-12-04),
-// batch-1 step: holding it, 0.976x at Qwen3-0.6B and 0.994x at Llama-3.1-8B against
-// starting at once; letting the first one or two chunks go first (o's rows), 1.010x and
-// 1.020x at 0.6B, 1.009x at 8B.
+// The stream of one block: for each layer, its segments in order, in shared memory, cut
+// into chunks of at most LC_CHUNK bytes that do not cross segments. Stage i of the ring
+// has a `full` mbarrier (every producer lane's copies of the chunk landed) and an
+// `empty` one (all 16 consumer warps are done with it). A warp of its own streams the
+// chunks with 16-byte cp.async copies, each lane arriving on `full` once its copies
+// land, so the consumers wait only on data. History (2026-12-04): the first build issued
+// each chunk as one bulk copy from consumer thread 0, which held the block ~4.4 µs at
+// each launch's start and cost a block barrier a chunk; a producer warp fixed that. Its
+// bulk copies and these cp.async copies streamed equally slowly (~2.2 TB/s at
+// Qwen3-14B): the consumers set the pace, until lc_consume reduced once per row instead
+// of once per piece.
+// With the attention in front (`go`), a layer's chunk `hold` on (chunk 0 on the first
+// layer) goes out only once that layer's attention is done (LC_BAR_GO, one generation a
+// layer): the attention's dependent loads would queue behind the copies. Measured
+// (2026-12-04), batch-1 step, one layer a launch: holding the whole stream, 0.976x at
+// Qwen3-0.6B and 0.994x at Llama-3.1-8B against starting at once; letting the first one
+// or two chunks go first (o's rows), 1.010x and 1.020x at 0.6B, 1.009x at 8B. In a
+// launch of several layers, a layer's first chunks stream during the previous layer's
+// phases, as the ring frees up, and have landed before its attention starts. The sync
+// comes before the layer's last chunk at the latest: the consumers then cannot arrive
+// for the next layer's generation before the producer has passed this one.
 // window > 0: chunk c goes out only once chunk c - window has landed, so that at most
 // `window` chunks a block are in flight (0: the whole ring at once; the host chooses, see
 // WINDOW in ops/chain.rs, with what was measured). The phase trace, one layer launched
 // eagerly, shows no change in when chunks land, so how the window helps the recorded
 // step is not shown: the guess was that the ring's start-up burst (0.6B: 6 x 32 KB x
 // 132 = 25 MB at once) lands interleaved, behind chunks not yet needed.
-__device__ __forceinline__ void lc_produce(const LcSeg* segs, int nseg, u32 ring, u32 full,
-                                           u32 empty, int stages, int window, LcTrace& tr) {
+// nseg[1] / nch[1]: the segments and chunks of a layer with a qkv phase, nseg[0] /
+// nch[0] of the model's last layer (without).
+__device__ __forceinline__ void lc_produce(const LcSeg* segs, const int* nseg, const u32* nch,
+                                           const LcLayer* layers, int n_layers, bool go,
+                                           int hold, u32 ring, u32 full, u32 empty,
+                                           int stages, int window, LcTrace& tr) {
     const int lane = threadIdx.x & 31;
     u32 c = 0;
-    for (int si = 0; si < nseg; si++) {
-        const LcSeg s = segs[si];
-        const unsigned char* src = reinterpret_cast<const unsigned char*>(s.src);
-        for (u32 off = 0; off < s.bytes; off += LC_CHUNK, c++) {
-            u32 n = min((u32)LC_CHUNK, s.bytes - off);
-            u32 stage = c % stages;
-            if (c >= (u32)stages) mbar_wait(empty + stage * 8, (c / stages - 1) & 1);
-            if (window > 0 && c >= (u32)window) {
-                const u32 w = c - window;
-                mbar_wait(full + (w % stages) * 8, (w / stages) & 1);
+    for (int l = 0; l < n_layers; l++) {
+        const LcLayer& ly = layers[l];
+        const int q = ly.in_norm != nullptr;
+        const u32 n_chunks = nch[q];
+        // The chunk of this layer that waits for its attention (n_chunks: none).
+        const u32 go_at = !go ? n_chunks : l == 0 ? 0 : min((u32)hold, n_chunks - 1);
+        if (go && n_chunks == 0) lc_bar_sync_all(LC_BAR_GO);
+        u32 lc = 0;
+        for (int si = 0; si < nseg[q]; si++) {
+            const LcSeg s = segs[si];
+            const unsigned char* src =
+                reinterpret_cast<const unsigned char*>(lc_phase_weight(ly, s.phase) + s.off);
+            for (u32 off = 0; off < s.bytes; off += LC_CHUNK, c++, lc++) {
+                if (lc == go_at) lc_bar_sync_all(LC_BAR_GO);
+                u32 n = min((u32)LC_CHUNK, s.bytes - off);
+                u32 stage = c % stages;
+                if (c >= (u32)stages) mbar_wait(empty + stage * 8, (c / stages - 1) & 1);
+                if (window > 0 && c >= (u32)window) {
+                    const u32 w = c - window;
+                    mbar_wait(full + (w % stages) * 8, (w / stages) & 1);
+                }
+                u32 dst = ring + stage * LC_CHUNK;
+                for (u32 i = lane * 16; i < n; i += 32 * 16) cp_async16(dst + i, src + off + i, true);
+                mbar_arrive_on_copies(full + stage * 8);
+                if (c + 1 == (u32)stages) tr.mark_producer(LC_T_PI);
             }
-            u32 dst = ring + stage * LC_CHUNK;
-            for (u32 i = lane * 16; i < n; i += 32 * 16) cp_async16(dst + i, src + off + i, true);
-            mbar_arrive_on_copies(full + stage * 8);
-            if (c + 1 == (u32)stages) tr.mark_producer(LC_T_PI);
         }
     }
 }
@@ -516,7 +568,14 @@ __device__ __forceinline__ void lc_attention(
     float v[LC_HD / 32], nw[LC_HD / 32] = {}, fr[LC_HD / 64] = {}, fp = 0.0f;
     auto load_q = [&]() {
         if (warp < G + 2) {
-            load_head<LC_HD>(qkv + (size_t)head * LC_HD, lane, v);
+            // Through L2: past the first layer of a launch, other blocks wrote this row.
+            const bf16_t* src = qkv + (size_t)head * LC_HD;
+#pragma unroll
+            for (int j = 0; j < LC_HD / 32; j += 2) {
+                const u32 w = ld_cg_u32(reinterpret_cast<const u32*>(src + head_elem<LC_HD>(j, lane)));
+                v[j] = bf_lo(w);
+                v[j + 1] = bf_hi(w);
+            }
             if (warp <= G && norm_w != nullptr) {
 #pragma unroll
                 for (int j = 0; j < LC_HD / 32; j++) nw[j] = bf2f(norm_w[head_elem<LC_HD>(j, lane)]);
@@ -673,16 +732,14 @@ __device__ __forceinline__ void lc_attention(
     if (threadIdx.x == 0) tickets[kvh] = 0;
 }
 
-// The attention's arguments (layer_chain_attn_g*; layer_chain passes none of them).
+// The attention's arguments (layer_chain_attn_g*; layer_chain passes none of them):
+// what every layer of a launch shares. qkv is the first layer's qkv row; each later
+// layer's is the one the layer before it wrote to qkv_out.
 struct LcAttnArgs {
     const bf16_t* qkv;
-    const bf16_t* q_norm;
-    const bf16_t* k_norm;
     const int* pos;
     const float* inv_freq;
     const int* slots;
-    bf16_t* k_cache;
-    bf16_t* v_cache;
     const int* kv_len;
     const int* page_start;
     const int* page_ids;
@@ -693,19 +750,20 @@ struct LcAttnArgs {
     float scale;
 };
 
-// attn: [qd] bf16, the layer's attention output (GM = 0), or with GM > 0 the attention
-// runs first from `a` (its qkv row: GM the group size rounded up to 2 or 4).
-// residual: [h] bf16, in place. act: [inter] bf16 scratch. qkv_out: [nqkv] bf16, the
-// next layer's qkv (in_norm null: no qkv phase, the last layer). Biases may be null.
+// attn: [qd] bf16, the layer's attention output (GM = 0: one layer, layers[0]), or with
+// GM > 0 each of the n_layers layers runs its attention first (from a.qkv, then from
+// qkv_out: GM the group size rounded up to 2 or 4).
+// residual: [h] bf16, in place. act: [inter] bf16 scratch. qkv_out: [nqkv] bf16, each
+// layer's next qkv (the last layer's is the launch's result; in_norm null: no qkv
+// phase, the model's last layer, which must be the launch's last). Biases may be null.
 // bar: two u32, zero. window: chunks of the weight stream a block keeps in flight (0:
-// the whole ring; see lc_produce).
+// the whole ring); hold: a layer's chunks that may stream before its attention is done
+// (see lc_produce).
 template <int GM>
 __device__ __forceinline__ void layer_chain_impl(
-    const bf16_t* attn, const LcAttnArgs& a, const bf16_t* w_o, const bf16_t* b_o,
-    bf16_t* residual, const bf16_t* post_norm, const bf16_t* w_gate_up, const bf16_t* w_down,
-    bf16_t* act, const bf16_t* in_norm, const bf16_t* w_qkv, const bf16_t* b_qkv,
-    bf16_t* qkv_out, u32* bar, int h, int qd, int inter, int nqkv, float eps, int stages,
-    int xmax, int acc_rows, int region, int window) {
+    const bf16_t* attn, const LcAttnArgs& a, const LcLayer* layers, int n_layers,
+    bf16_t* residual, bf16_t* act, bf16_t* qkv_out, u32* bar, int h, int qd, int inter,
+    int nqkv, float eps, int stages, int xmax, int acc_rows, int region, int window, int hold) {
     extern __shared__ __align__(128) unsigned char lc_smem[];
     __shared__ float scratch[32];
     LcTrace tr(bar);
@@ -714,34 +772,54 @@ __device__ __forceinline__ void layer_chain_impl(
     float* acc = reinterpret_cast<float*>(lc_smem + (size_t)stages * LC_CHUNK + (size_t)xmax * 2);
     const u32 ring = smem_u32(lc_smem);
     const u32 full = smem_u32(lc_smem + (size_t)stages * LC_CHUNK + region), empty = full + stages * 8;
-    // This block's rows of each product.
-    const int o0 = lc_split(h, b), o1 = lc_split(h, b + 1);
-    const int j0 = lc_split(inter, b), j1 = lc_split(inter, b + 1);
-    const int d0 = o0, d1 = o1;
-    const int q0 = lc_split(nqkv, b), q1 = lc_split(nqkv, b + 1);
-    const int nj = j1 - j0;
+    // This block's rows of each product (computed where used: held in registers across
+    // the attention, they made the group-of-4 build spill).
+    auto rows = [&](int n, int& r0, int& r1) {
+        r0 = lc_split(n, b);
+        r1 = lc_split(n, b + 1);
+    };
+    // The block's segments (the same in every layer) and, for a layer without and with
+    // the qkv phase, their count and chunks.
     __shared__ LcSeg segs[LC_SEGS];
-    __shared__ int nseg_s;
+    __shared__ int nseg_s[2];
+    __shared__ u32 nch_s[2];
     // With the attention in front, the producer warp sets up the stream while the
     // consumers start the attention, and named barriers join them: LC_BAR_SETUP (the
-    // set-up is done: the consumers wait on it before phase 0) and LC_BAR_GO (the
+    // set-up is done: the consumers wait on it before phase 0) and LC_BAR_GO (a layer's
     // attention is done: the stream waits on it, see lc_produce). Consumer thread 0 set
     // up while the block waited in the first build: the attention then entered ~1 µs
     // after the block's start (0.6B batch-1 step 0.987x against it, 2026-12-04).
     // Without the attention the stream starts at once after a block barrier.
     constexpr bool split_roles = GM > 0;
+    // Several layers a launch in the group-of-2 build only: with the layer loop, the
+    // group-of-4 build spilled 92 bytes (its attention's state is twice as large; the
+    // layer's K/V pointers, no longer launch constants, and the loop's own state push it
+    // past the 96 registers of a 544-thread block). The host asks it for one layer.
+    if constexpr (GM > 2) n_layers = 1;
     if (threadIdx.x == (split_roles ? LC_CONSUMERS : 0)) {
+        int o0, o1, j0, j1, q0, q1;
+        rows(h, o0, o1);
+        rows(inter, j0, j1);
+        rows(nqkv, q0, q1);
+        const int nj = j1 - j0;
         int n = 0;
-        auto add = [&](const bf16_t* w, int r0, int r1, int k, int acc0, int phase) {
-            if (r1 > r0)
-                segs[n++] = LcSeg{w + (size_t)r0 * k, (u32)((r1 - r0) * k * 2), k, acc0, phase};
+        u32 chunks = 0;
+        auto add = [&](int phase, int row0, int r0, int r1, int k, int acc0) {
+            if (r1 > r0) {
+                const u32 bytes = (u32)((r1 - r0) * k * 2);
+                segs[n++] = LcSeg{(u32)(row0 + r0) * (u32)k, bytes, k, acc0, phase};
+                chunks += (bytes + LC_CHUNK - 1) / LC_CHUNK;
+            }
         };
-        add(w_o, o0, o1, qd, 0, 0);
-        add(w_gate_up, j0, j1, h, 0, 1);
-        add(w_gate_up, inter + j0, inter + j1, h, nj, 1);
-        add(w_down, d0, d1, inter, 0, 2);
-        if (in_norm != nullptr) add(w_qkv, q0, q1, h, 0, 3);
-        nseg_s = n;
+        add(0, 0, o0, o1, qd, 0);
+        add(1, 0, j0, j1, h, 0);
+        add(1, inter, j0, j1, h, nj);
+        add(2, 0, o0, o1, inter, 0);
+        nseg_s[0] = n;
+        nch_s[0] = chunks;
+        add(3, 0, q0, q1, h, 0);
+        nseg_s[1] = n;
+        nch_s[1] = chunks;
         for (int s = 0; s < stages; s++) {
             mbar_init(full + s * 8, 32);
             mbar_init(empty + s * 8, LC_WARPS);
@@ -752,21 +830,24 @@ __device__ __forceinline__ void layer_chain_impl(
         if (threadIdx.x >= LC_CONSUMERS) {
             __syncwarp();
             lc_bar_arrive_all(LC_BAR_SETUP);
-            lc_bar_sync_all(LC_BAR_GO);
-            lc_produce(segs, nseg_s, ring, full, empty, stages, window, tr);
+            lc_produce(segs, nseg_s, nch_s, layers, n_layers, true, hold, ring, full, empty,
+                       stages, window, tr);
             return;
         }
     } else {
         __syncthreads();  // the last barrier of the whole block: then the roles split
         if (threadIdx.x >= LC_CONSUMERS) {
-            lc_produce(segs, nseg_s, ring, full, empty, stages, window, tr);
+            lc_produce(segs, nseg_s, nch_s, layers, n_layers, false, 0, ring, full, empty,
+                       stages, window, tr);
             return;
         }
     }
     const unsigned char* ring_ptr = lc_smem;
-    int cs = 0;
     u32 used = 0;
-    unsigned long long bar_target = lc_bar_base(bar);
+    // The grid barrier's next target, in shared memory: only thread 0 uses it, and a
+    // register held across the attention made the group-of-4 build spill.
+    __shared__ unsigned long long bar_target;
+    if (threadIdx.x == 0) bar_target = lc_bar_base(bar);
 
     // Loads that depend on nothing this launch writes go out once phase 0's input is in,
     // so that they are back before their first use in its epilogue (the first build
@@ -775,94 +856,104 @@ __device__ __forceinline__ void layer_chain_impl(
     // microseconds (traced 2026-12-04: issued before the x load, they moved the
     // products-only chain's phase 0 at Qwen3-14B from 2.8 to 6.7 µs after the start;
     // issued before the first barrier, the 0.6B batch-1 step measured 1.009x against
-    // here). Block b is the only writer of its residual rows [o0, o1) (= [d0, d1)), so it
-    // keeps their values: phase 2 adds to what phase 0 wrote without reading it back.
-    const int my_r = o0 + threadIdx.x;
-    const int my_q = q0 + threadIdx.x;
-    float res_keep = 0.0f, bo_keep = 0.0f, bq_keep = 0.0f;
-    u32x4 post_w0 = u32x4{0, 0, 0, 0}, in_w0 = u32x4{0, 0, 0, 0};
-    auto early_loads = [&]() {
-        if (my_r < o1) {
-            res_keep = bf2f(ld_cg_bf16(residual + my_r));
-            if (b_o != nullptr) bo_keep = bf2f(b_o[my_r]);
+    // here). Block b is the only writer of its residual rows [o0, o1) (o's and down's), so
+    // it keeps their values: phase 2 adds to what phase 0 wrote without reading it back.
+    // (Per layer, declared after the attention: nothing of it stays live across it.)
+    for (int l = 0; l < n_layers; l++) {
+        const LcLayer& ly = layers[l];
+        int cs = 0;
+        // Phase 0: residual += bf16(attn · W_oᵀ + b_o) on this block's rows.
+        if constexpr (GM > 0) {
+            // Past the first layer, every block's rows of this layer's qkv must be in.
+            if (l > 0) lc_grid_sync(bar, bar_target);
+            lc_attention<GM>(l == 0 ? a.qkv : qkv_out, ly.q_norm, ly.k_norm, a.pos,
+                             a.inv_freq, eps, a.scale, a.slots, ly.k_cache, ly.v_cache,
+                             a.kv_len, a.page_start, a.page_ids, a.hq, a.hkv, a.page_size,
+                             a.part, a.o_part, a.lse, reinterpret_cast<float*>(x), bar + 2,
+                             a.attn_out, tr);
+            lc_bar_arrive_all(LC_BAR_GO);
+            if (l == 0) lc_bar_sync_all(LC_BAR_SETUP);
+            tr.mark(LC_T_ATT);
+            lc_grid_sync(bar, bar_target);
+            tr.mark(LC_T_SYNC0);
+            lc_load_x(x, a.attn_out, qd);
+        } else {
+            lc_load_x(x, attn, qd);
         }
-        if (my_q < q1 && b_qkv != nullptr) bq_keep = bf2f(b_qkv[my_q]);
-        post_w0 = lc_norm_w0(post_norm, h);
-        if (in_norm != nullptr) in_w0 = lc_norm_w0(in_norm, h);
-    };
-    // residual[r] += o on this block's rows (r's first value kept or read through L2).
-    auto add_rows = [&](int r0, int r1, const bf16_t* bias, float keep_bias) {
-        for (int r = r0 + threadIdx.x; r < r1; r += LC_CONSUMERS) {
-            const bool mine = r == my_r;
-            float bv = mine ? keep_bias : bias != nullptr ? bf2f(bias[r]) : 0.0f;
-            float o = bf2f(f2bf(acc[r - r0] + bv));
-            float prev = mine ? res_keep : bf2f(ld_cg_bf16(residual + r));
-            bf16_t nv = f2bf(prev + o);
-            residual[r] = nv;
-            if (mine) res_keep = bf2f(nv);
-        }
-    };
-
-    // Phase 0: residual += bf16(attn · W_oᵀ + b_o) on this block's rows.
-    if constexpr (GM > 0) {
-        lc_attention<GM>(a.qkv, a.q_norm, a.k_norm, a.pos, a.inv_freq, eps, a.scale, a.slots,
-                         a.k_cache, a.v_cache, a.kv_len, a.page_start, a.page_ids, a.hq, a.hkv,
-                         a.page_size, a.part, a.o_part, a.lse, reinterpret_cast<float*>(x),
-                         bar + 2, a.attn_out, tr);
-        lc_bar_arrive_all(LC_BAR_GO);
-        lc_bar_sync_all(LC_BAR_SETUP);
-        tr.mark(LC_T_ATT);
+        // o's and down's rows are the same: [o0, o1) of h.
+        int o0, o1, j0, j1, q0, q1;
+        rows(h, o0, o1);
+        rows(inter, j0, j1);
+        rows(nqkv, q0, q1);
+        const int nj = j1 - j0;
+        const int my_r = o0 + threadIdx.x;
+        const int my_q = q0 + threadIdx.x;
+        float res_keep = 0.0f, bo_keep = 0.0f, bq_keep = 0.0f;
+        u32x4 post_w0 = u32x4{0, 0, 0, 0}, in_w0 = u32x4{0, 0, 0, 0};
+        auto early_loads = [&]() {
+            if (my_r < o1) {
+                res_keep = bf2f(ld_cg_bf16(residual + my_r));
+                if (ly.b_o != nullptr) bo_keep = bf2f(ly.b_o[my_r]);
+            }
+            if (my_q < q1 && ly.b_qkv != nullptr) bq_keep = bf2f(ly.b_qkv[my_q]);
+            post_w0 = lc_norm_w0(ly.post_norm, h);
+            if (ly.in_norm != nullptr) in_w0 = lc_norm_w0(ly.in_norm, h);
+        };
+        // residual[r] += o on this block's rows (r's first value kept or read through L2).
+        auto add_rows = [&](int r0, int r1, const bf16_t* bias, float keep_bias) {
+            for (int r = r0 + threadIdx.x; r < r1; r += LC_CONSUMERS) {
+                const bool mine = r == my_r;
+                float bv = mine ? keep_bias : bias != nullptr ? bf2f(bias[r]) : 0.0f;
+                float o = bf2f(f2bf(acc[r - r0] + bv));
+                float prev = mine ? res_keep : bf2f(ld_cg_bf16(residual + r));
+                bf16_t nv = f2bf(prev + o);
+                residual[r] = nv;
+                if (mine) res_keep = bf2f(nv);
+            }
+        };
+        lc_zero(acc, acc_rows);
+        early_loads();
+        tr.mark(LC_T_X0);
+        lc_consume(segs, nseg_s[1], 0, cs, used, x, acc, full, empty, stages, ring_ptr, tr);
+        tr.mark(LC_T_C0);
+        add_rows(o0, o1, ly.b_o, bo_keep);
         lc_grid_sync(bar, bar_target);
-        tr.mark(LC_T_SYNC0);
-        lc_load_x(x, a.attn_out, qd);
-    } else {
-        lc_load_x(x, attn, qd);
-    }
-    lc_zero(acc, acc_rows);
-    early_loads();
-    tr.mark(LC_T_X0);
-    lc_consume(segs, nseg_s, 0, cs, used, x, acc, full, empty, stages, ring_ptr, tr);
-    tr.mark(LC_T_C0);
-    add_rows(o0, o1, b_o, bo_keep);
-    lc_grid_sync(bar, bar_target);
-    tr.mark(LC_T_SYNC1);
+        tr.mark(LC_T_SYNC1);
 
-    // Phase 1: act = silu(gate) * up of the post-attention-normed residual.
-    lc_norm_x(x, residual, post_norm, post_w0, h, eps, scratch);
-    lc_zero(acc, acc_rows);
-    tr.mark(LC_T_X1);
-    lc_consume(segs, nseg_s, 1, cs, used, x, acc, full, empty, stages, ring_ptr, tr);
-    tr.mark(LC_T_C1);
-    for (int j = threadIdx.x; j < nj; j += LC_CONSUMERS) {
-        float gt = bf2f(f2bf(acc[j])), up = bf2f(f2bf(acc[nj + j]));
-        act[j0 + j] = f2bf(silu(gt) * up);
-    }
-    lc_grid_sync(bar, bar_target);
-    tr.mark(LC_T_SYNC2);
+        // Phase 1: act = silu(gate) * up of the post-attention-normed residual.
+        lc_norm_x(x, residual, ly.post_norm, post_w0, h, eps, scratch);
+        lc_zero(acc, acc_rows);
+        tr.mark(LC_T_X1);
+        lc_consume(segs, nseg_s[1], 1, cs, used, x, acc, full, empty, stages, ring_ptr, tr);
+        tr.mark(LC_T_C1);
+        for (int j = threadIdx.x; j < nj; j += LC_CONSUMERS) {
+            float gt = bf2f(f2bf(acc[j])), up = bf2f(f2bf(acc[nj + j]));
+            act[j0 + j] = f2bf(silu(gt) * up);
+        }
+        lc_grid_sync(bar, bar_target);
+        tr.mark(LC_T_SYNC2);
 
-    // Phase 2: residual += bf16(act · W_downᵀ).
-    lc_load_x(x, act, inter);
-    lc_zero(acc, acc_rows);
-    tr.mark(LC_T_X2);
-    lc_consume(segs, nseg_s, 2, cs, used, x, acc, full, empty, stages, ring_ptr, tr);
-    tr.mark(LC_T_C2);
-    add_rows(d0, d1, nullptr, 0.0f);
-    if (in_norm == nullptr) {
-        tr.end();
-        return;
-    }
-    lc_grid_sync(bar, bar_target);
-    tr.mark(LC_T_SYNC3);
+        // Phase 2: residual += bf16(act · W_downᵀ).
+        lc_load_x(x, act, inter);
+        lc_zero(acc, acc_rows);
+        tr.mark(LC_T_X2);
+        lc_consume(segs, nseg_s[1], 2, cs, used, x, acc, full, empty, stages, ring_ptr, tr);
+        tr.mark(LC_T_C2);
+        add_rows(o0, o1, nullptr, 0.0f);
+        if (ly.in_norm == nullptr) break;
+        lc_grid_sync(bar, bar_target);
+        tr.mark(LC_T_SYNC3);
 
-    // Phase 3: the next layer's qkv of its input-normed residual.
-    lc_norm_x(x, residual, in_norm, in_w0, h, eps, scratch);
-    lc_zero(acc, acc_rows);
-    tr.mark(LC_T_X3);
-    lc_consume(segs, nseg_s, 3, cs, used, x, acc, full, empty, stages, ring_ptr, tr);
-    tr.mark(LC_T_C3);
-    for (int r = q0 + threadIdx.x; r < q1; r += LC_CONSUMERS) {
-        float bq = r == my_q ? bq_keep : b_qkv != nullptr ? bf2f(b_qkv[r]) : 0.0f;
-        qkv_out[r] = f2bf(acc[r - q0] + bq);
+        // Phase 3: the next layer's qkv of its input-normed residual.
+        lc_norm_x(x, residual, ly.in_norm, in_w0, h, eps, scratch);
+        lc_zero(acc, acc_rows);
+        tr.mark(LC_T_X3);
+        lc_consume(segs, nseg_s[1], 3, cs, used, x, acc, full, empty, stages, ring_ptr, tr);
+        tr.mark(LC_T_C3);
+        for (int r = q0 + threadIdx.x; r < q1; r += LC_CONSUMERS) {
+            float bq = r == my_q ? bq_keep : ly.b_qkv != nullptr ? bf2f(ly.b_qkv[r]) : 0.0f;
+            qkv_out[r] = f2bf(acc[r - q0] + bq);
+        }
     }
     tr.end();
 }
@@ -873,31 +964,31 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
                 bf16_t* act, const bf16_t* in_norm, const bf16_t* w_qkv, const bf16_t* b_qkv,
                 bf16_t* qkv_out, u32* bar, int h, int qd, int inter, int nqkv, float eps,
                 int stages, int xmax, int acc_rows, int region, int window) {
-    layer_chain_impl<0>(attn, LcAttnArgs{}, w_o, b_o, residual, post_norm, w_gate_up, w_down,
-                        act, in_norm, w_qkv, b_qkv, qkv_out, bar, h, qd, inter, nqkv, eps,
-                        stages, xmax, acc_rows, region, window);
+    const LcLayer one{w_o,    b_o,   post_norm, w_gate_up, w_down,  in_norm,
+                      w_qkv,  b_qkv, nullptr,   nullptr,   nullptr, nullptr};
+    layer_chain_impl<0>(attn, LcAttnArgs{}, &one, 1, residual, act, qkv_out, bar, h, qd,
+                        inter, nqkv, eps, stages, xmax, acc_rows, region, window, 0);
 }
 
-// The same launch with the layer's attention first (layer_chain_attn_g2/_g4: GQA groups
-// of up to 2 and 4 query heads a kv head; head_dim 128). The extra arguments
-// follow LcAttnArgs' order.
+// The same with each layer's attention first, for up to LC_MAX_LAYERS consecutive
+// layers in one launch (layer_chain_attn_g2/_g4: GQA groups of up to 2 and 4 query
+// heads a kv head; head_dim 128). The arguments after hold follow LcAttnArgs' order.
+// Why several layers a launch: each launch boundary costs the grid's drain and start,
+// the set-up, and a ring that starts empty behind the attention; in one launch the next
+// layer's first chunks stream during this layer's last phases.
 #define LAYER_CHAIN_ATTN(GM)                                                                   \
     extern "C" __global__ void __launch_bounds__(LC_THREADS, 1) layer_chain_attn_g##GM(       \
-        const bf16_t* w_o, const bf16_t* b_o, bf16_t* residual, const bf16_t* post_norm,      \
-        const bf16_t* w_gate_up, const bf16_t* w_down, bf16_t* act, const bf16_t* in_norm,    \
-        const bf16_t* w_qkv, const bf16_t* b_qkv, bf16_t* qkv_out, u32* bar, int h, int qd,   \
-        int inter, int nqkv, float eps, int stages, int xmax, int acc_rows, int region,       \
-        int window, const bf16_t* qkv,                                                        \
-        const bf16_t* q_norm, const bf16_t* k_norm, const int* pos, const float* inv_freq,    \
-        const int* slots, bf16_t* k_cache, bf16_t* v_cache, const int* kv_len,                \
+        const __grid_constant__ LcLayers layers, int n_layers, bf16_t* residual, bf16_t* act, \
+        bf16_t* qkv_out, u32* bar, int h, int qd, int inter, int nqkv, float eps, int stages,  \
+        int xmax, int acc_rows, int region, int window, int hold, const bf16_t* qkv,          \
+        const int* pos, const float* inv_freq, const int* slots, const int* kv_len,           \
         const int* page_start, const int* page_ids, float* o_part, float* lse,                \
         bf16_t* attn_out, int hq, int hkv, int page_size, int part, float scale) {            \
-        LcAttnArgs a{qkv,      q_norm,     k_norm,   pos,    inv_freq, slots,    k_cache,     \
-                     v_cache,  kv_len,     page_start, page_ids, o_part, lse,    attn_out,    \
-                     hq,       hkv,        page_size,  part,     scale};                      \
-        layer_chain_impl<GM>(nullptr, a, w_o, b_o, residual, post_norm, w_gate_up, w_down,    \
-                             act, in_norm, w_qkv, b_qkv, qkv_out, bar, h, qd, inter, nqkv,    \
-                             eps, stages, xmax, acc_rows, region, window);                    \
+        LcAttnArgs a{qkv,    pos, inv_freq, slots, kv_len,    page_start, page_ids, o_part,   \
+                     lse,    attn_out, hq, hkv, page_size, part, scale};                      \
+        layer_chain_impl<GM>(nullptr, a, layers.l, n_layers, residual, act, qkv_out, bar, h,  \
+                             qd, inter, nqkv, eps, stages, xmax, acc_rows, region, window,    \
+                             hold);                                                           \
     }
 LAYER_CHAIN_ATTN(2)
 LAYER_CHAIN_ATTN(4)

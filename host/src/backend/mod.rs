@@ -224,6 +224,12 @@ pub enum ChainInput<'a, T> {
         layer: usize,
         params: &'a AttnParams<'a, T>,
     },
+    /// As [`ChainInput::Qkv`], from the qkv row the chain before it in the same
+    /// [`Backend::layer_span`] produces (it never leaves the device).
+    Chained {
+        layer: usize,
+        params: &'a AttnParams<'a, T>,
+    },
 }
 
 /// The products of one decoder layer after its attention, for
@@ -656,6 +662,38 @@ pub trait Backend: Send + 'static {
         let _ = (chain, kv, step, residual);
         Err(BackendError::Unsupported(
             "layer_chain (a backend whose layer_chain_ok answers true implements it)".into(),
+        ))
+    }
+
+    /// How many of `chains`, consecutive layers from the first, [`Backend::layer_span`]
+    /// runs as one launch: `chains[0]` starts from [`ChainInput::Qkv`] and each later
+    /// one from [`ChainInput::Chained`]. 0 or 1: run them one by one
+    /// ([`Backend::layer_chain`]).
+    fn layer_span_len(
+        &self,
+        residual: &Self::Tensor,
+        chains: &[LayerChain<'_, Self::Tensor>],
+        kv: &Self::Kv,
+        step: &Self::Step,
+    ) -> usize {
+        let _ = (residual, chains, kv, step);
+        0
+    }
+
+    /// [`Backend::layer_chain`] for each of `chains` in turn, each from the qkv the one
+    /// before it produced, as one launch: the last one's qkv is returned (`None` after
+    /// the model's last layer). Only called with as many chains as
+    /// [`Backend::layer_span_len`] answered.
+    fn layer_span(
+        &self,
+        chains: &[LayerChain<'_, Self::Tensor>],
+        kv: &mut Self::Kv,
+        step: &Self::Step,
+        residual: &mut Self::Tensor,
+    ) -> Result<Option<Self::Tensor>, BackendError> {
+        let _ = (chains, kv, step, residual);
+        Err(BackendError::Unsupported(
+            "layer_span (a backend whose layer_span_len answers 2+ implements it)".into(),
         ))
     }
 

@@ -313,15 +313,9 @@ impl<B: Backend> Model<B> {
         };
         // The next layer's qkv when the previous layer's products ran as one chain.
         let mut chained_qkv = None;
-        for (l, layer) in self.layers.iter().enumerate() {
-            let qkv = match (chained_qkv.take(), &x) {
-                (Some(qkv), _) => qkv,
-                (None, Input::Normed(t)) => b.linear(t, &layer.w_qkv, layer.b_qkv.as_ref())?,
-                (None, Input::Deferred(n)) => {
-                    b.rms_norm_linear(&residual, n, eps, &layer.w_qkv, layer.b_qkv.as_ref())?
-                }
-            };
-            let params = AttnParams {
+        let params = |l: usize| {
+            let layer = &self.layers[l];
+            AttnParams {
                 q_heads: self.shard.part(cfg.num_heads()),
                 kv_heads: self.shard.part(cfg.num_kv_heads()),
                 head_dim: d,
@@ -330,33 +324,62 @@ impl<B: Backend> Model<B> {
                 inv_freq: &self.inv_freq,
                 eps,
                 scale,
+            }
+        };
+        let mut l = 0;
+        while l < self.layers.len() {
+            let layer = &self.layers[l];
+            let qkv = match (chained_qkv.take(), &x) {
+                (Some(qkv), _) => qkv,
+                (None, Input::Normed(t)) => b.linear(t, &layer.w_qkv, layer.b_qkv.as_ref())?,
+                (None, Input::Deferred(n)) => {
+                    b.rms_norm_linear(&residual, n, eps, &layer.w_qkv, layer.b_qkv.as_ref())?
+                }
             };
+            let p = params(l);
             // Split across ranks the products are partial sums: no chain there. The
-            // chain may take the attention too (from qkv), else its output.
-            let next = self.layers.get(l + 1);
-            let after_chain = Input::Deferred(next.map_or(&self.final_norm, |n| &n.input_norm));
+            // chain may take the attention too (from qkv), else its output; and the
+            // layers after this one, from the qkv each writes, in the same launch.
+            let after = |last: usize| {
+                let next = self.layers.get(last + 1);
+                Input::Deferred(next.map_or(&self.final_norm, |n| &n.input_norm))
+            };
             if !self.shard.is_split() {
-                let c = layer.chain(
-                    ChainInput::Qkv {
-                        qkv: &qkv,
-                        layer: l,
-                        params: &params,
-                    },
-                    next,
-                    eps,
-                );
+                let input = ChainInput::Qkv {
+                    qkv: &qkv,
+                    layer: l,
+                    params: &p,
+                };
+                let c = layer.chain(input, self.layers.get(l + 1), eps);
                 if b.layer_chain_ok(&residual, &c, kv, step) {
-                    chained_qkv = b.layer_chain(&c, kv, step, &mut residual)?;
-                    x = after_chain;
+                    let ps: Vec<_> = (l + 1..self.layers.len()).map(params).collect();
+                    let mut chains = vec![c];
+                    for (i, pi) in ps.iter().enumerate() {
+                        let input = ChainInput::Chained {
+                            layer: l + 1 + i,
+                            params: pi,
+                        };
+                        let next = self.layers.get(l + 2 + i);
+                        chains.push(self.layers[l + 1 + i].chain(input, next, eps));
+                    }
+                    let n = b.layer_span_len(&residual, &chains, kv, step).max(1);
+                    chained_qkv = if n > 1 {
+                        b.layer_span(&chains[..n], kv, step, &mut residual)?
+                    } else {
+                        b.layer_chain(&chains[0], kv, step, &mut residual)?
+                    };
+                    x = after(l + n - 1);
+                    l += n;
                     continue;
                 }
             }
-            let attn = b.qkv_attention(qkv, kv, l, step, &params)?;
+            let attn = b.qkv_attention(qkv, kv, l, step, &p)?;
             if !self.shard.is_split() {
-                let c = layer.chain(ChainInput::Attn(&attn), next, eps);
+                let c = layer.chain(ChainInput::Attn(&attn), self.layers.get(l + 1), eps);
                 if b.layer_chain_ok(&residual, &c, kv, step) {
                     chained_qkv = b.layer_chain(&c, kv, step, &mut residual)?;
-                    x = after_chain;
+                    x = after(l);
+                    l += 1;
                     continue;
                 }
             }
@@ -376,6 +399,7 @@ impl<B: Backend> Model<B> {
             };
             let down = &layer.w_down;
             x = self.project_add_norm(b, &act, down, None, &mut residual, next_norm, defer_next)?;
+            l += 1;
         }
         match x {
             Input::Normed(t) => Ok(t),

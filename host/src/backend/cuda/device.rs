@@ -230,6 +230,13 @@ pub struct CudaOptions {
     /// (`MINISGL_CHAIN_WINDOW`; unset: the host's rule, see `ops/chain.rs`; 0: the whole
     /// ring at once).
     pub chain_window: Option<usize>,
+    /// Layers one launch of the attention chain runs at most (`MINISGL_CHAIN_SPAN`,
+    /// default [`CHAIN_MAX_LAYERS`]; 1: a launch a layer).
+    pub chain_span: usize,
+    /// Chunks of a layer's weight stream that may go before the layer's attention is done,
+    /// in a launch of several layers (`MINISGL_CHAIN_HOLD`; unset: the host's rule, see
+    /// `ops/chain.rs`).
+    pub chain_hold: Option<usize>,
 }
 
 /// Kv heads the attention chain's per-head counters cover (`Device::chain_bar`;
@@ -240,6 +247,9 @@ pub const CHAIN_TICKETS: usize = 64;
 /// 256 (2026-12-04): step 0.890 against 0.908 ms (8 splits a head against 4); 128 took
 /// 0.978.
 pub const CHAIN_ATTN_PART_DEFAULT: usize = 32;
+/// Layers one launch of the attention chain runs at most (`LC_MAX_LAYERS`: its table of
+/// layers is a kernel parameter, 96 bytes a layer, under the 4 KB every driver takes).
+pub const CHAIN_MAX_LAYERS: usize = 32;
 /// u64 slots a block of the chain writes when its kernels are built with `LC_TRACE=1`
 /// (`LC_T_POINTS`: cycles to each phase point, wall ns, launches), after the tickets.
 pub const CHAIN_TRACE_POINTS: usize = 36;
@@ -347,6 +357,24 @@ impl Default for CudaOptions {
                 "a chunk count from 0 to 64",
             )
         });
+        let chain_span = env_count(
+            "MINISGL_CHAIN_SPAN",
+            CHAIN_MAX_LAYERS,
+            |n| (1..=CHAIN_MAX_LAYERS).contains(&n),
+            "a layer count from 1 to 32",
+        );
+        let chain_hold =
+            std::env::var("MINISGL_CHAIN_HOLD")
+                .ok()
+                .and_then(|v| match v.parse::<usize>() {
+                    Ok(n) => Some(n),
+                    Err(_) => {
+                        tracing::warn!(
+                            "MINISGL_CHAIN_HOLD must be a chunk count, got {v:?}; using the rule"
+                        );
+                        None
+                    }
+                });
         CudaOptions {
             ordinal,
             attention,
@@ -370,6 +398,8 @@ impl Default for CudaOptions {
             chain_attn,
             chain_attn_part,
             chain_window,
+            chain_span,
+            chain_hold,
         }
     }
 }

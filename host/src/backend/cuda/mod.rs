@@ -197,6 +197,10 @@ pub struct CudaBackend {
     pub(crate) chain_attn_part: usize,
     /// [`CudaOptions::chain_window`].
     pub(crate) chain_window: Option<usize>,
+    /// [`CudaOptions::chain_span`].
+    pub(crate) chain_span: usize,
+    /// [`CudaOptions::chain_hold`].
+    pub(crate) chain_hold: Option<usize>,
     /// This device's rank when the model is split across GPUs
     /// ([`Backend::all_reduce`](super::Backend::all_reduce) goes through it).
     pub(crate) nccl: Option<nccl::NcclRank>,
@@ -226,6 +230,8 @@ impl CudaBackend {
             chain_attn: std::cell::Cell::new(opts.chain_attn),
             chain_attn_part: opts.chain_attn_part.max(1),
             chain_window: opts.chain_window,
+            chain_span: opts.chain_span.clamp(1, device::CHAIN_MAX_LAYERS),
+            chain_hold: opts.chain_hold,
             nccl: None,
         })
     }
@@ -460,11 +466,26 @@ impl CudaBackend {
 
     /// Launch `name` with `cfg` and `args` (by value, in the kernel's order).
     fn launch(&self, name: &str, cfg: LaunchConfig, args: &[Arg]) -> Result<(), BackendError> {
+        self.launch_after(name, cfg, None, args)
+    }
+
+    /// [`Self::launch`] with `table` by value ahead of `args` (the layer chain's
+    /// `__grid_constant__` table of layers).
+    fn launch_after(
+        &self,
+        name: &str,
+        cfg: LaunchConfig,
+        table: Option<&ops::chain::ChainLayers>,
+        args: &[Arg],
+    ) -> Result<(), BackendError> {
         let f = self.dev.kernels.get(name)?;
-        if self.dev.pdl && pdl::pdl_kernel(name) {
+        if table.is_none() && self.dev.pdl && pdl::pdl_kernel(name) {
             return timeline::wrap(&self.dev, name, || self.launch_pdl(f, cfg, args));
         }
         let mut b = self.dev.stream.launch_builder(f);
+        if let Some(t) = table {
+            b.arg(t);
+        }
         for a in args {
             match a {
                 Arg::U64(v) => b.arg(v),

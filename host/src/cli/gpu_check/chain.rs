@@ -218,6 +218,7 @@ fn one_row<B: Backend>(b: &B) -> Result<(B::Kv, B::Step)> {
 pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Result<()> {
     products(cpu, gpu, seed, rep)?;
     attention(cpu, gpu, seed, rep)?;
+    span(cpu, gpu, seed, rep)?;
     // Any LC_TRACE entry builds the trace in (the kernel tests #ifdef LC_TRACE).
     use minisgl::backend::cuda::nvrtc::{parse_defines, DEFINES_ENV};
     let defines = std::env::var(DEFINES_ENV).unwrap_or_default();
@@ -445,6 +446,188 @@ fn attention(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -
             rep.check("chain_attn", format!("{what} cached K"), &kg, kc, 1e-2);
             let vc = &kvc.v[0][slot..slot + kvw];
             rep.check("chain_attn", format!("{what} cached V"), &vg, vc, 0.0);
+        }
+    }
+    Ok(())
+}
+
+/// Several layers in one launch (`layer_span`), each from the qkv the one before it
+/// wrote, against the CPU running the same layers one after the other: the residual,
+/// the last layer's next qkv, and each layer's new K/V row in its own cache. The launch
+/// must take all of them where the group is 2 or less, one layer at a time past it.
+fn span(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Result<()> {
+    let rng = &mut ChaCha8Rng::seed_from_u64(seed ^ 0x5a4);
+    const HD: usize = 128;
+    // (name, q heads, kv heads, hidden, intermediate, q/k norms, biases, layers, context,
+    // whether the last layer is the model's last)
+    type SpanShape = (
+        &'static str,
+        usize,
+        usize,
+        usize,
+        usize,
+        bool,
+        bool,
+        usize,
+        usize,
+        bool,
+    );
+    let shapes: [SpanShape; 4] = [
+        ("qwen3-0.6b", 16, 8, 1024, 3072, true, false, 3, 300, false),
+        (
+            "qwen3-0.6b, model's last layer",
+            16,
+            8,
+            1024,
+            3072,
+            true,
+            false,
+            2,
+            40,
+            true,
+        ),
+        (
+            "group 1, biases",
+            8,
+            8,
+            1024,
+            2048,
+            false,
+            true,
+            4,
+            1100,
+            false,
+        ),
+        ("group 4", 8, 2, 1024, 2048, true, false, 2, 129, false),
+    ];
+    let inv: Vec<f32> = (0..HD / 2)
+        .map(|i| 1_000_000f32.powf(-(2.0 * i as f32) / HD as f32))
+        .collect();
+    let invf = (up(cpu, &[HD / 2], &inv)?, up(gpu, &[HD / 2], &inv)?);
+    for (name, hq, hkv, h, inter, norms, bias, n, ctx, model_last) in shapes {
+        let (qd, cols) = (hq * HD, (hq + 2 * hkv) * HD);
+        let what = format!("{name} {hq}q/{hkv}kv h={h} ctx={ctx} {n} layers");
+        let (mut layout, fill, step) = one_seq_cache(rng, name, hq, hkv, ctx);
+        layout.num_layers = n;
+        let nf = fill.tokens.len();
+        let (mut kvc, mut kvg) = (cpu.alloc_kv(layout)?, gpu.alloc_kv(layout)?);
+        let (fc, fg) = (cpu.prepare_step(&fill)?, gpu.prepare_step(&fill)?);
+        let mut layers = Vec::with_capacity(n);
+        let mut norms_w = Vec::with_capacity(n);
+        for l in 0..n {
+            let k = pair(rng, cpu, gpu, &[nf, hkv * HD], 1.0)?;
+            let v = pair(rng, cpu, gpu, &[nf, hkv * HD], 1.0)?;
+            cpu.store_kv(&mut kvc, l, &k.0, &v.0, &fc)?;
+            gpu.store_kv(&mut kvg, l, &k.1, &v.1, &fg)?;
+            norms_w.push((
+                pair(rng, cpu, gpu, &[HD], 1.0)?,
+                pair(rng, cpu, gpu, &[HD], 1.0)?,
+            ));
+            layers.push(Layer::random(rng, cpu, gpu, h, qd, inter, cols, bias)?);
+        }
+        let (mut qkv_c, qkv_g0) = pair(rng, cpu, gpu, &[1, cols], 1.0)?;
+        let (mut rc, mut rg) = pair(rng, cpu, gpu, &[1, h], 1.0)?;
+
+        // The CPU: each layer's attention and products, then its next qkv.
+        let sc = cpu.prepare_step(&step)?;
+        for (l, layer) in layers.iter().enumerate() {
+            let (wq, wk) = &norms_w[l];
+            let pc = attn_params(hq, hkv, norms, &wq.0, &wk.0, &invf.0);
+            let attn_c = cpu.qkv_attention(qkv_c, &mut kvc, l, &sc, &pc)?;
+            layer.cpu_products(cpu, &attn_c, &mut rc)?;
+            qkv_c = layer.cpu_next_qkv(cpu, &rc)?;
+        }
+
+        // The GPU: one launch.
+        let sg = gpu.prepare_step(&step)?;
+        let pg: Vec<_> = norms_w
+            .iter()
+            .map(|(wq, wk)| attn_params(hq, hkv, norms, &wq.1, &wk.1, &invf.1))
+            .collect();
+        let chains: Vec<_> = layers
+            .iter()
+            .enumerate()
+            .map(|(l, layer)| {
+                let input = match l {
+                    0 => ChainInput::Qkv {
+                        qkv: &qkv_g0,
+                        layer: 0,
+                        params: &pg[0],
+                    },
+                    _ => ChainInput::Chained {
+                        layer: l,
+                        params: &pg[l],
+                    },
+                };
+                layer.chain(input, model_last && l + 1 == n)
+            })
+            .collect();
+        let want = if hq / hkv <= 2 { n } else { 1 };
+        let on = gpu.layer_chain_on() && gpu.chain_attn_on() && gpu.dev.cc == (9, 0);
+        let took = gpu.layer_span_len(&rg, &chains, &kvg, &sg);
+        rep.fact(
+            "chain_span",
+            format!("{what} takes {want}"),
+            !on || took == want,
+            format!("layer_span_len answered {took}"),
+        );
+        if !on || took < 2 {
+            continue;
+        }
+        let qkv_g = gpu.layer_span(&chains, &mut kvg, &sg, &mut rg)?;
+        const T: f64 = 1e-2;
+        let residual = format!("{what} residual");
+        rep.check(
+            "chain_span",
+            residual,
+            &gpu.to_host(&rg)?,
+            &cpu.to_host(&rc)?,
+            T,
+        );
+        match qkv_g {
+            Some(g) if !model_last => {
+                let (g, c) = (gpu.to_host(&g)?, cpu.to_host(&qkv_c)?);
+                rep.check("chain_span", format!("{what} qkv"), &g, &c, T);
+            }
+            None if model_last => {}
+            g => rep.fact(
+                "chain_span",
+                format!("{what} qkv"),
+                false,
+                format!(
+                    "returned a qkv: {}, after the model's last layer: {model_last}",
+                    g.is_some()
+                ),
+            ),
+        }
+        // Each layer's new row of K (normed, rotated) and V in its own cache.
+        let kvw = hkv * HD;
+        let slot = step.slots[0] as usize * kvw;
+        for l in 0..n {
+            let bf = |x: Vec<u16>| -> Vec<f32> {
+                x[slot..slot + kvw]
+                    .iter()
+                    .map(|&b| half::bf16::from_bits(b).to_f32())
+                    .collect()
+            };
+            let kg = bf(gpu.dev.stream.clone_dtoh(&kvg.k[l])?);
+            let vg = bf(gpu.dev.stream.clone_dtoh(&kvg.v[l])?);
+            let kc = &kvc.k[l][slot..slot + kvw];
+            let vc = &kvc.v[l][slot..slot + kvw];
+            rep.check(
+                "chain_span",
+                format!("{what} layer {l} cached K"),
+                &kg,
+                kc,
+                1e-2,
+            );
+            rep.check(
+                "chain_span",
+                format!("{what} layer {l} cached V"),
+                &vg,
+                vc,
+                1e-2,
+            );
         }
     }
     Ok(())

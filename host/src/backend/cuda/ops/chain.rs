@@ -4,8 +4,10 @@
 //! of all four weights from the start. `layer_chain_attn_g*` run the layer's attention
 //! first, from its qkv row (q/k norm, RoPE, the K/V store, split attention and its merge).
 
+use cudarc::driver::DeviceRepr;
+
 use super::kv::check_slots;
-use crate::backend::cuda::device::{CHAIN_TICKETS, CHAIN_TRACE_POINTS};
+use crate::backend::cuda::device::{CHAIN_MAX_LAYERS, CHAIN_TICKETS, CHAIN_TRACE_POINTS};
 use crate::backend::cuda::{cfg, Arg, Buf, CudaBackend, CudaKv, CudaStep, CudaTensor};
 use crate::backend::{AttnParams, BackendError, ChainInput, LayerChain};
 
@@ -38,8 +40,23 @@ const WINDOW_RING_SHARES: usize = 2;
 const ATT_HD: usize = 128;
 const ATT_MAX_SPLITS: usize = 16;
 
+/// Pointers a layer of the table (`LcLayer`: w_o, b_o, post_norm, w_gate_up, w_down,
+/// the next layer's in_norm, w_qkv and b_qkv, q_norm, k_norm, the K and V caches).
+const LAYER_PTRS: usize = 12;
+
+/// The attention chain's table of layers, passed by value (`LcLayers`); null pointers
+/// where a layer has no such weight.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct ChainLayers([[u64; LAYER_PTRS]; CHAIN_MAX_LAYERS]);
+
+// SAFETY: plain data laid out as the kernel's `LcLayers` (12 x 8-byte pointers a layer,
+// LC_MAX_LAYERS = CHAIN_MAX_LAYERS layers), passed by value.
+unsafe impl DeviceRepr for ChainLayers {}
+
 /// The launch's shape: (h, qd, inter, nqkv) from the weights, and with the attention
 /// in front its GQA group (query heads a kv head; 0 without).
+#[derive(PartialEq, Eq)]
 struct Dims {
     h: usize,
     qd: usize,
@@ -61,6 +78,9 @@ struct Plan {
     bytes: usize,
     /// Chunks in flight a block (0: the whole ring), unless the options say otherwise.
     window: usize,
+    /// Chunks of a layer that may stream before its attention is done (a launch of
+    /// several layers), unless the options say otherwise.
+    hold: usize,
 }
 
 /// The plan, or `None` when too few stages fit.
@@ -83,6 +103,12 @@ fn plan(d: &Dims, sms: usize) -> Option<Plan> {
     } else {
         0
     };
+    // In a launch of several layers, a layer's first chunks stream as the ring frees up
+    // during the previous layer's phases; the ones that would go out during its qkv
+    // phase wait for the attention instead, whose dependent loads would queue behind
+    // them (see lc_produce).
+    let qkv_chunks = (per(d.nqkv) * d.h * 2).div_ceil(CHUNK);
+    let hold = stages.saturating_sub(qkv_chunks);
     (stages >= MIN_STAGES).then_some(Plan {
         stages,
         xmax,
@@ -90,6 +116,7 @@ fn plan(d: &Dims, sms: usize) -> Option<Plan> {
         region,
         bytes: stages * CHUNK + region + stages * 16,
         window,
+        hold,
     })
 }
 
@@ -122,7 +149,7 @@ impl CudaBackend {
     /// f32 inverse frequencies, the kv heads each taking a block.
     fn chain_attn_group(
         &self,
-        qkv: &CudaTensor,
+        qkv: Option<&CudaTensor>,
         layer: usize,
         p: &AttnParams<'_, CudaTensor>,
         kv: &CudaKv,
@@ -150,7 +177,7 @@ impl CudaBackend {
             && norms
             && p.inv_freq.f32_copy.is_some()
             && p.inv_freq.numel() * 2 == ATT_HD
-            && bf16_2d(qkv) == Some((1, (hq + 2 * hkv) * ATT_HD));
+            && qkv.is_none_or(|t| bf16_2d(t) == Some((1, (hq + 2 * hkv) * ATT_HD)));
         let name = attn_kernel(group)?;
         (ok && self.dev.kernels.get(name).is_ok()).then_some(group)
     }
@@ -162,7 +189,51 @@ impl CudaBackend {
         kv: &CudaKv,
         step: &CudaStep,
     ) -> bool {
-        self.chain_plan(residual, c, kv, step).is_some()
+        !matches!(c.input, ChainInput::Chained { .. })
+            && self.chain_plan(residual, c, kv, step).is_some()
+    }
+
+    /// How many of `chains` one launch runs: the first from its qkv, each later one
+    /// from the qkv the one before it wrote, all of one shape and rotation, in the
+    /// group-of-2 build (the group-of-4 one runs one layer a launch: see the kernel),
+    /// at most `chain_span` of them.
+    pub(super) fn layer_span_len_impl(
+        &self,
+        residual: &CudaTensor,
+        chains: &[LayerChain<'_, CudaTensor>],
+        kv: &CudaKv,
+        step: &CudaStep,
+    ) -> usize {
+        let Some(first) = chains.first() else {
+            return 0;
+        };
+        let ChainInput::Qkv { params: p0, .. } = &first.input else {
+            return 0;
+        };
+        let Some((d0, _)) = self.chain_plan(residual, first, kv, step) else {
+            return 0;
+        };
+        let max = if d0.group <= 2 { self.chain_span } else { 1 };
+        let mut n = 1;
+        while n < chains.len().min(max) {
+            let c = &chains[n];
+            let ChainInput::Chained { params, .. } = &c.input else {
+                break;
+            };
+            let same = chains[n - 1].next.is_some()
+                && d0.nqkv == (params.q_heads + 2 * params.kv_heads) * ATT_HD
+                && std::ptr::eq(params.inv_freq, p0.inv_freq)
+                && params.scale == p0.scale
+                && c.eps == first.eps
+                && self
+                    .chain_plan(residual, c, kv, step)
+                    .is_some_and(|(d, _)| d == d0);
+            if !same {
+                break;
+            }
+            n += 1;
+        }
+        n
     }
 
     /// The chain's shape and plan when the kernel can run it on `residual`, else `None`.
@@ -193,7 +264,11 @@ impl CudaBackend {
         let group = match &c.input {
             ChainInput::Attn(a) => (bf16_2d(a) == Some((1, qd))).then_some(0)?,
             ChainInput::Qkv { qkv, layer, params } => {
-                let g = self.chain_attn_group(qkv, *layer, params, kv, step)?;
+                let g = self.chain_attn_group(Some(qkv), *layer, params, kv, step)?;
+                (params.q_heads * ATT_HD == qd).then_some(g)?
+            }
+            ChainInput::Chained { layer, params } => {
+                let g = self.chain_attn_group(None, *layer, params, kv, step)?;
                 (params.q_heads * ATT_HD == qd).then_some(g)?
             }
         };
@@ -203,8 +278,12 @@ impl CudaBackend {
             && hd == h
             && bf16_1d(c.post_norm, h)
             && c.b_o.is_none_or(|b| bf16_1d(b, h));
-        // Each warp's 256-element piece of a chunk must lie in one weight row.
-        let widths = [h, qd, inter].iter().all(|k| k.is_multiple_of(256));
+        // Each warp's 256-element piece of a chunk must lie in one weight row, and the
+        // kernel addresses each weight's elements in 32 bits.
+        let widths = [h, qd, inter].iter().all(|k| k.is_multiple_of(256))
+            && [h * qd, 2 * inter * h, nqkv * h]
+                .iter()
+                .all(|&e| e < 1 << 32);
         let d = Dims {
             h,
             qd,
@@ -216,54 +295,145 @@ impl CudaBackend {
         (shapes && widths).then_some((d, p))
     }
 
-    pub(super) fn layer_chain_impl(
+    /// `chains` in one launch: one products-only chain ([`ChainInput::Attn`]), or
+    /// attention chains, the first from its qkv and each later one from the qkv the one
+    /// before it wrote (as many as [`Self::layer_span_len_impl`] takes).
+    pub(super) fn layer_span_impl(
         &self,
-        c: &LayerChain<'_, CudaTensor>,
+        chains: &[LayerChain<'_, CudaTensor>],
         kv: &mut CudaKv,
         step: &CudaStep,
         residual: &mut CudaTensor,
     ) -> Result<Option<CudaTensor>, BackendError> {
-        let (d, p) = self.chain_plan(residual, c, kv, step).ok_or_else(|| {
-            BackendError::Unsupported(format!(
-                "layer_chain: residual {:?}, w_o {:?}, w_gate_up {:?}, w_down {:?}: not a shape the kernel runs (or turned off)",
+        let refuse = |why: String| Err(BackendError::Unsupported(format!("layer_chain: {why}")));
+        let Some(c) = chains.first() else {
+            return refuse("no layers".into());
+        };
+        let Some((d, p)) = self.chain_plan(residual, c, kv, step) else {
+            return refuse(format!(
+                "residual {:?}, w_o {:?}, w_gate_up {:?}, w_down {:?}: not a shape the kernel runs (or turned off)",
                 residual.shape, c.w_o.shape, c.w_gate_up.shape, c.w_down.shape
-            ))
-        })?;
+            ));
+        };
+        if chains.len() > 1 && self.layer_span_len_impl(residual, chains, kv, step) < chains.len() {
+            return refuse(format!(
+                "{} layers in one launch: more than it takes (see layer_span_len)",
+                chains.len()
+            ));
+        }
+        let last = &chains[chains.len() - 1];
         let sms = self.dev.num_sms;
         let act = self.new_bf16(1, d.inter)?;
-        let qkv_out = match c.next {
-            Some(_) => Some(self.new_bf16(1, d.nqkv)?),
-            None => None,
+        // Each layer's next qkv; past the first layer also the input of the next.
+        let qkv_out = match chains.len() > 1 || c.next.is_some() {
+            true => Some(self.new_bf16(1, d.nqkv)?),
+            false => None,
         };
         let weights = d.h * d.qd + 3 * d.h * d.inter + d.nqkv * d.h;
+        let layers = chains.len();
         let cost = |kv_bytes: usize, flops: usize| {
-            let (bytes, flops) = (weights * 2 + kv_bytes, 2 * weights + flops);
+            let bytes = layers * (weights * 2 + kv_bytes);
+            let flops = layers * (2 * weights + flops);
             crate::backend::cuda::timeline::cost(bytes as f64, flops as f64);
         };
         let opt = |t: Option<&CudaTensor>| -> Result<u64, BackendError> {
             t.map_or(Ok(0), |t| self.bf16_ptr(t, "layer_chain"))
         };
-        let (in_norm, w_qkv, b_qkv) = match c.next {
-            Some((n, w, b)) => (Some(n), Some(w), b),
-            None => (None, None, None),
+        // The next layer's (in_norm, w_qkv, b_qkv) pointers (0: none).
+        let next = |c: &LayerChain<'_, CudaTensor>| -> Result<[u64; 3], BackendError> {
+            match c.next {
+                Some((n, w, b)) => Ok([
+                    self.bf16_ptr(n, "layer_chain")?,
+                    self.bf16_ptr(w, "layer_chain")?,
+                    opt(b)?,
+                ]),
+                None => Ok([0; 3]),
+            }
         };
         let mut lc = cfg((sms as u32, 1, 1), THREADS);
         lc.shared_mem_bytes = p.bytes as u32;
-        let mut args = Vec::with_capacity(40);
-        if let ChainInput::Attn(a) = &c.input {
-            args.push(Arg::U64(self.bf16_ptr(a, "layer_chain")?));
+        let window = self.chain_window.unwrap_or(p.window) as i32;
+        let ChainInput::Qkv { qkv, params, .. } = &c.input else {
+            let ChainInput::Attn(a) = &c.input else {
+                return refuse("a chained layer without the layer before it".into());
+            };
+            let [in_norm, w_qkv, b_qkv] = next(c)?;
+            let args = [
+                Arg::U64(self.bf16_ptr(a, "layer_chain")?),
+                Arg::U64(self.bf16_ptr(c.w_o, "layer_chain")?),
+                Arg::U64(opt(c.b_o)?),
+                Arg::U64(self.bf16_ptr(residual, "layer_chain")?),
+                Arg::U64(self.bf16_ptr(c.post_norm, "layer_chain")?),
+                Arg::U64(self.bf16_ptr(c.w_gate_up, "layer_chain")?),
+                Arg::U64(self.bf16_ptr(c.w_down, "layer_chain")?),
+                Arg::U64(self.bf16_ptr(&act, "layer_chain")?),
+                Arg::U64(in_norm),
+                Arg::U64(w_qkv),
+                Arg::U64(b_qkv),
+                Arg::U64(opt(qkv_out.as_ref())?),
+                Arg::U64(self.ptr(&self.dev.chain_bar)),
+                Arg::I32(d.h as i32),
+                Arg::I32(d.qd as i32),
+                Arg::I32(d.inter as i32),
+                Arg::I32(d.nqkv as i32),
+                Arg::F32(c.eps),
+                Arg::I32(p.stages as i32),
+                Arg::I32(p.xmax as i32),
+                Arg::I32(p.acc as i32),
+                Arg::I32(p.region as i32),
+                Arg::I32(window),
+            ];
+            cost(0, 0);
+            self.launch("layer_chain", lc, &args)?;
+            return Ok(qkv_out);
+        };
+        let l = kv.layout;
+        check_slots(l, step)?;
+        let mut table = ChainLayers([[0; LAYER_PTRS]; CHAIN_MAX_LAYERS]);
+        for (row, c) in table.0.iter_mut().zip(chains) {
+            let (layer, pc) = match &c.input {
+                ChainInput::Qkv { layer, params, .. } | ChainInput::Chained { layer, params } => {
+                    (*layer, *params)
+                }
+                ChainInput::Attn(_) => return refuse("a products-only layer in a span".into()),
+            };
+            let (qn, kn) = match (pc.q_norm, pc.k_norm) {
+                (Some(q), Some(k)) => (
+                    self.bf16_ptr(q, "layer_chain")?,
+                    self.bf16_ptr(k, "layer_chain")?,
+                ),
+                _ => (0, 0),
+            };
+            let [in_norm, w_qkv, b_qkv] = next(c)?;
+            *row = [
+                self.bf16_ptr(c.w_o, "layer_chain")?,
+                opt(c.b_o)?,
+                self.bf16_ptr(c.post_norm, "layer_chain")?,
+                self.bf16_ptr(c.w_gate_up, "layer_chain")?,
+                self.bf16_ptr(c.w_down, "layer_chain")?,
+                in_norm,
+                w_qkv,
+                b_qkv,
+                qn,
+                kn,
+                self.ptr(&kv.k[layer]),
+                self.ptr(&kv.v[layer]),
+            ];
         }
-        args.extend([
-            Arg::U64(self.bf16_ptr(c.w_o, "layer_chain")?),
-            Arg::U64(opt(c.b_o)?),
+        // The attention's partials (every head's splits, at most ATT_MAX_SPLITS) and its
+        // merged output row, read back later in the same launch (each layer in turn).
+        let (hq, hkv) = (params.q_heads, params.kv_heads);
+        let o_part = self.alloc_f32(hq * ATT_MAX_SPLITS * ATT_HD)?;
+        let lse = self.alloc_f32(hq * ATT_MAX_SPLITS)?;
+        let attn_out = self.new_bf16(1, d.qd)?;
+        let freq = params.inv_freq.f32_copy.as_ref().ok_or_else(|| {
+            BackendError::Unsupported("layer_chain: inv_freq without its f32 upload".into())
+        })?;
+        let off = step.off;
+        let args = [
+            Arg::I32(layers as i32),
             Arg::U64(self.bf16_ptr(residual, "layer_chain")?),
-            Arg::U64(self.bf16_ptr(c.post_norm, "layer_chain")?),
-            Arg::U64(self.bf16_ptr(c.w_gate_up, "layer_chain")?),
-            Arg::U64(self.bf16_ptr(c.w_down, "layer_chain")?),
             Arg::U64(self.bf16_ptr(&act, "layer_chain")?),
-            Arg::U64(opt(in_norm)?),
-            Arg::U64(opt(w_qkv)?),
-            Arg::U64(opt(b_qkv)?),
             Arg::U64(opt(qkv_out.as_ref())?),
             Arg::U64(self.ptr(&self.dev.chain_bar)),
             Arg::I32(d.h as i32),
@@ -275,41 +445,12 @@ impl CudaBackend {
             Arg::I32(p.xmax as i32),
             Arg::I32(p.acc as i32),
             Arg::I32(p.region as i32),
-            Arg::I32(self.chain_window.unwrap_or(p.window) as i32),
-        ]);
-        let ChainInput::Qkv { qkv, layer, params } = &c.input else {
-            cost(0, 0);
-            self.launch("layer_chain", lc, &args)?;
-            return Ok(qkv_out);
-        };
-        // The attention's partials (every head's splits, at most ATT_MAX_SPLITS) and its
-        // merged output row, read back later in the same launch.
-        let l = kv.layout;
-        check_slots(l, step)?;
-        let (hq, hkv) = (params.q_heads, params.kv_heads);
-        let o_part = self.alloc_f32(hq * ATT_MAX_SPLITS * ATT_HD)?;
-        let lse = self.alloc_f32(hq * ATT_MAX_SPLITS)?;
-        let attn_out = self.new_bf16(1, d.qd)?;
-        let (qn, kn) = match (params.q_norm, params.k_norm) {
-            (Some(q), Some(k)) => (
-                self.bf16_ptr(q, "layer_chain")?,
-                self.bf16_ptr(k, "layer_chain")?,
-            ),
-            _ => (0, 0),
-        };
-        let freq = params.inv_freq.f32_copy.as_ref().ok_or_else(|| {
-            BackendError::Unsupported("layer_chain: inv_freq without its f32 upload".into())
-        })?;
-        let off = step.off;
-        args.extend([
+            Arg::I32(window),
+            Arg::I32(self.chain_hold.unwrap_or(p.hold).min(1 << 20) as i32),
             Arg::U64(self.bf16_ptr(qkv, "layer_chain")?),
-            Arg::U64(qn),
-            Arg::U64(kn),
             Arg::U64(self.step_ptr(step, off.positions)),
             Arg::U64(self.ptr(freq)),
             Arg::U64(self.step_ptr(step, off.slots)),
-            Arg::U64(self.ptr(&kv.k[*layer])),
-            Arg::U64(self.ptr(&kv.v[*layer])),
             Arg::U64(self.step_ptr(step, off.kv_len)),
             Arg::U64(self.step_ptr(step, off.page_start)),
             Arg::U64(self.step_ptr(step, off.page_ids)),
@@ -321,14 +462,14 @@ impl CudaBackend {
             Arg::I32(l.page_size as i32),
             Arg::I32(self.chain_attn_part as i32),
             Arg::F32(params.scale),
-        ]);
+        ];
         // K and V of every context row once; q·k and p·v for every query head.
         let ctx: usize = step.meta.kv_lens.iter().map(|&n| n as usize).sum();
         cost(ctx * hkv * ATT_HD * 4, ctx * hq * ATT_HD * 4);
         let name = attn_kernel(d.group).expect("chain_plan checked the group");
-        self.launch(name, lc, &args)?;
+        self.launch_after(name, lc, Some(&table), &args)?;
         // The scratch is dropped here: freed in stream order, after the launch.
-        Ok(qkv_out)
+        Ok(qkv_out.filter(|_| last.next.is_some()))
     }
 
     /// The chain's phase trace so far, one row a block: `CHAIN_TRACE_POINTS` sums over
@@ -347,7 +488,27 @@ impl CudaBackend {
 
 #[cfg(test)]
 mod tests {
-    use super::{attn_kernel, plan, Dims, LAYER_CHAIN_MAX_SMEM, WINDOW};
+    use super::{
+        attn_kernel, plan, ChainLayers, Dims, CHAIN_MAX_LAYERS, LAYER_CHAIN_MAX_SMEM, LAYER_PTRS,
+        WINDOW,
+    };
+
+    #[test]
+    fn layer_table_matches_the_kernel() {
+        // The kernel's table of layers is LC_MAX_LAYERS LcLayer structs of pointers,
+        // passed by value: the host's must have its size, under 4 KB of parameters.
+        let src = include_str!("../../../../../kernels/layer_chain_sm90.cu");
+        let max = format!("#define LC_MAX_LAYERS {CHAIN_MAX_LAYERS}\n");
+        assert!(src.contains(&max), "{max:?} not in the kernel");
+        let start = src.find("struct LcLayer {").expect("LcLayer in the kernel");
+        let body = &src[start..start + src[start..].find("};").unwrap()];
+        assert_eq!(body.matches("* ").count(), LAYER_PTRS, "{body}");
+        assert_eq!(
+            std::mem::size_of::<ChainLayers>(),
+            CHAIN_MAX_LAYERS * LAYER_PTRS * 8
+        );
+        assert!(std::mem::size_of::<ChainLayers>() + 256 < 4096);
+    }
 
     #[test]
     fn groups_past_four_run_the_separate_attention() {
@@ -397,6 +558,15 @@ mod tests {
             assert_eq!((p.acc % 4, p.region % 16), (0, 0));
             // The window orders a small layer's start-up burst only.
             assert_eq!(p.window, if d.h == 1024 { WINDOW } else { 0 }, "h={}", d.h);
+            // The chunks that would go out during the qkv phase wait for the attention:
+            // a block's 31-32 qkv rows of 1,024 are two chunks at Qwen3-0.6B, and 55 of
+            // 5,120 (Qwen3-14B), 47 of 4,096 (Llama-3.1-8B) are 18 and 12: nothing
+            // streams ahead there.
+            let held = match d.h {
+                1024 => 4,
+                _ => 0,
+            };
+            assert_eq!(p.hold, held, "h={}", d.h);
         }
         // An intermediate width whose x alone takes the shared memory: no plan.
         assert!(plan(&dims(4096, 4096, 110_592, 6144, 0), 132).is_none());

@@ -7,7 +7,7 @@
 
 mod activation;
 mod attention;
-mod chain;
+pub(crate) mod chain;
 mod collective;
 mod embedding;
 mod kv;
@@ -179,7 +179,27 @@ impl Backend for CudaBackend {
         step: &CudaStep,
         residual: &mut CudaTensor,
     ) -> Result<Option<CudaTensor>, BackendError> {
-        self.layer_chain_impl(chain, kv, step, residual)
+        self.layer_span_impl(std::slice::from_ref(chain), kv, step, residual)
+    }
+
+    fn layer_span_len(
+        &self,
+        residual: &CudaTensor,
+        chains: &[LayerChain<'_, CudaTensor>],
+        kv: &CudaKv,
+        step: &CudaStep,
+    ) -> usize {
+        self.layer_span_len_impl(residual, chains, kv, step)
+    }
+
+    fn layer_span(
+        &self,
+        chains: &[LayerChain<'_, CudaTensor>],
+        kv: &mut CudaKv,
+        step: &CudaStep,
+        residual: &mut CudaTensor,
+    ) -> Result<Option<CudaTensor>, BackendError> {
+        self.layer_span_impl(chains, kv, step, residual)
     }
 
     fn rms_norm_linear(
