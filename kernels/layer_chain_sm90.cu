@@ -42,7 +42,8 @@
 //
 // Dynamic shared memory: `stages` stages of LC_CHUNK bytes, then a region of `region`
 // bytes (x, max k bf16, then the accumulators, acc_rows floats; before phase 0 the
-// attention's scratch), then the stages' full and empty mbarriers.
+// attention's scratch), then the stages' full and empty mbarriers, then (with the
+// attention) the table of layers, LC_MAX_LAYERS LcLayer.
 #include "common.cuh"
 #include "hopper.cuh"
 #include "rope.cuh"
@@ -510,7 +511,7 @@ __device__ __forceinline__ int lc_att_splits(int ctx, int part, int hkv, int& sp
 // slower than the separate attention, inlined or out of line).
 template <int GM>
 __device__ __forceinline__ void lc_attention(
-    const bf16_t* qkv, const bf16_t* q_norm, const bf16_t* k_norm, const int* pos,
+    const bf16_t* qkv, bool fresh, const bf16_t* q_norm, const bf16_t* k_norm, const int* pos,
     const float* inv_freq, float eps, float scale, const int* slots, bf16_t* k_cache,
     bf16_t* v_cache, const int* kv_len, const int* page_start, const int* page_ids, int hq,
     int hkv, int page_size, int part, float* o_part, float* lse, float* att, u32* tickets,
@@ -568,13 +569,18 @@ __device__ __forceinline__ void lc_attention(
     float v[LC_HD / 32], nw[LC_HD / 32] = {}, fr[LC_HD / 64] = {}, fp = 0.0f;
     auto load_q = [&]() {
         if (warp < G + 2) {
-            // Through L2: past the first layer of a launch, other blocks wrote this row.
             const bf16_t* src = qkv + (size_t)head * LC_HD;
+            if (fresh) {
+                // Through L2: other blocks of this launch wrote the row.
 #pragma unroll
-            for (int j = 0; j < LC_HD / 32; j += 2) {
-                const u32 w = ld_cg_u32(reinterpret_cast<const u32*>(src + head_elem<LC_HD>(j, lane)));
-                v[j] = bf_lo(w);
-                v[j + 1] = bf_hi(w);
+                for (int j = 0; j < LC_HD / 32; j += 2) {
+                    const u32 w =
+                        ld_cg_u32(reinterpret_cast<const u32*>(src + head_elem<LC_HD>(j, lane)));
+                    v[j] = bf_lo(w);
+                    v[j + 1] = bf_hi(w);
+                }
+            } else {
+                load_head<LC_HD>(src, lane, v);
             }
             if (warp <= G && norm_w != nullptr) {
 #pragma unroll
@@ -772,8 +778,17 @@ __device__ __forceinline__ void layer_chain_impl(
     float* acc = reinterpret_cast<float*>(lc_smem + (size_t)stages * LC_CHUNK + (size_t)xmax * 2);
     const u32 ring = smem_u32(lc_smem);
     const u32 full = smem_u32(lc_smem + (size_t)stages * LC_CHUNK + region), empty = full + stages * 8;
-    // This block's rows of each product (computed where used: held in registers across
-    // the attention, they made the group-of-4 build spill).
+    // With the attention in front, the table of layers after the mbarriers (the host
+    // sizes the region for LC_MAX_LAYERS); the products-only chain reads its one layer.
+    // Only the group-of-2 build runs several layers (below); the others read their one
+    // layer from the parameters.
+    constexpr bool multi = GM > 0 && GM <= 2;
+    const LcLayer* table_s =
+        multi ? reinterpret_cast<const LcLayer*>(lc_smem + (size_t)stages * (LC_CHUNK + 16) + region)
+              : layers;
+    // This block's rows of each product (o's and down's are the same: [o0, o1) of h),
+    // computed where used: held in registers across the attention, they pushed the
+    // group-of-4 build into spilling.
     auto rows = [&](int n, int& r0, int& r1) {
         r0 = lc_split(n, b);
         r1 = lc_split(n, b + 1);
@@ -792,10 +807,10 @@ __device__ __forceinline__ void layer_chain_impl(
     // Without the attention the stream starts at once after a block barrier.
     constexpr bool split_roles = GM > 0;
     // Several layers a launch in the group-of-2 build only: with the layer loop, the
-    // group-of-4 build spilled 92 bytes (its attention's state is twice as large; the
-    // layer's K/V pointers, no longer launch constants, and the loop's own state push it
-    // past the 96 registers of a 544-thread block). The host asks it for one layer.
-    if constexpr (GM > 2) n_layers = 1;
+    // group-of-4 build spilled 84-234 bytes (its attention's state is twice as large;
+    // what the loop keeps live pushes it past the 96 registers of a 544-thread block).
+    // The host asks it for one layer.
+    if constexpr (!multi) n_layers = 1;
     if (threadIdx.x == (split_roles ? LC_CONSUMERS : 0)) {
         int o0, o1, j0, j1, q0, q1;
         rows(h, o0, o1);
@@ -828,9 +843,20 @@ __device__ __forceinline__ void layer_chain_impl(
     }
     if constexpr (split_roles) {
         if (threadIdx.x >= LC_CONSUMERS) {
-            __syncwarp();
+            // The table of layers into shared memory (after the mbarriers), while the
+            // consumers run the first layer's attention from the parameters. Read through
+            // the parameters, each layer's row was a constant-cache miss on the path of
+            // its attention and phases.
+            if constexpr (multi) {
+                const unsigned long long* src = reinterpret_cast<const unsigned long long*>(layers);
+                unsigned long long* dst =
+                    reinterpret_cast<unsigned long long*>(const_cast<LcLayer*>(table_s));
+                const int words = n_layers * (int)(sizeof(LcLayer) / 8);
+                for (int i = threadIdx.x - LC_CONSUMERS; i < words; i += 32) dst[i] = src[i];
+                __syncwarp();
+            }
             lc_bar_arrive_all(LC_BAR_SETUP);
-            lc_produce(segs, nseg_s, nch_s, layers, n_layers, true, hold, ring, full, empty,
+            lc_produce(segs, nseg_s, nch_s, table_s, n_layers, true, hold, ring, full, empty,
                        stages, window, tr);
             return;
         }
@@ -844,8 +870,8 @@ __device__ __forceinline__ void layer_chain_impl(
     }
     const unsigned char* ring_ptr = lc_smem;
     u32 used = 0;
-    // The grid barrier's next target, in shared memory: only thread 0 uses it, and a
-    // register held across the attention made the group-of-4 build spill.
+    // The grid barrier's next target, in shared memory: only thread 0 uses it (a register
+    // held across the attention pushed the group-of-4 build into spilling).
     __shared__ unsigned long long bar_target;
     if (threadIdx.x == 0) bar_target = lc_bar_base(bar);
 
@@ -858,16 +884,18 @@ __device__ __forceinline__ void layer_chain_impl(
     // issued before the first barrier, the 0.6B batch-1 step measured 1.009x against
     // here). Block b is the only writer of its residual rows [o0, o1) (o's and down's), so
     // it keeps their values: phase 2 adds to what phase 0 wrote without reading it back.
-    // (Per layer, declared after the attention: nothing of it stays live across it.)
+    // (Per layer, in the loop: nothing of it stays live across the next attention.)
     for (int l = 0; l < n_layers; l++) {
-        const LcLayer& ly = layers[l];
+        // (The first layer's row in shared memory only after its attention.)
+        const LcLayer& ly = table_s[l];
         int cs = 0;
         // Phase 0: residual += bf16(attn · W_oᵀ + b_o) on this block's rows.
         if constexpr (GM > 0) {
             // Past the first layer, every block's rows of this layer's qkv must be in.
             if (l > 0) lc_grid_sync(bar, bar_target);
-            lc_attention<GM>(l == 0 ? a.qkv : qkv_out, ly.q_norm, ly.k_norm, a.pos,
-                             a.inv_freq, eps, a.scale, a.slots, ly.k_cache, ly.v_cache,
+            const LcLayer& la = l == 0 ? layers[0] : ly;
+            lc_attention<GM>(l == 0 ? a.qkv : qkv_out, multi && l > 0, la.q_norm, la.k_norm, a.pos,
+                             a.inv_freq, eps, a.scale, a.slots, la.k_cache, la.v_cache,
                              a.kv_len, a.page_start, a.page_ids, a.hq, a.hkv, a.page_size,
                              a.part, a.o_part, a.lse, reinterpret_cast<float*>(x), bar + 2,
                              a.attn_out, tr);
@@ -880,7 +908,6 @@ __device__ __forceinline__ void layer_chain_impl(
         } else {
             lc_load_x(x, attn, qd);
         }
-        // o's and down's rows are the same: [o0, o1) of h.
         int o0, o1, j0, j1, q0, q1;
         rows(h, o0, o1);
         rows(inter, j0, j1);
@@ -972,18 +999,20 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
 
 // The same with each layer's attention first, for up to LC_MAX_LAYERS consecutive
 // layers in one launch (layer_chain_attn_g2/_g4: GQA groups of up to 2 and 4 query
-// heads a kv head; head_dim 128). The arguments after hold follow LcAttnArgs' order.
+// heads a kv head; head_dim 128). The arguments after n_layers follow LcAttnArgs'
+// order; the table of layers comes last, so that the scalars keep their few constant
+// lines at the front.
 // Why several layers a launch: each launch boundary costs the grid's drain and start,
 // the set-up, and a ring that starts empty behind the attention; in one launch the next
 // layer's first chunks stream during this layer's last phases.
 #define LAYER_CHAIN_ATTN(GM)                                                                   \
     extern "C" __global__ void __launch_bounds__(LC_THREADS, 1) layer_chain_attn_g##GM(       \
-        const __grid_constant__ LcLayers layers, int n_layers, bf16_t* residual, bf16_t* act, \
-        bf16_t* qkv_out, u32* bar, int h, int qd, int inter, int nqkv, float eps, int stages,  \
-        int xmax, int acc_rows, int region, int window, int hold, const bf16_t* qkv,          \
-        const int* pos, const float* inv_freq, const int* slots, const int* kv_len,           \
-        const int* page_start, const int* page_ids, float* o_part, float* lse,                \
-        bf16_t* attn_out, int hq, int hkv, int page_size, int part, float scale) {            \
+        bf16_t* residual, bf16_t* act, bf16_t* qkv_out, u32* bar, int h, int qd, int inter,   \
+        int nqkv, float eps, int stages, int xmax, int acc_rows, int region, int window,      \
+        int hold, int n_layers, const bf16_t* qkv, const int* pos, const float* inv_freq,     \
+        const int* slots, const int* kv_len, const int* page_start, const int* page_ids,      \
+        float* o_part, float* lse, bf16_t* attn_out, int hq, int hkv, int page_size,          \
+        int part, float scale, const __grid_constant__ LcLayers layers) {                     \
         LcAttnArgs a{qkv,    pos, inv_freq, slots, kv_len,    page_start, page_ids, o_part,   \
                      lse,    attn_out, hq, hkv, page_size, part, scale};                      \
         layer_chain_impl<GM>(nullptr, a, layers.l, n_layers, residual, act, qkv_out, bar, h,  \

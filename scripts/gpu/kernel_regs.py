@@ -25,6 +25,7 @@ ap.add_argument("--arch", default="sm_90")
 ap.add_argument("--filter", default="", help="only kernels whose name contains this")
 ap.add_argument("-D", action="append", default=[], help="extra defines, NAME=VALUE")
 ap.add_argument("--sass-hashes", action="store_true", help="hash each kernel's machine code instead")
+ap.add_argument("--cubin", default="", help="also write the cubin here (for nvdisasm -c)")
 a = ap.parse_args()
 
 kdir = os.path.dirname(os.path.abspath(a.src))
@@ -53,6 +54,12 @@ nv.nvrtcGetProgramLog(prog, buf)
 log = buf.value.decode(errors="replace")
 if rc != 0:
     sys.exit(f"compile failed ({rc}):\n{log}")
+if a.cubin:
+    nv.nvrtcGetCUBINSize(prog, ctypes.byref(size))
+    cubin = ctypes.create_string_buffer(size.value)
+    nv.nvrtcGetCUBIN(prog, cubin)
+    with open(a.cubin, "wb") as f:
+        f.write(cubin.raw)
 if a.sass_hashes:
     nv.nvrtcGetCUBINSize(prog, ctypes.byref(size))
     cubin = ctypes.create_string_buffer(size.value)

@@ -466,26 +466,23 @@ impl CudaBackend {
 
     /// Launch `name` with `cfg` and `args` (by value, in the kernel's order).
     fn launch(&self, name: &str, cfg: LaunchConfig, args: &[Arg]) -> Result<(), BackendError> {
-        self.launch_after(name, cfg, None, args)
+        self.launch_with_table(name, cfg, args, None)
     }
 
-    /// [`Self::launch`] with `table` by value ahead of `args` (the layer chain's
+    /// [`Self::launch`] with `table` by value after `args` (the layer chain's
     /// `__grid_constant__` table of layers).
-    fn launch_after(
+    fn launch_with_table(
         &self,
         name: &str,
         cfg: LaunchConfig,
-        table: Option<&ops::chain::ChainLayers>,
         args: &[Arg],
+        table: Option<&ops::chain::ChainLayers>,
     ) -> Result<(), BackendError> {
         let f = self.dev.kernels.get(name)?;
         if table.is_none() && self.dev.pdl && pdl::pdl_kernel(name) {
             return timeline::wrap(&self.dev, name, || self.launch_pdl(f, cfg, args));
         }
         let mut b = self.dev.stream.launch_builder(f);
-        if let Some(t) = table {
-            b.arg(t);
-        }
         for a in args {
             match a {
                 Arg::U64(v) => b.arg(v),
@@ -494,6 +491,9 @@ impl CudaBackend {
                 Arg::I64(v) => b.arg(v),
                 Arg::Map(v) => b.arg(v),
             };
+        }
+        if let Some(t) = table {
+            b.arg(t);
         }
         timeline::wrap(&self.dev, name, || {
             // SAFETY: every kernel's argument list is documented in its .cu file and the

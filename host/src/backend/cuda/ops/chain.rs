@@ -56,7 +56,6 @@ unsafe impl DeviceRepr for ChainLayers {}
 
 /// The launch's shape: (h, qd, inter, nqkv) from the weights, and with the attention
 /// in front its GQA group (query heads a kv head; 0 without).
-#[derive(PartialEq, Eq)]
 struct Dims {
     h: usize,
     qd: usize,
@@ -95,8 +94,14 @@ fn plan(d: &Dims, sms: usize) -> Option<Plan> {
     // values, a max and a sum).
     let att = d.group * ATT_HD * 4 + WARPS * d.group * (ATT_HD + 2) * 4;
     let region = (xmax * 2 + acc * 4).max(att).next_multiple_of(16);
+    // With the attention, the kernel's copy of its table of layers after the mbarriers.
+    let table = if d.group > 0 {
+        std::mem::size_of::<ChainLayers>()
+    } else {
+        0
+    };
     // Each stage: its bytes and two mbarriers (full, empty).
-    let stages = (LAYER_CHAIN_MAX_SMEM.checked_sub(region)? / (CHUNK + 16)).min(MAX_STAGES);
+    let stages = (LAYER_CHAIN_MAX_SMEM.checked_sub(region + table)? / (CHUNK + 16)).min(MAX_STAGES);
     let share = 2 * (d.h * d.qd + 3 * d.inter * d.h + d.nqkv * d.h) / sms;
     let window = if share <= WINDOW_RING_SHARES * stages * CHUNK {
         WINDOW
@@ -114,7 +119,7 @@ fn plan(d: &Dims, sms: usize) -> Option<Plan> {
         xmax,
         acc,
         region,
-        bytes: stages * CHUNK + region + stages * 16,
+        bytes: stages * CHUNK + region + stages * 16 + table,
         window,
         hold,
     })
@@ -227,7 +232,12 @@ impl CudaBackend {
                 && c.eps == first.eps
                 && self
                     .chain_plan(residual, c, kv, step)
-                    .is_some_and(|(d, _)| d == d0);
+                    .is_some_and(|(d, _)| {
+                        // The model's last layer has no qkv product (nqkv 0).
+                        let nqkv = if c.next.is_some() { d.nqkv } else { d0.nqkv };
+                        (d.h, d.qd, d.inter, nqkv, d.group)
+                            == (d0.h, d0.qd, d0.inter, d0.nqkv, d0.group)
+                    });
             if !same {
                 break;
             }
@@ -431,7 +441,6 @@ impl CudaBackend {
         })?;
         let off = step.off;
         let args = [
-            Arg::I32(layers as i32),
             Arg::U64(self.bf16_ptr(residual, "layer_chain")?),
             Arg::U64(self.bf16_ptr(&act, "layer_chain")?),
             Arg::U64(opt(qkv_out.as_ref())?),
@@ -447,6 +456,7 @@ impl CudaBackend {
             Arg::I32(p.region as i32),
             Arg::I32(window),
             Arg::I32(self.chain_hold.unwrap_or(p.hold).min(1 << 20) as i32),
+            Arg::I32(layers as i32),
             Arg::U64(self.bf16_ptr(qkv, "layer_chain")?),
             Arg::U64(self.step_ptr(step, off.positions)),
             Arg::U64(self.ptr(freq)),
@@ -467,7 +477,7 @@ impl CudaBackend {
         let ctx: usize = step.meta.kv_lens.iter().map(|&n| n as usize).sum();
         cost(ctx * hkv * ATT_HD * 4, ctx * hq * ATT_HD * 4);
         let name = attn_kernel(d.group).expect("chain_plan checked the group");
-        self.launch_after(name, lc, Some(&table), &args)?;
+        self.launch_with_table(name, lc, &args, Some(&table))?;
         // The scratch is dropped here: freed in stream order, after the launch.
         Ok(qkv_out.filter(|_| last.next.is_some()))
     }
