@@ -85,7 +85,7 @@ struct LcLayer {
     bf16_t* v_cache;
 };
 
-// The layers one launch of layer_chain_attn_g* runs (the host's CHAIN_MAX_LAYERS),
+// The layers one launch of layer_chain_span_g2 runs (the host's CHAIN_MAX_LAYERS),
 // passed by value: 3 KB of kernel parameters, under the 4 KB every driver takes.
 #define LC_MAX_LAYERS 32
 struct LcLayers {
@@ -357,10 +357,13 @@ struct LcTrace {
 // (2026-12-04), batch-1 step, one layer a launch: holding the whole stream, 0.976x at
 // Qwen3-0.6B and 0.994x at Llama-3.1-8B against starting at once; letting the first one
 // or two chunks go first (o's rows), 1.010x and 1.020x at 0.6B, 1.009x at 8B. In a
-// launch of several layers, a layer's first chunks stream during the previous layer's
-// phases, as the ring frees up, and have landed before its attention starts. The sync
-// comes before the layer's last chunk at the latest: the consumers then cannot arrive
-// for the next layer's generation before the producer has passed this one.
+// launch of several layers (layer_chain_span_g2) the next layer's first chunks could
+// stream during this layer's phases as the ring frees up; the host passes hold = 0, as
+// measured (2026-12-04, Qwen3-0.6B batch-1 step, 28 layers a launch): holding every
+// chunk until the layer's attention is done 0.847 ms, four chunks ahead (those that go
+// out before the qkv phase) 0.871, all of them 0.879. The sync comes before the layer's
+// last chunk at the latest: the consumers then cannot arrive for the next layer's
+// generation before the producer has passed this one.
 // window > 0: chunk c goes out only once chunk c - window has landed, so that at most
 // `window` chunks a block are in flight (0: the whole ring at once; the host chooses, see
 // WINDOW in ops/chain.rs, with what was measured). The phase trace, one layer launched
@@ -765,7 +768,7 @@ struct LcAttnArgs {
 // bar: two u32, zero. window: chunks of the weight stream a block keeps in flight (0:
 // the whole ring); hold: a layer's chunks that may stream before its attention is done
 // (see lc_produce).
-template <int GM>
+template <int GM, bool SPAN>
 __device__ __forceinline__ void layer_chain_impl(
     const bf16_t* attn, const LcAttnArgs& a, const LcLayer* layers, int n_layers,
     bf16_t* residual, bf16_t* act, bf16_t* qkv_out, u32* bar, int h, int qd, int inter,
@@ -780,9 +783,9 @@ __device__ __forceinline__ void layer_chain_impl(
     const u32 full = smem_u32(lc_smem + (size_t)stages * LC_CHUNK + region), empty = full + stages * 8;
     // With the attention in front, the table of layers after the mbarriers (the host
     // sizes the region for LC_MAX_LAYERS); the products-only chain reads its one layer.
-    // Only the group-of-2 build runs several layers (below); the others read their one
-    // layer from the parameters.
-    constexpr bool multi = GM > 0 && GM <= 2;
+    // A span (layer_chain_span_g2) reads its table of layers from shared memory; the
+    // one-layer kernels read their layer from the parameters.
+    constexpr bool multi = SPAN;
     const LcLayer* table_s =
         multi ? reinterpret_cast<const LcLayer*>(lc_smem + (size_t)stages * (LC_CHUNK + 16) + region)
               : layers;
@@ -806,10 +809,6 @@ __device__ __forceinline__ void layer_chain_impl(
     // after the block's start (0.6B batch-1 step 0.987x against it, 2026-12-04).
     // Without the attention the stream starts at once after a block barrier.
     constexpr bool split_roles = GM > 0;
-    // Several layers a launch in the group-of-2 build only: with the layer loop, the
-    // group-of-4 build spilled 84-234 bytes (its attention's state is twice as large;
-    // what the loop keeps live pushes it past the 96 registers of a 544-thread block).
-    // The host asks it for one layer.
     if constexpr (!multi) n_layers = 1;
     if (threadIdx.x == (split_roles ? LC_CONSUMERS : 0)) {
         int o0, o1, j0, j1, q0, q1;
@@ -993,31 +992,54 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
                 int stages, int xmax, int acc_rows, int region, int window) {
     const LcLayer one{w_o,    b_o,   post_norm, w_gate_up, w_down,  in_norm,
                       w_qkv,  b_qkv, nullptr,   nullptr,   nullptr, nullptr};
-    layer_chain_impl<0>(attn, LcAttnArgs{}, &one, 1, residual, act, qkv_out, bar, h, qd,
-                        inter, nqkv, eps, stages, xmax, acc_rows, region, window, 0);
+    layer_chain_impl<0, false>(attn, LcAttnArgs{}, &one, 1, residual, act, qkv_out, bar, h,
+                               qd, inter, nqkv, eps, stages, xmax, acc_rows, region, window, 0);
 }
 
-// The same with each layer's attention first, for up to LC_MAX_LAYERS consecutive
-// layers in one launch (layer_chain_attn_g2/_g4: GQA groups of up to 2 and 4 query
-// heads a kv head; head_dim 128). The arguments after n_layers follow LcAttnArgs'
-// order; the table of layers comes last, so that the scalars keep their few constant
-// lines at the front.
-// Why several layers a launch: each launch boundary costs the grid's drain and start,
-// the set-up, and a ring that starts empty behind the attention; in one launch the next
-// layer's first chunks stream during this layer's last phases.
+// The same launch with the layer's attention first (layer_chain_attn_g2/_g4: GQA groups
+// of up to 2 and 4 query heads a kv head; head_dim 128). The arguments after window
+// are the attention's: qkv, the layer's q/k norms and caches, then LcAttnArgs' order.
 #define LAYER_CHAIN_ATTN(GM)                                                                   \
     extern "C" __global__ void __launch_bounds__(LC_THREADS, 1) layer_chain_attn_g##GM(       \
-        bf16_t* residual, bf16_t* act, bf16_t* qkv_out, u32* bar, int h, int qd, int inter,   \
-        int nqkv, float eps, int stages, int xmax, int acc_rows, int region, int window,      \
-        int hold, int n_layers, const bf16_t* qkv, const int* pos, const float* inv_freq,     \
-        const int* slots, const int* kv_len, const int* page_start, const int* page_ids,      \
+        const bf16_t* w_o, const bf16_t* b_o, bf16_t* residual, const bf16_t* post_norm,      \
+        const bf16_t* w_gate_up, const bf16_t* w_down, bf16_t* act, const bf16_t* in_norm,    \
+        const bf16_t* w_qkv, const bf16_t* b_qkv, bf16_t* qkv_out, u32* bar, int h, int qd,   \
+        int inter, int nqkv, float eps, int stages, int xmax, int acc_rows, int region,       \
+        int window, const bf16_t* qkv, const bf16_t* q_norm, const bf16_t* k_norm,            \
+        const int* pos, const float* inv_freq, const int* slots, bf16_t* k_cache,             \
+        bf16_t* v_cache, const int* kv_len, const int* page_start, const int* page_ids,       \
         float* o_part, float* lse, bf16_t* attn_out, int hq, int hkv, int page_size,          \
-        int part, float scale, const __grid_constant__ LcLayers layers) {                     \
+        int part, float scale) {                                                              \
+        const LcLayer one{w_o,   b_o,    post_norm, w_gate_up, w_down,  in_norm,              \
+                          w_qkv, b_qkv,  q_norm,    k_norm,    k_cache, v_cache};             \
         LcAttnArgs a{qkv,    pos, inv_freq, slots, kv_len,    page_start, page_ids, o_part,   \
                      lse,    attn_out, hq, hkv, page_size, part, scale};                      \
-        layer_chain_impl<GM>(nullptr, a, layers.l, n_layers, residual, act, qkv_out, bar, h,  \
-                             qd, inter, nqkv, eps, stages, xmax, acc_rows, region, window,    \
-                             hold);                                                           \
+        layer_chain_impl<GM, false>(nullptr, a, &one, 1, residual, act, qkv_out, bar, h, qd,  \
+                                    inter, nqkv, eps, stages, xmax, acc_rows, region, window, \
+                                    0);                                                       \
     }
 LAYER_CHAIN_ATTN(2)
 LAYER_CHAIN_ATTN(4)
+
+// Up to LC_MAX_LAYERS consecutive layers of group 2 or less in one launch, each with its
+// attention first: the first from qkv, each later one from the qkv the one before it
+// wrote to qkv_out. The table of layers comes last among the arguments, so that the
+// scalars keep their few constant lines at the front; the others follow LcAttnArgs.
+// Why: each launch boundary costs the grid's drain and start and the set-up (Qwen3-0.6B
+// batch-1 step 0.847 against 0.871-0.890 ms a launch a layer, 2026-12-04). In the group-of-4
+// build the layer loop spilled 84-234 bytes (its attention's state is twice as large,
+// and what the loop keeps live pushes it past the 96 registers of a 544-thread block),
+// so there is none.
+extern "C" __global__ void __launch_bounds__(LC_THREADS, 1) layer_chain_span_g2(
+    bf16_t* residual, bf16_t* act, bf16_t* qkv_out, u32* bar, int h, int qd, int inter,
+    int nqkv, float eps, int stages, int xmax, int acc_rows, int region, int window, int hold,
+    int n_layers, const bf16_t* qkv, const int* pos, const float* inv_freq, const int* slots,
+    const int* kv_len, const int* page_start, const int* page_ids, float* o_part, float* lse,
+    bf16_t* attn_out, int hq, int hkv, int page_size, int part, float scale,
+    const __grid_constant__ LcLayers layers) {
+    LcAttnArgs a{qkv, pos,      inv_freq, slots,     kv_len, page_start, page_ids, o_part,
+                 lse, attn_out, hq,       hkv,       page_size, part,     scale};
+    layer_chain_impl<2, true>(nullptr, a, layers.l, n_layers, residual, act, qkv_out, bar, h,
+                              qd, inter, nqkv, eps, stages, xmax, acc_rows, region, window,
+                              hold);
+}

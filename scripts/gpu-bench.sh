@@ -208,10 +208,10 @@
 #             LC_NOINLINE, ran at eafe883 and went with its define.)
 #     (part 83, the window compiled in for every shape, ran at 40f17bf; part 77 has its
 #             A/Bs now.)
-#     part 87: several layers a launch (the group-of-2 attention chain's layer loop): chain
-#             checks with the span group, model checks, 0.6B batch-1 A/Bs against one layer
-#             a launch (contexts 256, 2,048) and the hold's ends, Llama-3.1-8B against the
-#             separate attention, the phase trace.
+#     part 87: several layers a launch (layer_chain_span_g2): chain checks with the span
+#             group, model checks, 0.6B batch-1 A/Bs against a launch a layer (contexts
+#             256, 2,048) and against streaming ahead, Llama-3.1-8B against the separate
+#             attention, the 0.6B steps at batch 1 / 64 / 256. PART87_TRACE=1: the trace.
 #     part 84: the window at 14B and 8B (MINISGL_CHAIN_WINDOW=2 against the rule's 0),
 #             seven rounds each, clocks sampled.
 #     part 85: the window as a launch argument (the host's rule): chain and model checks,
@@ -1170,23 +1170,23 @@ device)
         pack_logs 77
     elif [ "$part" = 87 ]; then
         rm "$out/env.log"  # already printed by the tee above
-        # Several layers a launch (the group-of-2 attention chain's layer loop): the chain
-        # checks (their chain_span group runs 2-4 layers a launch against the CPU), the
-        # model checks (Qwen3-0.6B's 28 layers as one launch against the CPU), the 0.6B
-        # batch-1 A/Bs against one layer a launch (MINISGL_CHAIN_SPAN=1, contexts 256 and
-        # 2,048) and against the hold's ends (MINISGL_CHAIN_HOLD=0: a layer's stream waits
-        # for its attention; 64: nothing waits), Llama-3.1-8B (group 4: one layer a launch
-        # still) against the separate attention, the phase trace.
+        # Several layers a launch (layer_chain_span_g2): the chain checks (their chain_span
+        # group runs 2-4 layers a launch against a launch a layer and the CPU), the model
+        # checks (Qwen3-0.6B's 28 layers as one launch against the CPU), the 0.6B batch-1
+        # A/Bs against a launch a layer (MINISGL_CHAIN_SPAN=1, contexts 256 and 2,048) and
+        # against four chunks streamed ahead (MINISGL_CHAIN_HOLD=4), Llama-3.1-8B (group
+        # 4: a launch a layer) against the separate attention, the 0.6B steps at batch 1 /
+        # 64 / 256 (a null A/B). PART87_TRACE=1: the phase trace too.
         chain_check "" default
         check_models
         export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
         MINISGL_BENCH_AB=MINISGL_CHAIN_SPAN=1 bench_step qwen3-0.6b -span1
-        MINISGL_BENCH_AB=MINISGL_CHAIN_HOLD=0 bench_step qwen3-0.6b -hold0
-        MINISGL_BENCH_AB=MINISGL_CHAIN_HOLD=64 bench_step qwen3-0.6b -hold64
+        MINISGL_BENCH_AB=MINISGL_CHAIN_HOLD=4 bench_step qwen3-0.6b -hold4
         MINISGL_BENCH_CONTEXT=2048 MINISGL_BENCH_AB=MINISGL_CHAIN_SPAN=1 bench_step qwen3-0.6b -span1-ctx2048
         MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN=0 bench_step llama-3.1-8b -cattn
+        MINISGL_BENCH_BATCHES=1,64,256 MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step qwen3-0.6b -steps
         unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
-        chain_check LC_TRACE=1 trace
+        if [ "${PART87_TRACE:-0}" = 1 ]; then chain_check LC_TRACE=1 trace; fi
         pack_logs 87
     elif [ "$part" = 84 ]; then
         rm "$out/env.log"  # already printed by the tee above

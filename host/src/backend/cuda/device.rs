@@ -234,9 +234,9 @@ pub struct CudaOptions {
     /// default [`CHAIN_MAX_LAYERS`]; 1: a launch a layer).
     pub chain_span: usize,
     /// Chunks of a layer's weight stream that may go before the layer's attention is done,
-    /// in a launch of several layers (`MINISGL_CHAIN_HOLD`; unset: the host's rule, see
-    /// `ops/chain.rs`).
-    pub chain_hold: Option<usize>,
+    /// in a launch of several layers (`MINISGL_CHAIN_HOLD`, default 0: none; see
+    /// `lc_produce` in `kernels/layer_chain_sm90.cu` for what was measured).
+    pub chain_hold: usize,
 }
 
 /// Kv heads the attention chain's per-head counters cover (`Device::chain_bar`;
@@ -363,18 +363,7 @@ impl Default for CudaOptions {
             |n| (1..=CHAIN_MAX_LAYERS).contains(&n),
             "a layer count from 1 to 32",
         );
-        let chain_hold =
-            std::env::var("MINISGL_CHAIN_HOLD")
-                .ok()
-                .and_then(|v| match v.parse::<usize>() {
-                    Ok(n) => Some(n),
-                    Err(_) => {
-                        tracing::warn!(
-                            "MINISGL_CHAIN_HOLD must be a chunk count, got {v:?}; using the rule"
-                        );
-                        None
-                    }
-                });
+        let chain_hold = env_count("MINISGL_CHAIN_HOLD", 0, |n| n <= 1 << 20, "a chunk count");
         CudaOptions {
             ordinal,
             attention,
@@ -482,7 +471,12 @@ pub fn kernel_names(family: &str) -> Vec<String> {
             "attn_prefill_ws_gather_hd64",
             "attn_prefill_ws_gather_hd128",
         ],
-        "layer_chain_sm90" => vec!["layer_chain", "layer_chain_attn_g2", "layer_chain_attn_g4"],
+        "layer_chain_sm90" => vec![
+            "layer_chain",
+            "layer_chain_attn_g2",
+            "layer_chain_attn_g4",
+            "layer_chain_span_g2",
+        ],
         "gemv" => {
             let base = [
                 "gemv_bf16",

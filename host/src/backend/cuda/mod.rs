@@ -200,7 +200,7 @@ pub struct CudaBackend {
     /// [`CudaOptions::chain_span`].
     pub(crate) chain_span: usize,
     /// [`CudaOptions::chain_hold`].
-    pub(crate) chain_hold: Option<usize>,
+    pub(crate) chain_hold: usize,
     /// This device's rank when the model is split across GPUs
     /// ([`Backend::all_reduce`](super::Backend::all_reduce) goes through it).
     pub(crate) nccl: Option<nccl::NcclRank>,

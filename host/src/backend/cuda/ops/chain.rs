@@ -77,9 +77,6 @@ struct Plan {
     bytes: usize,
     /// Chunks in flight a block (0: the whole ring), unless the options say otherwise.
     window: usize,
-    /// Chunks of a layer that may stream before its attention is done (a launch of
-    /// several layers), unless the options say otherwise.
-    hold: usize,
 }
 
 /// The plan, or `None` when too few stages fit.
@@ -108,12 +105,6 @@ fn plan(d: &Dims, sms: usize) -> Option<Plan> {
     } else {
         0
     };
-    // In a launch of several layers, a layer's first chunks stream as the ring frees up
-    // during the previous layer's phases; the ones that would go out during its qkv
-    // phase wait for the attention instead, whose dependent loads would queue behind
-    // them (see lc_produce).
-    let qkv_chunks = (per(d.nqkv) * d.h * 2).div_ceil(CHUNK);
-    let hold = stages.saturating_sub(qkv_chunks);
     (stages >= MIN_STAGES).then_some(Plan {
         stages,
         xmax,
@@ -121,7 +112,6 @@ fn plan(d: &Dims, sms: usize) -> Option<Plan> {
         region,
         bytes: stages * CHUNK + region + stages * 16 + table,
         window,
-        hold,
     })
 }
 
@@ -218,7 +208,8 @@ impl CudaBackend {
         let Some((d0, _)) = self.chain_plan(residual, first, kv, step) else {
             return 0;
         };
-        let max = if d0.group <= 2 { self.chain_span } else { 1 };
+        let spans = d0.group <= 2 && self.dev.kernels.get("layer_chain_span_g2").is_ok();
+        let max = if spans { self.chain_span } else { 1 };
         let mut n = 1;
         while n < chains.len().min(max) {
             let c = &chains[n];
@@ -363,57 +354,22 @@ impl CudaBackend {
         let mut lc = cfg((sms as u32, 1, 1), THREADS);
         lc.shared_mem_bytes = p.bytes as u32;
         let window = self.chain_window.unwrap_or(p.window) as i32;
-        let ChainInput::Qkv { qkv, params, .. } = &c.input else {
-            let ChainInput::Attn(a) = &c.input else {
-                return refuse("a chained layer without the layer before it".into());
-            };
-            let [in_norm, w_qkv, b_qkv] = next(c)?;
-            let args = [
-                Arg::U64(self.bf16_ptr(a, "layer_chain")?),
-                Arg::U64(self.bf16_ptr(c.w_o, "layer_chain")?),
-                Arg::U64(opt(c.b_o)?),
-                Arg::U64(self.bf16_ptr(residual, "layer_chain")?),
-                Arg::U64(self.bf16_ptr(c.post_norm, "layer_chain")?),
-                Arg::U64(self.bf16_ptr(c.w_gate_up, "layer_chain")?),
-                Arg::U64(self.bf16_ptr(c.w_down, "layer_chain")?),
-                Arg::U64(self.bf16_ptr(&act, "layer_chain")?),
-                Arg::U64(in_norm),
-                Arg::U64(w_qkv),
-                Arg::U64(b_qkv),
-                Arg::U64(opt(qkv_out.as_ref())?),
-                Arg::U64(self.ptr(&self.dev.chain_bar)),
-                Arg::I32(d.h as i32),
-                Arg::I32(d.qd as i32),
-                Arg::I32(d.inter as i32),
-                Arg::I32(d.nqkv as i32),
-                Arg::F32(c.eps),
-                Arg::I32(p.stages as i32),
-                Arg::I32(p.xmax as i32),
-                Arg::I32(p.acc as i32),
-                Arg::I32(p.region as i32),
-                Arg::I32(window),
-            ];
-            cost(0, 0);
-            self.launch("layer_chain", lc, &args)?;
-            return Ok(qkv_out);
-        };
-        let l = kv.layout;
-        check_slots(l, step)?;
+        // Each layer's pointers in the kernel's LcLayer order (q/k norms and caches 0
+        // for the products-only chain).
         let mut table = ChainLayers([[0; LAYER_PTRS]; CHAIN_MAX_LAYERS]);
         for (row, c) in table.0.iter_mut().zip(chains) {
-            let (layer, pc) = match &c.input {
+            let (mut qn, mut kn, mut kc, mut vc) = (0, 0, 0, 0);
+            match &c.input {
                 ChainInput::Qkv { layer, params, .. } | ChainInput::Chained { layer, params } => {
-                    (*layer, *params)
+                    if let (Some(q), Some(k)) = (params.q_norm, params.k_norm) {
+                        qn = self.bf16_ptr(q, "layer_chain")?;
+                        kn = self.bf16_ptr(k, "layer_chain")?;
+                    }
+                    kc = self.ptr(&kv.k[*layer]);
+                    vc = self.ptr(&kv.v[*layer]);
                 }
-                ChainInput::Attn(_) => return refuse("a products-only layer in a span".into()),
-            };
-            let (qn, kn) = match (pc.q_norm, pc.k_norm) {
-                (Some(q), Some(k)) => (
-                    self.bf16_ptr(q, "layer_chain")?,
-                    self.bf16_ptr(k, "layer_chain")?,
-                ),
-                _ => (0, 0),
-            };
+                ChainInput::Attn(_) => {}
+            }
             let [in_norm, w_qkv, b_qkv] = next(c)?;
             *row = [
                 self.bf16_ptr(c.w_o, "layer_chain")?,
@@ -426,25 +382,18 @@ impl CudaBackend {
                 b_qkv,
                 qn,
                 kn,
-                self.ptr(&kv.k[layer]),
-                self.ptr(&kv.v[layer]),
+                kc,
+                vc,
             ];
         }
-        // The attention's partials (every head's splits, at most ATT_MAX_SPLITS) and its
-        // merged output row, read back later in the same launch (each layer in turn).
-        let (hq, hkv) = (params.q_heads, params.kv_heads);
-        let o_part = self.alloc_f32(hq * ATT_MAX_SPLITS * ATT_HD)?;
-        let lse = self.alloc_f32(hq * ATT_MAX_SPLITS)?;
-        let attn_out = self.new_bf16(1, d.qd)?;
-        let freq = params.inv_freq.f32_copy.as_ref().ok_or_else(|| {
-            BackendError::Unsupported("layer_chain: inv_freq without its f32 upload".into())
-        })?;
-        let off = step.off;
-        let args = [
-            Arg::U64(self.bf16_ptr(residual, "layer_chain")?),
-            Arg::U64(self.bf16_ptr(&act, "layer_chain")?),
-            Arg::U64(opt(qkv_out.as_ref())?),
-            Arg::U64(self.ptr(&self.dev.chain_bar)),
+        let [w_o, b_o, post, w_gu, w_down, in_norm, w_qkv, b_qkv, qn, kn, kc, vc] = table.0[0];
+        let (res, act_p) = (
+            self.bf16_ptr(residual, "layer_chain")?,
+            self.bf16_ptr(&act, "layer_chain")?,
+        );
+        let qkv_out_p = opt(qkv_out.as_ref())?;
+        let bar = self.ptr(&self.dev.chain_bar);
+        let scalars = [
             Arg::I32(d.h as i32),
             Arg::I32(d.qd as i32),
             Arg::I32(d.inter as i32),
@@ -455,12 +404,51 @@ impl CudaBackend {
             Arg::I32(p.acc as i32),
             Arg::I32(p.region as i32),
             Arg::I32(window),
-            Arg::I32(self.chain_hold.unwrap_or(p.hold).min(1 << 20) as i32),
-            Arg::I32(layers as i32),
-            Arg::U64(self.bf16_ptr(qkv, "layer_chain")?),
-            Arg::U64(self.step_ptr(step, off.positions)),
-            Arg::U64(self.ptr(freq)),
-            Arg::U64(self.step_ptr(step, off.slots)),
+        ];
+        // One layer's arguments up to `window` (layer_chain after its attn row).
+        let mut one = vec![
+            Arg::U64(w_o),
+            Arg::U64(b_o),
+            Arg::U64(res),
+            Arg::U64(post),
+            Arg::U64(w_gu),
+            Arg::U64(w_down),
+            Arg::U64(act_p),
+            Arg::U64(in_norm),
+            Arg::U64(w_qkv),
+            Arg::U64(b_qkv),
+            Arg::U64(qkv_out_p),
+            Arg::U64(bar),
+        ];
+        one.extend(scalars);
+        let ChainInput::Qkv { qkv, params, .. } = &c.input else {
+            let ChainInput::Attn(a) = &c.input else {
+                return refuse("a chained layer without the layer before it".into());
+            };
+            let mut args = vec![Arg::U64(self.bf16_ptr(a, "layer_chain")?)];
+            args.extend(one);
+            cost(0, 0);
+            self.launch("layer_chain", lc, &args)?;
+            return Ok(qkv_out);
+        };
+        let l = kv.layout;
+        check_slots(l, step)?;
+        // The attention's partials (every head's splits, at most ATT_MAX_SPLITS) and its
+        // merged output row, read back later in the same launch (each layer in turn).
+        let (hq, hkv) = (params.q_heads, params.kv_heads);
+        let o_part = self.alloc_f32(hq * ATT_MAX_SPLITS * ATT_HD)?;
+        let lse = self.alloc_f32(hq * ATT_MAX_SPLITS)?;
+        let attn_out = self.new_bf16(1, d.qd)?;
+        let freq = params.inv_freq.f32_copy.as_ref().ok_or_else(|| {
+            BackendError::Unsupported("layer_chain: inv_freq without its f32 upload".into())
+        })?;
+        let off = step.off;
+        let qkv_p = self.bf16_ptr(qkv, "layer_chain")?;
+        let (pos, slots) = (
+            self.step_ptr(step, off.positions),
+            self.step_ptr(step, off.slots),
+        );
+        let pages = [
             Arg::U64(self.step_ptr(step, off.kv_len)),
             Arg::U64(self.step_ptr(step, off.page_start)),
             Arg::U64(self.step_ptr(step, off.page_ids)),
@@ -473,11 +461,46 @@ impl CudaBackend {
             Arg::I32(self.chain_attn_part as i32),
             Arg::F32(params.scale),
         ];
+        let (name, args, table) = if layers == 1 {
+            // layer_chain_attn_g*: the layer's own arguments, then its attention's.
+            let mut args = one;
+            args.extend([
+                Arg::U64(qkv_p),
+                Arg::U64(qn),
+                Arg::U64(kn),
+                Arg::U64(pos),
+                Arg::U64(self.ptr(freq)),
+                Arg::U64(slots),
+                Arg::U64(kc),
+                Arg::U64(vc),
+            ]);
+            args.extend(pages);
+            let name = attn_kernel(d.group).expect("chain_plan checked the group");
+            (name, args, None)
+        } else {
+            // layer_chain_span_g2: what the layers share, the table last.
+            let mut args = vec![
+                Arg::U64(res),
+                Arg::U64(act_p),
+                Arg::U64(qkv_out_p),
+                Arg::U64(bar),
+            ];
+            args.extend(scalars);
+            args.extend([
+                Arg::I32(self.chain_hold.min(1 << 20) as i32),
+                Arg::I32(layers as i32),
+                Arg::U64(qkv_p),
+                Arg::U64(pos),
+                Arg::U64(self.ptr(freq)),
+                Arg::U64(slots),
+            ]);
+            args.extend(pages);
+            ("layer_chain_span_g2", args, Some(&table))
+        };
         // K and V of every context row once; q·k and p·v for every query head.
         let ctx: usize = step.meta.kv_lens.iter().map(|&n| n as usize).sum();
         cost(ctx * hkv * ATT_HD * 4, ctx * hq * ATT_HD * 4);
-        let name = attn_kernel(d.group).expect("chain_plan checked the group");
-        self.launch_with_table(name, lc, &args, Some(&table))?;
+        self.launch_with_table(name, lc, &args, table)?;
         // The scratch is dropped here: freed in stream order, after the launch.
         Ok(qkv_out.filter(|_| last.next.is_some()))
     }
@@ -568,15 +591,6 @@ mod tests {
             assert_eq!((p.acc % 4, p.region % 16), (0, 0));
             // The window orders a small layer's start-up burst only.
             assert_eq!(p.window, if d.h == 1024 { WINDOW } else { 0 }, "h={}", d.h);
-            // The chunks that would go out during the qkv phase wait for the attention:
-            // a block's 31-32 qkv rows of 1,024 are two chunks at Qwen3-0.6B, and 55 of
-            // 5,120 (Qwen3-14B), 47 of 4,096 (Llama-3.1-8B) are 18 and 12: nothing
-            // streams ahead there.
-            let held = match d.h {
-                1024 => 4,
-                _ => 0,
-            };
-            assert_eq!(p.hold, held, "h={}", d.h);
         }
         // An intermediate width whose x alone takes the shared memory: no plan.
         assert!(plan(&dims(4096, 4096, 110_592, 6144, 0), 132).is_none());
