@@ -759,35 +759,6 @@ struct LcAttnArgs {
     float scale;
 };
 
-// In a span, what the next layer's attention will read from DRAM first, into L2 while
-// this layer's last phases run: this block's context rows of its (kv head, split) in
-// that layer's K and V caches (not the new row, which the attention writes), and the
-// layer's q/k norm weights. Nothing that depends on this layer: the rows, pages and
-// splits are the same in every layer of a step. Without it the attention's row loads
-// and the norm weights' each take a DRAM round trip on its critical path.
-__device__ __forceinline__ void lc_prefetch_attention(const LcAttnArgs& a, const LcLayer& next) {
-    const int ctx = a.kv_len[0];
-    int span;
-    const int S = lc_att_splits(ctx, a.part, a.hkv, span);
-    const int b = blockIdx.x;
-    if (b >= a.hkv * S) return;
-    const int kvh = b / S, s = b % S;
-    const int lo = s * span, hi = min(ctx - 1, lo + span);
-    const int* pages = a.page_ids + a.page_start[0];
-    // Four 128-byte lines a row: K's two halves, then V's.
-    for (int i = threadIdx.x; i < (hi - lo) * 4; i += LC_CONSUMERS) {
-        const int t = lo + i / 4, part = i % 4;
-        const size_t slot = (size_t)(unsigned)pages[t / a.page_size] * a.page_size + t % a.page_size;
-        const bf16_t* base = part < 2 ? next.k_cache : next.v_cache;
-        const bf16_t* p = base + (slot * a.hkv + kvh) * LC_HD + (part & 1) * 64;
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-    }
-    if (threadIdx.x < 4) {
-        const bf16_t* w = threadIdx.x < 2 ? next.q_norm : next.k_norm;
-        if (w != nullptr) asm volatile("prefetch.global.L2 [%0];" ::"l"(w + (threadIdx.x & 1) * 64));
-    }
-}
-
 // attn: [qd] bf16, the layer's attention output (GM = 0: one layer, layers[0]), or with
 // GM > 0 each of the n_layers layers runs its attention first (from a.qkv, then from
 // qkv_out: GM the group size rounded up to 2 or 4).
@@ -801,8 +772,7 @@ template <int GM, bool SPAN>
 __device__ __forceinline__ void layer_chain_impl(
     const bf16_t* attn, const LcAttnArgs& a, const LcLayer* layers, int n_layers,
     bf16_t* residual, bf16_t* act, bf16_t* qkv_out, u32* bar, int h, int qd, int inter,
-    int nqkv, float eps, int stages, int xmax, int acc_rows, int region, int window, int hold,
-    int prefetch) {
+    int nqkv, float eps, int stages, int xmax, int acc_rows, int region, int window, int hold) {
     extern __shared__ __align__(128) unsigned char lc_smem[];
     __shared__ float scratch[32];
     LcTrace tr(bar);
@@ -969,9 +939,6 @@ __device__ __forceinline__ void layer_chain_impl(
         };
         lc_zero(acc, acc_rows);
         early_loads();
-        if constexpr (multi) {
-            if (l + 1 < n_layers && prefetch == 2) lc_prefetch_attention(a, table_s[l + 1]);
-        }
         tr.mark(LC_T_X0);
         lc_consume(segs, nseg_s[1], 0, cs, used, x, acc, full, empty, stages, ring_ptr, tr);
         tr.mark(LC_T_C0);
@@ -994,9 +961,6 @@ __device__ __forceinline__ void layer_chain_impl(
 
         // Phase 2: residual += bf16(act · W_downᵀ).
         lc_load_x(x, act, inter);
-        if constexpr (multi) {
-            if (l + 1 < n_layers && prefetch == 1) lc_prefetch_attention(a, table_s[l + 1]);
-        }
         lc_zero(acc, acc_rows);
         tr.mark(LC_T_X2);
         lc_consume(segs, nseg_s[1], 2, cs, used, x, acc, full, empty, stages, ring_ptr, tr);
@@ -1029,8 +993,7 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
     const LcLayer one{w_o,    b_o,   post_norm, w_gate_up, w_down,  in_norm,
                       w_qkv,  b_qkv, nullptr,   nullptr,   nullptr, nullptr};
     layer_chain_impl<0, false>(attn, LcAttnArgs{}, &one, 1, residual, act, qkv_out, bar, h,
-                               qd, inter, nqkv, eps, stages, xmax, acc_rows, region, window, 0,
-                               0);
+                               qd, inter, nqkv, eps, stages, xmax, acc_rows, region, window, 0);
 }
 
 // The same launch with the layer's attention first (layer_chain_attn_g2/_g4: GQA groups
@@ -1053,7 +1016,7 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
                      lse,    attn_out, hq, hkv, page_size, part, scale};                      \
         layer_chain_impl<GM, false>(nullptr, a, &one, 1, residual, act, qkv_out, bar, h, qd,  \
                                     inter, nqkv, eps, stages, xmax, acc_rows, region, window, \
-                                    0, 0);                                                    \
+                                    0);                                                       \
     }
 LAYER_CHAIN_ATTN(2)
 LAYER_CHAIN_ATTN(4)
@@ -1062,8 +1025,11 @@ LAYER_CHAIN_ATTN(4)
 // attention first: the first from qkv, each later one from the qkv the one before it
 // wrote to qkv_out. The table of layers comes last among the arguments, so that the
 // scalars keep their few constant lines at the front; the others follow LcAttnArgs.
-// prefetch: each layer's attention inputs into L2 during the layer before (see
-// lc_prefetch_attention): 1 as its down phase starts, 2 as its o phase starts, 0 not.
+// Tried and reverted (2026-12-04): each layer's attention inputs (this block's context
+// rows of K and V, the q/k norms) prefetched into L2 during the layer before, as its
+// down or its o phase started: 0.874 and 0.863 against 0.853 ms without, 1.019 against
+// 1.002 at context 2,048. Extra DRAM requests during the phases cost more than the
+// attention's round trips they save, as streaming the next layer's chunks ahead did.
 // Why: each launch boundary costs the grid's drain and start and the set-up (Qwen3-0.6B
 // batch-1 step 0.847 against 0.871-0.890 ms a launch a layer, 2026-12-04). In the group-of-4
 // build the layer loop spilled 84-234 bytes (its attention's state is twice as large,
@@ -1072,7 +1038,7 @@ LAYER_CHAIN_ATTN(4)
 extern "C" __global__ void __launch_bounds__(LC_THREADS, 1) layer_chain_span_g2(
     bf16_t* residual, bf16_t* act, bf16_t* qkv_out, u32* bar, int h, int qd, int inter,
     int nqkv, float eps, int stages, int xmax, int acc_rows, int region, int window, int hold,
-    int prefetch, int n_layers, const bf16_t* qkv, const int* pos, const float* inv_freq, const int* slots,
+    int n_layers, const bf16_t* qkv, const int* pos, const float* inv_freq, const int* slots,
     const int* kv_len, const int* page_start, const int* page_ids, float* o_part, float* lse,
     bf16_t* attn_out, int hq, int hkv, int page_size, int part, float scale,
     const __grid_constant__ LcLayers layers) {
@@ -1080,5 +1046,5 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1) layer_chain_span_g2(
                  lse, attn_out, hq,       hkv,       page_size, part,     scale};
     layer_chain_impl<2, true>(nullptr, a, layers.l, n_layers, residual, act, qkv_out, bar, h,
                               qd, inter, nqkv, eps, stages, xmax, acc_rows, region, window,
-                              hold, prefetch);
+                              hold);
 }

@@ -210,8 +210,9 @@
 #             A/Bs now.)
 #     part 87: several layers a launch (layer_chain_span_g2): chain checks with the span
 #             group, model checks, 0.6B batch-1 A/Bs against a launch a layer (contexts
-#             256, 2,048) and without the L2 prefetch, Llama-3.1-8B against the separate
-#             attention, the 0.6B steps at batch 1 / 64 / 256. PART87_TRACE=1: the trace.
+#             256, 2,048), a window of 1 and 64-row attention splits, Llama-3.1-8B against
+#             the separate attention, the 0.6B steps at batch 1 / 64 / 256, the 0.6B
+#             default workload. PART87_TRACE=1: the trace.
 #     part 84: the window at 14B and 8B (MINISGL_CHAIN_WINDOW=2 against the rule's 0),
 #             seven rounds each, clocks sampled.
 #     part 85: the window as a launch argument (the host's rule): chain and model checks,
@@ -1173,26 +1174,23 @@ device)
         # Several layers a launch (layer_chain_span_g2): the chain checks (their chain_span
         # group runs 2-4 layers a launch against a launch a layer and the CPU), the model
         # checks (Qwen3-0.6B's 28 layers as one launch against the CPU), the 0.6B batch-1
-        # A/Bs against a launch a layer (MINISGL_CHAIN_SPAN=1, contexts 256 and 2,048) and
-        # without the next layer's attention inputs prefetched into L2
-        # (MINISGL_CHAIN_PREFETCH=0, contexts 256 and 2,048) or with it a phase earlier
-        # (=2), Llama-3.1-8B (group
-        # 4: a launch a layer) against the separate attention. PART87_STEPS=1: the 0.6B
-        # steps at batch 1 / 64 / 256 (a null A/B); PART87_TRACE=1: the phase trace.
+        # A/Bs against a launch a layer (MINISGL_CHAIN_SPAN=1, contexts 256 and 2,048),
+        # against a window of 1 chunk and 64-row attention splits (the two settings tuned
+        # a launch a layer), Llama-3.1-8B (group 4: a launch a layer) against the separate
+        # attention, the 0.6B steps at batch 1 / 64 / 256 (a null A/B), the 0.6B default
+        # workload. PART87_TRACE=1: the phase trace too.
         chain_check "" default
         check_models
         export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
         MINISGL_BENCH_AB=MINISGL_CHAIN_SPAN=1 bench_step qwen3-0.6b -span1
-        MINISGL_BENCH_AB=MINISGL_CHAIN_PREFETCH=0 bench_step qwen3-0.6b -pf0
-        MINISGL_BENCH_AB=MINISGL_CHAIN_PREFETCH=2 bench_step qwen3-0.6b -pf2
-        MINISGL_BENCH_CONTEXT=2048 MINISGL_BENCH_AB=MINISGL_CHAIN_PREFETCH=0 bench_step qwen3-0.6b -pf0-ctx2048
         MINISGL_BENCH_CONTEXT=2048 MINISGL_BENCH_AB=MINISGL_CHAIN_SPAN=1 bench_step qwen3-0.6b -span1-ctx2048
+        MINISGL_BENCH_AB=MINISGL_CHAIN_WINDOW=1 bench_step qwen3-0.6b -w1
+        MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN_PART=64 bench_step qwen3-0.6b -part64
         MINISGL_BENCH_AB=MINISGL_CHAIN_ATTN=0 bench_step llama-3.1-8b -cattn
-        if [ "${PART87_STEPS:-0}" = 1 ]; then
-            MINISGL_BENCH_BATCHES=1,64,256 MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step qwen3-0.6b -steps
-        fi
+        MINISGL_BENCH_BATCHES=1,64,256 MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step qwen3-0.6b -steps
         unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
         if [ "${PART87_TRACE:-0}" = 1 ]; then chain_check LC_TRACE=1 trace; fi
+        if [ "$SECONDS" -lt 330 ]; then OFFLINE_TIMEOUT=100 offline_default qwen3-0.6b; fi
         pack_logs 87
     elif [ "$part" = 84 ]; then
         rm "$out/env.log"  # already printed by the tee above

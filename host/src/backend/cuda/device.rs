@@ -237,11 +237,6 @@ pub struct CudaOptions {
     /// in a launch of several layers (`MINISGL_CHAIN_HOLD`, default 0: none; see
     /// `lc_produce` in `kernels/layer_chain_sm90.cu` for what was measured).
     pub chain_hold: usize,
-    /// In a launch of several layers, each layer's attention inputs (its context rows of
-    /// K and V, its q/k norms) prefetched into L2 during the layer before
-    /// (`MINISGL_CHAIN_PREFETCH`: 1, the default, as its down phase starts; 2 as its o
-    /// phase starts; 0 off).
-    pub chain_prefetch: usize,
 }
 
 /// Kv heads the attention chain's per-head counters cover (`Device::chain_bar`;
@@ -369,7 +364,6 @@ impl Default for CudaOptions {
             "a layer count from 1 to 32",
         );
         let chain_hold = env_count("MINISGL_CHAIN_HOLD", 0, |n| n <= 1 << 20, "a chunk count");
-        let chain_prefetch = env_count("MINISGL_CHAIN_PREFETCH", 1, |n| n <= 2, "0, 1 or 2");
         CudaOptions {
             ordinal,
             attention,
@@ -395,7 +389,6 @@ impl Default for CudaOptions {
             chain_window,
             chain_span,
             chain_hold,
-            chain_prefetch,
         }
     }
 }

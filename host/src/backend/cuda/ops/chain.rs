@@ -488,7 +488,6 @@ impl CudaBackend {
             args.extend(scalars);
             args.extend([
                 Arg::I32(self.chain_hold.min(1 << 20) as i32),
-                Arg::I32(self.chain_prefetch as i32),
                 Arg::I32(layers as i32),
                 Arg::U64(qkv_p),
                 Arg::U64(pos),
