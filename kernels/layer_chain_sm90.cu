@@ -67,7 +67,7 @@ struct LcSeg {
     int phase;
 };
 
-// One layer's weights and K/V caches (the host's ChainLayer, field for field). in_norm,
+// One layer's weights and K/V caches (a row of the host's ChainLayers, in this order). in_norm,
 // w_qkv and b_qkv are the next layer's (in_norm null: the model's last layer, no qkv
 // phase); q_norm and k_norm may be null, like the biases.
 struct LcLayer {
@@ -961,6 +961,16 @@ __device__ __forceinline__ void layer_chain_impl(
 
         // Phase 2: residual += bf16(act · W_downᵀ).
         lc_load_x(x, act, inter);
+#ifdef LC_NORM_PREFETCH
+        // The next layer's q/k norm weights into L2 (block 0, four 128-byte lines): its
+        // attention's q and k then wait for L2, not DRAM.
+        if constexpr (multi) {
+            if (l + 1 < n_layers && b == 0 && threadIdx.x < 4) {
+                const bf16_t* w = threadIdx.x < 2 ? table_s[l + 1].q_norm : table_s[l + 1].k_norm;
+                if (w != nullptr) asm volatile("prefetch.global.L2 [%0];" ::"l"(w + (threadIdx.x & 1) * 64));
+            }
+        }
+#endif
         lc_zero(acc, acc_rows);
         tr.mark(LC_T_X2);
         lc_consume(segs, nseg_s[1], 2, cs, used, x, acc, full, empty, stages, ring_ptr, tr);

@@ -213,6 +213,9 @@
 #             256, 2,048), a window of 1 and 64-row attention splits, Llama-3.1-8B against
 #             the separate attention, the 0.6B steps at batch 1 / 64 / 256, the 0.6B
 #             default workload. PART87_TRACE=1: the trace.
+#     part 88: gather_rows without a copy at decode: model and kernel checks, the 0.6B
+#             steps at batch 1 / 64 / 256; LC_NORM_PREFETCH (the next layer's q/k norms
+#             into L2 in a span) A/B at 0.6B batch 1.
 #     part 84: the window at 14B and 8B (MINISGL_CHAIN_WINDOW=2 against the rule's 0),
 #             seven rounds each, clocks sampled.
 #     part 85: the window as a launch argument (the host's rule): chain and model checks,
@@ -1192,6 +1195,22 @@ device)
         if [ "${PART87_TRACE:-0}" = 1 ]; then chain_check LC_TRACE=1 trace; fi
         if [ "$SECONDS" -lt 330 ]; then OFFLINE_TIMEOUT=100 offline_default qwen3-0.6b; fi
         pack_logs 87
+    elif [ "$part" = 88 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # gather_rows without a copy where a step samples every row (every decode step):
+        # the model checks (their decode steps take that path, against the CPU and HF),
+        # every kernel check (the gather group samples subsets); the 0.6B steps at batch
+        # 1 / 64 / 256 (a null A/B); the next layer's q/k norms prefetched into L2 in a
+        # span (LC_NORM_PREFETCH) against none at 0.6B batch 1.
+        check_models
+        check_ops --skip-bench
+        grep -E "gather" "$out/gpu-check-ops.log" | head -6
+        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
+        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_NORM_PREFETCH=1 bench_step qwen3-0.6b -normpf
+        MINISGL_BENCH_BATCHES=1,64,256 MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step qwen3-0.6b -steps
+        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
+        if [ -f "$out/gpu-check-ops.log" ]; then gzip -f "$out/gpu-check-ops.log"; fi
+        pack_logs 88
     elif [ "$part" = 84 ]; then
         rm "$out/env.log"  # already printed by the tee above
         # The window at 14B and 8B again, seven rounds each (the 14B rounds of part 83 (call 6) spread

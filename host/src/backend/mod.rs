@@ -249,6 +249,16 @@ pub struct LayerChain<'a, T> {
     pub eps: f32,
 }
 
+/// Whether `sample_rows` picks every one of `rows` rows in order, so that
+/// [`Backend::gather_rows`] has nothing to gather.
+pub fn every_row(sample_rows: &[u32], rows: usize) -> bool {
+    sample_rows.len() == rows
+        && sample_rows
+            .iter()
+            .enumerate()
+            .all(|(i, &r)| r as usize == i)
+}
+
 /// Shape of the paged KV cache, fixed at allocation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KvLayout {
@@ -757,12 +767,11 @@ pub trait Backend: Send + 'static {
         self.attention(&q, kv, layer, step, p.scale)
     }
 
-    /// Rows `meta.sample_rows` of `x` → `[sample_rows.len(), cols]`.
-    fn gather_rows(
-        &self,
-        x: &Self::Tensor,
-        step: &Self::Step,
-    ) -> Result<Self::Tensor, BackendError>;
+    /// Rows `meta.sample_rows` of `x` → `[sample_rows.len(), cols]`. Where they are
+    /// every row in order (every decode step, recorded ones included: their padded
+    /// rows sample too), `x` itself, with no copy.
+    fn gather_rows(&self, x: Self::Tensor, step: &Self::Step)
+        -> Result<Self::Tensor, BackendError>;
 
     /// Choose one token per row of `logits` (`[rows, vocab]`, `rows >=
     /// specs.len()`; row `i` belongs to `specs[i]` and rows past the specs are
@@ -881,5 +890,21 @@ pub trait Backend: Send + 'static {
         _out: &mut Self::Tensor,
     ) -> Result<(), BackendError> {
         Err(BackendError::Unsupported("linear_into".into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::every_row;
+
+    #[test]
+    fn every_row_is_the_identity_only() {
+        assert!(every_row(&[0, 1, 2], 3));
+        assert!(every_row(&[], 0));
+        // A prefill chunk samples its last token; a step may skip a row or reorder.
+        assert!(!every_row(&[2], 3));
+        assert!(!every_row(&[0, 2], 3));
+        assert!(!every_row(&[1, 0], 2));
+        assert!(!every_row(&[0, 1], 3));
     }
 }

@@ -265,7 +265,7 @@ impl<B: Backend> Model<B> {
         if num_sample_rows == 0 {
             return Ok(None);
         }
-        let last = b.gather_rows(&x, step)?;
+        let last = b.gather_rows(x, step)?;
         Ok(Some(b.linear(&last, self.head(), None)?))
     }
 
@@ -281,7 +281,7 @@ impl<B: Backend> Model<B> {
         out: &mut B::Tensor,
     ) -> Result<(), ModelError> {
         let x = self.hidden(b, kv, step)?;
-        let last = b.gather_rows(&x, step)?;
+        let last = b.gather_rows(x, step)?;
         b.linear_into(&last, self.head(), out)?;
         Ok(())
     }

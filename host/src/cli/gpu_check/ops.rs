@@ -170,7 +170,7 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
             up(cpu, &[vocab, hidden], &w)?,
             up(gpu, &[vocab, hidden], &w)?,
         );
-        let (lc, lg) = (cpu.gather_rows(&xc, &sc)?, gpu.gather_rows(&xg, &sg)?);
+        let (lc, lg) = (cpu.gather_rows(xc, &sc)?, gpu.gather_rows(xg, &sg)?);
         rep.check(
             "gather",
             format!("{} of {t} rows", meta.sample_rows.len()),

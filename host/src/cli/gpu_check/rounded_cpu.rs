@@ -111,7 +111,7 @@ impl Backend for RoundedCpu {
     ) -> Result<CpuTensor, BackendError> {
         self.0.attention(q, kv, l, step, scale)
     }
-    fn gather_rows(&self, x: &CpuTensor, step: &CpuStep) -> Result<CpuTensor, BackendError> {
+    fn gather_rows(&self, x: CpuTensor, step: &CpuStep) -> Result<CpuTensor, BackendError> {
         self.0.gather_rows(x, step)
     }
     fn sample_launch(

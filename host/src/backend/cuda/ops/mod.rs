@@ -245,7 +245,7 @@ impl Backend for CudaBackend {
         self.attention_impl(q, kv, layer, step, scale)
     }
 
-    fn gather_rows(&self, x: &CudaTensor, step: &CudaStep) -> Result<CudaTensor, BackendError> {
+    fn gather_rows(&self, x: CudaTensor, step: &CudaStep) -> Result<CudaTensor, BackendError> {
         self.gather_rows_impl(x, step)
     }
 

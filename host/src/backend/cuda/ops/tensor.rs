@@ -196,13 +196,18 @@ impl CudaBackend {
 
     pub(super) fn gather_rows_impl(
         &self,
-        x: &CudaTensor,
+        mut x: CudaTensor,
         step: &CudaStep,
     ) -> Result<CudaTensor, BackendError> {
         let (rows, cols) = x.rows_cols("gather_rows")?;
         let idx = &step.meta.sample_rows;
         if let Some(r) = idx.iter().find(|&&r| r as usize >= rows) {
             return Err(BackendError::InvalidInput(format!("row {r} out of {rows}")));
+        }
+        // A decode step samples every row: no copy (a launch and its gap a step).
+        if crate::backend::every_row(idx, rows) {
+            x.logits_input = true;
+            return Ok(x);
         }
         let mut out = self.new_bf16(idx.len(), cols)?;
         out.logits_input = true;
@@ -211,7 +216,7 @@ impl CudaBackend {
                 "gather_rows",
                 cfg((g(idx.len()), 1, 1), 128),
                 &[
-                    Arg::U64(self.bf16_ptr(x, "gather_rows")?),
+                    Arg::U64(self.bf16_ptr(&x, "gather_rows")?),
                     Arg::U64(self.step_ptr(step, step.off.sample_rows)),
                     Arg::U64(self.tptr(&out)),
                     Arg::I32(cols as i32),
