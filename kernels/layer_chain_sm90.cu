@@ -961,16 +961,6 @@ __device__ __forceinline__ void layer_chain_impl(
 
         // Phase 2: residual += bf16(act · W_downᵀ).
         lc_load_x(x, act, inter);
-#ifdef LC_NORM_PREFETCH
-        // The next layer's q/k norm weights into L2 (block 0, four 128-byte lines): its
-        // attention's q and k then wait for L2, not DRAM.
-        if constexpr (multi) {
-            if (l + 1 < n_layers && b == 0 && threadIdx.x < 4) {
-                const bf16_t* w = threadIdx.x < 2 ? table_s[l + 1].q_norm : table_s[l + 1].k_norm;
-                if (w != nullptr) asm volatile("prefetch.global.L2 [%0];" ::"l"(w + (threadIdx.x & 1) * 64));
-            }
-        }
-#endif
         lc_zero(acc, acc_rows);
         tr.mark(LC_T_X2);
         lc_consume(segs, nseg_s[1], 2, cs, used, x, acc, full, empty, stages, ring_ptr, tr);
@@ -1040,6 +1030,8 @@ LAYER_CHAIN_ATTN(4)
 // down or its o phase started: 0.874 and 0.863 against 0.853 ms without, 1.019 against
 // 1.002 at context 2,048. Extra DRAM requests during the phases cost more than the
 // attention's round trips they save, as streaming the next layer's chunks ahead did.
+// The q/k norms alone prefetched (four lines a layer, from block 0): 0.837 against
+// 0.837 ms, nothing.
 // Why: each launch boundary costs the grid's drain and start and the set-up (Qwen3-0.6B
 // batch-1 step 0.847 against 0.871-0.890 ms a launch a layer, 2026-12-04). In the group-of-4
 // build the layer loop spilled 84-234 bytes (its attention's state is twice as large,

@@ -214,8 +214,7 @@
 #             the separate attention, the 0.6B steps at batch 1 / 64 / 256, the 0.6B
 #             default workload. PART87_TRACE=1: the trace.
 #     part 88: gather_rows without a copy at decode: model and kernel checks, the 0.6B
-#             steps at batch 1 / 64 / 256; LC_NORM_PREFETCH (the next layer's q/k norms
-#             into L2 in a span) A/B at 0.6B batch 1.
+#             steps at batch 1 / 64 / 256.
 #     part 84: the window at 14B and 8B (MINISGL_CHAIN_WINDOW=2 against the rule's 0),
 #             seven rounds each, clocks sampled.
 #     part 85: the window as a launch argument (the host's rule): chain and model checks,
@@ -1200,13 +1199,12 @@ device)
         # gather_rows without a copy where a step samples every row (every decode step):
         # the model checks (their decode steps take that path, against the CPU and HF),
         # every kernel check (the gather group samples subsets); the 0.6B steps at batch
-        # 1 / 64 / 256 (a null A/B); the next layer's q/k norms prefetched into L2 in a
-        # span (LC_NORM_PREFETCH) against none at 0.6B batch 1.
+        # 1 / 64 / 256 (a null A/B). (Call 6 of 2026-12-04-span also A/B'd LC_NORM_PREFETCH,
+        # the next layer's q/k norms into L2 in a span: no difference, removed.)
         check_models
         check_ops --skip-bench
         grep -E "gather" "$out/gpu-check-ops.log" | head -6
         export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
-        MINISGL_BENCH_AB=MINISGL_KERNEL_DEFINES=LC_NORM_PREFETCH=1 bench_step qwen3-0.6b -normpf
         MINISGL_BENCH_BATCHES=1,64,256 MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step qwen3-0.6b -steps
         unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
         if [ -f "$out/gpu-check-ops.log" ]; then gzip -f "$out/gpu-check-ops.log"; fi
