@@ -480,19 +480,6 @@ __device__ __forceinline__ void lc_zero(float* acc, int n) {
     lc_sync();
 }
 
-// The model's final norm of the residual ([n], read through L2) into out, by one block's
-// consumers (x: its shared scratch). Out of line: inlined at the end of the layer loop,
-// it made the span build spill.
-__device__ __noinline__ void lc_final_norm(bf16_t* x, const bf16_t* residual,
-                                           const bf16_t* weight, bf16_t* out, int n, float eps,
-                                           float* scratch) {
-    lc_norm_x(x, residual, weight, lc_norm_w0(weight, n), n, eps, scratch);
-    lc_sync();
-    const u32x4* x4 = reinterpret_cast<const u32x4*>(x);
-    u32x4* o4 = reinterpret_cast<u32x4*>(out);
-    for (int i = threadIdx.x; i < n / 8; i += LC_CONSUMERS) o4[i] = x4[i];
-}
-
 // ---- The attention phase (layer_chain_attn_g*) ----
 //
 // At one decode row and a short context the attention is three launches of latency
@@ -780,13 +767,12 @@ struct LcAttnArgs {
 // phase, the model's last layer, which must be the launch's last). Biases may be null.
 // bar: two u32, zero. window: chunks of the weight stream a block keeps in flight (0:
 // the whole ring); hold: a layer's chunks that may stream before its attention is done
-// (see lc_produce); final_norm / final_out: see layer_chain_span_g2.
+// (see lc_produce).
 template <int GM, bool SPAN>
 __device__ __forceinline__ void layer_chain_impl(
     const bf16_t* attn, const LcAttnArgs& a, const LcLayer* layers, int n_layers,
     bf16_t* residual, bf16_t* act, bf16_t* qkv_out, u32* bar, int h, int qd, int inter,
-    int nqkv, float eps, int stages, int xmax, int acc_rows, int region, int window, int hold,
-    const bf16_t* final_norm, bf16_t* final_out) {
+    int nqkv, float eps, int stages, int xmax, int acc_rows, int region, int window, int hold) {
     extern __shared__ __align__(128) unsigned char lc_smem[];
     __shared__ float scratch[32];
     LcTrace tr(bar);
@@ -980,15 +966,7 @@ __device__ __forceinline__ void layer_chain_impl(
         lc_consume(segs, nseg_s[1], 2, cs, used, x, acc, full, empty, stages, ring_ptr, tr);
         tr.mark(LC_T_C2);
         add_rows(o0, o1, nullptr, 0.0f);
-        if (ly.in_norm == nullptr) {
-            // The model's last layer: with final_out, its final norm too, by block 0 once
-            // every block's rows are in (a launch less before the LM head).
-            if (final_out != nullptr) {
-                lc_grid_sync(bar, bar_target);
-                if (b == 0) lc_final_norm(x, residual, final_norm, final_out, h, eps, scratch);
-            }
-            break;
-        }
+        if (ly.in_norm == nullptr) break;
         lc_grid_sync(bar, bar_target);
         tr.mark(LC_T_SYNC3);
 
@@ -1015,8 +993,7 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
     const LcLayer one{w_o,    b_o,   post_norm, w_gate_up, w_down,  in_norm,
                       w_qkv,  b_qkv, nullptr,   nullptr,   nullptr, nullptr};
     layer_chain_impl<0, false>(attn, LcAttnArgs{}, &one, 1, residual, act, qkv_out, bar, h,
-                               qd, inter, nqkv, eps, stages, xmax, acc_rows, region, window, 0,
-                               nullptr, nullptr);
+                               qd, inter, nqkv, eps, stages, xmax, acc_rows, region, window, 0);
 }
 
 // The same launch with the layer's attention first (layer_chain_attn_g2/_g4: GQA groups
@@ -1039,7 +1016,7 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
                      lse,    attn_out, hq, hkv, page_size, part, scale};                      \
         layer_chain_impl<GM, false>(nullptr, a, &one, 1, residual, act, qkv_out, bar, h, qd,  \
                                     inter, nqkv, eps, stages, xmax, acc_rows, region, window, \
-                                    0, nullptr, nullptr);                                     \
+                                    0);                                                       \
     }
 LAYER_CHAIN_ATTN(2)
 LAYER_CHAIN_ATTN(4)
@@ -1048,15 +1025,15 @@ LAYER_CHAIN_ATTN(4)
 // attention first: the first from qkv, each later one from the qkv the one before it
 // wrote to qkv_out. The table of layers comes last among the arguments, so that the
 // scalars keep their few constant lines at the front; the others follow LcAttnArgs.
-// final_norm, final_out: where the span ends at the model's last layer, the final norm
-// of the residual into final_out ([h] bf16; null: none).
 // Tried and reverted (2026-12-04): each layer's attention inputs (this block's context
 // rows of K and V, the q/k norms) prefetched into L2 during the layer before, as its
 // down or its o phase started: 0.874 and 0.863 against 0.853 ms without, 1.019 against
 // 1.002 at context 2,048. Extra DRAM requests during the phases cost more than the
 // attention's round trips they save, as streaming the next layer's chunks ahead did.
 // The q/k norms alone prefetched (four lines a layer, from block 0): 0.837 against
-// 0.837 ms, nothing.
+// 0.837 ms, nothing. The model's final norm applied at the span's end (a grid barrier,
+// then block 0): 0.862 against 0.851 ms with the norm's own launch, 0.994 against 0.989
+// at context 2,048.
 // Why: each launch boundary costs the grid's drain and start and the set-up (Qwen3-0.6B
 // batch-1 step 0.847 against 0.871-0.890 ms a launch a layer, 2026-12-04). In the group-of-4
 // build the layer loop spilled 84-234 bytes (its attention's state is twice as large,
@@ -1065,7 +1042,7 @@ LAYER_CHAIN_ATTN(4)
 extern "C" __global__ void __launch_bounds__(LC_THREADS, 1) layer_chain_span_g2(
     bf16_t* residual, bf16_t* act, bf16_t* qkv_out, u32* bar, int h, int qd, int inter,
     int nqkv, float eps, int stages, int xmax, int acc_rows, int region, int window, int hold,
-    int n_layers, const bf16_t* final_norm, bf16_t* final_out, const bf16_t* qkv, const int* pos, const float* inv_freq, const int* slots,
+    int n_layers, const bf16_t* qkv, const int* pos, const float* inv_freq, const int* slots,
     const int* kv_len, const int* page_start, const int* page_ids, float* o_part, float* lse,
     bf16_t* attn_out, int hq, int hkv, int page_size, int part, float scale,
     const __grid_constant__ LcLayers layers) {
@@ -1073,5 +1050,5 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1) layer_chain_span_g2(
                  lse, attn_out, hq,       hkv,       page_size, part,     scale};
     layer_chain_impl<2, true>(nullptr, a, layers.l, n_layers, residual, act, qkv_out, bar, h,
                               qd, inter, nqkv, eps, stages, xmax, acc_rows, region, window,
-                              hold, final_norm, final_out);
+                              hold);
 }

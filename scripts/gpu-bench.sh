@@ -215,8 +215,8 @@
 #             default workload. PART87_TRACE=1: the trace.
 #     part 88: gather_rows without a copy at decode: model and kernel checks, the 0.6B
 #             steps at batch 1 / 64 / 256.
-#     part 89: the model's final norm in the span: chain and model checks, the 0.6B
-#             batch-1 A/B against the norm's own launch (contexts 256, 2,048), the steps.
+#     (part 89, the model's final norm applied in the span, ran at 2a160fe: 1.013x slower
+#             at 0.6B batch 1, so reverted with the part: gpu-2026-12-04-span.md.)
 #     part 84: the window at 14B and 8B (MINISGL_CHAIN_WINDOW=2 against the rule's 0),
 #             seven rounds each, clocks sampled.
 #     part 85: the window as a launch argument (the host's rule): chain and model checks,
@@ -1211,20 +1211,6 @@ device)
         unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
         if [ -f "$out/gpu-check-ops.log" ]; then gzip -f "$out/gpu-check-ops.log"; fi
         pack_logs 88
-    elif [ "$part" = 89 ]; then
-        rm "$out/env.log"  # already printed by the tee above
-        # The model's final norm in the span (MINISGL_CHAIN_FINAL_NORM): chain checks (the
-        # span at the model's last layer against the CPU's norm and the norm kernel),
-        # model checks (Qwen3-0.6B at batch 1 ends in it, against the CPU), the 0.6B
-        # batch-1 A/B against the norm's own launch, the steps at batch 1 / 64 / 256.
-        chain_check "" default
-        check_models
-        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
-        MINISGL_BENCH_AB=MINISGL_CHAIN_FINAL_NORM=0 bench_step qwen3-0.6b -fn0
-        MINISGL_BENCH_CONTEXT=2048 MINISGL_BENCH_AB=MINISGL_CHAIN_FINAL_NORM=0 bench_step qwen3-0.6b -fn0-ctx2048
-        MINISGL_BENCH_BATCHES=1,64,256 MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step qwen3-0.6b -steps
-        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
-        pack_logs 89
     elif [ "$part" = 84 ]; then
         rm "$out/env.log"  # already printed by the tee above
         # The window at 14B and 8B again, seven rounds each (the 14B rounds of part 83 (call 6) spread

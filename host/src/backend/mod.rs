@@ -246,9 +246,6 @@ pub struct LayerChain<'a, T> {
     pub w_down: &'a T,
     /// The next layer's input norm, qkv weight and qkv bias.
     pub next: Option<(&'a T, &'a T, Option<&'a T>)>,
-    /// With `next` `None` (the model's last layer): the model's final norm, which
-    /// [`Backend::layer_span`] may apply too, returning the normed row instead of `None`.
-    pub final_norm: Option<&'a T>,
     pub eps: f32,
 }
 
@@ -694,10 +691,9 @@ pub trait Backend: Send + 'static {
     }
 
     /// [`Backend::layer_chain`] for each of `chains` in turn, each from the qkv the one
-    /// before it produced, as one launch: the last one's qkv is returned. After the
-    /// model's last layer, its `final_norm` of the residual where the backend applied it,
-    /// else `None`. Only called with as many chains as [`Backend::layer_span_len`]
-    /// answered.
+    /// before it produced, as one launch: the last one's qkv is returned (`None` after
+    /// the model's last layer). Only called with as many chains as
+    /// [`Backend::layer_span_len`] answered.
     fn layer_span(
         &self,
         chains: &[LayerChain<'_, Self::Tensor>],

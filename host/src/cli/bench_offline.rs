@@ -494,7 +494,6 @@ fn append_jsonl(
     let span = minisgl::backend::cuda::device::CHAIN_MAX_LAYERS.to_string();
     v["chain_span"] = env_or("MINISGL_CHAIN_SPAN", &span).into();
     v["chain_hold"] = env_or("MINISGL_CHAIN_HOLD", "0").into();
-    v["chain_final_norm"] = env_or("MINISGL_CHAIN_FINAL_NORM", "1").into();
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)

@@ -102,13 +102,12 @@ fn concat_rows(parts: &[WeightTensor<'_>]) -> (Vec<usize>, DType, Vec<u8>) {
 }
 
 impl<B: Backend> Layer<B> {
-    /// This layer's products (and the next layer's qkv, or after the last layer the
-    /// model's `final_norm`) as one [`LayerChain`] from `input`.
+    /// This layer's products (and the next layer's qkv) as one [`LayerChain`] from
+    /// `input`.
     fn chain<'a>(
         &'a self,
         input: ChainInput<'a, B::Tensor>,
         next: Option<&'a Layer<B>>,
-        final_norm: &'a B::Tensor,
         eps: f32,
     ) -> LayerChain<'a, B::Tensor> {
         LayerChain {
@@ -119,7 +118,6 @@ impl<B: Backend> Layer<B> {
             w_gate_up: &self.w_gate_up,
             w_down: &self.w_down,
             next: next.map(|n| (&n.input_norm, &n.w_qkv, n.b_qkv.as_ref())),
-            final_norm: next.is_none().then_some(final_norm),
             eps,
         }
     }
@@ -352,8 +350,7 @@ impl<B: Backend> Model<B> {
                     layer: l,
                     params: &p,
                 };
-                let fin = &self.final_norm;
-                let c = layer.chain(input, self.layers.get(l + 1), fin, eps);
+                let c = layer.chain(input, self.layers.get(l + 1), eps);
                 if b.layer_chain_ok(&residual, &c, kv, step) {
                     let ps: Vec<_> = (l + 1..self.layers.len()).map(params).collect();
                     let mut chains = vec![c];
@@ -363,31 +360,22 @@ impl<B: Backend> Model<B> {
                             params: pi,
                         };
                         let next = self.layers.get(l + 2 + i);
-                        chains.push(self.layers[l + 1 + i].chain(input, next, fin, eps));
+                        chains.push(self.layers[l + 1 + i].chain(input, next, eps));
                     }
                     let n = b.layer_span_len(&residual, &chains, kv, step).max(1);
-                    let out = if n > 1 {
+                    chained_qkv = if n > 1 {
                         b.layer_span(&chains[..n], kv, step, &mut residual)?
                     } else {
                         b.layer_chain(&chains[0], kv, step, &mut residual)?
                     };
-                    // After the last layer, the final-normed row where the span applied
-                    // the norm; else the next layer's qkv (or nothing).
-                    match out {
-                        Some(t) if l + n == self.layers.len() => x = Input::Normed(t),
-                        out => {
-                            chained_qkv = out;
-                            x = after(l + n - 1);
-                        }
-                    }
+                    x = after(l + n - 1);
                     l += n;
                     continue;
                 }
             }
             let attn = b.qkv_attention(qkv, kv, l, step, &p)?;
             if !self.shard.is_split() {
-                let next = self.layers.get(l + 1);
-                let c = layer.chain(ChainInput::Attn(&attn), next, &self.final_norm, eps);
+                let c = layer.chain(ChainInput::Attn(&attn), self.layers.get(l + 1), eps);
                 if b.layer_chain_ok(&residual, &c, kv, step) {
                     chained_qkv = b.layer_chain(&c, kv, step, &mut residual)?;
                     x = after(l);

@@ -237,9 +237,6 @@ pub struct CudaOptions {
     /// in a launch of several layers (`MINISGL_CHAIN_HOLD`, default 0: none; see
     /// `lc_produce` in `kernels/layer_chain_sm90.cu` for what was measured).
     pub chain_hold: usize,
-    /// A span that ends at the model's last layer applies the final norm too
-    /// (`MINISGL_CHAIN_FINAL_NORM`, default on; `0`: the model's own norm launch).
-    pub chain_final_norm: bool,
 }
 
 /// Kv heads the attention chain's per-head counters cover (`Device::chain_bar`;
@@ -367,7 +364,6 @@ impl Default for CudaOptions {
             "a layer count from 1 to 32",
         );
         let chain_hold = env_count("MINISGL_CHAIN_HOLD", 0, |n| n <= 1 << 20, "a chunk count");
-        let chain_final_norm = std::env::var("MINISGL_CHAIN_FINAL_NORM").map_or(true, |v| v != "0");
         CudaOptions {
             ordinal,
             attention,
@@ -393,7 +389,6 @@ impl Default for CudaOptions {
             chain_window,
             chain_span,
             chain_hold,
-            chain_final_norm,
         }
     }
 }

@@ -201,8 +201,6 @@ pub struct CudaBackend {
     pub(crate) chain_span: usize,
     /// [`CudaOptions::chain_hold`].
     pub(crate) chain_hold: usize,
-    /// [`CudaOptions::chain_final_norm`].
-    pub(crate) chain_final_norm: bool,
     /// This device's rank when the model is split across GPUs
     /// ([`Backend::all_reduce`](super::Backend::all_reduce) goes through it).
     pub(crate) nccl: Option<nccl::NcclRank>,
@@ -234,7 +232,6 @@ impl CudaBackend {
             chain_window: opts.chain_window,
             chain_span: opts.chain_span.clamp(1, device::CHAIN_MAX_LAYERS),
             chain_hold: opts.chain_hold,
-            chain_final_norm: opts.chain_final_norm,
             nccl: None,
         })
     }

@@ -330,19 +330,6 @@ impl CudaBackend {
             true => Some(self.new_bf16(1, d.nqkv)?),
             false => None,
         };
-        // The model's final norm, applied where a span of several layers ends at the
-        // model's last one (layer_chain_span_g2 only).
-        let final_out = match last.final_norm {
-            Some(w)
-                if self.chain_final_norm
-                    && chains.len() > 1
-                    && last.next.is_none()
-                    && bf16_1d(w, d.h) =>
-            {
-                Some(self.new_bf16(1, d.h)?)
-            }
-            _ => None,
-        };
         let weights = d.h * d.qd + 3 * d.h * d.inter + d.nqkv * d.h;
         let layers = chains.len();
         let cost = |kv_bytes: usize, flops: usize| {
@@ -499,15 +486,9 @@ impl CudaBackend {
                 Arg::U64(bar),
             ];
             args.extend(scalars);
-            let fin = match (&final_out, last.final_norm) {
-                (Some(out), Some(w)) => [self.bf16_ptr(w, "layer_chain")?, self.tptr(out)],
-                _ => [0, 0],
-            };
             args.extend([
                 Arg::I32(self.chain_hold.min(1 << 20) as i32),
                 Arg::I32(layers as i32),
-                Arg::U64(fin[0]),
-                Arg::U64(fin[1]),
                 Arg::U64(qkv_p),
                 Arg::U64(pos),
                 Arg::U64(self.ptr(freq)),
@@ -521,10 +502,7 @@ impl CudaBackend {
         cost(ctx * hkv * ATT_HD * 4, ctx * hq * ATT_HD * 4);
         self.launch_with_table(name, lc, &args, table)?;
         // The scratch is dropped here: freed in stream order, after the launch.
-        match last.next {
-            Some(_) => Ok(qkv_out),
-            None => Ok(final_out),
-        }
+        Ok(qkv_out.filter(|_| last.next.is_some()))
     }
 
     /// The chain's phase trace so far, one row a block: `CHAIN_TRACE_POINTS` sums over
