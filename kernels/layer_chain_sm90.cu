@@ -18,8 +18,9 @@
 // Traced phase by phase (LC_TRACE=1, docs/results/gpu-2026-12-04-latency.md and
 // gpu-2026-12-04-consume.md), a 0.6B layer with its attention takes ~24 µs: the
 // attention ~7, a barrier 1.2-1.3 each, and the four phases ~8: the consumers wait
-// for landed chunks only ~1.2 µs of it (the waits are traced), the rest is ~0.8 µs a
-// 32 KB chunk of consuming, which a tensor-core consumer did not shorten.
+// for landed chunks only ~1.2 µs of it (the waits are traced), the rest is consuming,
+// ~0.65 µs a landed 32 KB chunk with the slowest warp's wait at a phase's end ≤ 0.2 µs
+// (traced, gpu-2026-12-04-span.md), which a tensor-core consumer did not shorten.
 //
 // Layout and rounding follow the separate kernels (gemv.cu's epilogues, norm.cu's
 // RMSNorm): qkv and every product output is rounded to bf16 before its epilogue, the
@@ -39,6 +40,8 @@
 // replaces four (qkv_rope_store, the decode attention, its combine, the chain). Measured
 // (docs/results/gpu-2026-12-04-chain-attn.md), batch-1 step against the separate
 // attention: Qwen3-0.6B ~1.017 against 1.078 ms, Llama-3.1-8B ~4.39 against 4.59.
+// layer_chain_span_g2 runs up to LC_MAX_LAYERS such layers (group ≤ 2) in one launch, each
+// from the qkv row the one before wrote (see there).
 //
 // Dynamic shared memory: `stages` stages of LC_CHUNK bytes, then a region of `region`
 // bytes (x, max k bf16, then the accumulators, acc_rows floats; before phase 0 the

@@ -2,7 +2,10 @@
 //! `kernels/layer_chain_sm90.cu`): o into the residual, norm + gate_up + SiLU, down into
 //! the residual, and the next layer's norm + qkv, with every block streaming its share
 //! of all four weights from the start. `layer_chain_attn_g*` run the layer's attention
-//! first, from its qkv row (q/k norm, RoPE, the K/V store, split attention and its merge).
+//! first, from its qkv row (q/k norm, RoPE, the K/V store, split attention and its merge);
+//! `layer_chain_span_g2` runs several such layers in one launch ([`CHAIN_MAX_LAYERS`] at
+//! most, their pointers as a table passed by value), each from the qkv the one before
+//! wrote.
 
 use cudarc::driver::DeviceRepr;
 
