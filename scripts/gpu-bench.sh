@@ -217,8 +217,6 @@
 #             steps at batch 1 / 64 / 256.
 #     (part 89, the model's final norm applied in the span, ran at 2a160fe: 1.013x slower
 #             at 0.6B batch 1, so reverted with the part: gpu-2026-12-04-span.md.)
-#     part 90: the landed span (whole ring in flight): chain and model checks, the 0.6B
-#             steps at batch 1 / 64 / 256 (7 rounds), the batch-1 A/B against window 2.
 #     part 84: the window at 14B and 8B (MINISGL_CHAIN_WINDOW=2 against the rule's 0),
 #             seven rounds each, clocks sampled.
 #     part 85: the window as a launch argument (the host's rule): chain and model checks,
@@ -1213,18 +1211,6 @@ device)
         unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
         if [ -f "$out/gpu-check-ops.log" ]; then gzip -f "$out/gpu-check-ops.log"; fi
         pack_logs 88
-    elif [ "$part" = 90 ]; then
-        rm "$out/env.log"  # already printed by the tee above
-        # The landed span (the whole ring in flight in a span): chain and model checks, the
-        # 0.6B steps at batch 1 / 64 / 256 (a null A/B of 7 rounds), the batch-1 A/B
-        # against a window of 2 in the span.
-        chain_check "" default
-        check_models
-        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_AB_ROUNDS=7
-        MINISGL_BENCH_BATCHES=1,64,256 MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step qwen3-0.6b -steps
-        MINISGL_BENCH_BATCHES=1 MINISGL_BENCH_AB=MINISGL_CHAIN_WINDOW=2 bench_step qwen3-0.6b -w2
-        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_AB_ROUNDS
-        pack_logs 90
     elif [ "$part" = 84 ]; then
         rm "$out/env.log"  # already printed by the tee above
         # The window at 14B and 8B again, seven rounds each (the 14B rounds of part 83 (call 6) spread

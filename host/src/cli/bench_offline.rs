@@ -489,8 +489,7 @@ fn append_jsonl(
     v["chain_attn"] = env_or("MINISGL_CHAIN_ATTN", "1").into();
     let part = minisgl::backend::cuda::device::CHAIN_ATTN_PART_DEFAULT.to_string();
     v["chain_attn_part"] = env_or("MINISGL_CHAIN_ATTN_PART", &part).into();
-    // Unset: 2 chunks where a block's share of a layer is at most two rings and the launch
-    // runs one layer, else 0.
+    // Unset: 2 chunks where a block's share of a layer is at most two rings, else 0.
     v["chain_window"] = env_or("MINISGL_CHAIN_WINDOW", "rule").into();
     let span = minisgl::backend::cuda::device::CHAIN_MAX_LAYERS.to_string();
     v["chain_span"] = env_or("MINISGL_CHAIN_SPAN", &span).into();

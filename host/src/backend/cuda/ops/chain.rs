@@ -36,11 +36,7 @@ const MAX_STAGES: usize = 6;
 /// share 1.2 rings) 1.011-1.029x faster in five A/Bs; Llama-3.1-8B (21 rings) 0.995x and
 /// 1.000x; Qwen3-14B (31 rings) 1.024x, then 0.963x and 0.988x in noisier calls (rounds
 /// 7.6-8.7 ms, the power cap in half the samples). Larger layers stream steadily, where a
-/// window only caps the bytes in flight, so they keep the whole ring. A launch of several
-/// layers (`layer_chain_span_g2`) keeps the whole ring too: there the stream runs on from
-/// layer to layer, and Qwen3-0.6B's batch-1 step measured window 2 1.007x slower than 0
-/// (twice, seven rounds each; a null A/B 1.001x) and 1.004x slower than 1 (2026-12-04,
-/// gpu-2026-12-04-span.md).
+/// window only caps the bytes in flight, so they keep the whole ring.
 const WINDOW: usize = 2;
 const WINDOW_RING_SHARES: usize = 2;
 /// The attention phase's head size (`LC_HD`) and most splits (`LC_MAX_SPLITS`).
@@ -360,9 +356,7 @@ impl CudaBackend {
         };
         let mut lc = cfg((sms as u32, 1, 1), THREADS);
         lc.shared_mem_bytes = p.bytes as u32;
-        let window = self
-            .chain_window
-            .unwrap_or(if chains.len() > 1 { 0 } else { p.window }) as i32;
+        let window = self.chain_window.unwrap_or(p.window) as i32;
         // Each layer's pointers in the kernel's LcLayer order (q/k norms and caches 0
         // for the products-only chain).
         let mut table = ChainLayers([[0; LAYER_PTRS]; CHAIN_MAX_LAYERS]);
