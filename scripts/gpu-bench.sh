@@ -217,6 +217,8 @@
 #             steps at batch 1 / 64 / 256.
 #     (part 89, the model's final norm applied in the span, ran at 2a160fe: 1.013x slower
 #             at 0.6B batch 1, so reverted with the part: gpu-2026-12-04-span.md.)
+#     (part 90, the whole ring in flight in a span, ran at 0dcf354: within the A/B's noise,
+#             so reverted with the part: gpu-2026-12-04-span.md.)
 #     part 84: the window at 14B and 8B (MINISGL_CHAIN_WINDOW=2 against the rule's 0),
 #             seven rounds each, clocks sampled.
 #     part 85: the window as a launch argument (the host's rule): chain and model checks,
