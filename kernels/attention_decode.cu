@@ -3,6 +3,7 @@
 // Metadata layout: see attention_simple.cu. Only the last query row of each
 // sequence is computed (a decode batch has exactly one new token per sequence).
 #include "common.cuh"
+#include "rope.cuh"
 
 #define DECODE_WARPS 4
 
@@ -322,14 +323,17 @@ __device__ __forceinline__ void decode_mma_pages(int (&pg)[DmTile<HD>::PIECES], 
 // Issues the copies of the tile at kb into the stage at shared address `dst`
 // (K, then V TILE elements later). kp / vp: this thread's column of kv head kvh
 // in slot 0; `stride`: elements per slot.
-template <int HD>
+// RS: row `skip` is left alone (decode_mma_rs_hd* writes the new token's row itself).
+template <int HD, bool RS = false>
 __device__ __forceinline__ void decode_mma_copy(u32 dst, const bf16_t* kp, const bf16_t* vp,
                                                 const int (&pg)[DmTile<HD>::PIECES], int kb,
-                                                int r0, int c1, int shift, u32 stride) {
+                                                int r0, int c1, int shift, u32 stride,
+                                                int skip = -1) {
     const int mask = (1 << shift) - 1;
 #pragma unroll
     for (int i = 0; i < DmTile<HD>::PIECES; i++) {
         int p = kb + r0 + i * DmTile<HD>::RPP;
+        if (RS && p == skip) continue;
         bool valid = p < c1;
         u32 slot = ((u32)pg[i] << shift) | (u32)(p & mask);
         size_t off = valid ? (size_t)slot * stride : 0;
@@ -433,11 +437,18 @@ __device__ __forceinline__ void decode_mma_tile(u32 stage, u32 k_lm, u32 v_lm,
 // `store(gi, d, M, L, O)` receives each (query head gi of the group, dim d) of the
 // merged state (O / L the output, M + log2 L its log2-sum-exp). `t` is the token row
 // of the query. Shared by the split-KV and the stream-K kernels below.
-template <int HD, typename Store>
+//
+// RS (decode_mma_rs_hd*): q is not ready in memory and the new token's K/V row
+// `newrow` (-1: not in this segment) is not cached yet. The block issues the first
+// tile's copies without that row, then `prep()` writes the group's finished q heads
+// to q (shared memory, head gi at q + gi * HD) and the new row's K and V to
+// new_kv[0, HD) and [HD, 2 HD); the row goes into its tile's stage from there.
+template <int HD, bool RS, typename Store, typename Prep>
 __device__ __forceinline__ void decode_mma_segment(
     const bf16_t* __restrict__ q, int q_stride, const bf16_t* __restrict__ k_cache,
     const bf16_t* __restrict__ v_cache, const int* pages, int t, int kvh, int group,
-    int kv_heads, int page_size, float scale, int c0, int c1, Store store) {
+    int kv_heads, int page_size, float scale, int c0, int c1, int newrow,
+    const bf16_t* new_kv, Store store, Prep prep) {
     using C = DmTile<HD>;
     constexpr int LD = C::LD;
     constexpr int TILE = C::TILE;
@@ -459,11 +470,15 @@ __device__ __forceinline__ void decode_mma_segment(
 
     int pg[C::PIECES];
     decode_mma_pages<HD>(pg, pages, c0, r0, c1, shift);
-    decode_mma_copy<HD>(my_dst, kp, vp, pg, c0, r0, c1, shift, stride);
+    decode_mma_copy<HD, RS>(my_dst, kp, vp, pg, c0, r0, c1, shift, stride, newrow);
     cp_async_commit();
+    if constexpr (RS) {
+        prep();
+        __syncthreads();
+    }
 
     u32 qf[HD / 16][4];
-    decode_mma_q<HD>(qf, q, q_stride, t, h0, group, g, tq);
+    decode_mma_q<HD>(qf, q, q_stride, t, RS ? 0 : h0, group, g, tq);
     float oacc[HD / 8][4];
 #pragma unroll
     for (int i = 0; i < HD / 8; i++) oacc[i][0] = oacc[i][1] = oacc[i][2] = oacc[i][3] = 0.0f;
@@ -486,11 +501,21 @@ __device__ __forceinline__ void decode_mma_segment(
         int kn = kb + DM_BK;
         if (kn < c1) {
             decode_mma_pages<HD>(pg, pages, kn, r0, c1, shift);
-            decode_mma_copy<HD>(my_dst + (u32)((((it + 1) & 1) * 2 * TILE) * 2), kp, vp, pg, kn,
-                                r0, c1, shift, stride);
+            decode_mma_copy<HD, RS>(my_dst + (u32)((((it + 1) & 1) * 2 * TILE) * 2), kp, vp, pg,
+                                    kn, r0, c1, shift, stride, newrow);
         }
         cp_async_commit();
         cp_async_wait<1>();
+        if constexpr (RS) {
+            // The new row into this stage (no copy writes it; every warp finished
+            // with the stage's previous tile before the last iteration's barrier).
+            if (newrow >= kb && newrow < kb + DM_BK && threadIdx.x < 2 * C::CPR) {
+                const int kv = threadIdx.x / C::CPR, pc = threadIdx.x % C::CPR;
+                *reinterpret_cast<uint4*>(smem + (it & 1) * 2 * TILE + kv * TILE +
+                                          (newrow - kb) * LD + pc * 8) =
+                    *reinterpret_cast<const uint4*>(new_kv + kv * HD + pc * 8);
+            }
+        }
         __syncthreads();
         decode_mma_tile<HD>(stage, k_lm, v_lm, qf, kb, wr, c1, tq, sl2, m0, m1, l0, l1, oacc);
         // The next iteration's copies overwrite this stage.
@@ -525,8 +550,8 @@ __device__ __forceinline__ void decode_mma_impl(
         decode_store(o_direct, o_part, lse_part, q_start, b, q_heads, kvh * group + gi, HD, d,
                      split, splits, M, L, O);
     };
-    decode_mma_segment<HD>(q, q_stride, k_cache, v_cache, pages, t, kvh, group, kv_heads,
-                           page_size, scale, c0, c1, store);
+    decode_mma_segment<HD, false>(q, q_stride, k_cache, v_cache, pages, t, kvh, group, kv_heads,
+                                  page_size, scale, c0, c1, -1, nullptr, store, [] {});
 }
 
 #define DECODE_MMA(HD)                                                                         \
@@ -541,6 +566,94 @@ __device__ __forceinline__ void decode_mma_impl(
     }
 DECODE_MMA(64)
 DECODE_MMA(128)
+
+// attn_decode_mma_hd* with qkv_rope_store's work folded in, so a decode layer is one
+// launch shorter: q is read unrotated from the fused qkv row (q_stride = its row
+// stride; k and v heads follow the hq q heads, as in qkv_rope_store), and each block
+// normalises and rotates its group's q heads into shared memory while its first K/V
+// tile is in flight (every split recomputes them: a few hundred bytes). The block of
+// the last split also finishes the new token's K (norm, rotation) and V, writes them
+// to the caches at slots[t] for later steps, and stages that row from shared memory,
+// since its own copies could not see the store in time. rope.cuh's math and bf16
+// roundings are qkv_rope_store's, so the output and the caches equal the two-launch
+// path bit for bit (gpu-check compares them).
+template <int HD>
+__device__ __forceinline__ void decode_mma_rs_impl(
+    const bf16_t* __restrict__ qkv, int q_stride, bf16_t* __restrict__ k_cache,
+    bf16_t* __restrict__ v_cache, const int* __restrict__ q_start,
+    const int* __restrict__ kv_len, const int* __restrict__ page_start,
+    const int* __restrict__ page_ids, int q_heads, int kv_heads, int page_size, float scale,
+    int min_part, float* __restrict__ o_part, float* __restrict__ lse_part,
+    bf16_t* __restrict__ o_direct, const bf16_t* __restrict__ q_norm,
+    const bf16_t* __restrict__ k_norm, const int* __restrict__ pos,
+    const float* __restrict__ inv_freq, float eps, const int* __restrict__ slots) {
+    __shared__ __align__(16) bf16_t qs[16 * HD];
+    __shared__ __align__(16) bf16_t new_kv[2 * HD];
+    pdl_trigger();
+    pdl_wait();
+    int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
+    int group = q_heads / kv_heads;
+    int ctx = kv_len[b];
+    int splits = gridDim.x;
+    int part = decode_part(ctx, splits, min_part);
+    int c0 = split * part;
+    if (c0 >= ctx) return;
+    int c1 = min(ctx, c0 + part);
+    const int* pages = page_ids + page_start[b];
+    const int t = q_start[b + 1] - 1;
+    const bool last = c1 == ctx;
+    auto prep = [&]() {
+        const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+        const bf16_t* row = qkv + (size_t)t * q_stride;
+        // Jobs: the group's q heads, then (last split) the new row's k and v.
+        const int jobs = group + (last ? 2 : 0);
+        for (int j = warp; j < jobs; j += 4) {
+            const int head = j < group ? kvh * group + j
+                             : j == group ? q_heads + kvh
+                                          : q_heads + kv_heads + kvh;
+            float v[HD / 32];
+            load_head<HD>(row + (size_t)head * HD, lane, v);
+            const size_t dst = ((size_t)(unsigned)slots[t] * kv_heads + kvh) * HD;
+            if (j == group + 1) {
+                store_head<HD>(v_cache + dst, lane, v);
+                store_head<HD>(new_kv + HD, lane, v);
+                continue;
+            }
+            const bool rotate = inv_freq != nullptr;
+            float sn[HD / 64] = {}, cs[HD / 64] = {};
+            if (rotate) rope_angles<HD>(sn, cs, lane, t, pos, inv_freq);
+            norm_rope_regs<HD>(v, lane, j < group ? q_norm : k_norm, eps, rotate, sn, cs);
+            if (j < group) {
+                store_head<HD>(qs + j * HD, lane, v);
+            } else {
+                store_head<HD>(k_cache + dst, lane, v);
+                store_head<HD>(new_kv, lane, v);
+            }
+        }
+    };
+    auto store = [&](int gi, int d, float M, float L, float O) {
+        decode_store(o_direct, o_part, lse_part, q_start, b, q_heads, kvh * group + gi, HD, d,
+                     split, splits, M, L, O);
+    };
+    decode_mma_segment<HD, true>(qs, 0, k_cache, v_cache, pages, 0, kvh, group, kv_heads,
+                                 page_size, scale, c0, c1, last ? ctx - 1 : -1, new_kv, store,
+                                 prep);
+}
+
+#define DECODE_MMA_RS(HD)                                                                      \
+    extern "C" __global__ void __launch_bounds__(128, 3) attn_decode_mma_rs_hd##HD(              \
+        const bf16_t* qkv, int q_stride, bf16_t* k_cache, bf16_t* v_cache, const int* q_start,   \
+        const int* kv_len, const int* page_start, const int* page_ids, int q_heads,            \
+        int kv_heads, int page_size, float scale, int min_part, float* o_part,                 \
+        float* lse_part, bf16_t* o_direct, const bf16_t* q_norm, const bf16_t* k_norm,         \
+        const int* pos, const float* inv_freq, float eps, const int* slots) {                  \
+        decode_mma_rs_impl<HD>(qkv, q_stride, k_cache, v_cache, q_start, kv_len, page_start,   \
+                               page_ids, q_heads, kv_heads, page_size, scale, min_part,        \
+                               o_part, lse_part, o_direct, q_norm, k_norm, pos, inv_freq, eps, \
+                               slots);                                                         \
+    }
+DECODE_MMA_RS(64)
+DECODE_MMA_RS(128)
 
 // Merge the splits: o[t, h, :] = sum_s w_s o_part[b, h, s, :] / sum_s w_s,
 // w_s = 2^(lse_s - max lse). grid: (B, q_heads); block: 128. `splits` is the grid.x
@@ -685,9 +798,9 @@ __device__ __forceinline__ void decode_mma_sk_impl(
         const int slot = first ? 0 : 1;
         const int t = q_start[b + 1] - 1;
         const int h0 = kvh * group;
-        decode_mma_segment<HD>(q, q_stride, k_cache, v_cache, page_ids + page_start[b], t, kvh,
-                               group, kv_heads, page_size, scale, c0, c1,
-                               [&](int gi, int d, float M, float L, float O) {
+        decode_mma_segment<HD, false>(q, q_stride, k_cache, v_cache, page_ids + page_start[b], t,
+                                      kvh, group, kv_heads, page_size, scale, c0, c1, -1, nullptr,
+                                      [&](int gi, int d, float M, float L, float O) {
                                    if (whole) {
                                        o[(size_t)t * q_heads * HD + (h0 + gi) * HD + d] = f2bf(O / L);
                                    } else {
@@ -695,7 +808,8 @@ __device__ __forceinline__ void decode_mma_sk_impl(
                                        o_part[rr * HD + d] = O / L;
                                        if (d == 0) lse_part[rr] = M + log2f(L);
                                    }
-                               });
+                               },
+                                      [] {});
         // A cut pair that starts in this range: this block's combine merges it.
         if (!whole && pos == pair_start && tid == 0) {
             rec[4 * blk] = b;

@@ -215,6 +215,10 @@
 #             default workload. PART87_TRACE=1: the trace.
 #     part 88: gather_rows without a copy at decode: model and kernel checks, the 0.6B
 #             steps at batch 1 / 64 / 256.
+#     part 91: qkv_rope_store folded into the split-grid tensor-core decode: kernel and
+#             model checks, the 0.6B runner A/B at batch 8 / 64 / 256 against
+#             MINISGL_DECODE_ROPE=0, both under Nsight Compute; PART91_14B=1: the 14B A/B
+#             and default workload instead of Nsight Compute.
 #     (part 89, the model's final norm applied in the span, ran at 2a160fe: 1.013x slower
 #             at 0.6B batch 1, so reverted with the part: gpu-2026-12-04-span.md.)
 #     (part 90, the whole ring in flight in a span, ran at 0dcf354: within the A/B's noise,
@@ -1198,6 +1202,31 @@ device)
         if [ "${PART87_TRACE:-0}" = 1 ]; then chain_check LC_TRACE=1 trace; fi
         if [ "$SECONDS" -lt 330 ]; then OFFLINE_TIMEOUT=100 offline_default qwen3-0.6b; fi
         pack_logs 87
+    elif [ "$part" = 91 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # qkv_rope_store folded into the split-grid tensor-core decode (attn_decode_mma_rs_*,
+        # MINISGL_DECODE_ROPE=0 restores the two launches): every kernel check (qkv_attn
+        # compares the folded kernel with the CPU and with the two launches bit for bit),
+        # the model checks, the runner A/B at 0.6B batch 8 / 64 / 256 (seven rounds), both
+        # builds' decode steps under Nsight Compute, then (PART91_14B=1) the 14B A/B and
+        # its default workload.
+        check_ops --skip-bench
+        grep -E "qkv_attn" "$out/gpu-check-ops.log" | grep -c "decode kernel" | sed 's/^/qkv_attn folded checks: /'
+        check_models
+        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_AB_ROUNDS=7
+        MINISGL_BENCH_BATCHES=8,64,256 MINISGL_BENCH_AB=MINISGL_DECODE_ROPE=0 bench_step qwen3-0.6b -rope
+        if [ "${PART91_14B:-0}" = 1 ]; then
+            BENCH_TIMEOUT=220 MINISGL_BENCH_BATCHES=64,256 MINISGL_BENCH_AB=MINISGL_DECODE_ROPE=0 bench_step qwen3-14b -rope
+        fi
+        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_AB_ROUNDS
+        if [ "${PART91_14B:-0}" = 1 ]; then
+            OFFLINE_TIMEOUT=170 offline_default qwen3-14b
+        else
+            ncu_steps qwen3-0.6b 8,64,256 256 150
+            MINISGL_DECODE_ROPE=0 NCU_TAG=-rope0 ncu_steps qwen3-0.6b 8,64,256 256 150
+        fi
+        if [ -f "$out/gpu-check-ops.log" ]; then gzip -f "$out/gpu-check-ops.log"; fi
+        pack_logs 91
     elif [ "$part" = 88 ]; then
         rm "$out/env.log"  # already printed by the tee above
         # gather_rows without a copy where a step samples every row (every decode step):

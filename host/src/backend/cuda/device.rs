@@ -206,6 +206,9 @@ pub struct CudaOptions {
     /// Heads a warp of the fused q/k norm + RoPE + K/V store takes (1, 2 or 4;
     /// `MINISGL_ROPE_HEADS`, default 0 = by the launch's size, see `rope_heads_per_warp`).
     pub rope_heads: usize,
+    /// The split-grid tensor-core decode does qkv_rope_store's work itself
+    /// (`attn_decode_mma_rs_*`, one launch a layer fewer; on unless `MINISGL_DECODE_ROPE=0`).
+    pub decode_rope: bool,
     /// Threads a block of `add_rmsnorm` (a row a block; `MINISGL_NORM_THREADS`, a
     /// multiple of 32 up to 1024, default 0 = by the row's width, see `norm_threads`).
     pub norm_threads: usize,
@@ -322,6 +325,7 @@ impl Default for CudaOptions {
             .unwrap_or(super::GEMV_ROWS_DEFAULT);
         let norm_prologue = std::env::var("MINISGL_NORM_PROLOGUE").map_or(true, |v| v != "0");
         let gemv_tc = std::env::var("MINISGL_GEMV_TC").map_or(true, |v| v != "0");
+        let decode_rope = std::env::var("MINISGL_DECODE_ROPE").map_or(true, |v| v != "0");
         let rope_heads = env_count(
             "MINISGL_ROPE_HEADS",
             0,
@@ -380,6 +384,7 @@ impl Default for CudaOptions {
             norm_prologue,
             gemv_tc,
             rope_heads,
+            decode_rope,
             norm_threads,
             gemv_max_weight,
             sample_split,
@@ -459,6 +464,7 @@ pub fn kernel_names(family: &str) -> Vec<String> {
                     v.push(format!("attn_decode_hd{hd}_g{g}"));
                 }
                 v.push(format!("attn_decode_mma_hd{hd}"));
+                v.push(format!("attn_decode_mma_rs_hd{hd}"));
                 v.push(format!("attn_decode_mma_sk_hd{hd}"));
             }
             return v;

@@ -178,6 +178,9 @@ pub struct CudaBackend {
     /// Heads a warp of `qkv_rope_store_hd*` takes, 0 = by the launch's size
     /// ([`CudaOptions::rope_heads`]; checks run every count).
     pub(crate) rope_heads: std::cell::Cell<usize>,
+    /// Whether the split-grid tensor-core decode folds in qkv_rope_store
+    /// ([`CudaOptions::decode_rope`]; checks run both).
+    pub(crate) decode_rope: std::cell::Cell<bool>,
     /// Threads a block of `add_rmsnorm`, 0 = by the row's width
     /// ([`CudaOptions::norm_threads`]; checks run several).
     pub(crate) norm_threads: std::cell::Cell<usize>,
@@ -224,6 +227,7 @@ impl CudaBackend {
             norm_prologue: std::cell::Cell::new(opts.norm_prologue),
             gemv_tc: std::cell::Cell::new(opts.gemv_tc),
             rope_heads: std::cell::Cell::new(opts.rope_heads),
+            decode_rope: std::cell::Cell::new(opts.decode_rope),
             norm_threads: std::cell::Cell::new(opts.norm_threads),
             sample_split: std::cell::Cell::new(opts.sample_split),
             layer_chain: std::cell::Cell::new(opts.layer_chain),
@@ -338,6 +342,12 @@ impl CudaBackend {
     /// (1, 2 or 4; 0 = by the launch's size).
     pub fn set_rope_heads(&self, heads: usize) {
         self.rope_heads.set(heads);
+    }
+
+    /// Let the split-grid tensor-core decode do the q/k norm, RoPE and K/V store itself
+    /// (`true`) or leave them to `qkv_rope_store` (`false`).
+    pub fn set_decode_rope(&self, fused: bool) {
+        self.decode_rope.set(fused);
     }
 
     /// Give every `add_rmsnorm` block `threads` threads (a multiple of 32 up to 1024;

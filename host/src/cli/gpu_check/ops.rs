@@ -7,6 +7,7 @@ use rand_chacha::ChaCha8Rng;
 use super::attn::{metas, Case};
 use super::report::Report;
 use minisgl::backend::cpu::CpuBackend;
+use minisgl::backend::cuda::ops::AttnPath;
 use minisgl::backend::cuda::CudaBackend;
 use minisgl::backend::{AttnParams, Backend, HostData, KvLayout, StepMeta};
 
@@ -448,27 +449,33 @@ fn qkv_attention(
                 inv: &inv,
             };
             let (oc, kvc, _) = qkv_attention_on(cpu, &inputs)?;
-            // Every head count a warp of the fused kernel can take (the launch's size
-            // picks one), each against the same CPU result.
-            for per_warp in [1, 2, 4] {
+            // Every head count a warp of qkv_rope_store can take (the launch's size
+            // picks one), then (where the step decodes on the split-grid tensor-core
+            // kernel) that kernel doing the same work itself, each against the same CPU
+            // result; the folded-in kernel also against the two launches bit for bit.
+            let mut two_launch: Option<[Vec<f32>; 3]> = None;
+            for (per_warp, fold) in [(1, false), (2, false), (4, false), (0, true)] {
                 gpu.set_rope_heads(per_warp);
+                gpu.set_decode_rope(fold);
                 let run = qkv_attention_on(gpu, &inputs);
                 gpu.set_rope_heads(0);
+                gpu.set_decode_rope(true);
                 let (og, kvg, ag) = run?;
                 let group = hq / hkv;
+                let path = gpu.attention_path(&ag, hd, group);
+                if fold && path != AttnPath::DecodeMma {
+                    continue;
+                }
+                let how = if fold {
+                    "decode kernel".to_string()
+                } else {
+                    format!("heads/warp={per_warp}")
+                };
                 let desc = format!(
-                    "{} ps={} hd={hd} {hq}q/{hkv}kv T={t} norms={norms} heads/warp={per_warp}",
+                    "{} ps={} hd={hd} {hq}q/{hkv}kv T={t} norms={norms} {how}",
                     c.name, c.page_size
                 );
-                rep.check(
-                    "qkv_attn",
-                    format!("{desc} out [{:?}]", gpu.attention_path(&ag, hd, group)),
-                    &gpu.to_host(&og)?,
-                    &cpu.to_host(&oc)?,
-                    2e-2,
-                );
-                // The step's slots hold the rotated K and the copied V; every other slot
-                // (the CPU cache has no scratch page) still holds what the fill wrote.
+                let got = gpu.to_host(&og)?;
                 let bf = |v: Vec<u16>| -> Vec<f32> {
                     v.into_iter()
                         .map(|b| half::bf16::from_bits(b).to_f32())
@@ -476,6 +483,34 @@ fn qkv_attention(
                 };
                 let kg = bf(gpu.dev.stream.clone_dtoh(&kvg.k[0])?);
                 let vg = bf(gpu.dev.stream.clone_dtoh(&kvg.v[0])?);
+                if fold {
+                    if let Some(two) = &two_launch {
+                        for (what, a, b) in [
+                            ("out", &got, &two[0]),
+                            ("K cache", &kg, &two[1]),
+                            ("V cache", &vg, &two[2]),
+                        ] {
+                            rep.check(
+                                "qkv_attn",
+                                format!("{desc} {what} against qkv_rope_store + attention"),
+                                a,
+                                b,
+                                0.0,
+                            );
+                        }
+                    }
+                } else if per_warp == 1 && path == AttnPath::DecodeMma {
+                    two_launch = Some([got.clone(), kg.clone(), vg.clone()]);
+                }
+                rep.check(
+                    "qkv_attn",
+                    format!("{desc} out [{path:?}]"),
+                    &got,
+                    &cpu.to_host(&oc)?,
+                    2e-2,
+                );
+                // The step's slots hold the rotated K and the copied V; every other slot
+                // (the CPU cache has no scratch page) still holds what the fill wrote.
                 let mut new = vec![false; num_pages * c.page_size];
                 for &s in &attn.slots {
                     new[s as usize] = true;

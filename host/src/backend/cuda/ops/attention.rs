@@ -32,6 +32,16 @@ pub enum AttnPath {
     PrefillWs,
 }
 
+/// What [`CudaBackend::attention_raw`] is told beyond the step.
+#[derive(Clone, Copy)]
+pub(super) enum Fused<'a> {
+    /// Take this path.
+    Path(AttnPath),
+    /// q is the unrotated qkv row and the new K/V are not cached: the split-grid
+    /// tensor-core decode finishes them (what `qkv_rope_store` would do).
+    RopeStore(&'a QkvRopeStore),
+}
+
 impl CudaBackend {
     pub(super) fn attention_impl(
         &self,
@@ -147,9 +157,10 @@ impl CudaBackend {
             }
             _ => (0, 0),
         };
-        // One launch inside qkv: q normed and rotated in place, k normed, rotated
-        // and written to the cache, v copied to the cache.
-        self.qkv_rope_store_raw(&QkvRopeStore {
+        // q normed and rotated, k normed, rotated and written to the cache, v copied
+        // to the cache: one launch inside qkv (q in place), or, on the split-grid
+        // tensor-core decode, inside the attention launch itself.
+        let rs = QkvRopeStore {
             qkv: base,
             rows,
             row_stride: cols,
@@ -164,7 +175,12 @@ impl CudaBackend {
             slots: self.step_ptr(step, step.off.slots),
             k_cache: self.ptr(&kv.k[layer]),
             v_cache: self.ptr(&kv.v[layer]),
-        })?;
+        };
+        let path = self.attention_path(step, d, p.q_heads / p.kv_heads);
+        let fused = path == AttnPath::DecodeMma && self.decode_rope.get();
+        if !fused {
+            self.qkv_rope_store_raw(&rs)?;
+        }
         self.attention_raw(
             base,
             cols,
@@ -175,7 +191,7 @@ impl CudaBackend {
             step,
             p.scale,
             self.tptr(&out),
-            None,
+            fused.then_some(Fused::RopeStore(&rs)),
         )?;
         // qkv is dropped here: freed in stream order, after the kernels above.
         Ok(out)
@@ -360,12 +376,15 @@ impl CudaBackend {
             step,
             scale,
             self.tptr(out),
-            force,
+            force.map(Fused::Path),
         )
     }
 
     /// Attention of `hq` query heads read at `qp` (rows `cols` elements apart,
     /// so q may be a column block of the fused qkv tensor) into `[rows, hq · D]` at `op`.
+    /// `how`: a forced path (tests compare paths), or the q/k norm, RoPE and K/V store
+    /// still to do (then `qp` is the qkv row and the path the split-grid tensor-core
+    /// decode, whose `_rs` build does them).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn attention_raw(
         &self,
@@ -378,11 +397,16 @@ impl CudaBackend {
         step: &CudaStep,
         scale: f32,
         op: u64,
-        force: Option<AttnPath>,
+        how: Option<Fused<'_>>,
     ) -> Result<(), BackendError> {
         let l = kv.layout;
         let d = l.head_dim;
         let group = hq / l.kv_heads;
+        let (force, rope_store) = match how {
+            Some(Fused::Path(p)) => (Some(p), None),
+            Some(Fused::RopeStore(rs)) => (Some(AttnPath::DecodeMma), Some(rs)),
+            None => (None, None),
+        };
         let path = force.unwrap_or_else(|| self.attention_path(step, d, group));
         let kc = self.ptr(&kv.k[layer]);
         let vc = self.ptr(&kv.v[layer]);
@@ -494,7 +518,8 @@ impl CudaBackend {
                 // The CUDA-core kernel covers a group in chunks of up to 8 heads;
                 // the tensor-core one takes the whole group (up to 16) as mma rows.
                 let (name, head_chunks) = if mma {
-                    (format!("attn_decode_mma_hd{d}"), 1)
+                    let rs = if rope_store.is_some() { "rs_" } else { "" };
+                    (format!("attn_decode_mma_{rs}hd{d}"), 1)
                 } else {
                     let gmax = match group {
                         1 => 1,
@@ -525,6 +550,16 @@ impl CudaBackend {
                 args.push(Arg::U64(self.ptr(&o_part)));
                 args.push(Arg::U64(self.ptr(&lse)));
                 args.push(Arg::U64(if direct { op } else { 0 }));
+                if let Some(rs) = rope_store {
+                    args.extend([
+                        Arg::U64(rs.q_norm),
+                        Arg::U64(rs.k_norm),
+                        Arg::U64(rs.pos),
+                        Arg::U64(rs.inv_freq),
+                        Arg::F32(rs.eps),
+                        Arg::U64(rs.slots),
+                    ]);
+                }
                 let mut c = cfg(
                     (splits as u32, (l.kv_heads * head_chunks) as u32, s as u32),
                     128,
