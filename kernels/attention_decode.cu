@@ -473,6 +473,15 @@ __device__ __forceinline__ void decode_mma_segment(
     decode_mma_copy<HD, RS>(my_dst, kp, vp, pg, c0, r0, c1, shift, stride, newrow);
     cp_async_commit();
     if constexpr (RS) {
+        // Both stages in flight while prep() waits on its own loads: with only the
+        // first, the block's copies stalled for its length (measured on the H200,
+        // 0.6B batch 256: 83 µs against 76 + 4.7 for the two launches).
+        if (c0 + DM_BK < c1) {
+            decode_mma_pages<HD>(pg, pages, c0 + DM_BK, r0, c1, shift);
+            decode_mma_copy<HD, RS>(my_dst + (u32)(2 * TILE * 2), kp, vp, pg, c0 + DM_BK, r0,
+                                    c1, shift, stride, newrow);
+        }
+        cp_async_commit();
         prep();
         __syncthreads();
     }
@@ -498,13 +507,16 @@ __device__ __forceinline__ void decode_mma_segment(
         // The next tile goes to the other stage, which every warp finished reading
         // before the barrier at the end of the previous iteration; the group is
         // committed even when empty so that wait<1> means "the current tile landed".
+        // (RS: the prologue issued the second tile; it = 0 issues and commits nothing.)
         int kn = kb + DM_BK;
-        if (kn < c1) {
-            decode_mma_pages<HD>(pg, pages, kn, r0, c1, shift);
-            decode_mma_copy<HD, RS>(my_dst + (u32)((((it + 1) & 1) * 2 * TILE) * 2), kp, vp, pg,
-                                    kn, r0, c1, shift, stride, newrow);
+        if (!RS || it > 0) {
+            if (kn < c1) {
+                decode_mma_pages<HD>(pg, pages, kn, r0, c1, shift);
+                decode_mma_copy<HD, RS>(my_dst + (u32)((((it + 1) & 1) * 2 * TILE) * 2), kp, vp,
+                                        pg, kn, r0, c1, shift, stride, newrow);
+            }
+            cp_async_commit();
         }
-        cp_async_commit();
         cp_async_wait<1>();
         if constexpr (RS) {
             // The new row into this stage (no copy writes it; every warp finished
