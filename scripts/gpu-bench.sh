@@ -368,7 +368,7 @@ device)
         echo "ncu rc=$?"; tail -3 "/tmp/ncu-$2.log"
         ncu -i "/tmp/prof-$2.ncu-rep" --page source --csv --print-source sass 2>&1 | gzip > "$out/ncu-src-$2.csv.gz"
         ncu -i "/tmp/prof-$2.ncu-rep" --page details > "$out/ncu-details-$2.txt" 2>&1
-        grep -E "Duration|DRAM Throughput|Achieved Occupancy|Warp Cycles Per Issued|Eligible Warps|Stall" "$out/ncu-details-$2.txt" | head -20
+        grep -E "Duration|DRAM Throughput|Achieved Occupancy|Theoretical Occupancy|Block Limit|Shared Memory Configuration|Warp Cycles Per Issued|Eligible Warps|Stall" "$out/ncu-details-$2.txt" | head -24
     }
     ncu_steps() {  # SHAPE BATCHES [CONTEXT [TIMEOUT]]: Nsight Compute durations of whole decode steps
         # NCU_TABLES=0,2 NCU_LABELS=prefill,decode: tables of other steps than the timed
@@ -1227,6 +1227,15 @@ device)
         fi
         if [ -f "$out/gpu-check-ops.log" ]; then gzip -f "$out/gpu-check-ops.log"; fi
         pack_logs 91
+    elif [ "$part" = 92 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # Why the folded decode kernel is slower at batch 64-256 (part 91): Nsight Compute's
+        # full set of one launch of each build at 0.6B batch 256 and 64.
+        ncu_launch "attn_decode_mma_rs_hd128" rs-b256 256
+        MINISGL_DECODE_ROPE=0 ncu_launch "attn_decode_mma_hd128" plain-b256 256
+        ncu_launch "attn_decode_mma_rs_hd128" rs-b64 64
+        MINISGL_DECODE_ROPE=0 ncu_launch "attn_decode_mma_hd128" plain-b64 64
+        pack_logs 92
     elif [ "$part" = 88 ]; then
         rm "$out/env.log"  # already printed by the tee above
         # gather_rows without a copy where a step samples every row (every decode step):
