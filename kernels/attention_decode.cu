@@ -323,17 +323,14 @@ __device__ __forceinline__ void decode_mma_pages(int (&pg)[DmTile<HD>::PIECES], 
 // Issues the copies of the tile at kb into the stage at shared address `dst`
 // (K, then V TILE elements later). kp / vp: this thread's column of kv head kvh
 // in slot 0; `stride`: elements per slot.
-// RS: row `skip` is left alone (decode_mma_rs_hd* writes the new token's row itself).
-template <int HD, bool RS = false>
+template <int HD>
 __device__ __forceinline__ void decode_mma_copy(u32 dst, const bf16_t* kp, const bf16_t* vp,
                                                 const int (&pg)[DmTile<HD>::PIECES], int kb,
-                                                int r0, int c1, int shift, u32 stride,
-                                                int skip = -1) {
+                                                int r0, int c1, int shift, u32 stride) {
     const int mask = (1 << shift) - 1;
 #pragma unroll
     for (int i = 0; i < DmTile<HD>::PIECES; i++) {
         int p = kb + r0 + i * DmTile<HD>::RPP;
-        if (RS && p == skip) continue;
         bool valid = p < c1;
         u32 slot = ((u32)pg[i] << shift) | (u32)(p & mask);
         size_t off = valid ? (size_t)slot * stride : 0;
@@ -440,9 +437,13 @@ __device__ __forceinline__ void decode_mma_tile(u32 stage, u32 k_lm, u32 v_lm,
 //
 // RS (decode_mma_rs_hd*): q is not ready in memory and the new token's K/V row
 // `newrow` (-1: not in this segment) is not cached yet. The block issues the first
-// tile's copies without that row, then `prep()` writes the group's finished q heads
-// to q (shared memory, head gi at q + gi * HD) and the new row's K and V to
-// new_kv[0, HD) and [HD, 2 HD); the row goes into its tile's stage from there.
+// tile's copies, then `prep()` writes the group's finished q heads to q (shared
+// memory, head gi at q + gi * HD), the new row to the caches and its K and V to
+// new_kv[0, HD) and [HD, 2 HD). Copies issued after prep's barrier read the row from
+// the cache; in the first tile, the threads that copied it overwrite it from new_kv
+// once their copies landed. The loop is otherwise the plain kernel's: it is bound by
+// instruction issue, and a first build that skipped the row in every copy and issued
+// both stages before prep() ran 24% more instructions (0.6B batch 256, Nsight Compute).
 template <int HD, bool RS, typename Store, typename Prep>
 __device__ __forceinline__ void decode_mma_segment(
     const bf16_t* __restrict__ q, int q_stride, const bf16_t* __restrict__ k_cache,
@@ -470,18 +471,9 @@ __device__ __forceinline__ void decode_mma_segment(
 
     int pg[C::PIECES];
     decode_mma_pages<HD>(pg, pages, c0, r0, c1, shift);
-    decode_mma_copy<HD, RS>(my_dst, kp, vp, pg, c0, r0, c1, shift, stride, newrow);
+    decode_mma_copy<HD>(my_dst, kp, vp, pg, c0, r0, c1, shift, stride);
     cp_async_commit();
     if constexpr (RS) {
-        // Both stages in flight while prep() waits on its own loads: with only the
-        // first, the block's copies stalled for its length (measured on the H200,
-        // 0.6B batch 256: 83 µs against 76 + 4.7 for the two launches).
-        if (c0 + DM_BK < c1) {
-            decode_mma_pages<HD>(pg, pages, c0 + DM_BK, r0, c1, shift);
-            decode_mma_copy<HD, RS>(my_dst + (u32)(2 * TILE * 2), kp, vp, pg, c0 + DM_BK, r0,
-                                    c1, shift, stride, newrow);
-        }
-        cp_async_commit();
         prep();
         __syncthreads();
     }
@@ -507,25 +499,24 @@ __device__ __forceinline__ void decode_mma_segment(
         // The next tile goes to the other stage, which every warp finished reading
         // before the barrier at the end of the previous iteration; the group is
         // committed even when empty so that wait<1> means "the current tile landed".
-        // (RS: the prologue issued the second tile; it = 0 issues and commits nothing.)
         int kn = kb + DM_BK;
-        if (!RS || it > 0) {
-            if (kn < c1) {
-                decode_mma_pages<HD>(pg, pages, kn, r0, c1, shift);
-                decode_mma_copy<HD, RS>(my_dst + (u32)((((it + 1) & 1) * 2 * TILE) * 2), kp, vp,
-                                        pg, kn, r0, c1, shift, stride, newrow);
-            }
-            cp_async_commit();
+        if (kn < c1) {
+            decode_mma_pages<HD>(pg, pages, kn, r0, c1, shift);
+            decode_mma_copy<HD>(my_dst + (u32)((((it + 1) & 1) * 2 * TILE) * 2), kp, vp, pg, kn,
+                                r0, c1, shift, stride);
         }
+        cp_async_commit();
         cp_async_wait<1>();
         if constexpr (RS) {
-            // The new row into this stage (no copy writes it; every warp finished
-            // with the stage's previous tile before the last iteration's barrier).
-            if (newrow >= kb && newrow < kb + DM_BK && threadIdx.x < 2 * C::CPR) {
-                const int kv = threadIdx.x / C::CPR, pc = threadIdx.x % C::CPR;
-                *reinterpret_cast<uint4*>(smem + (it & 1) * 2 * TILE + kv * TILE +
-                                          (newrow - kb) * LD + pc * 8) =
-                    *reinterpret_cast<const uint4*>(new_kv + kv * HD + pc * 8);
+            // The first tile's copy of the new row may have read the slot before prep()
+            // wrote it: the thread that copied each piece (its copy has landed) puts
+            // the row's K and V there from new_kv (published by prep's barrier).
+            const int nr = newrow - c0;
+            if (it == 0 && (unsigned)nr < (unsigned)DM_BK && r0 == nr % C::RPP) {
+                bf16_t* row = smem + nr * LD + cc * 8;
+                *reinterpret_cast<uint4*>(row) = *reinterpret_cast<const uint4*>(new_kv + cc * 8);
+                *reinterpret_cast<uint4*>(row + TILE) =
+                    *reinterpret_cast<const uint4*>(new_kv + HD + cc * 8);
             }
         }
         __syncthreads();

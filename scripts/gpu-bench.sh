@@ -1214,7 +1214,7 @@ device)
         grep -E "qkv_attn" "$out/gpu-check-ops.log" | grep -c "decode kernel" | sed 's/^/qkv_attn folded checks: /'
         check_models
         export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_AB_ROUNDS=7
-        MINISGL_BENCH_BATCHES=8,64,256 MINISGL_BENCH_AB=MINISGL_DECODE_ROPE=0 bench_step qwen3-0.6b -rope
+        MINISGL_BENCH_BATCHES=${PART91_BATCHES:-8,64,256} MINISGL_BENCH_AB=MINISGL_DECODE_ROPE=0 bench_step qwen3-0.6b -rope
         if [ "${PART91_14B:-0}" = 1 ]; then
             BENCH_TIMEOUT=220 MINISGL_BENCH_BATCHES=64,256 MINISGL_BENCH_AB=MINISGL_DECODE_ROPE=0 bench_step qwen3-14b -rope
         fi
