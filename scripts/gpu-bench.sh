@@ -219,6 +219,9 @@
 #             model checks, the 0.6B runner A/B at batch 8 / 64 / 256 against
 #             MINISGL_DECODE_ROPE=0, both under Nsight Compute; PART91_14B=1: the 14B A/B
 #             and default workload instead of Nsight Compute.
+#     part 93: the folded decode by its wave rule (the default) against never: kernel and
+#             model checks, runner A/Bs at 0.6B batch 8-256 and Llama-3.1-8B batch 8 / 32,
+#             the 0.6B default workload.
 #     (part 89, the model's final norm applied in the span, ran at 2a160fe: 1.013x slower
 #             at 0.6B batch 1, so reverted with the part: gpu-2026-12-04-span.md.)
 #     (part 90, the whole ring in flight in a span, ran at 0dcf354: within the A/B's noise,
@@ -1236,6 +1239,22 @@ device)
         ncu_launch "attn_decode_mma_rs_hd128" rs-b64 64
         MINISGL_DECODE_ROPE=0 ncu_launch "attn_decode_mma_hd128" plain-b64 64
         pack_logs 92
+    elif [ "$part" = 93 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # The folded decode where its grid is at most two waves (MINISGL_DECODE_ROPE=waves,
+        # the default) against never (0): kernel checks (the folded kernel forced on) and
+        # model checks, the runner A/B at 0.6B batch 8 / 16 / 32 / 64 / 256 (64 and 256
+        # fold nothing: a null A/B) and Llama-3.1-8B (group 4) batch 8 / 32, seven rounds
+        # each, then the 0.6B default workload.
+        check_ops --skip-bench
+        check_models
+        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_AB_ROUNDS=7
+        MINISGL_BENCH_BATCHES=8,16,32,64,256 MINISGL_BENCH_AB=MINISGL_DECODE_ROPE=0 bench_step qwen3-0.6b -rope
+        MINISGL_BENCH_BATCHES=8,32 MINISGL_BENCH_AB=MINISGL_DECODE_ROPE=0 bench_step llama-3.1-8b -rope
+        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_AB_ROUNDS
+        OFFLINE_TIMEOUT=120 offline_default qwen3-0.6b
+        if [ -f "$out/gpu-check-ops.log" ]; then gzip -f "$out/gpu-check-ops.log"; fi
+        pack_logs 93
     elif [ "$part" = 88 ]; then
         rm "$out/env.log"  # already printed by the tee above
         # gather_rows without a copy where a step samples every row (every decode step):

@@ -162,6 +162,42 @@ impl std::str::FromStr for DecodeSchedule {
     }
 }
 
+/// Where the split-grid tensor-core decode does `qkv_rope_store`'s work itself
+/// (`attn_decode_mma_rs_*`; `MINISGL_DECODE_ROPE` = 0 | waves | always).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum DecodeRope {
+    /// Never: `qkv_rope_store`, then the decode (two launches a layer).
+    Off,
+    /// Where the decode grid is at most [`DECODE_ROPE_MAX_WAVES`] waves of resident
+    /// blocks. Measured on the H200 (Qwen3-0.6B, context 256, seven-round A/Bs,
+    /// docs/results/gpu-2026-12-04-fold.md): the folded step 0.973x at batch 8 (320
+    /// blocks, 0.8 waves) and 0.995x at 32 (1.9 waves), 1.023x at 64 (2.6 waves) and
+    /// 1.007x at 256 (5.2 waves). The kernel is bound by instruction issue: spread
+    /// over waves, the preparation costs what the separate launch did, and no longer
+    /// hides under the first tile's copies.
+    #[default]
+    Waves,
+    /// Always (checks; A/Bs).
+    Always,
+}
+
+/// See [`DecodeRope::Waves`].
+pub const DECODE_ROPE_MAX_WAVES: usize = 2;
+
+impl std::str::FromStr for DecodeRope {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "0" | "off" => Ok(Self::Off),
+            "1" | "waves" => Ok(Self::Waves),
+            "always" => Ok(Self::Always),
+            o => Err(format!(
+                "MINISGL_DECODE_ROPE must be 0, waves or always, got {o:?}"
+            )),
+        }
+    }
+}
+
 /// How to open a device.
 #[derive(Clone, Debug)]
 pub struct CudaOptions {
@@ -206,9 +242,9 @@ pub struct CudaOptions {
     /// Heads a warp of the fused q/k norm + RoPE + K/V store takes (1, 2 or 4;
     /// `MINISGL_ROPE_HEADS`, default 0 = by the launch's size, see `rope_heads_per_warp`).
     pub rope_heads: usize,
-    /// The split-grid tensor-core decode does qkv_rope_store's work itself
-    /// (`attn_decode_mma_rs_*`, one launch a layer fewer; on unless `MINISGL_DECODE_ROPE=0`).
-    pub decode_rope: bool,
+    /// Where the split-grid tensor-core decode does qkv_rope_store's work itself
+    /// (`MINISGL_DECODE_ROPE`, [`DecodeRope`]).
+    pub decode_rope: DecodeRope,
     /// Threads a block of `add_rmsnorm` (a row a block; `MINISGL_NORM_THREADS`, a
     /// multiple of 32 up to 1024, default 0 = by the row's width, see `norm_threads`).
     pub norm_threads: usize,
@@ -325,7 +361,13 @@ impl Default for CudaOptions {
             .unwrap_or(super::GEMV_ROWS_DEFAULT);
         let norm_prologue = std::env::var("MINISGL_NORM_PROLOGUE").map_or(true, |v| v != "0");
         let gemv_tc = std::env::var("MINISGL_GEMV_TC").map_or(true, |v| v != "0");
-        let decode_rope = std::env::var("MINISGL_DECODE_ROPE").map_or(true, |v| v != "0");
+        let decode_rope = match std::env::var("MINISGL_DECODE_ROPE") {
+            Ok(v) => v.parse().unwrap_or_else(|e: String| {
+                tracing::warn!("{e}; using waves");
+                DecodeRope::Waves
+            }),
+            Err(_) => DecodeRope::default(),
+        };
         let rope_heads = env_count(
             "MINISGL_ROPE_HEADS",
             0,

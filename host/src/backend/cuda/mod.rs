@@ -178,9 +178,9 @@ pub struct CudaBackend {
     /// Heads a warp of `qkv_rope_store_hd*` takes, 0 = by the launch's size
     /// ([`CudaOptions::rope_heads`]; checks run every count).
     pub(crate) rope_heads: std::cell::Cell<usize>,
-    /// Whether the split-grid tensor-core decode folds in qkv_rope_store
-    /// ([`CudaOptions::decode_rope`]; checks run both).
-    pub(crate) decode_rope: std::cell::Cell<bool>,
+    /// Where the split-grid tensor-core decode folds in qkv_rope_store
+    /// ([`CudaOptions::decode_rope`]; checks run both ways).
+    pub(crate) decode_rope: std::cell::Cell<device::DecodeRope>,
     /// Threads a block of `add_rmsnorm`, 0 = by the row's width
     /// ([`CudaOptions::norm_threads`]; checks run several).
     pub(crate) norm_threads: std::cell::Cell<usize>,
@@ -344,10 +344,10 @@ impl CudaBackend {
         self.rope_heads.set(heads);
     }
 
-    /// Let the split-grid tensor-core decode do the q/k norm, RoPE and K/V store itself
-    /// (`true`) or leave them to `qkv_rope_store` (`false`).
-    pub fn set_decode_rope(&self, fused: bool) {
-        self.decode_rope.set(fused);
+    /// Where the split-grid tensor-core decode does the q/k norm, RoPE and K/V store
+    /// itself instead of `qkv_rope_store`.
+    pub fn set_decode_rope(&self, rule: device::DecodeRope) {
+        self.decode_rope.set(rule);
     }
 
     /// Give every `add_rmsnorm` block `threads` threads (a multiple of 32 up to 1024;

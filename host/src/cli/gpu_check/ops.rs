@@ -7,6 +7,7 @@ use rand_chacha::ChaCha8Rng;
 use super::attn::{metas, Case};
 use super::report::Report;
 use minisgl::backend::cpu::CpuBackend;
+use minisgl::backend::cuda::device::DecodeRope;
 use minisgl::backend::cuda::ops::AttnPath;
 use minisgl::backend::cuda::CudaBackend;
 use minisgl::backend::{AttnParams, Backend, HostData, KvLayout, StepMeta};
@@ -456,10 +457,14 @@ fn qkv_attention(
             let mut two_launch: Option<[Vec<f32>; 3]> = None;
             for (per_warp, fold) in [(1, false), (2, false), (4, false), (0, true)] {
                 gpu.set_rope_heads(per_warp);
-                gpu.set_decode_rope(fold);
+                gpu.set_decode_rope(if fold {
+                    DecodeRope::Always
+                } else {
+                    DecodeRope::Off
+                });
                 let run = qkv_attention_on(gpu, &inputs);
                 gpu.set_rope_heads(0);
-                gpu.set_decode_rope(true);
+                gpu.set_decode_rope(DecodeRope::default());
                 let (og, kvg, ag) = run?;
                 let group = hq / hkv;
                 let path = gpu.attention_path(&ag, hd, group);

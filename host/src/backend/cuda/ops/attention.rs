@@ -7,7 +7,7 @@ use cudarc::driver::CudaSlice;
 use super::kv::check_slots;
 use super::rope::QkvRopeStore;
 use super::shape_err;
-use crate::backend::cuda::device::DecodeSchedule;
+use crate::backend::cuda::device::{DecodeRope, DecodeSchedule, DECODE_ROPE_MAX_WAVES};
 use crate::backend::cuda::{
     cfg, g, tma, Arg, CudaBackend, CudaKv, CudaStep, CudaTensor, PREFILL_TILE,
 };
@@ -177,7 +177,16 @@ impl CudaBackend {
             v_cache: self.ptr(&kv.v[layer]),
         };
         let path = self.attention_path(step, d, p.q_heads / p.kv_heads);
-        let fused = path == AttnPath::DecodeMma && self.decode_rope.get();
+        let fused = path == AttnPath::DecodeMma
+            && match self.decode_rope.get() {
+                DecodeRope::Off => false,
+                DecodeRope::Always => true,
+                DecodeRope::Waves => {
+                    let s = step.meta.num_seqs();
+                    let (_, splits) = self.mma_decode_grid(step, p.kv_heads, d);
+                    splits * p.kv_heads * s <= DECODE_ROPE_MAX_WAVES * self.mma_decode_slots(d)
+                }
+            };
         if !fused {
             self.qkv_rope_store_raw(&rs)?;
         }
@@ -224,6 +233,14 @@ impl CudaBackend {
         ts.extend(odd_s);
         tq.extend(odd_q);
         (ts, tq, wide)
+    }
+
+    /// The split-grid tensor-core decode's rows a split and splits for this step.
+    fn mma_decode_grid(&self, step: &CudaStep, kv_heads: usize, d: usize) -> (usize, usize) {
+        let s = step.meta.num_seqs();
+        let max_kv = step.max_kv_hint.unwrap_or(step.meta.max_kv_len() as usize);
+        let part = self.decode_part_rows(true, s, kv_heads, d);
+        (part, self.decode_mma_splits(s, kv_heads, d, max_kv, part))
     }
 
     /// Blocks of the split-grid tensor-core decode resident at once (blocks per SM x SMs).
@@ -529,12 +546,15 @@ impl CudaBackend {
                     };
                     (format!("attn_decode_hd{d}_g{gmax}"), group.div_ceil(gmax))
                 };
-                let max_kv = step.max_kv_hint.unwrap_or(step.meta.max_kv_len() as usize);
-                let part = self.decode_part_rows(mma, s, l.kv_heads, d);
-                let splits = if mma {
-                    self.decode_mma_splits(s, l.kv_heads, d, max_kv, part)
+                let (part, splits) = if mma {
+                    self.mma_decode_grid(step, l.kv_heads, d)
                 } else {
-                    self.decode_splits(s, l.kv_heads, head_chunks, max_kv, part)
+                    let max_kv = step.max_kv_hint.unwrap_or(step.meta.max_kv_len() as usize);
+                    let part = self.decode_part_rows(false, s, l.kv_heads, d);
+                    (
+                        part,
+                        self.decode_splits(s, l.kv_heads, head_chunks, max_kv, part),
+                    )
                 };
                 // One split: the kernel writes the output itself, no partials.
                 let direct = splits == 1;
