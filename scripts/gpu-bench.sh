@@ -222,6 +222,8 @@
 #     part 93: the folded decode by its wave rule (the default) against never: kernel and
 #             model checks, runner A/Bs at 0.6B batch 8-256 and Llama-3.1-8B batch 8 / 32,
 #             the 0.6B default workload.
+#     part 94: the 0.6B default workload, folded decode by its rule against never, three
+#             alternating runs each.
 #     (part 89, the model's final norm applied in the span, ran at 2a160fe: 1.013x slower
 #             at 0.6B batch 1, so reverted with the part: gpu-2026-12-04-span.md.)
 #     (part 90, the whole ring in flight in a span, ran at 0dcf354: within the A/B's noise,
@@ -1255,6 +1257,17 @@ device)
         OFFLINE_TIMEOUT=120 offline_default qwen3-0.6b
         if [ -f "$out/gpu-check-ops.log" ]; then gzip -f "$out/gpu-check-ops.log"; fi
         pack_logs 93
+    elif [ "$part" = 94 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # The 0.6B default workload with the folded decode by its rule and never, three
+        # runs each in alternating order (part 93's single run was 1.7% under the last
+        # round's, in the class of 65+ sequences, which the rule does not fold).
+        for i in 1 2 3; do
+            MINISGL_DECODE_ROPE=0 OFFLINE_TIMEOUT=60 offline_default qwen3-0.6b -off$i
+            OFFLINE_TIMEOUT=60 offline_default qwen3-0.6b -waves$i
+        done
+        grep -h "output tok/s" "$out"/offline-qwen3-0.6b-*.log
+        pack_logs 94
     elif [ "$part" = 88 ]; then
         rm "$out/env.log"  # already printed by the tee above
         # gather_rows without a copy where a step samples every row (every decode step):
