@@ -224,6 +224,8 @@
 #             the 0.6B default workload.
 #     part 94: the 0.6B default workload, folded decode by its rule against never, three
 #             alternating runs each.
+#     part 95: the fold where the decode grid is at most one wave (the default) against
+#             never: kernel and model checks, the 0.6B A/B at batch 1-256.
 #     (part 89, the model's final norm applied in the span, ran at 2a160fe: 1.013x slower
 #             at 0.6B batch 1, so reverted with the part: gpu-2026-12-04-span.md.)
 #     (part 90, the whole ring in flight in a span, ran at 0dcf354: within the A/B's noise,
@@ -1244,7 +1246,7 @@ device)
     elif [ "$part" = 93 ]; then
         rm "$out/env.log"  # already printed by the tee above
         # The folded decode where its grid is at most two waves (MINISGL_DECODE_ROPE=waves,
-        # the default) against never (0): kernel checks (the folded kernel forced on) and
+        # the default at 343fdf2; one wave since) against never (0): kernel checks (the folded kernel forced on) and
         # model checks, the runner A/B at 0.6B batch 8 / 16 / 32 / 64 / 256 (64 and 256
         # fold nothing: a null A/B) and Llama-3.1-8B (group 4) batch 8 / 32, seven rounds
         # each, then the 0.6B default workload.
@@ -1268,6 +1270,18 @@ device)
         done
         grep -h "output tok/s" "$out"/offline-qwen3-0.6b-*.log
         pack_logs 94
+    elif [ "$part" = 95 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # The round's closing figures: the fold where the decode grid is one wave at most
+        # (the default) against never, with kernel and model checks first; the 0.6B A/B at
+        # batch 1 (the chain: a null A/B), 2, 4, 8, 16 (no fold now), 64 and 256 (no fold).
+        check_ops --skip-bench
+        check_models
+        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_AB_ROUNDS=7
+        MINISGL_BENCH_BATCHES=1,2,4,8,16,64,256 MINISGL_BENCH_AB=MINISGL_DECODE_ROPE=0 bench_step qwen3-0.6b -rope
+        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_AB_ROUNDS
+        if [ -f "$out/gpu-check-ops.log" ]; then gzip -f "$out/gpu-check-ops.log"; fi
+        pack_logs 95
     elif [ "$part" = 88 ]; then
         rm "$out/env.log"  # already printed by the tee above
         # gather_rows without a copy where a step samples every row (every decode step):

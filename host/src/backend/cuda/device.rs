@@ -168,13 +168,15 @@ impl std::str::FromStr for DecodeSchedule {
 pub enum DecodeRope {
     /// Never: `qkv_rope_store`, then the decode (two launches a layer).
     Off,
-    /// Where the decode grid is at most [`DECODE_ROPE_MAX_WAVES`] waves of resident
-    /// blocks. Measured on the H200 (Qwen3-0.6B, context 256, seven-round A/Bs,
-    /// docs/results/gpu-2026-12-04-fold.md): the folded step 0.973x at batch 8 (320
-    /// blocks, 0.8 waves) and 0.995x at 32 (1.9 waves), 1.023x at 64 (2.6 waves) and
-    /// 1.007x at 256 (5.2 waves). The kernel is bound by instruction issue: spread
-    /// over waves, the preparation costs what the separate launch did, and no longer
-    /// hides under the first tile's copies.
+    /// Where the decode grid is at most [`DECODE_ROPE_MAX_WAVES`] wave of resident
+    /// blocks. Measured on the H200 (context 256, seven-round A/Bs against `Off`,
+    /// docs/results/gpu-2026-12-04-fold.md): Qwen3-0.6B batch 8 (320 blocks, 0.8 waves)
+    /// 0.973-0.976x in three calls, Llama-3.1-8B batch 8 0.993x; at 1.3-1.9 waves
+    /// 0.995-1.009x (within the A/B's spread), at 2.6 waves 1.023x, at 5.2 waves 1.007x.
+    /// The kernel is bound by instruction issue: past a wave the preparation costs
+    /// what the separate launch did and no longer hides under the first tile's copies.
+    /// (The same fold, always on, was built and reverted once before, f853245: it was
+    /// measured at batch 1, 64 and 256 only.)
     #[default]
     Waves,
     /// Always (checks; A/Bs).
@@ -182,7 +184,7 @@ pub enum DecodeRope {
 }
 
 /// See [`DecodeRope::Waves`].
-pub const DECODE_ROPE_MAX_WAVES: usize = 2;
+pub const DECODE_ROPE_MAX_WAVES: usize = 1;
 
 impl std::str::FromStr for DecodeRope {
     type Err = String;
