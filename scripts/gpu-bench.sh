@@ -226,6 +226,8 @@
 #             alternating runs each.
 #     part 95: the fold where the decode grid is at most one wave (the default) against
 #             never: kernel and model checks, the 0.6B A/B at batch 1-256.
+#     part 96: the skinny kernel at 5-8 rows against cuBLAS (MINISGL_GEMV_ROWS=8), with
+#             and without the norm prologue.
 #     (part 89, the model's final norm applied in the span, ran at 2a160fe: 1.013x slower
 #             at 0.6B batch 1, so reverted with the part: gpu-2026-12-04-span.md.)
 #     (part 90, the whole ring in flight in a span, ran at 0dcf354: within the A/B's noise,
@@ -1282,6 +1284,19 @@ device)
         unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_AB_ROUNDS
         if [ -f "$out/gpu-check-ops.log" ]; then gzip -f "$out/gpu-check-ops.log"; fi
         pack_logs 95
+    elif [ "$part" = 96 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # The skinny kernel at 5-8 rows (MINISGL_GEMV_ROWS=8, tensor-core build) against
+        # cuBLAS (the default stops at 4), at 0.6B batch 5 / 6 / 8 and Llama-3.1-8B batch 8:
+        # with the norm in the products' prologue (the default), then with it as its own
+        # launch on both sides (MINISGL_NORM_PROLOGUE=0; 2026-12-02 guessed the prologue's
+        # m-row staging cost the 8-row step what its products gained).
+        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_AB_ROUNDS=7
+        MINISGL_BENCH_BATCHES=5,6,8 MINISGL_BENCH_AB=MINISGL_GEMV_ROWS=8 bench_step qwen3-0.6b -rows8
+        MINISGL_NORM_PROLOGUE=0 MINISGL_BENCH_BATCHES=5,6,8 MINISGL_BENCH_AB=MINISGL_GEMV_ROWS=8 bench_step qwen3-0.6b -rows8-np0
+        MINISGL_BENCH_BATCHES=8 MINISGL_BENCH_AB=MINISGL_GEMV_ROWS=8 bench_step llama-3.1-8b -rows8
+        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_AB_ROUNDS
+        pack_logs 96
     elif [ "$part" = 88 ]; then
         rm "$out/env.log"  # already printed by the tee above
         # gather_rows without a copy where a step samples every row (every decode step):
