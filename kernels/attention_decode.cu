@@ -529,14 +529,39 @@ __device__ __forceinline__ void decode_mma_segment(
                          reinterpret_cast<float*>(dm_smem), store);
 }
 
-template <int HD>
+// What the folded build (decode_mma_rs_hd*) reads beyond the plain kernel's arguments:
+// qkv_rope_store's.
+struct DecodeRope {
+    const bf16_t* q_norm;
+    const bf16_t* k_norm;
+    const int* pos;
+    const float* inv_freq;
+    float eps;
+    const int* slots;
+};
+
+// RS = false: attn_decode_mma_hd*, q read rotated at q + t * q_stride (r unused).
+// RS = true: attn_decode_mma_rs_hd*, qkv_rope_store's work folded in. q is the fused qkv
+// row, unrotated (q_stride its row stride; k and v heads follow the hq q heads, as in
+// qkv_rope_store), and the new token's K/V are not cached yet. Each block normalises and
+// rotates its group's q heads into shared memory while its first K/V tile is in flight
+// (every split recomputes them: a few hundred bytes). The block of the last split also
+// finishes the new token's K (norm, rotation) and V, writes them to the caches at
+// slots[t] for later steps and hands them to decode_mma_segment for its first tile.
+// rope.cuh's math and bf16 roundings are qkv_rope_store's, so the output and the caches
+// equal the two-launch path bit for bit (gpu-check compares them). The host folds only
+// where the grid fits one wave (DecodeRope in device.rs has the measurements).
+template <int HD, bool RS>
 __device__ __forceinline__ void decode_mma_impl(
-    const bf16_t* __restrict__ q, int q_stride, const bf16_t* __restrict__ k_cache,
-    const bf16_t* __restrict__ v_cache, const int* __restrict__ q_start,
+    const bf16_t* __restrict__ q, int q_stride, bf16_t* __restrict__ k_cache,
+    bf16_t* __restrict__ v_cache, const int* __restrict__ q_start,
     const int* __restrict__ kv_len, const int* __restrict__ page_start,
     const int* __restrict__ page_ids, int q_heads, int kv_heads, int page_size, float scale,
     int min_part, float* __restrict__ o_part, float* __restrict__ lse_part,
-    bf16_t* __restrict__ o_direct) {
+    bf16_t* __restrict__ o_direct, const DecodeRope& r) {
+    // The folded build's (RS) q heads and new K/V row; unused, they take no memory.
+    __shared__ __align__(16) bf16_t qs[16 * HD];
+    __shared__ __align__(16) bf16_t new_kv[2 * HD];
     pdl_trigger();
     pdl_wait();
     int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
@@ -553,8 +578,46 @@ __device__ __forceinline__ void decode_mma_impl(
         decode_store(o_direct, o_part, lse_part, q_start, b, q_heads, kvh * group + gi, HD, d,
                      split, splits, M, L, O);
     };
-    decode_mma_segment<HD, false>(q, q_stride, k_cache, v_cache, pages, t, kvh, group, kv_heads,
-                                  page_size, scale, c0, c1, -1, nullptr, store, [] {});
+    if constexpr (!RS) {
+        decode_mma_segment<HD, false>(q, q_stride, k_cache, v_cache, pages, t, kvh, group,
+                                      kv_heads, page_size, scale, c0, c1, -1, nullptr, store,
+                                      [] {});
+    } else {
+        const bool last = c1 == ctx;
+        auto prep = [&]() {
+            const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+            const bf16_t* row = q + (size_t)t * q_stride;
+            // Jobs: the group's q heads, then (last split) the new row's k and v.
+            const int jobs = group + (last ? 2 : 0);
+            for (int j = warp; j < jobs; j += 4) {
+                const int head = j < group ? kvh * group + j
+                                 : j == group ? q_heads + kvh
+                                              : q_heads + kv_heads + kvh;
+                float v[HD / 32];
+                load_head<HD>(row + (size_t)head * HD, lane, v);
+                const size_t dst = ((size_t)(unsigned)r.slots[t] * kv_heads + kvh) * HD;
+                if (j == group + 1) {
+                    store_head<HD>(v_cache + dst, lane, v);
+                    store_head<HD>(new_kv + HD, lane, v);
+                    continue;
+                }
+                const bool rotate = r.inv_freq != nullptr;
+                float sn[HD / 64] = {}, cs[HD / 64] = {};
+                if (rotate) rope_angles<HD>(sn, cs, lane, t, r.pos, r.inv_freq);
+                norm_rope_regs<HD>(v, lane, j < group ? r.q_norm : r.k_norm, r.eps, rotate, sn,
+                                   cs);
+                if (j < group) {
+                    store_head<HD>(qs + j * HD, lane, v);
+                } else {
+                    store_head<HD>(k_cache + dst, lane, v);
+                    store_head<HD>(new_kv, lane, v);
+                }
+            }
+        };
+        decode_mma_segment<HD, true>(qs, 0, k_cache, v_cache, pages, 0, kvh, group, kv_heads,
+                                     page_size, scale, c0, c1, last ? ctx - 1 : -1, new_kv,
+                                     store, prep);
+    }
 }
 
 #define DECODE_MMA(HD)                                                                         \
@@ -563,85 +626,13 @@ __device__ __forceinline__ void decode_mma_impl(
         const int* q_start, const int* kv_len, const int* page_start, const int* page_ids,   \
         int q_heads, int kv_heads, int page_size, float scale, int min_part, float* o_part,   \
         float* lse_part, bf16_t* o_direct) {                                                   \
-        decode_mma_impl<HD>(q, q_stride, k_cache, v_cache, q_start, kv_len, page_start,        \
-                            page_ids, q_heads, kv_heads, page_size, scale, min_part, o_part,   \
-                            lse_part, o_direct);                                               \
+        decode_mma_impl<HD, false>(q, q_stride, const_cast<bf16_t*>(k_cache),                  \
+                                   const_cast<bf16_t*>(v_cache), q_start, kv_len, page_start,  \
+                                   page_ids, q_heads, kv_heads, page_size, scale, min_part,    \
+                                   o_part, lse_part, o_direct, DecodeRope{});                  \
     }
 DECODE_MMA(64)
 DECODE_MMA(128)
-
-// attn_decode_mma_hd* with qkv_rope_store's work folded in, so a decode layer is one
-// launch shorter: q is read unrotated from the fused qkv row (q_stride = its row
-// stride; k and v heads follow the hq q heads, as in qkv_rope_store), and each block
-// normalises and rotates its group's q heads into shared memory while its first K/V
-// tile is in flight (every split recomputes them: a few hundred bytes). The block of
-// the last split also finishes the new token's K (norm, rotation) and V, writes them
-// to the caches at slots[t] for later steps, and stages that row from shared memory,
-// since its own copies could not see the store in time. rope.cuh's math and bf16
-// roundings are qkv_rope_store's, so the output and the caches equal the two-launch
-// path bit for bit (gpu-check compares them).
-template <int HD>
-__device__ __forceinline__ void decode_mma_rs_impl(
-    const bf16_t* __restrict__ qkv, int q_stride, bf16_t* __restrict__ k_cache,
-    bf16_t* __restrict__ v_cache, const int* __restrict__ q_start,
-    const int* __restrict__ kv_len, const int* __restrict__ page_start,
-    const int* __restrict__ page_ids, int q_heads, int kv_heads, int page_size, float scale,
-    int min_part, float* __restrict__ o_part, float* __restrict__ lse_part,
-    bf16_t* __restrict__ o_direct, const bf16_t* __restrict__ q_norm,
-    const bf16_t* __restrict__ k_norm, const int* __restrict__ pos,
-    const float* __restrict__ inv_freq, float eps, const int* __restrict__ slots) {
-    __shared__ __align__(16) bf16_t qs[16 * HD];
-    __shared__ __align__(16) bf16_t new_kv[2 * HD];
-    pdl_trigger();
-    pdl_wait();
-    int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
-    int group = q_heads / kv_heads;
-    int ctx = kv_len[b];
-    int splits = gridDim.x;
-    int part = decode_part(ctx, splits, min_part);
-    int c0 = split * part;
-    if (c0 >= ctx) return;
-    int c1 = min(ctx, c0 + part);
-    const int* pages = page_ids + page_start[b];
-    const int t = q_start[b + 1] - 1;
-    const bool last = c1 == ctx;
-    auto prep = [&]() {
-        const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-        const bf16_t* row = qkv + (size_t)t * q_stride;
-        // Jobs: the group's q heads, then (last split) the new row's k and v.
-        const int jobs = group + (last ? 2 : 0);
-        for (int j = warp; j < jobs; j += 4) {
-            const int head = j < group ? kvh * group + j
-                             : j == group ? q_heads + kvh
-                                          : q_heads + kv_heads + kvh;
-            float v[HD / 32];
-            load_head<HD>(row + (size_t)head * HD, lane, v);
-            const size_t dst = ((size_t)(unsigned)slots[t] * kv_heads + kvh) * HD;
-            if (j == group + 1) {
-                store_head<HD>(v_cache + dst, lane, v);
-                store_head<HD>(new_kv + HD, lane, v);
-                continue;
-            }
-            const bool rotate = inv_freq != nullptr;
-            float sn[HD / 64] = {}, cs[HD / 64] = {};
-            if (rotate) rope_angles<HD>(sn, cs, lane, t, pos, inv_freq);
-            norm_rope_regs<HD>(v, lane, j < group ? q_norm : k_norm, eps, rotate, sn, cs);
-            if (j < group) {
-                store_head<HD>(qs + j * HD, lane, v);
-            } else {
-                store_head<HD>(k_cache + dst, lane, v);
-                store_head<HD>(new_kv, lane, v);
-            }
-        }
-    };
-    auto store = [&](int gi, int d, float M, float L, float O) {
-        decode_store(o_direct, o_part, lse_part, q_start, b, q_heads, kvh * group + gi, HD, d,
-                     split, splits, M, L, O);
-    };
-    decode_mma_segment<HD, true>(qs, 0, k_cache, v_cache, pages, 0, kvh, group, kv_heads,
-                                 page_size, scale, c0, c1, last ? ctx - 1 : -1, new_kv, store,
-                                 prep);
-}
 
 #define DECODE_MMA_RS(HD)                                                                      \
     extern "C" __global__ void __launch_bounds__(128, 3) attn_decode_mma_rs_hd##HD(              \
@@ -650,10 +641,10 @@ __device__ __forceinline__ void decode_mma_rs_impl(
         int kv_heads, int page_size, float scale, int min_part, float* o_part,                 \
         float* lse_part, bf16_t* o_direct, const bf16_t* q_norm, const bf16_t* k_norm,         \
         const int* pos, const float* inv_freq, float eps, const int* slots) {                  \
-        decode_mma_rs_impl<HD>(qkv, q_stride, k_cache, v_cache, q_start, kv_len, page_start,   \
-                               page_ids, q_heads, kv_heads, page_size, scale, min_part,        \
-                               o_part, lse_part, o_direct, q_norm, k_norm, pos, inv_freq, eps, \
-                               slots);                                                         \
+        decode_mma_impl<HD, true>(qkv, q_stride, k_cache, v_cache, q_start, kv_len, page_start, \
+                                  page_ids, q_heads, kv_heads, page_size, scale, min_part,     \
+                                  o_part, lse_part, o_direct,                                  \
+                                  DecodeRope{q_norm, k_norm, pos, inv_freq, eps, slots});     \
     }
 DECODE_MMA_RS(64)
 DECODE_MMA_RS(128)

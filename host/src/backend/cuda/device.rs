@@ -186,6 +186,18 @@ pub enum DecodeRope {
 /// See [`DecodeRope::Waves`].
 pub const DECODE_ROPE_MAX_WAVES: usize = 1;
 
+impl DecodeRope {
+    /// Whether a split-grid decode of `blocks` blocks folds in the q/k norm, RoPE and
+    /// K/V store, on a device that keeps `slots` of its blocks resident at once.
+    pub fn folds(self, blocks: usize, slots: usize) -> bool {
+        match self {
+            Self::Off => false,
+            Self::Always => true,
+            Self::Waves => blocks <= DECODE_ROPE_MAX_WAVES * slots,
+        }
+    }
+}
+
 impl std::str::FromStr for DecodeRope {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -928,7 +940,30 @@ pub fn dptr<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{nvrtc, DecodeKernel, PrefillKernel};
+    use super::{nvrtc, DecodeKernel, DecodeRope, PrefillKernel};
+
+    #[test]
+    fn decode_rope_folds_within_one_wave_and_parses_its_setting() {
+        // 132 SMs x 3 blocks: Qwen3-0.6B batch 8 x 8 kv heads x 5 splits = 320 blocks
+        // fold, batch 16 (640) and 64 (1,024) do not.
+        let slots = 396;
+        assert!(DecodeRope::Waves.folds(320, slots));
+        assert!(DecodeRope::Waves.folds(396, slots));
+        assert!(!DecodeRope::Waves.folds(397, slots));
+        assert!(!DecodeRope::Waves.folds(1024, slots));
+        assert!(DecodeRope::Always.folds(2048, slots));
+        assert!(!DecodeRope::Off.folds(1, slots));
+        assert_eq!("0".parse(), Ok(DecodeRope::Off));
+        assert_eq!("waves".parse(), Ok(DecodeRope::Waves));
+        assert_eq!("1".parse(), Ok(DecodeRope::Waves));
+        assert_eq!("always".parse(), Ok(DecodeRope::Always));
+        assert_eq!(DecodeRope::default(), DecodeRope::Waves);
+        let err = "2".parse::<DecodeRope>().unwrap_err();
+        assert!(
+            err.contains("MINISGL_DECODE_ROPE") && err.contains("\"2\""),
+            "{err}"
+        );
+    }
 
     #[test]
     fn prefill_kernel_choices_parse_and_both_hopper_families_are_built() {

@@ -7,7 +7,7 @@ use cudarc::driver::CudaSlice;
 use super::kv::check_slots;
 use super::rope::QkvRopeStore;
 use super::shape_err;
-use crate::backend::cuda::device::{DecodeRope, DecodeSchedule, DECODE_ROPE_MAX_WAVES};
+use crate::backend::cuda::device::DecodeSchedule;
 use crate::backend::cuda::{
     cfg, g, tma, Arg, CudaBackend, CudaKv, CudaStep, CudaTensor, PREFILL_TILE,
 };
@@ -177,16 +177,13 @@ impl CudaBackend {
             v_cache: self.ptr(&kv.v[layer]),
         };
         let path = self.attention_path(step, d, p.q_heads / p.kv_heads);
-        let fused = path == AttnPath::DecodeMma
-            && match self.decode_rope.get() {
-                DecodeRope::Off => false,
-                DecodeRope::Always => true,
-                DecodeRope::Waves => {
-                    let s = step.meta.num_seqs();
-                    let (_, splits) = self.mma_decode_grid(step, p.kv_heads, d);
-                    splits * p.kv_heads * s <= DECODE_ROPE_MAX_WAVES * self.mma_decode_slots(d)
-                }
-            };
+        let fused = path == AttnPath::DecodeMma && {
+            let (_, splits) = self.mma_decode_grid(step, p.kv_heads, d);
+            let blocks = splits * p.kv_heads * step.meta.num_seqs();
+            self.decode_rope
+                .get()
+                .folds(blocks, self.mma_decode_slots(d))
+        };
         if !fused {
             self.qkv_rope_store_raw(&rs)?;
         }
@@ -571,14 +568,7 @@ impl CudaBackend {
                 args.push(Arg::U64(self.ptr(&lse)));
                 args.push(Arg::U64(if direct { op } else { 0 }));
                 if let Some(rs) = rope_store {
-                    args.extend([
-                        Arg::U64(rs.q_norm),
-                        Arg::U64(rs.k_norm),
-                        Arg::U64(rs.pos),
-                        Arg::U64(rs.inv_freq),
-                        Arg::F32(rs.eps),
-                        Arg::U64(rs.slots),
-                    ]);
+                    args.extend(rs.norm_rope_args());
                 }
                 let mut c = cfg(
                     (splits as u32, (l.kv_heads * head_chunks) as u32, s as u32),

@@ -27,6 +27,21 @@ pub(super) struct QkvRopeStore {
     pub v_cache: u64,
 }
 
+impl QkvRopeStore {
+    /// The kernels' shared run of arguments: q_norm, k_norm, pos, inv_freq, eps, slots
+    /// (`qkv_rope_store_*` and `attn_decode_mma_rs_*` take them in this order).
+    pub(super) fn norm_rope_args(&self) -> [Arg; 6] {
+        [
+            Arg::U64(self.q_norm),
+            Arg::U64(self.k_norm),
+            Arg::U64(self.pos),
+            Arg::U64(self.inv_freq),
+            Arg::F32(self.eps),
+            Arg::U64(self.slots),
+        ]
+    }
+}
+
 impl CudaBackend {
     pub(super) fn head_rms_norm_impl(
         &self,
@@ -160,15 +175,9 @@ impl CudaBackend {
             Arg::I32(a.q_heads as i32),
             Arg::I32(a.kv_heads as i32),
             Arg::I32(a.row_stride as i32),
-            Arg::U64(a.q_norm),
-            Arg::U64(a.k_norm),
-            Arg::U64(a.pos),
-            Arg::U64(a.inv_freq),
-            Arg::F32(a.eps),
-            Arg::U64(a.slots),
-            Arg::U64(a.k_cache),
-            Arg::U64(a.v_cache),
         ];
+        args.extend(a.norm_rope_args());
+        args.extend([Arg::U64(a.k_cache), Arg::U64(a.v_cache)]);
         let (name, per_warp) = if matches!(d, 64 | 128 | 256) {
             match self.rope_heads_per_warp(a.rows * heads) {
                 1 => (format!("qkv_rope_store_hd{d}"), 1),
