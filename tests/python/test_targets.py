@@ -1,0 +1,69 @@
+"""scripts/gpu/targets.py: issue 11's targets by round, on hand-made figures (no GPU).
+
+The tracker must group by round in the file's order, leave out an A/B's second runner
+and prefill kernels other than the engine's, and judge a decode step against its floor
+(value / ceiling) and the offline runs by value or fraction."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("targets", ROOT / "scripts/gpu/targets.py")
+targets = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(targets)
+
+
+def fig(rnd, metric, shape, workload, value, **kw):
+    o = {"date": "2026-12-04", "commit": kw.pop("commit", "c0"), "machine": "NVIDIA H200",
+         "shape": shape, "tp": 1, "workload": workload, "metric": metric, "value": value,
+         "unit": "x", "round": rnd}
+    o.update(kw)
+    return o
+
+
+def by_target(rows):
+    return {t["target"]: t for t in targets.table(rows)}
+
+
+def test_rounds_in_file_order_with_ab_runners_left_out():
+    w = targets.step(1)
+    rows = [
+        fig("r-late-name", "decode_step_ms_b1", "qwen3-0.6b", w, 0.90, ceiling=0.3),
+        fig("r-late-name", "decode_step_ms_b1", "qwen3-0.6b", w, 0.87, ceiling=0.3, commit="c1"),
+        # An A/B's second runner: not the round's figure.
+        fig("r-late-name", "decode_step_ms_b1", "qwen3-0.6b", w, 0.10, ceiling=0.3, ab="X=1"),
+        fig("a-early-name", "decode_step_ms_b1", "qwen3-0.6b", w, 0.85, ceiling=0.3),
+    ]
+    t = by_target(rows)["decode step batch 1, 0.6B"]
+    assert [r["round"] for r in t["rounds"]] == ["r-late-name", "a-early-name"]
+    first, second = t["rounds"]
+    assert first["n"] == 2 and first["commits"] == ["c0", "c1"]
+    assert abs(first["median"] - 0.885 / 0.3) < 1e-9
+    assert first["met"]  # 2.95x the floor meets 3x
+    assert second["met"] == (0.85 / 0.3 <= 3.0)
+
+
+def test_prefill_counts_only_the_engine_kernel_and_offline_uses_value_or_fraction():
+    rows = [
+        fig("r", "prefill_attention_tflops", "qwen3-14b", "8x2048 fresh", 530, kernel="torch-sdpa-cudnn"),
+        fig("r", "prefill_attention_tflops", "qwen3-14b", "8x2048 fresh", 440, kernel="minisgl-hopper-ws"),
+        fig("r", "prefill_attention_tflops", "qwen3-14b", "8x2048 fresh", 470,
+            kernel="minisgl-hopper-ws+P_VSTAGES=2"),
+        fig("r", "offline_output_tok_s", "qwen3-14b", targets.DEFAULT, 6600, fraction=0.79),
+        fig("r", "offline_output_tok_s", "qwen3-14b", targets.LONG, 150, fraction=0.97),
+    ]
+    t = by_target(rows)
+    pre = t["prefill attention 8x2048, 14B heads"]["rounds"]
+    assert len(pre) == 1 and pre[0]["n"] == 1 and pre[0]["median"] == 440 and not pre[0]["met"]
+    assert t["offline default workload, 14B"]["rounds"][0]["met"]  # 6,600 >= 6,500
+    assert t["long prompts, 14B"]["rounds"][0]["median"] == 0.97
+    assert t["offline default workload, 0.6B"]["rounds"] == []
+
+
+def test_the_repository_file_reads_and_prints(capsys):
+    targets.main(["--last", "2"])
+    out = capsys.readouterr().out
+    assert "## decode step batch 256, 0.6B (target: ratio<= 1.5)" in out
+    rows = [json.loads(l) for l in (ROOT / "docs/results/bench.jsonl").read_text().splitlines()]
+    assert any(t["rounds"] for t in targets.table(rows))
