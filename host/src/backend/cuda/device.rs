@@ -171,8 +171,9 @@ pub enum DecodeRope {
     /// Where the decode grid is at most [`DECODE_ROPE_MAX_WAVES`] wave of resident
     /// blocks. Measured on the H200 (context 256, seven-round A/Bs against `Off`,
     /// docs/results/gpu-2026-12-04-fold.md): Qwen3-0.6B batch 8 (320 blocks, 0.8 waves)
-    /// 0.973-0.976x in three calls, Llama-3.1-8B batch 8 0.993x; at 1.3-1.9 waves
-    /// 0.995-1.009x (within the A/B's spread), at 2.6 waves 1.023x, at 5.2 waves 1.007x.
+    /// 0.973-0.977x in four calls and even in two others (a slower machine), Llama-3.1-8B
+    /// batch 8 0.993x; at 1.3-1.9 waves 0.995-1.009x (within the A/B's spread), at 2.6
+    /// waves 1.023x, at 5.2 waves 1.007x.
     /// The kernel is bound by instruction issue: past a wave the preparation costs
     /// what the separate launch did and no longer hides under the first tile's copies.
     /// (The same fold, always on, was built and reverted once before, f853245: it was
