@@ -11,7 +11,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::attn::{metas, Case};
-use super::ops::{randn, up};
+use super::ops::{qwen3_inv_freq, randn, up};
 use super::report::Report;
 use minisgl::backend::cpu::CpuBackend;
 use minisgl::backend::cuda::CudaBackend;
@@ -331,13 +331,6 @@ fn one_seq_cache(
     (layout, fill, step)
 }
 
-/// RoPE inverse frequencies of head_dim 128 at Qwen3's base (1e6).
-fn inv_freq() -> Vec<f32> {
-    (0..64)
-        .map(|i| 1_000_000f32.powf(-(2.0 * i as f32) / 128.0))
-        .collect()
-}
-
 /// An attention-in-front case: (name, q heads, kv heads, hidden, intermediate, q/k
 /// norms, biases, contexts after the step).
 type AttnShape = (
@@ -382,7 +375,7 @@ fn attention(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -
         // A group of 5: past the kernel's 4, the separate attention runs.
         ("group 5", 10, 2, 1024, 2048, true, false, &[64]),
     ];
-    let inv = inv_freq();
+    let inv = qwen3_inv_freq(HD);
     let invf = (up(cpu, &[HD / 2], &inv)?, up(gpu, &[HD / 2], &inv)?);
     for (name, hq, hkv, h, inter, norms, bias, ctxs) in shapes {
         let (qd, cols) = (hq * HD, (hq + 2 * hkv) * HD);
@@ -505,7 +498,7 @@ fn span(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Res
         ),
         ("group 4", 8, 2, 1024, 2048, true, false, 2, 129, false),
     ];
-    let inv = inv_freq();
+    let inv = qwen3_inv_freq(HD);
     let invf = (up(cpu, &[HD / 2], &inv)?, up(gpu, &[HD / 2], &inv)?);
     for (name, hq, hkv, h, inter, norms, bias, n, ctx, model_last) in shapes {
         let (qd, cols) = (hq * HD, (hq + 2 * hkv) * HD);
@@ -733,7 +726,7 @@ fn trace(gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Result<()> {
         ("llama-3.1-8b ctx 256", 32, 8, 4096, 14336, true),
         ("qwen3-14b products", 40, 8, 5120, 17408, false),
     ];
-    let invf = up(gpu, &[HD / 2], &inv_freq())?;
+    let invf = up(gpu, &[HD / 2], &qwen3_inv_freq(HD))?;
     for (name, hq, hkv, h, inter, attn) in shapes {
         let (qd, cols) = (hq * HD, (hq + 2 * hkv) * HD);
         let (layout, fill, step) = one_seq_cache(rng, name, hq, hkv, 256);

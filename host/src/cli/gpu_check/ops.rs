@@ -29,6 +29,13 @@ pub fn up<B: Backend>(b: &B, shape: &[usize], v: &[f32]) -> Result<B::Tensor> {
     Ok(b.upload(shape, HostData::f32(v))?)
 }
 
+/// RoPE inverse frequencies of `head_dim` at Qwen3's base (1e6), unscaled.
+pub fn qwen3_inv_freq(head_dim: usize) -> Vec<f32> {
+    (0..head_dim / 2)
+        .map(|i| 1_000_000f32.powf(-(2.0 * i as f32) / head_dim as f32))
+        .collect()
+}
+
 /// A step of `t` tokens at random positions, one sequence, no pages needed.
 fn flat_step(t: usize, rng: &mut ChaCha8Rng, vocab: u32) -> StepMeta {
     StepMeta {
@@ -418,9 +425,7 @@ fn qkv_attention(
     ];
     for c in &cases {
         let (hd, hq, hkv) = (c.head_dim, c.q_heads, c.kv_heads);
-        let inv: Vec<f32> = (0..hd / 2)
-            .map(|i| 1_000_000f32.powf(-(2.0 * i as f32) / hd as f32))
-            .collect();
+        let inv = qwen3_inv_freq(hd);
         for norms in [true, false] {
             let (num_pages, fill, attn) = metas(c, rng);
             let layout = KvLayout {
