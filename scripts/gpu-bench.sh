@@ -231,6 +231,11 @@
 #             never: kernel and model checks, the 0.6B A/B at batch 1-256.
 #     part 96: the skinny kernel at 5-8 rows against cuBLAS (MINISGL_GEMV_ROWS=8), with
 #             and without the norm prologue.
+#     part 97: the tensor-core gemv builds for 9-64 rows (_tc to 16, _tc32, _tc64; written
+#             2026-12-04 with no device lent, compiled by NVRTC only): op and model checks
+#             with them routed, each product in graphs against cuBLAS at 1-64 rows, the
+#             0.6B runner A/B at batch 8-64 (MINISGL_GEMV_ROWS=64 against the default 4),
+#             the 0.6B default workload both ways.
 #     (part 89, the model's final norm applied in the span, ran at 2a160fe: 1.013x slower
 #             at 0.6B batch 1, so reverted with the part: gpu-2026-12-04-span.md.)
 #     (part 90, the whole ring in flight in a span, ran at 0dcf354: within the A/B's noise,
@@ -1300,6 +1305,29 @@ device)
         MINISGL_BENCH_BATCHES=8 MINISGL_BENCH_AB=MINISGL_GEMV_ROWS=8 bench_step llama-3.1-8b -rows8
         unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_AB_ROUNDS
         pack_logs 96
+    elif [ "$part" = 97 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # The tensor-core gemv at 9-64 rows against cuBLAS. First their checks (gpu-check
+        # routes its gemv paths to 64 rows itself; the models with MINISGL_GEMV_ROWS=64 run
+        # their decode batches through them), then each product timed in graphs (the
+        # `linear in graphs` lines of the kernel benches), then the runner step A/B and the
+        # default workload, whose 9-64 class is where the rows would count.
+        check_ops --skip-bench
+        MINISGL_GEMV_ROWS=64 check_models
+        MINISGL_BENCH_GEMV_ONLY=1 BENCH_TIMEOUT=100 bench_step qwen3-0.6b -gemv
+        grep -E "linear in graphs" "$out/gpu-check-bench-qwen3-0.6b-gemv.log"
+        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_AB_ROUNDS=7
+        MINISGL_BENCH_BATCHES=8,12,16,24,32,48,64 MINISGL_BENCH_AB=MINISGL_GEMV_ROWS=64 \
+            bench_step qwen3-0.6b -rows64
+        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_AB_ROUNDS
+        if [ "$SECONDS" -lt 430 ]; then
+            OFFLINE_TIMEOUT=70 offline_default qwen3-0.6b -rows4
+            MINISGL_GEMV_ROWS=64 OFFLINE_TIMEOUT=70 offline_default qwen3-0.6b -rows64
+        else
+            echo "no time left for the default workloads (${SECONDS} s)"
+        fi
+        if [ -f "$out/gpu-check-ops.log" ]; then gzip -f "$out/gpu-check-ops.log"; fi
+        pack_logs 97
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate

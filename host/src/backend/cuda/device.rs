@@ -465,6 +465,11 @@ pub struct Kernels {
 }
 
 impl Kernels {
+    /// Whether the named kernel was loaded (no error built for a miss).
+    pub fn has(&self, name: &str) -> bool {
+        self.funcs.contains_key(name)
+    }
+
     /// The named kernel, or why it is unavailable.
     pub fn get(&self, name: &str) -> Result<&CudaFunction, CudaError> {
         self.funcs.get(name).ok_or_else(|| {
@@ -549,9 +554,16 @@ pub fn kernel_names(family: &str) -> Vec<String> {
                 "gemv_norm_bf16",
                 "gemv_norm_silu",
             ];
+            // The 32- and 64-row tensor-core builds have no norm prologue.
             return base
                 .iter()
-                .flat_map(|b| [b.to_string(), format!("{b}_m1"), format!("{b}_tc")])
+                .flat_map(|b| {
+                    let wide = (!b.starts_with("gemv_norm"))
+                        .then(|| [format!("{b}_tc32"), format!("{b}_tc64")]);
+                    [b.to_string(), format!("{b}_m1"), format!("{b}_tc")]
+                        .into_iter()
+                        .chain(wide.into_iter().flatten())
+                })
                 .collect();
         }
         "sampling" => vec![

@@ -138,8 +138,14 @@ pub(crate) struct StepOffsets {
 /// against 1.473 (every block's norm prologue copies all eight rows of x): four rows.
 pub const GEMV_ROWS_DEFAULT: usize = 4;
 
-/// Most rows `gemv.cu` handles (GEMV_MAX_ROWS there).
-pub const GEMV_MAX_ROWS: usize = 8;
+/// Most rows `gemv.cu` handles: its `_tc64` tensor-core build (four tiles of 16 rows).
+/// `MINISGL_GEMV_ROWS` up to this routes batches of 9-64 rows through the tensor-core
+/// builds, where k is a multiple of 32, instead of cuBLAS (not measured yet: the default
+/// stays [`GEMV_ROWS_DEFAULT`]).
+pub const GEMV_MAX_ROWS: usize = 64;
+
+/// Most rows of the scalar gemv build (GEMV_MAX_ROWS in `gemv.cu`).
+pub const GEMV_SIMT_MAX_ROWS: usize = 8;
 
 /// Query rows per prefill tile (PF_BQ in attention_prefill.cu).
 pub(crate) const PREFILL_TILE: usize = 64;

@@ -85,6 +85,10 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
     if std::env::var("MINISGL_BENCH_RUNNER_ONLY").is_ok_and(|v| v == "1") {
         return runner_steps(bench_model, rep);
     }
+    // MINISGL_BENCH_GEMV_ONLY=1: the skinny products against cuBLAS in graphs alone.
+    if std::env::var("MINISGL_BENCH_GEMV_ONLY").is_ok_and(|v| v == "1") {
+        return gemv_in_graphs(gpu, &mut ChaCha8Rng::seed_from_u64(99), rep);
+    }
     // MINISGL_BENCH_GEMM_HOLD=S: the cuBLASLt survey alone, every candidate timed at
     // the clock the device holds at its power limit after S seconds of the product.
     if let Ok(v) = std::env::var("MINISGL_BENCH_GEMM_HOLD") {
@@ -655,10 +659,14 @@ fn gemv_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> 
     ] {
         let w = gpu.upload(&[n, k], HostData::f32(&randn(rng, n * k, 0.05)))?;
         let mut line = format!("linear in graphs {shape} n={n} k={k}:");
-        for m in [1usize, 2, 4, 8] {
+        // 16-64 rows: the tensor-core builds that MINISGL_GEMV_ROWS up to 64 would route.
+        for m in [1usize, 2, 4, 8, 16, 32, 64] {
             let x = gpu.upload(&[m, k], HostData::f32(&randn(rng, m * k, 1.0)))?;
             let mut us = [0.0f64; 2];
-            for (i, rows) in [8usize, 0].into_iter().enumerate() {
+            for (i, rows) in [minisgl::backend::cuda::GEMV_MAX_ROWS, 0]
+                .into_iter()
+                .enumerate()
+            {
                 gpu.set_gemv_rows(rows);
                 us[i] = gpu.time_in_graph(20, &mut || {
                     gpu.linear(&x, &w, None)?;

@@ -9,7 +9,7 @@ use super::report::Report;
 use minisgl::backend::cpu::CpuBackend;
 use minisgl::backend::cuda::device::DecodeRope;
 use minisgl::backend::cuda::ops::AttnPath;
-use minisgl::backend::cuda::CudaBackend;
+use minisgl::backend::cuda::{CudaBackend, GEMV_MAX_ROWS, GEMV_SIMT_MAX_ROWS};
 use minisgl::backend::{AttnParams, Backend, HostData, KvLayout, StepMeta};
 
 /// Normal(0, std) values already rounded to bf16, so both backends see the same inputs.
@@ -124,8 +124,8 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         }
     }
 
-    // GEMMs, with and without bias, and the f32 LM-head path: up to 8 rows the
-    // skinny-product kernel (gemv.cu), beyond it cuBLAS (bf16, f32 accumulate).
+    // GEMMs, with and without bias, and the f32 LM-head path: up to 64 rows the
+    // skinny-product kernel (gemv.cu), and cuBLAS (bf16, f32 accumulate).
     let configured_limit = gpu.gemv_max_weight();
     gpu.set_gemv_max_weight(usize::MAX);
     for &(m, n, k, bias) in &[
@@ -138,6 +138,10 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         (5, 1003, 1024, true),
         (16, 1003, 1024, false),
         (9, 4096, 1024, false),
+        (24, 1024, 2048, true),
+        (32, 4096, 1024, false),
+        (33, 1000, 3072, true),
+        (64, 6144, 1024, false),
     ] {
         let x = randn(&mut rng, m * k, 1.0);
         let w = randn(&mut rng, n * k, 0.05);
@@ -146,10 +150,11 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         let (wc, wg) = (up(cpu, &[n, k], &w)?, up(gpu, &[n, k], &w)?);
         let (bc, bg) = (up(cpu, &[n], &b)?, up(gpu, &[n], &b)?);
         let yc = cpu.linear(&xc, &wc, if bias { Some(&bc) } else { None })?;
-        // Every path on every shape it takes (`paths`): the skinny kernel (where m <= 8,
+        // Every path on every shape it takes (`paths`): the skinny kernel (where m <= 64,
         // at any weight size: the size rule is lifted for these and the fused checks)
-        // and cuBLAS. From 3 rows the skinny kernel runs its tensor-core build where k
-        // allows, and its scalar build as well ("gemv simt").
+        // and cuBLAS. From 3 rows the skinny kernel runs its tensor-core builds where k
+        // allows (16, 32 or 64 rows), and to 8 rows its scalar build as well ("gemv
+        // simt"). 37 rows of k = 1024 take the 64-row build with its last tile ragged.
         for path in paths(m) {
             let yg = on_path(gpu, path, || {
                 Ok(gpu.linear(&xg, &wg, if bias { Some(&bg) } else { None })?)
@@ -556,8 +561,9 @@ fn qkv_attention(
 /// The products that normalise their input in a prologue (gemv.cu's `gemv_norm_bf16`,
 /// `gemv_norm_silu`) and the residual add without the norm (`gemv_residual`) against
 /// the CPU's composed ops, on the skinny kernel and on the fallback (cuBLAS after the
-/// norm's own launch). Shapes: one to eight rows, bias, columns that do not fill the
-/// last block, Qwen3-0.6B's and 14B's widths.
+/// norm's own launch). Shapes: one to 64 rows (the prologue to 16: at 20 rows it must be
+/// refused), bias, columns that do not fill the last block, Qwen3-0.6B's and 14B's
+/// widths.
 fn norm_prologue_linears(
     cpu: &CpuBackend,
     gpu: &CudaBackend,
@@ -574,6 +580,8 @@ fn norm_prologue_linears(
         (2, 7168, 5120, true),
         (3, 200, 64, false),
         (8, 2048, 2048, false),
+        (12, 2048, 1024, true),
+        (20, 512, 64, false),
     ] {
         let x = randn(rng, m * k, 1.0);
         let g = randn(rng, k, 1.0);
@@ -597,8 +605,11 @@ fn norm_prologue_linears(
                     // True exactly where both products (w and the twice-as-wide
                     // gate_up w2) take the gemv kernels: else the checks below would
                     // only test the fallback, or the model would defer the norm to a
-                    // cuBLAS product and pay a launch for it.
-                    let want = (m + 1) * k * 2 <= 32 * 1024 && 2 * n * k * 2 <= weight_limit;
+                    // cuBLAS product and pay a launch for it. The prologue builds take
+                    // up to 8 rows (scalar) or 16 (tensor cores, k a multiple of 32).
+                    let built = m <= 8 || (m <= 16 && k % 32 == 0);
+                    let want =
+                        (m + 1) * k * 2 <= 32 * 1024 && 2 * n * k * 2 <= weight_limit && built;
                     let on = gpu.norm_in_prologue(&xg, &[&wg, &w2g]);
                     rep.fact(
                         "norm_in_prologue",
@@ -632,6 +643,8 @@ fn norm_prologue_linears(
         (1, 5120, 17408, true),
         (2, 1000, 3072, true),
         (8, 896, 4864, false),
+        (24, 1024, 2048, false),
+        (64, 1000, 3072, true),
     ] {
         let x = randn(rng, m * k, 1.0);
         let w = randn(rng, n * k, 0.05);
@@ -660,21 +673,27 @@ fn norm_prologue_linears(
 }
 
 /// The product paths a check of `m` rows runs: the skinny kernel's two builds up to
-/// 8 rows, and cuBLAS.
+/// 8 rows, its tensor-core builds to 64, and cuBLAS.
 fn paths(m: usize) -> Vec<&'static str> {
-    if m <= 8 {
+    if m <= GEMV_SIMT_MAX_ROWS {
         vec!["gemv", "gemv simt", "cuBLAS"]
+    } else if m <= GEMV_MAX_ROWS {
+        vec!["gemv", "cuBLAS"]
     } else {
         vec!["cuBLAS"]
     }
 }
 
-/// `f` with products routed the way `path` names: "gemv" (the skinny kernel to 8
-/// rows, its tensor-core build where k allows), "gemv simt" (its scalar build) or
+/// `f` with products routed the way `path` names: "gemv" (the skinny kernel to 64
+/// rows, its tensor-core builds where k allows), "gemv simt" (its scalar build) or
 /// "cuBLAS"; then the routing as it was.
 fn on_path<T>(gpu: &CudaBackend, path: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
     let tc = gpu.gemv_tc();
-    gpu.set_gemv_rows(if path.starts_with("gemv") { 8 } else { 0 });
+    gpu.set_gemv_rows(if path.starts_with("gemv") {
+        GEMV_MAX_ROWS
+    } else {
+        0
+    });
     gpu.set_gemv_tc(tc && path != "gemv simt");
     let r = f();
     gpu.set_gemv_rows(minisgl::backend::cuda::GEMV_ROWS_DEFAULT);
@@ -685,8 +704,8 @@ fn on_path<T>(gpu: &CudaBackend, path: &str, f: impl FnOnce() -> Result<T>) -> R
 /// The products with the next op in their epilogue (gemv.cu's `gemv_silu`, and
 /// `gemv_residual` followed by the norm) against the CPU's two ops, on both CUDA paths
 /// (the skinny kernel and cuBLAS + the separate kernel). The shapes cover every split of a
-/// column's reduction (1 to 8 warps), both row counts the kernel is unrolled for,
-/// bias, and the norm's two-pass width (past 8192).
+/// column's reduction (1 to 8 warps), every row count a build is made for (1, 8, 16, 32,
+/// 64, and ragged last tiles), bias, and the norm's two-pass width (past 8192).
 fn fused_linears(
     cpu: &CpuBackend,
     gpu: &CudaBackend,
@@ -701,6 +720,9 @@ fn fused_linears(
         (5, 64, 24),
         (3, 1000, 512),
         (8, 1024, 2048),
+        (24, 1536, 1024),
+        (40, 1000, 512),
+        (64, 3072, 1024),
     ] {
         let x = randn(rng, m * k, 1.0);
         let w = randn(rng, 2 * n * k, 0.05);
@@ -726,6 +748,9 @@ fn fused_linears(
         (3, 1000, 24, false),
         (8, 2048, 1024, true),
         (2, 10240, 512, false),
+        (16, 1024, 2048, true),
+        (33, 2048, 1024, true),
+        (64, 1024, 3072, false),
     ] {
         let x = randn(rng, m * k, 1.0);
         let w = randn(rng, n * k, 0.05);

@@ -4,7 +4,9 @@ use cudarc::cublas::{result as blas, sys as bsys};
 use cudarc::driver::LaunchConfig;
 
 use super::shape_err;
-use crate::backend::cuda::{cfg, g, Arg, Buf, CudaBackend, CudaTensor};
+use crate::backend::cuda::{
+    cfg, g, Arg, Buf, CudaBackend, CudaTensor, GEMV_MAX_ROWS, GEMV_SIMT_MAX_ROWS,
+};
 use crate::backend::{shapes, BackendError};
 
 /// Widest output the skinny kernel takes. Measured on the H200 at one row:
@@ -197,41 +199,20 @@ impl CudaBackend {
     /// Whether the skinny-product kernel serves an `m × k` input against an
     /// `n × k` weight (decode batches). Past [`GEMV_MAX_COLS`] outputs (an LM
     /// head) cuBLAS streams the weight faster; cuBLAS also serves when the
-    /// gemv family failed to build here.
+    /// gemv family failed to build here, and past 8 rows where no tensor-core build
+    /// takes `m` rows of this `k`.
     pub(super) fn use_gemv(&self, m: usize, n: usize, k: usize) -> bool {
         (1..=self.gemv_rows.get()).contains(&m)
             && n <= GEMV_MAX_COLS
             && n * k * 2 <= self.gemv_max_weight.get()
             && k.is_multiple_of(8)
-            && self.dev.kernels.get("gemv_bf16").is_ok()
+            && self.gemv_kernel("gemv_bf16", m, k).is_some()
     }
 
-    /// The build of gemv product `base` for `m` rows over `k`: `_m1` (fewer registers,
-    /// more blocks an SM) for one row; `_tc` (tensor cores, whose cost does not grow
-    /// with the rows) from [`GEMV_TC_MIN_ROWS`] rows where k is a multiple of 32 on
-    /// sm_80+; else the scalar build unrolled for up to 8 rows.
-    fn gemv_kernel(&self, base: &'static str, m: usize, k: usize) -> &'static str {
-        let (m1, tc) = match base {
-            "gemv_bf16" => ("gemv_bf16_m1", "gemv_bf16_tc"),
-            "gemv_f32" => ("gemv_f32_m1", "gemv_f32_tc"),
-            "gemv_silu" => ("gemv_silu_m1", "gemv_silu_tc"),
-            "gemv_residual" => ("gemv_residual_m1", "gemv_residual_tc"),
-            "gemv_norm_bf16" => ("gemv_norm_bf16_m1", "gemv_norm_bf16_tc"),
-            "gemv_norm_silu" => ("gemv_norm_silu_m1", "gemv_norm_silu_tc"),
-            b => (b, b),
-        };
-        if m == 1 {
-            m1
-        } else if m >= GEMV_TC_MIN_ROWS
-            && self.gemv_tc.get()
-            && self.dev.cc.0 >= 8
-            && k.is_multiple_of(32)
-            && self.dev.kernels.get(tc).is_ok()
-        {
-            tc
-        } else {
-            base
-        }
+    /// The build of gemv product `base` for `m` rows over `k` here: see [`gemv_build`].
+    fn gemv_kernel(&self, base: &'static str, m: usize, k: usize) -> Option<&'static str> {
+        let tc_ok = self.gemv_tc.get() && self.dev.cc.0 >= 8;
+        gemv_build(base, m, k, tc_ok, |name| self.dev.kernels.has(name))
     }
 
     /// How many warps share one unit's reduction (1, 2, 4 or 8) when `kernel` computes
@@ -267,8 +248,12 @@ impl CudaBackend {
         m: usize,
         cols: usize,
         k: usize,
-    ) -> (&'static str, LaunchConfig, i32) {
-        let kernel = self.gemv_kernel(base, m, k);
+    ) -> Result<(&'static str, LaunchConfig, i32), BackendError> {
+        // The callers asked use_gemv / norm_in_prologue first, which answer from the
+        // same builds: a miss here is a routing bug, refused rather than launched.
+        let kernel = self.gemv_kernel(base, m, k).ok_or_else(|| {
+            BackendError::Unsupported(format!("{base}: no build takes m={m} rows of k={k}"))
+        })?;
         // A warp's unit: one column over 16-byte chunks of k, at least one a lane; or
         // the tensor-core build's eight columns over 32-wide k blocks, at least two.
         let (units, steps, min_steps) = if kernel.ends_with("_tc") {
@@ -277,11 +262,11 @@ impl CudaBackend {
             (cols, k / 8, 32)
         };
         let ks = self.gemv_ksplit(kernel, units, steps, min_steps);
-        (
+        Ok((
             kernel,
             cfg((g(units.div_ceil(8 / ks)), 1, 1), 256),
             ks as i32,
-        )
+        ))
     }
 
     /// `y[m, n] = x · Wᵀ (+ bias)` through `gemv_bf16`/`gemv_f32`.
@@ -303,7 +288,7 @@ impl CudaBackend {
             2.0 * (m * n * k) as f64,
         );
         let base = if f32_out { "gemv_f32" } else { "gemv_bf16" };
-        let (kernel, c, ks) = self.gemv_plan(base, m, n, k);
+        let (kernel, c, ks) = self.gemv_plan(base, m, n, k)?;
         self.launch(
             kernel,
             c,
@@ -336,7 +321,7 @@ impl CudaBackend {
                 ((m * k + n2 * k) * 2 + m * n * 2) as f64,
                 2.0 * (m * n2 * k) as f64,
             );
-            let (kernel, c, ks) = self.gemv_plan("gemv_silu", m, n, k);
+            let (kernel, c, ks) = self.gemv_plan("gemv_silu", m, n, k)?;
             self.launch(
                 kernel,
                 c,
@@ -408,7 +393,8 @@ impl CudaBackend {
             && k.is_multiple_of(8)
             && (m + 1) * k * 2 <= NORM_PROLOGUE_SMEM
             && matches!(residual.buf, Buf::Bf16(_))
-            && self.dev.kernels.get("gemv_norm_bf16").is_ok()
+            && self.gemv_kernel("gemv_norm_bf16", m, k).is_some()
+            && self.gemv_kernel("gemv_norm_silu", m, k).is_some()
             && !consumers.is_empty()
             && consumers.iter().all(|w| match w.shape.as_slice() {
                 &[n, kw] => kw == k && self.use_gemv(m, n, k),
@@ -438,7 +424,7 @@ impl CudaBackend {
                 ((m * k + n * k + k) * 2 + m * n * 2) as f64,
                 2.0 * (m * n * k) as f64,
             );
-            let (kernel, mut c, ks) = self.gemv_plan("gemv_norm_bf16", m, n, k);
+            let (kernel, mut c, ks) = self.gemv_plan("gemv_norm_bf16", m, n, k)?;
             c.shared_mem_bytes = ((m + 1) * k * 2) as u32;
             let bp = match bias {
                 Some(b) => self.bf16_ptr(b, "rms_norm_linear")?,
@@ -487,7 +473,7 @@ impl CudaBackend {
                 ((m * k + n2 * k + k) * 2 + m * n * 2) as f64,
                 2.0 * (m * n2 * k) as f64,
             );
-            let (kernel, mut c, ks) = self.gemv_plan("gemv_norm_silu", m, n, k);
+            let (kernel, mut c, ks) = self.gemv_plan("gemv_norm_silu", m, n, k)?;
             c.shared_mem_bytes = ((m + 1) * k * 2) as u32;
             self.launch(
                 kernel,
@@ -542,7 +528,7 @@ impl CudaBackend {
                 ((m * k + n * k) * 2 + 2 * m * n * 2) as f64,
                 2.0 * (m * n * k) as f64,
             );
-            let (kernel, c, ks) = self.gemv_plan("gemv_residual", m, n, k);
+            let (kernel, c, ks) = self.gemv_plan("gemv_residual", m, n, k)?;
             return self.launch(
                 kernel,
                 c,
@@ -560,5 +546,107 @@ impl CudaBackend {
         }
         let o = self.linear_impl(x, w, bias)?;
         self.add_inplace_impl(residual, &o)
+    }
+}
+
+/// The build of gemv product `base` (`gemv_bf16`, `gemv_f32`, `gemv_silu`,
+/// `gemv_residual`, `gemv_norm_bf16`, `gemv_norm_silu`) that takes `m` rows over `k`, if
+/// one was loaded (`has`): `_m1` (fewer registers, more blocks an SM) for one row; from
+/// [`GEMV_TC_MIN_ROWS`] rows where `tc` (sm_80+, not turned off) and k is a multiple of
+/// 32, a tensor-core build (whose cost grows little with the rows): `_tc` to 16 rows,
+/// `_tc32` and `_tc64` (not made for the norm products) to 32 and 64; else the scalar
+/// build, unrolled for up to [`GEMV_SIMT_MAX_ROWS`] rows.
+fn gemv_build(
+    base: &'static str,
+    m: usize,
+    k: usize,
+    tc: bool,
+    has: impl Fn(&str) -> bool,
+) -> Option<&'static str> {
+    macro_rules! builds {
+        ($b:literal) => {
+            [
+                $b,
+                concat!($b, "_m1"),
+                concat!($b, "_tc"),
+                concat!($b, "_tc32"),
+                concat!($b, "_tc64"),
+            ]
+        };
+    }
+    let [simt, m1, tc16, tc32, tc64] = match base {
+        "gemv_bf16" => builds!("gemv_bf16"),
+        "gemv_f32" => builds!("gemv_f32"),
+        "gemv_silu" => builds!("gemv_silu"),
+        "gemv_residual" => builds!("gemv_residual"),
+        "gemv_norm_bf16" => builds!("gemv_norm_bf16"),
+        "gemv_norm_silu" => builds!("gemv_norm_silu"),
+        _ => return None,
+    };
+    let built = |name: &'static str| has(name).then_some(name);
+    let scalar = || (m <= GEMV_SIMT_MAX_ROWS).then(|| built(simt)).flatten();
+    match m {
+        0 => None,
+        1 => built(m1),
+        _ if m >= GEMV_TC_MIN_ROWS && tc && k.is_multiple_of(32) => match m {
+            ..=16 => built(tc16),
+            17..=32 => built(tc32),
+            33..=GEMV_MAX_ROWS => built(tc64),
+            _ => None,
+        }
+        .or_else(scalar),
+        _ => scalar(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gemv_build;
+
+    /// The names `kernels/gemv.cu` defines, as the loader lists them.
+    fn loaded(name: &str) -> bool {
+        crate::backend::cuda::device::kernel_names("gemv")
+            .iter()
+            .any(|n| n == name)
+    }
+
+    #[test]
+    fn each_row_count_takes_the_build_made_for_it() {
+        let pick = |base, m, k| gemv_build(base, m, k, true, loaded);
+        assert_eq!(pick("gemv_bf16", 0, 1024), None);
+        assert_eq!(pick("gemv_bf16", 1, 1024), Some("gemv_bf16_m1"));
+        assert_eq!(pick("gemv_bf16", 2, 1024), Some("gemv_bf16"));
+        assert_eq!(pick("gemv_bf16", 3, 1024), Some("gemv_bf16_tc"));
+        assert_eq!(pick("gemv_silu", 16, 1024), Some("gemv_silu_tc"));
+        assert_eq!(pick("gemv_silu", 17, 1024), Some("gemv_silu_tc32"));
+        assert_eq!(pick("gemv_residual", 32, 3072), Some("gemv_residual_tc32"));
+        assert_eq!(pick("gemv_f32", 33, 1024), Some("gemv_f32_tc64"));
+        assert_eq!(pick("gemv_bf16", 64, 1024), Some("gemv_bf16_tc64"));
+        assert_eq!(pick("gemv_bf16", 65, 1024), None);
+        assert_eq!(pick("gemv_norm_bf16", 16, 1024), Some("gemv_norm_bf16_tc"));
+        assert_eq!(pick("gemv_norm_silu", 17, 1024), None, "no wide norm build");
+        assert_eq!(pick("gemv_unknown", 4, 1024), None);
+    }
+
+    #[test]
+    fn without_tensor_cores_only_the_scalar_builds_serve() {
+        // k not a multiple of 32, or tensor cores off: the scalar build to 8 rows.
+        assert_eq!(
+            gemv_build("gemv_bf16", 8, 1000, true, loaded),
+            Some("gemv_bf16")
+        );
+        assert_eq!(gemv_build("gemv_bf16", 9, 1000, true, loaded), None);
+        assert_eq!(
+            gemv_build("gemv_bf16", 5, 1024, false, loaded),
+            Some("gemv_bf16")
+        );
+        assert_eq!(gemv_build("gemv_bf16", 24, 1024, false, loaded), None);
+        // A tensor-core build that failed to load falls back where the scalar one fits.
+        let no_tc = |n: &str| loaded(n) && !n.ends_with("_tc");
+        assert_eq!(
+            gemv_build("gemv_bf16", 6, 1024, true, no_tc),
+            Some("gemv_bf16")
+        );
+        assert_eq!(gemv_build("gemv_bf16", 12, 1024, true, no_tc), None);
     }
 }
