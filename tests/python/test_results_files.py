@@ -5,7 +5,8 @@
 - the one-head builds of the fused q/k norm + RoPE + K/V store stay within 32 registers
   a thread (ptxas through NVRTC, scripts/gpu/kernel_regs.py). At 43 registers, 2026-12-03
   measured that build 12% slower than before at prefill (40 resident warps an SM
-  instead of 64), and decode runs only that build."""
+  instead of 64), and decode runs only that build;
+- the tensor-core gemv builds (to 16, 32 and 64 rows) do not spill."""
 
 import json
 import os
@@ -31,15 +32,20 @@ def test_every_bench_figure_has_the_issue_fields():
             assert 0 < o["fraction"] < 3, f"line {n}: fraction {o['fraction']!r}"
 
 
-def kernel_registers(src):
-    """{kernel: registers a thread} of one kernel family, from ptxas's report."""
+def ptxas_report(src, *args):
+    """ptxas's report on one kernel family (scripts/gpu/kernel_regs.py through NVRTC)."""
     lib = ROOT / "target/nvrtc/nvidia/cu13/lib"
     assert (lib / "libnvrtc.so.13").exists(), "no NVRTC: run scripts/setup.sh (it installs target/nvrtc)"
     env = dict(os.environ, LD_LIBRARY_PATH=f"{lib}:{os.environ.get('LD_LIBRARY_PATH', '')}")
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "scripts/gpu/kernel_regs.py"), str(ROOT / src)],
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts/gpu/kernel_regs.py"), str(ROOT / src), *args],
         env=env, capture_output=True, text=True, timeout=120, check=True,
     ).stdout
+
+
+def kernel_registers(src):
+    """{kernel: registers a thread} of one kernel family, from ptxas's report."""
+    out = ptxas_report(src)
     regs = {}
     for line in out.splitlines():
         m = re.match(r"(\w+): Used (\d+) registers", line)
@@ -55,3 +61,20 @@ def test_one_head_rope_store_builds_keep_full_occupancy():
         assert regs[k] <= 32, f"{k} uses {regs[k]} registers a thread; 32 keeps 64 warps an SM"
     # The four-head build is for long prefills; it may use more, but must exist.
     assert "qkv_rope_store_x4_hd128" in regs
+
+
+def test_wide_tensor_core_gemv_builds_do_not_spill():
+    # _tc32 / _tc64 keep NW x MT x 4 accumulators and NW x 4 weight chunks a lane in
+    # registers under launch bounds (256, 2), i.e. at most 128; a spill would put local
+    # memory traffic in a kernel whose whole point is one weight read.
+    out = ptxas_report("kernels/gemv.cu", "--filter", "_tc")
+    spills = {}
+    for line in out.splitlines():
+        m = re.match(r"(\w+): ptxas.* (\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if m:
+            spills[m.group(1)] = int(m.group(2)) + int(m.group(3))
+    for base in ("gemv_bf16", "gemv_f32", "gemv_silu", "gemv_residual"):
+        for build in ("_tc", "_tc32", "_tc64"):
+            k = base + build
+            assert k in spills, f"{k} missing from ptxas's report: {sorted(spills)}"
+            assert spills[k] == 0, f"{k} spills {spills[k]} bytes"
