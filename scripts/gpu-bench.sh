@@ -352,7 +352,7 @@ device)
         timeout "${OFFLINE_TIMEOUT:-160}" "$bin" bench offline --random-weights .gpu/$1 --device cuda --shape $1 ${OFFLINE_ARGS:-} \
             --workload-name "nano-vllm n=256 in=100-1024 out=100-1024 seed=0" --jsonl "$jl" \
             --steps-csv "$out/steps-$1${2:-}.csv" >> "$out/offline-$1${2:-}.log" 2>&1
-        echo "$1 default workload${2:-} rc=$?"; grep -E "ceiling|output tok/s|step class|class  |seqs  |prefill|all steps|outside" "$out/offline-$1${2:-}.log" | tail -14
+        echo "$1 default workload${2:-} rc=$?"; grep -E "ceiling|output tok/s|step class|class  |seqs  |prefill|all steps|outside|fitted" "$out/offline-$1${2:-}.log" | tail -15
     }
     long_if_time() {  # SHAPE UNTIL TIMEOUT LOG: long prompts if the call is under UNTIL s
         if [ "$SECONDS" -lt "$2" ]; then

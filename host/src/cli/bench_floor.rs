@@ -197,6 +197,12 @@ pub fn roofline_seconds(c: &ModelConfig, reqs: &[(u64, u64)], ceil: &Ceilings, t
     (prefill_flops / ceil.gemm_flops_s + decode) / tp.max(1) as f64
 }
 
+/// (bf16 bytes of every weight a decode step reads, KV bytes a context token) of `c`.
+pub fn decode_bytes(c: &ModelConfig) -> (f64, f64) {
+    let w = Work::of(c);
+    (w.weight_bytes(), w.kv_bytes_per_token)
+}
+
 /// The least time one engine step of `shape` can take: the larger of its bytes
 /// (every weight once, plus the KV its decodes read) at the copy bandwidth and its
 /// FLOPs (the products of every token, attention over its decodes' contexts and its

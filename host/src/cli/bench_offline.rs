@@ -14,7 +14,7 @@ use minisgl_plugin_sdk::SamplingParams;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::bench_steps::Breakdown;
+use super::bench_steps::{Breakdown, DecodeFit};
 use super::settings::{Group, SettingArgs};
 use minisgl::config::Config;
 use minisgl::engine::{CacheMode, Engine, EngineConfig, EngineMetrics, GenerateRequest};
@@ -136,6 +136,8 @@ struct RunResult {
     metrics: EngineMetrics,
     /// Time by step class against each step's floor (runs with ceilings).
     steps: Option<Breakdown>,
+    /// Decode steps of 9+ sequences fitted (runs with ceilings and enough such steps).
+    decode_fit: Option<DecodeFit>,
 }
 
 impl RunResult {
@@ -320,6 +322,13 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
                 super::bench_floor::step_floor_seconds(&model.config, s, c, tp)
             })
         });
+        // Per GPU: each rank reads its share of the weights and of the KV.
+        let decode_fit = ceiling.as_ref().and_then(|(c, _)| {
+            let (weights, kv_token) = super::bench_floor::decode_bytes(&model.config);
+            let tp = tp.max(1) as f64;
+            let weight_s = weights / tp / c.copy_bytes_s;
+            DecodeFit::of(&records, 9, kv_token / tp, weight_s, c.copy_bytes_s)
+        });
         let r = RunResult {
             label,
             seconds,
@@ -327,10 +336,14 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
             output_tokens: produced,
             metrics,
             steps,
+            decode_fit,
         };
         print_run(&r);
         if let Some(b) = &r.steps {
             b.print(&r.label);
+        }
+        if let Some(f) = &r.decode_fit {
+            f.print(&r.label);
         }
         if let Some(f) = floor {
             let ceil_tps = output_tokens as f64 / f;
@@ -469,6 +482,7 @@ fn append_jsonl(
         "allreduce_busbw_gbs": all_reduce.map(|a| (a.bus_bytes_s / 1e9).round()),
         "seconds": (r.seconds * 1000.0).round() / 1000.0,
         "steps": r.steps.as_ref().map(Breakdown::json),
+        "decode_fit": r.decode_fit.as_ref().map(DecodeFit::json),
         // Kernel switches change the figure; record them as set (unset = auto).
         "decode_kernel": std::env::var("MINISGL_DECODE_KERNEL").unwrap_or_else(|_| "auto".into()),
         "prefill_kernel": std::env::var("MINISGL_PREFILL_KERNEL").unwrap_or_else(|_| "auto".into()),
