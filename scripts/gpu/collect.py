@@ -42,7 +42,7 @@ for d in map(Path, args.dirs):
         # -waves (MINISGL_DECODE_SPLITS=waves), -rowsN (MINISGL_GEMV_ROWS), -ntN
         # (MINISGL_NORM_THREADS).
         for key, pat in (("pdl", r"-pdl(\d)"), ("norm_prologue", r"-np(\d)"), ("decode_rope", r"-rope(\d)"),
-                         ("decode_splits", r"-(waves)"), ("gemv_rows", r"-rows(\d)"), ("norm_threads", r"-nt(\d+)")):
+                         ("decode_splits", r"-(waves)"), ("gemv_rows", r"-rows(\d+)"), ("norm_threads", r"-nt(\d+)")):
             m = re.search(pat, log.name)
             if m:
                 extra[key] = m[1]
