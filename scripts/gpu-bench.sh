@@ -235,7 +235,8 @@
 #             2026-12-04 with no device lent, compiled by NVRTC only): op and model checks
 #             with them routed, each product in graphs against cuBLAS at 1-64 rows, the
 #             0.6B runner A/B at batch 8-64 (MINISGL_GEMV_ROWS=64 against the default 4),
-#             the 0.6B default workload both ways.
+#             the 0.6B default workload both ways, then (time allowing) Nsight Compute
+#             tables of the steps at batch 16 / 32 / 64 with them.
 #     (part 89, the model's final norm applied in the span, ran at 2a160fe: 1.013x slower
 #             at 0.6B batch 1, so reverted with the part: gpu-2026-12-04-span.md.)
 #     (part 90, the whole ring in flight in a span, ran at 0dcf354: within the A/B's noise,
@@ -1325,6 +1326,13 @@ device)
             MINISGL_GEMV_ROWS=64 OFFLINE_TIMEOUT=70 offline_default qwen3-0.6b -rows64
         else
             echo "no time left for the default workloads (${SECONDS} s)"
+        fi
+        # Each kernel of the steps at batch 16 / 32 / 64 with the new builds, against the
+        # cuBLAS tables of earlier rounds (raw/2026-12-04-fold/call4-ncu-steps-*.md).
+        if [ "$SECONDS" -lt 480 ]; then
+            MINISGL_GEMV_ROWS=64 NCU_TAG=-rows64 ncu_steps qwen3-0.6b 16,32,64 256 $((575 - SECONDS))
+        else
+            echo "no time left for the step tables (${SECONDS} s)"
         fi
         if [ -f "$out/gpu-check-ops.log" ]; then gzip -f "$out/gpu-check-ops.log"; fi
         pack_logs 97
