@@ -1,9 +1,11 @@
-"""`scripts/gpu-bench.sh device table` (issue 11's whole table in one device call), run
-on this machine against stand-ins: a fake `minisgl-host` that records its argv and
-answers `bench offline --jsonl` with a figure, a fake `attn_bench.py`, and a fake
-`nvidia-smi`. A device call costs minutes of a limited budget, so the part's shell
-(its functions, time guards, `set -u`) and its coverage (both shapes, every workload,
-the cuDNN reference) are checked here first; the figures themselves need the GPU."""
+"""`scripts/gpu-bench.sh device table` (issue 11's whole table in one device call) and
+`device 97` (the gemv builds to 64 rows), run on this machine against stand-ins: a fake
+`minisgl-host` that records its argv and MINISGL_* environment and answers `bench
+offline --jsonl` with a figure, a fake `attn_bench.py`, `nvidia-smi` and `ncu`. Neither
+part has run on a GPU yet, and a device call costs minutes of a limited budget, so the
+parts' shell (functions, time guards, `set -u`) and what they run (both shapes, every
+workload, the cuDNN reference; for 97 the settings each step runs under) are checked
+here first. The figures themselves need the GPU."""
 
 import json
 import os
@@ -16,19 +18,26 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_table_part_runs_every_step_on_both_shapes(tmp_path):
+def run_part(tmp_path, part):
+    """Runs `gpu-bench.sh device PART` in a copy of scripts/ with stand-ins; returns
+    (the run, every stand-in call as (argv, MINISGL_* environment), the out folder)."""
     repo = tmp_path / "repo"
     shutil.copytree(ROOT / "scripts", repo / "scripts")
+    shutil.copytree(ROOT / "tests/fixtures/models", repo / "tests/fixtures/models")
     for shape in ("qwen3-0.6b", "qwen3-14b"):
         (repo / ".gpu" / shape).mkdir(parents=True)
         shutil.copy(ROOT / "examples/model-configs" / shape / "config.json", repo / ".gpu" / shape)
     (repo / ".gpu/commit").write_text("abc1234\n")
     calls = tmp_path / "calls.jsonl"
-    fake = (
-        f"#!{sys.executable}\n"
-        "import json, sys\n"
+    record = (
+        "import json, os, sys\n"
         "a = sys.argv[1:]\n"
-        f"open({str(calls)!r}, 'a').write(json.dumps(a) + '\\n')\n"
+        "env = {k: v for k, v in os.environ.items() if k.startswith('MINISGL_')\n"
+        "       and k not in ('MINISGL_KERNEL_CACHE', 'MINISGL_COMMIT', 'MINISGL_BENCH_DATE')}\n"
+        f"open({str(calls)!r}, 'a').write(json.dumps([NAME + a, env]) + '\\n')\n"
+    )
+    fake = (
+        f"#!{sys.executable}\n" + record.replace("NAME", "[]") +
         "if '--jsonl' in a:\n"
         "    fig = {'metric': 'offline_output_tok_s', 'value': 1.0, 'args': a}\n"
         "    open(a[a.index('--jsonl') + 1], 'a').write(json.dumps(fig) + '\\n')\n"
@@ -40,9 +49,7 @@ def test_the_table_part_runs_every_step_on_both_shapes(tmp_path):
     binary.chmod(0o755)
     # The cuDNN reference and PyTorch's copy / GEMM rates come from attn_bench.py.
     (repo / "scripts/gpu/attn_bench.py").write_text(
-        "import json, sys\n"
-        "a = sys.argv[1:]\n"
-        f"open({str(calls)!r}, 'a').write(json.dumps(['attn_bench'] + a) + '\\n')\n"
+        record.replace("NAME", "['attn_bench']") +
         "fig = {'metric': 'prefill_attention_tflops', 'value': 1.0}\n"
         "open(a[a.index('--jsonl') + 1], 'a').write(json.dumps(fig) + '\\n')\n"
     )
@@ -51,18 +58,34 @@ def test_the_table_part_runs_every_step_on_both_shapes(tmp_path):
     smi = stubs / "nvidia-smi"
     smi.write_text("#!/bin/sh\necho 'name, driver_version'\necho 'Stub H200, 0'\n")
     smi.chmod(0o755)
+    ncu = stubs / "ncu"
+    ncu.write_text(f"#!{sys.executable}\n" + record.replace("NAME", "['ncu']"))
+    ncu.chmod(0o755)
     out = tmp_path / "out"
     env = dict(os.environ, OUT=str(out), PATH=f"{stubs}:{os.environ['PATH']}")
     r = subprocess.run(
-        ["bash", "scripts/gpu-bench.sh", "device", "table"],
+        ["bash", "scripts/gpu-bench.sh", "device", part],
         cwd=repo, env=env, capture_output=True, text=True, timeout=120,
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "unbound variable" not in r.stderr, r.stderr[-3000:]
     assert "no time left" not in r.stdout, r.stdout[-3000:]
-    assert "table: " in r.stdout
+    made = [json.loads(line) for line in calls.read_text().splitlines()]
+    return r, made, out
 
-    argvs = [json.loads(line) for line in calls.read_text().splitlines()]
+
+def archived_logs(out):
+    """The names in the part's one archive (the tool returns few files)."""
+    archives = list(out.glob("*.tgz"))
+    assert len(archives) == 1, sorted(p.name for p in out.iterdir())
+    with tarfile.open(archives[0]) as t:
+        return {Path(n).name for n in t.getnames()}
+
+
+def test_the_table_part_runs_every_step_on_both_shapes(tmp_path):
+    r, made, out = run_part(tmp_path, "table")
+    assert "table: " in r.stdout
+    argvs = [a for a, _ in made]
     joined = [" ".join(a) for a in argvs]
     assert any(a[0] == "attn_bench" for a in argvs), joined
     for shape in ("qwen3-0.6b", "qwen3-14b"):
@@ -71,14 +94,29 @@ def test_the_table_part_runs_every_step_on_both_shapes(tmp_path):
         offline = [a for a in argvs if a[:2] == ["bench", "offline"] and f".gpu/{shape}" in a]
         assert any("--min-input-len" not in a for a in offline), f"{shape} default: {joined}"
         assert any("4000" in a for a in offline), f"{shape} long prompts: {joined}"
-
-    # Every figure in bench.jsonl, the logs in one archive (the tool returns few files).
+    # Every figure in bench.jsonl, the logs in one archive.
     figures = (out / "bench.jsonl").read_text().splitlines()
     assert len(figures) == 5, figures
-    archives = list(out.glob("*.tgz"))
-    assert len(archives) == 1, sorted(p.name for p in out.iterdir())
-    with tarfile.open(archives[0]) as t:
-        names = {Path(n).name for n in t.getnames()}
+    names = archived_logs(out)
     for log in ("attn.log", "offline-qwen3-0.6b.log", "offline-qwen3-14b.log",
                 "long-qwen3-0.6b.log", "long-qwen3-14b.log"):
         assert log in names, sorted(names)
+
+
+def test_part_97_routes_each_step_through_the_gemv_rows_it_names(tmp_path):
+    _, made, out = run_part(tmp_path, "97")
+    gpu_check = [(a, e) for a, e in made if a[:1] == ["gpu-check"]]
+    # Op checks (gpu-check routes its own gemv paths), then the models with 64 rows.
+    assert any("--skip-models" in a and "--skip-bench" in a for a, _ in gpu_check), made
+    assert any("--skip-ops" in a and "--random-model" in a and e.get("MINISGL_GEMV_ROWS") == "64"
+               for a, e in gpu_check), made
+    assert any(e.get("MINISGL_BENCH_GEMV_ONLY") == "1" for _, e in gpu_check), made
+    ab = [e for _, e in gpu_check if e.get("MINISGL_BENCH_AB") == "MINISGL_GEMV_ROWS=64"]
+    assert ab and "MINISGL_GEMV_ROWS" not in ab[0], made
+    assert set(ab[0]["MINISGL_BENCH_BATCHES"].split(",")) >= {"8", "16", "32", "64"}, ab
+    # The default workload both ways, and the step tables with 64 rows.
+    offline = [e.get("MINISGL_GEMV_ROWS") for a, e in made if a[:2] == ["bench", "offline"]]
+    assert sorted(offline, key=str) == sorted([None, "64"], key=str), made
+    assert any(a[:1] == ["ncu"] and e.get("MINISGL_GEMV_ROWS") == "64" for a, e in made), made
+    names = archived_logs(out)
+    assert {"offline-qwen3-0.6b-rows4.log", "offline-qwen3-0.6b-rows64.log"} <= names, names
