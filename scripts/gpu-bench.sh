@@ -345,6 +345,14 @@ device)
             --report /tmp/gpu-check-bench.md > "$log" 2>&1
         echo "gpu-check bench $1${2:-} rc=$?"; grep -E "runner.step|rror" "$log" | head -14
     }
+    runner_ab() {  # SHAPE SUFFIX BATCHES VAR=VALUE: the runner step alone, its graphs
+        # recorded as set and again with VAR=VALUE, timed in seven alternating rounds
+        MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_AB_ROUNDS=7 \
+            MINISGL_BENCH_BATCHES="$3" MINISGL_BENCH_AB="$4" bench_step "$1" "$2"
+    }
+    gzip_ops_log() {  # check_ops's log compressed for the archive, where it ran
+        if [ -f "$out/gpu-check-ops.log" ]; then gzip -f "$out/gpu-check-ops.log"; fi
+    }
     offline_default() {  # SHAPE [LOG_SUFFIX]: bench offline's default workload, figures into $jl
         # 14B random weights take 85-95 s to build before the run starts. Every step's
         # time and shape go to steps-SHAPE.csv; the log has them by class against their floors.
@@ -1195,7 +1203,7 @@ device)
         fi
         unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
         if [ "$SECONDS" -lt 440 ]; then check_models; fi
-        if [ -f "$out/gpu-check-ops.log" ]; then gzip -f "$out/gpu-check-ops.log"; fi
+        gzip_ops_log
         pack_logs 77
     elif [ "$part" = 87 ]; then
         rm "$out/env.log"  # already printed by the tee above
@@ -1231,19 +1239,17 @@ device)
         check_ops --skip-bench
         grep -E "qkv_attn" "$out/gpu-check-ops.log" | grep -c "decode kernel" | sed 's/^/qkv_attn folded checks: /'
         check_models
-        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_AB_ROUNDS=7
-        MINISGL_BENCH_BATCHES=${PART91_BATCHES:-8,64,256} MINISGL_BENCH_AB=MINISGL_DECODE_ROPE=0 bench_step qwen3-0.6b -rope
+        runner_ab qwen3-0.6b -rope "${PART91_BATCHES:-8,64,256}" MINISGL_DECODE_ROPE=0
         if [ "${PART91_14B:-0}" = 1 ]; then
-            BENCH_TIMEOUT=220 MINISGL_BENCH_BATCHES=64,256 MINISGL_BENCH_AB=MINISGL_DECODE_ROPE=0 bench_step qwen3-14b -rope
+            BENCH_TIMEOUT=220 runner_ab qwen3-14b -rope 64,256 MINISGL_DECODE_ROPE=0
         fi
-        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_AB_ROUNDS
         if [ "${PART91_14B:-0}" = 1 ]; then
             OFFLINE_TIMEOUT=170 offline_default qwen3-14b
         else
             ncu_steps qwen3-0.6b 8,64,256 256 150
             MINISGL_DECODE_ROPE=0 NCU_TAG=-rope0 ncu_steps qwen3-0.6b 8,64,256 256 150
         fi
-        if [ -f "$out/gpu-check-ops.log" ]; then gzip -f "$out/gpu-check-ops.log"; fi
+        gzip_ops_log
         pack_logs 91
     elif [ "$part" = 92 ]; then
         rm "$out/env.log"  # already printed by the tee above
@@ -1263,12 +1269,10 @@ device)
         # each, then the 0.6B default workload.
         check_ops --skip-bench
         check_models
-        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_AB_ROUNDS=7
-        MINISGL_BENCH_BATCHES=8,16,32,64,256 MINISGL_BENCH_AB=MINISGL_DECODE_ROPE=0 bench_step qwen3-0.6b -rope
-        MINISGL_BENCH_BATCHES=8,32 MINISGL_BENCH_AB=MINISGL_DECODE_ROPE=0 bench_step llama-3.1-8b -rope
-        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_AB_ROUNDS
+        runner_ab qwen3-0.6b -rope 8,16,32,64,256 MINISGL_DECODE_ROPE=0
+        runner_ab llama-3.1-8b -rope 8,32 MINISGL_DECODE_ROPE=0
         OFFLINE_TIMEOUT=120 offline_default qwen3-0.6b
-        if [ -f "$out/gpu-check-ops.log" ]; then gzip -f "$out/gpu-check-ops.log"; fi
+        gzip_ops_log
         pack_logs 93
     elif [ "$part" = 94 ]; then
         rm "$out/env.log"  # already printed by the tee above
@@ -1288,10 +1292,8 @@ device)
         # batch 1 (the chain: a null A/B), 2, 4, 8, 16 (no fold now), 64 and 256 (no fold).
         check_ops --skip-bench
         check_models
-        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_AB_ROUNDS=7
-        MINISGL_BENCH_BATCHES=1,2,4,8,16,64,256 MINISGL_BENCH_AB=MINISGL_DECODE_ROPE=0 bench_step qwen3-0.6b -rope
-        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_AB_ROUNDS
-        if [ -f "$out/gpu-check-ops.log" ]; then gzip -f "$out/gpu-check-ops.log"; fi
+        runner_ab qwen3-0.6b -rope 1,2,4,8,16,64,256 MINISGL_DECODE_ROPE=0
+        gzip_ops_log
         pack_logs 95
     elif [ "$part" = 96 ]; then
         rm "$out/env.log"  # already printed by the tee above
@@ -1300,11 +1302,9 @@ device)
         # with the norm in the products' prologue (the default), then with it as its own
         # launch on both sides (MINISGL_NORM_PROLOGUE=0; 2026-12-02 guessed the prologue's
         # m-row staging cost the 8-row step what its products gained).
-        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_AB_ROUNDS=7
-        MINISGL_BENCH_BATCHES=5,6,8 MINISGL_BENCH_AB=MINISGL_GEMV_ROWS=8 bench_step qwen3-0.6b -rows8
-        MINISGL_NORM_PROLOGUE=0 MINISGL_BENCH_BATCHES=5,6,8 MINISGL_BENCH_AB=MINISGL_GEMV_ROWS=8 bench_step qwen3-0.6b -rows8-np0
-        MINISGL_BENCH_BATCHES=8 MINISGL_BENCH_AB=MINISGL_GEMV_ROWS=8 bench_step llama-3.1-8b -rows8
-        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_AB_ROUNDS
+        runner_ab qwen3-0.6b -rows8 5,6,8 MINISGL_GEMV_ROWS=8
+        MINISGL_NORM_PROLOGUE=0 runner_ab qwen3-0.6b -rows8-np0 5,6,8 MINISGL_GEMV_ROWS=8
+        runner_ab llama-3.1-8b -rows8 8 MINISGL_GEMV_ROWS=8
         pack_logs 96
     elif [ "$part" = 97 ]; then
         rm "$out/env.log"  # already printed by the tee above
@@ -1317,10 +1317,7 @@ device)
         MINISGL_GEMV_ROWS=64 check_models
         MINISGL_BENCH_GEMV_ONLY=1 BENCH_TIMEOUT=100 bench_step qwen3-0.6b -gemv
         grep -E "linear in graphs" "$out/gpu-check-bench-qwen3-0.6b-gemv.log"
-        export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_AB_ROUNDS=7
-        MINISGL_BENCH_BATCHES=8,12,16,24,32,48,64 MINISGL_BENCH_AB=MINISGL_GEMV_ROWS=64 \
-            bench_step qwen3-0.6b -rows64
-        unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_AB_ROUNDS
+        runner_ab qwen3-0.6b -rows64 8,12,16,24,32,48,64 MINISGL_GEMV_ROWS=64
         if [ "$SECONDS" -lt 430 ]; then
             OFFLINE_TIMEOUT=70 offline_default qwen3-0.6b -rows4
             MINISGL_GEMV_ROWS=64 OFFLINE_TIMEOUT=70 offline_default qwen3-0.6b -rows64
@@ -1334,7 +1331,7 @@ device)
         else
             echo "no time left for the step tables (${SECONDS} s)"
         fi
-        if [ -f "$out/gpu-check-ops.log" ]; then gzip -f "$out/gpu-check-ops.log"; fi
+        gzip_ops_log
         pack_logs 97
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
@@ -1379,7 +1376,7 @@ device)
         export MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1
         MINISGL_BENCH_BATCHES=1,64,256 MINISGL_BENCH_AB=MINISGL_NULL_AB=1 bench_step qwen3-0.6b -steps
         unset MINISGL_BENCH_RUNNER_ONLY MINISGL_BENCH_NO_EAGER MINISGL_BENCH_BATCHES
-        if [ -f "$out/gpu-check-ops.log" ]; then gzip -f "$out/gpu-check-ops.log"; fi
+        gzip_ops_log
         pack_logs 88
     elif [ "$part" = 84 ]; then
         rm "$out/env.log"  # already printed by the tee above
