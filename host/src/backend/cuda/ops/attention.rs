@@ -37,8 +37,12 @@ pub enum AttnPath {
 pub(super) enum Fused<'a> {
     /// Take this path.
     Path(AttnPath),
-    /// q is the unrotated qkv row and the new K/V are not cached: the split-grid
-    /// tensor-core decode finishes them (what `qkv_rope_store` would do).
+    /// q is the unrotated qkv row and the new K/V are not cached; the path is the
+    /// split-grid tensor-core decode. It finishes them itself (what `qkv_rope_store`
+    /// would do) where the fold rule takes its grid ([`DecodeRope::folds`]), else
+    /// `qkv_rope_store` runs first.
+    ///
+    /// [`DecodeRope::folds`]: crate::backend::cuda::device::DecodeRope::folds
     RopeStore(&'a QkvRopeStore),
 }
 
@@ -176,17 +180,15 @@ impl CudaBackend {
             k_cache: self.ptr(&kv.k[layer]),
             v_cache: self.ptr(&kv.v[layer]),
         };
-        let path = self.attention_path(step, d, p.q_heads / p.kv_heads);
-        let fused = path == AttnPath::DecodeMma && {
-            let (_, splits) = self.mma_decode_grid(step, p.kv_heads, d);
-            let blocks = splits * p.kv_heads * step.meta.num_seqs();
-            self.decode_rope
-                .get()
-                .folds(blocks, self.mma_decode_slots(d))
+        // The split-grid tensor-core decode may take the launch's work (attention_raw
+        // decides, by its grid); every other path runs it first.
+        let how = match self.attention_path(step, d, p.q_heads / p.kv_heads) {
+            AttnPath::DecodeMma => Fused::RopeStore(&rs),
+            path => {
+                self.qkv_rope_store_raw(&rs)?;
+                Fused::Path(path)
+            }
         };
-        if !fused {
-            self.qkv_rope_store_raw(&rs)?;
-        }
         self.attention_raw(
             base,
             cols,
@@ -197,7 +199,7 @@ impl CudaBackend {
             step,
             p.scale,
             self.tptr(&out),
-            fused.then_some(Fused::RopeStore(&rs)),
+            Some(how),
         )?;
         // qkv is dropped here: freed in stream order, after the kernels above.
         Ok(out)
@@ -230,14 +232,6 @@ impl CudaBackend {
         ts.extend(odd_s);
         tq.extend(odd_q);
         (ts, tq, wide)
-    }
-
-    /// The split-grid tensor-core decode's rows a split and splits for this step.
-    fn mma_decode_grid(&self, step: &CudaStep, kv_heads: usize, d: usize) -> (usize, usize) {
-        let s = step.meta.num_seqs();
-        let max_kv = step.max_kv_hint.unwrap_or(step.meta.max_kv_len() as usize);
-        let part = self.decode_part_rows(true, s, kv_heads, d);
-        (part, self.decode_mma_splits(s, kv_heads, d, max_kv, part))
     }
 
     /// Blocks of the split-grid tensor-core decode resident at once (blocks per SM x SMs).
@@ -531,27 +525,39 @@ impl CudaBackend {
                 let mma = path == AttnPath::DecodeMma;
                 // The CUDA-core kernel covers a group in chunks of up to 8 heads;
                 // the tensor-core one takes the whole group (up to 16) as mma rows.
-                let (name, head_chunks) = if mma {
-                    let rs = if rope_store.is_some() { "rs_" } else { "" };
-                    (format!("attn_decode_mma_{rs}hd{d}"), 1)
-                } else {
-                    let gmax = match group {
-                        1 => 1,
-                        2 => 2,
-                        3 | 4 => 4,
-                        _ => 8,
-                    };
-                    (format!("attn_decode_hd{d}_g{gmax}"), group.div_ceil(gmax))
+                let gmax = match group {
+                    1 => 1,
+                    2 => 2,
+                    3 | 4 => 4,
+                    _ => 8,
                 };
-                let (part, splits) = if mma {
-                    self.mma_decode_grid(step, l.kv_heads, d)
+                let head_chunks = if mma { 1 } else { group.div_ceil(gmax) };
+                let max_kv = step.max_kv_hint.unwrap_or(step.meta.max_kv_len() as usize);
+                let part = self.decode_part_rows(mma, s, l.kv_heads, d);
+                let splits = if mma {
+                    self.decode_mma_splits(s, l.kv_heads, d, max_kv, part)
                 } else {
-                    let max_kv = step.max_kv_hint.unwrap_or(step.meta.max_kv_len() as usize);
-                    let part = self.decode_part_rows(false, s, l.kv_heads, d);
-                    (
-                        part,
-                        self.decode_splits(s, l.kv_heads, head_chunks, max_kv, part),
-                    )
+                    self.decode_splits(s, l.kv_heads, head_chunks, max_kv, part)
+                };
+                // The fold only where the rule takes this grid; otherwise the q/k norm,
+                // RoPE and K/V store go first, as their own launch.
+                let folds = |blocks| {
+                    self.decode_rope
+                        .get()
+                        .folds(blocks, self.mma_decode_slots(d))
+                };
+                let rope_store = match rope_store {
+                    Some(rs) if !folds(splits * l.kv_heads * s) => {
+                        self.qkv_rope_store_raw(rs)?;
+                        None
+                    }
+                    rs => rs,
+                };
+                let name = if mma {
+                    let rs = if rope_store.is_some() { "rs_" } else { "" };
+                    format!("attn_decode_mma_{rs}hd{d}")
+                } else {
+                    format!("attn_decode_hd{d}_g{gmax}")
                 };
                 // One split: the kernel writes the output itself, no partials.
                 let direct = splits == 1;
