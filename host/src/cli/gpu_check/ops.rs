@@ -465,13 +465,11 @@ fn qkv_attention(
             // kernel) that kernel doing the same work itself, each against the same CPU
             // result; the folded-in kernel also against the two launches bit for bit.
             let mut two_launch: Option<[Vec<f32>; 3]> = None;
-            for (per_warp, fold) in [(1, false), (2, false), (4, false), (0, true)] {
+            let (off, always) = (DecodeRope::Off, DecodeRope::Always);
+            for (per_warp, rope) in [(1, off), (2, off), (4, off), (0, always)] {
+                let fold = rope == always;
                 gpu.set_rope_heads(per_warp);
-                gpu.set_decode_rope(if fold {
-                    DecodeRope::Always
-                } else {
-                    DecodeRope::Off
-                });
+                gpu.set_decode_rope(rope);
                 let run = qkv_attention_on(gpu, &inputs);
                 gpu.set_rope_heads(0);
                 gpu.set_decode_rope(DecodeRope::default());
