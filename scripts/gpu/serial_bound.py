@@ -19,6 +19,19 @@ import csv
 import json
 
 
+def decode_shape(c):
+    """A config.json's decode step: its layer's four products as (k, n), the bf16 bytes
+    of every weight it reads (the layers' products and the LM head), and the KV bytes
+    a context token adds."""
+    h, inter, layers, vocab = (c["hidden_size"], c["intermediate_size"],
+                               c["num_hidden_layers"], c["vocab_size"])
+    q, kv = c["num_attention_heads"], c["num_key_value_heads"]
+    d = c.get("head_dim") or h // q
+    products = [(h, (q + 2 * kv) * d), (q * d, h), (h, 2 * inter), (inter, h)]  # (k, n)
+    weight_bytes = (sum(k * n for k, n in products) * layers + h * vocab) * 2
+    return products, weight_bytes, layers * kv * d * 2 * 2
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("steps")
@@ -27,13 +40,8 @@ def main():
     ap.add_argument("--gemm", type=float, default=805e12, help="FLOP/s")
     a = ap.parse_args()
     c = json.load(open(a.config))
-    h, inter, layers, vocab = (c["hidden_size"], c["intermediate_size"],
-                               c["num_hidden_layers"], c["vocab_size"])
-    q, kv = c["num_attention_heads"], c["num_key_value_heads"]
-    d = c.get("head_dim") or h // q
-    products = [(h, (q + 2 * kv) * d), (q * d, h), (h, 2 * inter), (inter, h)]  # (k, n)
-    kv_bytes_per_token = layers * kv * d * 2 * 2
-    weight_bytes = (sum(k * n for k, n in products) * layers + h * vocab) * 2
+    h, layers, vocab = c["hidden_size"], c["num_hidden_layers"], c["vocab_size"]
+    products, weight_bytes, kv_bytes_per_token = decode_shape(c)
     classes = {}
     for r in csv.DictReader(open(a.steps)):
         m, seqs = int(r["tokens"]), int(r["seqs"])

@@ -19,6 +19,11 @@ usage: step_fit.py STEPS.csv CONFIG.json [--copy 4.27e12] [--ranges 9-256,65-256
 import argparse
 import csv
 import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serial_bound import decode_shape  # noqa: E402  (a sibling script)
 
 
 def solve(a, b):
@@ -53,12 +58,8 @@ def lstsq(xs, ys):
 
 def shape(config):
     """(weight bytes read once a decode step, KV bytes a token) of a config.json."""
-    h, inter, layers, vocab = (config["hidden_size"], config["intermediate_size"],
-                               config["num_hidden_layers"], config["vocab_size"])
-    q, kv = config["num_attention_heads"], config["num_key_value_heads"]
-    d = config.get("head_dim") or h // q
-    per_layer = h * (q + 2 * kv) * d + q * d * h + 3 * h * inter
-    return (per_layer * layers + h * vocab) * 2, layers * kv * d * 2 * 2
+    _, weights, kv_token = decode_shape(config)
+    return weights, kv_token
 
 
 def fit(rows, config, lo, hi, copy):
