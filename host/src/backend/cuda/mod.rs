@@ -31,7 +31,7 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 pub use device::{AttentionBackend, CudaOptions, Device};
 pub use error::CudaError;
 pub use gemm_lt::GemmSurvey;
-pub use ops::GEMV_MAX_WEIGHT_BYTES;
+pub use ops::{GemmTile, GEMM_MAX_ROWS, GEMV_MAX_WEIGHT_BYTES};
 
 use super::{BackendError, DeviceTensor, KvLayout, StepMeta};
 
@@ -162,6 +162,16 @@ pub struct CudaBackend {
     /// Linear layers with at most this many rows use the skinny-product kernel
     /// (`gemv.cu`) instead of cuBLAS; 0 = always cuBLAS.
     pub(crate) gemv_rows: std::cell::Cell<usize>,
+    /// Linear layers of more rows than `gemv_rows` and at most this many use the
+    /// Hopper decode GEMM (`gemm_sm90.cu`) instead of cuBLAS ([`CudaOptions::gemm_rows`];
+    /// 0 = cuBLAS).
+    pub(crate) gemm_rows: std::cell::Cell<usize>,
+    /// The Hopper GEMM's tile for every launch, where it fits, instead of its rule
+    /// ([`CudaOptions::gemm_tile`]; checks and benchmarks run each).
+    pub(crate) gemm_tile: std::cell::Cell<Option<GemmTile>>,
+    /// Clusters of 1, 2, 4 and 8 of the Hopper GEMM that run at once (asked of the
+    /// driver at first use).
+    pub(crate) gemm_clusters: std::cell::OnceCell<[usize; 4]>,
     /// Fewest splits of a split-grid decode launch ([`CudaOptions::decode_min_splits`]);
     /// benchmarks switch it to compare in one process.
     pub(crate) decode_min_splits: std::cell::Cell<usize>,
@@ -224,6 +234,9 @@ impl CudaBackend {
             last_chosen: RefCell::new(None),
             pinned_pool: RefCell::new(Vec::new()),
             gemv_rows: std::cell::Cell::new(opts.gemv_rows.min(GEMV_MAX_ROWS)),
+            gemm_rows: std::cell::Cell::new(opts.gemm_rows.min(GEMM_MAX_ROWS)),
+            gemm_tile: std::cell::Cell::new(opts.gemm_tile),
+            gemm_clusters: std::cell::OnceCell::new(),
             decode_min_splits: std::cell::Cell::new(opts.decode_min_splits.max(1)),
             decode_wave_splits: std::cell::Cell::new(opts.decode_wave_splits),
             decode_wave_limit: opts.decode_wave_limit.max(1),
@@ -263,6 +276,30 @@ impl CudaBackend {
     /// [`GEMV_ROWS_DEFAULT`].
     pub fn set_gemv_rows(&self, rows: usize) {
         self.gemv_rows.set(rows.min(GEMV_MAX_ROWS));
+    }
+
+    /// Route linear layers of more rows than the skinny kernel's and at most `rows`
+    /// (up to [`GEMM_MAX_ROWS`]) to the Hopper decode GEMM (0: cuBLAS). Checks and
+    /// benchmarks compare; the default is `MINISGL_GEMM_ROWS` or 0.
+    pub fn set_gemm_rows(&self, rows: usize) {
+        self.gemm_rows.set(rows.min(GEMM_MAX_ROWS));
+    }
+
+    /// The most rows a product routed to the Hopper GEMM has now.
+    pub fn gemm_rows(&self) -> usize {
+        self.gemm_rows.get()
+    }
+
+    /// Give every Hopper GEMM launch `tile` where it fits (`None`: its rule).
+    pub fn set_gemm_tile(&self, tile: Option<GemmTile>) {
+        self.gemm_tile.set(tile);
+    }
+
+    /// Whether the Hopper decode GEMM's kernels were built here (sm_90).
+    pub fn has_tc_gemm(&self) -> bool {
+        ["gemm_tc_bn64", "gemm_tc_bn128", "gemm_tc_silu_bn64", "gemm_tc_silu_bn128"]
+            .iter()
+            .all(|k| self.dev.kernels.has(k))
     }
 
     /// Let sampling split logits rows over several blocks at small batches (see

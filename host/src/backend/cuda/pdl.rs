@@ -31,6 +31,26 @@ impl CudaBackend {
         cfg: LaunchConfig,
         args: &[Arg],
     ) -> Result<(), BackendError> {
+        // SAFETY: a zeroed union is a valid bit pattern; the one field set is an int.
+        let mut value: sys::CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
+        value.programmaticStreamSerializationAllowed = 1;
+        let attr = sys::CUlaunchAttribute {
+            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+            pad: [0; 4],
+            value,
+        };
+        self.launch_attrs(f, cfg, args, &mut [attr])
+    }
+
+    /// Launch `f` on the stream with launch attributes (`cuLaunchKernelEx`): PDL, or a
+    /// cluster shape.
+    pub(crate) fn launch_attrs(
+        &self,
+        f: &CudaFunction,
+        cfg: LaunchConfig,
+        args: &[Arg],
+        attrs: &mut [sys::CUlaunchAttribute],
+    ) -> Result<(), BackendError> {
         // The driver reads each argument through a pointer to its value (`args`
         // outlives the call).
         let mut params: Vec<*mut c_void> = args
@@ -43,14 +63,6 @@ impl CudaBackend {
                 Arg::Map(v) => v as *const _ as *mut c_void,
             })
             .collect();
-        // SAFETY: a zeroed union is a valid bit pattern; the one field set is an int.
-        let mut value: sys::CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
-        value.programmaticStreamSerializationAllowed = 1;
-        let mut attr = sys::CUlaunchAttribute {
-            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
-            pad: [0; 4],
-            value,
-        };
         let lc = sys::CUlaunchConfig {
             gridDimX: cfg.grid_dim.0,
             gridDimY: cfg.grid_dim.1,
@@ -60,13 +72,13 @@ impl CudaBackend {
             blockDimZ: cfg.block_dim.2,
             sharedMemBytes: cfg.shared_mem_bytes,
             hStream: self.dev.stream.cu_stream(),
-            attrs: &mut attr,
-            numAttrs: 1,
+            attrs: attrs.as_mut_ptr(),
+            numAttrs: attrs.len() as u32,
         };
         self.dev.ctx.bind_to_thread()?;
         // SAFETY: `params` points at values that outlive the call, one per kernel
         // parameter as its .cu file documents (the callers in ops/ push exactly those);
-        // `lc` and `attr` live across the call.
+        // `lc` and `attrs` live across the call.
         unsafe {
             sys::cuLaunchKernelEx(
                 &lc,

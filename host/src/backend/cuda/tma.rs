@@ -55,14 +55,14 @@ pub(crate) fn kv_cache_map(
 
 /// Whether [`matrix_map`] can describe a row-major bf16 matrix at `base` with `cols`
 /// columns: the copy engine needs a 16-byte aligned base and row stride.
-fn matrix_fits(base: u64, cols: usize) -> bool {
+pub(crate) fn matrix_fits(base: u64, cols: usize) -> bool {
     base.is_multiple_of(16) && cols.is_multiple_of(8) && cols > 0
 }
 
 /// The map over a row-major bf16 matrix `[rows, cols]` at `base`: boxes of 64 columns
 /// (128 bytes) by `box_rows` rows with the 128-byte swizzle wgmma reads; the part of a
 /// box outside the matrix is zero-filled (and still counts its bytes).
-fn matrix_map(
+pub(crate) fn matrix_map(
     base: u64,
     rows: usize,
     cols: usize,

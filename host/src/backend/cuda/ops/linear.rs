@@ -1,4 +1,5 @@
-//! Matrix products: cuBLAS GEMMs and the skinny decode kernel (`kernels/gemv.cu`).
+//! Matrix products: cuBLAS GEMMs, the skinny decode kernel (`kernels/gemv.cu`) and,
+//! past its rows, the Hopper decode GEMM (`ops/gemm.rs`).
 
 use cudarc::cublas::{result as blas, sys as bsys};
 use cudarc::driver::LaunchConfig;
@@ -163,6 +164,9 @@ impl CudaBackend {
             ((m * k + n * k) * 2 + m * n * out_bytes) as f64,
             2.0 * (m * n * k) as f64,
         );
+        if beta == 0.0 && !f32_out && self.use_tc_gemm((x, w), (m, n, k), false) {
+            return self.tc_gemm((x, w, y), (m, n, k), false);
+        }
         // Row-major Y[m,n] = X[m,k] · W[n,k]ᵀ is column-major Yᵀ = W · Xᵀ with W read transposed.
         // SAFETY: pointers address buffers of the sizes checked by the caller; alpha/beta are
         // host f32 scalars as CUBLAS_COMPUTE_32F requires.
@@ -335,6 +339,21 @@ impl CudaBackend {
                     Arg::I32(ks),
                 ],
             )?;
+            return Ok(out);
+        }
+        let (xp, wp) = (
+            self.bf16_ptr(x, "linear_silu_mul")?,
+            self.bf16_ptr(w, "linear_silu_mul")?,
+        );
+        if n2.is_multiple_of(2) && !x.logits_input && self.use_tc_gemm((xp, wp), (m, n2, k), true)
+        {
+            let n = n2 / 2;
+            let out = self.new_bf16(m, n)?;
+            crate::backend::cuda::timeline::cost(
+                ((m * k + n2 * k) * 2 + m * n * 2) as f64,
+                2.0 * (m * n2 * k) as f64,
+            );
+            self.tc_gemm((xp, wp, self.tptr(&out)), (m, n, k), true)?;
             return Ok(out);
         }
         let gu = self.linear_impl(x, w, None)?;

@@ -10,6 +10,7 @@ mod attention;
 pub(crate) mod chain;
 mod collective;
 mod embedding;
+mod gemm;
 mod kv;
 mod linear;
 mod norm;
@@ -18,6 +19,7 @@ mod tensor;
 
 pub use attention::AttnPath;
 pub use chain::LAYER_CHAIN_MAX_SMEM;
+pub use gemm::{GemmTile, GEMM_MAX_ROWS};
 pub use linear::GEMV_MAX_WEIGHT_BYTES;
 
 use super::{CudaBackend, CudaKv, CudaStep, CudaTensor};

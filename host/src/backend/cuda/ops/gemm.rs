@@ -1,0 +1,314 @@
+//! The Hopper decode GEMM (`kernels/gemm_sm90.cu`): products of decode batches past the
+//! skinny kernel's rows, with SiLU·mul in gate_up's epilogue. Which products take it
+//! (`MINISGL_GEMM_ROWS`, off by default until measured against cuBLAS) and the tile
+//! each launch takes live here; the launch goes through a cluster when k is split.
+
+use cudarc::driver::sys;
+
+use crate::backend::cuda::{cfg, g, tma, Arg, CudaBackend};
+use crate::backend::BackendError;
+
+/// x rows a tile (`TG_BM`: two consumer warpgroups of 64).
+const TILE_ROWS: usize = 128;
+/// k a pipeline stage (`TG_BK`).
+const STAGE_K: usize = 64;
+/// Most rows the kernel takes: decode batches. Prefill chunks stay on cuBLAS, whose
+/// large tiles are at the held GEMM rate there.
+pub const GEMM_MAX_ROWS: usize = 256;
+/// Most CTAs of a cluster: the split-k CTAs of one tile (8 is every Hopper's portable
+/// cluster size).
+const MAX_SPLITS: usize = 8;
+/// Fewest k stages a split runs: below it the fill and the exchange outweigh the work.
+const MIN_STAGES_A_SPLIT: usize = 4;
+
+/// A launch's tile: `bn` weight rows (64 or 128) and `splits` CTAs sharing its k.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GemmTile {
+    pub bn: usize,
+    pub splits: usize,
+}
+
+impl std::str::FromStr for GemmTile {
+    type Err = String;
+    /// `BNxS`, e.g. `64x4` (`MINISGL_GEMM_TILE`).
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || {
+            format!("MINISGL_GEMM_TILE must be BNxSPLITS with BN 64 or 128 and SPLITS 1, 2, 4 or 8 (e.g. 64x4), got {s:?}")
+        };
+        let (bn, splits) = s.split_once('x').ok_or_else(bad)?;
+        let t = GemmTile {
+            bn: bn.parse().map_err(|_| bad())?,
+            splits: splits.parse().map_err(|_| bad())?,
+        };
+        t.valid().then_some(t).ok_or_else(bad)
+    }
+}
+
+impl GemmTile {
+    /// Every tile the kernels are built for.
+    pub const ALL: [GemmTile; 8] = [
+        GemmTile { bn: 64, splits: 1 },
+        GemmTile { bn: 64, splits: 2 },
+        GemmTile { bn: 64, splits: 4 },
+        GemmTile { bn: 64, splits: 8 },
+        GemmTile { bn: 128, splits: 1 },
+        GemmTile { bn: 128, splits: 2 },
+        GemmTile { bn: 128, splits: 4 },
+        GemmTile { bn: 128, splits: 8 },
+    ];
+
+    fn valid(&self) -> bool {
+        matches!(self.bn, 64 | 128) && self.splits.is_power_of_two() && self.splits <= MAX_SPLITS
+    }
+
+    /// Whether this tile can take a product of `w_rows` weight rows: a SiLU tile's gate
+    /// half (`bn / 2` rows) must not run into the up rows.
+    fn fits(&self, w_rows: usize, silu: bool) -> bool {
+        !silu || (w_rows.is_multiple_of(2) && (w_rows / 2).is_multiple_of(self.bn / 2))
+    }
+
+    /// The kernel of this tile.
+    fn kernel(&self, silu: bool) -> &'static str {
+        match (silu, self.bn) {
+            (false, 64) => "gemm_tc_bn64",
+            (false, _) => "gemm_tc_bn128",
+            (true, 64) => "gemm_tc_silu_bn64",
+            (true, _) => "gemm_tc_silu_bn128",
+        }
+    }
+}
+
+/// The tile for `m` rows of x against `w_rows` weight rows over `k`, where
+/// `capacity(s)` CTAs of clusters of `s` run at once (one CTA an SM: the stages take
+/// 148-193 KB), or `None` where no built tile fits (a SiLU weight whose halves are not
+/// a multiple of 32 rows).
+///
+/// The rule: 128 weight rows a tile (x is re-read once a tile column, so wider tiles
+/// read it half as often) unless that leaves under a quarter of the SMs a tile; then
+/// the most splits of k (doubling) that keep the grid in one wave and each split at
+/// least [`MIN_STAGES_A_SPLIT`] stages. For Qwen3-0.6B at 256 rows on 132 SMs: qkv
+/// 128 x 2 (128 CTAs), o and down 64 x 4 (128), gate_up 128 x 1 (96).
+pub(crate) fn gemm_tile(
+    m: usize,
+    w_rows: usize,
+    k: usize,
+    silu: bool,
+    capacity: impl Fn(usize) -> usize,
+) -> Option<GemmTile> {
+    let m_tiles = m.div_ceil(TILE_ROWS);
+    let stages = k.div_ceil(STAGE_K);
+    let wide = GemmTile { bn: 128, splits: 1 };
+    let narrow = GemmTile { bn: 64, splits: 1 };
+    let mut t = if wide.fits(w_rows, silu) && w_rows.div_ceil(128) * m_tiles * 4 >= capacity(1) {
+        wide
+    } else if narrow.fits(w_rows, silu) {
+        narrow
+    } else {
+        return None;
+    };
+    let tiles = w_rows.div_ceil(t.bn) * m_tiles;
+    while t.splits < MAX_SPLITS
+        && tiles * t.splits * 2 <= capacity(t.splits * 2)
+        && stages / (t.splits * 2) >= MIN_STAGES_A_SPLIT
+    {
+        t.splits *= 2;
+    }
+    Some(t)
+}
+
+impl CudaBackend {
+    /// Whether the Hopper decode GEMM takes `x[m, k] · w[w_rows, k]ᵀ` (with SiLU·mul
+    /// when `silu`): more rows than the skinny kernel takes and at most `gemm_rows`,
+    /// its kernels built here, operands the copy engine can map, and a tile that fits.
+    pub(super) fn use_tc_gemm(
+        &self,
+        (x, w): (u64, u64),
+        (m, w_rows, k): (usize, usize, usize),
+        silu: bool,
+    ) -> bool {
+        m > self.gemv_rows.get()
+            && m <= self.gemm_rows.get()
+            && tma::matrix_fits(x, k)
+            && tma::matrix_fits(w, k)
+            && self.tc_gemm_tile(m, w_rows, k, silu).is_some()
+    }
+
+    /// The tile of this product here: `gemm_tile` forced by [`Self::set_gemm_tile`] (if
+    /// it fits), else the rule of [`gemm_tile`]; `None` where its kernel is not built.
+    fn tc_gemm_tile(&self, m: usize, w_rows: usize, k: usize, silu: bool) -> Option<GemmTile> {
+        let t = match self.gemm_tile.get() {
+            Some(t) => t.fits(w_rows, silu).then_some(t)?,
+            None => gemm_tile(m, w_rows, k, silu, |s| self.gemm_capacity(s))?,
+        };
+        self.dev.kernels.has(t.kernel(silu)).then_some(t)
+    }
+
+    /// CTAs of the GEMM that run at once in clusters of `splits` (the driver's answer
+    /// for the widest build, asked once; one an SM where it cannot say).
+    fn gemm_capacity(&self, splits: usize) -> usize {
+        let sms = self.dev.num_sms.max(1);
+        let table = self.gemm_clusters.get_or_init(|| {
+            [1usize, 2, 4, 8].map(|s| {
+                self.max_active_clusters("gemm_tc_bn128", s)
+                    .map_or(sms / s, |c| c.max(1))
+            })
+        });
+        let i = splits.trailing_zeros() as usize;
+        table.get(i).map_or(sms, |c| c * splits)
+    }
+
+    fn max_active_clusters(&self, kernel: &str, splits: usize) -> Option<usize> {
+        let f = self.dev.kernels.get(kernel).ok()?;
+        let smem = crate::backend::cuda::device::dynamic_smem(kernel)? as u32;
+        let mut attr = cluster_attr(splits);
+        let lc = sys::CUlaunchConfig {
+            gridDimX: 1,
+            gridDimY: 1,
+            gridDimZ: splits as u32,
+            blockDimX: 384,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: smem,
+            hStream: self.dev.stream.cu_stream(),
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        let mut n: std::ffi::c_int = 0;
+        self.dev.ctx.bind_to_thread().ok()?;
+        // SAFETY: `lc` and `attr` outlive the call; the driver only reads them.
+        unsafe { sys::cuOccupancyMaxActiveClusters(&mut n, f.cu_function(), &lc) }
+            .result()
+            .ok()?;
+        Some(n as usize)
+    }
+
+    /// `y[m, n] = x · wᵀ`, or with `silu` (w a gate_up weight `[2n, k]`)
+    /// `y = silu(x·w_gateᵀ) · (x·w_upᵀ)`, through `gemm_tc_*`; the caller asked
+    /// [`Self::use_tc_gemm`].
+    pub(super) fn tc_gemm(
+        &self,
+        (x, w, y): (u64, u64, u64),
+        (m, n, k): (usize, usize, usize),
+        silu: bool,
+    ) -> Result<(), BackendError> {
+        let w_rows = if silu { 2 * n } else { n };
+        let t = self.tc_gemm_tile(m, w_rows, k, silu).ok_or_else(|| {
+            BackendError::Unsupported(format!(
+                "Hopper GEMM: no tile takes m={m} w_rows={w_rows} k={k} silu={silu}"
+            ))
+        })?;
+        let name = t.kernel(silu);
+        let mut c = cfg(
+            (
+                g(w_rows.div_ceil(t.bn)),
+                g(m.div_ceil(TILE_ROWS)),
+                t.splits as u32,
+            ),
+            384,
+        );
+        c.shared_mem_bytes = crate::backend::cuda::device::dynamic_smem(name).unwrap_or(0) as u32;
+        let maps = [
+            tma::matrix_map(x, m, k, TILE_ROWS)?,
+            tma::matrix_map(w, w_rows, k, if silu { t.bn / 2 } else { t.bn })?,
+        ];
+        let args = [
+            Arg::Map(maps[0]),
+            Arg::Map(maps[1]),
+            Arg::U64(y),
+            Arg::I32(m as i32),
+            Arg::I32(n as i32),
+            Arg::I32(k as i32),
+        ];
+        let f = self.dev.kernels.get(name)?;
+        crate::backend::cuda::timeline::wrap(&self.dev, name, || {
+            if t.splits == 1 {
+                self.launch_attrs(f, c, &args, &mut [])
+            } else {
+                self.launch_attrs(f, c, &args, &mut [cluster_attr(t.splits)])
+            }
+        })
+    }
+}
+
+/// The launch attribute for clusters of `splits` CTAs along z.
+fn cluster_attr(splits: usize) -> sys::CUlaunchAttribute {
+    // SAFETY: a zeroed union is a valid bit pattern; the field set is three uints.
+    let mut value: sys::CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
+    value.clusterDim.x = 1;
+    value.clusterDim.y = 1;
+    value.clusterDim.z = splits as u32;
+    sys::CUlaunchAttribute {
+        id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+        pad: [0; 4],
+        value,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{gemm_tile, GemmTile};
+
+    /// 132 SMs, one CTA each, clusters placed anywhere.
+    fn h200(s: usize) -> usize {
+        132 / s * s
+    }
+
+    fn tile(bn: usize, splits: usize) -> Option<GemmTile> {
+        Some(GemmTile { bn, splits })
+    }
+
+    #[test]
+    fn qwen3_06b_products_fill_one_wave() {
+        // 256 rows: two tiles of 128 over m.
+        assert_eq!(gemm_tile(256, 4096, 1024, false, h200), tile(128, 2), "qkv");
+        assert_eq!(gemm_tile(256, 1024, 2048, false, h200), tile(64, 4), "o");
+        assert_eq!(gemm_tile(256, 6144, 1024, true, h200), tile(128, 1), "gate_up");
+        assert_eq!(gemm_tile(256, 1024, 3072, false, h200), tile(64, 4), "down");
+        // 128 rows: one tile over m, so more splits.
+        assert_eq!(gemm_tile(128, 4096, 1024, false, h200), tile(64, 2), "qkv");
+        assert_eq!(gemm_tile(128, 1024, 2048, false, h200), tile(64, 8), "o");
+        assert_eq!(gemm_tile(128, 6144, 1024, true, h200), tile(128, 2), "gate_up");
+        for m in [65, 100, 129, 200, 256] {
+            for (w_rows, k, silu) in [(4096, 1024, false), (1024, 3072, false), (6144, 1024, true)] {
+                let t = gemm_tile(m, w_rows, k, silu, h200).unwrap();
+                let ctas = w_rows.div_ceil(t.bn) * m.div_ceil(128) * t.splits;
+                assert!(ctas <= 132 || t.splits == 1, "m={m} {w_rows}x{k}: {t:?}");
+                assert!(k.div_ceil(64) / t.splits >= 4, "m={m} {w_rows}x{k}: {t:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn splits_stop_at_short_k_and_at_the_clusters_that_fit() {
+        // k = 256: four stages, no split.
+        assert_eq!(gemm_tile(128, 1024, 256, false, h200), tile(64, 1));
+        // Clusters of 8 fit only 96 CTAs here: 16 tiles take 4 splits.
+        let few_eights = |s: usize| if s == 8 { 96 } else { h200(s) };
+        assert_eq!(gemm_tile(128, 1024, 2048, false, few_eights), tile(64, 4));
+        // Qwen3-14B at 256 rows: enough tiles without splits.
+        assert_eq!(gemm_tile(256, 7168, 5120, false, h200), tile(128, 1));
+        assert_eq!(gemm_tile(256, 34816, 5120, true, h200), tile(128, 1));
+    }
+
+    #[test]
+    fn silu_tiles_keep_gate_and_up_apart() {
+        // 3,000 gate rows: 64-row halves do not divide them, 32-row halves do not either.
+        assert_eq!(gemm_tile(128, 6000, 1024, true, h200), None);
+        // 17,408 = 272 x 64: the wide tile fits. 1,056 = 33 x 32: only the narrow one.
+        assert!(gemm_tile(256, 2 * 17408, 5120, true, h200).is_some());
+        assert_eq!(gemm_tile(256, 2 * 1056, 1024, true, h200).map(|t| t.bn), Some(64));
+        // Plain products take any width: the copy engine zero-fills past the rows.
+        assert!(gemm_tile(100, 1003, 1000, false, h200).is_some());
+    }
+
+    #[test]
+    fn the_tile_setting_parses_and_names_its_value() {
+        assert_eq!("64x4".parse(), Ok(GemmTile { bn: 64, splits: 4 }));
+        assert_eq!("128x1".parse(), Ok(GemmTile { bn: 128, splits: 1 }));
+        for bad in ["96x1", "64x3", "64x16", "64", "x2", ""] {
+            let e = bad.parse::<GemmTile>().unwrap_err();
+            assert!(e.contains("MINISGL_GEMM_TILE") && e.contains(&format!("{bad:?}")), "{e}");
+        }
+        assert!(GemmTile::ALL.iter().all(GemmTile::valid));
+    }
+}
