@@ -236,7 +236,14 @@
 #             with them routed, each product in graphs against cuBLAS at 1-64 rows, the
 #             0.6B runner A/B at batch 8-64 (MINISGL_GEMV_ROWS=64 against the default 4),
 #             the 0.6B default workload both ways, then (time allowing) Nsight Compute
-#             tables of the steps at batch 16 / 32 / 64 with them.
+#             tables of the steps at batch 16 / 32 / 64 with them. Its op checks also
+#             cover the Hopper decode GEMM (gemm_sm90.cu, "tc gemm" paths, every tile).
+#     part 98: the Hopper decode GEMM for 65-256 rows (written 2026-12-05 with no device
+#             lent, compiled by NVRTC only): model checks with it routed
+#             (MINISGL_GEMM_ROWS=256), each product in graphs against cuBLAS at 65-256
+#             rows and every tile (weights cycled past L2), the 0.6B runner A/B at
+#             batch 96-256, the 0.6B default workload both ways, then (time allowing) an
+#             Nsight Compute table of the 0.6B step at batch 128 / 256 with it.
 #     (part 89, the model's final norm applied in the span, ran at 2a160fe: 1.013x slower
 #             at 0.6B batch 1, so reverted with the part: gpu-2026-12-04-span.md.)
 #     (part 90, the whole ring in flight in a span, ran at 0dcf354: within the A/B's noise,
@@ -1333,6 +1340,28 @@ device)
         fi
         gzip_ops_log
         pack_logs 97
+    elif [ "$part" = 98 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # The Hopper decode GEMM past the gemv's rows against cuBLAS. Its op checks run
+        # in part 97 (check_ops); here the models with every decode batch and short
+        # prefill through it, then each product timed in graphs (`gemm in graphs` lines),
+        # then the runner A/B and the default workload (its 65+ class is where it counts).
+        MINISGL_GEMM_ROWS=256 check_models
+        MINISGL_BENCH_TC_GEMM_ONLY=1 BENCH_TIMEOUT=150 bench_step qwen3-0.6b -tcgemm
+        grep -E "gemm in graphs" "$out/gpu-check-bench-qwen3-0.6b-tcgemm.log"
+        runner_ab qwen3-0.6b -gemm256 96,128,192,256 MINISGL_GEMM_ROWS=256
+        if [ "$SECONDS" -lt 420 ]; then
+            OFFLINE_TIMEOUT=70 offline_default qwen3-0.6b -gemm0
+            MINISGL_GEMM_ROWS=256 OFFLINE_TIMEOUT=70 offline_default qwen3-0.6b -gemm256
+        else
+            echo "no time left for the default workloads (${SECONDS} s)"
+        fi
+        if [ "$SECONDS" -lt 490 ]; then
+            MINISGL_GEMM_ROWS=256 NCU_TAG=-gemm256 ncu_steps qwen3-0.6b 128,256 256 $((575 - SECONDS))
+        else
+            echo "no time left for the step tables (${SECONDS} s)"
+        fi
+        pack_logs 98
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate

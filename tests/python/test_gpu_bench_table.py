@@ -1,11 +1,12 @@
-"""`scripts/gpu-bench.sh device table` (issue 11's whole table in one device call) and
-`device 97` (the gemv builds to 64 rows), run on this machine against stand-ins: a fake
-`minisgl-host` that records its argv and MINISGL_* environment and answers `bench
-offline --jsonl` with a figure, a fake `attn_bench.py`, `nvidia-smi` and `ncu`. Neither
-part has run on a GPU yet, and a device call costs minutes of a limited budget, so the
-parts' shell (functions, time guards, `set -u`) and what they run (both shapes, every
-workload, the cuDNN reference; for 97 the settings each step runs under) are checked
-here first. The figures themselves need the GPU."""
+"""`scripts/gpu-bench.sh device table` (issue 11's whole table in one device call),
+`device 97` (the gemv builds to 64 rows) and `device 98` (the Hopper decode GEMM), run
+on this machine against stand-ins: a fake `minisgl-host` that records its argv and
+MINISGL_* environment and answers `bench offline --jsonl` with a figure, a fake
+`attn_bench.py`, `nvidia-smi` and `ncu`. None of these parts has run on a GPU yet, and a
+device call costs minutes of a limited budget, so the parts' shell (functions, time
+guards, `set -u`) and what they run (both shapes, every workload, the cuDNN reference;
+for 97 and 98 the settings each step runs under) are checked here first. The figures
+themselves need the GPU."""
 
 import json
 import os
@@ -120,3 +121,21 @@ def test_part_97_routes_each_step_through_the_gemv_rows_it_names(tmp_path):
     assert any(a[:1] == ["ncu"] and e.get("MINISGL_GEMV_ROWS") == "64" for a, e in made), made
     names = archived_logs(out)
     assert {"offline-qwen3-0.6b-rows4.log", "offline-qwen3-0.6b-rows64.log"} <= names, names
+
+
+def test_part_98_routes_each_step_through_the_hopper_gemm_it_names(tmp_path):
+    _, made, out = run_part(tmp_path, "98")
+    gpu_check = [(a, e) for a, e in made if a[:1] == ["gpu-check"]]
+    # The models with every batch of up to 256 rows through the kernel.
+    assert any("--skip-ops" in a and "--random-model" in a and e.get("MINISGL_GEMM_ROWS") == "256"
+               for a, e in gpu_check), made
+    assert any(e.get("MINISGL_BENCH_TC_GEMM_ONLY") == "1" for _, e in gpu_check), made
+    # The A/B's default side is cuBLAS: the setting only on the VAR=VALUE side.
+    ab = [e for _, e in gpu_check if e.get("MINISGL_BENCH_AB") == "MINISGL_GEMM_ROWS=256"]
+    assert ab and "MINISGL_GEMM_ROWS" not in ab[0], made
+    assert set(ab[0]["MINISGL_BENCH_BATCHES"].split(",")) >= {"128", "256"}, ab
+    offline = [e.get("MINISGL_GEMM_ROWS") for a, e in made if a[:2] == ["bench", "offline"]]
+    assert sorted(offline, key=str) == sorted([None, "256"], key=str), made
+    assert any(a[:1] == ["ncu"] and e.get("MINISGL_GEMM_ROWS") == "256" for a, e in made), made
+    names = archived_logs(out)
+    assert {"offline-qwen3-0.6b-gemm0.log", "offline-qwen3-0.6b-gemm256.log"} <= names, names

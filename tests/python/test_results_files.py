@@ -6,7 +6,8 @@
   a thread (ptxas through NVRTC, scripts/gpu/kernel_regs.py). At 43 registers, 2026-12-03
   measured that build 12% slower than before at prefill (40 resident warps an SM
   instead of 64), and decode runs only that build;
-- the tensor-core gemv builds (to 16, 32 and 64 rows) do not spill."""
+- the tensor-core gemv builds (to 16, 32 and 64 rows) and the Hopper decode GEMM do not
+  spill."""
 
 import json
 import os
@@ -78,3 +79,18 @@ def test_wide_tensor_core_gemv_builds_do_not_spill():
             k = base + build
             assert k in spills, f"{k} missing from ptxas's report: {sorted(spills)}"
             assert spills[k] == 0, f"{k} spills {spills[k]} bytes"
+
+
+def test_hopper_decode_gemm_builds_do_not_spill():
+    # gemm_sm90.cu: a consumer thread holds BN / 2 accumulators (64 at BN 128) beside
+    # the stage addresses; the split-k exchange reads them back from shared memory, so
+    # a spill would add local-memory traffic to every stage for nothing.
+    out = ptxas_report("kernels/gemm_sm90.cu", "--arch", "sm_90a")
+    spills = {}
+    for line in out.splitlines():
+        m = re.match(r"(\w+): ptxas.* (\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if m:
+            spills[m.group(1)] = int(m.group(2)) + int(m.group(3))
+    for k in ("gemm_tc_bn64", "gemm_tc_bn128", "gemm_tc_silu_bn64", "gemm_tc_silu_bn128"):
+        assert k in spills, f"{k} missing from ptxas's report: {sorted(spills)}"
+        assert spills[k] == 0, f"{k} spills {spills[k]} bytes"

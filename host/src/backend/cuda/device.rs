@@ -630,7 +630,9 @@ pub fn dynamic_smem(name: &str) -> Option<usize> {
         }
         // gemm_sm90.cu (TG_SMEM): TG_STAGES (6) stages of a 128 x 64 box of x and a
         // BN x 64 box of the weight, plus 1 KB of alignment (148 and 193 KB).
-        n if n.starts_with("gemm_tc_") && n.ends_with("_bn64") => Some(6 * (128 + 64) * 64 * 2 + 1024),
+        n if n.starts_with("gemm_tc_") && n.ends_with("_bn64") => {
+            Some(6 * (128 + 64) * 64 * 2 + 1024)
+        }
         n if n.starts_with("gemm_tc_") && n.ends_with("_bn128") => {
             Some(6 * (128 + 128) * 64 * 2 + 1024)
         }

@@ -278,6 +278,11 @@ impl CudaBackend {
         self.gemv_rows.set(rows.min(GEMV_MAX_ROWS));
     }
 
+    /// The most rows a product routed to the skinny kernel has now.
+    pub fn gemv_rows(&self) -> usize {
+        self.gemv_rows.get()
+    }
+
     /// Route linear layers of more rows than the skinny kernel's and at most `rows`
     /// (up to [`GEMM_MAX_ROWS`]) to the Hopper decode GEMM (0: cuBLAS). Checks and
     /// benchmarks compare; the default is `MINISGL_GEMM_ROWS` or 0.
@@ -297,9 +302,14 @@ impl CudaBackend {
 
     /// Whether the Hopper decode GEMM's kernels were built here (sm_90).
     pub fn has_tc_gemm(&self) -> bool {
-        ["gemm_tc_bn64", "gemm_tc_bn128", "gemm_tc_silu_bn64", "gemm_tc_silu_bn128"]
-            .iter()
-            .all(|k| self.dev.kernels.has(k))
+        [
+            "gemm_tc_bn64",
+            "gemm_tc_bn128",
+            "gemm_tc_silu_bn64",
+            "gemm_tc_silu_bn128",
+        ]
+        .iter()
+        .all(|k| self.dev.kernels.has(k))
     }
 
     /// Let sampling split logits rows over several blocks at small batches (see

@@ -89,6 +89,10 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
     if std::env::var("MINISGL_BENCH_GEMV_ONLY").is_ok_and(|v| v == "1") {
         return gemv_in_graphs(gpu, &mut ChaCha8Rng::seed_from_u64(99), rep);
     }
+    // MINISGL_BENCH_TC_GEMM_ONLY=1: the Hopper decode GEMM against cuBLAS in graphs alone.
+    if std::env::var("MINISGL_BENCH_TC_GEMM_ONLY").is_ok_and(|v| v == "1") {
+        return gemm_in_graphs(gpu, &mut ChaCha8Rng::seed_from_u64(99), rep);
+    }
     // MINISGL_BENCH_GEMM_HOLD=S: the cuBLASLt survey alone, every candidate timed at
     // the clock the device holds at its power limit after S seconds of the product.
     if let Ok(v) = std::env::var("MINISGL_BENCH_GEMM_HOLD") {
@@ -682,5 +686,87 @@ fn gemv_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> 
         rep.bench_line(line);
     }
     gpu.set_gemv_max_weight(configured_limit);
+    Ok(())
+}
+
+/// The Hopper decode GEMM (`gemm_sm90.cu`) against cuBLAS at the decode batches past the
+/// skinny kernel, timed from graph replays. Each call takes the next of several copies
+/// of the weight (over 128 MB in all), so that it streams from DRAM as in a decode step:
+/// one copy of a Qwen3-0.6B weight (2-13 MB) would be served from L2. Per shape and row
+/// count: cuBLAS (for gate_up, + `silu_mul`), the tile rule's choice, every tile that
+/// fits, and the floor (the weight at the copy rate or the FLOPs at the held GEMM rate,
+/// the longer).
+fn gemm_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> Result<()> {
+    use minisgl::backend::cuda::{GemmTile, GEMM_MAX_ROWS};
+    if !gpu.has_tc_gemm() {
+        rep.bench_line("gemm in graphs: the Hopper GEMM is not built on this device".into());
+        return Ok(());
+    }
+    const HELD_FLOPS: f64 = 670e12;
+    let gemv_rows = gpu.gemv_rows();
+    let gemm_rows = gpu.gemm_rows();
+    gpu.set_gemv_rows(0);
+    for &(shape, w_rows, k, silu) in &[
+        ("0.6B qkv", 4096usize, 1024usize, false),
+        ("0.6B o", 1024, 2048, false),
+        ("0.6B gate_up+silu", 6144, 1024, true),
+        ("0.6B down", 1024, 3072, false),
+        ("14B qkv", 7168, 5120, false),
+        ("14B o", 5120, 5120, false),
+        ("14B gate_up+silu", 34816, 5120, true),
+        ("14B down", 5120, 17408, false),
+    ] {
+        let bytes = w_rows * k * 2;
+        let copies = (128usize << 20).div_ceil(bytes).clamp(1, 8);
+        let ws = (0..copies)
+            .map(|_| gpu.upload(&[w_rows, k], HostData::f32(&randn(rng, w_rows * k, 0.05))))
+            .collect::<Result<Vec<_>, _>>()?;
+        for m in [65usize, 96, 128, 192, 256] {
+            let x = gpu.upload(&[m, k], HostData::f32(&randn(rng, m * k, 1.0)))?;
+            let time = |rows: usize, tile: Option<GemmTile>| -> Result<f64> {
+                gpu.set_gemm_rows(rows);
+                gpu.set_gemm_tile(tile);
+                let mut i = 0usize;
+                let us = gpu.time_in_graph(4 * copies, &mut || {
+                    let w = &ws[i % copies];
+                    i += 1;
+                    if silu {
+                        gpu.linear_silu_mul(&x, w)?;
+                    } else {
+                        gpu.linear(&x, w, None)?;
+                    }
+                    Ok(())
+                })?;
+                Ok(us)
+            };
+            let cublas = time(0, None)?;
+            let rule_tile = gpu.tc_gemm_tile(m, w_rows, k, silu);
+            let rule = time(GEMM_MAX_ROWS, None)?;
+            let floor =
+                1e6 * (bytes as f64 / COPY_CEILING).max(2.0 * (m * w_rows * k) as f64 / HELD_FLOPS);
+            let mut line = format!(
+                "gemm in graphs {shape} m={m} n={w_rows} k={k}: cuBLAS{} {cublas:.1} us / tc {} {rule:.1} us ({:.2}x cuBLAS); floor {floor:.1} us; tiles:",
+                if silu { " + silu_mul" } else { "" },
+                rule_tile.map_or("-".into(), |t| format!("{}x{}", t.bn, t.splits)),
+                rule / cublas
+            );
+            for t in GemmTile::ALL {
+                gpu.set_gemm_tile(Some(t));
+                if gpu.tc_gemm_tile(m, w_rows, k, silu) != Some(t) {
+                    continue;
+                }
+                line.push_str(&format!(
+                    " {}x{} {:.1}",
+                    t.bn,
+                    t.splits,
+                    time(GEMM_MAX_ROWS, Some(t))?
+                ));
+            }
+            rep.bench_line(line);
+        }
+    }
+    gpu.set_gemv_rows(gemv_rows);
+    gpu.set_gemm_rows(gemm_rows);
+    gpu.set_gemm_tile(None);
     Ok(())
 }

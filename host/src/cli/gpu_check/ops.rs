@@ -9,7 +9,9 @@ use super::report::Report;
 use minisgl::backend::cpu::CpuBackend;
 use minisgl::backend::cuda::device::DecodeRope;
 use minisgl::backend::cuda::ops::AttnPath;
-use minisgl::backend::cuda::{CudaBackend, GEMV_MAX_ROWS, GEMV_SIMT_MAX_ROWS};
+use minisgl::backend::cuda::{
+    CudaBackend, GemmTile, GEMM_MAX_ROWS, GEMV_MAX_ROWS, GEMV_SIMT_MAX_ROWS,
+};
 use minisgl::backend::{AttnParams, Backend, HostData, KvLayout, StepMeta};
 
 /// Normal(0, std) values already rounded to bf16, so both backends see the same inputs.
@@ -142,6 +144,13 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         (32, 4096, 1024, false),
         (33, 1000, 3072, true),
         (64, 6144, 1024, false),
+        (65, 4096, 1024, false),
+        (100, 1003, 1000, false),
+        (128, 1024, 2048, false),
+        (129, 2048, 576, false),
+        (200, 1024, 3072, false),
+        (256, 4096, 1024, false),
+        (96, 7168, 5120, false),
     ] {
         let x = randn(&mut rng, m * k, 1.0);
         let w = randn(&mut rng, n * k, 0.05);
@@ -155,8 +164,10 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         // and cuBLAS. From 3 rows the skinny kernel runs its tensor-core builds where k
         // allows (16, 32 or 64 rows), and to 8 rows its scalar build as well ("gemv
         // simt"). 37 rows of k = 1024 take the 64-row build with its last tile ragged.
-        for path in paths(m) {
+        for path in paths(gpu, m, !bias, sweep_tiles(m, n, k)) {
+            let path = path.as_str();
             let yg = on_path(gpu, path, || {
+                took_tc_gemm(gpu, rep, path, &xg, &wg, false, true, "linear");
                 Ok(gpu.linear(&xg, &wg, if bias { Some(&bg) } else { None })?)
             })?;
             rep.check(
@@ -671,32 +682,86 @@ fn norm_prologue_linears(
 }
 
 /// The product paths a check of `m` rows runs: the skinny kernel's two builds up to
-/// 8 rows, its tensor-core builds to 64, and cuBLAS.
-fn paths(m: usize) -> Vec<&'static str> {
-    if m <= GEMV_SIMT_MAX_ROWS {
-        vec!["gemv", "gemv simt", "cuBLAS"]
+/// 8 rows, its tensor-core builds to 64, cuBLAS, and where `tc` (no bias) and the
+/// device has it, the Hopper GEMM by its tile rule ("tc gemm") and, when `sweep`, at
+/// every tile it is built for ("tc gemm 64x4").
+fn paths(gpu: &CudaBackend, m: usize, tc: bool, sweep: bool) -> Vec<String> {
+    let mut v: Vec<String> = if m <= GEMV_SIMT_MAX_ROWS {
+        vec!["gemv".into(), "gemv simt".into(), "cuBLAS".into()]
     } else if m <= GEMV_MAX_ROWS {
-        vec!["gemv", "cuBLAS"]
+        vec!["gemv".into(), "cuBLAS".into()]
     } else {
-        vec!["cuBLAS"]
+        vec!["cuBLAS".into()]
+    };
+    if tc && gpu.has_tc_gemm() && m <= GEMM_MAX_ROWS {
+        v.push("tc gemm".into());
+        if sweep {
+            v.extend(
+                GemmTile::ALL
+                    .iter()
+                    .map(|t| format!("tc gemm {}x{}", t.bn, t.splits)),
+            );
+        }
     }
+    v
+}
+
+/// Shapes whose Hopper GEMM checks run every tile: one a row-tile count, ragged n and k
+/// among them (the rest run the tile rule's choice).
+fn sweep_tiles(m: usize, n: usize, k: usize) -> bool {
+    matches!(
+        (m, n, k),
+        (100, 1003, 1000) | (128, 1024, 2048) | (256, 4096, 1024)
+    )
 }
 
 /// `f` with products routed the way `path` names: "gemv" (the skinny kernel to 64
-/// rows, its tensor-core builds where k allows), "gemv simt" (its scalar build) or
-/// "cuBLAS"; then the routing as it was.
+/// rows, its tensor-core builds where k allows), "gemv simt" (its scalar build),
+/// "cuBLAS", or "tc gemm" (the Hopper GEMM from one row, with the tile named after it,
+/// if any); then the routing as it was.
 fn on_path<T>(gpu: &CudaBackend, path: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
     let tc = gpu.gemv_tc();
+    let gemm_rows = gpu.gemm_rows();
     gpu.set_gemv_rows(if path.starts_with("gemv") {
         GEMV_MAX_ROWS
     } else {
         0
     });
     gpu.set_gemv_tc(tc && path != "gemv simt");
+    let hopper = path.strip_prefix("tc gemm");
+    gpu.set_gemm_rows(if hopper.is_some() { GEMM_MAX_ROWS } else { 0 });
+    gpu.set_gemm_tile(hopper.and_then(|t| t.trim().parse().ok()));
     let r = f();
     gpu.set_gemv_rows(minisgl::backend::cuda::GEMV_ROWS_DEFAULT);
     gpu.set_gemv_tc(tc);
+    gpu.set_gemm_rows(gemm_rows);
+    gpu.set_gemm_tile(None);
     r
+}
+
+/// On a "tc gemm" path, a fact that the Hopper GEMM takes this product exactly when
+/// `want` (else the check after it would test a fallback under the kernel's name, or
+/// the kernel where a tile does not fit).
+#[allow(clippy::too_many_arguments)]
+fn took_tc_gemm(
+    gpu: &CudaBackend,
+    rep: &mut Report,
+    path: &str,
+    x: &<CudaBackend as Backend>::Tensor,
+    w: &<CudaBackend as Backend>::Tensor,
+    silu: bool,
+    want: bool,
+    group: &'static str,
+) {
+    if path.starts_with("tc gemm") {
+        let took = gpu.tc_gemm_takes(x, w, silu);
+        rep.fact(
+            group,
+            format!("{:?} x {:?} [{path}] routed", x.shape, w.shape),
+            took == want,
+            format!("the Hopper GEMM takes it: {took}, expected {want}"),
+        );
+    }
 }
 
 /// The products with the next op in their epilogue (gemv.cu's `gemv_silu`, and
@@ -721,14 +786,25 @@ fn fused_linears(
         (24, 1536, 1024),
         (40, 1000, 512),
         (64, 3072, 1024),
+        (65, 1536, 1024),
+        (128, 3072, 1024),
+        (256, 3072, 1024),
+        (200, 1056, 2048),
     ] {
         let x = randn(rng, m * k, 1.0);
         let w = randn(rng, 2 * n * k, 0.05);
         let (xc, xg) = (up(cpu, &[m, k], &x)?, up(gpu, &[m, k], &x)?);
         let (wc, wg) = (up(cpu, &[2 * n, k], &w)?, up(gpu, &[2 * n, k], &w)?);
         let yc = cpu.linear_silu_mul(&xc, &wc)?;
-        for path in paths(m) {
-            let yg = on_path(gpu, path, || Ok(gpu.linear_silu_mul(&xg, &wg)?))?;
+        // Every tile at 128 rows; 1,056 outputs take only the 64-row tile (32-row
+        // halves) and 1,000 none (the fallback), which the routing facts show.
+        for path in paths(gpu, m, true, m == 128) {
+            let path = path.as_str();
+            let fits = n % 32 == 0;
+            let yg = on_path(gpu, path, || {
+                took_tc_gemm(gpu, rep, path, &xg, &wg, true, fits, "linear_silu_mul");
+                Ok(gpu.linear_silu_mul(&xg, &wg)?)
+            })?;
             rep.check(
                 "linear_silu_mul",
                 format!("m={m} n={n} k={k} [{path}]"),
@@ -761,7 +837,8 @@ fn fused_linears(
         let (gc, gg) = (up(cpu, &[n], &g)?, up(gpu, &[n], &g)?);
         let mut rc = up(cpu, &[m, n], &r)?;
         let oc = cpu.linear_add_rms_norm(&xc, &wc, bias.then_some(&bc), &mut rc, &gc, 1e-6)?;
-        for path in paths(m) {
+        for path in paths(gpu, m, !bias, false) {
+            let path = path.as_str();
             let mut rg = up(gpu, &[m, n], &r)?;
             let og = on_path(gpu, path, || {
                 Ok(gpu.linear_add_rms_norm(&xg, &wg, bias.then_some(&bg), &mut rg, &gg, 1e-6)?)

@@ -133,9 +133,27 @@ impl CudaBackend {
             && self.tc_gemm_tile(m, w_rows, k, silu).is_some()
     }
 
-    /// The tile of this product here: `gemm_tile` forced by [`Self::set_gemm_tile`] (if
-    /// it fits), else the rule of [`gemm_tile`]; `None` where its kernel is not built.
-    fn tc_gemm_tile(&self, m: usize, w_rows: usize, k: usize, silu: bool) -> Option<GemmTile> {
+    /// Whether `linear(x, w)` (or with `silu`, `linear_silu_mul(x, w)`) goes through the
+    /// Hopper GEMM now: checks assert it, so that a label naming the kernel is true.
+    pub fn tc_gemm_takes(
+        &self,
+        x: &crate::backend::cuda::CudaTensor,
+        w: &crate::backend::cuda::CudaTensor,
+        silu: bool,
+    ) -> bool {
+        let (&[m, k], &[w_rows, kw]) = (x.shape.as_slice(), w.shape.as_slice()) else {
+            return false;
+        };
+        let (Ok(xp), Ok(wp)) = (self.bf16_ptr(x, "tc_gemm"), self.bf16_ptr(w, "tc_gemm")) else {
+            return false;
+        };
+        k == kw && !x.logits_input && self.use_tc_gemm((xp, wp), (m, w_rows, k), silu)
+    }
+
+    /// The tile of a product of `m` rows against `w_rows` weight rows over `k` here:
+    /// the tile forced by [`Self::set_gemm_tile`] (if it fits), else the rule of
+    /// [`gemm_tile`]; `None` where its kernel is not built.
+    pub fn tc_gemm_tile(&self, m: usize, w_rows: usize, k: usize, silu: bool) -> Option<GemmTile> {
         let t = match self.gemm_tile.get() {
             Some(t) => t.fits(w_rows, silu).then_some(t)?,
             None => gemm_tile(m, w_rows, k, silu, |s| self.gemm_capacity(s))?,
@@ -262,14 +280,23 @@ mod tests {
         // 256 rows: two tiles of 128 over m.
         assert_eq!(gemm_tile(256, 4096, 1024, false, h200), tile(128, 2), "qkv");
         assert_eq!(gemm_tile(256, 1024, 2048, false, h200), tile(64, 4), "o");
-        assert_eq!(gemm_tile(256, 6144, 1024, true, h200), tile(128, 1), "gate_up");
+        assert_eq!(
+            gemm_tile(256, 6144, 1024, true, h200),
+            tile(128, 1),
+            "gate_up"
+        );
         assert_eq!(gemm_tile(256, 1024, 3072, false, h200), tile(64, 4), "down");
         // 128 rows: one tile over m, so more splits.
         assert_eq!(gemm_tile(128, 4096, 1024, false, h200), tile(64, 2), "qkv");
         assert_eq!(gemm_tile(128, 1024, 2048, false, h200), tile(64, 8), "o");
-        assert_eq!(gemm_tile(128, 6144, 1024, true, h200), tile(128, 2), "gate_up");
+        assert_eq!(
+            gemm_tile(128, 6144, 1024, true, h200),
+            tile(128, 2),
+            "gate_up"
+        );
         for m in [65, 100, 129, 200, 256] {
-            for (w_rows, k, silu) in [(4096, 1024, false), (1024, 3072, false), (6144, 1024, true)] {
+            for (w_rows, k, silu) in [(4096, 1024, false), (1024, 3072, false), (6144, 1024, true)]
+            {
                 let t = gemm_tile(m, w_rows, k, silu, h200).unwrap();
                 let ctas = w_rows.div_ceil(t.bn) * m.div_ceil(128) * t.splits;
                 assert!(ctas <= 132 || t.splits == 1, "m={m} {w_rows}x{k}: {t:?}");
@@ -296,7 +323,10 @@ mod tests {
         assert_eq!(gemm_tile(128, 6000, 1024, true, h200), None);
         // 17,408 = 272 x 64: the wide tile fits. 1,056 = 33 x 32: only the narrow one.
         assert!(gemm_tile(256, 2 * 17408, 5120, true, h200).is_some());
-        assert_eq!(gemm_tile(256, 2 * 1056, 1024, true, h200).map(|t| t.bn), Some(64));
+        assert_eq!(
+            gemm_tile(256, 2 * 1056, 1024, true, h200).map(|t| t.bn),
+            Some(64)
+        );
         // Plain products take any width: the copy engine zero-fills past the rows.
         assert!(gemm_tile(100, 1003, 1000, false, h200).is_some());
     }
@@ -307,7 +337,10 @@ mod tests {
         assert_eq!("128x1".parse(), Ok(GemmTile { bn: 128, splits: 1 }));
         for bad in ["96x1", "64x3", "64x16", "64", "x2", ""] {
             let e = bad.parse::<GemmTile>().unwrap_err();
-            assert!(e.contains("MINISGL_GEMM_TILE") && e.contains(&format!("{bad:?}")), "{e}");
+            assert!(
+                e.contains("MINISGL_GEMM_TILE") && e.contains(&format!("{bad:?}")),
+                "{e}"
+            );
         }
         assert!(GemmTile::ALL.iter().all(GemmTile::valid));
     }

@@ -345,8 +345,7 @@ impl CudaBackend {
             self.bf16_ptr(x, "linear_silu_mul")?,
             self.bf16_ptr(w, "linear_silu_mul")?,
         );
-        if n2.is_multiple_of(2) && !x.logits_input && self.use_tc_gemm((xp, wp), (m, n2, k), true)
-        {
+        if n2.is_multiple_of(2) && !x.logits_input && self.use_tc_gemm((xp, wp), (m, n2, k), true) {
             let n = n2 / 2;
             let out = self.new_bf16(m, n)?;
             crate::backend::cuda::timeline::cost(
