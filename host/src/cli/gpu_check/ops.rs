@@ -144,13 +144,6 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         (32, 4096, 1024, false),
         (33, 1000, 3072, true),
         (64, 6144, 1024, false),
-        (65, 4096, 1024, false),
-        (100, 1003, 1000, false),
-        (128, 1024, 2048, false),
-        (129, 2048, 576, false),
-        (200, 1024, 3072, false),
-        (256, 4096, 1024, false),
-        (96, 7168, 5120, false),
     ] {
         let x = randn(&mut rng, m * k, 1.0);
         let w = randn(&mut rng, n * k, 0.05);
@@ -164,10 +157,8 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         // and cuBLAS. From 3 rows the skinny kernel runs its tensor-core builds where k
         // allows (16, 32 or 64 rows), and to 8 rows its scalar build as well ("gemv
         // simt"). 37 rows of k = 1024 take the 64-row build with its last tile ragged.
-        for path in paths(gpu, m, !bias, sweep_tiles(m, n, k)) {
-            let path = path.as_str();
+        for path in paths(m) {
             let yg = on_path(gpu, path, || {
-                took_tc_gemm(gpu, rep, path, &xg, &wg, false, true, "linear");
                 Ok(gpu.linear(&xg, &wg, if bias { Some(&bg) } else { None })?)
             })?;
             rep.check(
@@ -293,7 +284,168 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
             T,
         );
     }
-    qkv_attention(cpu, gpu, &mut rng, rep)
+    qkv_attention(cpu, gpu, &mut rng, rep)?;
+    hopper_gemm(cpu, gpu, &mut rng, rep)
+}
+
+/// The Hopper decode GEMM (`gemm_sm90.cu`) against the CPU: plain products, SiLU·mul of
+/// gate_up, and the residual add + norm after a product, by the tile rule ("tc gemm")
+/// and, on one shape of each row-tile count, at every tile ("tc gemm 64x4"). Shapes:
+/// one to 256 rows (ragged last row tiles), ragged n and k, Qwen3-0.6B's and 14B's
+/// widths, SiLU halves that take only the 64-row tile or none (the fallback), k too
+/// short to split. Run last, and a failed launch is a failed check, not the end of the
+/// run: a kernel never run on a GPU must not cost the checks before it.
+fn hopper_gemm(
+    cpu: &CpuBackend,
+    gpu: &CudaBackend,
+    rng: &mut ChaCha8Rng,
+    rep: &mut Report,
+) -> Result<()> {
+    const T: f64 = 1e-2;
+    if !gpu.has_tc_gemm() {
+        let hopper = gpu.dev.cc == (9, 0);
+        rep.fact(
+            "tc_gemm",
+            "built".into(),
+            !hopper,
+            format!(
+                "the Hopper GEMM's kernels are not built on this sm_{}{} device",
+                gpu.dev.cc.0, gpu.dev.cc.1
+            ),
+        );
+        return Ok(());
+    }
+    // The tile rule's choice, and on `sweep` every tile.
+    let tc_paths = |sweep: bool| {
+        let mut v = vec!["tc gemm".to_string()];
+        if sweep {
+            v.extend(
+                GemmTile::ALL
+                    .iter()
+                    .map(|t| format!("tc gemm {}x{}", t.bn, t.splits)),
+            );
+        }
+        v
+    };
+    for &(m, n, k, sweep) in &[
+        (1usize, 1024usize, 1024usize, false),
+        (7, 896, 4864, false),
+        (65, 4096, 1024, false),
+        (100, 1003, 1000, true),
+        (128, 1024, 2048, true),
+        (129, 2048, 576, false),
+        (200, 1024, 3072, false),
+        (256, 4096, 1024, true),
+        (96, 7168, 5120, false),
+        (64, 1024, 256, false),
+    ] {
+        let x = randn(rng, m * k, 1.0);
+        let w = randn(rng, n * k, 0.05);
+        let (xc, xg) = (up(cpu, &[m, k], &x)?, up(gpu, &[m, k], &x)?);
+        let (wc, wg) = (up(cpu, &[n, k], &w)?, up(gpu, &[n, k], &w)?);
+        let yc = cpu.to_host(&cpu.linear(&xc, &wc, None)?)?;
+        for path in tc_paths(sweep) {
+            let case = format!("m={m} n={n} k={k} [{path}]");
+            let yg = on_path(gpu, &path, || {
+                took_tc_gemm(gpu, rep, &path, &xg, &wg, false, true, "linear");
+                Ok(gpu.to_host(&gpu.linear(&xg, &wg, None)?)?)
+            });
+            check_or_fail(rep, "linear", case, yg, &yc, T);
+        }
+    }
+    // 1,056 outputs take only the 64-row tile (32-row halves); 1,000 none (the
+    // fallback, cuBLAS then silu_mul), which the routing facts show.
+    for &(m, n, k, sweep) in &[
+        (3, 1000, 512, false),
+        (65, 1536, 1024, false),
+        (128, 3072, 1024, true),
+        (256, 3072, 1024, false),
+        (200, 1056, 2048, false),
+        (130, 1000, 1024, false),
+    ] {
+        let x = randn(rng, m * k, 1.0);
+        let w = randn(rng, 2 * n * k, 0.05);
+        let (xc, xg) = (up(cpu, &[m, k], &x)?, up(gpu, &[m, k], &x)?);
+        let (wc, wg) = (up(cpu, &[2 * n, k], &w)?, up(gpu, &[2 * n, k], &w)?);
+        let yc = cpu.to_host(&cpu.linear_silu_mul(&xc, &wc)?)?;
+        for path in tc_paths(sweep) {
+            let case = format!("m={m} n={n} k={k} [{path}]");
+            let fits = n % 32 == 0;
+            let yg = on_path(gpu, &path, || {
+                took_tc_gemm(gpu, rep, &path, &xg, &wg, true, fits, "linear_silu_mul");
+                Ok(gpu.to_host(&gpu.linear_silu_mul(&xg, &wg)?)?)
+            });
+            check_or_fail(rep, "linear_silu_mul", case, yg, &yc, T);
+        }
+    }
+    // The o and down products of a decode batch: the product, then add_rmsnorm.
+    for &(m, n, k) in &[(128usize, 1024usize, 2048usize), (256, 1024, 3072)] {
+        let x = randn(rng, m * k, 1.0);
+        let w = randn(rng, n * k, 0.05);
+        let r = randn(rng, m * n, 1.0);
+        let g = randn(rng, n, 1.0);
+        let (xc, xg) = (up(cpu, &[m, k], &x)?, up(gpu, &[m, k], &x)?);
+        let (wc, wg) = (up(cpu, &[n, k], &w)?, up(gpu, &[n, k], &w)?);
+        let (gc, gg) = (up(cpu, &[n], &g)?, up(gpu, &[n], &g)?);
+        let mut rc = up(cpu, &[m, n], &r)?;
+        let oc = cpu.to_host(&cpu.linear_add_rms_norm(&xc, &wc, None, &mut rc, &gc, 1e-6)?)?;
+        let rc = cpu.to_host(&rc)?;
+        let mut rg = up(gpu, &[m, n], &r)?;
+        let ran = on_path(gpu, "tc gemm", || {
+            took_tc_gemm(
+                gpu,
+                rep,
+                "tc gemm",
+                &xg,
+                &wg,
+                false,
+                true,
+                "linear_add_rms_norm",
+            );
+            let og = gpu.linear_add_rms_norm(&xg, &wg, None, &mut rg, &gg, 1e-6)?;
+            Ok((gpu.to_host(&og)?, gpu.to_host(&rg)?))
+        });
+        let what = format!("m={m} n={n} k={k} [tc gemm]");
+        let (o, r) = match ran {
+            Ok((o, r)) => (Ok(o), Ok(r)),
+            Err(e) => (Err(anyhow::anyhow!("{e:#}")), Err(e)),
+        };
+        check_or_fail(
+            rep,
+            "linear_add_rms_norm",
+            format!("{what} residual"),
+            r,
+            &rc,
+            T,
+        );
+        check_or_fail(
+            rep,
+            "linear_add_rms_norm",
+            format!("{what} normed"),
+            o,
+            &oc,
+            T,
+        );
+    }
+    Ok(())
+}
+
+/// A check of `gpu` against `cpu`, or a failed fact naming the error where the GPU side
+/// did not run.
+fn check_or_fail(
+    rep: &mut Report,
+    group: &'static str,
+    case: String,
+    gpu: Result<Vec<f32>>,
+    cpu: &[f32],
+    tol: f64,
+) {
+    match gpu {
+        Ok(g) => {
+            rep.check(group, case, &g, cpu, tol);
+        }
+        Err(e) => rep.fact(group, case, false, format!("did not run: {e:#}")),
+    }
 }
 
 fn params<'a, T>(c: &Case, norms: bool, wq: &'a T, wk: &'a T, inv: &'a T) -> AttnParams<'a, T> {
@@ -682,37 +834,16 @@ fn norm_prologue_linears(
 }
 
 /// The product paths a check of `m` rows runs: the skinny kernel's two builds up to
-/// 8 rows, its tensor-core builds to 64, cuBLAS, and where `tc` (no bias) and the
-/// device has it, the Hopper GEMM by its tile rule ("tc gemm") and, when `sweep`, at
-/// every tile it is built for ("tc gemm 64x4").
-fn paths(gpu: &CudaBackend, m: usize, tc: bool, sweep: bool) -> Vec<String> {
-    let mut v: Vec<String> = if m <= GEMV_SIMT_MAX_ROWS {
-        vec!["gemv".into(), "gemv simt".into(), "cuBLAS".into()]
+/// 8 rows, its tensor-core builds to 64, and cuBLAS. (The Hopper GEMM's paths run in
+/// [`hopper_gemm`], last.)
+fn paths(m: usize) -> Vec<&'static str> {
+    if m <= GEMV_SIMT_MAX_ROWS {
+        vec!["gemv", "gemv simt", "cuBLAS"]
     } else if m <= GEMV_MAX_ROWS {
-        vec!["gemv".into(), "cuBLAS".into()]
+        vec!["gemv", "cuBLAS"]
     } else {
-        vec!["cuBLAS".into()]
-    };
-    if tc && gpu.has_tc_gemm() && m <= GEMM_MAX_ROWS {
-        v.push("tc gemm".into());
-        if sweep {
-            v.extend(
-                GemmTile::ALL
-                    .iter()
-                    .map(|t| format!("tc gemm {}x{}", t.bn, t.splits)),
-            );
-        }
+        vec!["cuBLAS"]
     }
-    v
-}
-
-/// Shapes whose Hopper GEMM checks run every tile: one a row-tile count, ragged n and k
-/// among them (the rest run the tile rule's choice).
-fn sweep_tiles(m: usize, n: usize, k: usize) -> bool {
-    matches!(
-        (m, n, k),
-        (100, 1003, 1000) | (128, 1024, 2048) | (256, 4096, 1024)
-    )
 }
 
 /// `f` with products routed the way `path` names: "gemv" (the skinny kernel to 64
@@ -786,25 +917,14 @@ fn fused_linears(
         (24, 1536, 1024),
         (40, 1000, 512),
         (64, 3072, 1024),
-        (65, 1536, 1024),
-        (128, 3072, 1024),
-        (256, 3072, 1024),
-        (200, 1056, 2048),
     ] {
         let x = randn(rng, m * k, 1.0);
         let w = randn(rng, 2 * n * k, 0.05);
         let (xc, xg) = (up(cpu, &[m, k], &x)?, up(gpu, &[m, k], &x)?);
         let (wc, wg) = (up(cpu, &[2 * n, k], &w)?, up(gpu, &[2 * n, k], &w)?);
         let yc = cpu.linear_silu_mul(&xc, &wc)?;
-        // Every tile at 128 rows; 1,056 outputs take only the 64-row tile (32-row
-        // halves) and 1,000 none (the fallback), which the routing facts show.
-        for path in paths(gpu, m, true, m == 128) {
-            let path = path.as_str();
-            let fits = n % 32 == 0;
-            let yg = on_path(gpu, path, || {
-                took_tc_gemm(gpu, rep, path, &xg, &wg, true, fits, "linear_silu_mul");
-                Ok(gpu.linear_silu_mul(&xg, &wg)?)
-            })?;
+        for path in paths(m) {
+            let yg = on_path(gpu, path, || Ok(gpu.linear_silu_mul(&xg, &wg)?))?;
             rep.check(
                 "linear_silu_mul",
                 format!("m={m} n={n} k={k} [{path}]"),
@@ -837,8 +957,7 @@ fn fused_linears(
         let (gc, gg) = (up(cpu, &[n], &g)?, up(gpu, &[n], &g)?);
         let mut rc = up(cpu, &[m, n], &r)?;
         let oc = cpu.linear_add_rms_norm(&xc, &wc, bias.then_some(&bc), &mut rc, &gc, 1e-6)?;
-        for path in paths(gpu, m, !bias, false) {
-            let path = path.as_str();
+        for path in paths(m) {
             let mut rg = up(gpu, &[m, n], &r)?;
             let og = on_path(gpu, path, || {
                 Ok(gpu.linear_add_rms_norm(&xg, &wg, bias.then_some(&bg), &mut rg, &gg, 1e-6)?)
