@@ -100,6 +100,10 @@ __device__ __forceinline__ void gemm_tc_impl(const TmaDesc* xm, const TmaDesc* w
     const int kb0 = kb * split / splits, nk = kb * (split + 1) / splits - kb0;
 
     if (tid == 0) {
+        // The maps are read by the copy engine at the first box: fetch them now, under
+        // the barriers' set-up.
+        asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<u64>(xm)) : "memory");
+        asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<u64>(wm)) : "memory");
         for (int s = 0; s < ST; s++) {
             mbar_init(full0 + 8 * s, 1);
             mbar_init(empty0 + 8 * s, 8);  // one arrival a consumer warp
