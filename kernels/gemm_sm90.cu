@@ -26,7 +26,9 @@
 // Launch: grid (ceil(rows of W / BN), ceil(m / 128), S), 384 threads, TG_SMEM(BN) dynamic
 // shared memory, cluster (1, 1, S) when S > 1. Args: x map (dims {k, m}, box {64, 128});
 // W map (dims {k, rows of W}, box {64, BN}, or {64, BN / 2} for the SiLU builds); y
-// (bf16 [m, n]); m; n (output columns: rows of W, or half of them for SiLU); k.
+// (bf16 [m, n]); bias (bf16 [n], added before the rounding as cuBLAS adds a broadcast
+// C; null: none; the SiLU builds take none); m; n (output columns: rows of W, or half
+// of them for SiLU); k.
 #include "common.cuh"
 #include "hopper.cuh"
 
@@ -60,12 +62,18 @@ __device__ __forceinline__ void tg_store2(bf16_t* __restrict__ y, int m, int n, 
 // warpgroup's 64, column 8q + 2 (lane % 4) + (e & 1) of the tile. For SiLU, u[e] is the
 // matching up value (register 4 (q + BN / 16) + e: the up rows are the box's second half).
 template <bool SILU>
-__device__ __forceinline__ void tg_store_group(bf16_t* __restrict__ y, int m, int n, int row0, int col0, int q,
-                                               const float (&v)[4], const float (&u)[4]) {
+__device__ __forceinline__ void tg_store_group(bf16_t* __restrict__ y, const bf16_t* __restrict__ bias, int m,
+                                               int n, int row0, int col0, int q, const float (&v)[4],
+                                               const float (&u)[4]) {
+    const int col = col0 + 8 * q;
+    float b[2] = {0.f, 0.f};
+    if (!SILU && bias != nullptr) {
+        if (col < n) b[0] = bf2f(bias[col]);
+        if (col + 1 < n) b[1] = bf2f(bias[col + 1]);
+    }
     float o[4];
 #pragma unroll
-    for (int e = 0; e < 4; e++) o[e] = SILU ? silu(bf2f(f2bf(v[e]))) * bf2f(f2bf(u[e])) : v[e];
-    const int col = col0 + 8 * q;
+    for (int e = 0; e < 4; e++) o[e] = SILU ? silu(bf2f(f2bf(v[e]))) * bf2f(f2bf(u[e])) : v[e] + b[e & 1];
     tg_store2(y, m, n, row0, col, o[0], o[1]);
     tg_store2(y, m, n, row0 + 8, col, o[2], o[3]);
 }
@@ -80,8 +88,8 @@ __device__ __forceinline__ void tg_wgmma(float* acc, u64 da, u64 db) {
 }
 
 template <int BN, bool SILU>
-__device__ __forceinline__ void gemm_tc_impl(const TmaDesc* xm, const TmaDesc* wm, bf16_t* __restrict__ y, int m,
-                                             int n, int k) {
+__device__ __forceinline__ void gemm_tc_impl(const TmaDesc* xm, const TmaDesc* wm, bf16_t* __restrict__ y,
+                                             const bf16_t* __restrict__ bias, int m, int n, int k) {
     static_assert(BN == 64 || BN == 128, "wgmma builds for BN 64 and 128");
     constexpr int ST = TG_STAGES;
     constexpr int SB = TG_STAGE_BYTES(BN);
@@ -164,7 +172,7 @@ __device__ __forceinline__ void gemm_tc_impl(const TmaDesc* xm, const TmaDesc* w
                 v[e] = acc[4 * q + e];
                 if constexpr (SILU) u[e] = acc[4 * (q + Q) + e];
             }
-            tg_store_group<SILU>(y, m, n, row0, col0, q, v, u);
+            tg_store_group<SILU>(y, bias, m, n, row0, col0, q, v, u);
         }
         return;
     }
@@ -194,7 +202,7 @@ __device__ __forceinline__ void gemm_tc_impl(const TmaDesc* xm, const TmaDesc* w
                     u[0] += b.x, u[1] += b.y, u[2] += b.z, u[3] += b.w;
                 }
             }
-            tg_store_group<SILU>(y, m, n, row0, col0, q, v, u);
+            tg_store_group<SILU>(y, bias, m, n, row0, col0, q, v, u);
         }
     }
     // No CTA leaves while another may still read its partial.
@@ -205,9 +213,9 @@ __device__ __forceinline__ void gemm_tc_impl(const TmaDesc* xm, const TmaDesc* w
 // (N / 2 gate and N / 2 up rows a tile).
 #define GEMM_TC(NAME, BN, SILU)                                                                             \
     extern "C" __global__ void __launch_bounds__(TG_THREADS, 1)                                           \
-        NAME(const __grid_constant__ TmaDesc xm, const __grid_constant__ TmaDesc wm, bf16_t* y, int m, int n, \
-             int k) {                                                                                     \
-        gemm_tc_impl<BN, SILU>(&xm, &wm, y, m, n, k);                                                     \
+        NAME(const __grid_constant__ TmaDesc xm, const __grid_constant__ TmaDesc wm, bf16_t* y,             \
+             const bf16_t* bias, int m, int n, int k) {                                                   \
+        gemm_tc_impl<BN, SILU>(&xm, &wm, y, bias, m, n, k);                                               \
     }
 GEMM_TC(gemm_tc_bn64, 64, false)
 GEMM_TC(gemm_tc_bn128, 128, false)

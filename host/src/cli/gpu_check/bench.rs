@@ -721,7 +721,7 @@ fn gemm_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> 
         let ws = (0..copies)
             .map(|_| gpu.upload(&[w_rows, k], HostData::f32(&randn(rng, w_rows * k, 0.05))))
             .collect::<Result<Vec<_>, _>>()?;
-        for m in [65usize, 96, 128, 192, 256] {
+        for m in [32usize, 64, 65, 96, 128, 192, 256] {
             let x = gpu.upload(&[m, k], HostData::f32(&randn(rng, m * k, 1.0)))?;
             let time = |rows: usize, tile: Option<GemmTile>| -> Result<f64> {
                 gpu.set_gemm_rows(rows);

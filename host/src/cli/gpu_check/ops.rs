@@ -288,8 +288,8 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
     hopper_gemm(cpu, gpu, &mut rng, rep)
 }
 
-/// The Hopper decode GEMM (`gemm_sm90.cu`) against the CPU: plain products, SiLU·mul of
-/// gate_up, and the residual add + norm after a product, by the tile rule ("tc gemm")
+/// The Hopper decode GEMM (`gemm_sm90.cu`) against the CPU: products with and without
+/// bias, SiLU·mul of gate_up, and the residual add + norm after a product, by the tile rule ("tc gemm")
 /// and, on one shape of each row-tile count, at every tile ("tc gemm 64x4"). Shapes:
 /// one to 256 rows (ragged last row tiles), ragged n and k, Qwen3-0.6B's and 14B's
 /// widths, SiLU halves that take only the 64-row tile or none (the fallback), k too
@@ -327,28 +327,30 @@ fn hopper_gemm(
         }
         v
     };
-    for &(m, n, k, sweep) in &[
-        (1usize, 1024usize, 1024usize, false),
-        (7, 896, 4864, false),
-        (65, 4096, 1024, false),
-        (100, 1003, 1000, true),
-        (128, 1024, 2048, true),
-        (129, 2048, 576, false),
-        (200, 1024, 3072, false),
-        (256, 4096, 1024, true),
-        (96, 7168, 5120, false),
-        (64, 1024, 256, false),
+    for &(m, n, k, bias, sweep) in &[
+        (1usize, 1024usize, 1024usize, false, false),
+        (7, 896, 4864, true, false),
+        (65, 4096, 1024, false, false),
+        (100, 1003, 1000, true, true),
+        (128, 1024, 2048, false, true),
+        (129, 2048, 576, true, false),
+        (200, 1024, 3072, false, false),
+        (256, 4096, 1024, false, true),
+        (96, 7168, 5120, false, false),
+        (64, 1024, 256, true, false),
     ] {
         let x = randn(rng, m * k, 1.0);
         let w = randn(rng, n * k, 0.05);
+        let b = randn(rng, n, 0.5);
         let (xc, xg) = (up(cpu, &[m, k], &x)?, up(gpu, &[m, k], &x)?);
         let (wc, wg) = (up(cpu, &[n, k], &w)?, up(gpu, &[n, k], &w)?);
-        let yc = cpu.to_host(&cpu.linear(&xc, &wc, None)?)?;
+        let (bc, bg) = (up(cpu, &[n], &b)?, up(gpu, &[n], &b)?);
+        let yc = cpu.to_host(&cpu.linear(&xc, &wc, bias.then_some(&bc))?)?;
         for path in tc_paths(sweep) {
-            let case = format!("m={m} n={n} k={k} [{path}]");
+            let case = format!("m={m} n={n} k={k} bias={bias} [{path}]");
             let yg = on_path(gpu, &path, || {
                 took_tc_gemm(gpu, rep, &path, &xg, &wg, false, true, "linear");
-                Ok(gpu.to_host(&gpu.linear(&xg, &wg, None)?)?)
+                Ok(gpu.to_host(&gpu.linear(&xg, &wg, bias.then_some(&bg))?)?)
             });
             check_or_fail(rep, "linear", case, yg, &yc, T);
         }

@@ -200,12 +200,12 @@ impl CudaBackend {
         Some(n as usize)
     }
 
-    /// `y[m, n] = x · wᵀ`, or with `silu` (w a gate_up weight `[2n, k]`)
-    /// `y = silu(x·w_gateᵀ) · (x·w_upᵀ)`, through `gemm_tc_*`; the caller asked
-    /// [`Self::use_tc_gemm`].
+    /// `y[m, n] = x · wᵀ (+ bias, where not 0)`, or with `silu` (w a gate_up weight
+    /// `[2n, k]`, no bias) `y = silu(x·w_gateᵀ) · (x·w_upᵀ)`, through `gemm_tc_*`; the
+    /// caller asked [`Self::use_tc_gemm`].
     pub(super) fn tc_gemm(
         &self,
-        (x, w, y): (u64, u64, u64),
+        (x, w, bias, y): (u64, u64, u64, u64),
         (m, n, k): (usize, usize, usize),
         silu: bool,
     ) -> Result<(), BackendError> {
@@ -233,6 +233,7 @@ impl CudaBackend {
             Arg::Map(maps[0]),
             Arg::Map(maps[1]),
             Arg::U64(y),
+            Arg::U64(if silu { 0 } else { bias }),
             Arg::I32(m as i32),
             Arg::I32(n as i32),
             Arg::I32(k as i32),

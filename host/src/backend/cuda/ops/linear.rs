@@ -68,6 +68,15 @@ impl CudaBackend {
             self.gemv(xp, wp, bp, self.tptr(&out), m, n, k, f32_out)?;
             return Ok(out);
         }
+        let (xp, wp) = (self.bf16_ptr(x, "linear")?, self.bf16_ptr(w, "linear")?);
+        if !f32_out && self.use_tc_gemm((xp, wp), (m, n, k), false) {
+            let bp = match bias {
+                Some(b) => self.bf16_ptr(b, "linear")?,
+                None => 0,
+            };
+            self.tc_gemm((xp, wp, bp, self.tptr(&out)), (m, n, k), false)?;
+            return Ok(out);
+        }
         let mut beta = 0.0f32;
         if let Some(b) = bias {
             beta = 1.0;
@@ -164,9 +173,6 @@ impl CudaBackend {
             ((m * k + n * k) * 2 + m * n * out_bytes) as f64,
             2.0 * (m * n * k) as f64,
         );
-        if beta == 0.0 && !f32_out && self.use_tc_gemm((x, w), (m, n, k), false) {
-            return self.tc_gemm((x, w, y), (m, n, k), false);
-        }
         // Row-major Y[m,n] = X[m,k] · W[n,k]ᵀ is column-major Yᵀ = W · Xᵀ with W read transposed.
         // SAFETY: pointers address buffers of the sizes checked by the caller; alpha/beta are
         // host f32 scalars as CUBLAS_COMPUTE_32F requires.
@@ -352,7 +358,7 @@ impl CudaBackend {
                 ((m * k + n2 * k) * 2 + m * n * 2) as f64,
                 2.0 * (m * n2 * k) as f64,
             );
-            self.tc_gemm((xp, wp, self.tptr(&out)), (m, n, k), true)?;
+            self.tc_gemm((xp, wp, 0, self.tptr(&out)), (m, n, k), true)?;
             return Ok(out);
         }
         let gu = self.linear_impl(x, w, None)?;
