@@ -142,11 +142,6 @@ struct Diag {
         asm volatile("trap;\n");
     }
 };
-__device__ __forceinline__ u64 global_ns() {
-    u64 t;
-    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
-    return t;
-}
 // mbar_wait (hopper.cuh) with the watchdog, for the producer only (in the consumers its registers
 // made ptxas serialise the wgmmas). Any deadlock of the block reaches a producer
 // wait: the producer waits for the consumers to release every stage, up to its tail.

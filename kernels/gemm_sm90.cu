@@ -44,6 +44,20 @@
 // accumulators and 4 of padding, so that eight threads' 16-byte stores and loads fall
 // in distinct banks.
 #define TG_PART_STRIDE(BN) ((BN) / 2 + 4)
+// A wait of the producer past this traps, so that a deadlock fails the launch with an
+// error instead of hanging the process with the GPU busy. The producer waits for every
+// stage it loads (after the last, for the boxes still in flight), so a box that never
+// lands or a stage never released reaches one of its waits.
+#ifndef TG_WAIT_NS
+#define TG_WAIT_NS 2000000000ull
+#endif
+
+__device__ __forceinline__ void tg_wait_watched(u32 bar, u32 parity) {
+    if (mbar_try(bar, parity)) return;
+    const u64 t0 = global_ns();
+    while (!mbar_try(bar, parity))
+        if (global_ns() - t0 > TG_WAIT_NS) asm volatile("trap;\n");
+}
 
 __device__ __forceinline__ void tg_store2(bf16_t* __restrict__ y, int m, int n, int r, int col, float a,
                                           float b) {
@@ -128,7 +142,7 @@ __device__ __forceinline__ void gemm_tc_impl(const TmaDesc* xm, const TmaDesc* w
             for (int i = 0; i < nk; i++) {
                 const int s = i % ST;
                 // Use i - ST of this stage released by all eight consumer warps.
-                if (i >= ST) mbar_wait(empty0 + 8 * s, ((i / ST) - 1) & 1);
+                if (i >= ST) tg_wait_watched(empty0 + 8 * s, ((i / ST) - 1) & 1);
                 const u32 dst = base + s * SB, bar = full0 + 8 * s;
                 const int kx = (kb0 + i) * TG_BK;
                 mbar_arrive_expect_tx(bar, SB);
@@ -140,6 +154,8 @@ __device__ __forceinline__ void gemm_tc_impl(const TmaDesc* xm, const TmaDesc* w
                     tma_load_2d(dst + TG_A_BYTES, wm, kx, tile * BN, bar);
                 }
             }
+            // The boxes still in flight: every one must land.
+            for (int i = nk > ST ? nk - ST : 0; i < nk; i++) tg_wait_watched(full0 + 8 * (i % ST), (i / ST) & 1);
         }
     } else {
         const int cw = wg - 1;

@@ -78,6 +78,13 @@ __device__ __forceinline__ bool mbar_try(u32 bar, u32 parity) {
     return ok != 0;
 }
 
+// The global timer (ns): bounded waits measure against it.
+__device__ __forceinline__ u64 global_ns() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
+    return t;
+}
+
 // Returns once the phase of the given parity has completed.
 __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
     asm volatile(

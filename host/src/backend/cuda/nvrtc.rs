@@ -114,6 +114,10 @@ const GEOMETRY_DEFINES: &[&str] = &[
     "H_STAGES",
     "DM_BK",
     "DM_PAD",
+    "TG_BM",
+    "TG_BK",
+    "TG_STAGES",
+    "TG_THREADS",
 ];
 
 /// `-D` options from a [`DEFINES_ENV`] value: `NAME` or `NAME=VALUE` entries
@@ -339,6 +343,9 @@ mod tests {
         assert!(
             e.contains("\"P_VSTAGES=4\"") && e.contains("geometry"),
             "{e}"
-        );
+        );        // The Hopper GEMM's stages size its shared memory on the host too; its wait
+        // limit does not.
+        assert!(parse_defines("TG_STAGES=4").is_err());
+        assert_eq!(parse_defines("TG_WAIT_NS=1000").unwrap(), ["-DTG_WAIT_NS=1000"]);
     }
 }
