@@ -343,9 +343,13 @@ mod tests {
         assert!(
             e.contains("\"P_VSTAGES=4\"") && e.contains("geometry"),
             "{e}"
-        );        // The Hopper GEMM's stages size its shared memory on the host too; its wait
+        );
+        // The Hopper GEMM's stages size its shared memory on the host too; its wait
         // limit does not.
         assert!(parse_defines("TG_STAGES=4").is_err());
-        assert_eq!(parse_defines("TG_WAIT_NS=1000").unwrap(), ["-DTG_WAIT_NS=1000"]);
+        assert_eq!(
+            parse_defines("TG_WAIT_NS=1000").unwrap(),
+            ["-DTG_WAIT_NS=1000"]
+        );
     }
 }
