@@ -23,14 +23,22 @@
 //   them. So the sum is the same whatever order the CTAs finish in, and no workspace,
 //   atomic or second launch is needed.
 //
+// - The _rope builds (BN = head_dim) end with qkv_rope_store's work (rope.cu) on their
+//   tile, one head of every row: each row's head goes, rounded to bf16 as the product
+//   would be stored, into shared memory, and a warp a row runs rope.cuh's code on it,
+//   so q, the cached K and V equal the product then qkv_rope_store bit for bit. That
+//   launch (2.9-4.7 µs a layer at Qwen3-0.6B) is gone from the step.
+//
 // Launch: grid (ceil(rows of W / BN), ceil(m / 128), S), 384 threads, TG_SMEM(BN) dynamic
 // shared memory, cluster (1, 1, S) when S > 1. Args: x map (dims {k, m}, box {64, 128});
 // W map (dims {k, rows of W}, box {64, BN}, or {64, BN / 2} for the SiLU builds); y
 // (bf16 [m, n]); bias (bf16 [n], added before the rounding as cuBLAS adds a broadcast
 // C; null: none; the SiLU builds take none); m; n (output columns: rows of W, or half
-// of them for SiLU); k.
+// of them for SiLU); k; and for the _rope builds qkv_rope_store's q_heads, kv_heads,
+// q_norm, k_norm, pos, inv_freq, eps, slots, k_cache, v_cache (y is its qkv).
 #include "common.cuh"
 #include "hopper.cuh"
+#include "rope.cuh"
 
 #define TG_BM 128  // x rows a tile: two consumer warpgroups of 64
 #define TG_BK 64   // k a stage: 128 bytes of bf16, the swizzle's row
@@ -44,6 +52,27 @@
 // accumulators and 4 of padding, so that eight threads' 16-byte stores and loads fall
 // in distinct banks.
 #define TG_PART_STRIDE(BN) ((BN) / 2 + 4)
+#define TG_PART_BYTES(BN) (256 * TG_PART_STRIDE(BN) * 4)
+// The _rope builds' bf16 tile of heads, after the partials: 128 rows of BN + 8 (the
+// padding puts a warp's stores of eight rows in distinct banks).
+#define TG_HEAD_STRIDE(BN) ((BN) + 8)
+
+#define TG_PLAIN 0
+#define TG_SILU 1
+#define TG_ROPE 2
+
+// qkv_rope_store's arguments (rope.cu) less the qkv rows, which are y.
+struct TgRope {
+    int hq, hkv;
+    const bf16_t* q_norm;
+    const bf16_t* k_norm;
+    const int* pos;
+    const float* inv_freq;
+    float eps;
+    const int* slots;
+    bf16_t* k_cache;
+    bf16_t* v_cache;
+};
 // A wait of the producer past this traps, so that a deadlock fails the launch with an
 // error instead of hanging the process with the GPU busy. The producer waits for every
 // stage it loads (after the last, for the boxes still in flight), so a box that never
@@ -92,6 +121,48 @@ __device__ __forceinline__ void tg_store_group(bf16_t* __restrict__ y, const bf1
     tg_store2(y, m, n, row0 + 8, col, o[2], o[3]);
 }
 
+// qkv_rope_store_impl (rope.cu) for head `head` of rows [r0, r1) of the tile, a warp a
+// row (cw: this consumer warp, 0-7): the same loads, math and stores, from the bf16
+// tile in shared memory instead of the qkv row. k and v also go to y raw, as the product
+// leaves them for qkv_rope_store.
+template <int HD>
+__device__ __forceinline__ void tg_rope_rows(const bf16_t* heads, int r0, int r1, int cw, int lane, int row_base,
+                                             int head, bf16_t* __restrict__ y, int m, int n, const TgRope& a) {
+    constexpr int PER = HD / 32;
+    const bool rotate = a.inv_freq != nullptr && head < a.hq + a.hkv;
+    for (int r = r0 + cw; r < r1; r += 8) {
+        const int t = row_base + r;
+        if (t >= m) break;
+        float v[PER];
+        load_head<HD>(heads + r * TG_HEAD_STRIDE(HD), lane, v);
+        bf16_t* row = y + (size_t)t * n;
+        if (head >= a.hq) store_head<HD>(row + (size_t)head * HD, lane, v);
+        const size_t slot = head >= a.hq ? (size_t)(unsigned)a.slots[t] : 0;
+        if (head >= a.hq + a.hkv) {
+            store_head<HD>(a.v_cache + (slot * a.hkv + (head - a.hq - a.hkv)) * HD, lane, v);
+            continue;
+        }
+        const bool is_q = head < a.hq;
+        float sn[HD / 64], cs[HD / 64];
+        if (rotate) rope_angles<HD>(sn, cs, lane, t, a.pos, a.inv_freq);
+        norm_rope_regs<HD>(v, lane, is_q ? a.q_norm : a.k_norm, a.eps, rotate, sn, cs);
+        bf16_t* dst = is_q ? row + (size_t)head * HD : a.k_cache + (slot * a.hkv + (head - a.hq)) * HD;
+        store_head<HD>(dst, lane, v);
+    }
+}
+
+// Column group q of a consumer thread's values into the _rope builds' tile, rounded as
+// tg_store2 rounds them (bias added first); rl is the thread's first row in the tile.
+__device__ __forceinline__ void tg_tile_group(bf16_t* heads, int stride, const bf16_t* __restrict__ bias, int rl,
+                                              int cl, int col, int q, const float (&v)[4]) {
+    float b[2] = {0.f, 0.f};
+    if (bias != nullptr) b[0] = bf2f(bias[col + 8 * q]), b[1] = bf2f(bias[col + 8 * q + 1]);
+    u32* p0 = reinterpret_cast<u32*>(heads + rl * stride + cl + 8 * q);
+    u32* p1 = reinterpret_cast<u32*>(heads + (rl + 8) * stride + cl + 8 * q);
+    *p0 = pack_bf16x2(v[0] + b[0], v[1] + b[1]);
+    *p1 = pack_bf16x2(v[2] + b[0], v[3] + b[1]);
+}
+
 template <int BN>
 __device__ __forceinline__ void tg_wgmma(float* acc, u64 da, u64 db) {
     if constexpr (BN == 64) {
@@ -101,10 +172,12 @@ __device__ __forceinline__ void tg_wgmma(float* acc, u64 da, u64 db) {
     }
 }
 
-template <int BN, bool SILU>
+template <int BN, int EPI>
 __device__ __forceinline__ void gemm_tc_impl(const TmaDesc* xm, const TmaDesc* wm, bf16_t* __restrict__ y,
-                                             const bf16_t* __restrict__ bias, int m, int n, int k) {
+                                             const bf16_t* __restrict__ bias, int m, int n, int k,
+                                             const TgRope& rope) {
     static_assert(BN == 64 || BN == 128, "wgmma builds for BN 64 and 128");
+    constexpr bool SILU = EPI == TG_SILU;
     constexpr int ST = TG_STAGES;
     constexpr int SB = TG_STAGE_BYTES(BN);
     constexpr int NR = BN / 2;              // accumulators a consumer thread
@@ -176,19 +249,35 @@ __device__ __forceinline__ void gemm_tc_impl(const TmaDesc* xm, const TmaDesc* w
         fence_regs(acc);
     }
 
-    const int row0 = mt * TG_BM + (wg - 1) * 64 + warp * 16 + (lane >> 2);
+    // Consumer warp 0-7 (warpgroup-major) and its rows: 16 cw + lane / 4 (+ 8) of the tile.
+    const int cw = (wg - 1) * 4 + warp;
+    const int rl = cw * 16 + (lane >> 2);
+    const int row0 = mt * TG_BM + rl;
     const int col0 = tile * TN + 2 * (lane & 3);
+    // The _rope builds' tile of heads, past the partials (both in the stages, free now).
+    bf16_t* heads = reinterpret_cast<bf16_t*>(tg_smem + (base - smem_u32(tg_smem)) + TG_PART_BYTES(BN));
     if (splits == 1) {
         if (wg == 0) return;
+        if constexpr (EPI == TG_ROPE) {
+            named_sync(1, 256);  // both warpgroups past their last reads of the stages
 #pragma unroll
-        for (int q = 0; q < Q; q++) {
-            float v[4], u[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                v[e] = acc[4 * q + e];
-                if constexpr (SILU) u[e] = acc[4 * (q + Q) + e];
+            for (int q = 0; q < Q; q++) {
+                const float v[4] = {acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]};
+                tg_tile_group(heads, TG_HEAD_STRIDE(BN), bias, rl, 2 * (lane & 3), col0, q, v);
             }
-            tg_store_group<SILU>(y, bias, m, n, row0, col0, q, v, u);
+            named_sync(1, 256);
+            tg_rope_rows<BN>(heads, 0, TG_BM, cw, lane, mt * TG_BM, tile, y, m, n, rope);
+        } else {
+#pragma unroll
+            for (int q = 0; q < Q; q++) {
+                float v[4], u[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    v[e] = acc[4 * q + e];
+                    if constexpr (SILU) u[e] = acc[4 * (q + Q) + e];
+                }
+                tg_store_group<SILU>(y, bias, m, n, row0, col0, q, v, u);
+            }
         }
         return;
     }
@@ -206,7 +295,26 @@ __device__ __forceinline__ void gemm_tc_impl(const TmaDesc* xm, const TmaDesc* w
                          : "memory");
     }
     cluster_sync();
-    if (wg > 0) {
+    if constexpr (EPI == TG_ROPE) {
+        // By rows: CTA `split` sums every column of the rows of consumer warps
+        // [8 split / S, 8 (split + 1) / S) (a head's columns must meet in one CTA),
+        // then its warps run the heads of those rows.
+        const int w0 = 8 * split / splits, w1 = 8 * (split + 1) / splits;
+        if (wg > 0 && cw >= w0 && cw < w1) {
+            for (int q = 0; q < Q; q++) {
+                float v[4] = {0.f, 0.f, 0.f, 0.f};
+                for (int p = 0; p < splits; p++) {
+                    const float4 a = ld_cluster_f4(part + 16 * q, p);
+                    v[0] += a.x, v[1] += a.y, v[2] += a.z, v[3] += a.w;
+                }
+                tg_tile_group(heads, TG_HEAD_STRIDE(BN), bias, rl, 2 * (lane & 3), col0, q, v);
+            }
+        }
+        if (wg > 0) {
+            named_sync(1, 256);
+            tg_rope_rows<BN>(heads, 16 * w0, 16 * w1, cw, lane, mt * TG_BM, tile, y, m, n, rope);
+        }
+    } else if (wg > 0) {
         const int q0 = Q * split / splits, q1 = Q * (split + 1) / splits;
         for (int q = q0; q < q1; q++) {
             float v[4] = {0.f, 0.f, 0.f, 0.f}, u[4] = {0.f, 0.f, 0.f, 0.f};
@@ -227,13 +335,26 @@ __device__ __forceinline__ void gemm_tc_impl(const TmaDesc* xm, const TmaDesc* w
 
 // gemm_tc_bnN: weight tiles of N rows; gemm_tc_silu_bnN: SiLU·mul of a gate_up product
 // (N / 2 gate and N / 2 up rows a tile).
-#define GEMM_TC(NAME, BN, SILU)                                                                             \
+#define GEMM_TC(NAME, BN, EPI)                                                                              \
     extern "C" __global__ void __launch_bounds__(TG_THREADS, 1)                                           \
         NAME(const __grid_constant__ TmaDesc xm, const __grid_constant__ TmaDesc wm, bf16_t* y,             \
              const bf16_t* bias, int m, int n, int k) {                                                   \
-        gemm_tc_impl<BN, SILU>(&xm, &wm, y, bias, m, n, k);                                               \
+        gemm_tc_impl<BN, EPI>(&xm, &wm, y, bias, m, n, k, TgRope{});                                      \
     }
-GEMM_TC(gemm_tc_bn64, 64, false)
-GEMM_TC(gemm_tc_bn128, 128, false)
-GEMM_TC(gemm_tc_silu_bn64, 64, true)
-GEMM_TC(gemm_tc_silu_bn128, 128, true)
+GEMM_TC(gemm_tc_bn64, 64, TG_PLAIN)
+GEMM_TC(gemm_tc_bn128, 128, TG_PLAIN)
+GEMM_TC(gemm_tc_silu_bn64, 64, TG_SILU)
+GEMM_TC(gemm_tc_silu_bn128, 128, TG_SILU)
+
+// gemm_tc_rope_hdN: the qkv product of heads of N, then qkv_rope_store's work.
+#define GEMM_TC_ROPE(NAME, HD)                                                                              \
+    extern "C" __global__ void __launch_bounds__(TG_THREADS, 1)                                           \
+        NAME(const __grid_constant__ TmaDesc xm, const __grid_constant__ TmaDesc wm, bf16_t* y,             \
+             const bf16_t* bias, int m, int n, int k, int hq, int hkv, const bf16_t* q_norm,               \
+             const bf16_t* k_norm, const int* pos, const float* inv_freq, float eps, const int* slots,     \
+             bf16_t* k_cache, bf16_t* v_cache) {                                                          \
+        const TgRope rope{hq, hkv, q_norm, k_norm, pos, inv_freq, eps, slots, k_cache, v_cache};           \
+        gemm_tc_impl<HD, TG_ROPE>(&xm, &wm, y, bias, m, n, k, rope);                                      \
+    }
+GEMM_TC_ROPE(gemm_tc_rope_hd64, 64)
+GEMM_TC_ROPE(gemm_tc_rope_hd128, 128)
