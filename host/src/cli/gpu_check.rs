@@ -16,6 +16,7 @@ mod ops;
 mod report;
 mod rounded_cpu;
 mod sampling;
+mod tc_gemm;
 mod timeline;
 mod tp;
 

@@ -329,51 +329,73 @@ impl<B: Backend> Model<B> {
         let mut l = 0;
         while l < self.layers.len() {
             let layer = &self.layers[l];
-            let qkv = match (chained_qkv.take(), &x) {
-                (Some(qkv), _) => qkv,
-                (None, Input::Normed(t)) => b.linear(t, &layer.w_qkv, layer.b_qkv.as_ref())?,
-                (None, Input::Deferred(n)) => {
-                    b.rms_norm_linear(&residual, n, eps, &layer.w_qkv, layer.b_qkv.as_ref())?
-                }
-            };
             let p = params(l);
-            // Split across ranks the products are partial sums: no chain there. The
-            // chain may take the attention too (from qkv), else its output; and the
-            // layers after this one, from the qkv each writes, in the same launch.
+            // What a chained launch of layers up to `last` leaves for the next layer.
             let after = |last: usize| {
                 let next = self.layers.get(last + 1);
                 Input::Deferred(next.map_or(&self.final_norm, |n| &n.input_norm))
             };
-            if !self.shard.is_split() {
-                let input = ChainInput::Qkv {
-                    qkv: &qkv,
-                    layer: l,
-                    params: &p,
-                };
-                let c = layer.chain(input, self.layers.get(l + 1), eps);
-                if b.layer_chain_ok(&residual, &c, kv, step) {
-                    let ps: Vec<_> = (l + 1..self.layers.len()).map(params).collect();
-                    let mut chains = vec![c];
-                    for (i, pi) in ps.iter().enumerate() {
-                        let input = ChainInput::Chained {
-                            layer: l + 1 + i,
-                            params: pi,
-                        };
-                        let next = self.layers.get(l + 2 + i);
-                        chains.push(self.layers[l + 1 + i].chain(input, next, eps));
-                    }
-                    let n = b.layer_span_len(&residual, &chains, kv, step).max(1);
-                    chained_qkv = if n > 1 {
-                        b.layer_span(&chains[..n], kv, step, &mut residual)?
-                    } else {
-                        b.layer_chain(&chains[0], kv, step, &mut residual)?
-                    };
-                    x = after(l + n - 1);
-                    l += n;
-                    continue;
+            // Where the backend puts the q/k norm, RoPE and the K/V cache write in the
+            // qkv product itself, the attention comes from x in one call; otherwise from
+            // the product, which the layer chain may take.
+            let fused = match (&chained_qkv, &x) {
+                (None, Input::Normed(t)) if b.fuses_qkv_product(t, &layer.w_qkv, &p) => {
+                    let bias = layer.b_qkv.as_ref();
+                    Some(b.linear_qkv_attention(t, &layer.w_qkv, bias, kv, l, step, &p)?)
                 }
-            }
-            let attn = b.qkv_attention(qkv, kv, l, step, &p)?;
+                _ => None,
+            };
+            let attn = match fused {
+                Some(attn) => attn,
+                None => {
+                    let qkv = match (chained_qkv.take(), &x) {
+                        (Some(qkv), _) => qkv,
+                        (None, Input::Normed(t)) => {
+                            b.linear(t, &layer.w_qkv, layer.b_qkv.as_ref())?
+                        }
+                        (None, Input::Deferred(n)) => b.rms_norm_linear(
+                            &residual,
+                            n,
+                            eps,
+                            &layer.w_qkv,
+                            layer.b_qkv.as_ref(),
+                        )?,
+                    };
+                    // Split across ranks the products are partial sums: no chain there. The
+                    // chain may take the attention too (from qkv), else its output; and the
+                    // layers after this one, from the qkv each writes, in the same launch.
+                    if !self.shard.is_split() {
+                        let input = ChainInput::Qkv {
+                            qkv: &qkv,
+                            layer: l,
+                            params: &p,
+                        };
+                        let c = layer.chain(input, self.layers.get(l + 1), eps);
+                        if b.layer_chain_ok(&residual, &c, kv, step) {
+                            let ps: Vec<_> = (l + 1..self.layers.len()).map(params).collect();
+                            let mut chains = vec![c];
+                            for (i, pi) in ps.iter().enumerate() {
+                                let input = ChainInput::Chained {
+                                    layer: l + 1 + i,
+                                    params: pi,
+                                };
+                                let next = self.layers.get(l + 2 + i);
+                                chains.push(self.layers[l + 1 + i].chain(input, next, eps));
+                            }
+                            let n = b.layer_span_len(&residual, &chains, kv, step).max(1);
+                            chained_qkv = if n > 1 {
+                                b.layer_span(&chains[..n], kv, step, &mut residual)?
+                            } else {
+                                b.layer_chain(&chains[0], kv, step, &mut residual)?
+                            };
+                            x = after(l + n - 1);
+                            l += n;
+                            continue;
+                        }
+                    }
+                    b.qkv_attention(qkv, kv, l, step, &p)?
+                }
+            };
             if !self.shard.is_split() {
                 let c = layer.chain(ChainInput::Attn(&attn), self.layers.get(l + 1), eps);
                 if b.layer_chain_ok(&residual, &c, kv, step) {

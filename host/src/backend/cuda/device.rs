@@ -591,6 +591,8 @@ pub fn kernel_names(family: &str) -> Vec<String> {
             "gemm_tc_bn128",
             "gemm_tc_silu_bn64",
             "gemm_tc_silu_bn128",
+            "gemm_tc_rope_hd64",
+            "gemm_tc_rope_hd128",
         ],
         "sampling" => vec![
             "process_logits",
@@ -630,10 +632,11 @@ pub fn dynamic_smem(name: &str) -> Option<usize> {
         }
         // gemm_sm90.cu (TG_SMEM): TG_STAGES (6) stages of a 128 x 64 box of x and a
         // BN x 64 box of the weight, plus 1 KB of alignment (148 and 193 KB).
-        n if n.starts_with("gemm_tc_") && n.ends_with("_bn64") => {
+        // The _rope builds' tile is one head: _hd64 and _hd128 take BN 64 and 128.
+        n if n.starts_with("gemm_tc_") && (n.ends_with("_bn64") || n.ends_with("_hd64")) => {
             Some(6 * (128 + 64) * 64 * 2 + 1024)
         }
-        n if n.starts_with("gemm_tc_") && n.ends_with("_bn128") => {
+        n if n.starts_with("gemm_tc_") && (n.ends_with("_bn128") || n.ends_with("_hd128")) => {
             Some(6 * (128 + 128) * 64 * 2 + 1024)
         }
         // layer_chain_sm90.cu sizes its ring from the model at launch, within what a

@@ -31,7 +31,7 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 pub use device::{AttentionBackend, CudaOptions, Device};
 pub use error::CudaError;
 pub use gemm_lt::GemmSurvey;
-pub use ops::{GemmTile, GEMM_MAX_ROWS, GEMV_MAX_WEIGHT_BYTES};
+pub use ops::{GemmEpi, GemmTile, GEMM_MAX_ROWS, GEMV_MAX_WEIGHT_BYTES};
 
 use super::{BackendError, DeviceTensor, KvLayout, StepMeta};
 

@@ -697,7 +697,7 @@ fn gemv_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> 
 /// fits, and the floor (the weight at the copy rate or the FLOPs at the held GEMM rate,
 /// the longer).
 fn gemm_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> Result<()> {
-    use minisgl::backend::cuda::{GemmTile, GEMM_MAX_ROWS};
+    use minisgl::backend::cuda::{GemmEpi, GemmTile, GEMM_MAX_ROWS};
     if !gpu.has_tc_gemm() {
         rep.bench_line("gemm in graphs: the Hopper GEMM is not built on this device".into());
         return Ok(());
@@ -716,6 +716,7 @@ fn gemm_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> 
         ("14B gate_up+silu", 34816, 5120, true),
         ("14B down", 5120, 17408, false),
     ] {
+        let epi = if silu { GemmEpi::Silu } else { GemmEpi::Plain };
         let bytes = w_rows * k * 2;
         let copies = (128usize << 20).div_ceil(bytes).clamp(1, 8);
         let ws = (0..copies)
@@ -740,7 +741,7 @@ fn gemm_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> 
                 Ok(us)
             };
             let cublas = time(0, None)?;
-            let rule_tile = gpu.tc_gemm_tile(m, w_rows, k, silu);
+            let rule_tile = gpu.tc_gemm_tile(m, w_rows, k, epi);
             let rule = time(GEMM_MAX_ROWS, None)?;
             let floor =
                 1e6 * (bytes as f64 / COPY_CEILING).max(2.0 * (m * w_rows * k) as f64 / HELD_FLOPS);
@@ -752,7 +753,7 @@ fn gemm_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> 
             );
             for t in GemmTile::ALL {
                 gpu.set_gemm_tile(Some(t));
-                if gpu.tc_gemm_tile(m, w_rows, k, silu) != Some(t) {
+                if gpu.tc_gemm_tile(m, w_rows, k, epi) != Some(t) {
                     continue;
                 }
                 line.push_str(&format!(

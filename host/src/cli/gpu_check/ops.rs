@@ -9,9 +9,7 @@ use super::report::Report;
 use minisgl::backend::cpu::CpuBackend;
 use minisgl::backend::cuda::device::DecodeRope;
 use minisgl::backend::cuda::ops::AttnPath;
-use minisgl::backend::cuda::{
-    CudaBackend, GemmTile, GEMM_MAX_ROWS, GEMV_MAX_ROWS, GEMV_SIMT_MAX_ROWS,
-};
+use minisgl::backend::cuda::{CudaBackend, GEMM_MAX_ROWS, GEMV_MAX_ROWS, GEMV_SIMT_MAX_ROWS};
 use minisgl::backend::{AttnParams, Backend, HostData, KvLayout, StepMeta};
 
 /// Normal(0, std) values already rounded to bf16, so both backends see the same inputs.
@@ -285,169 +283,7 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         );
     }
     qkv_attention(cpu, gpu, &mut rng, rep)?;
-    hopper_gemm(cpu, gpu, &mut rng, rep)
-}
-
-/// The Hopper decode GEMM (`gemm_sm90.cu`) against the CPU: products with and without
-/// bias, SiLU·mul of gate_up, and the residual add + norm after a product, by the tile rule ("tc gemm")
-/// and, on one shape of each row-tile count, at every tile ("tc gemm 64x4"). Shapes:
-/// one to 256 rows (ragged last row tiles), ragged n and k, Qwen3-0.6B's and 14B's
-/// widths, SiLU halves that take only the 64-row tile or none (the fallback), k too
-/// short to split. Run last, and a failed launch is a failed check, not the end of the
-/// run: a kernel never run on a GPU must not cost the checks before it.
-fn hopper_gemm(
-    cpu: &CpuBackend,
-    gpu: &CudaBackend,
-    rng: &mut ChaCha8Rng,
-    rep: &mut Report,
-) -> Result<()> {
-    const T: f64 = 1e-2;
-    if !gpu.has_tc_gemm() {
-        let hopper = gpu.dev.cc == (9, 0);
-        rep.fact(
-            "tc_gemm",
-            "built".into(),
-            !hopper,
-            format!(
-                "the Hopper GEMM's kernels are not built on this sm_{}{} device",
-                gpu.dev.cc.0, gpu.dev.cc.1
-            ),
-        );
-        return Ok(());
-    }
-    // The tile rule's choice, and on `sweep` every tile.
-    let tc_paths = |sweep: bool| {
-        let mut v = vec!["tc gemm".to_string()];
-        if sweep {
-            v.extend(
-                GemmTile::ALL
-                    .iter()
-                    .map(|t| format!("tc gemm {}x{}", t.bn, t.splits)),
-            );
-        }
-        v
-    };
-    for &(m, n, k, bias, sweep) in &[
-        (1usize, 1024usize, 1024usize, false, false),
-        (7, 896, 4864, true, false),
-        (65, 4096, 1024, false, false),
-        (100, 1003, 1000, true, true),
-        (128, 1024, 2048, false, true),
-        (129, 2048, 576, true, false),
-        (200, 1024, 3072, false, false),
-        (256, 4096, 1024, false, true),
-        (96, 7168, 5120, false, false),
-        (64, 1024, 256, true, false),
-    ] {
-        let x = randn(rng, m * k, 1.0);
-        let w = randn(rng, n * k, 0.05);
-        let b = randn(rng, n, 0.5);
-        let (xc, xg) = (up(cpu, &[m, k], &x)?, up(gpu, &[m, k], &x)?);
-        let (wc, wg) = (up(cpu, &[n, k], &w)?, up(gpu, &[n, k], &w)?);
-        let (bc, bg) = (up(cpu, &[n], &b)?, up(gpu, &[n], &b)?);
-        let yc = cpu.to_host(&cpu.linear(&xc, &wc, bias.then_some(&bc))?)?;
-        for path in tc_paths(sweep) {
-            let case = format!("m={m} n={n} k={k} bias={bias} [{path}]");
-            let yg = on_path(gpu, &path, || {
-                took_tc_gemm(gpu, rep, &path, &xg, &wg, false, true, "linear");
-                Ok(gpu.to_host(&gpu.linear(&xg, &wg, bias.then_some(&bg))?)?)
-            });
-            check_or_fail(rep, "linear", case, yg, &yc, T);
-        }
-    }
-    // 1,056 outputs take only the 64-row tile (32-row halves); 1,000 none (the
-    // fallback, cuBLAS then silu_mul), which the routing facts show.
-    for &(m, n, k, sweep) in &[
-        (3, 1000, 512, false),
-        (65, 1536, 1024, false),
-        (128, 3072, 1024, true),
-        (256, 3072, 1024, false),
-        (200, 1056, 2048, false),
-        (130, 1000, 1024, false),
-    ] {
-        let x = randn(rng, m * k, 1.0);
-        let w = randn(rng, 2 * n * k, 0.05);
-        let (xc, xg) = (up(cpu, &[m, k], &x)?, up(gpu, &[m, k], &x)?);
-        let (wc, wg) = (up(cpu, &[2 * n, k], &w)?, up(gpu, &[2 * n, k], &w)?);
-        let yc = cpu.to_host(&cpu.linear_silu_mul(&xc, &wc)?)?;
-        for path in tc_paths(sweep) {
-            let case = format!("m={m} n={n} k={k} [{path}]");
-            let fits = n % 32 == 0;
-            let yg = on_path(gpu, &path, || {
-                took_tc_gemm(gpu, rep, &path, &xg, &wg, true, fits, "linear_silu_mul");
-                Ok(gpu.to_host(&gpu.linear_silu_mul(&xg, &wg)?)?)
-            });
-            check_or_fail(rep, "linear_silu_mul", case, yg, &yc, T);
-        }
-    }
-    // The o and down products of a decode batch: the product, then add_rmsnorm.
-    for &(m, n, k) in &[(128usize, 1024usize, 2048usize), (256, 1024, 3072)] {
-        let x = randn(rng, m * k, 1.0);
-        let w = randn(rng, n * k, 0.05);
-        let r = randn(rng, m * n, 1.0);
-        let g = randn(rng, n, 1.0);
-        let (xc, xg) = (up(cpu, &[m, k], &x)?, up(gpu, &[m, k], &x)?);
-        let (wc, wg) = (up(cpu, &[n, k], &w)?, up(gpu, &[n, k], &w)?);
-        let (gc, gg) = (up(cpu, &[n], &g)?, up(gpu, &[n], &g)?);
-        let mut rc = up(cpu, &[m, n], &r)?;
-        let oc = cpu.to_host(&cpu.linear_add_rms_norm(&xc, &wc, None, &mut rc, &gc, 1e-6)?)?;
-        let rc = cpu.to_host(&rc)?;
-        let mut rg = up(gpu, &[m, n], &r)?;
-        let ran = on_path(gpu, "tc gemm", || {
-            took_tc_gemm(
-                gpu,
-                rep,
-                "tc gemm",
-                &xg,
-                &wg,
-                false,
-                true,
-                "linear_add_rms_norm",
-            );
-            let og = gpu.linear_add_rms_norm(&xg, &wg, None, &mut rg, &gg, 1e-6)?;
-            Ok((gpu.to_host(&og)?, gpu.to_host(&rg)?))
-        });
-        let what = format!("m={m} n={n} k={k} [tc gemm]");
-        let (o, r) = match ran {
-            Ok((o, r)) => (Ok(o), Ok(r)),
-            Err(e) => (Err(anyhow::anyhow!("{e:#}")), Err(e)),
-        };
-        check_or_fail(
-            rep,
-            "linear_add_rms_norm",
-            format!("{what} residual"),
-            r,
-            &rc,
-            T,
-        );
-        check_or_fail(
-            rep,
-            "linear_add_rms_norm",
-            format!("{what} normed"),
-            o,
-            &oc,
-            T,
-        );
-    }
-    Ok(())
-}
-
-/// A check of `gpu` against `cpu`, or a failed fact naming the error where the GPU side
-/// did not run.
-fn check_or_fail(
-    rep: &mut Report,
-    group: &'static str,
-    case: String,
-    gpu: Result<Vec<f32>>,
-    cpu: &[f32],
-    tol: f64,
-) {
-    match gpu {
-        Ok(g) => {
-            rep.check(group, case, &g, cpu, tol);
-        }
-        Err(e) => rep.fact(group, case, false, format!("did not run: {e:#}")),
-    }
+    super::tc_gemm::run(cpu, gpu, &mut rng, rep)
 }
 
 fn params<'a, T>(c: &Case, norms: bool, wq: &'a T, wk: &'a T, inv: &'a T) -> AttnParams<'a, T> {
@@ -837,7 +673,7 @@ fn norm_prologue_linears(
 
 /// The product paths a check of `m` rows runs: the skinny kernel's two builds up to
 /// 8 rows, its tensor-core builds to 64, and cuBLAS. (The Hopper GEMM's paths run in
-/// [`hopper_gemm`], last.)
+/// `tc_gemm.rs`, last.)
 fn paths(m: usize) -> Vec<&'static str> {
     if m <= GEMV_SIMT_MAX_ROWS {
         vec!["gemv", "gemv simt", "cuBLAS"]
@@ -852,7 +688,11 @@ fn paths(m: usize) -> Vec<&'static str> {
 /// rows, its tensor-core builds where k allows), "gemv simt" (its scalar build),
 /// "cuBLAS", or "tc gemm" (the Hopper GEMM from one row, with the tile named after it,
 /// if any); then the routing as it was.
-fn on_path<T>(gpu: &CudaBackend, path: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+pub(super) fn on_path<T>(
+    gpu: &CudaBackend,
+    path: &str,
+    f: impl FnOnce() -> Result<T>,
+) -> Result<T> {
     let tc = gpu.gemv_tc();
     let gemm_rows = gpu.gemm_rows();
     gpu.set_gemv_rows(if path.starts_with("gemv") {
@@ -870,31 +710,6 @@ fn on_path<T>(gpu: &CudaBackend, path: &str, f: impl FnOnce() -> Result<T>) -> R
     gpu.set_gemm_rows(gemm_rows);
     gpu.set_gemm_tile(None);
     r
-}
-
-/// On a "tc gemm" path, a fact that the Hopper GEMM takes this product exactly when
-/// `want` (else the check after it would test a fallback under the kernel's name, or
-/// the kernel where a tile does not fit).
-#[allow(clippy::too_many_arguments)]
-fn took_tc_gemm(
-    gpu: &CudaBackend,
-    rep: &mut Report,
-    path: &str,
-    x: &<CudaBackend as Backend>::Tensor,
-    w: &<CudaBackend as Backend>::Tensor,
-    silu: bool,
-    want: bool,
-    group: &'static str,
-) {
-    if path.starts_with("tc gemm") {
-        let took = gpu.tc_gemm_takes(x, w, silu);
-        rep.fact(
-            group,
-            format!("{:?} x {:?} [{path}] routed", x.shape, w.shape),
-            took == want,
-            format!("the Hopper GEMM takes it: {took}, expected {want}"),
-        );
-    }
 }
 
 /// The products with the next op in their epilogue (gemv.cu's `gemv_silu`, and

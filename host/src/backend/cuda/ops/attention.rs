@@ -4,6 +4,7 @@
 
 use cudarc::driver::CudaSlice;
 
+use super::gemm::GemmEpi;
 use super::kv::check_slots;
 use super::rope::QkvRopeStore;
 use super::shape_err;
@@ -104,85 +105,16 @@ impl CudaBackend {
         step: &CudaStep,
         p: &AttnParams<'_, CudaTensor>,
     ) -> Result<CudaTensor, BackendError> {
-        let l = kv.layout;
-        let d = p.head_dim;
         let (rows, cols) = qkv.rows_cols("qkv_attention")?;
-        let (qd, kvd) = (p.q_heads * d, p.kv_heads * d);
-        if cols != qd + 2 * kvd
-            || layer >= l.num_layers
-            || d != l.head_dim
-            || p.kv_heads != l.kv_heads
-            || p.kv_heads == 0
-            || !p.q_heads.is_multiple_of(p.kv_heads)
-            || rows != step.meta.num_tokens()
-            || step.meta.page_size as usize != l.page_size
-            || p.inv_freq.numel() * 2 != d
-            || !cols.is_multiple_of(8)
-        {
-            return Err(shape_err(
-                "qkv_attention",
-                format!(
-                    "qkv {:?} for {}q/{}kv x {d}, layer {layer}, cache {l:?}, {} tokens, page size {}",
-                    qkv.shape,
-                    p.q_heads,
-                    p.kv_heads,
-                    step.meta.num_tokens(),
-                    step.meta.page_size
-                ),
-            ));
-        }
-        let out = self.new_bf16(rows, qd)?;
+        let base = self.bf16_ptr(&qkv, "qkv_attention")?;
+        let rs = self.rope_store_args(base, &qkv.shape, kv, layer, step, p)?;
+        let out = self.new_bf16(rows, p.q_heads * p.head_dim)?;
         if rows == 0 {
             return Ok(out);
         }
-        check_slots(l, step)?;
-        let freq = p.inv_freq.f32_copy.as_ref().ok_or_else(|| {
-            shape_err(
-                "qkv_attention",
-                format!("inv_freq {:?} must be a 1-D upload", p.inv_freq.shape),
-            )
-        })?;
-        let fp = self.ptr(freq);
-        let pos = self.step_ptr(step, step.off.positions);
-        let base = self.bf16_ptr(&qkv, "qkv_attention")?;
-        // The reference normalises q and k only when both weights are given.
-        let (qw, kw) = match (p.q_norm, p.k_norm) {
-            (Some(qn), Some(kn)) => {
-                if qn.numel() != d || kn.numel() != d {
-                    return Err(shape_err(
-                        "qkv_attention",
-                        format!("q/k norm {:?}/{:?}, head_dim {d}", qn.shape, kn.shape),
-                    ));
-                }
-                (
-                    self.bf16_ptr(qn, "qkv_attention")?,
-                    self.bf16_ptr(kn, "qkv_attention")?,
-                )
-            }
-            _ => (0, 0),
-        };
-        // q normed and rotated, k normed, rotated and written to the cache, v copied
-        // to the cache: one launch inside qkv (q in place), or, on the split-grid
-        // tensor-core decode, inside the attention launch itself.
-        let rs = QkvRopeStore {
-            qkv: base,
-            rows,
-            row_stride: cols,
-            q_heads: p.q_heads,
-            kv_heads: p.kv_heads,
-            head_dim: d,
-            q_norm: qw,
-            k_norm: kw,
-            pos,
-            inv_freq: fp,
-            eps: p.eps,
-            slots: self.step_ptr(step, step.off.slots),
-            k_cache: self.ptr(&kv.k[layer]),
-            v_cache: self.ptr(&kv.v[layer]),
-        };
-        // The split-grid tensor-core decode may take the launch's work (attention_raw
-        // decides, by its grid); every other path runs it first.
-        let how = match self.attention_path(step, d, p.q_heads / p.kv_heads) {
+        // The split-grid tensor-core decode may take qkv_rope_store's work
+        // (attention_raw decides, by its grid); every other path runs it first.
+        let how = match self.attention_path(step, p.head_dim, p.q_heads / p.kv_heads) {
             AttnPath::DecodeMma => Fused::RopeStore(&rs),
             path => {
                 self.qkv_rope_store_raw(&rs)?;
@@ -203,6 +135,169 @@ impl CudaBackend {
         )?;
         // qkv is dropped here: freed in stream order, after the kernels above.
         Ok(out)
+    }
+
+    /// `qkv_attention(linear(x, w, bias))` with the q/k norm, RoPE and K/V cache write
+    /// in the product's epilogue (the Hopper GEMM's _rope builds), where
+    /// [`Self::fuses_qkv_product_impl`] says so; else the two ops.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn linear_qkv_attention_impl(
+        &self,
+        x: &CudaTensor,
+        w: &CudaTensor,
+        bias: Option<&CudaTensor>,
+        kv: &mut CudaKv,
+        layer: usize,
+        step: &CudaStep,
+        p: &AttnParams<'_, CudaTensor>,
+    ) -> Result<CudaTensor, BackendError> {
+        if !self.fuses_qkv_product_impl(x, w, p) {
+            let qkv = self.linear_impl(x, w, bias)?;
+            return self.qkv_attention_impl(qkv, kv, layer, step, p);
+        }
+        let (m, k, n) = crate::backend::shapes::linear(
+            &x.shape,
+            &w.shape,
+            bias.map(|b| (b.shape.as_slice(), b.numel())),
+        )?;
+        let qkv = self.new_bf16(m, n)?;
+        let qp = self.tptr(&qkv);
+        let rs = self.rope_store_args(qp, &qkv.shape, kv, layer, step, p)?;
+        let out = self.new_bf16(m, p.q_heads * p.head_dim)?;
+        let bp = match bias {
+            Some(b) => self.bf16_ptr(b, "linear_qkv_attention")?,
+            None => 0,
+        };
+        let (xp, wp) = (
+            self.bf16_ptr(x, "linear_qkv_attention")?,
+            self.bf16_ptr(w, "linear_qkv_attention")?,
+        );
+        crate::backend::cuda::timeline::cost(
+            ((m * k + n * k) * 2 + m * n * 2) as f64,
+            2.0 * (m * n * k) as f64,
+        );
+        self.tc_gemm(
+            (xp, wp, bp, qp),
+            (m, n, k),
+            GemmEpi::Rope(p.head_dim),
+            Some(&rs),
+        )?;
+        let path = self.attention_path(step, p.head_dim, p.q_heads / p.kv_heads);
+        self.attention_raw(
+            qp,
+            n,
+            m,
+            p.q_heads,
+            kv,
+            layer,
+            step,
+            p.scale,
+            self.tptr(&out),
+            Some(Fused::Path(path)),
+        )?;
+        Ok(out)
+    }
+
+    /// Whether [`Self::linear_qkv_attention_impl`] fuses: past one row (one row is
+    /// the layer chain's, which takes the qkv product), the Hopper GEMM takes the
+    /// product of these q/k/v heads with a rope tile (heads of 64 or 128).
+    pub(super) fn fuses_qkv_product_impl(
+        &self,
+        x: &CudaTensor,
+        w: &CudaTensor,
+        p: &AttnParams<'_, CudaTensor>,
+    ) -> bool {
+        x.shape.first().is_some_and(|&rows| rows > 1)
+            && w.shape.first() == Some(&((p.q_heads + 2 * p.kv_heads) * p.head_dim))
+            && self.tc_gemm_takes(x, w, GemmEpi::Rope(p.head_dim))
+    }
+
+    /// What `qkv_rope_store` and the kernels that take its work need for the qkv rows
+    /// at `qkv` (`shape` `[rows, (q_heads + 2 kv_heads) · head_dim]`), after checking
+    /// them against the cache, the step and the parameters.
+    fn rope_store_args(
+        &self,
+        qkv: u64,
+        shape: &[usize],
+        kv: &CudaKv,
+        layer: usize,
+        step: &CudaStep,
+        p: &AttnParams<'_, CudaTensor>,
+    ) -> Result<QkvRopeStore, BackendError> {
+        let l = kv.layout;
+        let d = p.head_dim;
+        let &[rows, cols] = shape else {
+            return Err(shape_err(
+                "qkv_attention",
+                format!("qkv {shape:?} must be 2-D"),
+            ));
+        };
+        let (qd, kvd) = (p.q_heads * d, p.kv_heads * d);
+        if cols != qd + 2 * kvd
+            || layer >= l.num_layers
+            || d != l.head_dim
+            || p.kv_heads != l.kv_heads
+            || p.kv_heads == 0
+            || !p.q_heads.is_multiple_of(p.kv_heads)
+            || rows != step.meta.num_tokens()
+            || step.meta.page_size as usize != l.page_size
+            || p.inv_freq.numel() * 2 != d
+            || !cols.is_multiple_of(8)
+        {
+            return Err(shape_err(
+                "qkv_attention",
+                format!(
+                    "qkv {shape:?} for {}q/{}kv x {d}, layer {layer}, cache {l:?}, {} tokens, page size {}",
+                    p.q_heads,
+                    p.kv_heads,
+                    step.meta.num_tokens(),
+                    step.meta.page_size
+                ),
+            ));
+        }
+        if rows > 0 {
+            check_slots(l, step)?;
+        }
+        let freq = p.inv_freq.f32_copy.as_ref().ok_or_else(|| {
+            shape_err(
+                "qkv_attention",
+                format!("inv_freq {:?} must be a 1-D upload", p.inv_freq.shape),
+            )
+        })?;
+        // The reference normalises q and k only when both weights are given.
+        let (qw, kw) = match (p.q_norm, p.k_norm) {
+            (Some(qn), Some(kn)) => {
+                if qn.numel() != d || kn.numel() != d {
+                    return Err(shape_err(
+                        "qkv_attention",
+                        format!("q/k norm {:?}/{:?}, head_dim {d}", qn.shape, kn.shape),
+                    ));
+                }
+                (
+                    self.bf16_ptr(qn, "qkv_attention")?,
+                    self.bf16_ptr(kn, "qkv_attention")?,
+                )
+            }
+            _ => (0, 0),
+        };
+        // q normed and rotated, k normed, rotated and written to the cache, v copied
+        // to the cache.
+        Ok(QkvRopeStore {
+            qkv,
+            rows,
+            row_stride: cols,
+            q_heads: p.q_heads,
+            kv_heads: p.kv_heads,
+            head_dim: d,
+            q_norm: qw,
+            k_norm: kw,
+            pos: self.step_ptr(step, step.off.positions),
+            inv_freq: self.ptr(freq),
+            eps: p.eps,
+            slots: self.step_ptr(step, step.off.slots),
+            k_cache: self.ptr(&kv.k[layer]),
+            v_cache: self.ptr(&kv.v[layer]),
+        })
     }
 
     /// Prefill tiles: (sequence, first new-token row) per 64-row tile, and how

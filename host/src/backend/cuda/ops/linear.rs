@@ -4,6 +4,7 @@
 use cudarc::cublas::{result as blas, sys as bsys};
 use cudarc::driver::LaunchConfig;
 
+use super::gemm::GemmEpi;
 use super::shape_err;
 use crate::backend::cuda::{
     cfg, g, Arg, Buf, CudaBackend, CudaTensor, GEMV_MAX_ROWS, GEMV_SIMT_MAX_ROWS,
@@ -69,12 +70,17 @@ impl CudaBackend {
             return Ok(out);
         }
         let (xp, wp) = (self.bf16_ptr(x, "linear")?, self.bf16_ptr(w, "linear")?);
-        if !f32_out && self.use_tc_gemm((xp, wp), (m, n, k), false) {
+        if !f32_out && self.use_tc_gemm((xp, wp), (m, n, k), GemmEpi::Plain) {
             let bp = match bias {
                 Some(b) => self.bf16_ptr(b, "linear")?,
                 None => 0,
             };
-            self.tc_gemm((xp, wp, bp, self.tptr(&out)), (m, n, k), false)?;
+            self.tc_gemm(
+                (xp, wp, bp, self.tptr(&out)),
+                (m, n, k),
+                GemmEpi::Plain,
+                None,
+            )?;
             return Ok(out);
         }
         let mut beta = 0.0f32;
@@ -351,14 +357,17 @@ impl CudaBackend {
             self.bf16_ptr(x, "linear_silu_mul")?,
             self.bf16_ptr(w, "linear_silu_mul")?,
         );
-        if n2.is_multiple_of(2) && !x.logits_input && self.use_tc_gemm((xp, wp), (m, n2, k), true) {
+        if n2.is_multiple_of(2)
+            && !x.logits_input
+            && self.use_tc_gemm((xp, wp), (m, n2, k), GemmEpi::Silu)
+        {
             let n = n2 / 2;
             let out = self.new_bf16(m, n)?;
             crate::backend::cuda::timeline::cost(
                 ((m * k + n2 * k) * 2 + m * n * 2) as f64,
                 2.0 * (m * n2 * k) as f64,
             );
-            self.tc_gemm((xp, wp, 0, self.tptr(&out)), (m, n, k), true)?;
+            self.tc_gemm((xp, wp, 0, self.tptr(&out)), (m, n, k), GemmEpi::Silu, None)?;
             return Ok(out);
         }
         let gu = self.linear_impl(x, w, None)?;
