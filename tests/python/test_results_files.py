@@ -91,6 +91,7 @@ def test_hopper_decode_gemm_builds_do_not_spill():
         m = re.match(r"(\w+): ptxas.* (\d+) bytes spill stores, (\d+) bytes spill loads", line)
         if m:
             spills[m.group(1)] = int(m.group(2)) + int(m.group(3))
-    for k in ("gemm_tc_bn64", "gemm_tc_bn128", "gemm_tc_silu_bn64", "gemm_tc_silu_bn128"):
+    for k in ("gemm_tc_bn64", "gemm_tc_bn128", "gemm_tc_silu_bn64", "gemm_tc_silu_bn128",
+              "gemm_tc_rope_hd64", "gemm_tc_rope_hd128"):
         assert k in spills, f"{k} missing from ptxas's report: {sorted(spills)}"
         assert spills[k] == 0, f"{k} spills {spills[k]} bytes"
