@@ -530,15 +530,8 @@ __device__ __forceinline__ void decode_mma_segment(
 }
 
 // What the folded build (decode_mma_rs_hd*) reads beyond the plain kernel's arguments:
-// qkv_rope_store's.
-struct DecodeRope {
-    const bf16_t* q_norm;
-    const bf16_t* k_norm;
-    const int* pos;
-    const float* inv_freq;
-    float eps;
-    const int* slots;
-};
+// qkv_rope_store's (rope.cuh).
+typedef RopeStoreArgs DecodeRope;
 
 // RS = false: attn_decode_mma_hd*, q read rotated at q + t * q_stride (r unused).
 // RS = true: attn_decode_mma_rs_hd*, qkv_rope_store's work folded in. q is the fused qkv

@@ -64,12 +64,7 @@
 // qkv_rope_store's arguments (rope.cu) less the qkv rows, which are y.
 struct TgRope {
     int hq, hkv;
-    const bf16_t* q_norm;
-    const bf16_t* k_norm;
-    const int* pos;
-    const float* inv_freq;
-    float eps;
-    const int* slots;
+    RopeStoreArgs r;
     bf16_t* k_cache;
     bf16_t* v_cache;
 };
@@ -129,7 +124,7 @@ template <int HD>
 __device__ __forceinline__ void tg_rope_rows(const bf16_t* heads, int r0, int r1, int cw, int lane, int row_base,
                                              int head, bf16_t* __restrict__ y, int m, int n, const TgRope& a) {
     constexpr int PER = HD / 32;
-    const bool rotate = a.inv_freq != nullptr && head < a.hq + a.hkv;
+    const bool rotate = a.r.inv_freq != nullptr && head < a.hq + a.hkv;
     for (int r = r0 + cw; r < r1; r += 8) {
         const int t = row_base + r;
         if (t >= m) break;
@@ -137,15 +132,15 @@ __device__ __forceinline__ void tg_rope_rows(const bf16_t* heads, int r0, int r1
         load_head<HD>(heads + r * TG_HEAD_STRIDE(HD), lane, v);
         bf16_t* row = y + (size_t)t * n;
         if (head >= a.hq) store_head<HD>(row + (size_t)head * HD, lane, v);
-        const size_t slot = head >= a.hq ? (size_t)(unsigned)a.slots[t] : 0;
+        const size_t slot = head >= a.hq ? (size_t)(unsigned)a.r.slots[t] : 0;
         if (head >= a.hq + a.hkv) {
             store_head<HD>(a.v_cache + (slot * a.hkv + (head - a.hq - a.hkv)) * HD, lane, v);
             continue;
         }
         const bool is_q = head < a.hq;
         float sn[HD / 64], cs[HD / 64];
-        if (rotate) rope_angles<HD>(sn, cs, lane, t, a.pos, a.inv_freq);
-        norm_rope_regs<HD>(v, lane, is_q ? a.q_norm : a.k_norm, a.eps, rotate, sn, cs);
+        if (rotate) rope_angles<HD>(sn, cs, lane, t, a.r.pos, a.r.inv_freq);
+        norm_rope_regs<HD>(v, lane, is_q ? a.r.q_norm : a.r.k_norm, a.r.eps, rotate, sn, cs);
         bf16_t* dst = is_q ? row + (size_t)head * HD : a.k_cache + (slot * a.hkv + (head - a.hq)) * HD;
         store_head<HD>(dst, lane, v);
     }
@@ -353,7 +348,7 @@ GEMM_TC(gemm_tc_silu_bn128, 128, TG_SILU)
              const bf16_t* bias, int m, int n, int k, int hq, int hkv, const bf16_t* q_norm,               \
              const bf16_t* k_norm, const int* pos, const float* inv_freq, float eps, const int* slots,     \
              bf16_t* k_cache, bf16_t* v_cache) {                                                          \
-        const TgRope rope{hq, hkv, q_norm, k_norm, pos, inv_freq, eps, slots, k_cache, v_cache};           \
+        const TgRope rope{hq, hkv, {q_norm, k_norm, pos, inv_freq, eps, slots}, k_cache, v_cache};           \
         gemm_tc_impl<HD, TG_ROPE>(&xm, &wm, y, bias, m, n, k, rope);                                      \
     }
 GEMM_TC_ROPE(gemm_tc_rope_hd64, 64)

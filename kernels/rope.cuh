@@ -104,6 +104,18 @@ __device__ __forceinline__ void norm_rope_regs_by(float (&v)[HD / 32], Weight we
     }
 }
 
+// qkv_rope_store's arguments past the qkv rows and the head counts, in its order: what
+// the kernels that take over its work (the folded decode, the Hopper GEMM's rope
+// epilogue) read too. Null norms: none; null inv_freq: no rotation.
+struct RopeStoreArgs {
+    const bf16_t* q_norm;
+    const bf16_t* k_norm;
+    const int* pos;
+    const float* inv_freq;
+    float eps;
+    const int* slots;
+};
+
 // norm_rope_regs_by with the norm weight read where it is used (null: no norm).
 template <int HD>
 __device__ __forceinline__ void norm_rope_regs(float (&v)[HD / 32], int lane,

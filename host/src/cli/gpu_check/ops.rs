@@ -286,7 +286,13 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
     super::tc_gemm::run(cpu, gpu, &mut rng, rep)
 }
 
-fn params<'a, T>(c: &Case, norms: bool, wq: &'a T, wk: &'a T, inv: &'a T) -> AttnParams<'a, T> {
+pub(super) fn params<'a, T>(
+    c: &Case,
+    norms: bool,
+    wq: &'a T,
+    wk: &'a T,
+    inv: &'a T,
+) -> AttnParams<'a, T> {
     AttnParams {
         q_heads: c.q_heads,
         kv_heads: c.kv_heads,
@@ -300,50 +306,58 @@ fn params<'a, T>(c: &Case, norms: bool, wq: &'a T, wk: &'a T, inv: &'a T) -> Att
 }
 
 /// What one `qkv_attention` check feeds either backend.
-struct QkvInputs<'a> {
-    c: &'a Case,
-    norms: bool,
-    layout: KvLayout,
-    fill: &'a StepMeta,
-    attn: &'a StepMeta,
-    k: &'a [f32],
-    v: &'a [f32],
-    qkv: &'a [f32],
-    wq: &'a [f32],
-    wk: &'a [f32],
-    inv: &'a [f32],
+pub(super) struct QkvInputs<'a> {
+    pub c: &'a Case,
+    pub norms: bool,
+    pub layout: KvLayout,
+    pub fill: &'a StepMeta,
+    pub attn: &'a StepMeta,
+    pub k: &'a [f32],
+    pub v: &'a [f32],
+    /// The qkv rows (empty where a check computes them from a product).
+    pub qkv: &'a [f32],
+    pub wq: &'a [f32],
+    pub wk: &'a [f32],
+    pub inv: &'a [f32],
+}
+
+/// One check's state on a backend before its step: the norm weights and frequencies
+/// uploaded, every position of `fill` cached (the prefix), the `attn` step prepared.
+pub(super) struct Prefixed<B: Backend> {
+    pub wq: B::Tensor,
+    pub wk: B::Tensor,
+    pub inv: B::Tensor,
+    pub kv: B::Kv,
+    pub st: B::Step,
+}
+
+pub(super) fn prefixed<B: Backend>(b: &B, x: &QkvInputs<'_>) -> Result<Prefixed<B>> {
+    let hd = x.c.head_dim;
+    let kvw = x.c.kv_heads * hd;
+    let nf = x.fill.tokens.len();
+    let mut kv = b.alloc_kv(x.layout)?;
+    let fs = b.prepare_step(x.fill)?;
+    let (k, v) = (up(b, &[nf, kvw], x.k)?, up(b, &[nf, kvw], x.v)?);
+    b.store_kv(&mut kv, 0, &k, &v, &fs)?;
+    Ok(Prefixed {
+        wq: up(b, &[hd], x.wq)?,
+        wk: up(b, &[hd], x.wk)?,
+        inv: up(b, &[hd / 2], x.inv)?,
+        kv,
+        st: b.prepare_step(x.attn)?,
+    })
 }
 
 /// Every position of `fill` cached first (the prefix), then `qkv_attention` over
 /// `attn`: its output, the cache after it and the step.
 fn qkv_attention_on<B: Backend>(b: &B, x: &QkvInputs<'_>) -> Result<(B::Tensor, B::Kv, B::Step)> {
-    let (c, hd) = (x.c, x.c.head_dim);
-    let kvw = c.kv_heads * hd;
-    let (nf, t) = (x.fill.tokens.len(), x.attn.tokens.len());
-    let cols = (c.q_heads + 2 * c.kv_heads) * hd;
-    let (wq, wk, inv) = (
-        up(b, &[hd], x.wq)?,
-        up(b, &[hd], x.wk)?,
-        up(b, &[hd / 2], x.inv)?,
-    );
-    let mut kv = b.alloc_kv(x.layout)?;
-    let fs = b.prepare_step(x.fill)?;
-    b.store_kv(
-        &mut kv,
-        0,
-        &up(b, &[nf, kvw], x.k)?,
-        &up(b, &[nf, kvw], x.v)?,
-        &fs,
-    )?;
-    let st = b.prepare_step(x.attn)?;
-    let out = b.qkv_attention(
-        up(b, &[t, cols], x.qkv)?,
-        &mut kv,
-        0,
-        &st,
-        &params(c, x.norms, &wq, &wk, &inv),
-    )?;
-    Ok((out, kv, st))
+    let c = x.c;
+    let t = x.attn.tokens.len();
+    let cols = (c.q_heads + 2 * c.kv_heads) * c.head_dim;
+    let mut s = prefixed(b, x)?;
+    let p = params(c, x.norms, &s.wq, &s.wk, &s.inv);
+    let out = b.qkv_attention(up(b, &[t, cols], x.qkv)?, &mut s.kv, 0, &s.st, &p)?;
+    Ok((out, s.kv, s.st))
 }
 
 /// `qkv_attention`: the CUDA backend's one launch for q/k norm + RoPE + the K/V cache

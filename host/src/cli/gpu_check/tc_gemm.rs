@@ -7,11 +7,11 @@ use anyhow::Result;
 use rand_chacha::ChaCha8Rng;
 
 use super::attn::{metas, Case};
-use super::ops::{on_path, qwen3_inv_freq, randn, up};
+use super::ops::{on_path, params, prefixed, qwen3_inv_freq, randn, up, QkvInputs};
 use super::report::Report;
 use minisgl::backend::cpu::CpuBackend;
 use minisgl::backend::cuda::{CudaBackend, GemmEpi, GemmTile};
-use minisgl::backend::{AttnParams, Backend, KvLayout, StepMeta};
+use minisgl::backend::{Backend, KvLayout};
 
 /// The Hopper decode GEMM (`gemm_sm90.cu`) against the CPU: products with and without
 /// bias, SiLU·mul of gate_up, and the residual add + norm after a product, by the tile rule ("tc gemm")
@@ -201,65 +201,38 @@ fn took_tc_gemm(
     }
 }
 
-/// One `linear_qkv_attention` check's inputs, for either backend.
+/// One `linear_qkv_attention` check's inputs, for either backend: `qkv_attention`'s
+/// (its qkv rows left empty) and the product's.
 struct QkvCase<'a> {
-    c: &'a Case,
+    step: QkvInputs<'a>,
     hidden: usize,
-    norms: bool,
     bias: bool,
-    layout: KvLayout,
-    fill: &'a StepMeta,
-    attn: &'a StepMeta,
-    kf: &'a [f32],
-    vf: &'a [f32],
     x: &'a [f32],
     w: &'a [f32],
     b: &'a [f32],
-    wq: &'a [f32],
-    wk: &'a [f32],
-    inv: &'a [f32],
 }
 
 /// The prefix cached, then the step's qkv product and attention: fused
 /// (`linear_qkv_attention`) or the product then `qkv_attention`. Returns whether the
 /// backend said it fuses, the output and the cache.
 fn qkv_step<B: Backend>(be: &B, q: &QkvCase<'_>, fused: bool) -> Result<(bool, Vec<f32>, B::Kv)> {
-    let c = q.c;
-    let (hd, hq, hkv) = (c.head_dim, c.q_heads, c.kv_heads);
-    let (kvw, cols) = (hkv * hd, (hq + 2 * hkv) * hd);
-    let (nf, t) = (q.fill.tokens.len(), q.attn.tokens.len());
-    let (wq, wk, inv) = (
-        up(be, &[hd], q.wq)?,
-        up(be, &[hd], q.wk)?,
-        up(be, &[hd / 2], q.inv)?,
-    );
-    let p = AttnParams {
-        q_heads: hq,
-        kv_heads: hkv,
-        head_dim: hd,
-        q_norm: q.norms.then_some(&wq),
-        k_norm: q.norms.then_some(&wk),
-        inv_freq: &inv,
-        eps: 1e-6,
-        scale: 1.0 / (hd as f32).sqrt(),
-    };
-    let mut kv = be.alloc_kv(q.layout)?;
-    let fs = be.prepare_step(q.fill)?;
-    let (k, v) = (up(be, &[nf, kvw], q.kf)?, up(be, &[nf, kvw], q.vf)?);
-    be.store_kv(&mut kv, 0, &k, &v, &fs)?;
-    let st = be.prepare_step(q.attn)?;
+    let c = q.step.c;
+    let cols = (c.q_heads + 2 * c.kv_heads) * c.head_dim;
+    let t = q.step.attn.tokens.len();
+    let mut s = prefixed(be, &q.step)?;
+    let p = params(c, q.step.norms, &s.wq, &s.wk, &s.inv);
     let x = up(be, &[t, q.hidden], q.x)?;
     let w = up(be, &[cols, q.hidden], q.w)?;
     let b = up(be, &[cols], q.b)?;
     let bias = q.bias.then_some(&b);
     let fuses = be.fuses_qkv_product(&x, &w, &p);
     let out = if fused {
-        be.linear_qkv_attention(&x, &w, bias, &mut kv, 0, &st, &p)?
+        be.linear_qkv_attention(&x, &w, bias, &mut s.kv, 0, &s.st, &p)?
     } else {
         let qkv = be.linear(&x, &w, bias)?;
-        be.qkv_attention(qkv, &mut kv, 0, &st, &p)?
+        be.qkv_attention(qkv, &mut s.kv, 0, &s.st, &p)?
     };
-    Ok((fuses, be.to_host(&out)?, kv))
+    Ok((fuses, be.to_host(&out)?, s.kv))
 }
 
 /// `linear_qkv_attention` with the q/k norm, RoPE and K/V cache write in the Hopper
@@ -337,27 +310,30 @@ fn qkv_attention(
         );
         let inv = qwen3_inv_freq(hd);
         let q = QkvCase {
-            c,
-            hidden: *hidden,
-            norms: *norms,
-            bias: *bias,
-            layout: KvLayout {
-                num_layers: 1,
-                num_pages,
-                page_size: c.page_size,
-                kv_heads: hkv,
-                head_dim: hd,
+            step: QkvInputs {
+                c,
+                norms: *norms,
+                layout: KvLayout {
+                    num_layers: 1,
+                    num_pages,
+                    page_size: c.page_size,
+                    kv_heads: hkv,
+                    head_dim: hd,
+                },
+                fill: &fill,
+                attn: &attn,
+                k: &kf,
+                v: &vf,
+                qkv: &[],
+                wq: &wq,
+                wk: &wk,
+                inv: &inv,
             },
-            fill: &fill,
-            attn: &attn,
-            kf: &kf,
-            vf: &vf,
+            hidden: *hidden,
+            bias: *bias,
             x: &x,
             w: &w,
             b: &b,
-            wq: &wq,
-            wk: &wk,
-            inv: &inv,
         };
         // The step's rows of a cache ([slot][kv_heads x head_dim]).
         let step_rows = |cache: &[f32]| -> Vec<f32> {

@@ -108,9 +108,8 @@ impl CudaBackend {
         let (rows, cols) = qkv.rows_cols("qkv_attention")?;
         let base = self.bf16_ptr(&qkv, "qkv_attention")?;
         let rs = self.rope_store_args(base, &qkv.shape, kv, layer, step, p)?;
-        let out = self.new_bf16(rows, p.q_heads * p.head_dim)?;
         if rows == 0 {
-            return Ok(out);
+            return self.new_bf16(0, p.q_heads * p.head_dim);
         }
         // The split-grid tensor-core decode may take qkv_rope_store's work
         // (attention_raw decides, by its grid); every other path runs it first.
@@ -121,19 +120,27 @@ impl CudaBackend {
                 Fused::Path(path)
             }
         };
-        self.attention_raw(
-            base,
-            cols,
-            rows,
-            p.q_heads,
-            kv,
-            layer,
-            step,
-            p.scale,
-            self.tptr(&out),
-            Some(how),
-        )?;
-        // qkv is dropped here: freed in stream order, after the kernels above.
+        // qkv is dropped after this: freed in stream order, after the kernels.
+        self.attend_qkv(base, (rows, cols), kv, layer, step, p, how)
+    }
+
+    /// The attention over the q columns of the qkv rows at `qkv` (`[rows, cols]`), told
+    /// `how`, into a new `[rows, q_heads · head_dim]` tensor.
+    #[allow(clippy::too_many_arguments)]
+    fn attend_qkv(
+        &self,
+        qkv: u64,
+        (rows, cols): (usize, usize),
+        kv: &CudaKv,
+        layer: usize,
+        step: &CudaStep,
+        p: &AttnParams<'_, CudaTensor>,
+        how: Fused<'_>,
+    ) -> Result<CudaTensor, BackendError> {
+        let out = self.new_bf16(rows, p.q_heads * p.head_dim)?;
+        let op = self.tptr(&out);
+        let (hq, scale) = (p.q_heads, p.scale);
+        self.attention_raw(qkv, cols, rows, hq, kv, layer, step, scale, op, Some(how))?;
         Ok(out)
     }
 
@@ -163,7 +170,6 @@ impl CudaBackend {
         let qkv = self.new_bf16(m, n)?;
         let qp = self.tptr(&qkv);
         let rs = self.rope_store_args(qp, &qkv.shape, kv, layer, step, p)?;
-        let out = self.new_bf16(m, p.q_heads * p.head_dim)?;
         let bp = match bias {
             Some(b) => self.bf16_ptr(b, "linear_qkv_attention")?,
             None => 0,
@@ -183,19 +189,7 @@ impl CudaBackend {
             Some(&rs),
         )?;
         let path = self.attention_path(step, p.head_dim, p.q_heads / p.kv_heads);
-        self.attention_raw(
-            qp,
-            n,
-            m,
-            p.q_heads,
-            kv,
-            layer,
-            step,
-            p.scale,
-            self.tptr(&out),
-            Some(Fused::Path(path)),
-        )?;
-        Ok(out)
+        self.attend_qkv(qp, (m, n), kv, layer, step, p, Fused::Path(path))
     }
 
     /// Whether [`Self::linear_qkv_attention_impl`] fuses: past one row (one row is
