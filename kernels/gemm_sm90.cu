@@ -117,17 +117,21 @@ __device__ __forceinline__ void tg_store_group(bf16_t* __restrict__ y, const bf1
 }
 
 // qkv_rope_store_impl (rope.cu) for head `head` of rows [r0, r1) of the tile, a warp a
-// row (cw: this consumer warp, 0-7): the same loads, math and stores, from the bf16
-// tile in shared memory instead of the qkv row. k and v also go to y raw, as the product
-// leaves them for qkv_rope_store.
+// row (w: this warp of the CTA's twelve): the same loads, math and stores, from the
+// bf16 tile in shared memory instead of the qkv row. k and v also go to y raw, as the
+// product leaves them for qkv_rope_store.
 template <int HD>
-__device__ __forceinline__ void tg_rope_rows(const bf16_t* heads, int r0, int r1, int cw, int lane, int row_base,
+__device__ __forceinline__ void tg_rope_rows(const bf16_t* heads, int r0, int r1, int w, int lane, int row_base,
                                              int head, bf16_t* __restrict__ y, int m, int n, const TgRope& a) {
     constexpr int PER = HD / 32;
+    constexpr int WARPS = TG_THREADS / 32;
     const bool rotate = a.r.inv_freq != nullptr && head < a.hq + a.hkv;
-    for (int r = r0 + cw; r < r1; r += 8) {
+    // Rows are independent: two at a time, so that one row's loads, sincosf and
+    // shuffles may overlap the other's (a warp has 3-11 rows here, one after another).
+#pragma unroll 2
+    for (int r = r0 + w; r < r1; r += WARPS) {
         const int t = row_base + r;
-        if (t >= m) break;
+        if (t >= m) continue;
         float v[PER];
         load_head<HD>(heads + r * TG_HEAD_STRIDE(HD), lane, v);
         bf16_t* row = y + (size_t)t * n;
@@ -252,17 +256,20 @@ __device__ __forceinline__ void gemm_tc_impl(const TmaDesc* xm, const TmaDesc* w
     // The _rope builds' tile of heads, past the partials (both in the stages, free now).
     bf16_t* heads = reinterpret_cast<bf16_t*>(tg_smem + (base - smem_u32(tg_smem)) + TG_PART_BYTES(BN));
     if (splits == 1) {
-        if (wg == 0) return;
         if constexpr (EPI == TG_ROPE) {
-            named_sync(1, 256);  // both warpgroups past their last reads of the stages
+            // The producer's warps take rows too: all twelve wait for the tile.
+            __syncthreads();  // both consumer warpgroups past their last reads of the stages
+            if (wg > 0) {
 #pragma unroll
-            for (int q = 0; q < Q; q++) {
-                const float v[4] = {acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]};
-                tg_tile_group(heads, TG_HEAD_STRIDE(BN), bias, rl, 2 * (lane & 3), col0, q, v);
+                for (int q = 0; q < Q; q++) {
+                    const float v[4] = {acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]};
+                    tg_tile_group(heads, TG_HEAD_STRIDE(BN), bias, rl, 2 * (lane & 3), col0, q, v);
+                }
             }
-            named_sync(1, 256);
-            tg_rope_rows<BN>(heads, 0, TG_BM, cw, lane, mt * TG_BM, tile, y, m, n, rope);
+            __syncthreads();
+            tg_rope_rows<BN>(heads, 0, TG_BM, tid >> 5, lane, mt * TG_BM, tile, y, m, n, rope);
         } else {
+            if (wg == 0) return;
 #pragma unroll
             for (int q = 0; q < Q; q++) {
                 float v[4], u[4] = {0.f, 0.f, 0.f, 0.f};
@@ -305,10 +312,8 @@ __device__ __forceinline__ void gemm_tc_impl(const TmaDesc* xm, const TmaDesc* w
                 tg_tile_group(heads, TG_HEAD_STRIDE(BN), bias, rl, 2 * (lane & 3), col0, q, v);
             }
         }
-        if (wg > 0) {
-            named_sync(1, 256);
-            tg_rope_rows<BN>(heads, 16 * w0, 16 * w1, cw, lane, mt * TG_BM, tile, y, m, n, rope);
-        }
+        __syncthreads();
+        tg_rope_rows<BN>(heads, 16 * w0, 16 * w1, tid >> 5, lane, mt * TG_BM, tile, y, m, n, rope);
     } else if (wg > 0) {
         const int q0 = Q * split / splits, q1 = Q * (split + 1) / splits;
         for (int q = q0; q < q1; q++) {
