@@ -243,7 +243,8 @@
 #             (MINISGL_GEMM_ROWS=256), each product in graphs against cuBLAS at 65-256
 #             rows and every tile (weights cycled past L2), the 0.6B runner A/B at
 #             batch 96-256, the 0.6B default workload both ways, then (time allowing) an
-#             Nsight Compute table of the 0.6B step at batch 128 / 256 with it.
+#             Nsight Compute table of the 0.6B step at batch 128 / 256 with it and the
+#             full set of one fused qkv launch at batch 256.
 #     (part 89, the model's final norm applied in the span, ran at 2a160fe: 1.013x slower
 #             at 0.6B batch 1, so reverted with the part: gpu-2026-12-04-span.md.)
 #     (part 90, the whole ring in flight in a span, ran at 0dcf354: within the A/B's noise,
@@ -1365,6 +1366,15 @@ device)
                 MINISGL_GEMM_ROWS=256 NCU_TAG=-gemm256 ncu_steps qwen3-0.6b 128,256 256 $((575 - SECONDS))
             else
                 echo "no time left for the step tables (${SECONDS} s)"
+            fi
+            # Where the fused qkv launch spends its time at batch 256 (L2 throughput: are
+            # x's re-reads the bound?), Nsight Compute's full set of one warm launch.
+            if [ "$SECONDS" -lt 470 ]; then
+                MINISGL_GEMM_ROWS=256 ncu_launch gemm_tc_rope_hd128 tcrope256 256
+                grep -E "L2 Cache Throughput|L1/TEX Hit|Compute \(SM\) Throughput|Memory Throughput" \
+                    "$out/ncu-details-tcrope256.txt" | head -8
+            else
+                echo "no time left for the launch profile (${SECONDS} s)"
             fi
         fi
         pack_logs 98
