@@ -19,10 +19,10 @@
 // - Splits of k are the CTAs of one cluster (its z dimension, up to 8). Each runs its
 //   own equal share of k with no exchange until all its stages are done; then each
 //   leaves its partial tile in its own shared memory, and CTA r of the cluster sums
-//   column groups [r·Q/S, (r+1)·Q/S) of every partial, in cluster rank order, and stores
-//   them. So the sum is the same whatever order the CTAs finish in, and no workspace,
-//   atomic or second launch is needed.
-//
+//   column groups [r·Q/S, (r+1)·Q/S) of every partial (the _rope builds: rows, so that
+//   a head's columns meet), in cluster rank order, and stores them. So the sum is the
+//   same whatever order the CTAs finish in, and no workspace, atomic or second launch is
+//   needed.
 // - The _rope builds (BN = head_dim) end with qkv_rope_store's work (rope.cu) on their
 //   tile, one head of every row: each row's head goes, rounded to bf16 as the product
 //   would be stored, into shared memory, and a warp a row runs rope.cuh's code on it,
