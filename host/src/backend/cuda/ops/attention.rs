@@ -178,10 +178,6 @@ impl CudaBackend {
             self.bf16_ptr(x, "linear_qkv_attention")?,
             self.bf16_ptr(w, "linear_qkv_attention")?,
         );
-        crate::backend::cuda::timeline::cost(
-            ((m * k + n * k) * 2 + m * n * 2) as f64,
-            2.0 * (m * n * k) as f64,
-        );
         self.tc_gemm(
             (xp, wp, bp, qp),
             (m, n, k),

@@ -247,6 +247,11 @@ impl CudaBackend {
             ))
         })?;
         let name = t.kernel(epi);
+        // The timeline's floor: x and the weight read, y written.
+        crate::backend::cuda::timeline::cost(
+            ((m * k + w_rows * k) * 2 + m * n * 2) as f64,
+            2.0 * (m * w_rows * k) as f64,
+        );
         let mut c = cfg(
             (
                 g(w_rows.div_ceil(t.bn)),

@@ -363,10 +363,6 @@ impl CudaBackend {
         {
             let n = n2 / 2;
             let out = self.new_bf16(m, n)?;
-            crate::backend::cuda::timeline::cost(
-                ((m * k + n2 * k) * 2 + m * n * 2) as f64,
-                2.0 * (m * n2 * k) as f64,
-            );
             self.tc_gemm((xp, wp, 0, self.tptr(&out)), (m, n, k), GemmEpi::Silu, None)?;
             return Ok(out);
         }
