@@ -242,7 +242,8 @@
 #             lent, compiled by NVRTC only): model checks with it routed
 #             (MINISGL_GEMM_ROWS=256), each product in graphs against cuBLAS at 65-256
 #             rows and every tile (weights cycled past L2), the 0.6B runner A/B at
-#             batch 96-256, the 0.6B default workload both ways, then (time allowing) an
+#             batch 8-256 (with the default 4 gemv rows it takes every batch past 4), the
+#             0.6B default workload both ways, then (time allowing) an
 #             Nsight Compute table of the 0.6B step at batch 128 / 256 with it and the
 #             full set of one fused qkv launch at batch 256.
 #     (part 89, the model's final norm applied in the span, ran at 2a160fe: 1.013x slower
@@ -1355,7 +1356,7 @@ device)
         else
             MINISGL_BENCH_TC_GEMM_ONLY=1 BENCH_TIMEOUT=150 bench_step qwen3-0.6b -tcgemm
             grep -E "gemm in graphs" "$out/gpu-check-bench-qwen3-0.6b-tcgemm.log"
-            runner_ab qwen3-0.6b -gemm256 96,128,192,256 MINISGL_GEMM_ROWS=256
+            runner_ab qwen3-0.6b -gemm256 8,16,32,64,96,128,192,256 MINISGL_GEMM_ROWS=256
             if [ "$SECONDS" -lt 420 ]; then
                 OFFLINE_TIMEOUT=70 offline_default qwen3-0.6b -gemm0
                 MINISGL_GEMM_ROWS=256 OFFLINE_TIMEOUT=70 offline_default qwen3-0.6b -gemm256

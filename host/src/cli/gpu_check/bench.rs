@@ -689,8 +689,9 @@ fn gemv_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> 
     Ok(())
 }
 
-/// The Hopper decode GEMM (`gemm_sm90.cu`) against cuBLAS at the decode batches past the
-/// skinny kernel, timed from graph replays. Each call takes the next of several copies
+/// The Hopper decode GEMM (`gemm_sm90.cu`) against cuBLAS at decode batches of 8-256
+/// rows (past the gemv's default 4 it takes them all when routed), timed from graph
+/// replays. Each call takes the next of several copies
 /// of the weight (over 128 MB in all), so that it streams from DRAM as in a decode step:
 /// one copy of a Qwen3-0.6B weight (2-13 MB) would be served from L2. Per shape and row
 /// count: cuBLAS (for gate_up, + `silu_mul`), the tile rule's choice, every tile that
@@ -722,7 +723,7 @@ fn gemm_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> 
         let ws = (0..copies)
             .map(|_| gpu.upload(&[w_rows, k], HostData::f32(&randn(rng, w_rows * k, 0.05))))
             .collect::<Result<Vec<_>, _>>()?;
-        for m in [32usize, 64, 65, 96, 128, 192, 256] {
+        for m in [8usize, 16, 32, 64, 65, 96, 128, 192, 256] {
             let x = gpu.upload(&[m, k], HostData::f32(&randn(rng, m * k, 1.0)))?;
             let time = |rows: usize, tile: Option<GemmTile>| -> Result<f64> {
                 gpu.set_gemm_rows(rows);
