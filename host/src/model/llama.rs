@@ -123,6 +123,13 @@ impl<B: Backend> Layer<B> {
     }
 }
 
+/// What chained launches of layers left ([`Model::chain_from_qkv`]): the next layer's
+/// qkv, if the last launch wrote it, and how many layers they ran.
+struct Chained<T> {
+    next_qkv: Option<T>,
+    layers: usize,
+}
+
 impl<B: Backend> Model<B> {
     /// Upload all weights of `cfg` from `weights` (shapes checked).
     pub fn load(backend: &B, cfg: &ModelConfig, weights: &Weights) -> Result<Self, ModelError> {
@@ -290,6 +297,59 @@ impl<B: Backend> Model<B> {
         self.lm_head.as_ref().unwrap_or(&self.embed)
     }
 
+    /// Layer `l` and those after it as chained launches from layer `l`'s qkv, where the
+    /// backend takes them: what the last launch left for the next layer (its qkv, if
+    /// it wrote one) and how many layers ran; `None` where the chain does not apply.
+    /// Split across ranks the products are partial sums: no chain there. The chain may
+    /// take the attention too (from qkv), else its output; and the layers after this
+    /// one, from the qkv each writes, in the same launch.
+    #[allow(clippy::too_many_arguments)]
+    fn chain_from_qkv<'p>(
+        &'p self,
+        b: &B,
+        qkv: &B::Tensor,
+        l: usize,
+        params: &dyn Fn(usize) -> AttnParams<'p, B::Tensor>,
+        residual: &mut B::Tensor,
+        kv: &mut B::Kv,
+        step: &B::Step,
+        eps: f32,
+    ) -> Result<Option<Chained<B::Tensor>>, ModelError> {
+        if self.shard.is_split() {
+            return Ok(None);
+        }
+        let p = params(l);
+        let input = ChainInput::Qkv {
+            qkv,
+            layer: l,
+            params: &p,
+        };
+        let c = self.layers[l].chain(input, self.layers.get(l + 1), eps);
+        if !b.layer_chain_ok(residual, &c, kv, step) {
+            return Ok(None);
+        }
+        let ps: Vec<_> = (l + 1..self.layers.len()).map(params).collect();
+        let mut chains = vec![c];
+        for (i, pi) in ps.iter().enumerate() {
+            let input = ChainInput::Chained {
+                layer: l + 1 + i,
+                params: pi,
+            };
+            let next = self.layers.get(l + 2 + i);
+            chains.push(self.layers[l + 1 + i].chain(input, next, eps));
+        }
+        let n = b.layer_span_len(residual, &chains, kv, step).max(1);
+        let next_qkv = if n > 1 {
+            b.layer_span(&chains[..n], kv, step, residual)?
+        } else {
+            b.layer_chain(&chains[0], kv, step, residual)?
+        };
+        Ok(Some(Chained {
+            next_qkv,
+            layers: n,
+        }))
+    }
+
     /// The final-normed hidden states of every token of the step.
     fn hidden(&self, b: &B, kv: &mut B::Kv, step: &B::Step) -> Result<B::Tensor, ModelError> {
         let cfg = &self.cfg;
@@ -361,37 +421,13 @@ impl<B: Backend> Model<B> {
                             layer.b_qkv.as_ref(),
                         )?,
                     };
-                    // Split across ranks the products are partial sums: no chain there. The
-                    // chain may take the attention too (from qkv), else its output; and the
-                    // layers after this one, from the qkv each writes, in the same launch.
-                    if !self.shard.is_split() {
-                        let input = ChainInput::Qkv {
-                            qkv: &qkv,
-                            layer: l,
-                            params: &p,
-                        };
-                        let c = layer.chain(input, self.layers.get(l + 1), eps);
-                        if b.layer_chain_ok(&residual, &c, kv, step) {
-                            let ps: Vec<_> = (l + 1..self.layers.len()).map(params).collect();
-                            let mut chains = vec![c];
-                            for (i, pi) in ps.iter().enumerate() {
-                                let input = ChainInput::Chained {
-                                    layer: l + 1 + i,
-                                    params: pi,
-                                };
-                                let next = self.layers.get(l + 2 + i);
-                                chains.push(self.layers[l + 1 + i].chain(input, next, eps));
-                            }
-                            let n = b.layer_span_len(&residual, &chains, kv, step).max(1);
-                            chained_qkv = if n > 1 {
-                                b.layer_span(&chains[..n], kv, step, &mut residual)?
-                            } else {
-                                b.layer_chain(&chains[0], kv, step, &mut residual)?
-                            };
-                            x = after(l + n - 1);
-                            l += n;
-                            continue;
-                        }
+                    let chained =
+                        self.chain_from_qkv(b, &qkv, l, &params, &mut residual, kv, step, eps)?;
+                    if let Some(c) = chained {
+                        chained_qkv = c.next_qkv;
+                        x = after(l + c.layers - 1);
+                        l += c.layers;
+                        continue;
                     }
                     b.qkv_attention(qkv, kv, l, step, &p)?
                 }
