@@ -55,6 +55,16 @@ def kernel_registers(src):
     return regs
 
 
+def kernel_spills(src, *args):
+    """{kernel: bytes spilled (stores + loads)} of one kernel family, from ptxas's report."""
+    spills = {}
+    for line in ptxas_report(src, *args).splitlines():
+        m = re.match(r"(\w+): ptxas.* (\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if m:
+            spills[m.group(1)] = int(m.group(2)) + int(m.group(3))
+    return spills
+
+
 def test_one_head_rope_store_builds_keep_full_occupancy():
     regs = kernel_registers("kernels/rope.cu")
     for k in ("qkv_rope_store_hd64", "qkv_rope_store_hd128", "qkv_rope_store_x2_hd128"):
@@ -68,12 +78,7 @@ def test_wide_tensor_core_gemv_builds_do_not_spill():
     # _tc32 / _tc64 keep NW x MT x 4 accumulators and NW x 4 weight chunks a lane in
     # registers under launch bounds (256, 2), i.e. at most 128; a spill would put local
     # memory traffic in a kernel whose whole point is one weight read.
-    out = ptxas_report("kernels/gemv.cu", "--filter", "_tc")
-    spills = {}
-    for line in out.splitlines():
-        m = re.match(r"(\w+): ptxas.* (\d+) bytes spill stores, (\d+) bytes spill loads", line)
-        if m:
-            spills[m.group(1)] = int(m.group(2)) + int(m.group(3))
+    spills = kernel_spills("kernels/gemv.cu", "--filter", "_tc")
     for base in ("gemv_bf16", "gemv_f32", "gemv_silu", "gemv_residual"):
         for build in ("_tc", "_tc32", "_tc64"):
             k = base + build
@@ -85,12 +90,7 @@ def test_hopper_decode_gemm_builds_do_not_spill():
     # gemm_sm90.cu: a consumer thread holds BN / 2 accumulators (64 at BN 128) beside
     # the stage addresses; the split-k exchange reads them back from shared memory, so
     # a spill would add local-memory traffic to every stage for nothing.
-    out = ptxas_report("kernels/gemm_sm90.cu", "--arch", "sm_90a")
-    spills = {}
-    for line in out.splitlines():
-        m = re.match(r"(\w+): ptxas.* (\d+) bytes spill stores, (\d+) bytes spill loads", line)
-        if m:
-            spills[m.group(1)] = int(m.group(2)) + int(m.group(3))
+    spills = kernel_spills("kernels/gemm_sm90.cu", "--arch", "sm_90a")
     for k in ("gemm_tc_bn64", "gemm_tc_bn128", "gemm_tc_silu_bn64", "gemm_tc_silu_bn128",
               "gemm_tc_rope_hd64", "gemm_tc_rope_hd128"):
         assert k in spills, f"{k} missing from ptxas's report: {sorted(spills)}"
