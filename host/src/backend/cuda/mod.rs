@@ -300,6 +300,11 @@ impl CudaBackend {
         self.gemm_tile.set(tile);
     }
 
+    /// The tile forced on every Hopper GEMM launch now, if any.
+    pub fn gemm_tile(&self) -> Option<GemmTile> {
+        self.gemm_tile.get()
+    }
+
     /// Whether the Hopper decode GEMM's kernels were built here (sm_90).
     pub fn has_tc_gemm(&self) -> bool {
         [

@@ -26,6 +26,28 @@ pub struct Case {
     pub seqs: Vec<(usize, usize)>,
 }
 
+impl Case {
+    /// A case whose pages are handed out at random (not in runs).
+    pub fn new(
+        name: &'static str,
+        page_size: usize,
+        head_dim: usize,
+        q_heads: usize,
+        kv_heads: usize,
+        seqs: impl Into<Vec<(usize, usize)>>,
+    ) -> Case {
+        Case {
+            name,
+            page_size,
+            page_runs: false,
+            head_dim,
+            q_heads,
+            kv_heads,
+            seqs: seqs.into(),
+        }
+    }
+}
+
 /// Page tables (random distinct pages, or runs of them: [`Case::page_runs`]) and the
 /// two step metas: `fill` writes K/V for every position of every sequence, `attn` runs
 /// the new tokens.

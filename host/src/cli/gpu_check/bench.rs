@@ -705,7 +705,7 @@ fn gemm_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> 
     }
     const HELD_FLOPS: f64 = 670e12;
     let gemv_rows = gpu.gemv_rows();
-    let gemm_rows = gpu.gemm_rows();
+    let (gemm_rows, gemm_tile) = (gpu.gemm_rows(), gpu.gemm_tile());
     gpu.set_gemv_rows(0);
     for &(shape, w_rows, k, silu) in &[
         ("0.6B qkv", 4096usize, 1024usize, false),
@@ -769,6 +769,6 @@ fn gemm_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> 
     }
     gpu.set_gemv_rows(gemv_rows);
     gpu.set_gemm_rows(gemm_rows);
-    gpu.set_gemm_tile(None);
+    gpu.set_gemm_tile(gemm_tile);
     Ok(())
 }

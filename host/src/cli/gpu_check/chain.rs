@@ -11,7 +11,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::attn::{metas, Case};
-use super::ops::{qwen3_inv_freq, randn, up};
+use super::ops::{cache_f32, qwen3_inv_freq, randn, up};
 use super::report::Report;
 use minisgl::backend::cpu::CpuBackend;
 use minisgl::backend::cuda::CudaBackend;
@@ -432,18 +432,12 @@ fn attention(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -
             // The new row's K (normed, rotated) and V in the cache, as the CPU wrote them.
             let kvw = hkv * HD;
             let slot = step.slots[0] as usize * kvw;
-            let bf = |x: Vec<u16>| -> Vec<f32> {
-                x[slot..slot + kvw]
-                    .iter()
-                    .map(|&b| half::bf16::from_bits(b).to_f32())
-                    .collect()
-            };
-            let kg = bf(gpu.dev.stream.clone_dtoh(&kvg.k[0])?);
-            let vg = bf(gpu.dev.stream.clone_dtoh(&kvg.v[0])?);
+            let kg = &cache_f32(gpu, &kvg.k[0])?[slot..slot + kvw];
+            let vg = &cache_f32(gpu, &kvg.v[0])?[slot..slot + kvw];
             let kc = &kvc.k[0][slot..slot + kvw];
-            rep.check("chain_attn", format!("{what} cached K"), &kg, kc, 1e-2);
+            rep.check("chain_attn", format!("{what} cached K"), kg, kc, 1e-2);
             let vc = &kvc.v[0][slot..slot + kvw];
-            rep.check("chain_attn", format!("{what} cached V"), &vg, vc, 0.0);
+            rep.check("chain_attn", format!("{what} cached V"), vg, vc, 0.0);
         }
     }
     Ok(())
@@ -633,32 +627,26 @@ fn span(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Res
         let kvw = hkv * HD;
         let slot = step.slots[0] as usize * kvw;
         for l in 0..n {
-            let bf = |x: Vec<u16>| -> Vec<f32> {
-                x[slot..slot + kvw]
-                    .iter()
-                    .map(|&b| half::bf16::from_bits(b).to_f32())
-                    .collect()
-            };
-            let kg = bf(gpu.dev.stream.clone_dtoh(&kvg.k[l])?);
-            let vg = bf(gpu.dev.stream.clone_dtoh(&kvg.v[l])?);
+            let kg = &cache_f32(gpu, &kvg.k[l])?[slot..slot + kvw];
+            let vg = &cache_f32(gpu, &kvg.v[l])?[slot..slot + kvw];
             let kc = &kvc.k[l][slot..slot + kvw];
             let vc = &kvc.v[l][slot..slot + kvw];
             rep.check(
                 "chain_span",
                 format!("{what} layer {l} cached K"),
-                &kg,
+                kg,
                 kc,
                 t,
             );
             rep.check(
                 "chain_span",
                 format!("{what} layer {l} cached V"),
-                &vg,
+                vg,
                 vc,
                 t,
             );
-            let k1 = bf(gpu.dev.stream.clone_dtoh(&kv1.k[l])?);
-            let v1 = bf(gpu.dev.stream.clone_dtoh(&kv1.v[l])?);
+            let k1 = &cache_f32(gpu, &kv1.k[l])?[slot..slot + kvw];
+            let v1 = &cache_f32(gpu, &kv1.v[l])?[slot..slot + kvw];
             let one = format!("{what} layer {l} cached K, V against a launch a layer");
             rep.check(
                 "chain_span",

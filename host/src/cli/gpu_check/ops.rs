@@ -30,6 +30,15 @@ pub fn up<B: Backend>(b: &B, shape: &[usize], v: &[f32]) -> Result<B::Tensor> {
 }
 
 /// RoPE inverse frequencies of `head_dim` at Qwen3's base (1e6), unscaled.
+/// One layer of a GPU K or V cache (bf16 on the device) as f32, for comparisons.
+pub fn cache_f32(gpu: &CudaBackend, layer: &cudarc::driver::CudaSlice<u16>) -> Result<Vec<f32>> {
+    let bits = gpu.dev.stream.clone_dtoh(layer)?;
+    Ok(bits
+        .into_iter()
+        .map(|b| half::bf16::from_bits(b).to_f32())
+        .collect())
+}
+
 pub fn qwen3_inv_freq(head_dim: usize) -> Vec<f32> {
     (0..head_dim / 2)
         .map(|i| 1_000_000f32.powf(-(2.0 * i as f32) / head_dim as f32))
@@ -370,43 +379,34 @@ fn qkv_attention(
 ) -> Result<()> {
     const T: f64 = 1e-2;
     let decode: Vec<(usize, usize)> = (0..32).map(|_| (rng.random_range(0..2000), 1)).collect();
-    let case = |name, page_size, head_dim, q_heads, kv_heads, seqs: &[(usize, usize)]| Case {
-        name,
-        page_size,
-        page_runs: false,
-        head_dim,
-        q_heads,
-        kv_heads,
-        seqs: seqs.to_vec(),
-    };
     let cases = [
-        case(
+        Case::new(
             "mixed prefill+decode",
             16,
             128,
             40,
             8,
-            &[(700, 1), (0, 90), (33, 1), (1200, 64)],
+            [(700, 1), (0, 90), (33, 1), (1200, 64)],
         ),
-        case(
+        Case::new(
             "mixed prefill+decode",
             1,
             64,
             16,
             8,
-            &[(5, 3), (100, 1), (0, 40), (63, 1)],
+            [(5, 3), (100, 1), (0, 40), (63, 1)],
         ),
-        case("decode", 16, 128, 16, 8, &decode),
-        case("decode", 1, 64, 40, 8, &decode[..9]),
+        Case::new("decode", 16, 128, 16, 8, &decode[..]),
+        Case::new("decode", 1, 64, 40, 8, &decode[..9]),
         // Contexts where the new token opens a decode tile, closes one, or is the
         // whole context; group 5 and 1.
-        case(
+        Case::new(
             "decode short",
             16,
             128,
             40,
             8,
-            &[
+            [
                 (0, 1),
                 (1, 1),
                 (31, 1),
@@ -416,31 +416,31 @@ fn qkv_attention(
                 (300, 1),
             ],
         ),
-        case(
+        Case::new(
             "decode short",
             4,
             64,
             8,
             8,
-            &[(0, 1), (64, 1), (65, 1), (9, 1)],
+            [(0, 1), (64, 1), (65, 1), (9, 1)],
         ),
         // Head dims the attention kernels leave to the simple one: the fused
         // kernel's hd256 build and its generic one.
-        case("prefill+decode", 16, 256, 4, 2, &[(0, 20), (10, 1)]),
-        case("prefill+decode", 16, 96, 6, 2, &[(0, 9), (30, 1)]),
+        Case::new("prefill+decode", 16, 256, 4, 2, [(0, 20), (10, 1)]),
+        Case::new("prefill+decode", 16, 96, 6, 2, [(0, 9), (30, 1)]),
         // Head counts (7) that leave a fused warp's last group of heads short, and a
         // prefill long enough that the launch itself picks several heads a warp.
-        case(
+        Case::new(
             "prefill+decode",
             16,
             128,
             5,
             1,
-            &[(0, 37), (20, 1), (100, 5)],
+            [(0, 37), (20, 1), (100, 5)],
         ),
-        case("prefill+decode", 16, 64, 5, 1, &[(3, 21), (40, 1)]),
-        case("prefill+decode", 16, 256, 5, 1, &[(0, 13), (7, 1)]),
-        case("long prefill", 16, 128, 16, 8, &[(0, 1500), (200, 700)]),
+        Case::new("prefill+decode", 16, 64, 5, 1, [(3, 21), (40, 1)]),
+        Case::new("prefill+decode", 16, 256, 5, 1, [(0, 13), (7, 1)]),
+        Case::new("long prefill", 16, 128, 16, 8, [(0, 1500), (200, 700)]),
     ];
     for c in &cases {
         let (hd, hq, hkv) = (c.head_dim, c.q_heads, c.kv_heads);
@@ -503,13 +503,8 @@ fn qkv_attention(
                     c.name, c.page_size
                 );
                 let got = gpu.to_host(&og)?;
-                let bf = |v: Vec<u16>| -> Vec<f32> {
-                    v.into_iter()
-                        .map(|b| half::bf16::from_bits(b).to_f32())
-                        .collect()
-                };
-                let kg = bf(gpu.dev.stream.clone_dtoh(&kvg.k[0])?);
-                let vg = bf(gpu.dev.stream.clone_dtoh(&kvg.v[0])?);
+                let kg = cache_f32(gpu, &kvg.k[0])?;
+                let vg = cache_f32(gpu, &kvg.v[0])?;
                 if fold {
                     if let Some(two) = &two_launch {
                         for (what, a, b) in [
@@ -707,7 +702,7 @@ pub(super) fn on_path<T>(
     f: impl FnOnce() -> Result<T>,
 ) -> Result<T> {
     let tc = gpu.gemv_tc();
-    let gemm_rows = gpu.gemm_rows();
+    let (gemm_rows, gemm_tile) = (gpu.gemm_rows(), gpu.gemm_tile());
     gpu.set_gemv_rows(if path.starts_with("gemv") {
         GEMV_MAX_ROWS
     } else {
@@ -721,7 +716,7 @@ pub(super) fn on_path<T>(
     gpu.set_gemv_rows(minisgl::backend::cuda::GEMV_ROWS_DEFAULT);
     gpu.set_gemv_tc(tc);
     gpu.set_gemm_rows(gemm_rows);
-    gpu.set_gemm_tile(None);
+    gpu.set_gemm_tile(gemm_tile);
     r
 }
 

@@ -8,7 +8,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::attn::{metas, Case};
-use super::ops::{on_path, params, prefixed, qwen3_inv_freq, randn, up, QkvInputs};
+use super::ops::{cache_f32, on_path, params, prefixed, qwen3_inv_freq, randn, up, QkvInputs};
 use super::report::Report;
 use minisgl::backend::cpu::CpuBackend;
 use minisgl::backend::cuda::{CudaBackend, GemmEpi, GemmTile};
@@ -251,42 +251,33 @@ fn qkv_attention(
     let decode = |n: usize, rng: &mut ChaCha8Rng| -> Vec<(usize, usize)> {
         (0..n).map(|_| (rng.random_range(0..600), 1)).collect()
     };
-    let case = |name, page_size, head_dim, q_heads, kv_heads, seqs| Case {
-        name,
-        page_size,
-        page_runs: false,
-        head_dim,
-        q_heads,
-        kv_heads,
-        seqs,
-    };
     let mut mixed = decode(70, rng);
     mixed.push((30, 80));
     // (case, hidden, norms, bias, every tile)
     let cases = [
         (
-            case("decode", 16, 128, 16, 8, decode(100, rng)),
+            Case::new("decode", 16, 128, 16, 8, decode(100, rng)),
             1024,
             true,
             false,
             true,
         ),
         (
-            case("decode", 16, 128, 16, 8, decode(256, rng)),
+            Case::new("decode", 16, 128, 16, 8, decode(256, rng)),
             1024,
             true,
             false,
             false,
         ),
         (
-            case("prefill+decode", 16, 128, 40, 8, mixed),
+            Case::new("prefill+decode", 16, 128, 40, 8, mixed),
             5120,
             true,
             false,
             false,
         ),
         (
-            case("decode", 1, 64, 14, 2, decode(70, rng)),
+            Case::new("decode", 1, 64, 14, 2, decode(70, rng)),
             896,
             false,
             true,
@@ -344,14 +335,9 @@ fn qkv_attention(
                 .collect()
         };
         let gpu_rows = |kv: &<CudaBackend as Backend>::Kv| -> Result<[Vec<f32>; 2]> {
-            let bf = |v: Vec<u16>| -> Vec<f32> {
-                v.into_iter()
-                    .map(|b| half::bf16::from_bits(b).to_f32())
-                    .collect()
-            };
             Ok([
-                step_rows(&bf(gpu.dev.stream.clone_dtoh(&kv.k[0])?)),
-                step_rows(&bf(gpu.dev.stream.clone_dtoh(&kv.v[0])?)),
+                step_rows(&cache_f32(gpu, &kv.k[0])?),
+                step_rows(&cache_f32(gpu, &kv.v[0])?),
             ])
         };
         let (_, oc, kvc) = qkv_step(cpu, &q, false)?;
