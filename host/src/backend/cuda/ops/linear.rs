@@ -60,31 +60,22 @@ impl CudaBackend {
         if m == 0 || n == 0 {
             return Ok(out);
         }
+        let (xp, wp) = (self.bf16_ptr(x, "linear")?, self.bf16_ptr(w, "linear")?);
+        let bp = match bias {
+            Some(b) => self.bf16_ptr(b, "linear")?,
+            None => 0,
+        };
         if self.use_gemv(m, n, k) {
-            let bp = match bias {
-                Some(b) => self.bf16_ptr(b, "linear")?,
-                None => 0,
-            };
-            let (xp, wp) = (self.bf16_ptr(x, "linear")?, self.bf16_ptr(w, "linear")?);
             self.gemv(xp, wp, bp, self.tptr(&out), m, n, k, f32_out)?;
             return Ok(out);
         }
-        let (xp, wp) = (self.bf16_ptr(x, "linear")?, self.bf16_ptr(w, "linear")?);
         if !f32_out && self.use_tc_gemm((xp, wp), (m, n, k), GemmEpi::Plain) {
-            let bp = match bias {
-                Some(b) => self.bf16_ptr(b, "linear")?,
-                None => 0,
-            };
-            self.tc_gemm(
-                (xp, wp, bp, self.tptr(&out)),
-                (m, n, k),
-                GemmEpi::Plain,
-                None,
-            )?;
+            let y = self.tptr(&out);
+            self.tc_gemm((xp, wp, bp, y), (m, n, k), GemmEpi::Plain, None)?;
             return Ok(out);
         }
         let mut beta = 0.0f32;
-        if let Some(b) = bias {
+        if bias.is_some() {
             beta = 1.0;
             self.launch(
                 if f32_out {
@@ -93,11 +84,7 @@ impl CudaBackend {
                     "bcast_rows_bf16"
                 },
                 cfg((g(m), 1, 1), 256),
-                &[
-                    Arg::U64(self.bf16_ptr(b, "linear")?),
-                    Arg::U64(self.tptr(&out)),
-                    Arg::I32(n as i32),
-                ],
+                &[Arg::U64(bp), Arg::U64(self.tptr(&out)), Arg::I32(n as i32)],
             )?;
         }
         if k == 0 {
@@ -113,16 +100,7 @@ impl CudaBackend {
             }
             return Ok(out);
         }
-        self.gemm(
-            self.bf16_ptr(x, "linear")?,
-            self.bf16_ptr(w, "linear")?,
-            self.tptr(&out),
-            m,
-            n,
-            k,
-            f32_out,
-            beta,
-        )?;
+        self.gemm(xp, wp, self.tptr(&out), m, n, k, f32_out, beta)?;
         Ok(out)
     }
 
