@@ -14,6 +14,8 @@ use crate::backend::BackendError;
 const TILE_ROWS: usize = 128;
 /// k a pipeline stage (`TG_BK`).
 const STAGE_K: usize = 64;
+/// Threads a CTA (`TG_THREADS`): the producer warpgroup and two consumer warpgroups.
+const THREADS: u32 = 384;
 /// Most rows the kernel takes: decode batches. Prefill chunks stay on cuBLAS, whose
 /// large tiles are at the held GEMM rate there.
 pub const GEMM_MAX_ROWS: usize = 256;
@@ -212,7 +214,7 @@ impl CudaBackend {
             gridDimX: 1,
             gridDimY: 1,
             gridDimZ: splits as u32,
-            blockDimX: 384,
+            blockDimX: THREADS,
             blockDimY: 1,
             blockDimZ: 1,
             sharedMemBytes: smem,
@@ -258,7 +260,7 @@ impl CudaBackend {
                 g(m.div_ceil(TILE_ROWS)),
                 t.splits as u32,
             ),
-            384,
+            THREADS,
         );
         c.shared_mem_bytes = crate::backend::cuda::device::dynamic_smem(name).unwrap_or(0) as u32;
         let box_rows = if epi == GemmEpi::Silu { t.bn / 2 } else { t.bn };
