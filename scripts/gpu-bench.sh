@@ -239,7 +239,8 @@
 #             tables of the steps at batch 16 / 32 / 64 with them. Its op checks also
 #             cover the Hopper decode GEMM (gemm_sm90.cu, "tc gemm" paths, every tile).
 #     part 98: the Hopper decode GEMM for 65-256 rows (written 2026-12-05 with no device
-#             lent, compiled by NVRTC only): model checks with it routed
+#             lent, compiled by NVRTC only): its own op checks first (on failure the call
+#             does part 97 after its op checks instead), model checks with it routed
 #             (MINISGL_GEMM_ROWS=256), each product in graphs against cuBLAS at 65-256
 #             rows and every tile (weights cycled past L2), the 0.6B runner A/B at
 #             batch 8-256 (with the default 4 gemv rows it takes every batch past 4), the
@@ -362,6 +363,30 @@ device)
     }
     gzip_ops_log() {  # check_ops's log compressed for the archive, where it ran
         if [ -f "$out/gpu-check-ops.log" ]; then gzip -f "$out/gpu-check-ops.log"; fi
+    }
+    part97_rest() {  # part 97 after its op checks: the tensor-core gemv at 9-64 rows
+        # against cuBLAS. The models with MINISGL_GEMV_ROWS=64 run their decode batches
+        # through it (gpu-check routes its gemv paths to 64 rows itself), then each product
+        # timed in graphs (the `linear in graphs` lines of the kernel benches), then the
+        # runner step A/B and the default workload, whose 9-64 class is where the rows count.
+        MINISGL_GEMV_ROWS=64 check_models
+        MINISGL_BENCH_GEMV_ONLY=1 BENCH_TIMEOUT=100 bench_step qwen3-0.6b -gemv
+        grep -E "linear in graphs" "$out/gpu-check-bench-qwen3-0.6b-gemv.log"
+        runner_ab qwen3-0.6b -rows64 8,12,16,24,32,48,64 MINISGL_GEMV_ROWS=64
+        if [ "$SECONDS" -lt 430 ]; then
+            OFFLINE_TIMEOUT=70 offline_default qwen3-0.6b -rows4
+            MINISGL_GEMV_ROWS=64 OFFLINE_TIMEOUT=70 offline_default qwen3-0.6b -rows64
+        else
+            echo "no time left for the default workloads (${SECONDS} s)"
+        fi
+        # Each kernel of the steps at batch 16 / 32 / 64 with the new builds, against the
+        # cuBLAS tables of earlier rounds (raw/2026-12-04-fold/call4-ncu-steps-*.md).
+        if [ "$SECONDS" -lt 480 ]; then
+            MINISGL_GEMV_ROWS=64 NCU_TAG=-rows64 ncu_steps qwen3-0.6b 16,32,64 256 $((575 - SECONDS))
+        else
+            echo "no time left for the step tables (${SECONDS} s)"
+        fi
+        gzip_ops_log
     }
     offline_default() {  # SHAPE [LOG_SUFFIX]: bench offline's default workload, figures into $jl
         # 14B random weights take 85-95 s to build before the run starts. Every step's
@@ -1318,64 +1343,54 @@ device)
         pack_logs 96
     elif [ "$part" = 97 ]; then
         rm "$out/env.log"  # already printed by the tee above
-        # The tensor-core gemv at 9-64 rows against cuBLAS. First their checks (gpu-check
-        # routes its gemv paths to 64 rows itself; the models with MINISGL_GEMV_ROWS=64 run
-        # their decode batches through them), then each product timed in graphs (the
-        # `linear in graphs` lines of the kernel benches), then the runner step A/B and the
-        # default workload, whose 9-64 class is where the rows would count.
         check_ops --skip-bench
-        MINISGL_GEMV_ROWS=64 check_models
-        MINISGL_BENCH_GEMV_ONLY=1 BENCH_TIMEOUT=100 bench_step qwen3-0.6b -gemv
-        grep -E "linear in graphs" "$out/gpu-check-bench-qwen3-0.6b-gemv.log"
-        runner_ab qwen3-0.6b -rows64 8,12,16,24,32,48,64 MINISGL_GEMV_ROWS=64
-        if [ "$SECONDS" -lt 430 ]; then
-            OFFLINE_TIMEOUT=70 offline_default qwen3-0.6b -rows4
-            MINISGL_GEMV_ROWS=64 OFFLINE_TIMEOUT=70 offline_default qwen3-0.6b -rows64
-        else
-            echo "no time left for the default workloads (${SECONDS} s)"
-        fi
-        # Each kernel of the steps at batch 16 / 32 / 64 with the new builds, against the
-        # cuBLAS tables of earlier rounds (raw/2026-12-04-fold/call4-ncu-steps-*.md).
-        if [ "$SECONDS" -lt 480 ]; then
-            MINISGL_GEMV_ROWS=64 NCU_TAG=-rows64 ncu_steps qwen3-0.6b 16,32,64 256 $((575 - SECONDS))
-        else
-            echo "no time left for the step tables (${SECONDS} s)"
-        fi
-        gzip_ops_log
+        part97_rest
         pack_logs 97
     elif [ "$part" = 98 ]; then
         rm "$out/env.log"  # already printed by the tee above
-        # The Hopper decode GEMM past the gemv's rows against cuBLAS. Its op checks run
-        # in part 97 (check_ops); here the models with every decode batch and short
-        # prefill through it, then each product timed in graphs (`gemm in graphs` lines),
-        # then the runner A/B and the default workload (its 65+ class is where it counts).
-        MINISGL_GEMM_ROWS=256 check_models
-        if [ "$models_rc" = 124 ]; then
-            # A kernel that hangs would take every later step's timeout with it.
-            echo "the models did not finish with the Hopper GEMM routed: the rest of part 98 is left out"
+        # The Hopper decode GEMM past the gemv's rows against cuBLAS. First its own op
+        # checks (a build never run on a GPU: if they fail, the call does part 97's timing
+        # instead of spending itself on a broken kernel), then the models with every
+        # decode batch and short prefill through it, then each product timed in graphs
+        # (`gemm in graphs` lines), the runner A/B and the default workload (its 65+ class
+        # is where it counts).
+        timeout 150 "$bin" gpu-check --tc-gemm-only --skip-models --skip-engine --skip-bench \
+            --report /tmp/gpu-check-tc.md > "$out/gpu-check-tc.log" 2>&1
+        tc_rc=$?
+        echo "gpu-check tc gemm rc=$tc_rc (${SECONDS} s)"
+        grep -E "checks, |FAIL|error" "$out/gpu-check-tc.log" | head -40
+        if [ "$tc_rc" != 0 ]; then
+            echo "the Hopper GEMM's checks failed: part 97's timing instead"
+            part97_rest
         else
-            MINISGL_BENCH_TC_GEMM_ONLY=1 BENCH_TIMEOUT=150 bench_step qwen3-0.6b -tcgemm
-            grep -E "gemm in graphs" "$out/gpu-check-bench-qwen3-0.6b-tcgemm.log"
-            runner_ab qwen3-0.6b -gemm256 8,16,32,64,96,128,192,256 MINISGL_GEMM_ROWS=256
-            if [ "$SECONDS" -lt 420 ]; then
-                OFFLINE_TIMEOUT=70 offline_default qwen3-0.6b -gemm0
-                MINISGL_GEMM_ROWS=256 OFFLINE_TIMEOUT=70 offline_default qwen3-0.6b -gemm256
+            MINISGL_GEMM_ROWS=256 check_models
+            if [ "$models_rc" = 124 ]; then
+                # A kernel that hangs would take every later step's timeout with it.
+                echo "the models did not finish with the Hopper GEMM routed: the rest of part 98 is left out"
             else
-                echo "no time left for the default workloads (${SECONDS} s)"
-            fi
-            if [ "$SECONDS" -lt 490 ]; then
-                MINISGL_GEMM_ROWS=256 NCU_TAG=-gemm256 ncu_steps qwen3-0.6b 128,256 256 $((575 - SECONDS))
-            else
-                echo "no time left for the step tables (${SECONDS} s)"
-            fi
-            # Where the fused qkv launch spends its time at batch 256 (L2 throughput: are
-            # x's re-reads the bound?), Nsight Compute's full set of one warm launch.
-            if [ "$SECONDS" -lt 470 ]; then
-                MINISGL_GEMM_ROWS=256 ncu_launch gemm_tc_rope_hd128 tcrope256 256
-                grep -E "L2 Cache Throughput|L1/TEX Hit|Compute \(SM\) Throughput|Memory Throughput" \
-                    "$out/ncu-details-tcrope256.txt" | head -8
-            else
-                echo "no time left for the launch profile (${SECONDS} s)"
+                MINISGL_BENCH_TC_GEMM_ONLY=1 BENCH_TIMEOUT=150 bench_step qwen3-0.6b -tcgemm
+                grep -E "gemm in graphs" "$out/gpu-check-bench-qwen3-0.6b-tcgemm.log"
+                runner_ab qwen3-0.6b -gemm256 8,16,32,64,96,128,192,256 MINISGL_GEMM_ROWS=256
+                if [ "$SECONDS" -lt 430 ]; then
+                    OFFLINE_TIMEOUT=70 offline_default qwen3-0.6b -gemm0
+                    MINISGL_GEMM_ROWS=256 OFFLINE_TIMEOUT=70 offline_default qwen3-0.6b -gemm256
+                else
+                    echo "no time left for the default workloads (${SECONDS} s)"
+                fi
+                # Where the fused qkv launch spends its time at batch 256 (L2 throughput: are
+                # x's re-reads the bound?), Nsight Compute's full set of one warm launch.
+                if [ "$SECONDS" -lt 450 ]; then
+                    MINISGL_GEMM_ROWS=256 ncu_launch gemm_tc_rope_hd128 tcrope256 256
+                    grep -E "L2 Cache Throughput|L1/TEX Hit|Compute \(SM\) Throughput|Memory Throughput" \
+                        "$out/ncu-details-tcrope256.txt" | head -8
+                else
+                    echo "no time left for the launch profile (${SECONDS} s)"
+                fi
+                if [ "$SECONDS" -lt 500 ]; then
+                    MINISGL_GEMM_ROWS=256 NCU_TAG=-gemm256 ncu_steps qwen3-0.6b 128,256 256 $((575 - SECONDS))
+                else
+                    echo "no time left for the step tables (${SECONDS} s)"
+                fi
             fi
         fi
         pack_logs 98

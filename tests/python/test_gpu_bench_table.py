@@ -19,9 +19,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_part(tmp_path, part):
+def run_part(tmp_path, part, fail_tc_gemm=False):
     """Runs `gpu-bench.sh device PART` in a copy of scripts/ with stand-ins; returns
-    (the run, every stand-in call as (argv, MINISGL_* environment), the out folder)."""
+    (the run, every stand-in call as (argv, MINISGL_* environment), the out folder).
+    fail_tc_gemm: the fake's `gpu-check --tc-gemm-only` fails as a broken kernel would."""
     repo = tmp_path / "repo"
     shutil.copytree(ROOT / "scripts", repo / "scripts")
     shutil.copytree(ROOT / "tests/fixtures/models", repo / "tests/fixtures/models")
@@ -43,6 +44,8 @@ def run_part(tmp_path, part):
         "    fig = {'metric': 'offline_output_tok_s', 'value': 1.0, 'args': a}\n"
         "    open(a[a.index('--jsonl') + 1], 'a').write(json.dumps(fig) + '\\n')\n"
         "print('stub output tok/s; runner step')\n"
+        + ("if '--tc-gemm-only' in a:\n    print('1 checks, 1 failed'); sys.exit(1)\n"
+           if fail_tc_gemm else "")
     )
     binary = repo / "target/release/minisgl-host"
     binary.parent.mkdir(parents=True)
@@ -126,6 +129,8 @@ def test_part_97_routes_each_step_through_the_gemv_rows_it_names(tmp_path):
 def test_part_98_routes_each_step_through_the_hopper_gemm_it_names(tmp_path):
     _, made, out = run_part(tmp_path, "98")
     gpu_check = [(a, e) for a, e in made if a[:1] == ["gpu-check"]]
+    # The kernel's own op checks before anything else.
+    assert "--tc-gemm-only" in gpu_check[0][0], made
     # The models with every batch of up to 256 rows through the kernel.
     assert any("--skip-ops" in a and "--random-model" in a and e.get("MINISGL_GEMM_ROWS") == "256"
                for a, e in gpu_check), made
@@ -139,3 +144,14 @@ def test_part_98_routes_each_step_through_the_hopper_gemm_it_names(tmp_path):
     assert any(a[:1] == ["ncu"] and e.get("MINISGL_GEMM_ROWS") == "256" for a, e in made), made
     names = archived_logs(out)
     assert {"offline-qwen3-0.6b-gemm0.log", "offline-qwen3-0.6b-gemm256.log"} <= names, names
+
+
+def test_part_98_does_part_97s_timing_when_the_hopper_gemm_fails_its_checks(tmp_path):
+    r, made, out = run_part(tmp_path, "98", fail_tc_gemm=True)
+    assert "part 97's timing instead" in r.stdout, r.stdout[-3000:]
+    # Nothing runs with the broken kernel routed, and part 97's steps run instead.
+    assert not any(e.get("MINISGL_GEMM_ROWS") for _, e in made), made
+    assert any(e.get("MINISGL_BENCH_AB") == "MINISGL_GEMV_ROWS=64" for _, e in made), made
+    offline = [e.get("MINISGL_GEMV_ROWS") for a, e in made if a[:2] == ["bench", "offline"]]
+    assert sorted(offline, key=str) == sorted([None, "64"], key=str), made
+    assert "gpu-check-tc.log" in archived_logs(out)

@@ -57,6 +57,10 @@ pub struct GpuCheckArgs {
     /// MINISGL_KERNEL_DEFINES, its phase trace too).
     #[arg(long)]
     pub chain_only: bool,
+    /// Of the op and kernel tests, run only the Hopper decode GEMM's (a build never run
+    /// on a GPU is checked before anything else is spent on it).
+    #[arg(long, conflicts_with = "chain_only")]
+    pub tc_gemm_only: bool,
     /// Skip the benchmark.
     #[arg(long)]
     pub skip_bench: bool,
@@ -168,6 +172,8 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
     if let (false, Some(gpu)) = (args.skip_ops, &gpu) {
         if args.chain_only {
             chain::run(&cpu, gpu, args.seed, &mut rep)?;
+        } else if args.tc_gemm_only {
+            tc_gemm::run(&cpu, gpu, args.seed, &mut rep)?;
         } else {
             ops::run(&cpu, gpu, args.seed, &mut rep)?;
             chain::run(&cpu, gpu, args.seed, &mut rep)?;
