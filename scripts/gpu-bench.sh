@@ -247,6 +247,9 @@
 #             0.6B default workload both ways, then (time allowing) an
 #             Nsight Compute table of the 0.6B step at batch 128 / 256 with it and the
 #             full set of one fused qkv launch at batch 256.
+#     part 99: Nsight Compute's full set and stall samples of two Hopper GEMM launches
+#             (plain at 128 rows in clusters of 4, SiLU at 256 rows unclustered): where
+#             part 98's fixed ~7 us a launch goes.
 #     (part 89, the model's final norm applied in the span, ran at 2a160fe: 1.013x slower
 #             at 0.6B batch 1, so reverted with the part: gpu-2026-12-04-span.md.)
 #     (part 90, the whole ring in flight in a span, ran at 0dcf354: within the A/B's noise,
@@ -1341,6 +1344,16 @@ device)
         MINISGL_NORM_PROLOGUE=0 runner_ab qwen3-0.6b -rows8-np0 5,6,8 MINISGL_GEMV_ROWS=8
         runner_ab llama-3.1-8b -rows8 8 MINISGL_GEMV_ROWS=8
         pack_logs 96
+    elif [ "$part" = 99 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # Where the Hopper decode GEMM's time goes when its epilogue is trivial: part 98
+        # (2026-12-05) put a ~7 us fixed cost in every launch (o at 128 rows: 64x1 11.1,
+        # 64x2 9.5, 64x4 7.9 us, k per CTA halving each time). Nsight Compute's full set
+        # and per-line stall samples of a plain launch at 128 rows in clusters of 4 and of
+        # the SiLU launch at 256 rows with no cluster.
+        MINISGL_GEMM_ROWS=256 ncu_launch gemm_tc_bn64 bn64-b128 128
+        MINISGL_GEMM_ROWS=256 ncu_launch gemm_tc_silu_bn128 silu-b256 256
+        pack_logs 99
     elif [ "$part" = 97 ]; then
         rm "$out/env.log"  # already printed by the tee above
         check_ops --skip-bench

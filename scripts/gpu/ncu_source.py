@@ -11,7 +11,7 @@ what the line is: an mbarrier wait (the try-wait loop's branch, by barrier offse
 the named barrier before a line, a wgmma issue or wait, the MUFU, local memory, the
 rest. Then the hottest lines with their three largest stall reasons.
 """
-import argparse, csv, re
+import argparse, csv, gzip, re
 
 
 def main():
@@ -19,7 +19,9 @@ def main():
     ap.add_argument("csv")
     ap.add_argument("--top", type=int, default=50)
     a = ap.parse_args()
-    rows = list(csv.reader(open(a.csv)))
+    # The device calls archive the page gzipped (ncu-src-*.csv.gz).
+    opener = gzip.open if a.csv.endswith(".gz") else open
+    rows = list(csv.reader(opener(a.csv, "rt")))
     hdr, data = rows[1], rows[2:]
     ix = {h: i for i, h in enumerate(hdr)}
     stalls = [h for h in hdr if h.startswith("stall_") and "Not Issued" not in h]
