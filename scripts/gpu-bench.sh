@@ -367,6 +367,15 @@ device)
     gzip_ops_log() {  # check_ops's log compressed for the archive, where it ran
         if [ -f "$out/gpu-check-ops.log" ]; then gzip -f "$out/gpu-check-ops.log"; fi
     }
+    default_ab() {  # UNTIL SUFFIX_AS_BUILT SUFFIX VAR=VALUE: the 0.6B default workload as
+        # built and again with VAR=VALUE (the suffixes name the logs), if the call is under UNTIL s
+        if [ "$SECONDS" -lt "$1" ]; then
+            OFFLINE_TIMEOUT=70 offline_default qwen3-0.6b "$2"
+            (export "$4"; OFFLINE_TIMEOUT=70 offline_default qwen3-0.6b "$3")
+        else
+            echo "no time left for the default workloads (${SECONDS} s)"
+        fi
+    }
     part97_rest() {  # part 97 after its op checks: the tensor-core gemv at 9-64 rows
         # against cuBLAS. The models with MINISGL_GEMV_ROWS=64 run their decode batches
         # through it (gpu-check routes its gemv paths to 64 rows itself), then each product
@@ -376,12 +385,7 @@ device)
         MINISGL_BENCH_GEMV_ONLY=1 BENCH_TIMEOUT=100 bench_step qwen3-0.6b -gemv
         grep -E "linear in graphs" "$out/gpu-check-bench-qwen3-0.6b-gemv.log"
         runner_ab qwen3-0.6b -rows64 8,12,16,24,32,48,64 MINISGL_GEMV_ROWS=64
-        if [ "$SECONDS" -lt 430 ]; then
-            OFFLINE_TIMEOUT=70 offline_default qwen3-0.6b -rows4
-            MINISGL_GEMV_ROWS=64 OFFLINE_TIMEOUT=70 offline_default qwen3-0.6b -rows64
-        else
-            echo "no time left for the default workloads (${SECONDS} s)"
-        fi
+        default_ab 430 -rows4 -rows64 MINISGL_GEMV_ROWS=64
         # Each kernel of the steps at batch 16 / 32 / 64 with the new builds, against the
         # cuBLAS tables of earlier rounds (raw/2026-12-04-fold/call4-ncu-steps-*.md).
         if [ "$SECONDS" -lt 480 ]; then
@@ -1384,12 +1388,7 @@ device)
                 MINISGL_BENCH_TC_GEMM_ONLY=1 BENCH_TIMEOUT=150 bench_step qwen3-0.6b -tcgemm
                 grep -E "gemm in graphs" "$out/gpu-check-bench-qwen3-0.6b-tcgemm.log"
                 runner_ab qwen3-0.6b -gemm256 8,16,32,64,96,128,192,256 MINISGL_GEMM_ROWS=256
-                if [ "$SECONDS" -lt 430 ]; then
-                    OFFLINE_TIMEOUT=70 offline_default qwen3-0.6b -gemm0
-                    MINISGL_GEMM_ROWS=256 OFFLINE_TIMEOUT=70 offline_default qwen3-0.6b -gemm256
-                else
-                    echo "no time left for the default workloads (${SECONDS} s)"
-                fi
+                default_ab 430 -gemm0 -gemm256 MINISGL_GEMM_ROWS=256
                 # Where the fused qkv launch spends its time at batch 256 (L2 throughput: are
                 # x's re-reads the bound?), Nsight Compute's full set of one warm launch.
                 if [ "$SECONDS" -lt 450 ]; then
