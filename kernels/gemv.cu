@@ -279,8 +279,7 @@ __device__ __forceinline__ void gemv_body_simt(const bf16_t* __restrict__ x,
     }
 }
 
-// The tensor-core builds (`<name>_tc` for 2 to 16 rows, the host picks it from 3;
-// `_tc32` and `_tc64`, MT = 2 and 4 tiles of 16 rows, for up to 32 and 64). The scalar
+// The tensor-core builds (`<name>_tc`, 2 to 16 rows; the host picks them from 3). The scalar
 // builds' cost grows with each row (every lane re-reads and converts x per row and
 // weight chunk), so past two rows they lost to cuBLAS (gpu-2026-12-02-prologue.md §4,
 // m = 8: 10.5 µs against 3.7 for the 0.6B qkv). Here mma.sync m16n8k16 does the rows:
@@ -295,7 +294,11 @@ __device__ __forceinline__ void gemv_body_simt(const bf16_t* __restrict__ x,
 // blockIdx.x * (GEMV_WARPS / ksplit) + w / ksplit and part w % ksplit of the k blocks.
 #define GEMV_TC_LOADS 4  // k blocks of 32 a lane has in flight per weight row
 
-template <int EPI, bool NORM, int MT>
+//
+// Builds of two and four row tiles (to 32 and 64 rows) ran 2.7-6x slower than cuBLAS on
+// 2026-12-05 (docs/results/gpu-2026-12-05-h100.md §2) and were removed: past 16 rows the
+// products go to cuBLAS.
+template <int EPI, bool NORM>
 __device__ __forceinline__ void gemv_body_tc(const bf16_t* __restrict__ x,
                                              const bf16_t* __restrict__ w,
                                              const bf16_t* __restrict__ bias,
@@ -320,13 +323,11 @@ __device__ __forceinline__ void gemv_body_tc(const bf16_t* __restrict__ x,
 #pragma unroll
     for (int j = 0; j < NW; j++)
         wr[j] = reinterpret_cast<const u32x4*>(w + ((size_t)wrow + (size_t)j * n) * k) + t;
-    float acc[NW][MT][4];
+    float acc[NW][4];
 #pragma unroll
     for (int j = 0; j < NW; j++)
 #pragma unroll
-        for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) acc[j][mt][i] = 0.0f;
+        for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
     u32x4 wv[NW][U];
     auto issue = [&](int b) {
 #pragma unroll
@@ -343,63 +344,49 @@ __device__ __forceinline__ void gemv_body_tc(const bf16_t* __restrict__ x,
     if (!NORM) pdl_wait();
     const u32x4* x4 = NORM ? gemv_norm_finish(m, kc, eps) : reinterpret_cast<const u32x4*>(x);
     const u32x4 zero = {0u, 0u, 0u, 0u};
-    // Every weight fragment serves the MT row tiles: the weight is still read once, and
-    // each further tile costs two x loads (L1) and NW * 2 mmas per 32 values of k.
     for (int b = b0; b < b1; b += U) {
         if (b != b0) issue(b);
 #pragma unroll
         for (int u = 0; u < U; u++) {
             int bb = b + u;
             if (bb >= b1) continue;
+            u32x4 xl = g < m ? x4[(size_t)g * kc + 4 * bb + t] : zero;
+            u32x4 xh = g + 8 < m ? x4[(size_t)(g + 8) * kc + 4 * bb + t] : zero;
 #pragma unroll
-            for (int mt = 0; mt < MT; mt++) {
-                int rl = 16 * mt + g, rh = rl + 8;
-                u32x4 xl = rl < m ? x4[(size_t)rl * kc + 4 * bb + t] : zero;
-                u32x4 xh = rh < m ? x4[(size_t)rh * kc + 4 * bb + t] : zero;
-#pragma unroll
-                for (int j = 0; j < NW; j++) {
-                    mma_bf16_16816(acc[j][mt], xl.x, xh.x, xl.y, xh.y, wv[j][u].x, wv[j][u].y);
-                    mma_bf16_16816(acc[j][mt], xl.z, xh.z, xl.w, xh.w, wv[j][u].z, wv[j][u].w);
-                }
+            for (int j = 0; j < NW; j++) {
+                mma_bf16_16816(acc[j], xl.x, xh.x, xl.y, xh.y, wv[j][u].x, wv[j][u].y);
+                mma_bf16_16816(acc[j], xl.z, xh.z, xl.w, xh.w, wv[j][u].z, wv[j][u].w);
             }
         }
     }
-    // The ksplit warps of a column group add up through shared memory, a row tile at a
-    // time (one tile's partials fit the buffer; the barrier at the top of the next round
-    // keeps its writes behind this round's reads).
+    // The ksplit warps of a column group add up through shared memory.
     if (ksplit > 1) {
 #pragma unroll
-        for (int mt = 0; mt < MT; mt++) {
-            if (mt > 0) __syncthreads();
+        for (int j = 0; j < NW; j++)
 #pragma unroll
-            for (int j = 0; j < NW; j++)
+            for (int i = 0; i < 4; i++) part[warp][j][i][lane] = acc[j][i];
+        __syncthreads();
+        if (warp % ksplit == 0) {
+            for (int s = 1; s < ksplit; s++)
 #pragma unroll
-                for (int i = 0; i < 4; i++) part[warp][j][i][lane] = acc[j][mt][i];
-            __syncthreads();
-            if (warp % ksplit == 0) {
-                for (int s = 1; s < ksplit; s++)
+                for (int j = 0; j < NW; j++)
 #pragma unroll
-                    for (int j = 0; j < NW; j++)
-#pragma unroll
-                        for (int i = 0; i < 4; i++) acc[j][mt][i] += part[warp + s][j][i][lane];
-            }
+                    for (int i = 0; i < 4; i++) acc[j][i] += part[warp + s][j][i][lane];
         }
     }
     if (!live || warp % ksplit != 0) return;
-    // acc[j][mt][0..1]: row 16 mt + g, columns col0 + 2t and + 1; [2..3]: row 16 mt + g + 8.
+    // acc[j][0..1]: row g, columns col0 + 2t and + 1; [2..3]: row g + 8.
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            int r = 16 * mt + g + (i >> 1) * 8, col = col0 + 2 * t + (i & 1);
-            if (r >= m || col >= n) continue;
-            float b = bias != nullptr ? bf2f(bias[col]) : 0.0f;
-            gemv_store<EPI>(y, (size_t)r * y_stride + col, acc[0][mt][i], acc[NW - 1][mt][i], b);
-        }
+    for (int i = 0; i < 4; i++) {
+        int r = g + (i >> 1) * 8, col = col0 + 2 * t + (i & 1);
+        if (r >= m || col >= n) continue;
+        float b = bias != nullptr ? bf2f(bias[col]) : 0.0f;
+        gemv_store<EPI>(y, (size_t)r * y_stride + col, acc[0][i], acc[NW - 1][i], b);
+    }
 }
 
-// MR = 0 selects the tensor-core build of MT row tiles.
-template <int MR, int EPI, bool NORM, int MT = 1>
+// MR = 0 selects the tensor-core build.
+template <int MR, int EPI, bool NORM>
 __device__ __forceinline__ void gemv_body(const bf16_t* __restrict__ x,
                                           const bf16_t* __restrict__ w,
                                           const bf16_t* __restrict__ bias, void* __restrict__ y,
@@ -409,45 +396,40 @@ __device__ __forceinline__ void gemv_body(const bf16_t* __restrict__ x,
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
         __trap();  // bf16 mma needs sm_80; the host never picks this build below it
 #else
-        gemv_body_tc<EPI, NORM, MT>(x, w, bias, y, m, n, k, y_stride, ksplit, norm, eps);
+        gemv_body_tc<EPI, NORM>(x, w, bias, y, m, n, k, y_stride, ksplit, norm, eps);
 #endif
     } else
         gemv_body_simt<MR, EPI, NORM>(x, w, bias, y, m, n, k, y_stride, ksplit, norm, eps);
 }
 
 // Each product comes in these builds: `<name>_tc` (above) for 2 to 16 rows where k is a
-// multiple of 32, `<name>_tc32` / `<name>_tc64` likewise for up to 32 / 64 rows (no norm
-// prologue: (m + 1) rows of x past 16 would not fit its shared memory at a model's k),
-// `<name>` for 1 < m <= 8 otherwise, and `<name>_m1` for one row, with code free of the
+// multiple of 32, `<name>` for 1 < m <= 8 otherwise, and `<name>_m1` for one row, with code free of the
 // row loop and few enough registers (launch bounds 256 x 8) that eight blocks share an
 // SM: the host sizes `ksplit` so the whole product runs in one wave of blocks, which is
 // what a latency-bound launch needs (Nsight Compute, 2026-12-01: the first split build,
 // 80 registers and three blocks an SM, ran its 0.6B products in two to three waves and
 // lost 20-40% to the build before it).
-#define GEMV_PLAIN(SUFFIX, MR, MT, MINB)                                                       \
-    extern "C" __global__ void __launch_bounds__(256, MINB)                                    \
-        gemv_bf16##SUFFIX(const bf16_t* x, const bf16_t* w, const bf16_t* bias, bf16_t* y,     \
-                          int m, int n, int k, int y_stride, int ksplit) {                     \
-        gemv_body<MR, EPI_BF16, false, MT>(x, w, bias, y, m, n, k, y_stride, ksplit, nullptr,  \
-                                           0.0f);                                              \
-    }                                                                                          \
-    extern "C" __global__ void __launch_bounds__(256, MINB)                                    \
-        gemv_f32##SUFFIX(const bf16_t* x, const bf16_t* w, const bf16_t* bias, float* y,       \
-                         int m, int n, int k, int y_stride, int ksplit) {                      \
-        gemv_body<MR, EPI_F32, false, MT>(x, w, bias, y, m, n, k, y_stride, ksplit, nullptr,   \
-                                          0.0f);                                               \
-    }                                                                                          \
-    extern "C" __global__ void __launch_bounds__(256, MINB)                                    \
-        gemv_silu##SUFFIX(const bf16_t* x, const bf16_t* w, bf16_t* y, int m, int n, int k,    \
-                          int ksplit) {                                                        \
-        gemv_body<MR, EPI_SILU, false, MT>(x, w, nullptr, y, m, n, k, n, ksplit, nullptr,      \
-                                           0.0f);                                              \
-    }                                                                                          \
-    extern "C" __global__ void __launch_bounds__(256, MINB)                                    \
-        gemv_residual##SUFFIX(const bf16_t* x, const bf16_t* w, const bf16_t* bias,            \
-                              bf16_t* residual, int m, int n, int k, int ksplit) {             \
-        gemv_body<MR, EPI_RESIDUAL, false, MT>(x, w, bias, residual, m, n, k, n, ksplit,       \
-                                               nullptr, 0.0f);                                 \
+#define GEMV_PLAIN(SUFFIX, MR, MINB)                                                             \
+    extern "C" __global__ void __launch_bounds__(256, MINB)                                      \
+        gemv_bf16##SUFFIX(const bf16_t* x, const bf16_t* w, const bf16_t* bias, bf16_t* y,       \
+                          int m, int n, int k, int y_stride, int ksplit) {                       \
+        gemv_body<MR, EPI_BF16, false>(x, w, bias, y, m, n, k, y_stride, ksplit, nullptr, 0.0f); \
+    }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(256, MINB)                                      \
+        gemv_f32##SUFFIX(const bf16_t* x, const bf16_t* w, const bf16_t* bias, float* y,         \
+                         int m, int n, int k, int y_stride, int ksplit) {                        \
+        gemv_body<MR, EPI_F32, false>(x, w, bias, y, m, n, k, y_stride, ksplit, nullptr, 0.0f);  \
+    }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(256, MINB)                                      \
+        gemv_silu##SUFFIX(const bf16_t* x, const bf16_t* w, bf16_t* y, int m, int n, int k,      \
+                          int ksplit) {                                                          \
+        gemv_body<MR, EPI_SILU, false>(x, w, nullptr, y, m, n, k, n, ksplit, nullptr, 0.0f);     \
+    }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(256, MINB)                                      \
+        gemv_residual##SUFFIX(const bf16_t* x, const bf16_t* w, const bf16_t* bias,              \
+                              bf16_t* residual, int m, int n, int k, int ksplit) {               \
+        gemv_body<MR, EPI_RESIDUAL, false>(x, w, bias, residual, m, n, k, n, ksplit, nullptr,    \
+                                           0.0f);                                                \
     }
 
 #define GEMV_NORM(SUFFIX, MR, MINB)                                                            \
@@ -465,11 +447,9 @@ __device__ __forceinline__ void gemv_body(const bf16_t* __restrict__ x,
 // Shapes (every build): x: [m, k] bf16; w: [n, k] bf16 (gemv_silu, gemv_norm_silu:
 // [2n, k], gate rows then up rows); bias: [n] bf16 or null; y: [m, n] with rows
 // `y_stride` apart (the gemv_norm_* kernels: n apart); residual: [m, n]; norm: [k].
-GEMV_PLAIN(, GEMV_MAX_ROWS, 1, 2)
+GEMV_PLAIN(, GEMV_MAX_ROWS, 2)
 GEMV_NORM(, GEMV_MAX_ROWS, 2)
-GEMV_PLAIN(_m1, 1, 1, 6)
+GEMV_PLAIN(_m1, 1, 6)
 GEMV_NORM(_m1, 1, 6)
-GEMV_PLAIN(_tc, 0, 1, 2)
+GEMV_PLAIN(_tc, 0, 2)
 GEMV_NORM(_tc, 0, 2)
-GEMV_PLAIN(_tc32, 0, 2, 2)
-GEMV_PLAIN(_tc64, 0, 4, 2)

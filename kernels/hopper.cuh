@@ -131,33 +131,3 @@ __device__ __forceinline__ void named_sync(int id, int n) {
 __device__ __forceinline__ void named_arrive(int id, int n) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
 }
-
-// --- thread block clusters -------------------------------------------------------
-// A launch without a cluster attribute is a cluster of one: rank 0 of 1.
-__device__ __forceinline__ int cluster_rank() {
-    u32 r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-    return (int)r;
-}
-__device__ __forceinline__ int cluster_size() {
-    u32 r;
-    asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(r));
-    return (int)r;
-}
-// Every thread of every CTA of the cluster: writes to shared memory before it are seen
-// by the cluster's reads after it. (Not .aligned: a producer lane may come late.)
-__device__ __forceinline__ void cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
-    asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");
-}
-// Four floats at this CTA's shared address `local`, read from CTA `rank`'s copy of it.
-__device__ __forceinline__ float4 ld_cluster_f4(u32 local, int rank) {
-    u32 remote;
-    float4 v;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(rank));
-    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                 : "r"(remote)
-                 : "memory");
-    return v;
-}

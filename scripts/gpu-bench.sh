@@ -231,25 +231,14 @@
 #             never: kernel and model checks, the 0.6B A/B at batch 1-256.
 #     part 96: the skinny kernel at 5-8 rows against cuBLAS (MINISGL_GEMV_ROWS=8), with
 #             and without the norm prologue.
-#     part 97: the tensor-core gemv builds for 9-64 rows (_tc to 16, _tc32, _tc64; written
-#             2026-12-04 with no device lent, compiled by NVRTC only): op and model checks
-#             with them routed, each product in graphs against cuBLAS at 1-64 rows, the
-#             0.6B runner A/B at batch 8-64 (MINISGL_GEMV_ROWS=64 against the default 4),
-#             the 0.6B default workload both ways, then (time allowing) Nsight Compute
-#             tables of the steps at batch 16 / 32 / 64 with them. Its op checks also
-#             cover the Hopper decode GEMM (gemm_sm90.cu, "tc gemm" paths, every tile).
-#     part 98: the Hopper decode GEMM for 65-256 rows (written 2026-12-05 with no device
-#             lent, compiled by NVRTC only): its own op checks first (on failure the call
-#             does part 97 after its op checks instead), model checks with it routed
-#             (MINISGL_GEMM_ROWS=256), each product in graphs against cuBLAS at 65-256
-#             rows and every tile (weights cycled past L2), the 0.6B runner A/B at
-#             batch 8-256 (with the default 4 gemv rows it takes every batch past 4), the
-#             0.6B default workload both ways, then (time allowing) an
-#             Nsight Compute table of the 0.6B step at batch 128 / 256 with it and the
-#             full set of one fused qkv launch at batch 256.
-#     part 99: Nsight Compute's full set and stall samples of two Hopper GEMM launches
-#             (plain at 128 rows in clusters of 4, SiLU at 256 rows unclustered): where
-#             part 98's fixed ~7 us a launch goes.
+#     part 100: after the Hopper GEMM and the 17-64 row gemv builds were removed
+#             (2026-12-05): every op check, the model and engine checks, the 0.6B kernel
+#             benches and decode steps and a timeline with gpu-check's floors at the rates
+#             it now measures at start, the 0.6B default workload, the 14B decode steps.
+#     (parts 97-99, the tensor-core gemv builds for 17-64 rows and the Hopper decode GEMM
+#             (gemm_sm90.cu) with its Nsight profile, ran at 5a9bc6a and 5937b34; both lost
+#             to cuBLAS and were removed, and so are the parts: gpu-2026-12-05-gemm.md,
+#             gpu-2026-12-05-h100.md.)
 #     (part 89, the model's final norm applied in the span, ran at 2a160fe: 1.013x slower
 #             at 0.6B batch 1, so reverted with the part: gpu-2026-12-04-span.md.)
 #     (part 90, the whole ring in flight in a span, ran at 0dcf354: within the A/B's noise,
@@ -367,34 +356,6 @@ device)
     gzip_ops_log() {  # check_ops's log compressed for the archive, where it ran
         if [ -f "$out/gpu-check-ops.log" ]; then gzip -f "$out/gpu-check-ops.log"; fi
     }
-    default_ab() {  # UNTIL SUFFIX_AS_BUILT SUFFIX VAR=VALUE: the 0.6B default workload as
-        # built and again with VAR=VALUE (the suffixes name the logs), if the call is under UNTIL s
-        if [ "$SECONDS" -lt "$1" ]; then
-            OFFLINE_TIMEOUT=70 offline_default qwen3-0.6b "$2"
-            (export "$4"; OFFLINE_TIMEOUT=70 offline_default qwen3-0.6b "$3")
-        else
-            echo "no time left for the default workloads (${SECONDS} s)"
-        fi
-    }
-    part97_rest() {  # part 97 after its op checks: the tensor-core gemv at 9-64 rows
-        # against cuBLAS. The models with MINISGL_GEMV_ROWS=64 run their decode batches
-        # through it (gpu-check routes its gemv paths to 64 rows itself), then each product
-        # timed in graphs (the `linear in graphs` lines of the kernel benches), then the
-        # runner step A/B and the default workload, whose 9-64 class is where the rows count.
-        MINISGL_GEMV_ROWS=64 check_models
-        MINISGL_BENCH_GEMV_ONLY=1 BENCH_TIMEOUT=100 bench_step qwen3-0.6b -gemv
-        grep -E "linear in graphs" "$out/gpu-check-bench-qwen3-0.6b-gemv.log"
-        runner_ab qwen3-0.6b -rows64 8,12,16,24,32,48,64 MINISGL_GEMV_ROWS=64
-        default_ab 430 -rows4 -rows64 MINISGL_GEMV_ROWS=64
-        # Each kernel of the steps at batch 16 / 32 / 64 with the new builds, against the
-        # cuBLAS tables of earlier rounds (raw/2026-12-04-fold/call4-ncu-steps-*.md).
-        if [ "$SECONDS" -lt 480 ]; then
-            MINISGL_GEMV_ROWS=64 NCU_TAG=-rows64 ncu_steps qwen3-0.6b 16,32,64 256 $((575 - SECONDS))
-        else
-            echo "no time left for the step tables (${SECONDS} s)"
-        fi
-        gzip_ops_log
-    }
     offline_default() {  # SHAPE [LOG_SUFFIX]: bench offline's default workload, figures into $jl
         # 14B random weights take 85-95 s to build before the run starts. Every step's
         # time and shape go to steps-SHAPE.csv; the log has them by class against their floors.
@@ -428,8 +389,9 @@ device)
     ncu_launch() {  # KERNEL_REGEX TAG BATCHES: Nsight Compute's full set and per-line stall
         # samples of one warm launch in a Qwen3-0.6B decode step at context 256. The
         # timeline runs a prefill, then eager decode steps of 28 launches of the kernel
-        # each: skip the first decode step's, profile the second step's first.
-        timeout 200 ncu --set full --import-source no -k "regex:$1" -s 28 -c 1 -f \
+        # each: skip the first decode step's, profile the second step's first. Rates given
+        # (MINISGL_GPU_RATES) keep gpu-check's start-up micro-benchmarks out of the profile.
+        MINISGL_GPU_RATES=${MINISGL_GPU_RATES:-4.28,670} timeout 200 ncu --set full --import-source no -k "regex:$1" -s 28 -c 1 -f \
             -o "/tmp/prof-$2" "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-0.6b \
             --timeline-batches "$3" --timeline-context 256 --timeline-out /tmp/tl.md \
             --report /tmp/tl-report.md > "/tmp/ncu-$2.log" 2>&1
@@ -440,9 +402,11 @@ device)
     }
     ncu_steps() {  # SHAPE BATCHES [CONTEXT [TIMEOUT]]: Nsight Compute durations of whole decode steps
         # NCU_TABLES=0,2 NCU_LABELS=prefill,decode: tables of other steps than the timed
-        # decodes (step 0 is the prefill of BATCHES x CONTEXT tokens, in one step).
+        # decodes (step 0 is the prefill of BATCHES x CONTEXT tokens, in one step). Rates
+        # given, as in ncu_launch: only the steps' launches are profiled.
         local ctx=${3:-256} tag=$1${3:+-ctx$3}${NCU_TAG:-}
-        timeout "${4:-240}" ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum \
+        MINISGL_GPU_RATES=${MINISGL_GPU_RATES:-4.28,670} timeout "${4:-240}" ncu --clock-control none \
+            --cache-control none --metrics gpu__time_duration.sum \
             --csv --page raw "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/$1 \
             --timeline-batches "$2" --timeline-context "$ctx" --timeline-out /tmp/timeline-$tag.md \
             --report /tmp/timeline-report-$tag.md > /tmp/ncu-$tag.csv 2> /tmp/ncu-$tag.err
@@ -1348,64 +1312,34 @@ device)
         MINISGL_NORM_PROLOGUE=0 runner_ab qwen3-0.6b -rows8-np0 5,6,8 MINISGL_GEMV_ROWS=8
         runner_ab llama-3.1-8b -rows8 8 MINISGL_GEMV_ROWS=8
         pack_logs 96
-    elif [ "$part" = 99 ]; then
+    elif [ "$part" = 100 ]; then
         rm "$out/env.log"  # already printed by the tee above
-        # Where the Hopper decode GEMM's time goes when its epilogue is trivial: part 98
-        # (2026-12-05) put a ~7 us fixed cost in every launch (o at 128 rows: 64x1 11.1,
-        # 64x2 9.5, 64x4 7.9 us, k per CTA halving each time). Nsight Compute's full set
-        # and per-line stall samples of a plain launch at 128 rows in clusters of 4 and of
-        # the SiLU launch at 256 rows with no cluster.
-        MINISGL_GEMM_ROWS=256 ncu_launch gemm_tc_bn64 bn64-b128 128
-        MINISGL_GEMM_ROWS=256 ncu_launch gemm_tc_silu_bn128 silu-b256 256
-        pack_logs 99
-    elif [ "$part" = 97 ]; then
-        rm "$out/env.log"  # already printed by the tee above
+        # After the Hopper GEMM and the 17-64 row gemv builds were removed: every op check
+        # (the gemv paths now end at 16 rows), the models and the engine on the fixtures
+        # (graphs included), then gpu-check's benches with the floors it measures at start
+        # (the `device rates:` line; until 5a9bc6a they were H200 constants), a timeline
+        # of the 0.6B step, the 0.6B default workload, the 14B steps while time is left.
         check_ops --skip-bench
-        part97_rest
-        pack_logs 97
-    elif [ "$part" = 98 ]; then
-        rm "$out/env.log"  # already printed by the tee above
-        # The Hopper decode GEMM past the gemv's rows against cuBLAS. First its own op
-        # checks (a build never run on a GPU: if they fail, the call does part 97's timing
-        # instead of spending itself on a broken kernel), then the models with every
-        # decode batch and short prefill through it, then each product timed in graphs
-        # (`gemm in graphs` lines), the runner A/B and the default workload (its 65+ class
-        # is where it counts).
-        timeout 150 "$bin" gpu-check --tc-gemm-only --skip-models --skip-engine --skip-bench \
-            --report /tmp/gpu-check-tc.md > "$out/gpu-check-tc.log" 2>&1
-        tc_rc=$?
-        echo "gpu-check tc gemm rc=$tc_rc (${SECONDS} s)"
-        grep -E "checks, |FAIL|error" "$out/gpu-check-tc.log" | head -40
-        if [ "$tc_rc" != 0 ]; then
-            echo "the Hopper GEMM's checks failed: part 97's timing instead"
-            part97_rest
+        models=()
+        for m in tests/fixtures/models/*/; do models+=(--model "$m"); done
+        timeout 200 "$bin" gpu-check --skip-ops --skip-bench "${models[@]}" --random-model .gpu/qwen3-0.6b \
+            --report /tmp/gpu-check-engine.md > "$out/gpu-check-models-engine.log" 2>&1
+        echo "gpu-check models + engine rc=$?"
+        grep -E "checks, |FAIL" "$out/gpu-check-models-engine.log" | head -20
+        MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1,8,16,64,256 bench_step qwen3-0.6b
+        grep -E "device rates|decode attention|linear in graphs" "$out/gpu-check-bench-qwen3-0.6b.log" | head -12
+        timeout 90 "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-0.6b \
+            --timeline-out "$out/timeline-qwen3-0.6b.md" --report /tmp/tl-report.md > "$out/timeline.log" 2>&1
+        echo "timeline rc=$?"; grep -E "device rates|Σ kernel time" "$out/timeline-qwen3-0.6b.md" | head -4
+        OFFLINE_TIMEOUT=70 offline_default qwen3-0.6b
+        if [ "$SECONDS" -lt 420 ]; then
+            MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1,64,256 \
+                BENCH_TIMEOUT=120 bench_step qwen3-14b
         else
-            MINISGL_GEMM_ROWS=256 check_models
-            if [ "$models_rc" = 124 ]; then
-                # A kernel that hangs would take every later step's timeout with it.
-                echo "the models did not finish with the Hopper GEMM routed: the rest of part 98 is left out"
-            else
-                MINISGL_BENCH_TC_GEMM_ONLY=1 BENCH_TIMEOUT=150 bench_step qwen3-0.6b -tcgemm
-                grep -E "gemm in graphs" "$out/gpu-check-bench-qwen3-0.6b-tcgemm.log"
-                runner_ab qwen3-0.6b -gemm256 8,16,32,64,96,128,192,256 MINISGL_GEMM_ROWS=256
-                default_ab 430 -gemm0 -gemm256 MINISGL_GEMM_ROWS=256
-                # Where the fused qkv launch spends its time at batch 256 (L2 throughput: are
-                # x's re-reads the bound?), Nsight Compute's full set of one warm launch.
-                if [ "$SECONDS" -lt 450 ]; then
-                    MINISGL_GEMM_ROWS=256 ncu_launch gemm_tc_rope_hd128 tcrope256 256
-                    grep -E "L2 Cache Throughput|L1/TEX Hit|Compute \(SM\) Throughput|Memory Throughput" \
-                        "$out/ncu-details-tcrope256.txt" | head -8
-                else
-                    echo "no time left for the launch profile (${SECONDS} s)"
-                fi
-                if [ "$SECONDS" -lt 500 ]; then
-                    MINISGL_GEMM_ROWS=256 NCU_TAG=-gemm256 ncu_steps qwen3-0.6b 128,256 256 $((575 - SECONDS))
-                else
-                    echo "no time left for the step tables (${SECONDS} s)"
-                fi
-            fi
+            echo "no time left for the 14B decode steps (${SECONDS} s)"
         fi
-        pack_logs 98
+        gzip_ops_log
+        pack_logs 100
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate

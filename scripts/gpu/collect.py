@@ -29,6 +29,10 @@ for d in map(Path, args.dirs):
         for line in jl.read_text().splitlines():
             if line.strip():
                 o = json.loads(line)
+                # attn_bench's PyTorch rates name no model: they are the device's.
+                if o.get("metric") in ("gemm_bf16_tflops", "copy_bandwidth_tbps"):
+                    o.setdefault("shape", "device")
+                    o.setdefault("workload", "ceiling micro-benchmark (dense bf16 GEMM rate / device copy bandwidth)")
                 out.append(o)
                 base = {k: o[k] for k in ("date", "commit", "machine") if k in o}
     if not base:
@@ -46,20 +50,22 @@ for d in map(Path, args.dirs):
             m = re.search(pat, log.name)
             if m:
                 extra[key] = m[1]
-        shape = "qwen3-0.6b"
+        shape, copy_note = "qwen3-0.6b", "4.28 TB/s"
         # An A/B line timed in rounds (gpu-check since 2026-12-04) says so; its batch's
         # default line, printed after it, carries the same method.
         ab_method = None
         for line in log.read_text().splitlines():
-            m = re.search(r"([\w.-]+) random weights: floor of a decode step", line)
+            m = re.search(r"([\w.-]+) random weights: floor of a decode step.*? at ([\d.]+) TB/s", line)
             if m:
-                shape = m[1]
-            m = re.search(r"decode attention \[(\w+)\] batch (\d+) x ctx (\d+).*?: ([\d.]+) ms, ([\d.]+) TB/s", line)
+                shape, copy_note = m[1], f"{m[2]} TB/s"
+            m = re.search(r"decode attention \[(\w+)\] batch (\d+) x ctx (\d+).*?: ([\d.]+) ms, ([\d.]+) TB/s"
+                          r".*?of the ([\d.]+) TB/s copy ceiling", line)
             if m:
+                copy = float(m[6])
                 out.append({**base, "shape": "qwen3-0.6b-attn (16q/8kv x 128)", "tp": 1, "decode_path": m[1],
                             "workload": f"decode attention batch {m[2]} x ctx {m[3]}, page 16",
                             "metric": "decode_attention_tbps", "value": float(m[5]), "unit": "TB/s",
-                            "ceiling": 4.28, "fraction": round(float(m[5]) / 4.28, 3), **extra})
+                            "ceiling": copy, "fraction": round(float(m[5]) / copy, 3), **extra})
             m = re.search(r"runner.step greedy decode, batch (\d+), context ~(\d+): floor ([\d.]+) ms(?: \([^)]*\))?; CUDA graphs [\d.]+ tok/s \(([\d.]+) ms/step", line)
             if m:
                 b, ctx, floor, ms = int(m[1]), int(m[2]), float(m[3]), float(m[4])
@@ -67,7 +73,7 @@ for d in map(Path, args.dirs):
                             "workload": f"greedy decode step, batch {b}, context ~{ctx}, CUDA graphs",
                             "metric": f"decode_step_ms_b{b}", "value": ms, "unit": "ms",
                             "ceiling": floor, "fraction": round(floor / ms, 3), "page_size": 16,
-                            "note": "gpu-check --bench-model (runner.step); floor = weights + KV at 4.28 TB/s, FLOPs not counted",
+                            "note": "gpu-check --bench-model (runner.step); floor = weights + KV at " + copy_note + ", FLOPs not counted",
                             **({"method": ab_method} if ab_method else {}), **extra})
                 ab_method = None
 
@@ -84,7 +90,7 @@ for d in map(Path, args.dirs):
                             "metric": f"decode_step_ms_b{b}", "value": ms_b, "unit": "ms",
                             "ceiling": round(floor, 3), "fraction": round(floor / ms_b, 3), "page_size": 16,
                             "ab": f"{m[6]}={m[7]}",
-                            "note": "gpu-check --bench-model, MINISGL_BENCH_AB's second runner (same process as the default's figure); floor = weights + KV at 4.28 TB/s",
+                            "note": "gpu-check --bench-model, MINISGL_BENCH_AB's second runner (same process as the default's figure); floor = weights + KV at " + copy_note,
                             **({"method": ab_method} if ab_method else {}), **extra})
 
 with open(args.to, "a") as f:

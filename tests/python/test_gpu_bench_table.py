@@ -1,12 +1,11 @@
-"""`scripts/gpu-bench.sh device table` (issue 11's whole table in one device call),
-`device 97` (the gemv builds to 64 rows) and `device 98` (the Hopper decode GEMM), run
-on this machine against stand-ins: a fake `minisgl-host` that records its argv and
+"""`scripts/gpu-bench.sh device table` (issue 11's whole table in one device call) and
+`device 100` (the checks and benches after the Hopper GEMM's removal), run on this
+machine against stand-ins: a fake `minisgl-host` that records its argv and
 MINISGL_* environment and answers `bench offline --jsonl` with a figure, a fake
-`attn_bench.py`, `nvidia-smi` and `ncu`. None of these parts has run on a GPU yet, and a
-device call costs minutes of a limited budget, so the parts' shell (functions, time
-guards, `set -u`) and what they run (both shapes, every workload, the cuDNN reference;
-for 97 and 98 the settings each step runs under) are checked here first. The figures
-themselves need the GPU."""
+`attn_bench.py`, `nvidia-smi` and `ncu`. A device call costs minutes of a limited
+budget, so the parts' shell (functions, time guards, `set -u`) and what they run (both
+shapes, every workload, the cuDNN reference, every check group) are checked here first.
+The figures themselves need the GPU."""
 
 import json
 import os
@@ -19,10 +18,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_part(tmp_path, part, fail_tc_gemm=False):
+def run_part(tmp_path, part):
     """Runs `gpu-bench.sh device PART` in a copy of scripts/ with stand-ins; returns
-    (the run, every stand-in call as (argv, MINISGL_* environment), the out folder).
-    fail_tc_gemm: the fake's `gpu-check --tc-gemm-only` fails as a broken kernel would."""
+    (the run, every stand-in call as (argv, MINISGL_* environment), the out folder)."""
     repo = tmp_path / "repo"
     shutil.copytree(ROOT / "scripts", repo / "scripts")
     shutil.copytree(ROOT / "tests/fixtures/models", repo / "tests/fixtures/models")
@@ -44,8 +42,6 @@ def run_part(tmp_path, part, fail_tc_gemm=False):
         "    fig = {'metric': 'offline_output_tok_s', 'value': 1.0, 'args': a}\n"
         "    open(a[a.index('--jsonl') + 1], 'a').write(json.dumps(fig) + '\\n')\n"
         "print('stub output tok/s; runner step')\n"
-        + ("if '--tc-gemm-only' in a:\n    print('1 checks, 1 failed'); sys.exit(1)\n"
-           if fail_tc_gemm else "")
     )
     binary = repo / "target/release/minisgl-host"
     binary.parent.mkdir(parents=True)
@@ -107,51 +103,18 @@ def test_the_table_part_runs_every_step_on_both_shapes(tmp_path):
         assert log in names, sorted(names)
 
 
-def test_part_97_routes_each_step_through_the_gemv_rows_it_names(tmp_path):
-    _, made, out = run_part(tmp_path, "97")
-    gpu_check = [(a, e) for a, e in made if a[:1] == ["gpu-check"]]
-    # Op checks (gpu-check routes its own gemv paths), then the models with 64 rows.
-    assert any("--skip-models" in a and "--skip-bench" in a for a, _ in gpu_check), made
-    assert any("--skip-ops" in a and "--random-model" in a and e.get("MINISGL_GEMV_ROWS") == "64"
-               for a, e in gpu_check), made
-    assert any(e.get("MINISGL_BENCH_GEMV_ONLY") == "1" for _, e in gpu_check), made
-    ab = [e for _, e in gpu_check if e.get("MINISGL_BENCH_AB") == "MINISGL_GEMV_ROWS=64"]
-    assert ab and "MINISGL_GEMV_ROWS" not in ab[0], made
-    assert set(ab[0]["MINISGL_BENCH_BATCHES"].split(",")) >= {"8", "16", "32", "64"}, ab
-    # The default workload both ways, and the step tables with 64 rows.
-    offline = [e.get("MINISGL_GEMV_ROWS") for a, e in made if a[:2] == ["bench", "offline"]]
-    assert sorted(offline, key=str) == sorted([None, "64"], key=str), made
-    assert any(a[:1] == ["ncu"] and e.get("MINISGL_GEMV_ROWS") == "64" for a, e in made), made
+def test_part_100_runs_every_check_group_and_the_benches_with_measured_rates(tmp_path):
+    _, made, out = run_part(tmp_path, "100")
+    gpu_check = [a for a, _ in made if a[:1] == ["gpu-check"]]
+    # Op checks; models and engine on the fixtures; 0.6B benches; a timeline; 14B steps.
+    assert any("--skip-models" in a and "--skip-engine" in a for a in gpu_check), made
+    assert any("--skip-ops" in a and "--model" in a and "--skip-engine" not in a
+               for a in gpu_check), made
+    benches = [a[a.index("--bench-model") + 1] for a in gpu_check if "--bench-model" in a]
+    assert benches == [".gpu/qwen3-0.6b", ".gpu/qwen3-14b"], made
+    assert any("--timeline-model" in a for a in gpu_check), made
+    # Not under a profiler: gpu-check measures its rates itself.
+    assert not any("MINISGL_GPU_RATES" in e for _, e in made), made
+    assert any(a[:2] == ["bench", "offline"] for a, _ in made), made
     names = archived_logs(out)
-    assert {"offline-qwen3-0.6b-rows4.log", "offline-qwen3-0.6b-rows64.log"} <= names, names
-
-
-def test_part_98_routes_each_step_through_the_hopper_gemm_it_names(tmp_path):
-    _, made, out = run_part(tmp_path, "98")
-    gpu_check = [(a, e) for a, e in made if a[:1] == ["gpu-check"]]
-    # The kernel's own op checks before anything else.
-    assert "--tc-gemm-only" in gpu_check[0][0], made
-    # The models with every batch of up to 256 rows through the kernel.
-    assert any("--skip-ops" in a and "--random-model" in a and e.get("MINISGL_GEMM_ROWS") == "256"
-               for a, e in gpu_check), made
-    assert any(e.get("MINISGL_BENCH_TC_GEMM_ONLY") == "1" for _, e in gpu_check), made
-    # The A/B's default side is cuBLAS: the setting only on the VAR=VALUE side.
-    ab = [e for _, e in gpu_check if e.get("MINISGL_BENCH_AB") == "MINISGL_GEMM_ROWS=256"]
-    assert ab and "MINISGL_GEMM_ROWS" not in ab[0], made
-    assert set(ab[0]["MINISGL_BENCH_BATCHES"].split(",")) >= {"128", "256"}, ab
-    offline = [e.get("MINISGL_GEMM_ROWS") for a, e in made if a[:2] == ["bench", "offline"]]
-    assert sorted(offline, key=str) == sorted([None, "256"], key=str), made
-    assert any(a[:1] == ["ncu"] and e.get("MINISGL_GEMM_ROWS") == "256" for a, e in made), made
-    names = archived_logs(out)
-    assert {"offline-qwen3-0.6b-gemm0.log", "offline-qwen3-0.6b-gemm256.log"} <= names, names
-
-
-def test_part_98_does_part_97s_timing_when_the_hopper_gemm_fails_its_checks(tmp_path):
-    r, made, out = run_part(tmp_path, "98", fail_tc_gemm=True)
-    assert "part 97's timing instead" in r.stdout, r.stdout[-3000:]
-    # Nothing runs with the broken kernel routed, and part 97's steps run instead.
-    assert not any(e.get("MINISGL_GEMM_ROWS") for _, e in made), made
-    assert any(e.get("MINISGL_BENCH_AB") == "MINISGL_GEMV_ROWS=64" for _, e in made), made
-    offline = [e.get("MINISGL_GEMV_ROWS") for a, e in made if a[:2] == ["bench", "offline"]]
-    assert sorted(offline, key=str) == sorted([None, "64"], key=str), made
-    assert "gpu-check-tc.log" in archived_logs(out)
+    assert {"gpu-check-models-engine.log", "offline-qwen3-0.6b.log", "timeline.log"} <= names, names

@@ -767,38 +767,6 @@ pub trait Backend: Send + 'static {
         self.attention(&q, kv, layer, step, p.scale)
     }
 
-    /// `qkv_attention(linear(x, w_qkv, bias), ...)`: the QKV projection and everything
-    /// after it up to the output projection. The default is those two ops; a backend
-    /// may do the q/k norm, RoPE and the K/V cache write in the product's epilogue
-    /// (one launch less a layer), where [`Backend::fuses_qkv_product`] says so.
-    #[allow(clippy::too_many_arguments)]
-    fn linear_qkv_attention(
-        &self,
-        x: &Self::Tensor,
-        w_qkv: &Self::Tensor,
-        bias: Option<&Self::Tensor>,
-        kv: &mut Self::Kv,
-        layer: usize,
-        step: &Self::Step,
-        p: &AttnParams<'_, Self::Tensor>,
-    ) -> Result<Self::Tensor, BackendError> {
-        let qkv = self.linear(x, w_qkv, bias)?;
-        self.qkv_attention(qkv, kv, layer, step, p)
-    }
-
-    /// Whether [`Backend::linear_qkv_attention`] runs fused for this input, so that the
-    /// model calls it instead of taking the qkv product first (which the layer chain
-    /// needs). Never where the chain could run: it takes one row.
-    fn fuses_qkv_product(
-        &self,
-        x: &Self::Tensor,
-        w_qkv: &Self::Tensor,
-        p: &AttnParams<'_, Self::Tensor>,
-    ) -> bool {
-        let _ = (x, w_qkv, p);
-        false
-    }
-
     /// Rows `meta.sample_rows` of `x` → `[sample_rows.len(), cols]`. Where they are
     /// every row in order (every decode step, recorded ones included: their padded
     /// rows sample too), `x` itself, with no copy.

@@ -509,9 +509,6 @@ fn append_jsonl(
     v["chain_span"] = env_or("MINISGL_CHAIN_SPAN", &span).into();
     v["decode_rope"] = env_or("MINISGL_DECODE_ROPE", "waves").into();
     v["chain_hold"] = env_or("MINISGL_CHAIN_HOLD", "0").into();
-    // 0: cuBLAS past the gemv's rows; N: the Hopper GEMM up to N rows (a forced tile too).
-    v["gemm_rows"] = env_or("MINISGL_GEMM_ROWS", "0").into();
-    v["gemm_tile"] = env_or("MINISGL_GEMM_TILE", "rule").into();
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)

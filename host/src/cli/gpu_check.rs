@@ -13,10 +13,10 @@ mod engine;
 mod graphs;
 mod model;
 mod ops;
+mod rates;
 mod report;
 mod rounded_cpu;
 mod sampling;
-mod tc_gemm;
 mod timeline;
 mod tp;
 
@@ -57,10 +57,6 @@ pub struct GpuCheckArgs {
     /// MINISGL_KERNEL_DEFINES, its phase trace too).
     #[arg(long)]
     pub chain_only: bool,
-    /// Of the op and kernel tests, run only the Hopper decode GEMM's (a build never run
-    /// on a GPU is checked before anything else is spent on it).
-    #[arg(long, conflicts_with = "chain_only")]
-    pub tc_gemm_only: bool,
     /// Skip the benchmark.
     #[arg(long)]
     pub skip_bench: bool,
@@ -172,15 +168,11 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
     if let (false, Some(gpu)) = (args.skip_ops, &gpu) {
         if args.chain_only {
             chain::run(&cpu, gpu, args.seed, &mut rep)?;
-        } else if args.tc_gemm_only {
-            tc_gemm::run(&cpu, gpu, args.seed, &mut rep)?;
         } else {
             ops::run(&cpu, gpu, args.seed, &mut rep)?;
             chain::run(&cpu, gpu, args.seed, &mut rep)?;
             attn::run(&cpu, gpu, args.seed, &mut rep)?;
             sampling::run(&cpu, gpu, args.seed, &mut rep)?;
-            // Last: a kernel not yet run on a GPU must not cost the checks before it.
-            tc_gemm::run(&cpu, gpu, args.seed, &mut rep)?;
         }
     }
     let model_list = args
@@ -239,12 +231,17 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
         bench::run(gpu, args.bench_model.as_deref(), &mut rep)?;
     }
     if !args.timeline_models.is_empty() {
-        let mut md = String::from("# Decode-step timeline (eager, CUDA events per launch)\n");
+        let rates = rates::Rates::get()?;
+        let mut md = format!(
+            "# Decode-step timeline (eager, CUDA events per launch)\n\n{}\n",
+            rates.describe()
+        );
         for m in &args.timeline_models {
             md.push_str(&timeline::run(
                 m,
                 &args.timeline_batches,
                 args.timeline_context,
+                &rates,
             )?);
         }
         println!("{md}");

@@ -297,9 +297,10 @@ impl<B: Backend> Model<B> {
         self.lm_head.as_ref().unwrap_or(&self.embed)
     }
 
-    /// Layer `l` and those after it as chained launches from layer `l`'s qkv, where the
-    /// backend takes them: what the last launch left for the next layer (its qkv, if
-    /// it wrote one) and how many layers ran; `None` where the chain does not apply.
+    /// Layer `l` (attention parameters `p`) and those after it as chained launches from
+    /// layer `l`'s qkv, where the backend takes them: what the last launch left for the
+    /// next layer (its qkv, if it wrote one) and how many layers ran; `None` where the
+    /// chain does not apply.
     /// Split across ranks the products are partial sums: no chain there. The chain may
     /// take the attention too (from qkv), else its output; and the layers after this
     /// one, from the qkv each writes, in the same launch.
@@ -309,6 +310,7 @@ impl<B: Backend> Model<B> {
         b: &B,
         qkv: &B::Tensor,
         l: usize,
+        p: &AttnParams<'p, B::Tensor>,
         params: &dyn Fn(usize) -> AttnParams<'p, B::Tensor>,
         residual: &mut B::Tensor,
         kv: &mut B::Kv,
@@ -318,11 +320,10 @@ impl<B: Backend> Model<B> {
         if self.shard.is_split() {
             return Ok(None);
         }
-        let p = params(l);
         let input = ChainInput::Qkv {
             qkv,
             layer: l,
-            params: &p,
+            params: p,
         };
         let c = self.layers[l].chain(input, self.layers.get(l + 1), eps);
         if !b.layer_chain_ok(residual, &c, kv, step) {
@@ -395,43 +396,22 @@ impl<B: Backend> Model<B> {
                 let next = self.layers.get(last + 1);
                 Input::Deferred(next.map_or(&self.final_norm, |n| &n.input_norm))
             };
-            // Where the backend puts the q/k norm, RoPE and the K/V cache write in the
-            // qkv product itself, the attention comes from x in one call; otherwise from
-            // the product, which the layer chain may take.
-            let fused = match (&chained_qkv, &x) {
-                (None, Input::Normed(t)) if b.fuses_qkv_product(t, &layer.w_qkv, &p) => {
-                    let bias = layer.b_qkv.as_ref();
-                    Some(b.linear_qkv_attention(t, &layer.w_qkv, bias, kv, l, step, &p)?)
-                }
-                _ => None,
-            };
-            let attn = match fused {
-                Some(attn) => attn,
-                None => {
-                    let qkv = match (chained_qkv.take(), &x) {
-                        (Some(qkv), _) => qkv,
-                        (None, Input::Normed(t)) => {
-                            b.linear(t, &layer.w_qkv, layer.b_qkv.as_ref())?
-                        }
-                        (None, Input::Deferred(n)) => b.rms_norm_linear(
-                            &residual,
-                            n,
-                            eps,
-                            &layer.w_qkv,
-                            layer.b_qkv.as_ref(),
-                        )?,
-                    };
-                    let chained =
-                        self.chain_from_qkv(b, &qkv, l, &params, &mut residual, kv, step, eps)?;
-                    if let Some(c) = chained {
-                        chained_qkv = c.next_qkv;
-                        x = after(l + c.layers - 1);
-                        l += c.layers;
-                        continue;
-                    }
-                    b.qkv_attention(qkv, kv, l, step, &p)?
+            let qkv = match (chained_qkv.take(), &x) {
+                (Some(qkv), _) => qkv,
+                (None, Input::Normed(t)) => b.linear(t, &layer.w_qkv, layer.b_qkv.as_ref())?,
+                (None, Input::Deferred(n)) => {
+                    b.rms_norm_linear(&residual, n, eps, &layer.w_qkv, layer.b_qkv.as_ref())?
                 }
             };
+            let chained =
+                self.chain_from_qkv(b, &qkv, l, &p, &params, &mut residual, kv, step, eps)?;
+            if let Some(c) = chained {
+                chained_qkv = c.next_qkv;
+                x = after(l + c.layers - 1);
+                l += c.layers;
+                continue;
+            }
+            let attn = b.qkv_attention(qkv, kv, l, step, &p)?;
             if !self.shard.is_split() {
                 let c = layer.chain(ChainInput::Attn(&attn), self.layers.get(l + 1), eps);
                 if b.layer_chain_ok(&residual, &c, kv, step) {

@@ -248,13 +248,6 @@ pub struct CudaOptions {
     /// (`MINISGL_GEMV_ROWS`; default [`super::GEMV_ROWS_DEFAULT`], at most
     /// [`super::GEMV_MAX_ROWS`]).
     pub gemv_rows: usize,
-    /// Linear layers of more rows than `gemv_rows` and at most this many use the Hopper
-    /// decode GEMM (`MINISGL_GEMM_ROWS`; default 0 = cuBLAS, at most
-    /// [`super::GEMM_MAX_ROWS`]; not yet measured against cuBLAS on a GPU).
-    pub gemm_rows: usize,
-    /// The Hopper GEMM's tile for every launch where it fits (`MINISGL_GEMM_TILE`,
-    /// `BNxSPLITS`; unset: its rule, `ops/gemm.rs`).
-    pub gemm_tile: Option<super::GemmTile>,
     /// Decode-size products normalise their input themselves (on unless
     /// `MINISGL_NORM_PROLOGUE=0`; see `Backend::norm_in_prologue`).
     pub norm_prologue: bool,
@@ -381,17 +374,6 @@ impl Default for CudaOptions {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(super::GEMV_ROWS_DEFAULT);
-        let gemm_rows = env_count(
-            "MINISGL_GEMM_ROWS",
-            0,
-            |n| n <= super::GEMM_MAX_ROWS,
-            "a row count from 0 to 256",
-        );
-        let gemm_tile = std::env::var("MINISGL_GEMM_TILE").ok().and_then(|v| {
-            v.parse()
-                .map_err(|e: String| tracing::warn!("{e}; using the rule"))
-                .ok()
-        });
         let norm_prologue = std::env::var("MINISGL_NORM_PROLOGUE").map_or(true, |v| v != "0");
         let gemv_tc = std::env::var("MINISGL_GEMV_TC").map_or(true, |v| v != "0");
         let decode_rope = match std::env::var("MINISGL_DECODE_ROPE") {
@@ -456,8 +438,6 @@ impl Default for CudaOptions {
             decode_full_part,
             pdl,
             gemv_rows,
-            gemm_rows,
-            gemm_tile,
             norm_prologue,
             gemv_tc,
             rope_heads,
@@ -574,26 +554,11 @@ pub fn kernel_names(family: &str) -> Vec<String> {
                 "gemv_norm_bf16",
                 "gemv_norm_silu",
             ];
-            // The 32- and 64-row tensor-core builds have no norm prologue.
             return base
                 .iter()
-                .flat_map(|b| {
-                    let wide = (!b.starts_with("gemv_norm"))
-                        .then(|| [format!("{b}_tc32"), format!("{b}_tc64")]);
-                    [b.to_string(), format!("{b}_m1"), format!("{b}_tc")]
-                        .into_iter()
-                        .chain(wide.into_iter().flatten())
-                })
+                .flat_map(|b| [b.to_string(), format!("{b}_m1"), format!("{b}_tc")])
                 .collect();
         }
-        "gemm_sm90" => vec![
-            "gemm_tc_bn64",
-            "gemm_tc_bn128",
-            "gemm_tc_silu_bn64",
-            "gemm_tc_silu_bn128",
-            "gemm_tc_rope_hd64",
-            "gemm_tc_rope_hd128",
-        ],
         "sampling" => vec![
             "process_logits",
             "row_partials",
@@ -629,15 +594,6 @@ pub fn dynamic_smem(name: &str) -> Option<usize> {
         }
         n if n.starts_with("attn_decode_mma") && n.ends_with("_hd128") => {
             Some(2 * 2 * 64 * (128 + 8) * 2)
-        }
-        // gemm_sm90.cu (TG_SMEM): TG_STAGES (6) stages of a 128 x 64 box of x and a
-        // BN x 64 box of the weight, plus 1 KB of alignment (148 and 193 KB).
-        // The _rope builds' tile is one head: _hd64 and _hd128 take BN 64 and 128.
-        n if n.starts_with("gemm_tc_") && (n.ends_with("_bn64") || n.ends_with("_hd64")) => {
-            Some(6 * (128 + 64) * 64 * 2 + 1024)
-        }
-        n if n.starts_with("gemm_tc_") && (n.ends_with("_bn128") || n.ends_with("_hd128")) => {
-            Some(6 * (128 + 128) * 64 * 2 + 1024)
         }
         // layer_chain_sm90.cu sizes its ring from the model at launch, within what a
         // Hopper block may opt in to less its static shared memory.

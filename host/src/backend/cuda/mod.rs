@@ -31,7 +31,7 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 pub use device::{AttentionBackend, CudaOptions, Device};
 pub use error::CudaError;
 pub use gemm_lt::GemmSurvey;
-pub use ops::{GemmEpi, GemmTile, GEMM_MAX_ROWS, GEMV_MAX_WEIGHT_BYTES};
+pub use ops::GEMV_MAX_WEIGHT_BYTES;
 
 use super::{BackendError, DeviceTensor, KvLayout, StepMeta};
 
@@ -138,11 +138,12 @@ pub(crate) struct StepOffsets {
 /// against 1.473 (every block's norm prologue copies all eight rows of x): four rows.
 pub const GEMV_ROWS_DEFAULT: usize = 4;
 
-/// Most rows `gemv.cu` handles: its `_tc64` tensor-core build (four tiles of 16 rows).
-/// `MINISGL_GEMV_ROWS` up to this routes batches of 9-64 rows through the tensor-core
-/// builds, where k is a multiple of 32, instead of cuBLAS (not measured yet: the default
-/// stays [`GEMV_ROWS_DEFAULT`]).
-pub const GEMV_MAX_ROWS: usize = 64;
+/// Most rows `gemv.cu` handles: its `_tc` build's one tile of 16 rows.
+/// `MINISGL_GEMV_ROWS` up to this routes batches of 5-16 rows through it, where k is a
+/// multiple of 32, instead of cuBLAS. (Builds of two and four tiles, to 64 rows, ran
+/// 2.7-6x slower than cuBLAS on 2026-12-05 and were removed:
+/// docs/results/gpu-2026-12-05-h100.md §2.)
+pub const GEMV_MAX_ROWS: usize = 16;
 
 /// Most rows of the scalar gemv build (GEMV_MAX_ROWS in `gemv.cu`).
 pub const GEMV_SIMT_MAX_ROWS: usize = 8;
@@ -162,16 +163,6 @@ pub struct CudaBackend {
     /// Linear layers with at most this many rows use the skinny-product kernel
     /// (`gemv.cu`) instead of cuBLAS; 0 = always cuBLAS.
     pub(crate) gemv_rows: std::cell::Cell<usize>,
-    /// Linear layers of more rows than `gemv_rows` and at most this many use the
-    /// Hopper decode GEMM (`gemm_sm90.cu`) instead of cuBLAS ([`CudaOptions::gemm_rows`];
-    /// 0 = cuBLAS).
-    pub(crate) gemm_rows: std::cell::Cell<usize>,
-    /// The Hopper GEMM's tile for every launch, where it fits, instead of its rule
-    /// ([`CudaOptions::gemm_tile`]; checks and benchmarks run each).
-    pub(crate) gemm_tile: std::cell::Cell<Option<GemmTile>>,
-    /// Clusters of 1, 2, 4 and 8 of the Hopper GEMM that run at once (asked of the
-    /// driver at first use).
-    pub(crate) gemm_clusters: std::cell::OnceCell<[usize; 4]>,
     /// Fewest splits of a split-grid decode launch ([`CudaOptions::decode_min_splits`]);
     /// benchmarks switch it to compare in one process.
     pub(crate) decode_min_splits: std::cell::Cell<usize>,
@@ -234,9 +225,6 @@ impl CudaBackend {
             last_chosen: RefCell::new(None),
             pinned_pool: RefCell::new(Vec::new()),
             gemv_rows: std::cell::Cell::new(opts.gemv_rows.min(GEMV_MAX_ROWS)),
-            gemm_rows: std::cell::Cell::new(opts.gemm_rows.min(GEMM_MAX_ROWS)),
-            gemm_tile: std::cell::Cell::new(opts.gemm_tile),
-            gemm_clusters: std::cell::OnceCell::new(),
             decode_min_splits: std::cell::Cell::new(opts.decode_min_splits.max(1)),
             decode_wave_splits: std::cell::Cell::new(opts.decode_wave_splits),
             decode_wave_limit: opts.decode_wave_limit.max(1),
@@ -281,40 +269,6 @@ impl CudaBackend {
     /// The most rows a product routed to the skinny kernel has now.
     pub fn gemv_rows(&self) -> usize {
         self.gemv_rows.get()
-    }
-
-    /// Route linear layers of more rows than the skinny kernel's and at most `rows`
-    /// (up to [`GEMM_MAX_ROWS`]) to the Hopper decode GEMM (0: cuBLAS). Checks and
-    /// benchmarks compare; the default is `MINISGL_GEMM_ROWS` or 0.
-    pub fn set_gemm_rows(&self, rows: usize) {
-        self.gemm_rows.set(rows.min(GEMM_MAX_ROWS));
-    }
-
-    /// The most rows a product routed to the Hopper GEMM has now.
-    pub fn gemm_rows(&self) -> usize {
-        self.gemm_rows.get()
-    }
-
-    /// Give every Hopper GEMM launch `tile` where it fits (`None`: its rule).
-    pub fn set_gemm_tile(&self, tile: Option<GemmTile>) {
-        self.gemm_tile.set(tile);
-    }
-
-    /// The tile forced on every Hopper GEMM launch now, if any.
-    pub fn gemm_tile(&self) -> Option<GemmTile> {
-        self.gemm_tile.get()
-    }
-
-    /// Whether the Hopper decode GEMM's kernels were built here (sm_90).
-    pub fn has_tc_gemm(&self) -> bool {
-        [
-            "gemm_tc_bn64",
-            "gemm_tc_bn128",
-            "gemm_tc_silu_bn64",
-            "gemm_tc_silu_bn128",
-        ]
-        .iter()
-        .all(|k| self.dev.kernels.has(k))
     }
 
     /// Let sampling split logits rows over several blocks at small batches (see

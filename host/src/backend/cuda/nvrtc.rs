@@ -66,11 +66,6 @@ pub const FAMILIES: &[(&str, &str)] = &[
         "attention_prefill_ws_sm90",
         include_str!("../../../../kernels/attention_prefill_ws_sm90.cu"),
     ),
-    // Decode-batch products past the skinny kernel's rows (sm_90a: wgmma, TMA, clusters).
-    (
-        "gemm_sm90",
-        include_str!("../../../../kernels/gemm_sm90.cu"),
-    ),
     // A decoder layer's products at one decode row in one launch (sm_90a: mbarriers).
     (
         "layer_chain_sm90",

@@ -1,5 +1,6 @@
-//! Short benchmark: decode attention bandwidth against the 4.28 TB/s copy ceiling,
-//! prefill attention throughput, and full decode steps of a random-weight model.
+//! Short benchmark: decode attention bandwidth against the device's copy bandwidth,
+//! prefill attention throughput, and full decode steps of a random-weight model
+//! against their floors (both rates measured at start, [`Rates`]).
 
 use std::path::Path;
 
@@ -10,17 +11,12 @@ use rand_chacha::ChaCha8Rng;
 
 use super::attn::{metas, Case};
 use super::ops::randn;
+use super::rates::Rates;
 use super::report::Report;
 use minisgl::backend::cuda::CudaBackend;
 use minisgl::backend::{Backend, HostData, KvLayout, StepMeta};
 use minisgl::model::placement::build_runner_with;
 use minisgl::model::runner::{DeviceKind, RunnerOptions};
-
-/// Measured device-to-device copy bandwidth on the H200 (TOOLCHAIN.md), bytes/s.
-const COPY_CEILING: f64 = 4.28e12;
-/// Dense bf16 GEMM rate of an H200 (issue 11's measure), for the FLOP side of a
-/// decode step's floor.
-const GEMM_CEILING: f64 = 782e12;
 
 /// Fill every slot of the cache with random K/V by repeating one random chunk.
 fn fill_random(
@@ -81,17 +77,15 @@ fn time_ms(gpu: &CudaBackend, iters: usize, mut f: impl FnMut() -> Result<()>) -
 }
 
 pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> Result<()> {
+    let rates = Rates::get()?;
+    rep.bench_line(rates.describe());
     // MINISGL_BENCH_RUNNER_ONLY=1: the runner step alone (a short device call).
     if std::env::var("MINISGL_BENCH_RUNNER_ONLY").is_ok_and(|v| v == "1") {
-        return runner_steps(bench_model, rep);
+        return runner_steps(bench_model, &rates, rep);
     }
     // MINISGL_BENCH_GEMV_ONLY=1: the skinny products against cuBLAS in graphs alone.
     if std::env::var("MINISGL_BENCH_GEMV_ONLY").is_ok_and(|v| v == "1") {
         return gemv_in_graphs(gpu, &mut ChaCha8Rng::seed_from_u64(99), rep);
-    }
-    // MINISGL_BENCH_TC_GEMM_ONLY=1: the Hopper decode GEMM against cuBLAS in graphs alone.
-    if std::env::var("MINISGL_BENCH_TC_GEMM_ONLY").is_ok_and(|v| v == "1") {
-        return gemm_in_graphs(gpu, &mut ChaCha8Rng::seed_from_u64(99), rep);
     }
     // MINISGL_BENCH_GEMM_HOLD=S: the cuBLASLt survey alone, every candidate timed at
     // the clock the device holds at its power limit after S seconds of the product.
@@ -152,10 +146,11 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
             let bytes = (batch * ctx * 8 * 128 * 2 * 2) as f64;
             let bw = bytes / (ms * 1e-3);
             rep.bench_line(format!(
-                "decode attention [{path:?}] batch {batch} x ctx {ctx}, 16q/8kv x 128, page 16: {:.3} ms, {:.2} TB/s = {:.0}% of the 4.28 TB/s copy ceiling (simple kernel: {:.3} ms, {:.2} TB/s)",
+                "decode attention [{path:?}] batch {batch} x ctx {ctx}, 16q/8kv x 128, page 16: {:.3} ms, {:.2} TB/s = {:.0}% of the {:.2} TB/s copy ceiling (simple kernel: {:.3} ms, {:.2} TB/s)",
                 ms,
                 bw / 1e12,
-                100.0 * bw / COPY_CEILING,
+                100.0 * bw / rates.copy_bytes_s,
+                rates.copy_tbps(),
                 ms_simple,
                 bytes / (ms_simple * 1e-3) / 1e12
             ));
@@ -263,7 +258,7 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
                 line += &format!(
                     " {name} {ms:.3} ms = {:.2} TB/s ({:.0}% of copy);",
                     bw / 1e12,
-                    100.0 * bw / COPY_CEILING
+                    100.0 * bw / rates.copy_bytes_s
                 );
             }
             gpu.set_decode_min_splits(default_splits);
@@ -301,7 +296,7 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
     fused_products(gpu, &mut rng, rep)?;
     gemm_algos(gpu, rep, 0.0)?;
     gemv_in_graphs(gpu, &mut rng, rep)?;
-    runner_steps(bench_model, rep)
+    runner_steps(bench_model, &rates, rep)
 }
 
 /// Rounds of an A/B runner comparison (MINISGL_BENCH_AB), in alternating order, unless
@@ -318,7 +313,7 @@ fn median(v: &mut [f64]) -> f64 {
 /// 1, 4, 8, 64, 256 by default) and context (MINISGL_BENCH_CONTEXT, 256 by default;
 /// the default workload's large batches run at 600-1,300), CUDA graphs against eager,
 /// with the floor.
-fn runner_steps(bench_model: Option<&Path>, rep: &mut Report) -> Result<()> {
+fn runner_steps(bench_model: Option<&Path>, rates: &Rates, rep: &mut Report) -> Result<()> {
     if let Some(p) = bench_model {
         let lm = minisgl::model::load_random(p, 1)?;
         let prompt: usize = match std::env::var("MINISGL_BENCH_CONTEXT") {
@@ -333,7 +328,7 @@ fn runner_steps(bench_model: Option<&Path>, rep: &mut Report) -> Result<()> {
         // A decode step reads every weight once and each sequence's KV once.
         let kv_per_token = (c.kv_elems_per_token() * 2) as f64;
         let floor_ms = |batch: usize| {
-            1e3 * (weight_bytes(c) + (batch * prompt) as f64 * kv_per_token) / COPY_CEILING
+            1e3 * (weight_bytes(c) + (batch * prompt) as f64 * kv_per_token) / rates.copy_bytes_s
         };
         let t0 = std::time::Instant::now();
         let mut graphs =
@@ -379,9 +374,10 @@ fn runner_steps(bench_model: Option<&Path>, rep: &mut Report) -> Result<()> {
             None => None,
         };
         rep.bench_line(format!(
-            "{} random weights: floor of a decode step = (bf16 weights {:.2} GB + KV of batch x {prompt} tokens) at 4.28 TB/s; runner with decode graphs up to batch 256 built in {setup_s:.2} s",
+            "{} random weights: floor of a decode step = (bf16 weights {:.2} GB + KV of batch x {prompt} tokens) at {:.2} TB/s; runner with decode graphs up to batch 256 built in {setup_s:.2} s",
             p.display(),
-            weight_bytes(c) / 1e9
+            weight_bytes(c) / 1e9,
+            rates.copy_tbps()
         ));
         let batches: Vec<usize> = match std::env::var("MINISGL_BENCH_BATCHES") {
             Ok(v) => v
@@ -449,7 +445,7 @@ fn runner_steps(bench_model: Option<&Path>, rep: &mut Report) -> Result<()> {
             // The products' FLOPs at the GEMM rate (2 FLOPs a row for each 2-byte
             // weight): above the bytes floor at large batches of large models, where no
             // kernel can reach the bytes floor.
-            let flops_ms = 1e3 * weight_bytes(c) * batch as f64 / GEMM_CEILING;
+            let flops_ms = 1e3 * weight_bytes(c) * batch as f64 / rates.gemm_flops_s;
             let eager_part = match tps_e {
                 None => "eager left out".to_string(),
                 Some(tps_e) => {
@@ -462,7 +458,8 @@ fn runner_steps(bench_model: Option<&Path>, rep: &mut Report) -> Result<()> {
                 }
             };
             rep.bench_line(format!(
-                "runner.step greedy decode, batch {batch}, context ~{prompt}: floor {f:.3} ms (products' FLOPs at 782 TFLOP/s: {flops_ms:.3} ms); CUDA graphs {tps_g:.0} tok/s ({ms_g:.3} ms/step, {:.2}x the floor), {eager_part}",
+                "runner.step greedy decode, batch {batch}, context ~{prompt}: floor {f:.3} ms (products' FLOPs at {:.0} TFLOP/s: {flops_ms:.3} ms); CUDA graphs {tps_g:.0} tok/s ({ms_g:.3} ms/step, {:.2}x the floor), {eager_part}",
+                rates.gemm_tflops(),
                 ms_g / f
             ));
         }
@@ -663,8 +660,8 @@ fn gemv_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> 
     ] {
         let w = gpu.upload(&[n, k], HostData::f32(&randn(rng, n * k, 0.05)))?;
         let mut line = format!("linear in graphs {shape} n={n} k={k}:");
-        // 16-64 rows: the tensor-core builds that MINISGL_GEMV_ROWS up to 64 would route.
-        for m in [1usize, 2, 4, 8, 16, 32, 64] {
+        // 8-16 rows: the tensor-core build that MINISGL_GEMV_ROWS up to 16 would route.
+        for m in [1usize, 2, 4, 8, 12, 16] {
             let x = gpu.upload(&[m, k], HostData::f32(&randn(rng, m * k, 1.0)))?;
             let mut us = [0.0f64; 2];
             for (i, rows) in [minisgl::backend::cuda::GEMV_MAX_ROWS, 0]
@@ -686,89 +683,5 @@ fn gemv_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> 
         rep.bench_line(line);
     }
     gpu.set_gemv_max_weight(configured_limit);
-    Ok(())
-}
-
-/// The Hopper decode GEMM (`gemm_sm90.cu`) against cuBLAS at decode batches of 8-256
-/// rows (past the gemv's default 4 it takes them all when routed), timed from graph
-/// replays. Each call takes the next of several copies
-/// of the weight (over 128 MB in all), so that it streams from DRAM as in a decode step:
-/// one copy of a Qwen3-0.6B weight (2-13 MB) would be served from L2. Per shape and row
-/// count: cuBLAS (for gate_up, + `silu_mul`), the tile rule's choice, every tile that
-/// fits, and the floor (the weight at the copy rate or the FLOPs at the held GEMM rate,
-/// the longer).
-fn gemm_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> Result<()> {
-    use minisgl::backend::cuda::{GemmEpi, GemmTile, GEMM_MAX_ROWS};
-    if !gpu.has_tc_gemm() {
-        rep.bench_line("gemm in graphs: the Hopper GEMM is not built on this device".into());
-        return Ok(());
-    }
-    const HELD_FLOPS: f64 = 670e12;
-    let gemv_rows = gpu.gemv_rows();
-    let (gemm_rows, gemm_tile) = (gpu.gemm_rows(), gpu.gemm_tile());
-    gpu.set_gemv_rows(0);
-    for &(shape, w_rows, k, silu) in &[
-        ("0.6B qkv", 4096usize, 1024usize, false),
-        ("0.6B o", 1024, 2048, false),
-        ("0.6B gate_up+silu", 6144, 1024, true),
-        ("0.6B down", 1024, 3072, false),
-        ("14B qkv", 7168, 5120, false),
-        ("14B o", 5120, 5120, false),
-        ("14B gate_up+silu", 34816, 5120, true),
-        ("14B down", 5120, 17408, false),
-    ] {
-        let epi = if silu { GemmEpi::Silu } else { GemmEpi::Plain };
-        let bytes = w_rows * k * 2;
-        let copies = (128usize << 20).div_ceil(bytes).clamp(1, 8);
-        let ws = (0..copies)
-            .map(|_| gpu.upload(&[w_rows, k], HostData::f32(&randn(rng, w_rows * k, 0.05))))
-            .collect::<Result<Vec<_>, _>>()?;
-        for m in [8usize, 16, 32, 64, 65, 96, 128, 192, 256] {
-            let x = gpu.upload(&[m, k], HostData::f32(&randn(rng, m * k, 1.0)))?;
-            let time = |rows: usize, tile: Option<GemmTile>| -> Result<f64> {
-                gpu.set_gemm_rows(rows);
-                gpu.set_gemm_tile(tile);
-                let mut i = 0usize;
-                let us = gpu.time_in_graph(4 * copies, &mut || {
-                    let w = &ws[i % copies];
-                    i += 1;
-                    if silu {
-                        gpu.linear_silu_mul(&x, w)?;
-                    } else {
-                        gpu.linear(&x, w, None)?;
-                    }
-                    Ok(())
-                })?;
-                Ok(us)
-            };
-            let cublas = time(0, None)?;
-            let rule_tile = gpu.tc_gemm_tile(m, w_rows, k, epi);
-            let rule = time(GEMM_MAX_ROWS, None)?;
-            let floor =
-                1e6 * (bytes as f64 / COPY_CEILING).max(2.0 * (m * w_rows * k) as f64 / HELD_FLOPS);
-            let mut line = format!(
-                "gemm in graphs {shape} m={m} n={w_rows} k={k}: cuBLAS{} {cublas:.1} us / tc {} {rule:.1} us ({:.2}x cuBLAS); floor {floor:.1} us; tiles:",
-                if silu { " + silu_mul" } else { "" },
-                rule_tile.map_or("-".into(), |t| format!("{}x{}", t.bn, t.splits)),
-                rule / cublas
-            );
-            for t in GemmTile::ALL {
-                gpu.set_gemm_tile(Some(t));
-                if gpu.tc_gemm_tile(m, w_rows, k, epi) != Some(t) {
-                    continue;
-                }
-                line.push_str(&format!(
-                    " {}x{} {:.1}",
-                    t.bn,
-                    t.splits,
-                    time(GEMM_MAX_ROWS, Some(t))?
-                ));
-            }
-            rep.bench_line(line);
-        }
-    }
-    gpu.set_gemv_rows(gemv_rows);
-    gpu.set_gemm_rows(gemm_rows);
-    gpu.set_gemm_tile(gemm_tile);
     Ok(())
 }

@@ -9,7 +9,7 @@ use super::report::Report;
 use minisgl::backend::cpu::CpuBackend;
 use minisgl::backend::cuda::device::DecodeRope;
 use minisgl::backend::cuda::ops::AttnPath;
-use minisgl::backend::cuda::{CudaBackend, GEMM_MAX_ROWS, GEMV_MAX_ROWS, GEMV_SIMT_MAX_ROWS};
+use minisgl::backend::cuda::{CudaBackend, GEMV_MAX_ROWS, GEMV_SIMT_MAX_ROWS};
 use minisgl::backend::{AttnParams, Backend, HostData, KvLayout, StepMeta};
 
 /// Normal(0, std) values already rounded to bf16, so both backends see the same inputs.
@@ -133,7 +133,7 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         }
     }
 
-    // GEMMs, with and without bias, and the f32 LM-head path: up to 64 rows the
+    // GEMMs, with and without bias, and the f32 LM-head path: up to 16 rows the
     // skinny-product kernel (gemv.cu), and cuBLAS (bf16, f32 accumulate).
     let configured_limit = gpu.gemv_max_weight();
     gpu.set_gemv_max_weight(usize::MAX);
@@ -680,8 +680,7 @@ fn norm_prologue_linears(
 }
 
 /// The product paths a check of `m` rows runs: the skinny kernel's two builds up to
-/// 8 rows, its tensor-core builds to 64, and cuBLAS. (The Hopper GEMM's paths run in
-/// `tc_gemm.rs`, after every other op check.)
+/// 8 rows, its tensor-core build to 16, and cuBLAS.
 fn paths(m: usize) -> Vec<&'static str> {
     if m <= GEMV_SIMT_MAX_ROWS {
         vec!["gemv", "gemv simt", "cuBLAS"]
@@ -692,31 +691,24 @@ fn paths(m: usize) -> Vec<&'static str> {
     }
 }
 
-/// `f` with products routed the way `path` names: "gemv" (the skinny kernel to 64
-/// rows, its tensor-core builds where k allows), "gemv simt" (its scalar build),
-/// "cuBLAS", or "tc gemm" (the Hopper GEMM from one row, with the tile named after it,
-/// if any); then the routing as it was.
+/// `f` with products routed the way `path` names: "gemv" (the skinny kernel to 16
+/// rows, its tensor-core build where k allows), "gemv simt" (its scalar build) or
+/// "cuBLAS"; then the routing as it was.
 pub(super) fn on_path<T>(
     gpu: &CudaBackend,
     path: &str,
     f: impl FnOnce() -> Result<T>,
 ) -> Result<T> {
     let tc = gpu.gemv_tc();
-    let (gemm_rows, gemm_tile) = (gpu.gemm_rows(), gpu.gemm_tile());
     gpu.set_gemv_rows(if path.starts_with("gemv") {
         GEMV_MAX_ROWS
     } else {
         0
     });
     gpu.set_gemv_tc(tc && path != "gemv simt");
-    let hopper = path.strip_prefix("tc gemm");
-    gpu.set_gemm_rows(if hopper.is_some() { GEMM_MAX_ROWS } else { 0 });
-    gpu.set_gemm_tile(hopper.and_then(|t| t.trim().parse().ok()));
     let r = f();
     gpu.set_gemv_rows(minisgl::backend::cuda::GEMV_ROWS_DEFAULT);
     gpu.set_gemv_tc(tc);
-    gpu.set_gemm_rows(gemm_rows);
-    gpu.set_gemm_tile(gemm_tile);
     r
 }
 

@@ -1,6 +1,6 @@
 //! `gpu-check --timeline-model CONFIG`: the kernels of one eager decode step of a
 //! random-weight model at batch 1, 64 and 256, each against its own floor (the
-//! bytes it must move at the copy ceiling, or its FLOPs at the GEMM ceiling), as
+//! bytes it must move at the copy rate, or its FLOPs at the GEMM rate, [`Rates`]), as
 //! Markdown tables. Graphs are off so every launch is timed by its own events; a
 //! replayed step runs the same kernels without the launch gaps.
 
@@ -12,13 +12,10 @@ use anyhow::Result;
 
 use minisgl::backend::cuda::timeline::KernelTime;
 
-/// Measured on the H200 (docs/results): device-to-device copy, bytes read + written.
-const COPY_CEILING: f64 = 4.28e12;
-/// Measured on the H200: cuBLAS bf16 8192³.
-const GEMM_CEILING: f64 = 782e12;
+use super::rates::Rates;
 
 /// One table per batch size, for the model whose config is at `cfg`.
-pub fn run(cfg: &Path, batches: &[usize], prompt: usize) -> Result<String> {
+pub fn run(cfg: &Path, batches: &[usize], prompt: usize, rates: &Rates) -> Result<String> {
     let lm = minisgl::model::load_random(cfg, 1)?;
     let max_b = batches.iter().copied().max().unwrap_or(1);
     let ps = 16u32;
@@ -30,16 +27,17 @@ pub fn run(cfg: &Path, batches: &[usize], prompt: usize) -> Result<String> {
     for &b in batches {
         let ks = super::model::decode_timeline(runner.as_mut(), b, prompt)?;
         let weights = super::bench::weight_bytes(c);
-        let step_floor_us = 1e6 * (weights + (b * prompt) as f64 * kv_per_token) / COPY_CEILING;
+        let step_floor_us =
+            1e6 * (weights + (b * prompt) as f64 * kv_per_token) / rates.copy_bytes_s;
         writeln!(md, "\n### {} batch {b}, context ~{prompt}\n", cfg.display())?;
-        md.push_str(&table(&ks, step_floor_us));
+        md.push_str(&table(&ks, step_floor_us, rates));
     }
     Ok(md)
 }
 
-fn floor_us(k: &KernelTime) -> Option<f64> {
+fn floor_us(k: &KernelTime, rates: &Rates) -> Option<f64> {
     (k.bytes > 0.0 || k.flops > 0.0)
-        .then(|| 1e6 * (k.bytes / COPY_CEILING).max(k.flops / GEMM_CEILING))
+        .then(|| 1e6 * (k.bytes / rates.copy_bytes_s).max(k.flops / rates.gemm_flops_s))
 }
 
 /// A table row's key: kernel name, bytes and FLOPs of one call.
@@ -48,18 +46,18 @@ type RowKey = (String, u64, u64);
 type RowSum = (usize, f64, Option<f64>);
 
 /// Rows grouped by (kernel, bytes, FLOPs), largest total time first.
-fn table(ks: &[KernelTime], step_floor_us: f64) -> String {
+fn table(ks: &[KernelTime], step_floor_us: f64, rates: &Rates) -> String {
     let mut groups: HashMap<RowKey, RowSum> = HashMap::new();
     let mut order = Vec::new();
     for k in ks {
         let key = (k.name.clone(), k.bytes as u64, k.flops as u64);
         let e = groups.entry(key.clone()).or_insert_with(|| {
             order.push(key);
-            (0, 0.0, floor_us(k).map(|_| 0.0))
+            (0, 0.0, floor_us(k, rates).map(|_| 0.0))
         });
         e.0 += 1;
         e.1 += k.us;
-        if let (Some(f), Some(acc)) = (floor_us(k), e.2.as_mut()) {
+        if let (Some(f), Some(acc)) = (floor_us(k, rates), e.2.as_mut()) {
             *acc += f;
         }
     }
@@ -90,9 +88,10 @@ fn table(ks: &[KernelTime], step_floor_us: f64) -> String {
     }
     let _ = writeln!(
         s,
-        "\nΣ kernel time {total:.1} µs over {} launches; step floor (weights + KV at {:.2} TB/s) {step_floor_us:.1} µs = {:.2}x",
+        "\nΣ kernel time {total:.1} µs over {} launches; step floor (weights + KV at {:.2} TB/s, {}) {step_floor_us:.1} µs = {:.2}x",
         ks.len(),
-        COPY_CEILING / 1e12,
+        rates.copy_tbps(),
+        rates.source,
         total / step_floor_us
     );
     s

@@ -4,7 +4,6 @@
 
 use cudarc::driver::CudaSlice;
 
-use super::gemm::GemmEpi;
 use super::kv::check_slots;
 use super::rope::QkvRopeStore;
 use super::shape_err;
@@ -142,64 +141,6 @@ impl CudaBackend {
         let (hq, scale) = (p.q_heads, p.scale);
         self.attention_raw(qkv, cols, rows, hq, kv, layer, step, scale, op, Some(how))?;
         Ok(out)
-    }
-
-    /// `qkv_attention(linear(x, w, bias))` with the q/k norm, RoPE and K/V cache write
-    /// in the product's epilogue (the Hopper GEMM's _rope builds), where
-    /// [`Self::fuses_qkv_product_impl`] says so; else the two ops.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn linear_qkv_attention_impl(
-        &self,
-        x: &CudaTensor,
-        w: &CudaTensor,
-        bias: Option<&CudaTensor>,
-        kv: &mut CudaKv,
-        layer: usize,
-        step: &CudaStep,
-        p: &AttnParams<'_, CudaTensor>,
-    ) -> Result<CudaTensor, BackendError> {
-        if !self.fuses_qkv_product_impl(x, w, p) {
-            let qkv = self.linear_impl(x, w, bias)?;
-            return self.qkv_attention_impl(qkv, kv, layer, step, p);
-        }
-        let (m, k, n) = crate::backend::shapes::linear(
-            &x.shape,
-            &w.shape,
-            bias.map(|b| (b.shape.as_slice(), b.numel())),
-        )?;
-        let qkv = self.new_bf16(m, n)?;
-        let qp = self.tptr(&qkv);
-        let rs = self.rope_store_args(qp, &qkv.shape, kv, layer, step, p)?;
-        let bp = match bias {
-            Some(b) => self.bf16_ptr(b, "linear_qkv_attention")?,
-            None => 0,
-        };
-        let (xp, wp) = (
-            self.bf16_ptr(x, "linear_qkv_attention")?,
-            self.bf16_ptr(w, "linear_qkv_attention")?,
-        );
-        self.tc_gemm(
-            (xp, wp, bp, qp),
-            (m, n, k),
-            GemmEpi::Rope(p.head_dim),
-            Some(&rs),
-        )?;
-        let path = self.attention_path(step, p.head_dim, p.q_heads / p.kv_heads);
-        self.attend_qkv(qp, (m, n), kv, layer, step, p, Fused::Path(path))
-    }
-
-    /// Whether [`Self::linear_qkv_attention_impl`] fuses: past one row (one row is
-    /// the layer chain's, which takes the qkv product), the Hopper GEMM takes the
-    /// product of these q/k/v heads with a rope tile (heads of 64 or 128).
-    pub(super) fn fuses_qkv_product_impl(
-        &self,
-        x: &CudaTensor,
-        w: &CudaTensor,
-        p: &AttnParams<'_, CudaTensor>,
-    ) -> bool {
-        x.shape.first().is_some_and(|&rows| rows > 1)
-            && w.shape.first() == Some(&((p.q_heads + 2 * p.kv_heads) * p.head_dim))
-            && self.tc_gemm_takes(x, w, GemmEpi::Rope(p.head_dim))
     }
 
     /// What `qkv_rope_store` and the kernels that take its work need for the qkv rows

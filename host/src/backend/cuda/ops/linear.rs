@@ -4,7 +4,6 @@
 use cudarc::cublas::{result as blas, sys as bsys};
 use cudarc::driver::LaunchConfig;
 
-use super::gemm::GemmEpi;
 use super::shape_err;
 use crate::backend::cuda::{
     cfg, g, Arg, Buf, CudaBackend, CudaTensor, GEMV_MAX_ROWS, GEMV_SIMT_MAX_ROWS,
@@ -67,11 +66,6 @@ impl CudaBackend {
         };
         if self.use_gemv(m, n, k) {
             self.gemv(xp, wp, bp, self.tptr(&out), m, n, k, f32_out)?;
-            return Ok(out);
-        }
-        if !f32_out && self.use_tc_gemm((xp, wp), (m, n, k), GemmEpi::Plain) {
-            let y = self.tptr(&out);
-            self.tc_gemm((xp, wp, bp, y), (m, n, k), GemmEpi::Plain, None)?;
             return Ok(out);
         }
         let mut beta = 0.0f32;
@@ -331,19 +325,6 @@ impl CudaBackend {
             )?;
             return Ok(out);
         }
-        let (xp, wp) = (
-            self.bf16_ptr(x, "linear_silu_mul")?,
-            self.bf16_ptr(w, "linear_silu_mul")?,
-        );
-        if n2.is_multiple_of(2)
-            && !x.logits_input
-            && self.use_tc_gemm((xp, wp), (m, n2, k), GemmEpi::Silu)
-        {
-            let n = n2 / 2;
-            let out = self.new_bf16(m, n)?;
-            self.tc_gemm((xp, wp, 0, self.tptr(&out)), (m, n, k), GemmEpi::Silu, None)?;
-            return Ok(out);
-        }
         let gu = self.linear_impl(x, w, None)?;
         self.silu_mul_impl(&gu)
     }
@@ -560,9 +541,9 @@ impl CudaBackend {
 /// `gemv_residual`, `gemv_norm_bf16`, `gemv_norm_silu`) that takes `m` rows over `k`, if
 /// one was loaded (`has`): `_m1` (fewer registers, more blocks an SM) for one row; from
 /// [`GEMV_TC_MIN_ROWS`] rows where `tc` (sm_80+, not turned off) and k is a multiple of
-/// 32, a tensor-core build (whose cost grows little with the rows): `_tc` to 16 rows,
-/// `_tc32` and `_tc64` (not made for the norm products) to 32 and 64; else the scalar
-/// build, unrolled for up to [`GEMV_SIMT_MAX_ROWS`] rows.
+/// 32, the tensor-core build `_tc` (whose cost grows little with the rows) to
+/// [`GEMV_MAX_ROWS`]; else the scalar build, unrolled for up to [`GEMV_SIMT_MAX_ROWS`]
+/// rows.
 fn gemv_build(
     base: &'static str,
     m: usize,
@@ -572,16 +553,10 @@ fn gemv_build(
 ) -> Option<&'static str> {
     macro_rules! builds {
         ($b:literal) => {
-            [
-                $b,
-                concat!($b, "_m1"),
-                concat!($b, "_tc"),
-                concat!($b, "_tc32"),
-                concat!($b, "_tc64"),
-            ]
+            [$b, concat!($b, "_m1"), concat!($b, "_tc")]
         };
     }
-    let [simt, m1, tc16, tc32, tc64] = match base {
+    let [simt, m1, tc16] = match base {
         "gemv_bf16" => builds!("gemv_bf16"),
         "gemv_f32" => builds!("gemv_f32"),
         "gemv_silu" => builds!("gemv_silu"),
@@ -595,13 +570,10 @@ fn gemv_build(
     match m {
         0 => None,
         1 => built(m1),
-        _ if m >= GEMV_TC_MIN_ROWS && tc && k.is_multiple_of(32) => match m {
-            ..=16 => built(tc16),
-            17..=32 => built(tc32),
-            33..=GEMV_MAX_ROWS => built(tc64),
-            _ => None,
-        }
-        .or_else(scalar),
+        _ if m >= GEMV_TC_MIN_ROWS && tc && k.is_multiple_of(32) => (m <= GEMV_MAX_ROWS)
+            .then(|| built(tc16))
+            .flatten()
+            .or_else(scalar),
         _ => scalar(),
     }
 }
@@ -625,13 +597,15 @@ mod tests {
         assert_eq!(pick("gemv_bf16", 2, 1024), Some("gemv_bf16"));
         assert_eq!(pick("gemv_bf16", 3, 1024), Some("gemv_bf16_tc"));
         assert_eq!(pick("gemv_silu", 16, 1024), Some("gemv_silu_tc"));
-        assert_eq!(pick("gemv_silu", 17, 1024), Some("gemv_silu_tc32"));
-        assert_eq!(pick("gemv_residual", 32, 3072), Some("gemv_residual_tc32"));
-        assert_eq!(pick("gemv_f32", 33, 1024), Some("gemv_f32_tc64"));
-        assert_eq!(pick("gemv_bf16", 64, 1024), Some("gemv_bf16_tc64"));
-        assert_eq!(pick("gemv_bf16", 65, 1024), None);
+        assert_eq!(pick("gemv_residual", 16, 3072), Some("gemv_residual_tc"));
+        assert_eq!(
+            pick("gemv_silu", 17, 1024),
+            None,
+            "past 16 rows cuBLAS serves"
+        );
+        assert_eq!(pick("gemv_bf16", 64, 1024), None);
         assert_eq!(pick("gemv_norm_bf16", 16, 1024), Some("gemv_norm_bf16_tc"));
-        assert_eq!(pick("gemv_norm_silu", 17, 1024), None, "no wide norm build");
+        assert_eq!(pick("gemv_norm_silu", 17, 1024), None);
         assert_eq!(pick("gemv_unknown", 4, 1024), None);
     }
 

@@ -10,7 +10,6 @@ mod attention;
 pub(crate) mod chain;
 mod collective;
 mod embedding;
-mod gemm;
 mod kv;
 mod linear;
 mod norm;
@@ -19,7 +18,6 @@ mod tensor;
 
 pub use attention::AttnPath;
 pub use chain::LAYER_CHAIN_MAX_SMEM;
-pub use gemm::{GemmEpi, GemmTile, GEMM_MAX_ROWS};
 pub use linear::GEMV_MAX_WEIGHT_BYTES;
 
 use super::{CudaBackend, CudaKv, CudaStep, CudaTensor};
@@ -276,28 +274,6 @@ impl Backend for CudaBackend {
         p: &AttnParams<'_, CudaTensor>,
     ) -> Result<CudaTensor, BackendError> {
         self.qkv_attention_impl(qkv, kv, layer, step, p)
-    }
-
-    fn linear_qkv_attention(
-        &self,
-        x: &CudaTensor,
-        w_qkv: &CudaTensor,
-        bias: Option<&CudaTensor>,
-        kv: &mut CudaKv,
-        layer: usize,
-        step: &CudaStep,
-        p: &AttnParams<'_, CudaTensor>,
-    ) -> Result<CudaTensor, BackendError> {
-        self.linear_qkv_attention_impl(x, w_qkv, bias, kv, layer, step, p)
-    }
-
-    fn fuses_qkv_product(
-        &self,
-        x: &CudaTensor,
-        w_qkv: &CudaTensor,
-        p: &AttnParams<'_, CudaTensor>,
-    ) -> bool {
-        self.fuses_qkv_product_impl(x, w_qkv, p)
     }
 
     fn reserve_graph_steps(
