@@ -1,0 +1,56 @@
+"""scripts/gpu/collect.py turns gpu-check's bench lines into bench.jsonl figures. Since
+2026-12-05 gpu-check sets its floors from the copy rate it measures on the card (an H100
+copies at ~3.0 TB/s, an H200 at ~4.3), so a figure's ceiling must come from the log,
+not from a constant; logs written before then (4.28 TB/s in the text) still parse."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# As host/src/cli/gpu_check/bench.rs prints them (measured rates, an H100).
+NEW_LOG = """\
+bench: device rates: copy 3.01 TB/s, bf16 GEMM 664 TFLOP/s held (measured now)
+bench: decode attention [DecodeMma] batch 256 x ctx 1100, 16q/8kv x 128, page 16: 0.406 ms, 2.84 TB/s = 94% of the 3.01 TB/s copy ceiling (simple kernel: 0.945 ms, 1.22 TB/s)
+bench: .gpu/qwen3-14b random weights: floor of a decode step = (bf16 weights 29.54 GB + KV of batch x 256 tokens) at 3.01 TB/s; runner with decode graphs up to batch 256 built in 50.00 s
+bench: runner.step greedy decode, batch 1, context ~256: floor 9.300 ms (products' FLOPs at 664 TFLOP/s: 0.044 ms); CUDA graphs 98 tok/s (10.190 ms/step, 1.10x the floor), eager left out
+"""
+
+# A log of 5a9bc6a (H200 constants in the text).
+OLD_LOG = """\
+bench: decode attention [DecodeMma] batch 8 x ctx 16384, 16q/8kv x 128, page 16: 0.209 ms, 2.56 TB/s = 60% of the 4.28 TB/s copy ceiling (simple kernel: 3.922 ms, 0.14 TB/s)
+bench: runner.step greedy decode, batch 64, context ~256: floor 0.718 ms (products' FLOPs at 782 TFLOP/s: 0.098 ms); CUDA graphs 26836 tok/s (2.385 ms/step, 3.32x the floor), eager left out
+"""
+
+
+def collect(tmp_path, log):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "gpu-check-bench-x.log").write_text(log)
+    to = tmp_path / "out.jsonl"
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts/gpu/collect.py"), str(run), "--to", str(to),
+         "--commit", "abc1234", "--date", "2026-12-05", "--machine", "NVIDIA H100 80GB HBM3"],
+        check=True, capture_output=True, text=True,
+    )
+    return [json.loads(line) for line in to.read_text().splitlines()]
+
+
+def test_ceilings_come_from_the_rate_the_log_measured(tmp_path):
+    figs = {f["metric"]: f for f in collect(tmp_path, NEW_LOG)}
+    attn = figs["decode_attention_tbps"]
+    assert attn["ceiling"] == 3.01 and attn["fraction"] == round(2.84 / 3.01, 3)
+    step = figs["decode_step_ms_b1"]
+    assert step["shape"] == "qwen3-14b"
+    assert step["ceiling"] == 9.3 and step["value"] == 10.19
+    assert "3.01 TB/s" in step["note"] and "4.28" not in step["note"]
+    assert step["machine"] == "NVIDIA H100 80GB HBM3"
+
+
+def test_logs_from_before_the_measured_rates_still_parse(tmp_path):
+    figs = {f["metric"]: f for f in collect(tmp_path, OLD_LOG)}
+    assert figs["decode_attention_tbps"]["ceiling"] == 4.28
+    assert figs["decode_step_ms_b64"]["ceiling"] == 0.718
+    assert "4.28 TB/s" in figs["decode_step_ms_b64"]["note"]
