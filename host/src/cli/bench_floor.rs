@@ -37,8 +37,13 @@ pub struct Ceilings {
 
 /// Measure the ceilings of the default CUDA device.
 pub fn measure_cuda() -> anyhow::Result<(Ceilings, String)> {
-    use cudarc::driver::sys::CUevent_flags;
     let gpu = CudaBackend::new(&CudaOptions::default())?;
+    Ok((measure_on(&gpu)?, gpu.dev.name.clone()))
+}
+
+/// Measure the ceilings of the device `gpu` has open (for callers that hold one).
+pub fn measure_on(gpu: &CudaBackend) -> anyhow::Result<Ceilings> {
+    use cudarc::driver::sys::CUevent_flags;
     let dev = &gpu.dev;
     let time = |iters: usize, f: &mut dyn FnMut() -> anyhow::Result<()>| -> anyhow::Result<f64> {
         f()?;
@@ -88,7 +93,7 @@ pub fn measure_cuda() -> anyhow::Result<(Ceilings, String)> {
         gemm_burst_flops_s: flops / t_burst,
         attention: dev.attention_summary(),
     };
-    Ok((c, dev.name.clone()))
+    Ok(c)
 }
 
 /// What the floors count per model: the work of one token through the weights and of

@@ -227,11 +227,17 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
             t0.elapsed().as_secs_f64()
         ));
     }
-    if let (false, Some(gpu)) = (args.skip_bench, &gpu) {
-        bench::run(gpu, args.bench_model.as_deref(), &mut rep)?;
+    // The rates the bench's and the timeline's floors use, measured once on this device.
+    let rates = match &gpu {
+        Some(gpu) if !args.skip_bench || !args.timeline_models.is_empty() => {
+            Some(rates::Rates::get(gpu)?)
+        }
+        _ => None,
+    };
+    if let (false, Some(gpu), Some(rates)) = (args.skip_bench, &gpu, &rates) {
+        bench::run(gpu, rates, args.bench_model.as_deref(), &mut rep)?;
     }
-    if !args.timeline_models.is_empty() {
-        let rates = rates::Rates::get()?;
+    if let (false, Some(rates)) = (args.timeline_models.is_empty(), &rates) {
         let mut md = format!(
             "# Decode-step timeline (eager, CUDA events per launch)\n\n{}\n",
             rates.describe()
@@ -241,7 +247,7 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
                 m,
                 &args.timeline_batches,
                 args.timeline_context,
-                &rates,
+                rates,
             )?);
         }
         println!("{md}");

@@ -76,12 +76,16 @@ fn time_ms(gpu: &CudaBackend, iters: usize, mut f: impl FnMut() -> Result<()>) -
     Ok(e0.elapsed_ms(&e1)? as f64 / iters as f64)
 }
 
-pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> Result<()> {
-    let rates = Rates::get()?;
+pub fn run(
+    gpu: &CudaBackend,
+    rates: &Rates,
+    bench_model: Option<&Path>,
+    rep: &mut Report,
+) -> Result<()> {
     rep.bench_line(rates.describe());
     // MINISGL_BENCH_RUNNER_ONLY=1: the runner step alone (a short device call).
     if std::env::var("MINISGL_BENCH_RUNNER_ONLY").is_ok_and(|v| v == "1") {
-        return runner_steps(bench_model, &rates, rep);
+        return runner_steps(bench_model, rates, rep);
     }
     // MINISGL_BENCH_GEMV_ONLY=1: the skinny products against cuBLAS in graphs alone.
     if std::env::var("MINISGL_BENCH_GEMV_ONLY").is_ok_and(|v| v == "1") {
@@ -296,7 +300,7 @@ pub fn run(gpu: &CudaBackend, bench_model: Option<&Path>, rep: &mut Report) -> R
     fused_products(gpu, &mut rng, rep)?;
     gemm_algos(gpu, rep, 0.0)?;
     gemv_in_graphs(gpu, &mut rng, rep)?;
-    runner_steps(bench_model, &rates, rep)
+    runner_steps(bench_model, rates, rep)
 }
 
 /// Rounds of an A/B runner comparison (MINISGL_BENCH_AB), in alternating order, unless

@@ -294,13 +294,7 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
     qkv_attention(cpu, gpu, &mut rng, rep)
 }
 
-pub(super) fn params<'a, T>(
-    c: &Case,
-    norms: bool,
-    wq: &'a T,
-    wk: &'a T,
-    inv: &'a T,
-) -> AttnParams<'a, T> {
+fn params<'a, T>(c: &Case, norms: bool, wq: &'a T, wk: &'a T, inv: &'a T) -> AttnParams<'a, T> {
     AttnParams {
         q_heads: c.q_heads,
         kv_heads: c.kv_heads,
@@ -314,7 +308,7 @@ pub(super) fn params<'a, T>(
 }
 
 /// What one `qkv_attention` check feeds either backend.
-pub(super) struct QkvInputs<'a> {
+struct QkvInputs<'a> {
     pub c: &'a Case,
     pub norms: bool,
     pub layout: KvLayout,
@@ -331,7 +325,7 @@ pub(super) struct QkvInputs<'a> {
 
 /// One check's state on a backend before its step: the norm weights and frequencies
 /// uploaded, every position of `fill` cached (the prefix), the `attn` step prepared.
-pub(super) struct Prefixed<B: Backend> {
+struct Prefixed<B: Backend> {
     pub wq: B::Tensor,
     pub wk: B::Tensor,
     pub inv: B::Tensor,
@@ -339,7 +333,7 @@ pub(super) struct Prefixed<B: Backend> {
     pub st: B::Step,
 }
 
-pub(super) fn prefixed<B: Backend>(b: &B, x: &QkvInputs<'_>) -> Result<Prefixed<B>> {
+fn prefixed<B: Backend>(b: &B, x: &QkvInputs<'_>) -> Result<Prefixed<B>> {
     let hd = x.c.head_dim;
     let kvw = x.c.kv_heads * hd;
     let nf = x.fill.tokens.len();

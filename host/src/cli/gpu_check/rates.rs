@@ -9,6 +9,7 @@
 //! gives them instead.
 
 use anyhow::{bail, Result};
+use minisgl::backend::cuda::CudaBackend;
 
 /// Copy bandwidth and GEMM rate, and where they came from.
 #[derive(Clone, Debug)]
@@ -22,12 +23,12 @@ pub struct Rates {
 }
 
 impl Rates {
-    /// `MINISGL_GPU_RATES` if set, else measured on the default CUDA device.
-    pub fn get() -> Result<Rates> {
+    /// `MINISGL_GPU_RATES` if set, else measured on the device `gpu` has open.
+    pub fn get(gpu: &CudaBackend) -> Result<Rates> {
         match std::env::var("MINISGL_GPU_RATES") {
             Ok(v) => parse(&v),
             Err(_) => {
-                let (c, _) = crate::cli::bench_floor::measure_cuda()?;
+                let c = crate::cli::bench_floor::measure_on(gpu)?;
                 Ok(Rates {
                     copy_bytes_s: c.copy_bytes_s,
                     gemm_flops_s: c.gemm_flops_s,
