@@ -11,6 +11,7 @@ mod bench;
 mod chain;
 mod engine;
 mod graphs;
+mod inputs;
 mod model;
 mod ops;
 mod rates;

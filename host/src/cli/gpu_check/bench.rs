@@ -10,7 +10,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::attn::{metas, Case};
-use super::ops::randn;
+use super::inputs::randn;
 use super::rates::Rates;
 use super::report::Report;
 use minisgl::backend::cuda::CudaBackend;

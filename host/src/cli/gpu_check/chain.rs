@@ -11,7 +11,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::attn::{metas, Case};
-use super::ops::{cache_f32, qwen3_inv_freq, randn, up};
+use super::inputs::{cache_f32, qwen3_inv_freq, randn, up};
 use super::report::Report;
 use minisgl::backend::cpu::CpuBackend;
 use minisgl::backend::cuda::CudaBackend;

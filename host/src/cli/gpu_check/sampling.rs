@@ -5,7 +5,7 @@ use minisgl_plugin_sdk::{SamplingParams, TokenBias};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::ops::randn;
+use super::inputs::randn;
 use super::report::Report;
 use minisgl::backend::cpu::CpuBackend;
 use minisgl::backend::cuda::CudaBackend;
