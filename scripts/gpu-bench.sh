@@ -9,7 +9,8 @@
 #                                  logs and JSON lines into $OUT:
 #     part table: issue 11's whole table in one call (prefill attention beside cuDNN with
 #             PyTorch's copy and GEMM rates, decode attention, the decode steps at batch 1 /
-#             64 / 256, the default workload and long prompts, on both shapes); no checks.
+#             64 / 256, the default workload and long prompts, on both shapes); no checks
+#             unless TABLE_CHECKS=1 (part 100's op, model and engine checks first).
 #     part 1: prefill attention (our kernels vs cuDNN/flash SDPA, copy and GEMM ceilings),
 #             the kernel checks of both prefill kernels, decode-step and attention benches,
 #             Qwen3-0.6B offline (default workload and long prompts), 0.6B decode timeline;
@@ -1350,6 +1351,20 @@ device)
         # while the call has time; the log says which did not. (Written 2026-12-04 after
         # that session's device time was spent: run once with stub binaries only.)
         cat "$out/env.log" > "$out/attn.log"; rm "$out/env.log"
+        if [ "${TABLE_CHECKS:-0}" = 1 ]; then
+            # The checks part 100 runs, first and bounded, for sessions that may get only
+            # one call: every op check, then the models and the engine on the fixtures.
+            # The table's own time guards below then drop its last 14B steps if needed.
+            check_ops --skip-bench
+            models=()
+            for m in tests/fixtures/models/*/; do models+=(--model "$m"); done
+            timeout 150 "$bin" gpu-check --skip-ops --skip-bench "${models[@]}" --random-model .gpu/qwen3-0.6b \
+                --report /tmp/gpu-check-engine.md > "$out/gpu-check-models-engine.log" 2>&1
+            echo "gpu-check models + engine rc=$?"
+            grep -E "checks, |FAIL" "$out/gpu-check-models-engine.log" | head -20
+            gzip_ops_log
+            echo "checks: ${SECONDS} s"
+        fi
         timeout 150 python3 scripts/gpu/attn_bench.py --jsonl "$jl" --timeout 80 --skip mma,sm90 \
             --variants ws 2>&1 | grep -v "Exception ignored\|driver.pyx\|  launch \|^  \[" | tee -a "$out/attn.log"
         MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1,64,256 BENCH_TIMEOUT=150 bench_step qwen3-0.6b

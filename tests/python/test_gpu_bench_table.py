@@ -18,8 +18,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_part(tmp_path, part):
-    """Runs `gpu-bench.sh device PART` in a copy of scripts/ with stand-ins; returns
+def run_part(tmp_path, part, **extra_env):
+    """Runs `gpu-bench.sh device PART` in a copy of scripts/ with stand-ins (EXTRA_ENV
+    set for the part); returns
     (the run, every stand-in call as (argv, MINISGL_* environment), the out folder)."""
     repo = tmp_path / "repo"
     shutil.copytree(ROOT / "scripts", repo / "scripts")
@@ -62,7 +63,7 @@ def run_part(tmp_path, part):
     ncu.write_text(f"#!{sys.executable}\n" + record.replace("NAME", "['ncu']"))
     ncu.chmod(0o755)
     out = tmp_path / "out"
-    env = dict(os.environ, OUT=str(out), PATH=f"{stubs}:{os.environ['PATH']}")
+    env = dict(os.environ, OUT=str(out), PATH=f"{stubs}:{os.environ['PATH']}", **extra_env)
     r = subprocess.run(
         ["bash", "scripts/gpu-bench.sh", "device", part],
         cwd=repo, env=env, capture_output=True, text=True, timeout=120,
@@ -101,6 +102,24 @@ def test_the_table_part_runs_every_step_on_both_shapes(tmp_path):
     for log in ("attn.log", "offline-qwen3-0.6b.log", "offline-qwen3-14b.log",
                 "long-qwen3-0.6b.log", "long-qwen3-14b.log"):
         assert log in names, sorted(names)
+
+
+def test_the_table_with_checks_runs_them_first_then_the_whole_table(tmp_path):
+    r, made, out = run_part(tmp_path, "table", TABLE_CHECKS="1")
+    assert "checks: " in r.stdout and "table: " in r.stdout, r.stdout[-2000:]
+    argvs = [a for a, _ in made]
+    ops = [i for i, a in enumerate(argvs)
+           if a[:1] == ["gpu-check"] and "--skip-models" in a and "--skip-bench" in a]
+    engine = [i for i, a in enumerate(argvs)
+              if a[:1] == ["gpu-check"] and "--model" in a and "--skip-engine" not in a]
+    bench = [i for i, a in enumerate(argvs) if a[0] == "attn_bench"]
+    assert ops and engine and bench, argvs
+    assert max(ops + engine) < min(bench), argvs
+    # The table itself loses nothing to the checks (the stand-ins take no time).
+    assert len((out / "bench.jsonl").read_text().splitlines()) == 5
+    names = archived_logs(out)
+    assert {"gpu-check-ops.log.gz", "gpu-check-models-engine.log", "offline-qwen3-14b.log",
+            "long-qwen3-14b.log"} <= names, sorted(names)
 
 
 def test_part_100_runs_every_check_group_and_the_benches_with_measured_rates(tmp_path):
