@@ -29,6 +29,11 @@ for d in map(Path, args.dirs):
         for line in jl.read_text().splitlines():
             if line.strip():
                 o = json.loads(line)
+                # A figure from a binary run outside gpu-bench.sh's environment carries
+                # empty date / commit: the command line's values stand in.
+                for k, v in (("date", args.date), ("commit", args.commit), ("machine", args.machine)):
+                    if v and not o.get(k):
+                        o[k] = v
                 # attn_bench's PyTorch rates name no model: they are the device's.
                 if o.get("metric") in ("gemm_bf16_tflops", "copy_bandwidth_tbps"):
                     o.setdefault("shape", "device")

@@ -54,3 +54,22 @@ def test_logs_from_before_the_measured_rates_still_parse(tmp_path):
     assert figs["decode_attention_tbps"]["ceiling"] == 4.28
     assert figs["decode_step_ms_b64"]["ceiling"] == 0.718
     assert "4.28 TB/s" in figs["decode_step_ms_b64"]["note"]
+
+
+def test_figures_with_empty_date_and_commit_take_the_command_lines(tmp_path):
+    # bench offline run by hand (not through gpu-bench.sh) writes date and commit empty.
+    run = tmp_path / "run"
+    run.mkdir()
+    fig = {"date": "", "commit": "", "machine": "NVIDIA H200", "metric": "offline_output_tok_s",
+           "value": 6440.6}
+    kept = dict(fig, date="2026-12-04", commit="1234abc", value=1.0)
+    (run / "bench.jsonl").write_text(json.dumps(fig) + "\n" + json.dumps(kept) + "\n")
+    to = tmp_path / "out.jsonl"
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts/gpu/collect.py"), str(run), "--to", str(to),
+         "--commit", "abc1234", "--date", "2026-12-05", "--machine", "NVIDIA H100 80GB HBM3"],
+        check=True, capture_output=True, text=True,
+    )
+    got = [json.loads(line) for line in to.read_text().splitlines()]
+    assert (got[0]["date"], got[0]["commit"], got[0]["machine"]) == ("2026-12-05", "abc1234", "NVIDIA H200")
+    assert (got[1]["date"], got[1]["commit"]) == ("2026-12-04", "1234abc")
