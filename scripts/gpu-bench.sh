@@ -343,6 +343,14 @@ device)
         echo "gpu-check models rc=$models_rc"
         grep -E "checks, |FAIL" "$out/gpu-check-models.log" | head -20
     }
+    check_models_engine() {  # TIMEOUT: check_models plus the engine checks, in one process
+        local models=()
+        for m in tests/fixtures/models/*/; do models+=(--model "$m"); done
+        timeout "$1" "$bin" gpu-check --skip-ops --skip-bench "${models[@]}" --random-model .gpu/qwen3-0.6b \
+            --report /tmp/gpu-check-engine.md > "$out/gpu-check-models-engine.log" 2>&1
+        echo "gpu-check models + engine rc=$?"
+        grep -E "checks, |FAIL" "$out/gpu-check-models-engine.log" | head -20
+    }
     bench_step() {  # SHAPE [LOG_SUFFIX]: the kernel benches and the runner's decode step
         local log="$out/gpu-check-bench-$1${2:-}.log"
         timeout "${BENCH_TIMEOUT:-170}" "$bin" gpu-check --skip-ops --skip-models --skip-engine --bench-model .gpu/$1 \
@@ -1321,12 +1329,7 @@ device)
         # (the `device rates:` line; until 5a9bc6a they were H200 constants), a timeline
         # of the 0.6B step, the 0.6B default workload, the 14B steps while time is left.
         check_ops --skip-bench
-        models=()
-        for m in tests/fixtures/models/*/; do models+=(--model "$m"); done
-        timeout 200 "$bin" gpu-check --skip-ops --skip-bench "${models[@]}" --random-model .gpu/qwen3-0.6b \
-            --report /tmp/gpu-check-engine.md > "$out/gpu-check-models-engine.log" 2>&1
-        echo "gpu-check models + engine rc=$?"
-        grep -E "checks, |FAIL" "$out/gpu-check-models-engine.log" | head -20
+        check_models_engine 200
         MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1,8,16,64,256 bench_step qwen3-0.6b
         grep -E "device rates|decode attention|linear in graphs" "$out/gpu-check-bench-qwen3-0.6b.log" | head -12
         timeout 90 "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-0.6b \
@@ -1356,12 +1359,7 @@ device)
             # one call: every op check, then the models and the engine on the fixtures.
             # The table's own time guards below then drop its last 14B steps if needed.
             check_ops --skip-bench
-            models=()
-            for m in tests/fixtures/models/*/; do models+=(--model "$m"); done
-            timeout 150 "$bin" gpu-check --skip-ops --skip-bench "${models[@]}" --random-model .gpu/qwen3-0.6b \
-                --report /tmp/gpu-check-engine.md > "$out/gpu-check-models-engine.log" 2>&1
-            echo "gpu-check models + engine rc=$?"
-            grep -E "checks, |FAIL" "$out/gpu-check-models-engine.log" | head -20
+            check_models_engine 150
             gzip_ops_log
             echo "checks: ${SECONDS} s"
         fi
