@@ -232,6 +232,8 @@
 #             never: kernel and model checks, the 0.6B A/B at batch 1-256.
 #     part 96: the skinny kernel at 5-8 rows against cuBLAS (MINISGL_GEMV_ROWS=8), with
 #             and without the norm prologue.
+#     part 101: the default workload with the SM clock and power sampled, Qwen3-14B then
+#             Llama-3.1-8B.
 #     part 100: after the Hopper GEMM and the 17-64 row gemv builds were removed
 #             (2026-12-05): every op check, the model and engine checks, the 0.6B kernel
 #             benches and decode steps and a timeline with gpu-check's floors at the rates
@@ -1344,6 +1346,17 @@ device)
         fi
         gzip_ops_log
         pack_logs 100
+    elif [ "$part" = 101 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # The default workload with the SM clock and power sampled (the 14B figure has
+        # followed the held clock between machines: 77.4-80.3%), then the same on
+        # Llama-3.1-8B, a shape the issue does not list (75.9% on 2026-12-04).
+        for s in qwen3-14b llama-3.1-8b; do
+            smi_start
+            OFFLINE_TIMEOUT=170 offline_default $s
+            smi_stop "$s default"
+        done
+        pack_logs 101
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate
