@@ -233,7 +233,8 @@
 #     part 96: the skinny kernel at 5-8 rows against cuBLAS (MINISGL_GEMV_ROWS=8), with
 #             and without the norm prologue.
 #     part 101: the default workload with the SM clock and power sampled, Qwen3-14B then
-#             Llama-3.1-8B.
+#             Llama-3.1-8B. (Written 2026-12-05; not yet run: the device gave no machine
+#             for it that session. Checked only against the stand-ins.)
 #     part 100: after the Hopper GEMM and the 17-64 row gemv builds were removed
 #             (2026-12-05): every op check, the model and engine checks, the 0.6B kernel
 #             benches and decode steps and a timeline with gpu-check's floors at the rates
