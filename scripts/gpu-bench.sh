@@ -337,23 +337,17 @@ device)
             find . -type f ! -name bench.jsonl -delete && mv "/tmp/part$1-logs.tgz" .)
         ls -la "$out"
     }
-    check_models() {  # fixtures against HF and the CPU, Qwen3-0.6B random weights, graphs
+    fixture_checks() {  # TIMEOUT NAME [GPU_CHECK_ARGS]: the fixture models against HF and
+        # the CPU, Qwen3-0.6B random weights, graphs; logged to gpu-check-NAME.log
         local models=()
         for m in tests/fixtures/models/*/; do models+=(--model "$m"); done
-        timeout 120 "$bin" gpu-check --skip-ops --skip-engine --skip-bench "${models[@]}" \
-            --random-model .gpu/qwen3-0.6b --report /tmp/gpu-check-models.md >> "$out/gpu-check-models.log" 2>&1
-        models_rc=$?
-        echo "gpu-check models rc=$models_rc"
-        grep -E "checks, |FAIL" "$out/gpu-check-models.log" | head -20
+        timeout "$1" "$bin" gpu-check --skip-ops --skip-bench "${@:3}" "${models[@]}" \
+            --random-model .gpu/qwen3-0.6b --report "/tmp/gpu-check-$2.md" >> "$out/gpu-check-$2.log" 2>&1
+        echo "gpu-check $2 rc=$?"
+        grep -E "checks, |FAIL" "$out/gpu-check-$2.log" | head -20
     }
-    check_models_engine() {  # TIMEOUT: check_models plus the engine checks, in one process
-        local models=()
-        for m in tests/fixtures/models/*/; do models+=(--model "$m"); done
-        timeout "$1" "$bin" gpu-check --skip-ops --skip-bench "${models[@]}" --random-model .gpu/qwen3-0.6b \
-            --report /tmp/gpu-check-engine.md > "$out/gpu-check-models-engine.log" 2>&1
-        echo "gpu-check models + engine rc=$?"
-        grep -E "checks, |FAIL" "$out/gpu-check-models-engine.log" | head -20
-    }
+    check_models() { fixture_checks 120 models --skip-engine; }
+    check_models_engine() { fixture_checks "$1" models-engine; }  # TIMEOUT: the engine checks too
     bench_step() {  # SHAPE [LOG_SUFFIX]: the kernel benches and the runner's decode step
         local log="$out/gpu-check-bench-$1${2:-}.log"
         timeout "${BENCH_TIMEOUT:-170}" "$bin" gpu-check --skip-ops --skip-models --skip-engine --bench-model .gpu/$1 \

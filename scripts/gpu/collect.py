@@ -20,6 +20,8 @@ ap.add_argument("--commit", default=None)
 ap.add_argument("--date", default=None)
 ap.add_argument("--machine", default="NVIDIA H200")
 args = ap.parse_args()
+# Date, commit and machine as the command line gives them, for figures that lack them.
+given = {k: v for k, v in (("date", args.date), ("commit", args.commit), ("machine", args.machine)) if v}
 
 out = []
 for d in map(Path, args.dirs):
@@ -31,8 +33,8 @@ for d in map(Path, args.dirs):
                 o = json.loads(line)
                 # A figure from a binary run outside gpu-bench.sh's environment carries
                 # empty date / commit: the command line's values stand in.
-                for k, v in (("date", args.date), ("commit", args.commit), ("machine", args.machine)):
-                    if v and not o.get(k):
+                for k, v in given.items():
+                    if not o.get(k):
                         o[k] = v
                 # attn_bench's PyTorch rates name no model: they are the device's.
                 if o.get("metric") in ("gemm_bf16_tflops", "copy_bandwidth_tbps"):
@@ -41,7 +43,7 @@ for d in map(Path, args.dirs):
                 out.append(o)
                 base = {k: o[k] for k in ("date", "commit", "machine") if k in o}
     if not base:
-        base = {k: v for k, v in (("date", args.date), ("commit", args.commit), ("machine", args.machine)) if v}
+        base = dict(given)
     # Every gpu-check log of the run: the ops log (decode attention, the 0.6B runner
     # step) and the per-shape bench logs (gpu-check-bench-SHAPE[-pdlN].log).
     for log in sorted(d.glob("gpu-check*.log")):
