@@ -244,6 +244,12 @@ DECODE(128, 8)
 // stages (two blocks per SM) were measured too and gave nothing / lost 20%.
 #define DM_BK 64
 #define DM_PAD 8
+// 1: the lean tile and merge (rows 8-15 skipped for groups of 8 or fewer, rescale only
+// where a max moved, the merge's weights once per head); 0: the build before them, for
+// an A/B in one process (MINISGL_KERNEL_DEFINES=DM_LEAN=0).
+#ifndef DM_LEAN
+#define DM_LEAN 1
+#endif
 
 struct __align__(8) f32x2 { float x, y; };
 
@@ -251,7 +257,7 @@ struct __align__(8) f32x2 { float x, y; };
 // g + 8 of its warp's O) merged through shared memory at `scratch` (one stage of the
 // tiles' memory, 64 rows of HD + 8 floats, that no copy in flight writes) and handed to
 // `store` per (query head, dim).
-template <int HD, typename Store>
+template <int HD, bool HI, typename Store>
 __device__ __forceinline__ void decode_mma_merge(int warp, int g, int tq, float m0, float m1,
                                                  float l0, float l1, float (&oacc)[HD / 8][4],
                                                  int group, float (&sm_m)[4][16],
@@ -259,7 +265,7 @@ __device__ __forceinline__ void decode_mma_merge(int warp, int g, int tq, float 
                                                  Store store) {
     int wr = warp * 16;
     l0 = quad_sum(l0);
-    l1 = quad_sum(l1);
+    if constexpr (HI) l1 = quad_sum(l1);
 
     // Merge the four warps' states (the tiles' memory now holds the partial outputs).
     // Rows OS = HD + 8 floats apart and 8-byte stores: each half-warp's 16 stores fall
@@ -272,17 +278,52 @@ __device__ __forceinline__ void decode_mma_merge(int warp, int g, int tq, float 
     if (tq == 0) {
         sm_m[warp][g] = l0 > 0.0f ? m0 : NEG_INF;
         sm_l[warp][g] = l0;
-        sm_m[warp][g + 8] = l1 > 0.0f ? m1 : NEG_INF;
-        sm_l[warp][g + 8] = l1;
+        if constexpr (HI) {
+            sm_m[warp][g + 8] = l1 > 0.0f ? m1 : NEG_INF;
+            sm_l[warp][g + 8] = l1;
+        }
     }
 #pragma unroll
     for (int dt = 0; dt < HD / 8; dt++) {
         int col = dt * 8 + 2 * tq;
         *reinterpret_cast<f32x2*>(sm_o + (wr + g) * OS + col) = f32x2{oacc[dt][0], oacc[dt][1]};
-        *reinterpret_cast<f32x2*>(sm_o + (wr + g + 8) * OS + col) = f32x2{oacc[dt][2], oacc[dt][3]};
+        if constexpr (HI)
+            *reinterpret_cast<f32x2*>(sm_o + (wr + g + 8) * OS + col) =
+                f32x2{oacc[dt][2], oacc[dt][3]};
+    }
+    int nh = min(group, 16);
+#if DM_LEAN
+    // Each head's max, sum and four warp weights once (threads 0..nh-1), not once per
+    // output element: the element loop below was 40 instructions an element, most of
+    // them these exp2f and their operands (the group of 5 spent 6 points of copy
+    // bandwidth against the group of 2 at 256 x 256 on it).
+    __shared__ float sm_w[4][16], sm_ml[2][16];
+    __syncthreads();
+    if (threadIdx.x < nh) {
+        int gi = threadIdx.x;
+        float M = NEG_INF;
+#pragma unroll
+        for (int w = 0; w < 4; w++) M = fmaxf(M, sm_m[w][gi]);
+        float L = 0.0f;
+#pragma unroll
+        for (int w = 0; w < 4; w++) {
+            float wt = sm_m[w][gi] == NEG_INF ? 0.0f : exp2f(sm_m[w][gi] - M);
+            L += sm_l[w][gi] * wt;
+            sm_w[w][gi] = wt;
+        }
+        sm_ml[0][gi] = M;
+        sm_ml[1][gi] = L;
     }
     __syncthreads();
-    int nh = min(group, 16);
+    for (int idx = threadIdx.x; idx < nh * HD; idx += blockDim.x) {
+        int gi = idx / HD, d = idx % HD;
+        float O = 0.0f;
+#pragma unroll
+        for (int w = 0; w < 4; w++) O += sm_o[(w * 16 + gi) * OS + d] * sm_w[w][gi];
+        store(gi, d, sm_ml[0][gi], sm_ml[1][gi], O);
+    }
+#else
+    __syncthreads();
     for (int idx = threadIdx.x; idx < nh * HD; idx += blockDim.x) {
         int gi = idx / HD, d = idx % HD;
         float M = NEG_INF;
@@ -297,6 +338,7 @@ __device__ __forceinline__ void decode_mma_merge(int warp, int g, int tq, float 
         }
         store(gi, d, M, L, O);
     }
+#endif
 }
 
 // The staging geometry of one tile per head_dim; a thread copies rows r0 + RPP i.
@@ -362,7 +404,18 @@ __device__ __forceinline__ void decode_mma_q(u32 (&qf)[HD / 16][4], const bf16_t
 // at shared address `stage`): this warp's 16 rows of scores against the group, its
 // online-softmax update and P.V into (m, l, oacc). k_lm / v_lm: this lane's ldmatrix
 // offsets; sl2: scale * log2(e).
-template <int HD>
+//
+// HI: the group has more than 8 query heads, so A rows 8-15 (this lane's row g + 8: m1,
+// l1, oacc[.][2..3]) hold live heads. Without it (every group of 8 or fewer: Qwen3,
+// Llama 3, Mistral) those rows are zero queries whose softmax and rescale are never read,
+// and the build skips them: their P fragments are zero, so P.V leaves their accumulators
+// at zero. The loop is bound by instruction issue (see decode_mma_segment), and that
+// work was a third of its non-mma instructions.
+//
+// The accumulators are rescaled only when some row's running max moved (warp-uniform):
+// o * 1.0f is o, so skipping it changes no bit, and after the first tiles of a segment
+// the max rarely moves.
+template <int HD, bool HI>
 __device__ __forceinline__ void decode_mma_tile(u32 stage, u32 k_lm, u32 v_lm,
                                                 const u32 (&qf)[HD / 16][4], int kb, int wr,
                                                 int c1, int tq, float sl2, float& m0, float& m1,
@@ -382,18 +435,18 @@ __device__ __forceinline__ void decode_mma_tile(u32 stage, u32 k_lm, u32 v_lm,
 #pragma unroll
         for (int nt = 0; nt < 2; nt++) {
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
+            for (int e = 0; e < (HI ? 4 : 2); e++) {
                 int col = kb + wr + nt * 8 + 2 * tq + (e & 1);
                 sacc[nt][e] = col < c1 ? sacc[nt][e] * sl2 : NEG_INF;
             }
             mx0 = fmaxf(mx0, fmaxf(sacc[nt][0], sacc[nt][1]));
-            mx1 = fmaxf(mx1, fmaxf(sacc[nt][2], sacc[nt][3]));
+            if constexpr (HI) mx1 = fmaxf(mx1, fmaxf(sacc[nt][2], sacc[nt][3]));
         }
         mx0 = quad_max(mx0);
-        mx1 = quad_max(mx1);
+        if constexpr (HI) mx1 = quad_max(mx1);
         // At least one column of this warp's slice is valid, so mx is finite.
-        float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-        float al0 = exp2f(m0 - mn0), al1 = exp2f(m1 - mn1);
+        float mn0 = fmaxf(m0, mx0), mn1 = HI ? fmaxf(m1, mx1) : m1;
+        float al0 = exp2f(m0 - mn0), al1 = HI ? exp2f(m1 - mn1) : 1.0f;
         m0 = mn0;
         m1 = mn1;
         float rs0 = 0.0f, rs1 = 0.0f;
@@ -401,17 +454,32 @@ __device__ __forceinline__ void decode_mma_tile(u32 stage, u32 k_lm, u32 v_lm,
         for (int nt = 0; nt < 2; nt++) {
             sacc[nt][0] = exp2f(sacc[nt][0] - mn0);
             sacc[nt][1] = exp2f(sacc[nt][1] - mn0);
-            sacc[nt][2] = exp2f(sacc[nt][2] - mn1);
-            sacc[nt][3] = exp2f(sacc[nt][3] - mn1);
             rs0 += sacc[nt][0] + sacc[nt][1];
-            rs1 += sacc[nt][2] + sacc[nt][3];
+            if constexpr (HI) {
+                sacc[nt][2] = exp2f(sacc[nt][2] - mn1);
+                sacc[nt][3] = exp2f(sacc[nt][3] - mn1);
+                rs1 += sacc[nt][2] + sacc[nt][3];
+            }
         }
         l0 = l0 * al0 + rs0;
-        l1 = l1 * al1 + rs1;
+        if constexpr (HI) l1 = l1 * al1 + rs1;
         u32 a0 = pack_bf16x2(sacc[0][0], sacc[0][1]);
-        u32 a1 = pack_bf16x2(sacc[0][2], sacc[0][3]);
+        u32 a1 = HI ? pack_bf16x2(sacc[0][2], sacc[0][3]) : 0u;
         u32 a2 = pack_bf16x2(sacc[1][0], sacc[1][1]);
-        u32 a3 = pack_bf16x2(sacc[1][2], sacc[1][3]);
+        u32 a3 = HI ? pack_bf16x2(sacc[1][2], sacc[1][3]) : 0u;
+#if DM_LEAN
+        if (__any_sync(0xffffffffu, al0 != 1.0f || al1 != 1.0f)) {
+#pragma unroll
+            for (int i = 0; i < HD / 8; i++) {
+                oacc[i][0] *= al0;
+                oacc[i][1] *= al0;
+                if constexpr (HI) {
+                    oacc[i][2] *= al1;
+                    oacc[i][3] *= al1;
+                }
+            }
+        }
+#endif
 #pragma unroll
         for (int dp = 0; dp < HD / 16; dp++) {
             u32 b[4];
@@ -419,10 +487,12 @@ __device__ __forceinline__ void decode_mma_tile(u32 stage, u32 k_lm, u32 v_lm,
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 float* o = oacc[2 * dp + h];
+#if !DM_LEAN
                 o[0] *= al0;
                 o[1] *= al0;
                 o[2] *= al1;
                 o[3] *= al1;
+#endif
                 mma_bf16_16816(o, a0, a1, a2, a3, b[2 * h], b[2 * h + 1]);
             }
         }
@@ -444,8 +514,8 @@ __device__ __forceinline__ void decode_mma_tile(u32 stage, u32 k_lm, u32 v_lm,
 // once their copies landed. The loop is otherwise the plain kernel's: it is bound by
 // instruction issue, and a first build that skipped the row in every copy and issued
 // both stages before prep() ran 24% more instructions (0.6B batch 256, Nsight Compute).
-template <int HD, bool RS, typename Store, typename Prep>
-__device__ __forceinline__ void decode_mma_segment(
+template <int HD, bool RS, bool HI, typename Store, typename Prep>
+__device__ __forceinline__ void decode_mma_segment_g(
     const bf16_t* __restrict__ q, int q_stride, const bf16_t* __restrict__ k_cache,
     const bf16_t* __restrict__ v_cache, const int* pages, int t, int kvh, int group,
     int kv_heads, int page_size, float scale, int c0, int c1, int newrow,
@@ -520,13 +590,33 @@ __device__ __forceinline__ void decode_mma_segment(
             }
         }
         __syncthreads();
-        decode_mma_tile<HD>(stage, k_lm, v_lm, qf, kb, wr, c1, tq, sl2, m0, m1, l0, l1, oacc);
+        decode_mma_tile<HD, HI>(stage, k_lm, v_lm, qf, kb, wr, c1, tq, sl2, m0, m1, l0, l1, oacc);
         // The next iteration's copies overwrite this stage.
         __syncthreads();
     }
     cp_async_wait<0>();
-    decode_mma_merge<HD>(warp, g, tq, m0, m1, l0, l1, oacc, group, sm_m, sm_l,
+    decode_mma_merge<HD, HI>(warp, g, tq, m0, m1, l0, l1, oacc, group, sm_m, sm_l,
                          reinterpret_cast<float*>(dm_smem), store);
+}
+
+// decode_mma_segment_g for the group: HI (decode_mma_tile) where rows 8-15 of the A
+// operand hold live heads or the lean build is off, so both are instantiated and each
+// launch takes one.
+template <int HD, bool RS, typename Store, typename Prep>
+__device__ __forceinline__ void decode_mma_segment(
+    const bf16_t* __restrict__ q, int q_stride, const bf16_t* __restrict__ k_cache,
+    const bf16_t* __restrict__ v_cache, const int* pages, int t, int kvh, int group,
+    int kv_heads, int page_size, float scale, int c0, int c1, int newrow,
+    const bf16_t* new_kv, Store store, Prep prep) {
+    if (!DM_LEAN || group > 8) {
+        decode_mma_segment_g<HD, RS, true>(q, q_stride, k_cache, v_cache, pages, t, kvh, group,
+                                           kv_heads, page_size, scale, c0, c1, newrow, new_kv,
+                                           store, prep);
+    } else {
+        decode_mma_segment_g<HD, RS, false>(q, q_stride, k_cache, v_cache, pages, t, kvh, group,
+                                            kv_heads, page_size, scale, c0, c1, newrow, new_kv,
+                                            store, prep);
+    }
 }
 
 // What the folded build (decode_mma_rs_hd*) reads beyond the plain kernel's arguments:
@@ -607,9 +697,9 @@ __device__ __forceinline__ void decode_mma_impl(
                 }
             }
         };
-        decode_mma_segment<HD, true>(qs, 0, k_cache, v_cache, pages, 0, kvh, group, kv_heads,
-                                     page_size, scale, c0, c1, last ? ctx - 1 : -1, new_kv,
-                                     store, prep);
+        decode_mma_segment<HD, true>(
+                qs, 0, k_cache, v_cache, pages, 0, kvh, group, kv_heads, page_size, scale, c0,
+                c1, last ? ctx - 1 : -1, new_kv, store, prep);
     }
 }
 
@@ -785,18 +875,18 @@ __device__ __forceinline__ void decode_mma_sk_impl(
         const int slot = first ? 0 : 1;
         const int t = q_start[b + 1] - 1;
         const int h0 = kvh * group;
+        auto store = [&](int gi, int d, float M, float L, float O) {
+            if (whole) {
+                o[(size_t)t * q_heads * HD + (h0 + gi) * HD + d] = f2bf(O / L);
+            } else {
+                size_t rr = ((size_t)blk * 2 + slot) * 16 + gi;
+                o_part[rr * HD + d] = O / L;
+                if (d == 0) lse_part[rr] = M + log2f(L);
+            }
+        };
         decode_mma_segment<HD, false>(q, q_stride, k_cache, v_cache, page_ids + page_start[b], t,
                                       kvh, group, kv_heads, page_size, scale, c0, c1, -1, nullptr,
-                                      [&](int gi, int d, float M, float L, float O) {
-                                   if (whole) {
-                                       o[(size_t)t * q_heads * HD + (h0 + gi) * HD + d] = f2bf(O / L);
-                                   } else {
-                                       size_t rr = ((size_t)blk * 2 + slot) * 16 + gi;
-                                       o_part[rr * HD + d] = O / L;
-                                       if (d == 0) lse_part[rr] = M + log2f(L);
-                                   }
-                               },
-                                      [] {});
+                                      store, [] {});
         // A cut pair that starts in this range: this block's combine merges it.
         if (!whole && pos == pair_start && tid == 0) {
             rec[4 * blk] = b;

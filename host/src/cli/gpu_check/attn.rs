@@ -184,6 +184,26 @@ pub fn cases() -> Vec<Case> {
             kv_heads: 8,
             seqs: decode(64, 700),
         },
+        // Groups of 9-16 heads: the tensor-core decode's A rows 8-15 are live heads
+        // there, a build of its own (decode_mma_tile's HI) that the groups above never take.
+        Case {
+            name: "decode",
+            page_size: 16,
+            page_runs: false,
+            head_dim: 128,
+            q_heads: 32,
+            kv_heads: 2,
+            seqs: decode(11, 2600),
+        },
+        Case {
+            name: "decode",
+            page_size: 16,
+            page_runs: false,
+            head_dim: 64,
+            q_heads: 12,
+            kv_heads: 1,
+            seqs: decode(6, 900),
+        },
         // Many ragged short contexts: 2,400 (sequence, kv head) blocks, six waves, and
         // stream-K ranges that cut many sequences.
         Case {

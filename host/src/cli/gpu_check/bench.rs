@@ -100,6 +100,11 @@ pub fn run(
         return gemm_algos(gpu, rep, hold);
     }
     let mut rng = ChaCha8Rng::seed_from_u64(99);
+    // MINISGL_BENCH_DECODE_ONLY=1: the decode kernels' table alone (a kernel A/B run
+    // twice in one call, once under MINISGL_KERNEL_DEFINES).
+    if std::env::var("MINISGL_BENCH_DECODE_ONLY").is_ok_and(|v| v == "1") {
+        return decode_kernels(gpu, rates, &mut rng, rep);
+    }
     let shapes: &[(&str, usize, usize, usize)] = &[
         ("decode", 256, 1100, 1),
         ("decode", 8, 16384, 1),
@@ -181,95 +186,7 @@ pub fn run(
             ));
         }
     }
-    // The decode kernels side by side (CUDA-core, tensor-core with splits, and
-    // tensor-core on the stream-K schedule) over GQA groups of 2 (Qwen3-0.6B),
-    // 5 (Qwen3-14B) and 8 (Qwen3-32B), 8 kv heads of 128.
-    // 256 x 256 is a short-context large batch (four tiles a block: start-up and merge
-    // weigh most there; 84% of copy against 94% at 256 x 1,100 on 2026-12-04). Besides
-    // the uniform batches, a ragged one (contexts 100-8000): real decode
-    // batches are not uniform, and a schedule tuned on equal blocks may not carry over.
-    use minisgl::backend::cuda::ops::AttnPath;
-    use rand::Rng;
-    let mut ragged_rng = ChaCha8Rng::seed_from_u64(5);
-    let ragged: Vec<usize> = (0..100)
-        .map(|_| ragged_rng.random_range(100..=8000))
-        .collect();
-    let batches: Vec<(String, Vec<usize>)> =
-        [(256usize, 1100usize), (256, 256), (64, 4096), (8, 16384)]
-            .iter()
-            .map(|&(b, ctx)| (format!("batch {b} x ctx {ctx}"), vec![ctx; b]))
-            .chain(std::iter::once((
-                "batch 100 x ctx 100-8000 (ragged, seed 5)".to_string(),
-                ragged,
-            )))
-            .collect();
-    for (label, ctxs) in &batches {
-        for &q_heads in &[16usize, 40, 64] {
-            let c = Case {
-                name: "bench",
-                page_size: 16,
-                page_runs: false,
-                head_dim: 128,
-                q_heads,
-                kv_heads: 8,
-                seqs: ctxs.iter().map(|&ctx| (ctx - 1, 1)).collect(),
-            };
-            let (num_pages, fill, attn) = metas(&c, &mut rng);
-            let layout = KvLayout {
-                num_layers: 1,
-                num_pages,
-                page_size: 16,
-                kv_heads: 8,
-                head_dim: 128,
-            };
-            let mut kv = gpu.alloc_kv(layout)?;
-            fill_random(gpu, &mut kv, &fill, 1024)?;
-            let t = attn.tokens.len();
-            let q = randn(&mut rng, t * q_heads * 128, 1.0);
-            let qg = gpu.upload(&[t, q_heads * 128], minisgl::backend::HostData::f32(&q))?;
-            let st = gpu.prepare_step(&attn)?;
-            let out = gpu.new_output(t, q_heads * 128)?;
-            let mut line = format!(
-                "decode kernels, {label}, {q_heads}q/8kv x 128 (group {}):",
-                q_heads / 8
-            );
-            let bytes = (ctxs.iter().sum::<usize>() * 8 * 128 * 2 * 2) as f64;
-            // The split grid also with at least two splits: on the ragged batch the
-            // longest sequences' blocks are the tail (2026-12-01: +6% there, -3% at
-            // 256 x 1100).
-            let default_splits = gpu.decode_min_splits();
-            let default_waves = gpu.decode_wave_splits();
-            // "fill": the split count without the wave rule (decode_mma_splits).
-            let runs = [
-                ("Decode", AttnPath::Decode, default_splits, default_waves),
-                ("DecodeMma/waves", AttnPath::DecodeMma, default_splits, true),
-                ("DecodeMma/fill", AttnPath::DecodeMma, default_splits, false),
-                ("DecodeMma/2 splits", AttnPath::DecodeMma, 2, default_waves),
-                (
-                    "DecodeMmaSk",
-                    AttnPath::DecodeMmaSk,
-                    default_splits,
-                    default_waves,
-                ),
-            ];
-            for (name, path, min_splits, waves) in runs {
-                gpu.set_decode_min_splits(min_splits);
-                gpu.set_decode_wave_splits(waves);
-                let ms = time_ms(gpu, 20, || {
-                    Ok(gpu.attention_into(&qg, &kv, 0, &st, 0.088, &out, Some(path))?)
-                })?;
-                let bw = bytes / (ms * 1e-3);
-                line += &format!(
-                    " {name} {ms:.3} ms = {:.2} TB/s ({:.0}% of copy);",
-                    bw / 1e12,
-                    100.0 * bw / rates.copy_bytes_s
-                );
-            }
-            gpu.set_decode_min_splits(default_splits);
-            gpu.set_decode_wave_splits(default_waves);
-            rep.bench_line(line);
-        }
-    }
+    decode_kernels(gpu, rates, &mut rng, rep)?;
     // Skinny linear layers (decode batches): the gemv kernel against cuBLAS on
     // Qwen3-0.6B's qkv, down and LM-head shapes; bytes = the weight read.
     for &(n, k) in &[(4096usize, 1024usize), (1024, 3072), (151_936, 1024)] {
@@ -687,5 +604,106 @@ fn gemv_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> 
         rep.bench_line(line);
     }
     gpu.set_gemv_max_weight(configured_limit);
+    Ok(())
+}
+
+/// The decode kernels side by side (CUDA-core, tensor-core with splits, and
+/// tensor-core on the stream-K schedule) over GQA groups of 2 (Qwen3-0.6B),
+/// 5 (Qwen3-14B) and 8 (Qwen3-32B), 8 kv heads of 128: one bench line per batch and group.
+fn decode_kernels(
+    gpu: &CudaBackend,
+    rates: &Rates,
+    rng: &mut ChaCha8Rng,
+    rep: &mut Report,
+) -> Result<()> {
+    // The decode kernels side by side (CUDA-core, tensor-core with splits, and
+    // tensor-core on the stream-K schedule) over GQA groups of 2 (Qwen3-0.6B),
+    // 5 (Qwen3-14B) and 8 (Qwen3-32B), 8 kv heads of 128.
+    // 256 x 256 is a short-context large batch (four tiles a block: start-up and merge
+    // weigh most there; 84% of copy against 94% at 256 x 1,100 on 2026-12-04). Besides
+    // the uniform batches, a ragged one (contexts 100-8000): real decode
+    // batches are not uniform, and a schedule tuned on equal blocks may not carry over.
+    use minisgl::backend::cuda::ops::AttnPath;
+    use rand::Rng;
+    let mut ragged_rng = ChaCha8Rng::seed_from_u64(5);
+    let ragged: Vec<usize> = (0..100)
+        .map(|_| ragged_rng.random_range(100..=8000))
+        .collect();
+    let batches: Vec<(String, Vec<usize>)> =
+        [(256usize, 1100usize), (256, 256), (64, 4096), (8, 16384)]
+            .iter()
+            .map(|&(b, ctx)| (format!("batch {b} x ctx {ctx}"), vec![ctx; b]))
+            .chain(std::iter::once((
+                "batch 100 x ctx 100-8000 (ragged, seed 5)".to_string(),
+                ragged,
+            )))
+            .collect();
+    for (label, ctxs) in &batches {
+        for &q_heads in &[16usize, 40, 64] {
+            let c = Case {
+                name: "bench",
+                page_size: 16,
+                page_runs: false,
+                head_dim: 128,
+                q_heads,
+                kv_heads: 8,
+                seqs: ctxs.iter().map(|&ctx| (ctx - 1, 1)).collect(),
+            };
+            let (num_pages, fill, attn) = metas(&c, rng);
+            let layout = KvLayout {
+                num_layers: 1,
+                num_pages,
+                page_size: 16,
+                kv_heads: 8,
+                head_dim: 128,
+            };
+            let mut kv = gpu.alloc_kv(layout)?;
+            fill_random(gpu, &mut kv, &fill, 1024)?;
+            let t = attn.tokens.len();
+            let q = randn(rng, t * q_heads * 128, 1.0);
+            let qg = gpu.upload(&[t, q_heads * 128], minisgl::backend::HostData::f32(&q))?;
+            let st = gpu.prepare_step(&attn)?;
+            let out = gpu.new_output(t, q_heads * 128)?;
+            let mut line = format!(
+                "decode kernels, {label}, {q_heads}q/8kv x 128 (group {}):",
+                q_heads / 8
+            );
+            let bytes = (ctxs.iter().sum::<usize>() * 8 * 128 * 2 * 2) as f64;
+            // The split grid also with at least two splits: on the ragged batch the
+            // longest sequences' blocks are the tail (2026-12-01: +6% there, -3% at
+            // 256 x 1100).
+            let default_splits = gpu.decode_min_splits();
+            let default_waves = gpu.decode_wave_splits();
+            // "fill": the split count without the wave rule (decode_mma_splits).
+            let runs = [
+                ("Decode", AttnPath::Decode, default_splits, default_waves),
+                ("DecodeMma/waves", AttnPath::DecodeMma, default_splits, true),
+                ("DecodeMma/fill", AttnPath::DecodeMma, default_splits, false),
+                ("DecodeMma/2 splits", AttnPath::DecodeMma, 2, default_waves),
+                (
+                    "DecodeMmaSk",
+                    AttnPath::DecodeMmaSk,
+                    default_splits,
+                    default_waves,
+                ),
+            ];
+            for (name, path, min_splits, waves) in runs {
+                gpu.set_decode_min_splits(min_splits);
+                gpu.set_decode_wave_splits(waves);
+                let ms = time_ms(gpu, 20, || {
+                    Ok(gpu.attention_into(&qg, &kv, 0, &st, 0.088, &out, Some(path))?)
+                })?;
+                let bw = bytes / (ms * 1e-3);
+                line += &format!(
+                    " {name} {ms:.4} ms = {:.2} TB/s ({:.0}% of copy);",
+                    bw / 1e12,
+                    100.0 * bw / rates.copy_bytes_s
+                );
+            }
+            gpu.set_decode_min_splits(default_splits);
+            gpu.set_decode_wave_splits(default_waves);
+            rep.bench_line(line);
+        }
+    }
     Ok(())
 }
