@@ -239,6 +239,8 @@
 #             it in one call: op checks, the decode kernels' table both ways (alternating,
 #             scripts/gpu/decode_ab.py), 0.6B runner A/Bs at context 256 and 1,024, both
 #             shapes' default workload both ways (14B with the clock sampled).
+#     part 103: its second call: model checks, the 14B runner A/B, Llama-3.1-8B's and
+#             the 14B's default workload both ways (old build first), clock sampled.
 #     part 100: after the Hopper GEMM and the 17-64 row gemv builds were removed
 #             (2026-12-05): every op check, the model and engine checks, the 0.6B kernel
 #             benches and decode steps and a timeline with gpu-check's floors at the rates
@@ -1397,6 +1399,27 @@ device)
         done
         gzip_ops_log
         pack_logs 102
+    elif [ "$part" = 103 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # The lean decode's second call: the fixture models against HF and the CPU (graphs
+        # included), the 14B runner step A/B at batch 64 / 256 (seven rounds), then
+        # Llama-3.1-8B's default workload (group 4, a shape the issue does not list) both
+        # ways with the clock sampled, and the 14B default workload once more each way.
+        check_models
+        BENCH_TIMEOUT=150 runner_ab qwen3-14b -lean 64,256 MINISGL_KERNEL_DEFINES=DM_LEAN=0
+        for s in llama-3.1-8b qwen3-14b; do
+            for lean in 0 1; do
+                if [ "$SECONDS" -lt 450 ]; then
+                    smi_start
+                    MINISGL_KERNEL_DEFINES=DM_LEAN=$lean OFFLINE_TIMEOUT=$((590 - SECONDS)) \
+                        offline_default $s -lean$lean
+                    smi_stop "$s DM_LEAN=$lean"
+                else
+                    echo "no time left for $s DM_LEAN=$lean (${SECONDS} s)"
+                fi
+            done
+        done
+        pack_logs 103
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate
