@@ -641,13 +641,19 @@ __device__ __forceinline__ void decode_mma_impl(
     const int* __restrict__ kv_len, const int* __restrict__ page_start,
     const int* __restrict__ page_ids, int q_heads, int kv_heads, int page_size, float scale,
     int min_part, float* __restrict__ o_part, float* __restrict__ lse_part,
-    bf16_t* __restrict__ o_direct, const DecodeRope& r) {
+    bf16_t* __restrict__ o_direct, const int* __restrict__ seq_order, const DecodeRope& r) {
     // The folded build's (RS) q heads and new K/V row; unused, they take no memory.
     __shared__ __align__(16) bf16_t qs[16 * HD];
     __shared__ __align__(16) bf16_t new_kv[2 * HD];
     pdl_trigger();
     pdl_wait();
-    int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
+    // seq_order (null: the batch's order) lists the sequences longest context first.
+    // Blocks start in blockIdx order, so the longest ones start first and the short
+    // ones fill the last wave's gaps; in the batch's order a long sequence drawn late
+    // runs on alone at the end (a ragged batch of 100 at 86% of copy against 94-96% for
+    // the balanced stream-K schedule, 2026-12-05).
+    int split = blockIdx.x, kvh = blockIdx.y,
+        b = seq_order != nullptr ? seq_order[blockIdx.z] : (int)blockIdx.z;
     int group = q_heads / kv_heads;
     int ctx = kv_len[b];
     int splits = gridDim.x;
@@ -708,11 +714,11 @@ __device__ __forceinline__ void decode_mma_impl(
         const bf16_t* q, int q_stride, const bf16_t* k_cache, const bf16_t* v_cache,          \
         const int* q_start, const int* kv_len, const int* page_start, const int* page_ids,   \
         int q_heads, int kv_heads, int page_size, float scale, int min_part, float* o_part,   \
-        float* lse_part, bf16_t* o_direct) {                                                   \
+        float* lse_part, bf16_t* o_direct, const int* seq_order) {                             \
         decode_mma_impl<HD, false>(q, q_stride, const_cast<bf16_t*>(k_cache),                  \
                                    const_cast<bf16_t*>(v_cache), q_start, kv_len, page_start,  \
                                    page_ids, q_heads, kv_heads, page_size, scale, min_part,    \
-                                   o_part, lse_part, o_direct, DecodeRope{});                  \
+                                   o_part, lse_part, o_direct, seq_order, DecodeRope{});       \
     }
 DECODE_MMA(64)
 DECODE_MMA(128)
@@ -722,11 +728,12 @@ DECODE_MMA(128)
         const bf16_t* qkv, int q_stride, bf16_t* k_cache, bf16_t* v_cache, const int* q_start,   \
         const int* kv_len, const int* page_start, const int* page_ids, int q_heads,            \
         int kv_heads, int page_size, float scale, int min_part, float* o_part,                 \
-        float* lse_part, bf16_t* o_direct, const bf16_t* q_norm, const bf16_t* k_norm,         \
-        const int* pos, const float* inv_freq, float eps, const int* slots) {                  \
+        float* lse_part, bf16_t* o_direct, const int* seq_order, const bf16_t* q_norm,        \
+        const bf16_t* k_norm, const int* pos, const float* inv_freq, float eps,                \
+        const int* slots) {                                                                    \
         decode_mma_impl<HD, true>(qkv, q_stride, k_cache, v_cache, q_start, kv_len, page_start, \
                                   page_ids, q_heads, kv_heads, page_size, scale, min_part,     \
-                                  o_part, lse_part, o_direct,                                  \
+                                  o_part, lse_part, o_direct, seq_order,                       \
                                   DecodeRope{q_norm, k_norm, pos, inv_freq, eps, slots});     \
     }
 DECODE_MMA_RS(64)

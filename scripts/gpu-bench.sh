@@ -239,8 +239,9 @@
 #             it in one call: op checks, the decode kernels' table both ways (alternating,
 #             scripts/gpu/decode_ab.py), 0.6B runner A/Bs at context 256 and 1,024, both
 #             shapes' default workload both ways (14B with the clock sampled).
-#     part 103: its second call: model checks, the 14B runner A/B, Llama-3.1-8B's and
-#             the 14B's default workload both ways (old build first), clock sampled.
+#     part 103: the split-grid decode's blocks longest context first (MINISGL_DECODE_ORDER):
+#             op checks both orders, model checks, the decode kernels' table, both shapes'
+#             default workload with and without the order (14B with the clock sampled).
 #     part 100: after the Hopper GEMM and the 17-64 row gemv builds were removed
 #             (2026-12-05): every op check, the model and engine checks, the 0.6B kernel
 #             benches and decode steps and a timeline with gpu-check's floors at the rates
@@ -1401,24 +1402,32 @@ device)
         pack_logs 102
     elif [ "$part" = 103 ]; then
         rm "$out/env.log"  # already printed by the tee above
-        # The lean decode's second call: the fixture models against HF and the CPU (graphs
-        # included), the 14B runner step A/B at batch 64 / 256 (seven rounds), then
-        # Llama-3.1-8B's default workload (group 4, a shape the issue does not list) both
-        # ways with the clock sampled, and the 14B default workload once more each way.
+        # The split-grid decode's blocks longest context first (MINISGL_DECODE_ORDER, on
+        # by default) with the lean decode of part 102: every op check (each decode case
+        # also in the batch's order), the fixture models against HF and the CPU, the
+        # decode kernels' table once (its "batch order" column), then the default
+        # workload of both shapes with the order and without it, in one call (the
+        # runner bench's uniform contexts cannot show an order).
+        check_ops --skip-bench
         check_models
-        BENCH_TIMEOUT=150 runner_ab qwen3-14b -lean 64,256 MINISGL_KERNEL_DEFINES=DM_LEAN=0
-        for s in llama-3.1-8b qwen3-14b; do
-            for lean in 0 1; do
-                if [ "$SECONDS" -lt 450 ]; then
-                    smi_start
-                    MINISGL_KERNEL_DEFINES=DM_LEAN=$lean OFFLINE_TIMEOUT=$((590 - SECONDS)) \
-                        offline_default $s -lean$lean
-                    smi_stop "$s DM_LEAN=$lean"
-                else
-                    echo "no time left for $s DM_LEAN=$lean (${SECONDS} s)"
-                fi
-            done
+        MINISGL_BENCH_DECODE_ONLY=1 timeout 60 "$bin" gpu-check --skip-ops --skip-models \
+            --skip-engine --report /tmp/dk.md > "$out/decode-kernels.log" 2>&1
+        echo "decode kernels rc=$?"; grep -E "decode kernels, .*(ragged|256 x ctx 1100)" "$out/decode-kernels.log" | head -6
+        for order in 1 0; do
+            smi_start
+            MINISGL_DECODE_ORDER=$order OFFLINE_TIMEOUT=$((590 - SECONDS)) \
+                offline_default qwen3-14b -order$order
+            smi_stop "14b DECODE_ORDER=$order"
         done
+        for order in 0 1; do
+            if [ "$SECONDS" -lt 530 ]; then
+                MINISGL_DECODE_ORDER=$order OFFLINE_TIMEOUT=$((595 - SECONDS)) \
+                    offline_default qwen3-0.6b -order$order
+            else
+                echo "no time left for the 0.6B default workload DECODE_ORDER=$order (${SECONDS} s)"
+            fi
+        done
+        gzip_ops_log
         pack_logs 103
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):

@@ -260,6 +260,10 @@ pub struct CudaOptions {
     /// Where the split-grid tensor-core decode does qkv_rope_store's work itself
     /// (`MINISGL_DECODE_ROPE`, [`DecodeRope`]).
     pub decode_rope: DecodeRope,
+    /// The split-grid tensor-core decode starts its blocks longest context first (on
+    /// unless `MINISGL_DECODE_ORDER=0`, which keeps the batch's order; see
+    /// `super::decode_order`).
+    pub decode_order: bool,
     /// Threads a block of `add_rmsnorm` (a row a block; `MINISGL_NORM_THREADS`, a
     /// multiple of 32 up to 1024, default 0 = by the row's width, see `norm_threads`).
     pub norm_threads: usize,
@@ -402,6 +406,7 @@ impl Default for CudaOptions {
             "a size in MiB",
         ) << 20;
         let sample_split = std::env::var("MINISGL_SAMPLE_SPLIT").map_or(true, |v| v != "0");
+        let decode_order = std::env::var("MINISGL_DECODE_ORDER").map_or(true, |v| v != "0");
         let layer_chain = std::env::var("MINISGL_LAYER_CHAIN").map_or(true, |v| v != "0");
         let chain_attn = std::env::var("MINISGL_CHAIN_ATTN").map_or(true, |v| v != "0");
         let chain_attn_part = env_count(
@@ -442,6 +447,7 @@ impl Default for CudaOptions {
             gemv_tc,
             rope_heads,
             decode_rope,
+            decode_order,
             norm_threads,
             gemv_max_weight,
             sample_split,

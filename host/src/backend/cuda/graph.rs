@@ -26,9 +26,10 @@ fn arena_offsets(b: usize) -> StepOffsets {
         page_start: 5 * b + 1,
         tok_seq: 6 * b + 2,
         sample_rows: 7 * b + 2,
-        tile_seq: 8 * b + 2,
-        tile_q0: 8 * b + 2,
-        page_ids: 8 * b + 3,
+        seq_order: 8 * b + 2,
+        tile_seq: 9 * b + 2,
+        tile_q0: 9 * b + 2,
+        page_ids: 9 * b + 3,
     }
 }
 
@@ -152,6 +153,7 @@ impl CudaBackend {
         let rows: Vec<u32> = (0..padded as u32).collect();
         put(off.tok_seq, &rows);
         put(off.sample_rows, &rows);
+        put(off.seq_order, &super::decode_order(&p.kv_lens));
         let pages: Vec<i32> = p.page_table.iter().map(|&x| x as i32).collect();
         let st = &self.dev.stream;
         st.memcpy_htod(&h, &mut a.buf.slice_mut(0..off.page_ids))?;

@@ -126,6 +126,18 @@ pub(crate) struct StepOffsets {
     pub sample_rows: usize,
     pub tile_seq: usize,
     pub tile_q0: usize,
+    /// The sequences by context, longest first ([`decode_order`]).
+    pub seq_order: usize,
+}
+
+/// The sequences of a step by context length, longest first (ties in batch order): the
+/// order in which the split-grid tensor-core decode starts its blocks
+/// ([`CudaOptions::decode_order`](device::CudaOptions::decode_order)), so that a
+/// ragged batch's long sequences do not start last and run on alone at the end.
+pub(crate) fn decode_order(kv_lens: &[u32]) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..kv_lens.len() as u32).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(kv_lens[i as usize]));
+    order
 }
 
 /// Up to how many rows linear layers use `gemv.cu` by default. Its scalar build beats
@@ -188,6 +200,9 @@ pub struct CudaBackend {
     /// Where the split-grid tensor-core decode folds in qkv_rope_store
     /// ([`CudaOptions::decode_rope`]; checks run both ways).
     pub(crate) decode_rope: std::cell::Cell<device::DecodeRope>,
+    /// Whether the split-grid tensor-core decode starts the longest sequences first
+    /// ([`CudaOptions::decode_order`]; checks run both ways).
+    pub(crate) decode_order: std::cell::Cell<bool>,
     /// Threads a block of `add_rmsnorm`, 0 = by the row's width
     /// ([`CudaOptions::norm_threads`]; checks run several).
     pub(crate) norm_threads: std::cell::Cell<usize>,
@@ -235,6 +250,7 @@ impl CudaBackend {
             gemv_tc: std::cell::Cell::new(opts.gemv_tc),
             rope_heads: std::cell::Cell::new(opts.rope_heads),
             decode_rope: std::cell::Cell::new(opts.decode_rope),
+            decode_order: std::cell::Cell::new(opts.decode_order),
             norm_threads: std::cell::Cell::new(opts.norm_threads),
             sample_split: std::cell::Cell::new(opts.sample_split),
             layer_chain: std::cell::Cell::new(opts.layer_chain),
@@ -360,6 +376,17 @@ impl CudaBackend {
     /// itself instead of `qkv_rope_store`.
     pub fn set_decode_rope(&self, rule: device::DecodeRope) {
         self.decode_rope.set(rule);
+    }
+
+    /// Whether the split-grid tensor-core decode starts the longest sequences first
+    /// (else in the batch's order).
+    pub fn set_decode_order(&self, longest_first: bool) {
+        self.decode_order.set(longest_first);
+    }
+
+    /// [`set_decode_order`](Self::set_decode_order)'s setting.
+    pub fn decode_order(&self) -> bool {
+        self.decode_order.get()
     }
 
     /// Give every `add_rmsnorm` block `threads` threads (a multiple of 32 up to 1024;
@@ -548,4 +575,23 @@ pub(crate) enum Arg {
     I64(i64),
     /// A `__grid_constant__` tensor map (128 bytes).
     Map(tma::TensorMap),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decode_order;
+
+    #[test]
+    fn decode_order_is_longest_first_and_stable() {
+        assert_eq!(decode_order(&[5, 900, 5, 17, 900]), vec![1, 4, 3, 0, 2]);
+        assert!(decode_order(&[]).is_empty());
+        // A permutation of the batch, whatever the lengths.
+        let lens: Vec<u32> = (0..300).map(|i| (i * 7919 % 1000) as u32).collect();
+        let mut o = decode_order(&lens);
+        assert!(o
+            .windows(2)
+            .all(|w| lens[w[0] as usize] >= lens[w[1] as usize]));
+        o.sort_unstable();
+        assert_eq!(o, (0..300).collect::<Vec<u32>>());
+    }
 }

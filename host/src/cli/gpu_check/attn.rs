@@ -387,6 +387,29 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
                     2e-2,
                 );
             }
+            // The tensor-core split grid with its blocks in the batch's order, not
+            // longest context first (the other setting of MINISGL_DECODE_ORDER).
+            if group <= 16 {
+                let order0 = gpu.decode_order();
+                gpu.set_decode_order(!order0);
+                let os = gpu.new_output(t, c.q_heads * c.head_dim)?;
+                let r =
+                    gpu.attention_into(&qg, &kvg, 0, &ag, scale, &os, Some(AttnPath::DecodeMma));
+                gpu.set_decode_order(order0);
+                r?;
+                let how = if order0 {
+                    "batch order"
+                } else {
+                    "longest first"
+                };
+                rep.check(
+                    "attention",
+                    format!("{desc} [DecodeMma, {how}]"),
+                    &gpu.to_host(&os)?,
+                    &oc,
+                    2e-2,
+                );
+            }
         }
     }
     Ok(())

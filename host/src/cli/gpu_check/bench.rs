@@ -687,9 +687,25 @@ fn decode_kernels(
                     default_waves,
                 ),
             ];
-            for (name, path, min_splits, waves) in runs {
+            // "batch order": the split grid's blocks in the batch's order rather than
+            // longest context first (MINISGL_DECODE_ORDER).
+            let order0 = gpu.decode_order();
+            let runs = runs
+                .into_iter()
+                .map(|r| (r, order0))
+                .chain(std::iter::once((
+                    (
+                        "DecodeMma/batch order",
+                        AttnPath::DecodeMma,
+                        default_splits,
+                        default_waves,
+                    ),
+                    false,
+                )));
+            for ((name, path, min_splits, waves), order) in runs {
                 gpu.set_decode_min_splits(min_splits);
                 gpu.set_decode_wave_splits(waves);
+                gpu.set_decode_order(order);
                 let ms = time_ms(gpu, 20, || {
                     Ok(gpu.attention_into(&qg, &kv, 0, &st, 0.088, &out, Some(path))?)
                 })?;
@@ -702,6 +718,7 @@ fn decode_kernels(
             }
             gpu.set_decode_min_splits(default_splits);
             gpu.set_decode_wave_splits(default_waves);
+            gpu.set_decode_order(order0);
             rep.bench_line(line);
         }
     }

@@ -599,6 +599,10 @@ impl CudaBackend {
                 args.push(Arg::U64(self.ptr(&o_part)));
                 args.push(Arg::U64(self.ptr(&lse)));
                 args.push(Arg::U64(if direct { op } else { 0 }));
+                if mma {
+                    let order = self.decode_order.get();
+                    args.push(Arg::U64(if order { sp(off.seq_order) } else { 0 }));
+                }
                 if let Some(rs) = rope_store {
                     args.extend(rs.norm_rope_args());
                 }

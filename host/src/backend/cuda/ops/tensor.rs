@@ -117,7 +117,7 @@ impl CudaBackend {
         let s = meta.num_seqs();
         let (ts, tq, wide_tiles) = Self::tiles(meta);
         let mut h: Vec<i32> =
-            Vec::with_capacity(5 * t + 3 * s + meta.page_table.len() + 2 * ts.len() + 8);
+            Vec::with_capacity(5 * t + 4 * s + meta.page_table.len() + 2 * ts.len() + 8);
         let mut off = StepOffsets::default();
         macro_rules! put {
             ($field:ident, $it:expr) => {
@@ -142,6 +142,12 @@ impl CudaBackend {
         put!(sample_rows, meta.sample_rows.iter().map(|&x| x as i32));
         put!(tile_seq, ts.iter().copied());
         put!(tile_q0, tq.iter().copied());
+        put!(
+            seq_order,
+            super::super::decode_order(&meta.kv_lens)
+                .into_iter()
+                .map(|x| x as i32)
+        );
         h.push(0);
         let buf = self.dev.stream.clone_htod(&h)?;
         self.take_last_tokens(self.ptr(&buf) + (off.tokens * 4) as u64, &meta.from_last)?;
