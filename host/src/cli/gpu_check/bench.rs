@@ -18,6 +18,34 @@ use minisgl::backend::{Backend, HostData, KvLayout, StepMeta};
 use minisgl::model::placement::build_runner_with;
 use minisgl::model::runner::{DeviceKind, RunnerOptions};
 
+/// A one-layer cache of `c`'s sequences filled with random K/V, their step, and random
+/// queries for it (head_dim and kv heads as `c` says, page size 16).
+fn bench_case(
+    gpu: &CudaBackend,
+    c: &Case,
+    rng: &mut ChaCha8Rng,
+) -> Result<(
+    minisgl::backend::cuda::CudaKv,
+    StepMeta,
+    minisgl::backend::cuda::CudaTensor,
+)> {
+    let (num_pages, fill, attn) = metas(c, rng);
+    let layout = KvLayout {
+        num_layers: 1,
+        num_pages,
+        page_size: c.page_size,
+        kv_heads: c.kv_heads,
+        head_dim: c.head_dim,
+    };
+    let mut kv = gpu.alloc_kv(layout)?;
+    fill_random(gpu, &mut kv, &fill, 1024)?;
+    let t = attn.tokens.len();
+    let width = c.q_heads * c.head_dim;
+    let q = randn(rng, t * width, 1.0);
+    let qg = gpu.upload(&[t, width], HostData::f32(&q))?;
+    Ok((kv, attn, qg))
+}
+
 /// Fill every slot of the cache with random K/V by repeating one random chunk.
 fn fill_random(
     gpu: &CudaBackend,
@@ -121,19 +149,8 @@ pub fn run(
             kv_heads: 8,
             seqs: vec![(ctx - new, new); batch],
         };
-        let (num_pages, fill, attn) = metas(&c, &mut rng);
-        let layout = KvLayout {
-            num_layers: 1,
-            num_pages,
-            page_size: 16,
-            kv_heads: 8,
-            head_dim: 128,
-        };
-        let mut kv = gpu.alloc_kv(layout)?;
-        fill_random(gpu, &mut kv, &fill, 1024)?;
+        let (kv, attn, qg) = bench_case(gpu, &c, &mut rng)?;
         let t = attn.tokens.len();
-        let q = randn(&mut rng, t * 16 * 128, 1.0);
-        let qg = gpu.upload(&[t, 2048], minisgl::backend::HostData::f32(&q))?;
         let st = gpu.prepare_step(&attn)?;
         let out = gpu.new_output(t, 2048)?;
         let path = gpu.attention_path(&st, 128, 2);
@@ -649,19 +666,8 @@ fn decode_kernels(
                 kv_heads: 8,
                 seqs: ctxs.iter().map(|&ctx| (ctx - 1, 1)).collect(),
             };
-            let (num_pages, fill, attn) = metas(&c, rng);
-            let layout = KvLayout {
-                num_layers: 1,
-                num_pages,
-                page_size: 16,
-                kv_heads: 8,
-                head_dim: 128,
-            };
-            let mut kv = gpu.alloc_kv(layout)?;
-            fill_random(gpu, &mut kv, &fill, 1024)?;
+            let (kv, attn, qg) = bench_case(gpu, &c, rng)?;
             let t = attn.tokens.len();
-            let q = randn(rng, t * q_heads * 128, 1.0);
-            let qg = gpu.upload(&[t, q_heads * 128], minisgl::backend::HostData::f32(&q))?;
             let st = gpu.prepare_step(&attn)?;
             let out = gpu.new_output(t, q_heads * 128)?;
             let mut line = format!(
