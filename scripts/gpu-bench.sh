@@ -242,6 +242,8 @@
 #     part 103: the split-grid decode's blocks longest context first (MINISGL_DECODE_ORDER):
 #             op checks both orders, model checks, the decode kernels' table, both shapes'
 #             default workload with and without the order (14B with the clock sampled).
+#     part 104: both shapes' default workload with the commit's defaults, clock sampled
+#             (a short call).
 #     part 100: after the Hopper GEMM and the 17-64 row gemv builds were removed
 #             (2026-12-05): every op check, the model and engine checks, the 0.6B kernel
 #             benches and decode steps and a timeline with gpu-check's floors at the rates
@@ -1429,6 +1431,16 @@ device)
         done
         gzip_ops_log
         pack_logs 103
+    elif [ "$part" = 104 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # Issue 11's default-workload rows with the commit's defaults (the lean decode,
+        # longest context first), clock sampled: a short call for a session whose device
+        # time is nearly spent. 14B first, the 0.6B while time is left.
+        smi_start
+        OFFLINE_TIMEOUT=200 offline_default qwen3-14b
+        smi_stop "14b default"
+        if [ "$SECONDS" -lt 230 ]; then OFFLINE_TIMEOUT=60 offline_default qwen3-0.6b; fi
+        pack_logs 104
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate
