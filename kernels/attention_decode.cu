@@ -244,12 +244,6 @@ DECODE(128, 8)
 // stages (two blocks per SM) were measured too and gave nothing / lost 20%.
 #define DM_BK 64
 #define DM_PAD 8
-// 1: the lean tile and merge (rows 8-15 skipped for groups of 8 or fewer, rescale only
-// where a max moved, the merge's weights once per head); 0: the build before them, for
-// an A/B in one process (MINISGL_KERNEL_DEFINES=DM_LEAN=0).
-#ifndef DM_LEAN
-#define DM_LEAN 1
-#endif
 
 struct __align__(8) f32x2 { float x, y; };
 
@@ -292,11 +286,8 @@ __device__ __forceinline__ void decode_mma_merge(int warp, int g, int tq, float 
                 f32x2{oacc[dt][2], oacc[dt][3]};
     }
     int nh = min(group, 16);
-#if DM_LEAN
     // Each head's max, sum and four warp weights once (threads 0..nh-1), not once per
-    // output element: the element loop below was 40 instructions an element, most of
-    // them these exp2f and their operands (the group of 5 spent 6 points of copy
-    // bandwidth against the group of 2 at 256 x 256 on it).
+    // output element (four exp2f an element before).
     __shared__ float sm_w[4][16], sm_ml[2][16];
     __syncthreads();
     if (threadIdx.x < nh) {
@@ -322,23 +313,6 @@ __device__ __forceinline__ void decode_mma_merge(int warp, int g, int tq, float 
         for (int w = 0; w < 4; w++) O += sm_o[(w * 16 + gi) * OS + d] * sm_w[w][gi];
         store(gi, d, sm_ml[0][gi], sm_ml[1][gi], O);
     }
-#else
-    __syncthreads();
-    for (int idx = threadIdx.x; idx < nh * HD; idx += blockDim.x) {
-        int gi = idx / HD, d = idx % HD;
-        float M = NEG_INF;
-#pragma unroll
-        for (int w = 0; w < 4; w++) M = fmaxf(M, sm_m[w][gi]);
-        float L = 0.0f, O = 0.0f;
-#pragma unroll
-        for (int w = 0; w < 4; w++) {
-            float wt = sm_m[w][gi] == NEG_INF ? 0.0f : exp2f(sm_m[w][gi] - M);
-            L += sm_l[w][gi] * wt;
-            O += sm_o[(w * 16 + gi) * OS + d] * wt;
-        }
-        store(gi, d, M, L, O);
-    }
-#endif
 }
 
 // The staging geometry of one tile per head_dim; a thread copies rows r0 + RPP i.
@@ -409,8 +383,9 @@ __device__ __forceinline__ void decode_mma_q(u32 (&qf)[HD / 16][4], const bf16_t
 // l1, oacc[.][2..3]) hold live heads. Without it (every group of 8 or fewer: Qwen3,
 // Llama 3, Mistral) those rows are zero queries whose softmax and rescale are never read,
 // and the build skips them: their P fragments are zero, so P.V leaves their accumulators
-// at zero. The loop is bound by instruction issue (see decode_mma_segment), and that
-// work was a third of its non-mma instructions.
+// at zero. That work was a third of the loop's non-mma instructions, but removing it
+// gained only 0.5-1.5% at short contexts and nothing at long ones (H100, 2026-12-05,
+// docs/results/gpu-2026-12-05-lean.md): the loop is not bound by their issue.
 //
 // The accumulators are rescaled only when some row's running max moved (warp-uniform):
 // o * 1.0f is o, so skipping it changes no bit, and after the first tiles of a segment
@@ -467,7 +442,6 @@ __device__ __forceinline__ void decode_mma_tile(u32 stage, u32 k_lm, u32 v_lm,
         u32 a1 = HI ? pack_bf16x2(sacc[0][2], sacc[0][3]) : 0u;
         u32 a2 = pack_bf16x2(sacc[1][0], sacc[1][1]);
         u32 a3 = HI ? pack_bf16x2(sacc[1][2], sacc[1][3]) : 0u;
-#if DM_LEAN
         if (__any_sync(0xffffffffu, al0 != 1.0f || al1 != 1.0f)) {
 #pragma unroll
             for (int i = 0; i < HD / 8; i++) {
@@ -479,7 +453,6 @@ __device__ __forceinline__ void decode_mma_tile(u32 stage, u32 k_lm, u32 v_lm,
                 }
             }
         }
-#endif
 #pragma unroll
         for (int dp = 0; dp < HD / 16; dp++) {
             u32 b[4];
@@ -487,12 +460,6 @@ __device__ __forceinline__ void decode_mma_tile(u32 stage, u32 k_lm, u32 v_lm,
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 float* o = oacc[2 * dp + h];
-#if !DM_LEAN
-                o[0] *= al0;
-                o[1] *= al0;
-                o[2] *= al1;
-                o[3] *= al1;
-#endif
                 mma_bf16_16816(o, a0, a1, a2, a3, b[2 * h], b[2 * h + 1]);
             }
         }
@@ -600,15 +567,14 @@ __device__ __forceinline__ void decode_mma_segment_g(
 }
 
 // decode_mma_segment_g for the group: HI (decode_mma_tile) where rows 8-15 of the A
-// operand hold live heads or the lean build is off, so both are instantiated and each
-// launch takes one.
+// operand hold live heads, so both are instantiated and each launch takes one.
 template <int HD, bool RS, typename Store, typename Prep>
 __device__ __forceinline__ void decode_mma_segment(
     const bf16_t* __restrict__ q, int q_stride, const bf16_t* __restrict__ k_cache,
     const bf16_t* __restrict__ v_cache, const int* pages, int t, int kvh, int group,
     int kv_heads, int page_size, float scale, int c0, int c1, int newrow,
     const bf16_t* new_kv, Store store, Prep prep) {
-    if (!DM_LEAN || group > 8) {
+    if (group > 8) {
         decode_mma_segment_g<HD, RS, true>(q, q_stride, k_cache, v_cache, pages, t, kvh, group,
                                            kv_heads, page_size, scale, c0, c1, newrow, new_kv,
                                            store, prep);

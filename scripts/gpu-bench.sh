@@ -235,10 +235,9 @@
 #     part 101: the default workload with the SM clock and power sampled, Qwen3-14B then
 #             Llama-3.1-8B. (Written 2026-12-05; not yet run: the device gave no machine
 #             for it that session. Checked only against the stand-ins.)
-#     part 102: the lean tensor-core decode (DM_LEAN, 2026-12-05) against the build before
-#             it in one call: op checks, the decode kernels' table both ways (alternating,
-#             scripts/gpu/decode_ab.py), 0.6B runner A/Bs at context 256 and 1,024, both
-#             shapes' default workload both ways (14B with the clock sampled).
+#     (part 102, the lean tensor-core decode against the build before it (DM_LEAN=0), ran
+#             at 4e5983d; the lean build was kept and the define removed, and so is the
+#             part: docs/results/gpu-2026-12-05-lean.md.)
 #     part 103: the split-grid decode's blocks longest context first (MINISGL_DECODE_ORDER):
 #             op checks both orders, model checks, the decode kernels' table, both shapes'
 #             default workload with and without the order (14B with the clock sampled).
@@ -1361,47 +1360,6 @@ device)
             smi_stop "$s default"
         done
         pack_logs 101
-    elif [ "$part" = 102 ]; then
-        rm "$out/env.log"  # already printed by the tee above
-        # The lean tensor-core decode (DM_LEAN=1, the default: rows 8-15 of the MMA's A
-        # operand skipped for groups of 8 or fewer, the accumulators rescaled only where a
-        # max moved, the merge's weights once per head) against the build before it
-        # (DM_LEAN=0, SASS byte-identical to 8de1e26's), each A/B in this call:
-        # every op check (the decode kernels against the CPU, groups 1-16); the decode
-        # kernels' table (groups 2 / 5 / 8) both ways, alternating, three runs each; the
-        # 0.6B runner step A/B at context 256 and 1,024 (seven rounds); the 14B default
-        # workload both ways with the clock sampled; the 0.6B default workload both ways.
-        check_ops --skip-bench
-        for r in 1 2 3; do
-            for lean in 1 0; do
-                MINISGL_GPU_RATES=4.24,672 MINISGL_BENCH_DECODE_ONLY=1 MINISGL_KERNEL_DEFINES=DM_LEAN=$lean \
-                    timeout 60 "$bin" gpu-check --skip-ops --skip-models --skip-engine \
-                    --report /tmp/dk.md > "$out/decode-kernels-lean$lean-r$r.log" 2>&1
-                echo "decode kernels DM_LEAN=$lean run $r rc=$?"
-            done
-        done
-        python3 scripts/gpu/decode_ab.py --names lean,old --a "$out"/decode-kernels-lean1-r*.log \
-            --b "$out"/decode-kernels-lean0-r*.log | tee "$out/decode-ab.md"
-        runner_ab qwen3-0.6b -lean 8,64,128,256 MINISGL_KERNEL_DEFINES=DM_LEAN=0
-        MINISGL_BENCH_CONTEXT=1024 runner_ab qwen3-0.6b -lean-ctx1024 64,256 MINISGL_KERNEL_DEFINES=DM_LEAN=0
-        for lean in 1 0; do
-            if [ "$SECONDS" -lt 440 ]; then
-                smi_start
-                MINISGL_KERNEL_DEFINES=DM_LEAN=$lean OFFLINE_TIMEOUT=$((590 - SECONDS)) \
-                    offline_default qwen3-14b -lean$lean
-                smi_stop "14b DM_LEAN=$lean"
-            else
-                echo "no time left for the 14B default workload DM_LEAN=$lean (${SECONDS} s)"
-            fi
-        done
-        for lean in 1 0; do
-            if [ "$SECONDS" -lt 530 ]; then
-                MINISGL_KERNEL_DEFINES=DM_LEAN=$lean OFFLINE_TIMEOUT=$((595 - SECONDS)) \
-                    offline_default qwen3-0.6b -lean$lean
-            fi
-        done
-        gzip_ops_log
-        pack_logs 102
     elif [ "$part" = 103 ]; then
         rm "$out/env.log"  # already printed by the tee above
         # The split-grid decode's blocks longest context first (MINISGL_DECODE_ORDER, on
