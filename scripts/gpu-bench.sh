@@ -243,6 +243,9 @@
 #             default workload with and without the order (14B with the clock sampled).
 #     part 104: both shapes' default workload with the commit's defaults, clock sampled
 #             (a short call).
+#     part 105: the Hopper prefill tiles longest span first across a step's sequences
+#             (MINISGL_PREFILL_ORDER): op checks, 0.6B long prompts A/B/A, on an H200 the
+#             14B default workload.
 #     part 100: after the Hopper GEMM and the 17-64 row gemv builds were removed
 #             (2026-12-05): every op check, the model and engine checks, the 0.6B kernel
 #             benches and decode steps and a timeline with gpu-check's floors at the rates
@@ -1399,6 +1402,27 @@ device)
         smi_stop "14b default"
         if [ "$SECONDS" -lt 230 ]; then OFFLINE_TIMEOUT=60 offline_default qwen3-0.6b; fi
         pack_logs 104
+    elif [ "$part" = 105 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # The Hopper prefill kernels' tiles longest causal span first across a step's
+        # sequences (MINISGL_PREFILL_ORDER, on by default): every op check (the prefill
+        # cases, prefix + extend among them), the 0.6B long prompts (a prefix + extend
+        # chunk beside fresh prompts in most steps) with the order, without it and with
+        # it again; on an H200 also the 14B default workload (issue 11's row).
+        check_ops --skip-bench
+        for order in 1 0 1; do
+            MINISGL_PREFILL_ORDER=$order timeout 60 "$bin" bench offline --random-weights .gpu/qwen3-0.6b \
+                --device cuda --shape qwen3-0.6b "${long[@]}" --jsonl "$jl" >> "$out/long-qwen3-0.6b-order$order.log" 2>&1
+            echo "0.6B long prompts PREFILL_ORDER=$order rc=$?"
+            grep -E "output tok/s|prefill only" "$out/long-qwen3-0.6b-order$order.log" | tail -2
+        done
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+            smi_start
+            OFFLINE_TIMEOUT=200 offline_default qwen3-14b
+            smi_stop "14b default"
+        fi
+        gzip_ops_log
+        pack_logs 105
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate

@@ -509,6 +509,7 @@ fn append_jsonl(
     v["chain_span"] = env_or("MINISGL_CHAIN_SPAN", &span).into();
     v["decode_rope"] = env_or("MINISGL_DECODE_ROPE", "waves").into();
     v["decode_order"] = env_or("MINISGL_DECODE_ORDER", "1").into();
+    v["prefill_order"] = env_or("MINISGL_PREFILL_ORDER", "1").into();
     v["chain_hold"] = env_or("MINISGL_CHAIN_HOLD", "0").into();
     let mut f = std::fs::OpenOptions::new()
         .create(true)

@@ -264,6 +264,9 @@ pub struct CudaOptions {
     /// unless `MINISGL_DECODE_ORDER=0`, which keeps the batch's order; see
     /// `super::decode_order`).
     pub decode_order: bool,
+    /// The Hopper prefill kernels take a step's tiles longest causal span first across
+    /// its sequences (on unless `MINISGL_PREFILL_ORDER=0`: sequence by sequence).
+    pub prefill_order: bool,
     /// Threads a block of `add_rmsnorm` (a row a block; `MINISGL_NORM_THREADS`, a
     /// multiple of 32 up to 1024, default 0 = by the row's width, see `norm_threads`).
     pub norm_threads: usize,
@@ -407,6 +410,7 @@ impl Default for CudaOptions {
         ) << 20;
         let sample_split = std::env::var("MINISGL_SAMPLE_SPLIT").map_or(true, |v| v != "0");
         let decode_order = std::env::var("MINISGL_DECODE_ORDER").map_or(true, |v| v != "0");
+        let prefill_order = std::env::var("MINISGL_PREFILL_ORDER").map_or(true, |v| v != "0");
         let layer_chain = std::env::var("MINISGL_LAYER_CHAIN").map_or(true, |v| v != "0");
         let chain_attn = std::env::var("MINISGL_CHAIN_ATTN").map_or(true, |v| v != "0");
         let chain_attn_part = env_count(
@@ -448,6 +452,7 @@ impl Default for CudaOptions {
             rope_heads,
             decode_rope,
             decode_order,
+            prefill_order,
             norm_threads,
             gemv_max_weight,
             sample_split,

@@ -203,6 +203,9 @@ pub struct CudaBackend {
     /// Whether the split-grid tensor-core decode starts the longest sequences first
     /// ([`CudaOptions::decode_order`]; checks run both ways).
     pub(crate) decode_order: std::cell::Cell<bool>,
+    /// Whether the Hopper prefill kernels take the step's tiles longest causal span
+    /// first across sequences ([`CudaOptions::prefill_order`]).
+    pub(crate) prefill_order: std::cell::Cell<bool>,
     /// Threads a block of `add_rmsnorm`, 0 = by the row's width
     /// ([`CudaOptions::norm_threads`]; checks run several).
     pub(crate) norm_threads: std::cell::Cell<usize>,
@@ -251,6 +254,7 @@ impl CudaBackend {
             rope_heads: std::cell::Cell::new(opts.rope_heads),
             decode_rope: std::cell::Cell::new(opts.decode_rope),
             decode_order: std::cell::Cell::new(opts.decode_order),
+            prefill_order: std::cell::Cell::new(opts.prefill_order),
             norm_threads: std::cell::Cell::new(opts.norm_threads),
             sample_split: std::cell::Cell::new(opts.sample_split),
             layer_chain: std::cell::Cell::new(opts.layer_chain),
@@ -387,6 +391,12 @@ impl CudaBackend {
     /// [`set_decode_order`](Self::set_decode_order)'s setting.
     pub fn decode_order(&self) -> bool {
         self.decode_order.get()
+    }
+
+    /// Whether the Hopper prefill kernels start the longest causal spans of the whole
+    /// step first (else sequence by sequence, in the batch's order).
+    pub fn set_prefill_order(&self, by_work: bool) {
+        self.prefill_order.set(by_work);
     }
 
     /// Give every `add_rmsnorm` block `threads` threads (a multiple of 32 up to 1024;

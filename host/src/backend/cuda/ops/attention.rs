@@ -232,32 +232,44 @@ impl CudaBackend {
     }
 
     /// Prefill tiles: (sequence, first new-token row) per 64-row tile, and how
-    /// many of them lead the list as the 128-row tiles of the Hopper kernel.
+    /// many of them lead the list as the 128-row tiles of the Hopper kernels.
     ///
-    /// Tiles starting at a multiple of 128 come first (per sequence, shortest
-    /// causal span first, which the Hopper kernel walks backwards to start the
-    /// longest first); the portable kernel runs the whole list in any order.
-    pub(super) fn tiles(meta: &StepMeta) -> (Vec<i32>, Vec<i32>, usize) {
-        let (mut ts, mut tq) = (Vec::new(), Vec::new());
-        let (mut odd_s, mut odd_q) = (Vec::new(), Vec::new());
+    /// Tiles starting at a multiple of 128 come first. Both Hopper kernels walk the
+    /// list backwards to start the longest causal spans first, so each group is
+    /// ordered shortest span first: with `by_work` over the whole step (a prefix +
+    /// extend chunk's tiles, which attend to its whole prefix, then start first
+    /// wherever it sits in the batch), else sequence by sequence. The portable kernel
+    /// runs the whole list in any order.
+    pub(super) fn tiles(meta: &StepMeta, by_work: bool) -> (Vec<i32>, Vec<i32>, usize) {
+        let (mut wide, mut odd) = (Vec::new(), Vec::new());
         for s in 0..meta.num_seqs() {
             let n = (meta.q_indptr[s + 1] - meta.q_indptr[s]) as usize;
+            let prefix = meta.kv_lens[s] as usize - n;
             let mut q0 = 0;
             while q0 < n {
-                let (a, b) = if q0 % (2 * PREFILL_TILE) == 0 {
-                    (&mut ts, &mut tq)
+                // Context rows the tile's last row attends to (its 128-row pair's for
+                // the wide tiles).
+                let (group, span) = if q0 % (2 * PREFILL_TILE) == 0 {
+                    (&mut wide, 2 * PREFILL_TILE)
                 } else {
-                    (&mut odd_s, &mut odd_q)
+                    (&mut odd, PREFILL_TILE)
                 };
-                a.push(s as i32);
-                b.push(q0 as i32);
+                group.push((prefix + (q0 + span).min(n), s as i32, q0 as i32));
                 q0 += PREFILL_TILE;
             }
         }
-        let wide = ts.len();
-        ts.extend(odd_s);
-        tq.extend(odd_q);
-        (ts, tq, wide)
+        if by_work {
+            // Stable: equal spans keep the batch's order.
+            wide.sort_by_key(|t| t.0);
+            odd.sort_by_key(|t| t.0);
+        }
+        let n_wide = wide.len();
+        let (ts, tq) = wide
+            .into_iter()
+            .chain(odd)
+            .map(|(_, s, q0)| (s, q0))
+            .unzip();
+        (ts, tq, n_wide)
     }
 
     /// Blocks of the split-grid tensor-core decode resident at once (blocks per SM x SMs).
@@ -759,6 +771,45 @@ pub(crate) fn wave_splits(
 #[cfg(test)]
 mod tests {
     use super::wave_splits;
+    use crate::backend::cuda::CudaBackend;
+    use crate::backend::StepMeta;
+
+    /// A step of (prefix, new tokens) per sequence; only what `tiles` reads.
+    fn step(seqs: &[(u32, u32)]) -> StepMeta {
+        let mut m = StepMeta {
+            q_indptr: vec![0],
+            ..Default::default()
+        };
+        for &(p, n) in seqs {
+            m.q_indptr.push(m.q_indptr.last().unwrap() + n);
+            m.kv_lens.push(p + n);
+        }
+        m
+    }
+
+    #[test]
+    fn prefill_tiles_by_work_put_the_longest_spans_last() {
+        // Sequence 0 extends a 6,000-token prefix by 200; sequence 1 is 300 fresh tokens.
+        let m = step(&[(6000, 200), (0, 300)]);
+        // Sequence by sequence: wide tiles (q0 % 128 == 0) of 0 then 1, then the others.
+        let (ts, tq, wide) = CudaBackend::tiles(&m, false);
+        assert_eq!(wide, 5);
+        assert_eq!(ts, vec![0, 0, 1, 1, 1, 0, 0, 1, 1]);
+        assert_eq!(tq, vec![0, 128, 0, 128, 256, 64, 192, 64, 192]);
+        // By work each group runs shortest span first, so the kernels (which walk the
+        // list backwards) start sequence 0's tiles, which attend to the whole prefix.
+        let (ts, tq, wide) = CudaBackend::tiles(&m, true);
+        assert_eq!(wide, 5);
+        assert_eq!(ts, vec![1, 1, 1, 0, 0, 1, 1, 0, 0]);
+        assert_eq!(tq, vec![0, 128, 256, 0, 128, 64, 192, 64, 192]);
+        // The same tiles either way.
+        let mut a: Vec<_> = ts.iter().zip(&tq).collect();
+        let (ts0, tq0, _) = CudaBackend::tiles(&m, false);
+        let mut b: Vec<_> = ts0.iter().zip(&tq0).collect();
+        a.sort();
+        b.sort();
+        assert_eq!(a, b);
+    }
 
     #[test]
     fn wave_splits_fill_the_last_wave() {

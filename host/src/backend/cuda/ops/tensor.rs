@@ -115,7 +115,7 @@ impl CudaBackend {
     pub(super) fn prepare_step_impl(&self, meta: &StepMeta) -> Result<CudaStep, BackendError> {
         let t = meta.num_tokens();
         let s = meta.num_seqs();
-        let (ts, tq, wide_tiles) = Self::tiles(meta);
+        let (ts, tq, wide_tiles) = Self::tiles(meta, self.prefill_order.get());
         let mut h: Vec<i32> =
             Vec::with_capacity(5 * t + 4 * s + meta.page_table.len() + 2 * ts.len() + 8);
         let mut off = StepOffsets::default();
