@@ -244,7 +244,7 @@ impl CudaBackend {
         let (mut wide, mut odd) = (Vec::new(), Vec::new());
         for s in 0..meta.num_seqs() {
             let n = (meta.q_indptr[s + 1] - meta.q_indptr[s]) as usize;
-            let prefix = meta.kv_lens[s] as usize - n;
+            let prefix = (meta.kv_lens[s] as usize).saturating_sub(n);
             let mut q0 = 0;
             while q0 < n {
                 // Context rows the tile's last row attends to (its 128-row pair's for
