@@ -669,9 +669,9 @@ __device__ __forceinline__ void decode_mma_impl(
                 }
             }
         };
-        decode_mma_segment<HD, true>(
-                qs, 0, k_cache, v_cache, pages, 0, kvh, group, kv_heads, page_size, scale, c0,
-                c1, last ? ctx - 1 : -1, new_kv, store, prep);
+        decode_mma_segment<HD, true>(qs, 0, k_cache, v_cache, pages, 0, kvh, group, kv_heads,
+                                     page_size, scale, c0, c1, last ? ctx - 1 : -1, new_kv,
+                                     store, prep);
     }
 }
 

@@ -27,6 +27,17 @@ pub struct Case {
 }
 
 impl Case {
+    /// A one-layer cache of `num_pages` pages in this case's page size and heads.
+    pub fn layout(&self, num_pages: usize) -> KvLayout {
+        KvLayout {
+            num_layers: 1,
+            num_pages,
+            page_size: self.page_size,
+            kv_heads: self.kv_heads,
+            head_dim: self.head_dim,
+        }
+    }
+
     /// A case whose pages are handed out at random (not in runs).
     pub fn new(
         name: &'static str,
@@ -260,13 +271,7 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xa77);
     for c in cases() {
         let (num_pages, fill, attn) = metas(&c, &mut rng);
-        let layout = KvLayout {
-            num_layers: 1,
-            num_pages,
-            page_size: c.page_size,
-            kv_heads: c.kv_heads,
-            head_dim: c.head_dim,
-        };
+        let layout = c.layout(num_pages);
         let kvw = c.kv_heads * c.head_dim;
         let nf = fill.tokens.len();
         let k = randn(&mut rng, nf * kvw, 1.0);

@@ -14,7 +14,7 @@ use super::inputs::randn;
 use super::rates::Rates;
 use super::report::Report;
 use minisgl::backend::cuda::CudaBackend;
-use minisgl::backend::{Backend, HostData, KvLayout, StepMeta};
+use minisgl::backend::{Backend, HostData, StepMeta};
 use minisgl::model::placement::build_runner_with;
 use minisgl::model::runner::{DeviceKind, RunnerOptions};
 
@@ -30,14 +30,7 @@ fn bench_case(
     minisgl::backend::cuda::CudaTensor,
 )> {
     let (num_pages, fill, attn) = metas(c, rng);
-    let layout = KvLayout {
-        num_layers: 1,
-        num_pages,
-        page_size: c.page_size,
-        kv_heads: c.kv_heads,
-        head_dim: c.head_dim,
-    };
-    let mut kv = gpu.alloc_kv(layout)?;
+    let mut kv = gpu.alloc_kv(c.layout(num_pages))?;
     fill_random(gpu, &mut kv, &fill, 1024)?;
     let t = attn.tokens.len();
     let width = c.q_heads * c.head_dim;
@@ -681,36 +674,22 @@ fn decode_kernels(
             let default_splits = gpu.decode_min_splits();
             let default_waves = gpu.decode_wave_splits();
             // "fill": the split count without the wave rule (decode_mma_splits).
-            let runs = [
-                ("Decode", AttnPath::Decode, default_splits, default_waves),
-                ("DecodeMma/waves", AttnPath::DecodeMma, default_splits, true),
-                ("DecodeMma/fill", AttnPath::DecodeMma, default_splits, false),
-                ("DecodeMma/2 splits", AttnPath::DecodeMma, 2, default_waves),
-                (
-                    "DecodeMmaSk",
-                    AttnPath::DecodeMmaSk,
-                    default_splits,
-                    default_waves,
-                ),
-            ];
             // "batch order": the split grid's blocks in the batch's order rather than
             // longest context first (MINISGL_DECODE_ORDER).
             let order0 = gpu.decode_order();
-            let runs = runs
-                .into_iter()
-                .map(|r| (r, order0))
-                .chain(std::iter::once((
-                    (
-                        "DecodeMma/batch order",
-                        AttnPath::DecodeMma,
-                        default_splits,
-                        default_waves,
-                    ),
-                    false,
-                )));
-            for ((name, path, min_splits, waves), order) in runs {
+            let (splits, waves) = (default_splits, default_waves);
+            let mma = AttnPath::DecodeMma;
+            let runs = [
+                ("Decode", AttnPath::Decode, splits, waves, order0),
+                ("DecodeMma/waves", mma, splits, true, order0),
+                ("DecodeMma/fill", mma, splits, false, order0),
+                ("DecodeMma/2 splits", mma, 2, waves, order0),
+                ("DecodeMmaSk", AttnPath::DecodeMmaSk, splits, waves, order0),
+                ("DecodeMma/batch order", mma, splits, waves, false),
+            ];
+            for (name, path, min_splits, wave_rule, order) in runs {
                 gpu.set_decode_min_splits(min_splits);
-                gpu.set_decode_wave_splits(waves);
+                gpu.set_decode_wave_splits(wave_rule);
                 gpu.set_decode_order(order);
                 let ms = time_ms(gpu, 20, || {
                     Ok(gpu.attention_into(&qg, &kv, 0, &st, 0.088, &out, Some(path))?)
