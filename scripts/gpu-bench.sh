@@ -246,6 +246,10 @@
 #     part 105: the Hopper prefill tiles longest span first across a step's sequences
 #             (MINISGL_PREFILL_ORDER): op checks, 0.6B long prompts A/B/A, on an H200 the
 #             14B default workload.
+#     part 106: the Hopper prefill tiles by sequence, longest first (MINISGL_PREFILL_ORDER=
+#             seqs) against the batch's order and every tile by its span (tiles): the
+#             kernel under each on workload-shaped steps, op checks, 0.6B long prompts
+#             under each, on an H200 the 14B default workload.
 #     part 100: after the Hopper GEMM and the 17-64 row gemv builds were removed
 #             (2026-12-05): every op check, the model and engine checks, the 0.6B kernel
 #             benches and decode steps and a timeline with gpu-check's floors at the rates
@@ -1423,6 +1427,31 @@ device)
         fi
         gzip_ops_log
         pack_logs 105
+    elif [ "$part" = 106 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # The Hopper prefill tiles by sequence (MINISGL_PREFILL_ORDER=seqs, the default
+        # since 2026-12-05's fifteenth session) against the batch's order and against
+        # every tile by its span (tiles, the default before): the prefill kernel under
+        # the three orders in alternating rounds on workload-shaped steps (outputs
+        # compared bit for bit), every op check, the 0.6B long prompts under each order,
+        # then, on an H200, the 14B default workload (issue 11's row).
+        MINISGL_BENCH_PREFILL_ONLY=1 timeout 120 "$bin" gpu-check --skip-ops --skip-models --skip-engine \
+            --report /tmp/gpu-check-prefill.md > "$out/gpu-check-prefill-orders.log" 2>&1
+        echo "prefill orders rc=$?"; grep -E "prefill order|rror" "$out/gpu-check-prefill-orders.log"
+        check_ops --skip-bench
+        for order in seqs tiles 0 seqs; do
+            MINISGL_PREFILL_ORDER=$order timeout 60 "$bin" bench offline --random-weights .gpu/qwen3-0.6b \
+                --device cuda --shape qwen3-0.6b "${long[@]}" --jsonl "$jl" >> "$out/long-qwen3-0.6b-order$order.log" 2>&1
+            echo "0.6B long prompts PREFILL_ORDER=$order rc=$?"
+            grep -E "output tok/s|prefill only" "$out/long-qwen3-0.6b-order$order.log" | tail -2
+        done
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ "$SECONDS" -lt 400 ]; then
+            smi_start
+            OFFLINE_TIMEOUT=$((590 - SECONDS)) offline_default qwen3-14b
+            smi_stop "14b default"
+        fi
+        gzip_ops_log
+        pack_logs 106
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate

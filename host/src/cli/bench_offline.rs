@@ -509,7 +509,12 @@ fn append_jsonl(
     v["chain_span"] = env_or("MINISGL_CHAIN_SPAN", &span).into();
     v["decode_rope"] = env_or("MINISGL_DECODE_ROPE", "waves").into();
     v["decode_order"] = env_or("MINISGL_DECODE_ORDER", "1").into();
-    v["prefill_order"] = env_or("MINISGL_PREFILL_ORDER", "1").into();
+    // By name: before 2026-12-05's fifteenth session "1" meant what is now "tiles".
+    let prefill_order: minisgl::backend::cuda::device::PrefillOrder =
+        env_or("MINISGL_PREFILL_ORDER", "seqs")
+            .parse()
+            .unwrap_or_default();
+    v["prefill_order"] = format!("{prefill_order:?}").to_lowercase().into();
     v["chain_hold"] = env_or("MINISGL_CHAIN_HOLD", "0").into();
     let mut f = std::fs::OpenOptions::new()
         .create(true)

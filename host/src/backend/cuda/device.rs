@@ -213,6 +213,37 @@ impl std::str::FromStr for DecodeRope {
     }
 }
 
+/// The order in which the Hopper prefill kernels take a step's query tiles
+/// (`MINISGL_PREFILL_ORDER` = 0 | seqs | tiles). The kernels walk the tile list from its
+/// end, a tile's heads one after another, so the list's tail runs first and the tiles
+/// running at once are neighbours in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum PrefillOrder {
+    /// The batch's order: the last sequence first, each from its longest causal span.
+    Batch,
+    /// Sequences by their longest causal span (the KV length), that sequence first; a
+    /// sequence's tiles stay together, so the tiles running at once share its K/V in L2.
+    #[default]
+    Seqs,
+    /// Every tile of the step by its own span, longest first, sequences interleaved
+    /// (equal spans of different sequences run side by side, each reading its own K/V).
+    Tiles,
+}
+
+impl std::str::FromStr for PrefillOrder {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "0" | "batch" => Ok(Self::Batch),
+            "1" | "seqs" => Ok(Self::Seqs),
+            "tiles" => Ok(Self::Tiles),
+            o => Err(format!(
+                "MINISGL_PREFILL_ORDER must be 0, seqs or tiles, got {o:?}"
+            )),
+        }
+    }
+}
+
 /// How to open a device.
 #[derive(Clone, Debug)]
 pub struct CudaOptions {
@@ -264,9 +295,9 @@ pub struct CudaOptions {
     /// unless `MINISGL_DECODE_ORDER=0`, which keeps the batch's order; see
     /// `super::decode_order`).
     pub decode_order: bool,
-    /// The Hopper prefill kernels take a step's tiles longest causal span first across
-    /// its sequences (on unless `MINISGL_PREFILL_ORDER=0`: sequence by sequence).
-    pub prefill_order: bool,
+    /// The order of the Hopper prefill kernels' tiles (`MINISGL_PREFILL_ORDER`,
+    /// [`PrefillOrder`]).
+    pub prefill_order: PrefillOrder,
     /// Threads a block of `add_rmsnorm` (a row a block; `MINISGL_NORM_THREADS`, a
     /// multiple of 32 up to 1024, default 0 = by the row's width, see `norm_threads`).
     pub norm_threads: usize,
@@ -410,7 +441,13 @@ impl Default for CudaOptions {
         ) << 20;
         let sample_split = std::env::var("MINISGL_SAMPLE_SPLIT").map_or(true, |v| v != "0");
         let decode_order = std::env::var("MINISGL_DECODE_ORDER").map_or(true, |v| v != "0");
-        let prefill_order = std::env::var("MINISGL_PREFILL_ORDER").map_or(true, |v| v != "0");
+        let prefill_order = match std::env::var("MINISGL_PREFILL_ORDER") {
+            Ok(v) => v.parse().unwrap_or_else(|e: String| {
+                tracing::warn!("{e}; using seqs");
+                PrefillOrder::default()
+            }),
+            Err(_) => PrefillOrder::default(),
+        };
         let layer_chain = std::env::var("MINISGL_LAYER_CHAIN").map_or(true, |v| v != "0");
         let chain_attn = std::env::var("MINISGL_CHAIN_ATTN").map_or(true, |v| v != "0");
         let chain_attn_part = env_count(

@@ -203,9 +203,8 @@ pub struct CudaBackend {
     /// Whether the split-grid tensor-core decode starts the longest sequences first
     /// ([`CudaOptions::decode_order`]; checks run both ways).
     pub(crate) decode_order: std::cell::Cell<bool>,
-    /// Whether the Hopper prefill kernels take the step's tiles longest causal span
-    /// first across sequences ([`CudaOptions::prefill_order`]).
-    pub(crate) prefill_order: std::cell::Cell<bool>,
+    /// The order of the Hopper prefill kernels' tiles ([`CudaOptions::prefill_order`]).
+    pub(crate) prefill_order: std::cell::Cell<device::PrefillOrder>,
     /// Threads a block of `add_rmsnorm`, 0 = by the row's width
     /// ([`CudaOptions::norm_threads`]; checks run several).
     pub(crate) norm_threads: std::cell::Cell<usize>,
@@ -393,10 +392,10 @@ impl CudaBackend {
         self.decode_order.get()
     }
 
-    /// Whether the Hopper prefill kernels start the longest causal spans of the whole
-    /// step first (else sequence by sequence, in the batch's order).
-    pub fn set_prefill_order(&self, by_work: bool) {
-        self.prefill_order.set(by_work);
+    /// The order in which the Hopper prefill kernels take a step's tiles (for the
+    /// steps prepared from now on).
+    pub fn set_prefill_order(&self, order: device::PrefillOrder) {
+        self.prefill_order.set(order);
     }
 
     /// Give every `add_rmsnorm` block `threads` threads (a multiple of 32 up to 1024;

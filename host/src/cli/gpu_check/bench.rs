@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use cudarc::driver::sys::CUevent_flags;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::attn::{metas, Case};
@@ -121,6 +121,10 @@ pub fn run(
         return gemm_algos(gpu, rep, hold);
     }
     let mut rng = ChaCha8Rng::seed_from_u64(99);
+    // MINISGL_BENCH_PREFILL_ONLY=1: the Hopper prefill kernel under each tile order.
+    if std::env::var("MINISGL_BENCH_PREFILL_ONLY").is_ok_and(|v| v == "1") {
+        return prefill_orders(gpu, &mut rng, rep);
+    }
     // MINISGL_BENCH_DECODE_ONLY=1: the decode kernels' table alone (a kernel A/B run
     // twice in one call, once under MINISGL_KERNEL_DEFINES).
     if std::env::var("MINISGL_BENCH_DECODE_ONLY").is_ok_and(|v| v == "1") {
@@ -528,6 +532,93 @@ fn fused_products(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> 
         }
         rep.bench_line(line);
     }
+    Ok(())
+}
+
+/// The prefill attention kernel the engine picks, under each order of a step's tiles
+/// ([`PrefillOrder`]), on steps shaped like the workloads': uniform fresh prompts, a
+/// prefix + extend chunk beside fresh prompts (the long-prompt workload), a chunk of
+/// short prompts of mixed lengths (the default workload), at Qwen3-0.6B's and 14B's
+/// heads. The orders take turns over three rounds (medians), and their outputs must be
+/// equal bit for bit: a tile computes the same whatever runs beside it.
+fn prefill_orders(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> Result<()> {
+    use minisgl::backend::cuda::device::PrefillOrder;
+    const ORDERS: [PrefillOrder; 3] =
+        [PrefillOrder::Batch, PrefillOrder::Seqs, PrefillOrder::Tiles];
+    let mixed: Vec<(usize, usize)> = {
+        let (mut v, mut total) = (Vec::new(), 0);
+        while total < 7_200 {
+            let n = rng.random_range(100..=1024);
+            v.push((0, n));
+            total += n;
+        }
+        v
+    };
+    let steps: Vec<(&str, Vec<(usize, usize)>)> = vec![
+        ("8 x 2,048 fresh", vec![(0, 2048); 8]),
+        ("1 x 8,192 fresh", vec![(0, 8192)]),
+        ("32 x 512 fresh", vec![(0, 512); 32]),
+        ("4 x 1,024 extending 3,072", vec![(3072, 1024); 4]),
+        (
+            "extend 2,200 on 4,000 + fresh 4,000 + 1,992",
+            vec![(4000, 2200), (0, 4000), (0, 1992)],
+        ),
+        ("fresh 100-1,024 (default workload chunk)", mixed),
+    ];
+    for (label, seqs) in &steps {
+        for (shape, q_heads) in [("0.6B", 16usize), ("14B", 40)] {
+            let c = Case {
+                name: "bench",
+                page_size: 16,
+                page_runs: false,
+                head_dim: 128,
+                q_heads,
+                kv_heads: 8,
+                seqs: seqs.clone(),
+            };
+            let (kv, attn, qg) = bench_case(gpu, &c, rng)?;
+            let t = attn.tokens.len();
+            let out = gpu.new_output(t, q_heads * 128)?;
+            let mut ms: [Vec<f64>; 3] = Default::default();
+            let mut outs: Vec<Vec<f32>> = Vec::new();
+            let mut path = None;
+            for round in 0..3 {
+                for (i, &order) in ORDERS.iter().enumerate() {
+                    gpu.set_prefill_order(order);
+                    let st = gpu.prepare_step(&attn)?;
+                    path.get_or_insert(gpu.attention_path(&st, 128, q_heads / 8));
+                    ms[i].push(time_ms(gpu, 20, || {
+                        Ok(gpu.attention_into(&qg, &kv, 0, &st, 0.088, &out, None)?)
+                    })?);
+                    if round == 0 {
+                        outs.push(gpu.to_host(&out)?);
+                    }
+                }
+            }
+            let same = outs.iter().all(|o| o == &outs[0]);
+            let flops: f64 = seqs
+                .iter()
+                .map(|&(p, n)| 4.0 * 128.0 * q_heads as f64 * (n * p + n * (n + 1) / 2) as f64)
+                .sum();
+            let tf = |v: &mut Vec<f64>| {
+                v.sort_by(f64::total_cmp);
+                flops / (v[1] * 1e-3) / 1e12
+            };
+            let [b, q, w] = ms.each_mut().map(tf);
+            rep.bench_line(format!(
+                "prefill order {label}, {shape} ({q_heads}q/8kv x 128, page 16) [{:?}]: batch {b:.1} / seqs {q:.1} / tiles {w:.1} TFLOP/s (seqs {:.3}x, tiles {:.3}x the batch's order); outputs {}",
+                path.unwrap(),
+                q / b,
+                w / b,
+                if same { "equal" } else { "DIFFER" }
+            ));
+            anyhow::ensure!(
+                same,
+                "prefill outputs differ between tile orders: {label}, {shape}"
+            );
+        }
+    }
+    gpu.set_prefill_order(PrefillOrder::default());
     Ok(())
 }
 

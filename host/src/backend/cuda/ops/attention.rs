@@ -7,7 +7,7 @@ use cudarc::driver::CudaSlice;
 use super::kv::check_slots;
 use super::rope::QkvRopeStore;
 use super::shape_err;
-use crate::backend::cuda::device::DecodeSchedule;
+use crate::backend::cuda::device::{DecodeSchedule, PrefillOrder};
 use crate::backend::cuda::{
     cfg, g, tma, Arg, CudaBackend, CudaKv, CudaStep, CudaTensor, PREFILL_TILE,
 };
@@ -235,14 +235,17 @@ impl CudaBackend {
     /// many of them lead the list as the 128-row tiles of the Hopper kernels.
     ///
     /// Tiles starting at a multiple of 128 come first. Both Hopper kernels walk the
-    /// list backwards to start the longest causal spans first, so each group is
-    /// ordered shortest span first: with `by_work` over the whole step (a prefix +
-    /// extend chunk's tiles, which attend to its whole prefix, then start first
-    /// wherever it sits in the batch), else sequence by sequence. The portable kernel
-    /// runs the whole list in any order.
-    pub(super) fn tiles(meta: &StepMeta, by_work: bool) -> (Vec<i32>, Vec<i32>, usize) {
+    /// list backwards to start the longest causal spans first, so within a sequence
+    /// each group runs shortest span first; `order` decides the sequences' order
+    /// ([`PrefillOrder`]). The portable kernel runs the whole list in any order.
+    pub(super) fn tiles(meta: &StepMeta, order: PrefillOrder) -> (Vec<i32>, Vec<i32>, usize) {
+        let mut seqs: Vec<usize> = (0..meta.num_seqs()).collect();
+        if order == PrefillOrder::Seqs {
+            // Stable: sequences of equal length keep the batch's order.
+            seqs.sort_by_key(|&s| meta.kv_lens[s]);
+        }
         let (mut wide, mut odd) = (Vec::new(), Vec::new());
-        for s in 0..meta.num_seqs() {
+        for s in seqs {
             let n = (meta.q_indptr[s + 1] - meta.q_indptr[s]) as usize;
             let prefix = (meta.kv_lens[s] as usize).saturating_sub(n);
             let mut q0 = 0;
@@ -258,7 +261,7 @@ impl CudaBackend {
                 q0 += PREFILL_TILE;
             }
         }
-        if by_work {
+        if order == PrefillOrder::Tiles {
             // Stable: equal spans keep the batch's order.
             wide.sort_by_key(|t| t.0);
             odd.sort_by_key(|t| t.0);
@@ -771,6 +774,7 @@ pub(crate) fn wave_splits(
 #[cfg(test)]
 mod tests {
     use super::wave_splits;
+    use crate::backend::cuda::device::PrefillOrder;
     use crate::backend::cuda::CudaBackend;
     use crate::backend::StepMeta;
 
@@ -787,28 +791,59 @@ mod tests {
         m
     }
 
+    /// The (sequence, row) pairs of a tile list, sorted: what every order must cover.
+    fn tile_set(ts: &[i32], tq: &[i32]) -> Vec<(i32, i32)> {
+        let mut v: Vec<_> = ts.iter().copied().zip(tq.iter().copied()).collect();
+        v.sort();
+        v
+    }
+
     #[test]
-    fn prefill_tiles_by_work_put_the_longest_spans_last() {
+    fn prefill_tile_orders_start_the_longest_spans() {
         // Sequence 0 extends a 6,000-token prefix by 200; sequence 1 is 300 fresh tokens.
         let m = step(&[(6000, 200), (0, 300)]);
-        // Sequence by sequence: wide tiles (q0 % 128 == 0) of 0 then 1, then the others.
-        let (ts, tq, wide) = CudaBackend::tiles(&m, false);
+        // The batch's order: wide tiles (q0 % 128 == 0) of 0 then 1, then the others.
+        let (ts, tq, wide) = CudaBackend::tiles(&m, PrefillOrder::Batch);
         assert_eq!(wide, 5);
         assert_eq!(ts, vec![0, 0, 1, 1, 1, 0, 0, 1, 1]);
         assert_eq!(tq, vec![0, 128, 0, 128, 256, 64, 192, 64, 192]);
-        // By work each group runs shortest span first, so the kernels (which walk the
-        // list backwards) start sequence 0's tiles, which attend to the whole prefix.
-        let (ts, tq, wide) = CudaBackend::tiles(&m, true);
-        assert_eq!(wide, 5);
-        assert_eq!(ts, vec![1, 1, 1, 0, 0, 1, 1, 0, 0]);
-        assert_eq!(tq, vec![0, 128, 256, 0, 128, 64, 192, 64, 192]);
-        // The same tiles either way.
-        let mut a: Vec<_> = ts.iter().zip(&tq).collect();
-        let (ts0, tq0, _) = CudaBackend::tiles(&m, false);
-        let mut b: Vec<_> = ts0.iter().zip(&tq0).collect();
-        a.sort();
-        b.sort();
-        assert_eq!(a, b);
+        let all = tile_set(&ts, &tq);
+        // By sequence and by tile alike, sequence 0's tiles, which attend to the whole
+        // prefix, end each group, so the kernels (which walk the list backwards) start
+        // them.
+        for order in [PrefillOrder::Seqs, PrefillOrder::Tiles] {
+            let (ts, tq, wide) = CudaBackend::tiles(&m, order);
+            assert_eq!(wide, 5, "{order:?}");
+            assert_eq!(ts, vec![1, 1, 1, 0, 0, 1, 1, 0, 0], "{order:?}");
+            assert_eq!(tq, vec![0, 128, 256, 0, 128, 64, 192, 64, 192], "{order:?}");
+            assert_eq!(tile_set(&ts, &tq), all, "{order:?}");
+        }
+    }
+
+    #[test]
+    fn prefill_tiles_by_sequence_keep_a_sequence_together() {
+        // Three fresh prompts, the middle one longest: by sequence it runs first and
+        // whole, then the last, then the first, each whole; by tile the three
+        // prompts' equal spans interleave.
+        let m = step(&[(0, 256), (0, 384), (0, 256)]);
+        let (ts, tq, wide) = CudaBackend::tiles(&m, PrefillOrder::Seqs);
+        assert_eq!(wide, 7);
+        assert_eq!(ts, vec![0, 0, 2, 2, 1, 1, 1, 0, 0, 2, 2, 1, 1, 1]);
+        assert_eq!(
+            tq,
+            vec![0, 128, 0, 128, 0, 128, 256, 64, 192, 64, 192, 64, 192, 320]
+        );
+        let (ts_t, _, _) = CudaBackend::tiles(&m, PrefillOrder::Tiles);
+        assert_eq!(ts_t, vec![0, 1, 2, 0, 1, 2, 1, 0, 1, 2, 0, 1, 2, 1]);
+        // Equal lengths: the batch's order, tile for tile.
+        let u = step(&[(0, 512), (0, 512)]);
+        assert_eq!(
+            CudaBackend::tiles(&u, PrefillOrder::Seqs),
+            CudaBackend::tiles(&u, PrefillOrder::Batch)
+        );
+        let (ts, tq, _) = CudaBackend::tiles(&m, PrefillOrder::Batch);
+        let (ts_s, tq_s, _) = CudaBackend::tiles(&m, PrefillOrder::Seqs);
+        assert_eq!(tile_set(&ts, &tq), tile_set(&ts_s, &tq_s));
     }
 
     #[test]
