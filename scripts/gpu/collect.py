@@ -84,6 +84,18 @@ for d in map(Path, args.dirs):
                             **({"method": ab_method} if ab_method else {}), **extra})
                 ab_method = None
 
+            # MINISGL_BENCH_PREFILL_ONLY: the engine's prefill kernel under each tile order.
+            m = re.search(r"prefill order (.+), (\S+) \((\d+)q/(\d+)kv x (\d+), page (\d+)\) \[(\w+)\]: "
+                          r"batch ([\d.]+) / seqs ([\d.]+) / tiles ([\d.]+) TFLOP/s", line)
+            if m:
+                for order, v in zip(("batch", "seqs", "tiles"), (m[8], m[9], m[10])):
+                    out.append({**base, "shape": f"qwen3-{m[2].lower()}-attn ({m[3]}q/{m[4]}kv x {m[5]})", "tp": 1,
+                                "workload": f"engine prefill step: {m[1]}, page {m[6]}",
+                                "metric": "prefill_attention_tflops", "value": float(v), "unit": "TFLOP/s",
+                                "ceiling": None, "fraction": None, "kernel": m[7], "prefill_order": order,
+                                "method": "median of 3 rounds, each led by another order (gpu-check MINISGL_BENCH_PREFILL_ONLY)",
+                                **extra})
+
             # MINISGL_BENCH_AB: the second runner's step, recorded with its setting.
             m = re.search(r"runner.step A/B, batch (\d+), context ~(\d+): CUDA graphs ([\d.]+) ms/step as built "
                           r"\(([\d.]+)x the floor\), ([\d.]+) with (\S+)=(\S+) \(", line)

@@ -73,3 +73,20 @@ def test_figures_with_empty_date_and_commit_take_the_command_lines(tmp_path):
     got = [json.loads(line) for line in to.read_text().splitlines()]
     assert (got[0]["date"], got[0]["commit"], got[0]["machine"]) == ("2026-12-05", "abc1234", "NVIDIA H200")
     assert (got[1]["date"], got[1]["commit"]) == ("2026-12-04", "1234abc")
+
+
+# As gpu-check prints MINISGL_BENCH_PREFILL_ONLY's lines (an H100, 620c73f's build).
+PREFILL_LOG = """\
+bench: prefill order 8 x 2,048 fresh, 14B (40q/8kv x 128, page 16) [PrefillWs]: batch 553.6 / seqs 552.3 / tiles 514.4 TFLOP/s (seqs 0.998x, tiles 0.929x the batch's order); outputs equal
+"""
+
+
+def test_prefill_order_lines_give_a_figure_per_order(tmp_path):
+    figs = collect(tmp_path, PREFILL_LOG)
+    assert [(f["prefill_order"], f["value"]) for f in figs] == [
+        ("batch", 553.6), ("seqs", 552.3), ("tiles", 514.4)]
+    for f in figs:
+        assert f["metric"] == "prefill_attention_tflops"
+        assert f["shape"] == "qwen3-14b-attn (40q/8kv x 128)"
+        assert f["workload"] == "engine prefill step: 8 x 2,048 fresh, page 16"
+        assert f["kernel"] == "PrefillWs" and f["commit"] == "abc1234"
