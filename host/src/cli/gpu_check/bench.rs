@@ -137,15 +137,7 @@ pub fn run(
         ("prefill", 8, 2048, 2048),
     ];
     for &(kind, batch, ctx, new) in shapes {
-        let c = Case {
-            name: "bench",
-            page_size: 16,
-            page_runs: false,
-            head_dim: 128,
-            q_heads: 16,
-            kv_heads: 8,
-            seqs: vec![(ctx - new, new); batch],
-        };
+        let c = Case::new("bench", 16, 128, 16, 8, vec![(ctx - new, new); batch]);
         let (kv, attn, qg) = bench_case(gpu, &c, &mut rng)?;
         let t = attn.tokens.len();
         let st = gpu.prepare_step(&attn)?;
@@ -568,15 +560,7 @@ fn prefill_orders(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> 
     ];
     for (label, seqs) in &steps {
         for (shape, q_heads) in [("0.6B", 16usize), ("14B", 40)] {
-            let c = Case {
-                name: "bench",
-                page_size: 16,
-                page_runs: false,
-                head_dim: 128,
-                q_heads,
-                kv_heads: 8,
-                seqs: seqs.clone(),
-            };
+            let c = Case::new("bench", 16, 128, q_heads, 8, seqs.clone());
             let (kv, attn, qg) = bench_case(gpu, &c, rng)?;
             let t = attn.tokens.len();
             let out = gpu.new_output(t, q_heads * 128)?;
@@ -746,15 +730,8 @@ fn decode_kernels(
             .collect();
     for (label, ctxs) in &batches {
         for &q_heads in &[16usize, 40, 64] {
-            let c = Case {
-                name: "bench",
-                page_size: 16,
-                page_runs: false,
-                head_dim: 128,
-                q_heads,
-                kv_heads: 8,
-                seqs: ctxs.iter().map(|&ctx| (ctx - 1, 1)).collect(),
-            };
+            let seqs: Vec<_> = ctxs.iter().map(|&ctx| (ctx - 1, 1)).collect();
+            let c = Case::new("bench", 16, 128, q_heads, 8, seqs);
             let (kv, attn, qg) = bench_case(gpu, &c, rng)?;
             let t = attn.tokens.len();
             let st = gpu.prepare_step(&attn)?;
