@@ -84,6 +84,17 @@ for d in map(Path, args.dirs):
                             **({"method": ab_method} if ab_method else {}), **extra})
                 ab_method = None
 
+            # The engine's own prefill path (its tile list, from prepare_step), which
+            # attn_bench, building its own list, does not see.
+            m = re.search(r"prefill attention \[(\w+)\] (\d+) x (\d+) new tokens causal, (\d+)q/(\d+)kv x (\d+): "
+                          r"[\d.]+ ms, ([\d.]+) TFLOP/s", line)
+            if m:
+                heads = {"16": "qwen3-0.6b", "40": "qwen3-14b"}.get(m[4], "gqa")
+                out.append({**base, "shape": f"{heads}-attn ({m[4]}q/{m[5]}kv x {m[6]})", "tp": 1,
+                            "workload": f"engine prefill step: {m[2]} x {int(m[3]):,} fresh, page 16",
+                            "metric": "prefill_attention_tflops", "value": float(m[7]), "unit": "TFLOP/s",
+                            "ceiling": None, "fraction": None, "kernel": m[1],
+                            "method": "mean of 20 back-to-back launches (gpu-check bench)", **extra})
             # MINISGL_BENCH_PREFILL_ONLY: the engine's prefill kernel under each tile order.
             m = re.search(r"prefill order (.+), (\S+) \((\d+)q/(\d+)kv x (\d+), page (\d+)\) \[(\w+)\]: "
                           r"batch ([\d.]+) / seqs ([\d.]+) / tiles ([\d.]+) TFLOP/s", line)

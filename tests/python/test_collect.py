@@ -90,3 +90,12 @@ def test_prefill_order_lines_give_a_figure_per_order(tmp_path):
         assert f["shape"] == "qwen3-14b-attn (40q/8kv x 128)"
         assert f["workload"] == "engine prefill step: 8 x 2,048 fresh, page 16"
         assert f["kernel"] == "PrefillWs" and f["commit"] == "abc1234"
+
+
+def test_the_engine_path_prefill_line_is_a_figure(tmp_path):
+    log = ("bench: prefill attention [PrefillWs] 8 x 2048 new tokens causal, 16q/8kv x 128: 0.274 ms, "
+           "502 TFLOP/s (portable mma kernel: 1.717 ms, 80 TFLOP/s; simple kernel: 34.310 ms)\n")
+    (f,) = collect(tmp_path, log)
+    assert f["metric"] == "prefill_attention_tflops" and f["value"] == 502.0
+    assert f["workload"] == "engine prefill step: 8 x 2,048 fresh, page 16"
+    assert f["shape"] == "qwen3-0.6b-attn (16q/8kv x 128)" and f["kernel"] == "PrefillWs"

@@ -1,6 +1,7 @@
 """scripts/gpu/targets.py: issue 11's targets by round, on hand-made figures (no GPU).
 
-The tracker must group by round in the file's order, leave out an A/B's second runner
+The tracker must group by round and card in the file's order, judge only the issue's
+card (an H200) against the targets, leave out an A/B's second runner
 and prefill kernels other than the engine's, and judge a decode step against its floor
 (value / ceiling) and the offline runs by value or fraction."""
 
@@ -67,3 +68,31 @@ def test_the_repository_file_reads_and_prints(capsys):
     assert "## decode step batch 256, 0.6B (target: ratio<= 1.5)" in out
     rows = [json.loads(l) for l in (ROOT / "docs/results/bench.jsonl").read_text().splitlines()]
     assert any(t["rounds"] for t in targets.table(rows))
+
+
+def test_cards_are_grouped_apart_and_only_the_h200_is_judged():
+    w = targets.DEFAULT
+    rows = [
+        fig("r", "offline_output_tok_s", "qwen3-0.6b", w, 26000, machine="NVIDIA H200"),
+        fig("r", "offline_output_tok_s", "qwen3-0.6b", w, 19500, machine="NVIDIA H100 80GB HBM3"),
+        fig("r", "offline_output_tok_s", "qwen3-0.6b", w, 25500, machine="NVIDIA H200"),
+    ]
+    rounds = by_target(rows)["offline default workload, 0.6B"]["rounds"]
+    assert [(r["round"], r["card"], r["n"]) for r in rounds] == [("r", "H200", 2), ("r", "H100", 1)]
+    assert rounds[0]["median"] == 25750 and rounds[0]["met"] is True
+    assert rounds[1]["met"] is None  # not the issue's card: neither met nor not met
+
+
+def test_the_engine_prefill_target_takes_the_default_order_only():
+    w = "engine prefill step: 8 x 2,048 fresh, page 16"
+    shape = "qwen3-0.6b-attn (16q/8kv x 128)"
+    ab = "median of 3 rounds, each led by another order (gpu-check MINISGL_BENCH_PREFILL_ONLY)"
+    rows = [
+        # The plain bench line of a build whose default was the by-tile order.
+        fig("r", "prefill_attention_tflops", shape, w, 502, kernel="PrefillWs", prefill_order="tiles"),
+        fig("r", "prefill_attention_tflops", shape, w, 533, kernel="PrefillWs", prefill_order="seqs", method=ab),
+        fig("r", "prefill_attention_tflops", shape, w, 490, kernel="PrefillWs", prefill_order="tiles", method=ab),
+        fig("r", "prefill_attention_tflops", shape, w, 532, kernel="PrefillWs", prefill_order="batch", method=ab),
+    ]
+    (r,) = by_target(rows)["prefill attention 8x2048 in the engine, 0.6B heads"]["rounds"]
+    assert r["n"] == 2 and r["min"] == 502 and r["max"] == 533
