@@ -361,6 +361,23 @@ fn env_count(var: &str, default: usize, ok: fn(usize) -> bool, want: &str) -> us
     }
 }
 
+/// A named setting from `var` ([`FromStr`](std::str::FromStr) whose error names the
+/// variable and the value), the default when unset; a bad value is warned about and
+/// the default taken.
+fn env_choice<T>(var: &str) -> T
+where
+    T: std::str::FromStr<Err = String> + Default + std::fmt::Debug,
+{
+    match std::env::var(var) {
+        Ok(v) => v.parse().unwrap_or_else(|e: String| {
+            let default = T::default();
+            tracing::warn!("{e}; using {}", format!("{default:?}").to_lowercase());
+            default
+        }),
+        Err(_) => T::default(),
+    }
+}
+
 impl Default for CudaOptions {
     /// Device 0 and `auto` attention, overridden by `MINISGL_CUDA_DEVICE` and
     /// `MINISGL_ATTENTION_BACKEND` (auto|flash|simple) when set, so that code that
@@ -414,13 +431,7 @@ impl Default for CudaOptions {
             .unwrap_or(super::GEMV_ROWS_DEFAULT);
         let norm_prologue = std::env::var("MINISGL_NORM_PROLOGUE").map_or(true, |v| v != "0");
         let gemv_tc = std::env::var("MINISGL_GEMV_TC").map_or(true, |v| v != "0");
-        let decode_rope = match std::env::var("MINISGL_DECODE_ROPE") {
-            Ok(v) => v.parse().unwrap_or_else(|e: String| {
-                tracing::warn!("{e}; using waves");
-                DecodeRope::Waves
-            }),
-            Err(_) => DecodeRope::default(),
-        };
+        let decode_rope: DecodeRope = env_choice("MINISGL_DECODE_ROPE");
         let rope_heads = env_count(
             "MINISGL_ROPE_HEADS",
             0,
@@ -441,13 +452,7 @@ impl Default for CudaOptions {
         ) << 20;
         let sample_split = std::env::var("MINISGL_SAMPLE_SPLIT").map_or(true, |v| v != "0");
         let decode_order = std::env::var("MINISGL_DECODE_ORDER").map_or(true, |v| v != "0");
-        let prefill_order = match std::env::var("MINISGL_PREFILL_ORDER") {
-            Ok(v) => v.parse().unwrap_or_else(|e: String| {
-                tracing::warn!("{e}; using seqs");
-                PrefillOrder::default()
-            }),
-            Err(_) => PrefillOrder::default(),
-        };
+        let prefill_order: PrefillOrder = env_choice("MINISGL_PREFILL_ORDER");
         let layer_chain = std::env::var("MINISGL_LAYER_CHAIN").map_or(true, |v| v != "0");
         let chain_attn = std::env::var("MINISGL_CHAIN_ATTN").map_or(true, |v| v != "0");
         let chain_attn_part = env_count(
@@ -994,7 +999,22 @@ pub fn dptr<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{nvrtc, DecodeKernel, DecodeRope, PrefillKernel};
+    use super::{nvrtc, DecodeKernel, DecodeRope, PrefillKernel, PrefillOrder};
+
+    #[test]
+    fn env_choice_takes_a_named_setting_and_falls_back_on_a_bad_one() {
+        // A variable of this test's own, so no other test reads it.
+        let var = "MINISGL_TEST_ENV_CHOICE_PREFILL_ORDER";
+        std::env::remove_var(var);
+        assert_eq!(super::env_choice::<PrefillOrder>(var), PrefillOrder::Seqs);
+        std::env::set_var(var, "tiles");
+        assert_eq!(super::env_choice::<PrefillOrder>(var), PrefillOrder::Tiles);
+        std::env::set_var(var, "0");
+        assert_eq!(super::env_choice::<PrefillOrder>(var), PrefillOrder::Batch);
+        std::env::set_var(var, "sideways");
+        assert_eq!(super::env_choice::<PrefillOrder>(var), PrefillOrder::Seqs);
+        std::env::remove_var(var);
+    }
 
     #[test]
     fn decode_rope_folds_within_one_wave_and_parses_its_setting() {
