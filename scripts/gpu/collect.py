@@ -23,6 +23,14 @@ args = ap.parse_args()
 # Date, commit and machine as the command line gives them, for figures that lack them.
 given = {k: v for k, v in (("date", args.date), ("commit", args.commit), ("machine", args.machine)) if v}
 
+
+
+def attn_shape(q, kv, hd):
+    """An attention bench's shape, named by the model whose heads it has."""
+    model = {"16": "qwen3-0.6b", "40": "qwen3-14b"}.get(q, "gqa")
+    return f"{model}-attn ({q}q/{kv}kv x {hd})"
+
+
 out = []
 for d in map(Path, args.dirs):
     base = {}
@@ -89,8 +97,7 @@ for d in map(Path, args.dirs):
             m = re.search(r"prefill attention \[(\w+)\] (\d+) x (\d+) new tokens causal, (\d+)q/(\d+)kv x (\d+): "
                           r"[\d.]+ ms, ([\d.]+) TFLOP/s", line)
             if m:
-                heads = {"16": "qwen3-0.6b", "40": "qwen3-14b"}.get(m[4], "gqa")
-                out.append({**base, "shape": f"{heads}-attn ({m[4]}q/{m[5]}kv x {m[6]})", "tp": 1,
+                out.append({**base, "shape": attn_shape(m[4], m[5], m[6]), "tp": 1,
                             "workload": f"engine prefill step: {m[2]} x {int(m[3]):,} fresh, page 16",
                             "metric": "prefill_attention_tflops", "value": float(m[7]), "unit": "TFLOP/s",
                             "ceiling": None, "fraction": None, "kernel": m[1],
@@ -100,7 +107,7 @@ for d in map(Path, args.dirs):
                           r"batch ([\d.]+) / seqs ([\d.]+) / tiles ([\d.]+) TFLOP/s", line)
             if m:
                 for order, v in zip(("batch", "seqs", "tiles"), (m[8], m[9], m[10])):
-                    out.append({**base, "shape": f"qwen3-{m[2].lower()}-attn ({m[3]}q/{m[4]}kv x {m[5]})", "tp": 1,
+                    out.append({**base, "shape": attn_shape(m[3], m[4], m[5]), "tp": 1,
                                 "workload": f"engine prefill step: {m[1]}, page {m[6]}",
                                 "metric": "prefill_attention_tflops", "value": float(v), "unit": "TFLOP/s",
                                 "ceiling": None, "fraction": None, "kernel": m[7], "prefill_order": order,
