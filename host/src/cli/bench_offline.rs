@@ -483,39 +483,9 @@ fn append_jsonl(
         "seconds": (r.seconds * 1000.0).round() / 1000.0,
         "steps": r.steps.as_ref().map(Breakdown::json),
         "decode_fit": r.decode_fit.as_ref().map(DecodeFit::json),
-        // Kernel switches change the figure; record them as set (unset = auto).
-        "decode_kernel": std::env::var("MINISGL_DECODE_KERNEL").unwrap_or_else(|_| "auto".into()),
-        "prefill_kernel": std::env::var("MINISGL_PREFILL_KERNEL").unwrap_or_else(|_| "auto".into()),
-        "decode_schedule": std::env::var("MINISGL_DECODE_SCHEDULE").unwrap_or_else(|_| "splits".into()),
-        "decode_min_splits": std::env::var("MINISGL_DECODE_MIN_SPLITS").unwrap_or_else(|_| "1".into()),
-        "decode_splits": std::env::var("MINISGL_DECODE_SPLITS").unwrap_or_else(|_| "fill".into()),
-        "pdl": std::env::var("MINISGL_PDL").unwrap_or_else(|_| "0".into()),
-        "norm_prologue": std::env::var("MINISGL_NORM_PROLOGUE").unwrap_or_else(|_| "1".into()),
-        "gemv_rows": std::env::var("MINISGL_GEMV_ROWS").unwrap_or_else(|_| "default".into()),
-        "rope_heads": std::env::var("MINISGL_ROPE_HEADS").unwrap_or_else(|_| "0".into()),
-        "norm_threads": std::env::var("MINISGL_NORM_THREADS").unwrap_or_else(|_| "0".into()),
-        "gemv_max_weight_mb": std::env::var("MINISGL_GEMV_MAX_WEIGHT_MB").unwrap_or_else(|_| "32".into()),
-        "layer_chain": std::env::var("MINISGL_LAYER_CHAIN").unwrap_or_else(|_| "1".into()),
         "kernel_defines": std::env::var(minisgl::backend::cuda::nvrtc::DEFINES_ENV).unwrap_or_default(),
     });
-    // Past json!'s recursion limit in one literal.
-    let env_or = |var: &str, default: &str| std::env::var(var).unwrap_or_else(|_| default.into());
-    v["chain_attn"] = env_or("MINISGL_CHAIN_ATTN", "1").into();
-    let part = minisgl::backend::cuda::device::CHAIN_ATTN_PART_DEFAULT.to_string();
-    v["chain_attn_part"] = env_or("MINISGL_CHAIN_ATTN_PART", &part).into();
-    // Unset: 2 chunks where a block's share of a layer is at most two rings, else 0.
-    v["chain_window"] = env_or("MINISGL_CHAIN_WINDOW", "rule").into();
-    let span = minisgl::backend::cuda::device::CHAIN_MAX_LAYERS.to_string();
-    v["chain_span"] = env_or("MINISGL_CHAIN_SPAN", &span).into();
-    v["decode_rope"] = env_or("MINISGL_DECODE_ROPE", "waves").into();
-    v["decode_order"] = env_or("MINISGL_DECODE_ORDER", "1").into();
-    // By name: before 2026-12-05's fifteenth session "1" meant what is now "tiles".
-    let prefill_order: minisgl::backend::cuda::device::PrefillOrder =
-        env_or("MINISGL_PREFILL_ORDER", "seqs")
-            .parse()
-            .unwrap_or_default();
-    v["prefill_order"] = format!("{prefill_order:?}").to_lowercase().into();
-    v["chain_hold"] = env_or("MINISGL_CHAIN_HOLD", "0").into();
+    record_kernel_switches(&mut v);
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -686,4 +656,43 @@ fn print_comparisons(results: &[RunResult]) {
             );
         }
     }
+}
+
+/// The kernel switches that change a figure, as the device parsed them from the
+/// environment (not the raw variables: a value it refused runs the default, and the
+/// record says so). Flags are "1"/"0" as in earlier lines of bench.jsonl.
+fn record_kernel_switches(v: &mut serde_json::Value) {
+    let o = minisgl::backend::cuda::CudaOptions::default();
+    let name = |d: &dyn std::fmt::Debug| format!("{d:?}").to_lowercase();
+    let flag = |b: bool| if b { "1" } else { "0" };
+    v["decode_kernel"] = name(&o.decode_kernel).into();
+    v["prefill_kernel"] = name(&o.prefill_kernel).into();
+    v["decode_schedule"] = name(&o.decode_schedule).into();
+    v["decode_min_splits"] = o.decode_min_splits.to_string().into();
+    v["decode_splits"] = if o.decode_wave_splits {
+        format!("waves{}", o.decode_wave_limit)
+    } else {
+        "fill".into()
+    }
+    .into();
+    v["pdl"] = flag(o.pdl).into();
+    v["norm_prologue"] = flag(o.norm_prologue).into();
+    v["gemv_rows"] = o.gemv_rows.to_string().into();
+    v["rope_heads"] = o.rope_heads.to_string().into();
+    v["norm_threads"] = o.norm_threads.to_string().into();
+    v["gemv_max_weight_mb"] = (o.gemv_max_weight >> 20).to_string().into();
+    v["layer_chain"] = flag(o.layer_chain).into();
+    v["chain_attn"] = flag(o.chain_attn).into();
+    v["chain_attn_part"] = o.chain_attn_part.to_string().into();
+    // None: 2 chunks where a block's share of a layer is at most two rings, else 0.
+    v["chain_window"] = o
+        .chain_window
+        .map_or_else(|| "rule".into(), |w| w.to_string())
+        .into();
+    v["chain_span"] = o.chain_span.to_string().into();
+    v["decode_rope"] = name(&o.decode_rope).into();
+    v["decode_order"] = flag(o.decode_order).into();
+    // By name: before 2026-12-05's fifteenth session "1" meant what is now "tiles".
+    v["prefill_order"] = name(&o.prefill_order).into();
+    v["chain_hold"] = o.chain_hold.to_string().into();
 }

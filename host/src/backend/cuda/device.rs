@@ -206,9 +206,7 @@ impl std::str::FromStr for DecodeRope {
             "0" | "off" => Ok(Self::Off),
             "1" | "waves" => Ok(Self::Waves),
             "always" => Ok(Self::Always),
-            o => Err(format!(
-                "MINISGL_DECODE_ROPE must be 0, waves or always, got {o:?}"
-            )),
+            o => Err(format!("decode rope must be 0, waves or always, got {o:?}")),
         }
     }
 }
@@ -237,9 +235,7 @@ impl std::str::FromStr for PrefillOrder {
             "0" | "batch" => Ok(Self::Batch),
             "1" | "seqs" => Ok(Self::Seqs),
             "tiles" => Ok(Self::Tiles),
-            o => Err(format!(
-                "MINISGL_PREFILL_ORDER must be 0, seqs or tiles, got {o:?}"
-            )),
+            o => Err(format!("prefill order must be 0, seqs or tiles, got {o:?}")),
         }
     }
 }
@@ -361,15 +357,23 @@ fn env_count(var: &str, default: usize, ok: fn(usize) -> bool, want: &str) -> us
     }
 }
 
-/// A named setting from `var` ([`FromStr`](std::str::FromStr) whose error names the
-/// variable and the value), the default when unset; a bad value is warned about and
-/// the default taken.
+/// `var`'s value `v` as a named setting, or an error naming both and what is accepted.
+fn parse_env<T>(var: &str, v: &str) -> Result<T, String>
+where
+    T: std::str::FromStr<Err = String>,
+{
+    v.parse().map_err(|e: String| format!("{var}={v:?}: {e}"))
+}
+
+/// A named setting from `var` ([`FromStr`](std::str::FromStr)), the default when unset;
+/// a bad value is warned about (the variable, the value and the choices) and the
+/// default taken, so a typo never silently runs another configuration unannounced.
 fn env_choice<T>(var: &str) -> T
 where
     T: std::str::FromStr<Err = String> + Default + std::fmt::Debug,
 {
     match std::env::var(var) {
-        Ok(v) => v.parse().unwrap_or_else(|e: String| {
+        Ok(v) => parse_env(var, &v).unwrap_or_else(|e| {
             let default = T::default();
             tracing::warn!("{e}; using {}", format!("{default:?}").to_lowercase());
             default
@@ -378,59 +382,79 @@ where
     }
 }
 
+/// An on/off switch from `var`: 1/on/true/yes or 0/off/false/no (any case), `default`
+/// when unset; anything else is warned about and gives `default`. (Before, any value
+/// but "0" meant on, so `=off` or `=false` kept a feature on.)
+fn env_flag(var: &str, default: bool) -> bool {
+    match std::env::var(var) {
+        Ok(v) => parse_flag(&v).unwrap_or_else(|| {
+            let d = if default { "1" } else { "0" };
+            tracing::warn!("{var}={v:?}: must be 1/on/true/yes or 0/off/false/no; using {d}");
+            default
+        }),
+        Err(_) => default,
+    }
+}
+
+/// `MINISGL_DECODE_SPLITS`: `fill` (the default), `waves` (below 2 waves) or `wavesN`,
+/// as (the wave rule on, its wave limit).
+fn parse_splits_rule(v: &str) -> Option<(bool, usize)> {
+    match v.strip_prefix("waves") {
+        Some("") => Some((true, 2)),
+        Some(n) => n.parse().ok().filter(|&n| n >= 1).map(|n| (true, n)),
+        None if v == "fill" || v.is_empty() => Some((false, 2)),
+        None => None,
+    }
+}
+
+fn parse_flag(v: &str) -> Option<bool> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "1" | "on" | "true" | "yes" => Some(true),
+        "0" | "off" | "false" | "no" => Some(false),
+        _ => None,
+    }
+}
+
 impl Default for CudaOptions {
     /// Device 0 and `auto` attention, overridden by `MINISGL_CUDA_DEVICE` and
     /// `MINISGL_ATTENTION_BACKEND` (auto|flash|simple) when set, so that code that
     /// opens a default device can still be steered from the command line.
     fn default() -> Self {
-        let ordinal = std::env::var("MINISGL_CUDA_DEVICE")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        let attention = std::env::var("MINISGL_ATTENTION_BACKEND")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_default();
-        let prefill_kernel = std::env::var("MINISGL_PREFILL_KERNEL")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_default();
-        let decode_kernel = std::env::var("MINISGL_DECODE_KERNEL")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_default();
-        let decode_schedule = std::env::var("MINISGL_DECODE_SCHEDULE")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_default();
-        let decode_min_splits = std::env::var("MINISGL_DECODE_MIN_SPLITS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1);
-        let splits_rule = std::env::var("MINISGL_DECODE_SPLITS").unwrap_or_default();
-        let decode_wave_limit = match splits_rule.strip_prefix("waves") {
-            Some("") => 2,
-            Some(n) => n.parse().unwrap_or_else(|_| {
+        let ordinal = env_count("MINISGL_CUDA_DEVICE", 0, |_| true, "a device ordinal");
+        let attention = env_choice("MINISGL_ATTENTION_BACKEND");
+        let prefill_kernel = env_choice("MINISGL_PREFILL_KERNEL");
+        let decode_kernel = env_choice("MINISGL_DECODE_KERNEL");
+        let decode_schedule = env_choice("MINISGL_DECODE_SCHEDULE");
+        let decode_min_splits = env_count(
+            "MINISGL_DECODE_MIN_SPLITS",
+            1,
+            |n| n >= 1,
+            "a split count of at least 1",
+        );
+        let (decode_wave_splits, decode_wave_limit) = match std::env::var("MINISGL_DECODE_SPLITS")
+        {
+            Ok(v) => parse_splits_rule(&v).unwrap_or_else(|| {
                 tracing::warn!(
-                    "MINISGL_DECODE_SPLITS={splits_rule:?}: wavesN needs a count; using 2"
+                    "MINISGL_DECODE_SPLITS={v:?}: must be fill, waves or wavesN (N >= 1); using fill"
                 );
-                2
+                (false, 2)
             }),
-            None => 2,
+            Err(_) => (false, 2),
         };
-        let decode_wave_splits = splits_rule.starts_with("waves");
         let rows = |var: &str, default: usize| {
             env_count(var, default, |n| n >= 1, "a row count of at least 1")
         };
         let decode_min_part = rows("MINISGL_DECODE_MIN_PART", DECODE_MIN_PART_DEFAULT);
         let decode_full_part = rows("MINISGL_DECODE_FULL_PART", DECODE_FULL_PART_DEFAULT);
-        let pdl = std::env::var("MINISGL_PDL").is_ok_and(|v| v == "1");
-        let gemv_rows = std::env::var("MINISGL_GEMV_ROWS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(super::GEMV_ROWS_DEFAULT);
-        let norm_prologue = std::env::var("MINISGL_NORM_PROLOGUE").map_or(true, |v| v != "0");
-        let gemv_tc = std::env::var("MINISGL_GEMV_TC").map_or(true, |v| v != "0");
+        let pdl = env_flag("MINISGL_PDL", false);
+        let gemv_rows = env_count(
+            "MINISGL_GEMV_ROWS",
+            super::GEMV_ROWS_DEFAULT,
+            |n| n <= super::GEMV_MAX_ROWS,
+            "a row count up to 16 (0: always cuBLAS)",
+        );
+        let norm_prologue = env_flag("MINISGL_NORM_PROLOGUE", true);
+        let gemv_tc = env_flag("MINISGL_GEMV_TC", true);
         let decode_rope: DecodeRope = env_choice("MINISGL_DECODE_ROPE");
         let rope_heads = env_count(
             "MINISGL_ROPE_HEADS",
@@ -450,11 +474,11 @@ impl Default for CudaOptions {
             |_| true,
             "a size in MiB",
         ) << 20;
-        let sample_split = std::env::var("MINISGL_SAMPLE_SPLIT").map_or(true, |v| v != "0");
-        let decode_order = std::env::var("MINISGL_DECODE_ORDER").map_or(true, |v| v != "0");
+        let sample_split = env_flag("MINISGL_SAMPLE_SPLIT", true);
+        let decode_order = env_flag("MINISGL_DECODE_ORDER", true);
         let prefill_order: PrefillOrder = env_choice("MINISGL_PREFILL_ORDER");
-        let layer_chain = std::env::var("MINISGL_LAYER_CHAIN").map_or(true, |v| v != "0");
-        let chain_attn = std::env::var("MINISGL_CHAIN_ATTN").map_or(true, |v| v != "0");
+        let layer_chain = env_flag("MINISGL_LAYER_CHAIN", true);
+        let chain_attn = env_flag("MINISGL_CHAIN_ATTN", true);
         let chain_attn_part = env_count(
             "MINISGL_CHAIN_ATTN_PART",
             CHAIN_ATTN_PART_DEFAULT,
@@ -1014,6 +1038,41 @@ mod tests {
         std::env::set_var(var, "sideways");
         assert_eq!(super::env_choice::<PrefillOrder>(var), PrefillOrder::Seqs);
         std::env::remove_var(var);
+        let err = super::parse_env::<PrefillOrder>(var, "sideways").unwrap_err();
+        assert!(err.contains(var) && err.contains("\"sideways\""), "{err}");
+        let err = super::parse_env::<super::AttentionBackend>("A", "fast").unwrap_err();
+        assert!(err.contains("A=\"fast\"") && err.contains("flash"), "{err}");
+    }
+
+    #[test]
+    fn switches_take_words_and_numbers_and_refuse_anything_else() {
+        for on in ["1", "on", "ON", "true", "yes", " 1 "] {
+            assert_eq!(super::parse_flag(on), Some(true), "{on:?}");
+        }
+        for off in ["0", "off", "False", "no"] {
+            assert_eq!(super::parse_flag(off), Some(false), "{off:?}");
+        }
+        for bad in ["", "2", "enabled", "of"] {
+            assert_eq!(super::parse_flag(bad), None, "{bad:?}");
+        }
+        let var = "MINISGL_TEST_ENV_FLAG";
+        std::env::remove_var(var);
+        assert!(super::env_flag(var, true));
+        std::env::set_var(var, "off");
+        assert!(!super::env_flag(var, true));
+        std::env::set_var(var, "maybe");
+        assert!(super::env_flag(var, true) && !super::env_flag(var, false));
+        std::env::remove_var(var);
+    }
+
+    #[test]
+    fn the_splits_rule_parses_fill_waves_and_a_wave_count() {
+        assert_eq!(super::parse_splits_rule("fill"), Some((false, 2)));
+        assert_eq!(super::parse_splits_rule("waves"), Some((true, 2)));
+        assert_eq!(super::parse_splits_rule("waves3"), Some((true, 3)));
+        assert_eq!(super::parse_splits_rule("waves0"), None);
+        assert_eq!(super::parse_splits_rule("wavesx"), None);
+        assert_eq!(super::parse_splits_rule("wave"), None);
     }
 
     #[test]
@@ -1032,9 +1091,9 @@ mod tests {
         assert_eq!("1".parse(), Ok(DecodeRope::Waves));
         assert_eq!("always".parse(), Ok(DecodeRope::Always));
         assert_eq!(DecodeRope::default(), DecodeRope::Waves);
-        let err = "2".parse::<DecodeRope>().unwrap_err();
+        let err = super::parse_env::<DecodeRope>("MINISGL_DECODE_ROPE", "2").unwrap_err();
         assert!(
-            err.contains("MINISGL_DECODE_ROPE") && err.contains("\"2\""),
+            err.contains("MINISGL_DECODE_ROPE=\"2\"") && err.contains("waves"),
             "{err}"
         );
     }
