@@ -95,10 +95,12 @@ impl Default for CpuBackend {
             f32_weights: false,
             kernels: Kernels::detect(),
             acts: RefCell::default(),
-            dequant_gemm_rows: std::env::var("MINISGL_CPU_DEQUANT_GEMM_ROWS")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(DEQUANT_GEMM_ROWS),
+            dequant_gemm_rows: crate::env::count(
+                "MINISGL_CPU_DEQUANT_GEMM_ROWS",
+                DEQUANT_GEMM_ROWS,
+                |_| true,
+                "a row count",
+            ),
             split_acts: split_acts_from_env(),
             comm: None,
         }
@@ -149,7 +151,7 @@ impl CpuBackend {
     /// unless the environment sets `MINISGL_CPU_F32_WEIGHTS=1`.
     pub fn new() -> Self {
         CpuBackend {
-            f32_weights: std::env::var("MINISGL_CPU_F32_WEIGHTS").is_ok_and(|v| v == "1"),
+            f32_weights: crate::env::flag("MINISGL_CPU_F32_WEIGHTS", false),
             ..CpuBackend::default()
         }
     }

@@ -60,10 +60,7 @@ fn team() -> Option<&'static Team> {
         if n == 0 {
             return None;
         }
-        let spin_us = std::env::var("MINISGL_CPU_SPIN_US")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(300);
+        let spin_us = crate::env::count("MINISGL_CPU_SPIN_US", 300, |_| true, "microseconds");
         let t: &'static Team = Box::leak(Box::new(Team {
             busy: AtomicBool::new(false),
             ctl: AtomicU64::new(0),
@@ -77,7 +74,7 @@ fn team() -> Option<&'static Team> {
                     thread: OnceLock::new(),
                 })
                 .collect(),
-            spin: Duration::from_micros(spin_us),
+            spin: Duration::from_micros(spin_us as u64),
         }));
         for i in 0..n {
             let spawned = thread::Builder::new()

@@ -342,60 +342,6 @@ pub const CHAIN_MAX_LAYERS: usize = 32;
 /// (`LC_T_POINTS`: cycles to each phase point, wall ns, launches), after the tickets.
 pub const CHAIN_TRACE_POINTS: usize = 36;
 
-/// A count from the environment: unset gives `default`; a value that does not parse or
-/// that `ok` refuses is reported (`want` says what is accepted) and gives `default` too.
-fn env_count(var: &str, default: usize, ok: fn(usize) -> bool, want: &str) -> usize {
-    match std::env::var(var) {
-        Ok(v) => match v.parse::<usize>() {
-            Ok(n) if ok(n) => n,
-            _ => {
-                tracing::warn!("{var} must be {want}, got {v:?}; using {default}");
-                default
-            }
-        },
-        Err(_) => default,
-    }
-}
-
-/// `var`'s value `v` as a named setting, or an error naming both and what is accepted.
-fn parse_env<T>(var: &str, v: &str) -> Result<T, String>
-where
-    T: std::str::FromStr<Err = String>,
-{
-    v.parse().map_err(|e: String| format!("{var}={v:?}: {e}"))
-}
-
-/// A named setting from `var` ([`FromStr`](std::str::FromStr)), the default when unset;
-/// a bad value is warned about (the variable, the value and the choices) and the
-/// default taken, so a typo never silently runs another configuration unannounced.
-fn env_choice<T>(var: &str) -> T
-where
-    T: std::str::FromStr<Err = String> + Default + std::fmt::Debug,
-{
-    match std::env::var(var) {
-        Ok(v) => parse_env(var, &v).unwrap_or_else(|e| {
-            let default = T::default();
-            tracing::warn!("{e}; using {}", format!("{default:?}").to_lowercase());
-            default
-        }),
-        Err(_) => T::default(),
-    }
-}
-
-/// An on/off switch from `var`: 1/on/true/yes or 0/off/false/no (any case), `default`
-/// when unset; anything else is warned about and gives `default`. (Before, any value
-/// but "0" meant on, so `=off` or `=false` kept a feature on.)
-fn env_flag(var: &str, default: bool) -> bool {
-    match std::env::var(var) {
-        Ok(v) => parse_flag(&v).unwrap_or_else(|| {
-            let d = if default { "1" } else { "0" };
-            tracing::warn!("{var}={v:?}: must be 1/on/true/yes or 0/off/false/no; using {d}");
-            default
-        }),
-        Err(_) => default,
-    }
-}
-
 /// `MINISGL_DECODE_SPLITS`: `fill` (the default), `waves` (below 2 waves) or `wavesN`,
 /// as (the wave rule on, its wave limit).
 fn parse_splits_rule(v: &str) -> Option<(bool, usize)> {
@@ -407,25 +353,17 @@ fn parse_splits_rule(v: &str) -> Option<(bool, usize)> {
     }
 }
 
-fn parse_flag(v: &str) -> Option<bool> {
-    match v.trim().to_ascii_lowercase().as_str() {
-        "1" | "on" | "true" | "yes" => Some(true),
-        "0" | "off" | "false" | "no" => Some(false),
-        _ => None,
-    }
-}
-
 impl Default for CudaOptions {
     /// Device 0 and `auto` attention, overridden by `MINISGL_CUDA_DEVICE` and
     /// `MINISGL_ATTENTION_BACKEND` (auto|flash|simple) when set, so that code that
     /// opens a default device can still be steered from the command line.
     fn default() -> Self {
-        let ordinal = env_count("MINISGL_CUDA_DEVICE", 0, |_| true, "a device ordinal");
-        let attention = env_choice("MINISGL_ATTENTION_BACKEND");
-        let prefill_kernel = env_choice("MINISGL_PREFILL_KERNEL");
-        let decode_kernel = env_choice("MINISGL_DECODE_KERNEL");
-        let decode_schedule = env_choice("MINISGL_DECODE_SCHEDULE");
-        let decode_min_splits = env_count(
+        let ordinal = crate::env::count("MINISGL_CUDA_DEVICE", 0, |_| true, "a device ordinal");
+        let attention = crate::env::choice("MINISGL_ATTENTION_BACKEND");
+        let prefill_kernel = crate::env::choice("MINISGL_PREFILL_KERNEL");
+        let decode_kernel = crate::env::choice("MINISGL_DECODE_KERNEL");
+        let decode_schedule = crate::env::choice("MINISGL_DECODE_SCHEDULE");
+        let decode_min_splits = crate::env::count(
             "MINISGL_DECODE_MIN_SPLITS",
             1,
             |n| n >= 1,
@@ -442,64 +380,65 @@ impl Default for CudaOptions {
             Err(_) => (false, 2),
         };
         let rows = |var: &str, default: usize| {
-            env_count(var, default, |n| n >= 1, "a row count of at least 1")
+            crate::env::count(var, default, |n| n >= 1, "a row count of at least 1")
         };
         let decode_min_part = rows("MINISGL_DECODE_MIN_PART", DECODE_MIN_PART_DEFAULT);
         let decode_full_part = rows("MINISGL_DECODE_FULL_PART", DECODE_FULL_PART_DEFAULT);
-        let pdl = env_flag("MINISGL_PDL", false);
-        let gemv_rows = env_count(
+        let pdl = crate::env::flag("MINISGL_PDL", false);
+        let gemv_rows = crate::env::count(
             "MINISGL_GEMV_ROWS",
             super::GEMV_ROWS_DEFAULT,
             |n| n <= super::GEMV_MAX_ROWS,
             "a row count up to 16 (0: always cuBLAS)",
         );
-        let norm_prologue = env_flag("MINISGL_NORM_PROLOGUE", true);
-        let gemv_tc = env_flag("MINISGL_GEMV_TC", true);
-        let decode_rope: DecodeRope = env_choice("MINISGL_DECODE_ROPE");
-        let rope_heads = env_count(
+        let norm_prologue = crate::env::flag("MINISGL_NORM_PROLOGUE", true);
+        let gemv_tc = crate::env::flag("MINISGL_GEMV_TC", true);
+        let decode_rope: DecodeRope = crate::env::choice("MINISGL_DECODE_ROPE");
+        let rope_heads = crate::env::count(
             "MINISGL_ROPE_HEADS",
             0,
             |n| matches!(n, 0 | 1 | 2 | 4),
             "0 (auto), 1, 2 or 4",
         );
-        let norm_threads = env_count(
+        let norm_threads = crate::env::count(
             "MINISGL_NORM_THREADS",
             0,
             |n| n <= 1024 && n.is_multiple_of(32),
             "0 (by width) or a multiple of 32 up to 1024",
         );
-        let gemv_max_weight = env_count(
+        let gemv_max_weight = crate::env::count(
             "MINISGL_GEMV_MAX_WEIGHT_MB",
             super::GEMV_MAX_WEIGHT_BYTES >> 20,
             |_| true,
             "a size in MiB",
         ) << 20;
-        let sample_split = env_flag("MINISGL_SAMPLE_SPLIT", true);
-        let decode_order = env_flag("MINISGL_DECODE_ORDER", true);
-        let prefill_order: PrefillOrder = env_choice("MINISGL_PREFILL_ORDER");
-        let layer_chain = env_flag("MINISGL_LAYER_CHAIN", true);
-        let chain_attn = env_flag("MINISGL_CHAIN_ATTN", true);
-        let chain_attn_part = env_count(
+        let sample_split = crate::env::flag("MINISGL_SAMPLE_SPLIT", true);
+        let decode_order = crate::env::flag("MINISGL_DECODE_ORDER", true);
+        let prefill_order: PrefillOrder = crate::env::choice("MINISGL_PREFILL_ORDER");
+        let layer_chain = crate::env::flag("MINISGL_LAYER_CHAIN", true);
+        let chain_attn = crate::env::flag("MINISGL_CHAIN_ATTN", true);
+        let chain_attn_part = crate::env::count(
             "MINISGL_CHAIN_ATTN_PART",
             CHAIN_ATTN_PART_DEFAULT,
             |n| (1..=1 << 20).contains(&n),
             "a row count from 1",
         );
         let chain_window = std::env::var("MINISGL_CHAIN_WINDOW").ok().map(|_| {
-            env_count(
+            crate::env::count(
                 "MINISGL_CHAIN_WINDOW",
                 0,
                 |n| n <= 64,
                 "a chunk count from 0 to 64",
             )
         });
-        let chain_span = env_count(
+        let chain_span = crate::env::count(
             "MINISGL_CHAIN_SPAN",
             CHAIN_MAX_LAYERS,
             |n| (1..=CHAIN_MAX_LAYERS).contains(&n),
             "a layer count from 1 to 32",
         );
-        let chain_hold = env_count("MINISGL_CHAIN_HOLD", 0, |n| n <= 1 << 20, "a chunk count");
+        let chain_hold =
+            crate::env::count("MINISGL_CHAIN_HOLD", 0, |n| n <= 1 << 20, "a chunk count");
         CudaOptions {
             ordinal,
             attention,
@@ -1023,47 +962,7 @@ pub fn dptr<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{nvrtc, DecodeKernel, DecodeRope, PrefillKernel, PrefillOrder};
-
-    #[test]
-    fn env_choice_takes_a_named_setting_and_falls_back_on_a_bad_one() {
-        // A variable of this test's own, so no other test reads it.
-        let var = "MINISGL_TEST_ENV_CHOICE_PREFILL_ORDER";
-        std::env::remove_var(var);
-        assert_eq!(super::env_choice::<PrefillOrder>(var), PrefillOrder::Seqs);
-        std::env::set_var(var, "tiles");
-        assert_eq!(super::env_choice::<PrefillOrder>(var), PrefillOrder::Tiles);
-        std::env::set_var(var, "0");
-        assert_eq!(super::env_choice::<PrefillOrder>(var), PrefillOrder::Batch);
-        std::env::set_var(var, "sideways");
-        assert_eq!(super::env_choice::<PrefillOrder>(var), PrefillOrder::Seqs);
-        std::env::remove_var(var);
-        let err = super::parse_env::<PrefillOrder>(var, "sideways").unwrap_err();
-        assert!(err.contains(var) && err.contains("\"sideways\""), "{err}");
-        let err = super::parse_env::<super::AttentionBackend>("A", "fast").unwrap_err();
-        assert!(err.contains("A=\"fast\"") && err.contains("flash"), "{err}");
-    }
-
-    #[test]
-    fn switches_take_words_and_numbers_and_refuse_anything_else() {
-        for on in ["1", "on", "ON", "true", "yes", " 1 "] {
-            assert_eq!(super::parse_flag(on), Some(true), "{on:?}");
-        }
-        for off in ["0", "off", "False", "no"] {
-            assert_eq!(super::parse_flag(off), Some(false), "{off:?}");
-        }
-        for bad in ["", "2", "enabled", "of"] {
-            assert_eq!(super::parse_flag(bad), None, "{bad:?}");
-        }
-        let var = "MINISGL_TEST_ENV_FLAG";
-        std::env::remove_var(var);
-        assert!(super::env_flag(var, true));
-        std::env::set_var(var, "off");
-        assert!(!super::env_flag(var, true));
-        std::env::set_var(var, "maybe");
-        assert!(super::env_flag(var, true) && !super::env_flag(var, false));
-        std::env::remove_var(var);
-    }
+    use super::{nvrtc, DecodeKernel, DecodeRope, PrefillKernel};
 
     #[test]
     fn the_splits_rule_parses_fill_waves_and_a_wave_count() {
@@ -1091,7 +990,7 @@ mod tests {
         assert_eq!("1".parse(), Ok(DecodeRope::Waves));
         assert_eq!("always".parse(), Ok(DecodeRope::Always));
         assert_eq!(DecodeRope::default(), DecodeRope::Waves);
-        let err = super::parse_env::<DecodeRope>("MINISGL_DECODE_ROPE", "2").unwrap_err();
+        let err = crate::env::parse_choice::<DecodeRope>("MINISGL_DECODE_ROPE", "2").unwrap_err();
         assert!(
             err.contains("MINISGL_DECODE_ROPE=\"2\"") && err.contains("waves"),
             "{err}"

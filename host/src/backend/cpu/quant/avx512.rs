@@ -65,12 +65,7 @@ const PREFETCH: usize = 8192;
 
 fn prefetch_bytes() -> usize {
     static P: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *P.get_or_init(|| {
-        std::env::var("MINISGL_CPU_PREFETCH")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(PREFETCH)
-    })
+    *P.get_or_init(|| crate::env::count("MINISGL_CPU_PREFETCH", PREFETCH, |_| true, "a byte count"))
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]

@@ -41,6 +41,11 @@ impl Kernels {
     /// `MINISGL_CPU_KERNELS` (`scalar`, `avx2`; for comparisons).
     pub fn detect() -> Self {
         let cap = std::env::var("MINISGL_CPU_KERNELS").unwrap_or_default();
+        if !matches!(cap.as_str(), "" | "scalar" | "avx2") {
+            tracing::warn!(
+                "MINISGL_CPU_KERNELS={cap:?}: must be scalar or avx2 (a cap); using the fastest"
+            );
+        }
         if cap == "scalar" {
             return Kernels(Kind::Scalar);
         }
@@ -200,10 +205,12 @@ const PACKED_TILE: usize = 256;
 fn packed_serial_work() -> usize {
     static W: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *W.get_or_init(|| {
-        std::env::var("MINISGL_CPU_PACKED_SERIAL")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(SERIAL_WORK)
+        crate::env::count(
+            "MINISGL_CPU_PACKED_SERIAL",
+            SERIAL_WORK,
+            |_| true,
+            "a multiply-add count",
+        )
     })
 }
 
