@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 /// Floors, lowest first. A module may use its own floor's other modules
 /// only where listed in `SIDEWAYS`.
 const FLOORS: &[&[&str]] = &[
-    &["batch"],
+    &["batch", "env"],
     &["request", "metrics", "backend", "plugin"],
     &["model", "kv", "config", "workload"],
     &["scheduler"],
