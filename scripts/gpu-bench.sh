@@ -251,6 +251,11 @@
 #             seqs) against the batch's order and every tile by its span (tiles): the
 #             kernel under each on workload-shaped steps, op checks, 0.6B long prompts
 #             under each, on an H200 the 14B default workload.
+#     part 107: shapes and a workload the issue does not list, with the commit's
+#             defaults: Llama-3.1-8B and Qwen3-32B default workload and long prompts, and
+#             the shared-prefix workload under eviction (prefix + extend prefills on
+#             churned pages, 0.6B) with the prefill tiles by sequence and in the batch's
+#             order (MINISGL_PREFILL_ORDER=0). Qwen3-32B's 65 GB need an H200.
 #     part 100: after the Hopper GEMM and the 17-64 row gemv builds were removed
 #             (2026-12-05): every op check, the model and engine checks, the 0.6B kernel
 #             benches and decode steps and a timeline with gpu-check's floors at the rates
@@ -331,7 +336,7 @@ device)
     # asks the device tool for an H200 may be given an H100, and figures judged on the
     # H200 are not worth that call's time; the start-up is all it then costs.
     if [ -n "${GPU_NEED:-}" ]; then
-        name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>&1 | head -1)
+        name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>&1 | tr '\n' ' ')
         if [[ "$name" != *"$GPU_NEED"* ]]; then
             echo "GPU_NEED=$GPU_NEED: this machine has '$name'; part $part not run"
             exit 0
@@ -1463,6 +1468,31 @@ device)
         fi
         gzip_ops_log
         pack_logs 106
+    elif [ "$part" = 107 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        for shape in llama-3.1-8b qwen3-32b; do
+            smi_start
+            OFFLINE_TIMEOUT=200 offline_default $shape
+            smi_stop "default workload $shape"
+        done
+        long_if_time llama-3.1-8b 330 80 "$out/long-llama-3.1-8b.log"
+        long_if_time qwen3-32b 340 150 "$out/long-qwen3-32b.log"
+        # 64 groups x 4,096 shared tokens + 512 prompts of 256-2,048 own tokens in 8,000
+        # pages of 16: the radix cache evicts throughout (part 40's workload).
+        sp=(--workload shared-prefix --num-seqs 512 --num-groups 64 --prefix-len 4096
+            --min-input-len 256 --max-input-len 2048 --min-output-len 16 --max-output-len 64
+            --num-pages 8000 --workload-name "shared-prefix n=512 groups=64 prefix=4096 in=256-2048 out=16-64 pages=8000 seed=0")
+        for order in seqs 0; do
+            if [ "$SECONDS" -lt 540 ]; then
+                MINISGL_PREFILL_ORDER=$order timeout 50 "$bin" bench offline --random-weights .gpu/qwen3-0.6b \
+                    --device cuda --shape qwen3-0.6b "${sp[@]}" --jsonl "$jl" >> "$out/shared-prefix-order$order.log" 2>&1
+                echo "shared-prefix MINISGL_PREFILL_ORDER=$order rc=$?"
+                grep -E "output tok/s|of the ceiling|prefill only|cache hit" "$out/shared-prefix-order$order.log" | tail -4
+            else
+                echo "no time left for shared-prefix order $order (${SECONDS} s)"
+            fi
+        done
+        pack_logs 107
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate
