@@ -300,6 +300,9 @@ pub struct CudaOptions {
     /// Sampling splits each logits row over several blocks when a step has fewer rows
     /// than SMs (on unless `MINISGL_SAMPLE_SPLIT=0`; see `sample::logit_chunks`).
     pub sample_split: bool,
+    /// Sampling uploads its per-row selection settings (truncation, top-k/p, min-p,
+    /// seeds) in one copy rather than six (on unless `MINISGL_SAMPLE_PACK=0`).
+    pub sample_pack: bool,
     /// Largest weight the skinny kernel streams, in bytes (`MINISGL_GEMV_MAX_WEIGHT_MB`,
     /// default [`super::GEMV_MAX_WEIGHT_BYTES`]); larger ones go through cuBLAS.
     pub gemv_max_weight: usize,
@@ -413,6 +416,7 @@ impl Default for CudaOptions {
             "a size in MiB",
         ) << 20;
         let sample_split = crate::env::flag("MINISGL_SAMPLE_SPLIT", true);
+        let sample_pack = crate::env::flag("MINISGL_SAMPLE_PACK", true);
         let decode_order = crate::env::flag("MINISGL_DECODE_ORDER", true);
         let prefill_order: PrefillOrder = crate::env::choice("MINISGL_PREFILL_ORDER");
         let layer_chain = crate::env::flag("MINISGL_LAYER_CHAIN", true);
@@ -461,6 +465,7 @@ impl Default for CudaOptions {
             norm_threads,
             gemv_max_weight,
             sample_split,
+            sample_pack,
             layer_chain,
             chain_attn,
             chain_attn_part,

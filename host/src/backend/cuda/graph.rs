@@ -154,15 +154,12 @@ impl CudaBackend {
         put(off.tok_seq, &rows);
         put(off.sample_rows, &rows);
         put(off.seq_order, &super::decode_order(&p.kv_lens));
-        let pages: Vec<i32> = p.page_table.iter().map(|&x| x as i32).collect();
+        // The page ids follow the fields in the arena: one copy for both.
+        h.extend(p.page_table.iter().map(|&x| x as i32));
         let st = &self.dev.stream;
-        st.memcpy_htod(&h, &mut a.buf.slice_mut(0..off.page_ids))?;
+        st.memcpy_htod(&h, &mut a.buf.slice_mut(0..h.len()))?;
         let base = self.ptr(&a.buf);
         self.take_last_tokens(base + (off.tokens * 4) as u64, &meta.from_last)?;
-        st.memcpy_htod(
-            &pages,
-            &mut a.buf.slice_mut(off.page_ids..off.page_ids + pages.len()),
-        )?;
         Ok(CudaStep {
             meta: p,
             base,

@@ -146,6 +146,74 @@ impl RowParams {
     }
 }
 
+/// Device addresses of the per-row selection settings, and the buffers behind them
+/// (freed in stream order when this is dropped, after the kernels that read them).
+struct SelectArgs {
+    truncate: u64,
+    top_k: u64,
+    top_p: u64,
+    min_p: u64,
+    seed_on: u64,
+    seed: u64,
+    _bufs: Vec<cudarc::driver::CudaSlice<u32>>,
+    _seeds: Option<cudarc::driver::CudaSlice<u64>>,
+}
+
+impl SelectArgs {
+    /// One upload: the seeds first (8-byte aligned, low word first), then truncate,
+    /// top_k, top_p, min_p and seed_on, `rows` words each. Six separate uploads were
+    /// six allocations and six small copies on the stream in every decode step.
+    fn packed(b: &CudaBackend, p: &RowParams, rows: usize) -> Result<Self, BackendError> {
+        let mut w: Vec<u32> = Vec::with_capacity(7 * rows);
+        for &s in &p.seed {
+            w.extend([s as u32, (s >> 32) as u32]);
+        }
+        w.extend(p.truncate.iter().map(|&x| x as u32));
+        w.extend(p.top_k.iter().map(|&x| x as u32));
+        w.extend(p.top_p.iter().map(|x| x.to_bits()));
+        w.extend(p.min_p.iter().map(|x| x.to_bits()));
+        w.extend(p.seed_on.iter().map(|&x| x as u32));
+        debug_assert_eq!(w.len(), 7 * rows);
+        let buf = b.dev.stream.clone_htod(&w)?;
+        let base = b.ptr(&buf);
+        let at = |words: usize| base + (words * 4) as u64;
+        Ok(SelectArgs {
+            seed: at(0),
+            truncate: at(2 * rows),
+            top_k: at(3 * rows),
+            top_p: at(4 * rows),
+            min_p: at(5 * rows),
+            seed_on: at(6 * rows),
+            _bufs: vec![buf],
+            _seeds: None,
+        })
+    }
+
+    /// One upload a setting (`MINISGL_SAMPLE_PACK=0`, for A/Bs against `packed`).
+    fn split(b: &CudaBackend, p: &RowParams) -> Result<Self, BackendError> {
+        let st = &b.dev.stream;
+        let words = |v: Vec<u32>| st.clone_htod(&v);
+        let bufs = vec![
+            words(p.truncate.iter().map(|&x| x as u32).collect())?,
+            words(p.top_k.iter().map(|&x| x as u32).collect())?,
+            words(p.top_p.iter().map(|x| x.to_bits()).collect())?,
+            words(p.min_p.iter().map(|x| x.to_bits()).collect())?,
+            words(p.seed_on.iter().map(|&x| x as u32).collect())?,
+        ];
+        let seeds = st.clone_htod(&p.seed)?;
+        Ok(SelectArgs {
+            truncate: b.ptr(&bufs[0]),
+            top_k: b.ptr(&bufs[1]),
+            top_p: b.ptr(&bufs[2]),
+            min_p: b.ptr(&bufs[3]),
+            seed_on: b.ptr(&bufs[4]),
+            seed: b.ptr(&seeds),
+            _bufs: bufs,
+            _seeds: Some(seeds),
+        })
+    }
+}
+
 /// Sampling in flight: every result of the step sits in one device buffer that
 /// is copied into `pinned` (one transfer); `done` marks its arrival.
 pub struct CudaSampling {
@@ -328,12 +396,12 @@ impl CudaBackend {
             )?;
             // The buffers are freed in stream order, after the kernel has read them.
         }
-        let trunc = up_i(&p.truncate)?;
-        let topk = up_i(&p.top_k)?;
-        let topp = up_f(&p.top_p)?;
-        let minp = up_f(&p.min_p)?;
-        let seed_on = up_i(&p.seed_on)?;
-        let seed = st.clone_htod(&p.seed)?;
+        // Per-row selection settings (row_select's and chosen_tokens' inputs).
+        let sel = if self.sample_pack.get() {
+            SelectArgs::packed(self, &p, rows)?
+        } else {
+            SelectArgs::split(self, &p)?
+        };
         // SAFETY: row_select writes all 6 * rows entries, topk_rows all of its
         // rows * k tokens and values.
         let res = unsafe { st.alloc::<u32>(n_res) }?;
@@ -380,12 +448,12 @@ impl CudaBackend {
                 Arg::U64(lgp),
                 Arg::I32(vocab as i32),
                 Arg::I32(vocab as i32),
-                Arg::U64(self.ptr(&trunc)),
-                Arg::U64(self.ptr(&topk)),
-                Arg::U64(self.ptr(&topp)),
-                Arg::U64(self.ptr(&minp)),
-                Arg::U64(self.ptr(&seed_on)),
-                Arg::U64(self.ptr(&seed)),
+                Arg::U64(sel.truncate),
+                Arg::U64(sel.top_k),
+                Arg::U64(sel.top_p),
+                Arg::U64(sel.min_p),
+                Arg::U64(sel.seed_on),
+                Arg::U64(sel.seed),
                 Arg::U64(at(0)),
                 Arg::U64(at(1)),
                 Arg::U64(at(2)),
@@ -407,7 +475,7 @@ impl CudaBackend {
             &[
                 Arg::U64(at(0)),
                 Arg::U64(at(4)),
-                Arg::U64(self.ptr(&seed_on)),
+                Arg::U64(sel.seed_on),
                 Arg::I32(rows as i32),
                 Arg::U64(self.ptr(&chosen)),
             ],
