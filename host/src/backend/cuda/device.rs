@@ -301,7 +301,9 @@ pub struct CudaOptions {
     /// than SMs (on unless `MINISGL_SAMPLE_SPLIT=0`; see `sample::logit_chunks`).
     pub sample_split: bool,
     /// Sampling uploads its per-row selection settings (truncation, top-k/p, min-p,
-    /// seeds) in one copy rather than six (on unless `MINISGL_SAMPLE_PACK=0`).
+    /// seeds) in one copy rather than six (`MINISGL_SAMPLE_PACK=1`). Off by default
+    /// until measured and checked on a GPU: written 2026-12-05 when no device was lent
+    /// (`scripts/gpu-bench.sh device 108` does both).
     pub sample_pack: bool,
     /// Largest weight the skinny kernel streams, in bytes (`MINISGL_GEMV_MAX_WEIGHT_MB`,
     /// default [`super::GEMV_MAX_WEIGHT_BYTES`]); larger ones go through cuBLAS.
@@ -416,7 +418,7 @@ impl Default for CudaOptions {
             "a size in MiB",
         ) << 20;
         let sample_split = crate::env::flag("MINISGL_SAMPLE_SPLIT", true);
-        let sample_pack = crate::env::flag("MINISGL_SAMPLE_PACK", true);
+        let sample_pack = crate::env::flag("MINISGL_SAMPLE_PACK", false);
         let decode_order = crate::env::flag("MINISGL_DECODE_ORDER", true);
         let prefill_order: PrefillOrder = crate::env::choice("MINISGL_PREFILL_ORDER");
         let layer_chain = crate::env::flag("MINISGL_LAYER_CHAIN", true);

@@ -164,32 +164,23 @@ impl SelectArgs {
     /// top_k, top_p, min_p and seed_on, `rows` words each. Six separate uploads were
     /// six allocations and six small copies on the stream in every decode step.
     fn packed(b: &CudaBackend, p: &RowParams, rows: usize) -> Result<Self, BackendError> {
-        let mut w: Vec<u32> = Vec::with_capacity(7 * rows);
-        for &s in &p.seed {
-            w.extend([s as u32, (s >> 32) as u32]);
-        }
-        w.extend(p.truncate.iter().map(|&x| x as u32));
-        w.extend(p.top_k.iter().map(|&x| x as u32));
-        w.extend(p.top_p.iter().map(|x| x.to_bits()));
-        w.extend(p.min_p.iter().map(|x| x.to_bits()));
-        w.extend(p.seed_on.iter().map(|&x| x as u32));
-        debug_assert_eq!(w.len(), 7 * rows);
+        let (w, at) = pack_select(p, rows)?;
         let buf = b.dev.stream.clone_htod(&w)?;
         let base = b.ptr(&buf);
-        let at = |words: usize| base + (words * 4) as u64;
+        let at = |i: usize| base + (at[i] * 4) as u64;
         Ok(SelectArgs {
             seed: at(0),
-            truncate: at(2 * rows),
-            top_k: at(3 * rows),
-            top_p: at(4 * rows),
-            min_p: at(5 * rows),
-            seed_on: at(6 * rows),
+            truncate: at(1),
+            top_k: at(2),
+            top_p: at(3),
+            min_p: at(4),
+            seed_on: at(5),
             _bufs: vec![buf],
             _seeds: None,
         })
     }
 
-    /// One upload a setting (`MINISGL_SAMPLE_PACK=0`, for A/Bs against `packed`).
+    /// One upload a setting (the default while `packed` is unmeasured on a GPU).
     fn split(b: &CudaBackend, p: &RowParams) -> Result<Self, BackendError> {
         let st = &b.dev.stream;
         let words = |v: Vec<u32>| st.clone_htod(&v);
@@ -212,6 +203,35 @@ impl SelectArgs {
             _seeds: Some(seeds),
         })
     }
+}
+
+/// [`SelectArgs::packed`]'s words and where each setting starts in them, in words:
+/// seeds (two words a row, low first), truncate, top_k, top_p, min_p, seed_on.
+fn pack_select(p: &RowParams, rows: usize) -> Result<(Vec<u32>, [usize; 6]), BackendError> {
+    let lens = [
+        p.seed.len(),
+        p.truncate.len(),
+        p.top_k.len(),
+        p.top_p.len(),
+        p.min_p.len(),
+        p.seed_on.len(),
+    ];
+    if lens.iter().any(|&n| n != rows) {
+        return Err(BackendError::Device(format!(
+            "sampling settings of {lens:?} rows for {rows} rows"
+        )));
+    }
+    let mut w: Vec<u32> = Vec::with_capacity(7 * rows);
+    for &s in &p.seed {
+        w.extend([s as u32, (s >> 32) as u32]);
+    }
+    w.extend(p.truncate.iter().map(|&x| x as u32));
+    w.extend(p.top_k.iter().map(|&x| x as u32));
+    w.extend(p.top_p.iter().map(|x| x.to_bits()));
+    w.extend(p.min_p.iter().map(|x| x.to_bits()));
+    w.extend(p.seed_on.iter().map(|&x| x as u32));
+    let r = rows;
+    Ok((w, [0, 2 * r, 3 * r, 4 * r, 5 * r, 6 * r]))
 }
 
 /// Sampling in flight: every result of the step sits in one device buffer that
@@ -598,6 +618,37 @@ fn parse(out: &[u32], specs: &[SampleSpec], cand_k: usize, top_n: usize) -> Vec<
 #[cfg(test)]
 mod tests {
     use super::logit_chunks;
+
+    #[test]
+    fn packed_selection_settings_read_back_at_their_offsets() {
+        let mut p = super::RowParams::default();
+        for (seed, k, top_p, min_p, on) in [
+            (0x1_0000_0002u64, 5, 0.9f32, 0.05f32, 1),
+            (7, 0, 1.0, 0.0, 0),
+        ] {
+            p.seed.push(seed);
+            p.truncate.push(on);
+            p.top_k.push(k);
+            p.top_p.push(top_p);
+            p.min_p.push(min_p);
+            p.seed_on.push(on);
+        }
+        let (w, at) = super::pack_select(&p, 2).unwrap();
+        assert_eq!(w.len(), 14);
+        // Seeds as the device reads a u64: little-endian word pairs from offset 0.
+        let seed = |r: usize| w[at[0] + 2 * r] as u64 | (w[at[0] + 2 * r + 1] as u64) << 32;
+        assert_eq!([seed(0), seed(1)], [0x1_0000_0002, 7]);
+        for r in 0..2 {
+            assert_eq!(w[at[1] + r] as i32, p.truncate[r]);
+            assert_eq!(w[at[2] + r] as i32, p.top_k[r]);
+            assert_eq!(f32::from_bits(w[at[3] + r]), p.top_p[r]);
+            assert_eq!(f32::from_bits(w[at[4] + r]), p.min_p[r]);
+            assert_eq!(w[at[5] + r] as i32, p.seed_on[r]);
+        }
+        // A setting short of a row is refused, not read past.
+        p.top_k.pop();
+        assert!(super::pack_select(&p, 2).is_err());
+    }
 
     #[test]
     fn small_steps_split_their_logits_rows_and_large_ones_do_not() {
