@@ -256,7 +256,7 @@
 #             the shared-prefix workload under eviction (prefix + extend prefills on
 #             churned pages, 0.6B) with the prefill tiles by sequence and in the batch's
 #             order (MINISGL_PREFILL_ORDER=0). Qwen3-32B's 65 GB need an H200.
-#     part 108: sampling's per-row settings in one upload (MINISGL_SAMPLE_PACK=1, off by
+#     part 108: sampling's settings in one upload (MINISGL_SAMPLE_PACK=1, off by
 #             default until this part has run; the graph step's metadata goes in one copy
 #             either way): the 0.6B runner step A/B against six uploads at batch 1-256,
 #             then with it on every op check (sampling against the CPU among them) and

@@ -300,8 +300,9 @@ pub struct CudaOptions {
     /// Sampling splits each logits row over several blocks when a step has fewer rows
     /// than SMs (on unless `MINISGL_SAMPLE_SPLIT=0`; see `sample::logit_chunks`).
     pub sample_split: bool,
-    /// Sampling uploads its per-row selection settings (truncation, top-k/p, min-p,
-    /// seeds) in one copy rather than six (`MINISGL_SAMPLE_PACK=1`). Off by default
+    /// Sampling uploads all its settings (selection: truncation, top-k/p, min-p, seeds;
+    /// processing: penalties, biases, allowed lists, temperature) in one copy rather
+    /// than six or eighteen (`MINISGL_SAMPLE_PACK=1`; see `sample::pack_settings`). Off by default
     /// until measured and checked on a GPU: written 2026-12-05 when no device was lent
     /// (`scripts/gpu-bench.sh device 108` does both).
     pub sample_pack: bool,

@@ -146,69 +146,43 @@ impl RowParams {
     }
 }
 
-/// Device addresses of the per-row selection settings, and the buffers behind them
-/// (freed in stream order when this is dropped, after the kernels that read them).
-struct SelectArgs {
-    truncate: u64,
-    top_k: u64,
-    top_p: u64,
-    min_p: u64,
-    seed_on: u64,
-    seed: u64,
-    _bufs: Vec<cudarc::driver::CudaSlice<u32>>,
-    _seeds: Option<cudarc::driver::CudaSlice<u64>>,
+/// Where each sampling setting starts in the one buffer of [`pack_settings`], in words.
+/// The per-row selection settings (row_select's and chosen_tokens' inputs) come first,
+/// the seeds leading so that they are 8-byte aligned; with processing, then
+/// process_logits' inputs in its argument order.
+#[derive(Clone, Copy)]
+enum Field {
+    Seed,
+    Truncate,
+    TopK,
+    TopP,
+    MinP,
+    SeedOn,
+    PenStart,
+    PenTok,
+    PenCnt,
+    Rep,
+    Presence,
+    Frequency,
+    BiasStart,
+    BiasTok,
+    BiasVal,
+    AllowedStart,
+    AllowedTok,
+    Temperature,
 }
 
-impl SelectArgs {
-    /// One upload: the seeds first (8-byte aligned, low word first), then truncate,
-    /// top_k, top_p, min_p and seed_on, `rows` words each. Six separate uploads were
-    /// six allocations and six small copies on the stream in every decode step.
-    fn packed(b: &CudaBackend, p: &RowParams, rows: usize) -> Result<Self, BackendError> {
-        let (w, at) = pack_select(p, rows)?;
-        let buf = b.dev.stream.clone_htod(&w)?;
-        let base = b.ptr(&buf);
-        let at = |i: usize| base + (at[i] * 4) as u64;
-        Ok(SelectArgs {
-            seed: at(0),
-            truncate: at(1),
-            top_k: at(2),
-            top_p: at(3),
-            min_p: at(4),
-            seed_on: at(5),
-            _bufs: vec![buf],
-            _seeds: None,
-        })
-    }
-
-    /// One upload a setting (the default while `packed` is unmeasured on a GPU).
-    fn split(b: &CudaBackend, p: &RowParams) -> Result<Self, BackendError> {
-        let st = &b.dev.stream;
-        let words = |v: Vec<u32>| st.clone_htod(&v);
-        let bufs = vec![
-            words(p.truncate.iter().map(|&x| x as u32).collect())?,
-            words(p.top_k.iter().map(|&x| x as u32).collect())?,
-            words(p.top_p.iter().map(|x| x.to_bits()).collect())?,
-            words(p.min_p.iter().map(|x| x.to_bits()).collect())?,
-            words(p.seed_on.iter().map(|&x| x as u32).collect())?,
-        ];
-        let seeds = st.clone_htod(&p.seed)?;
-        Ok(SelectArgs {
-            truncate: b.ptr(&bufs[0]),
-            top_k: b.ptr(&bufs[1]),
-            top_p: b.ptr(&bufs[2]),
-            min_p: b.ptr(&bufs[3]),
-            seed_on: b.ptr(&bufs[4]),
-            seed: b.ptr(&seeds),
-            _bufs: bufs,
-            _seeds: Some(seeds),
-        })
-    }
-}
-
-/// [`SelectArgs::packed`]'s words and where each setting starts in them, in words:
-/// seeds (two words a row, low first), truncate, top_k, top_p, min_p, seed_on.
-fn pack_select(p: &RowParams, rows: usize) -> Result<(Vec<u32>, [usize; 6]), BackendError> {
-    let lens = [
+/// Every sampling setting of a step as one run of words (`MINISGL_SAMPLE_PACK=1`), and
+/// where each field starts (indexed by [`Field`]): one upload instead of six (greedy)
+/// or eighteen (with processing), each of which was an allocation and a small copy on
+/// the stream. Empty fields (no penalties, say) take no words; the kernels read a
+/// row's entries only between its start offsets, so their address is never read.
+fn pack_settings(
+    p: &RowParams,
+    rows: usize,
+    processing: bool,
+) -> Result<(Vec<u32>, Vec<usize>), BackendError> {
+    let per_row = [
         p.seed.len(),
         p.truncate.len(),
         p.top_k.len(),
@@ -216,22 +190,49 @@ fn pack_select(p: &RowParams, rows: usize) -> Result<(Vec<u32>, [usize; 6]), Bac
         p.min_p.len(),
         p.seed_on.len(),
     ];
-    if lens.iter().any(|&n| n != rows) {
+    if per_row.iter().any(|&n| n != rows) {
         return Err(BackendError::Device(format!(
-            "sampling settings of {lens:?} rows for {rows} rows"
+            "sampling settings of {per_row:?} rows for {rows} rows"
         )));
     }
-    let mut w: Vec<u32> = Vec::with_capacity(7 * rows);
-    for &s in &p.seed {
-        w.extend([s as u32, (s >> 32) as u32]);
+    let ints = |v: &[i32]| v.iter().map(|&x| x as u32).collect::<Vec<u32>>();
+    let floats = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+    let seeds: Vec<u32> = p
+        .seed
+        .iter()
+        .flat_map(|&s| [s as u32, (s >> 32) as u32])
+        .collect();
+    let mut fields = vec![
+        seeds,
+        ints(&p.truncate),
+        ints(&p.top_k),
+        floats(&p.top_p),
+        floats(&p.min_p),
+        ints(&p.seed_on),
+    ];
+    if processing {
+        fields.extend([
+            ints(&p.pen_start),
+            ints(&p.pen_tok),
+            ints(&p.pen_cnt),
+            floats(&p.rep),
+            floats(&p.presence),
+            floats(&p.frequency),
+            ints(&p.bias_start),
+            ints(&p.bias_tok),
+            floats(&p.bias_val),
+            ints(&p.allowed_start),
+            ints(&p.allowed_tok),
+            floats(&p.temperature),
+        ]);
     }
-    w.extend(p.truncate.iter().map(|&x| x as u32));
-    w.extend(p.top_k.iter().map(|&x| x as u32));
-    w.extend(p.top_p.iter().map(|x| x.to_bits()));
-    w.extend(p.min_p.iter().map(|x| x.to_bits()));
-    w.extend(p.seed_on.iter().map(|&x| x as u32));
-    let r = rows;
-    Ok((w, [0, 2 * r, 3 * r, 4 * r, 5 * r, 6 * r]))
+    let mut at = Vec::with_capacity(fields.len());
+    let mut w = Vec::with_capacity(fields.iter().map(Vec::len).sum());
+    for f in fields {
+        at.push(w.len());
+        w.extend(f);
+    }
+    Ok((w, at))
 }
 
 /// Sampling in flight: every result of the step sits in one device buffer that
@@ -369,26 +370,63 @@ impl CudaBackend {
             });
         }
         let lgp = self.ptr(&lg);
-        let up_i = |v: &Vec<i32>| st.clone_htod(&if v.is_empty() { vec![0] } else { v.clone() });
-        let up_f = |v: &Vec<f32>| st.clone_htod(&if v.is_empty() { vec![0.0] } else { v.clone() });
+        // Every setting in one upload, or (the default until measured on a GPU) one
+        // upload a setting. Either way the buffers live to the end of this function
+        // and are freed in stream order, after the kernels have read them.
+        let mut _keep_packed = None;
+        let mut keep_i = Vec::new();
+        let mut keep_f = Vec::new();
+        let mut _keep_seed = None;
+        let settings: Vec<u64> = if self.sample_pack.get() {
+            let (w, at) = pack_settings(&p, rows, any_processing)?;
+            let buf = st.clone_htod(&w)?;
+            let base = self.ptr(&buf);
+            _keep_packed = Some(buf);
+            at.iter().map(|&i| base + (i * 4) as u64).collect()
+        } else {
+            let up_i =
+                |v: &Vec<i32>| st.clone_htod(&if v.is_empty() { vec![0] } else { v.clone() });
+            let up_f =
+                |v: &Vec<f32>| st.clone_htod(&if v.is_empty() { vec![0.0] } else { v.clone() });
+            let seed = st.clone_htod(&p.seed)?;
+            let mut at = vec![self.ptr(&seed)];
+            _keep_seed = Some(seed);
+            let mut int = |v: &Vec<i32>, at: &mut Vec<u64>| -> Result<(), BackendError> {
+                let b = up_i(v)?;
+                at.push(self.ptr(&b));
+                keep_i.push(b);
+                Ok(())
+            };
+            int(&p.truncate, &mut at)?;
+            int(&p.top_k, &mut at)?;
+            let mut float = |v: &Vec<f32>, at: &mut Vec<u64>| -> Result<(), BackendError> {
+                let b = up_f(v)?;
+                at.push(self.ptr(&b));
+                keep_f.push(b);
+                Ok(())
+            };
+            float(&p.top_p, &mut at)?;
+            float(&p.min_p, &mut at)?;
+            int(&p.seed_on, &mut at)?;
+            if any_processing {
+                int(&p.pen_start, &mut at)?;
+                int(&p.pen_tok, &mut at)?;
+                int(&p.pen_cnt, &mut at)?;
+                float(&p.rep, &mut at)?;
+                float(&p.presence, &mut at)?;
+                float(&p.frequency, &mut at)?;
+                int(&p.bias_start, &mut at)?;
+                int(&p.bias_tok, &mut at)?;
+                float(&p.bias_val, &mut at)?;
+                int(&p.allowed_start, &mut at)?;
+                int(&p.allowed_tok, &mut at)?;
+                float(&p.temperature, &mut at)?;
+            }
+            at
+        };
+        let f = |x: Field| Arg::U64(settings[x as usize]);
         let r = rows as u32;
         if any_processing {
-            let bufs_i = [
-                up_i(&p.pen_start)?,
-                up_i(&p.pen_tok)?,
-                up_i(&p.pen_cnt)?,
-                up_i(&p.bias_start)?,
-                up_i(&p.bias_tok)?,
-                up_i(&p.allowed_start)?,
-                up_i(&p.allowed_tok)?,
-            ];
-            let bufs_f = [
-                up_f(&p.rep)?,
-                up_f(&p.presence)?,
-                up_f(&p.frequency)?,
-                up_f(&p.bias_val)?,
-                up_f(&p.temperature)?,
-            ];
             let words = vocab.div_ceil(32);
             // SAFETY: process_logits zeroes each masked row's words before use.
             let mask = unsafe { st.alloc::<u32>((rows * words).max(1)) }?;
@@ -399,29 +437,22 @@ impl CudaBackend {
                     Arg::U64(lgp),
                     Arg::I32(vocab as i32),
                     Arg::I32(vocab as i32),
-                    Arg::U64(self.ptr(&bufs_i[0])),
-                    Arg::U64(self.ptr(&bufs_i[1])),
-                    Arg::U64(self.ptr(&bufs_i[2])),
-                    Arg::U64(self.ptr(&bufs_f[0])),
-                    Arg::U64(self.ptr(&bufs_f[1])),
-                    Arg::U64(self.ptr(&bufs_f[2])),
-                    Arg::U64(self.ptr(&bufs_i[3])),
-                    Arg::U64(self.ptr(&bufs_i[4])),
-                    Arg::U64(self.ptr(&bufs_f[3])),
-                    Arg::U64(self.ptr(&bufs_i[5])),
-                    Arg::U64(self.ptr(&bufs_i[6])),
+                    f(Field::PenStart),
+                    f(Field::PenTok),
+                    f(Field::PenCnt),
+                    f(Field::Rep),
+                    f(Field::Presence),
+                    f(Field::Frequency),
+                    f(Field::BiasStart),
+                    f(Field::BiasTok),
+                    f(Field::BiasVal),
+                    f(Field::AllowedStart),
+                    f(Field::AllowedTok),
                     Arg::U64(self.ptr(&mask)),
-                    Arg::U64(self.ptr(&bufs_f[4])),
+                    f(Field::Temperature),
                 ],
             )?;
-            // The buffers are freed in stream order, after the kernel has read them.
         }
-        // Per-row selection settings (row_select's and chosen_tokens' inputs).
-        let sel = if self.sample_pack.get() {
-            SelectArgs::packed(self, &p, rows)?
-        } else {
-            SelectArgs::split(self, &p)?
-        };
         // SAFETY: row_select writes all 6 * rows entries, topk_rows all of its
         // rows * k tokens and values.
         let res = unsafe { st.alloc::<u32>(n_res) }?;
@@ -468,12 +499,12 @@ impl CudaBackend {
                 Arg::U64(lgp),
                 Arg::I32(vocab as i32),
                 Arg::I32(vocab as i32),
-                Arg::U64(sel.truncate),
-                Arg::U64(sel.top_k),
-                Arg::U64(sel.top_p),
-                Arg::U64(sel.min_p),
-                Arg::U64(sel.seed_on),
-                Arg::U64(sel.seed),
+                f(Field::Truncate),
+                f(Field::TopK),
+                f(Field::TopP),
+                f(Field::MinP),
+                f(Field::SeedOn),
+                f(Field::Seed),
                 Arg::U64(at(0)),
                 Arg::U64(at(1)),
                 Arg::U64(at(2)),
@@ -495,7 +526,7 @@ impl CudaBackend {
             &[
                 Arg::U64(at(0)),
                 Arg::U64(at(4)),
-                Arg::U64(sel.seed_on),
+                f(Field::SeedOn),
                 Arg::I32(rows as i32),
                 Arg::U64(self.ptr(&chosen)),
             ],
@@ -620,34 +651,71 @@ mod tests {
     use super::logit_chunks;
 
     #[test]
-    fn packed_selection_settings_read_back_at_their_offsets() {
+    fn packed_settings_read_back_at_their_offsets() {
+        use super::Field;
         let mut p = super::RowParams::default();
-        for (seed, k, top_p, min_p, on) in [
-            (0x1_0000_0002u64, 5, 0.9f32, 0.05f32, 1),
-            (7, 0, 1.0, 0.0, 0),
-        ] {
+        p.pen_start.push(0);
+        p.bias_start.push(0);
+        p.allowed_start.push(0);
+        let rows = [
+            (0x1_0000_0002u64, 5, 0.9f32, 0.05f32, 1, 1.3f32, 0.7f32),
+            (7, 0, 1.0, 0.0, 0, 1.0, 1.0),
+        ];
+        for (seed, k, top_p, min_p, on, rep, t) in rows {
             p.seed.push(seed);
             p.truncate.push(on);
             p.top_k.push(k);
             p.top_p.push(top_p);
             p.min_p.push(min_p);
             p.seed_on.push(on);
+            p.rep.push(rep);
+            p.presence.push(0.0);
+            p.frequency.push(0.0);
+            p.temperature.push(t);
+            p.close_row();
         }
-        let (w, at) = super::pack_select(&p, 2).unwrap();
-        assert_eq!(w.len(), 14);
-        // Seeds as the device reads a u64: little-endian word pairs from offset 0.
-        let seed = |r: usize| w[at[0] + 2 * r] as u64 | (w[at[0] + 2 * r + 1] as u64) << 32;
-        assert_eq!([seed(0), seed(1)], [0x1_0000_0002, 7]);
-        for r in 0..2 {
-            assert_eq!(w[at[1] + r] as i32, p.truncate[r]);
-            assert_eq!(w[at[2] + r] as i32, p.top_k[r]);
-            assert_eq!(f32::from_bits(w[at[3] + r]), p.top_p[r]);
-            assert_eq!(f32::from_bits(w[at[4] + r]), p.min_p[r]);
-            assert_eq!(w[at[5] + r] as i32, p.seed_on[r]);
+        // Row 0 penalises tokens 3 and 9; nobody has biases or an allowed list.
+        p.pen_tok.extend([3, 9]);
+        p.pen_cnt.extend([0, 0]);
+        p.pen_start[1] = 2;
+        p.pen_start[2] = 2;
+        for processing in [false, true] {
+            let (w, at) = super::pack_settings(&p, 2, processing).unwrap();
+            let int = |f: Field, i: usize| w[at[f as usize] + i] as i32;
+            let float = |f: Field, i: usize| f32::from_bits(w[at[f as usize] + i]);
+            // Seeds as the device reads a u64: little-endian word pairs from offset 0.
+            assert_eq!(at[Field::Seed as usize], 0);
+            let seed = |r: usize| w[2 * r] as u64 | (w[2 * r + 1] as u64) << 32;
+            assert_eq!([seed(0), seed(1)], [0x1_0000_0002, 7]);
+            for r in 0..2 {
+                assert_eq!(int(Field::Truncate, r), p.truncate[r]);
+                assert_eq!(int(Field::TopK, r), p.top_k[r]);
+                assert_eq!(float(Field::TopP, r), p.top_p[r]);
+                assert_eq!(float(Field::MinP, r), p.min_p[r]);
+                assert_eq!(int(Field::SeedOn, r), p.seed_on[r]);
+            }
+            if !processing {
+                assert_eq!((at.len(), w.len()), (6, 14));
+                continue;
+            }
+            assert_eq!(at.len(), 18);
+            for r in 0..2 {
+                assert_eq!(float(Field::Rep, r), p.rep[r]);
+                assert_eq!(float(Field::Temperature, r), p.temperature[r]);
+            }
+            for r in 0..3 {
+                assert_eq!(int(Field::PenStart, r), p.pen_start[r]);
+                assert_eq!(int(Field::BiasStart, r), 0);
+                assert_eq!(int(Field::AllowedStart, r), 0);
+            }
+            assert_eq!([int(Field::PenTok, 0), int(Field::PenTok, 1)], [3, 9]);
+            // Empty lists take no words: the next field starts where they do.
+            assert_eq!(at[Field::BiasTok as usize], at[Field::BiasVal as usize]);
+            assert_eq!(at[Field::Temperature as usize] + 2, w.len());
         }
-        // A setting short of a row is refused, not read past.
+        // A per-row setting short of a row is refused, not read past.
         p.top_k.pop();
-        assert!(super::pack_select(&p, 2).is_err());
+        assert!(super::pack_settings(&p, 2, false).is_err());
     }
 
     #[test]
