@@ -172,11 +172,51 @@ enum Field {
     Temperature,
 }
 
+/// One sampling setting's values, as the kernels take them.
+enum Values<'a> {
+    Seeds(&'a [u64]),
+    Ints(&'a [i32]),
+    Floats(&'a [f32]),
+}
+
+/// A step's sampling settings in [`Field`] order: the per-row selection settings,
+/// then with `processing` process_logits' inputs. The one place that order is written:
+/// the packed and the split upload both walk this list.
+fn settings(p: &RowParams, processing: bool) -> Vec<Values<'_>> {
+    use Values::{Floats, Ints, Seeds};
+    let mut v = vec![
+        Seeds(&p.seed),
+        Ints(&p.truncate),
+        Ints(&p.top_k),
+        Floats(&p.top_p),
+        Floats(&p.min_p),
+        Ints(&p.seed_on),
+    ];
+    if processing {
+        v.extend([
+            Ints(&p.pen_start),
+            Ints(&p.pen_tok),
+            Ints(&p.pen_cnt),
+            Floats(&p.rep),
+            Floats(&p.presence),
+            Floats(&p.frequency),
+            Ints(&p.bias_start),
+            Ints(&p.bias_tok),
+            Floats(&p.bias_val),
+            Ints(&p.allowed_start),
+            Ints(&p.allowed_tok),
+            Floats(&p.temperature),
+        ]);
+    }
+    v
+}
+
 /// Every sampling setting of a step as one run of words (`MINISGL_SAMPLE_PACK=1`), and
 /// where each field starts (indexed by [`Field`]): one upload instead of six (greedy)
 /// or eighteen (with processing), each of which was an allocation and a small copy on
-/// the stream. Empty fields (no penalties, say) take no words; the kernels read a
-/// row's entries only between its start offsets, so their address is never read.
+/// the stream. Seeds are two words, low first. Empty fields (no penalties, say) take
+/// no words; the kernels read a row's entries only between its start offsets, so
+/// their address is never read.
 fn pack_settings(
     p: &RowParams,
     rows: usize,
@@ -195,42 +235,14 @@ fn pack_settings(
             "sampling settings of {per_row:?} rows for {rows} rows"
         )));
     }
-    let ints = |v: &[i32]| v.iter().map(|&x| x as u32).collect::<Vec<u32>>();
-    let floats = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
-    let seeds: Vec<u32> = p
-        .seed
-        .iter()
-        .flat_map(|&s| [s as u32, (s >> 32) as u32])
-        .collect();
-    let mut fields = vec![
-        seeds,
-        ints(&p.truncate),
-        ints(&p.top_k),
-        floats(&p.top_p),
-        floats(&p.min_p),
-        ints(&p.seed_on),
-    ];
-    if processing {
-        fields.extend([
-            ints(&p.pen_start),
-            ints(&p.pen_tok),
-            ints(&p.pen_cnt),
-            floats(&p.rep),
-            floats(&p.presence),
-            floats(&p.frequency),
-            ints(&p.bias_start),
-            ints(&p.bias_tok),
-            floats(&p.bias_val),
-            ints(&p.allowed_start),
-            ints(&p.allowed_tok),
-            floats(&p.temperature),
-        ]);
-    }
-    let mut at = Vec::with_capacity(fields.len());
-    let mut w = Vec::with_capacity(fields.iter().map(Vec::len).sum());
-    for f in fields {
+    let (mut w, mut at) = (Vec::new(), Vec::new());
+    for v in settings(p, processing) {
         at.push(w.len());
-        w.extend(f);
+        match v {
+            Values::Seeds(s) => w.extend(s.iter().flat_map(|&x| [x as u32, (x >> 32) as u32])),
+            Values::Ints(s) => w.extend(s.iter().map(|&x| x as u32)),
+            Values::Floats(s) => w.extend(s.iter().map(|x| x.to_bits())),
+        }
     }
     Ok((w, at))
 }
@@ -374,9 +386,7 @@ impl CudaBackend {
         // upload a setting. Either way the buffers live to the end of this function
         // and are freed in stream order, after the kernels have read them.
         let mut _keep_packed = None;
-        let mut keep_i = Vec::new();
-        let mut keep_f = Vec::new();
-        let mut _keep_seed = None;
+        let (mut keep_seeds, mut keep_ints, mut keep_floats) = (Vec::new(), Vec::new(), Vec::new());
         let settings: Vec<u64> = if self.sample_pack.get() {
             let (w, at) = pack_settings(&p, rows, any_processing)?;
             let buf = st.clone_htod(&w)?;
@@ -384,43 +394,27 @@ impl CudaBackend {
             _keep_packed = Some(buf);
             at.iter().map(|&i| base + (i * 4) as u64).collect()
         } else {
-            let up_i =
-                |v: &Vec<i32>| st.clone_htod(&if v.is_empty() { vec![0] } else { v.clone() });
-            let up_f =
-                |v: &Vec<f32>| st.clone_htod(&if v.is_empty() { vec![0.0] } else { v.clone() });
-            let seed = st.clone_htod(&p.seed)?;
-            let mut at = vec![self.ptr(&seed)];
-            _keep_seed = Some(seed);
-            let mut int = |v: &Vec<i32>, at: &mut Vec<u64>| -> Result<(), BackendError> {
-                let b = up_i(v)?;
-                at.push(self.ptr(&b));
-                keep_i.push(b);
-                Ok(())
-            };
-            int(&p.truncate, &mut at)?;
-            int(&p.top_k, &mut at)?;
-            let mut float = |v: &Vec<f32>, at: &mut Vec<u64>| -> Result<(), BackendError> {
-                let b = up_f(v)?;
-                at.push(self.ptr(&b));
-                keep_f.push(b);
-                Ok(())
-            };
-            float(&p.top_p, &mut at)?;
-            float(&p.min_p, &mut at)?;
-            int(&p.seed_on, &mut at)?;
-            if any_processing {
-                int(&p.pen_start, &mut at)?;
-                int(&p.pen_tok, &mut at)?;
-                int(&p.pen_cnt, &mut at)?;
-                float(&p.rep, &mut at)?;
-                float(&p.presence, &mut at)?;
-                float(&p.frequency, &mut at)?;
-                int(&p.bias_start, &mut at)?;
-                int(&p.bias_tok, &mut at)?;
-                float(&p.bias_val, &mut at)?;
-                int(&p.allowed_start, &mut at)?;
-                int(&p.allowed_tok, &mut at)?;
-                float(&p.temperature, &mut at)?;
+            // An empty list still gets a one-element buffer: a zero-size allocation has
+            // no address to pass.
+            let mut at = Vec::new();
+            for v in settings(&p, any_processing) {
+                at.push(match v {
+                    Values::Seeds(s) => {
+                        let b = st.clone_htod(s)?;
+                        keep_seeds.push(b);
+                        self.ptr(keep_seeds.last().unwrap())
+                    }
+                    Values::Ints(s) => {
+                        let b = st.clone_htod(if s.is_empty() { &[0][..] } else { s })?;
+                        keep_ints.push(b);
+                        self.ptr(keep_ints.last().unwrap())
+                    }
+                    Values::Floats(s) => {
+                        let b = st.clone_htod(if s.is_empty() { &[0.0][..] } else { s })?;
+                        keep_floats.push(b);
+                        self.ptr(keep_floats.last().unwrap())
+                    }
+                });
             }
             at
         };
