@@ -179,6 +179,21 @@ enum Values<'a> {
     Floats(&'a [f32]),
 }
 
+impl Values<'_> {
+    /// The values' bytes as 32-bit words, as the device reads them (a seed is two
+    /// words, low first).
+    fn words(&self) -> Vec<u32> {
+        match self {
+            Values::Seeds(s) => s
+                .iter()
+                .flat_map(|&x| [x as u32, (x >> 32) as u32])
+                .collect(),
+            Values::Ints(s) => s.iter().map(|&x| x as u32).collect(),
+            Values::Floats(s) => s.iter().map(|x| x.to_bits()).collect(),
+        }
+    }
+}
+
 /// A step's sampling settings in [`Field`] order: the per-row selection settings,
 /// then with `processing` process_logits' inputs. The one place that order is written:
 /// the packed and the split upload both walk this list.
@@ -238,11 +253,7 @@ fn pack_settings(
     let (mut w, mut at) = (Vec::new(), Vec::new());
     for v in settings(p, processing) {
         at.push(w.len());
-        match v {
-            Values::Seeds(s) => w.extend(s.iter().flat_map(|&x| [x as u32, (x >> 32) as u32])),
-            Values::Ints(s) => w.extend(s.iter().map(|&x| x as u32)),
-            Values::Floats(s) => w.extend(s.iter().map(|x| x.to_bits())),
-        }
+        w.extend(v.words());
     }
     Ok((w, at))
 }
@@ -385,36 +396,20 @@ impl CudaBackend {
         // Every setting in one upload, or (the default until measured on a GPU) one
         // upload a setting. Either way the buffers live to the end of this function
         // and are freed in stream order, after the kernels have read them.
-        let mut _keep_packed = None;
-        let (mut keep_seeds, mut keep_ints, mut keep_floats) = (Vec::new(), Vec::new(), Vec::new());
+        let mut keep = Vec::new();
         let settings: Vec<u64> = if self.sample_pack.get() {
             let (w, at) = pack_settings(&p, rows, any_processing)?;
-            let buf = st.clone_htod(&w)?;
-            let base = self.ptr(&buf);
-            _keep_packed = Some(buf);
+            keep.push(st.clone_htod(&w)?);
+            let base = self.ptr(&keep[0]);
             at.iter().map(|&i| base + (i * 4) as u64).collect()
         } else {
-            // An empty list still gets a one-element buffer: a zero-size allocation has
-            // no address to pass.
             let mut at = Vec::new();
             for v in settings(&p, any_processing) {
-                at.push(match v {
-                    Values::Seeds(s) => {
-                        let b = st.clone_htod(s)?;
-                        keep_seeds.push(b);
-                        self.ptr(keep_seeds.last().unwrap())
-                    }
-                    Values::Ints(s) => {
-                        let b = st.clone_htod(if s.is_empty() { &[0][..] } else { s })?;
-                        keep_ints.push(b);
-                        self.ptr(keep_ints.last().unwrap())
-                    }
-                    Values::Floats(s) => {
-                        let b = st.clone_htod(if s.is_empty() { &[0.0][..] } else { s })?;
-                        keep_floats.push(b);
-                        self.ptr(keep_floats.last().unwrap())
-                    }
-                });
+                let w = v.words();
+                // An empty list still gets a one-word buffer: a zero-size allocation
+                // has no address to pass.
+                keep.push(st.clone_htod(if w.is_empty() { &[0][..] } else { &w })?);
+                at.push(self.ptr(keep.last().expect("just pushed")));
             }
             at
         };
