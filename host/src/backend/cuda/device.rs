@@ -302,9 +302,9 @@ pub struct CudaOptions {
     pub sample_split: bool,
     /// Sampling uploads all its settings (selection: truncation, top-k/p, min-p, seeds;
     /// processing: penalties, biases, allowed lists, temperature) in one copy rather
-    /// than six or eighteen (`MINISGL_SAMPLE_PACK=1`; see `sample::pack_settings`). Off by default
-    /// until measured and checked on a GPU: written 2026-12-05 when no device was lent
-    /// (`scripts/gpu-bench.sh device 108` does both).
+    /// than six or eighteen (`MINISGL_SAMPLE_PACK=1`; see `sample::pack_settings`).
+    /// Off by default until measured and checked on a GPU: written 2026-12-05 when no
+    /// device was lent (`scripts/gpu-bench.sh device 108` does both).
     pub sample_pack: bool,
     /// Largest weight the skinny kernel streams, in bytes (`MINISGL_GEMV_MAX_WEIGHT_MB`,
     /// default [`super::GEMV_MAX_WEIGHT_BYTES`]); larger ones go through cuBLAS.
