@@ -256,11 +256,10 @@
 #             the shared-prefix workload under eviction (prefix + extend prefills on
 #             churned pages, 0.6B) with the prefill tiles by sequence and in the batch's
 #             order (MINISGL_PREFILL_ORDER=0). Qwen3-32B's 65 GB need an H200.
-#     part 108: sampling's settings in one upload (MINISGL_SAMPLE_PACK=1, off by
-#             default until this part has run; the graph step's metadata goes in one copy
-#             either way): the 0.6B runner step A/B against six uploads at batch 1-256,
-#             then with it on every op check (sampling against the CPU among them) and
-#             the fixture models and engine. Written 2026-12-05 with no device lent.
+#     (part 108, sampling's settings in one upload (MINISGL_SAMPLE_PACK=1), ran at
+#             1f34f8c: checks green but 0.999x / 1.000x / 0.994x / 0.983x at batch
+#             1 / 8 / 64 / 256, no gain, so the switch was removed with the part:
+#             gpu-2026-12-05-h200d.md.)
 #     part 100: after the Hopper GEMM and the 17-64 row gemv builds were removed
 #             (2026-12-05): every op check, the model and engine checks, the 0.6B kernel
 #             benches and decode steps and a timeline with gpu-check's floors at the rates
@@ -1498,14 +1497,6 @@ device)
             fi
         done
         pack_logs 107
-    elif [ "$part" = 108 ]; then
-        rm "$out/env.log"  # already printed by the tee above
-        runner_ab qwen3-0.6b -pack 1,8,64,256 MINISGL_SAMPLE_PACK=1
-        MINISGL_SAMPLE_PACK=1 check_ops --skip-bench
-        grep -E "sampling" "$out/gpu-check-ops.log" | head -8
-        if [ "$SECONDS" -lt 420 ]; then MINISGL_SAMPLE_PACK=1 check_models_engine 150; fi
-        gzip_ops_log
-        pack_logs 108
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate

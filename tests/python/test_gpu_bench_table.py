@@ -160,16 +160,3 @@ def test_gpu_need_runs_nothing_on_another_card(tmp_path):
     assert made == [] and "part 104 not run" in r.stdout, r.stdout[-2000:]
     r, made, _ = run_part(tmp_path / "h200", "104", GPU_NEED="H200")
     assert any(a[:2] == ["bench", "offline"] for a, _ in made), r.stdout[-2000:]
-
-
-def test_part_108_runs_the_pack_ab_then_every_check(tmp_path):
-    _, made, out = run_part(tmp_path, "108")
-    ab = [e for a, e in made if a[:1] == ["gpu-check"] and "--bench-model" in a]
-    assert ab and ab[0].get("MINISGL_BENCH_AB") == "MINISGL_SAMPLE_PACK=1", made
-    assert ab[0].get("MINISGL_BENCH_BATCHES") == "1,8,64,256", made
-    # The checks run with the packed upload on (it is off by default).
-    checks = [(a, e) for a, e in made if a[:1] == ["gpu-check"] and "--bench-model" not in a]
-    assert any("--skip-models" in a and "--skip-engine" in a for a, _ in checks), made
-    assert any("--model" in a and "--skip-engine" not in a for a, _ in checks), made
-    assert all(e.get("MINISGL_SAMPLE_PACK") == "1" for _, e in checks), made
-    assert {"gpu-check-ops.log.gz", "gpu-check-models-engine.log"} <= archived_logs(out)

@@ -696,5 +696,4 @@ fn record_kernel_switches(v: &mut serde_json::Value) {
     v["prefill_order"] = name(&o.prefill_order).into();
     v["chain_hold"] = o.chain_hold.to_string().into();
     v["sample_split"] = flag(o.sample_split).into();
-    v["sample_pack"] = flag(o.sample_pack).into();
 }

@@ -300,12 +300,6 @@ pub struct CudaOptions {
     /// Sampling splits each logits row over several blocks when a step has fewer rows
     /// than SMs (on unless `MINISGL_SAMPLE_SPLIT=0`; see `sample::logit_chunks`).
     pub sample_split: bool,
-    /// Sampling uploads all its settings (selection: truncation, top-k/p, min-p, seeds;
-    /// processing: penalties, biases, allowed lists, temperature) in one copy rather
-    /// than six or eighteen (`MINISGL_SAMPLE_PACK=1`; see `sample::pack_settings`).
-    /// Off by default until measured and checked on a GPU: written 2026-12-05 when no
-    /// device was lent (`scripts/gpu-bench.sh device 108` does both).
-    pub sample_pack: bool,
     /// Largest weight the skinny kernel streams, in bytes (`MINISGL_GEMV_MAX_WEIGHT_MB`,
     /// default [`super::GEMV_MAX_WEIGHT_BYTES`]); larger ones go through cuBLAS.
     pub gemv_max_weight: usize,
@@ -419,7 +413,6 @@ impl Default for CudaOptions {
             "a size in MiB",
         ) << 20;
         let sample_split = crate::env::flag("MINISGL_SAMPLE_SPLIT", true);
-        let sample_pack = crate::env::flag("MINISGL_SAMPLE_PACK", false);
         let decode_order = crate::env::flag("MINISGL_DECODE_ORDER", true);
         let prefill_order: PrefillOrder = crate::env::choice("MINISGL_PREFILL_ORDER");
         let layer_chain = crate::env::flag("MINISGL_LAYER_CHAIN", true);
@@ -468,7 +461,6 @@ impl Default for CudaOptions {
             norm_threads,
             gemv_max_weight,
             sample_split,
-            sample_pack,
             layer_chain,
             chain_attn,
             chain_attn_part,

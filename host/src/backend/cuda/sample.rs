@@ -146,9 +146,8 @@ impl RowParams {
     }
 }
 
-/// Where each sampling setting starts in the one buffer of [`pack_settings`], in words.
-/// The per-row selection settings (row_select's and chosen_tokens' inputs) come first,
-/// the seeds leading so that they are 8-byte aligned; with processing, then
+/// A sampling setting's place in [`settings`]: the per-row selection settings
+/// (row_select's and chosen_tokens' inputs) first, then with processing
 /// process_logits' inputs in its argument order.
 #[derive(Clone, Copy)]
 enum Field {
@@ -195,8 +194,7 @@ impl Values<'_> {
 }
 
 /// A step's sampling settings in [`Field`] order: the per-row selection settings,
-/// then with `processing` process_logits' inputs. The one place that order is written:
-/// the packed and the split upload both walk this list.
+/// then with `processing` process_logits' inputs. The one place that order is written.
 fn settings(p: &RowParams, processing: bool) -> Vec<Values<'_>> {
     use Values::{Floats, Ints, Seeds};
     let mut v = vec![
@@ -224,38 +222,6 @@ fn settings(p: &RowParams, processing: bool) -> Vec<Values<'_>> {
         ]);
     }
     v
-}
-
-/// Every sampling setting of a step as one run of words (`MINISGL_SAMPLE_PACK=1`), and
-/// where each field starts (indexed by [`Field`]): one upload instead of six (greedy)
-/// or eighteen (with processing), each of which was an allocation and a small copy on
-/// the stream. Seeds are two words, low first. Empty fields (no penalties, say) take
-/// no words; the kernels read a row's entries only between its start offsets, so
-/// their address is never read.
-fn pack_settings(
-    p: &RowParams,
-    rows: usize,
-    processing: bool,
-) -> Result<(Vec<u32>, Vec<usize>), BackendError> {
-    let per_row = [
-        p.seed.len(),
-        p.truncate.len(),
-        p.top_k.len(),
-        p.top_p.len(),
-        p.min_p.len(),
-        p.seed_on.len(),
-    ];
-    if per_row.iter().any(|&n| n != rows) {
-        return Err(BackendError::Device(format!(
-            "sampling settings of {per_row:?} rows for {rows} rows"
-        )));
-    }
-    let (mut w, mut at) = (Vec::new(), Vec::new());
-    for v in settings(p, processing) {
-        at.push(w.len());
-        w.extend(v.words());
-    }
-    Ok((w, at))
 }
 
 /// Sampling in flight: every result of the step sits in one device buffer that
@@ -393,27 +359,21 @@ impl CudaBackend {
             });
         }
         let lgp = self.ptr(&lg);
-        // Every setting in one upload, or (the default until measured on a GPU) one
-        // upload a setting. Either way the buffers live to the end of this function
-        // and are freed in stream order, after the kernels have read them.
+        // One upload a setting. Packing them into one copy (six or eighteen fewer
+        // stream operations a step) measured no faster on an H200 (2026-12-05,
+        // gpu-2026-12-05-h200d.md), so the simpler form stays. The buffers live to
+        // the end of this function and are freed in stream order, after the kernels
+        // have read them.
         let mut keep = Vec::new();
-        let settings: Vec<u64> = if self.sample_pack.get() {
-            let (w, at) = pack_settings(&p, rows, any_processing)?;
-            keep.push(st.clone_htod(&w)?);
-            let base = self.ptr(&keep[0]);
-            at.iter().map(|&i| base + (i * 4) as u64).collect()
-        } else {
-            let mut at = Vec::new();
-            for v in settings(&p, any_processing) {
-                let w = v.words();
-                // An empty list still gets a one-word buffer: a zero-size allocation
-                // has no address to pass.
-                keep.push(st.clone_htod(if w.is_empty() { &[0][..] } else { &w })?);
-                at.push(self.ptr(keep.last().expect("just pushed")));
-            }
-            at
-        };
-        let f = |x: Field| Arg::U64(settings[x as usize]);
+        let mut addr = Vec::new();
+        for v in settings(&p, any_processing) {
+            let w = v.words();
+            // An empty list still gets a one-word buffer: a zero-size allocation has
+            // no address to pass.
+            keep.push(st.clone_htod(if w.is_empty() { &[0][..] } else { &w })?);
+            addr.push(self.ptr(keep.last().expect("just pushed")));
+        }
+        let f = |x: Field| Arg::U64(addr[x as usize]);
         let r = rows as u32;
         if any_processing {
             let words = vocab.div_ceil(32);
@@ -639,8 +599,10 @@ fn parse(out: &[u32], specs: &[SampleSpec], cand_k: usize, top_n: usize) -> Vec<
 mod tests {
     use super::logit_chunks;
 
+    /// The kernels take each setting by its `Field`: the list must hold them in that
+    /// order, with each value as the device reads it.
     #[test]
-    fn packed_settings_read_back_at_their_offsets() {
+    fn settings_are_listed_in_field_order_as_the_device_reads_them() {
         use super::Field;
         let mut p = super::RowParams::default();
         p.pen_start.push(0);
@@ -669,42 +631,34 @@ mod tests {
         p.pen_start[1] = 2;
         p.pen_start[2] = 2;
         for processing in [false, true] {
-            let (w, at) = super::pack_settings(&p, 2, processing).unwrap();
-            let int = |f: Field, i: usize| w[at[f as usize] + i] as i32;
-            let float = |f: Field, i: usize| f32::from_bits(w[at[f as usize] + i]);
-            // Seeds as the device reads a u64: little-endian word pairs from offset 0.
-            assert_eq!(at[Field::Seed as usize], 0);
-            let seed = |r: usize| w[2 * r] as u64 | (w[2 * r + 1] as u64) << 32;
-            assert_eq!([seed(0), seed(1)], [0x1_0000_0002, 7]);
-            for r in 0..2 {
-                assert_eq!(int(Field::Truncate, r), p.truncate[r]);
-                assert_eq!(int(Field::TopK, r), p.top_k[r]);
-                assert_eq!(float(Field::TopP, r), p.top_p[r]);
-                assert_eq!(float(Field::MinP, r), p.min_p[r]);
-                assert_eq!(int(Field::SeedOn, r), p.seed_on[r]);
-            }
+            let list = super::settings(&p, processing);
+            let w = |f: Field| list[f as usize].words();
+            let ints = |f: Field| w(f).into_iter().map(|x| x as i32).collect::<Vec<_>>();
+            let floats = |f: Field| w(f).into_iter().map(f32::from_bits).collect::<Vec<_>>();
+            // Seeds as the device reads a u64: little-endian word pairs.
+            assert_eq!(w(Field::Seed), [2, 1, 7, 0]);
+            assert_eq!(ints(Field::Truncate), p.truncate);
+            assert_eq!(ints(Field::TopK), p.top_k);
+            assert_eq!(floats(Field::TopP), p.top_p);
+            assert_eq!(floats(Field::MinP), p.min_p);
+            assert_eq!(ints(Field::SeedOn), p.seed_on);
             if !processing {
-                assert_eq!((at.len(), w.len()), (6, 14));
+                assert_eq!(list.len(), 6);
                 continue;
             }
-            assert_eq!(at.len(), 18);
-            for r in 0..2 {
-                assert_eq!(float(Field::Rep, r), p.rep[r]);
-                assert_eq!(float(Field::Temperature, r), p.temperature[r]);
-            }
-            for r in 0..3 {
-                assert_eq!(int(Field::PenStart, r), p.pen_start[r]);
-                assert_eq!(int(Field::BiasStart, r), 0);
-                assert_eq!(int(Field::AllowedStart, r), 0);
-            }
-            assert_eq!([int(Field::PenTok, 0), int(Field::PenTok, 1)], [3, 9]);
-            // Empty lists take no words: the next field starts where they do.
-            assert_eq!(at[Field::BiasTok as usize], at[Field::BiasVal as usize]);
-            assert_eq!(at[Field::Temperature as usize] + 2, w.len());
+            assert_eq!(list.len(), 18);
+            assert_eq!(ints(Field::PenStart), [0, 2, 2]);
+            assert_eq!(ints(Field::PenTok), [3, 9]);
+            assert_eq!(ints(Field::PenCnt), [0, 0]);
+            assert_eq!(floats(Field::Rep), p.rep);
+            assert_eq!(floats(Field::Presence), [0.0, 0.0]);
+            assert_eq!(floats(Field::Frequency), [0.0, 0.0]);
+            assert_eq!(ints(Field::BiasStart), [0, 0, 0]);
+            assert!(w(Field::BiasTok).is_empty() && w(Field::BiasVal).is_empty());
+            assert_eq!(ints(Field::AllowedStart), [0, 0, 0]);
+            assert!(w(Field::AllowedTok).is_empty());
+            assert_eq!(floats(Field::Temperature), p.temperature);
         }
-        // A per-row setting short of a row is refused, not read past.
-        p.top_k.pop();
-        assert!(super::pack_settings(&p, 2, false).is_err());
     }
 
     #[test]
