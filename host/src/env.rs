@@ -1,7 +1,26 @@
 //! Settings read from `MINISGL_*` environment variables, where no error can be returned
 //! (a backend is opened from `Default`) and a wrong speed knob must not stop a server:
 //! unset gives the default, a value that does not parse is warned about, naming the
-//! variable, the value and what is accepted, and the default runs.
+//! variable, the value and what is accepted, and the default runs. Each variable's bad
+//! value is warned about once a process, however often it is read (options are parsed
+//! again wherever a device is opened or a run is recorded).
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+/// Warn about `var`'s value `v` unless the same pair was warned about before; whether
+/// it warned.
+fn warn_once(var: &str, v: &str, message: std::fmt::Arguments) -> bool {
+    static SEEN: Mutex<Option<HashSet<(String, String)>>> = Mutex::new(None);
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    let new = seen
+        .get_or_insert_with(HashSet::new)
+        .insert((var.to_string(), v.to_string()));
+    if new {
+        tracing::warn!("{message}");
+    }
+    new
+}
 
 /// A count from the environment: unset gives `default`; a value that does not parse or
 /// that `ok` refuses is reported (`want` says what is accepted) and gives `default` too.
@@ -10,7 +29,11 @@ pub(crate) fn count(var: &str, default: usize, ok: fn(usize) -> bool, want: &str
         Ok(v) => match v.parse::<usize>() {
             Ok(n) if ok(n) => n,
             _ => {
-                tracing::warn!("{var} must be {want}, got {v:?}; using {default}");
+                warn_once(
+                    var,
+                    &v,
+                    format_args!("{var} must be {want}, got {v:?}; using {default}"),
+                );
                 default
             }
         },
@@ -36,7 +59,8 @@ where
     match std::env::var(var) {
         Ok(v) => parse_choice(var, &v).unwrap_or_else(|e| {
             let default = T::default();
-            tracing::warn!("{e}; using {}", format!("{default:?}").to_lowercase());
+            let d = format!("{default:?}").to_lowercase();
+            warn_once(var, &v, format_args!("{e}; using {d}"));
             default
         }),
         Err(_) => T::default(),
@@ -50,14 +74,20 @@ pub(crate) fn flag(var: &str, default: bool) -> bool {
     match std::env::var(var) {
         Ok(v) => parse_flag(&v).unwrap_or_else(|| {
             let d = if default { "1" } else { "0" };
-            tracing::warn!("{var}={v:?}: must be 1/on/true/yes or 0/off/false/no; using {d}");
+            warn_once(
+                var,
+                &v,
+                format_args!("{var}={v:?}: must be 1/on/true/yes or 0/off/false/no; using {d}"),
+            );
             default
         }),
         Err(_) => default,
     }
 }
 
-fn parse_flag(v: &str) -> Option<bool> {
+/// An on/off word: 1/on/true/yes or 0/off/false/no (any case); `None` for anything
+/// else.
+pub fn parse_flag(v: &str) -> Option<bool> {
     match v.trim().to_ascii_lowercase().as_str() {
         "1" | "on" | "true" | "yes" => Some(true),
         "0" | "off" | "false" | "no" => Some(false),
@@ -67,6 +97,16 @@ fn parse_flag(v: &str) -> Option<bool> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_bad_value_is_warned_about_once_and_a_new_one_again() {
+        let var = "MINISGL_TEST_ENV_WARN_ONCE";
+        let warn = |v: &str| super::warn_once(var, v, format_args!("{var}={v:?}"));
+        assert!(warn("x"));
+        assert!(!warn("x"));
+        assert!(warn("y"));
+        assert!(!warn("x"));
+    }
+
     /// A named setting of the tests' own (the backends' settings would be an upward
     /// import from this floor).
     #[derive(Debug, Default, PartialEq)]

@@ -15,7 +15,7 @@ pub mod backend;
 pub mod batch;
 pub mod config;
 pub mod engine;
-mod env;
+pub mod env;
 pub mod kv;
 pub mod metrics;
 pub mod model;

@@ -97,6 +97,17 @@ fn time_ms(gpu: &CudaBackend, iters: usize, mut f: impl FnMut() -> Result<()>) -
     Ok(e0.elapsed_ms(&e1)? as f64 / iters as f64)
 }
 
+/// A gpu-check bench switch: off when unset; a value that is no on/off word is an
+/// error naming the variable and the value (a typo must not run the whole bench).
+fn bench_switch(var: &str) -> Result<bool> {
+    match std::env::var(var) {
+        Err(_) => Ok(false),
+        Ok(v) => minisgl::env::parse_flag(&v).ok_or_else(|| {
+            anyhow::anyhow!("{var} must be 1/on/true/yes or 0/off/false/no, got {v:?}")
+        }),
+    }
+}
+
 pub fn run(
     gpu: &CudaBackend,
     rates: &Rates,
@@ -105,11 +116,11 @@ pub fn run(
 ) -> Result<()> {
     rep.bench_line(rates.describe());
     // MINISGL_BENCH_RUNNER_ONLY=1: the runner step alone (a short device call).
-    if std::env::var("MINISGL_BENCH_RUNNER_ONLY").is_ok_and(|v| v == "1") {
+    if bench_switch("MINISGL_BENCH_RUNNER_ONLY")? {
         return runner_steps(bench_model, rates, rep);
     }
     // MINISGL_BENCH_GEMV_ONLY=1: the skinny products against cuBLAS in graphs alone.
-    if std::env::var("MINISGL_BENCH_GEMV_ONLY").is_ok_and(|v| v == "1") {
+    if bench_switch("MINISGL_BENCH_GEMV_ONLY")? {
         return gemv_in_graphs(gpu, &mut ChaCha8Rng::seed_from_u64(99), rep);
     }
     // MINISGL_BENCH_GEMM_HOLD=S: the cuBLASLt survey alone, every candidate timed at
@@ -122,12 +133,12 @@ pub fn run(
     }
     let mut rng = ChaCha8Rng::seed_from_u64(99);
     // MINISGL_BENCH_PREFILL_ONLY=1: the Hopper prefill kernel under each tile order.
-    if std::env::var("MINISGL_BENCH_PREFILL_ONLY").is_ok_and(|v| v == "1") {
+    if bench_switch("MINISGL_BENCH_PREFILL_ONLY")? {
         return prefill_orders(gpu, &mut rng, rep);
     }
     // MINISGL_BENCH_DECODE_ONLY=1: the decode kernels' table alone (a kernel A/B run
     // twice in one call, once under MINISGL_KERNEL_DEFINES).
-    if std::env::var("MINISGL_BENCH_DECODE_ONLY").is_ok_and(|v| v == "1") {
+    if bench_switch("MINISGL_BENCH_DECODE_ONLY")? {
         return decode_kernels(gpu, rates, &mut rng, rep);
     }
     let shapes: &[(&str, usize, usize, usize)] = &[
@@ -267,7 +278,7 @@ fn runner_steps(bench_model: Option<&Path>, rates: &Rates, rep: &mut Report) -> 
         let ordinal = minisgl::backend::cuda::CudaOptions::default().ordinal;
         let free = minisgl::backend::cuda::device::memory_info(ordinal).map_or(0, |(f, _)| f);
         // MINISGL_BENCH_NO_EAGER=1 leaves it out too (a 14B A/B then builds two runners).
-        let no_eager = std::env::var("MINISGL_BENCH_NO_EAGER").is_ok_and(|v| v == "1");
+        let no_eager = bench_switch("MINISGL_BENCH_NO_EAGER")?;
         let mut eager = if no_eager {
             rep.bench_line("runner.step: eager runner left out (MINISGL_BENCH_NO_EAGER=1)".into());
             None

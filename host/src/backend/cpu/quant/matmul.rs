@@ -24,6 +24,30 @@ enum Kind {
     Avx512,
 }
 
+/// The fastest kernels `MINISGL_CPU_KERNELS` allows (for comparisons): any, or at most
+/// AVX2, or only the portable ones.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Cap {
+    #[default]
+    Fastest,
+    Avx2,
+    Scalar,
+}
+
+impl std::str::FromStr for Cap {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "" | "fastest" => Ok(Cap::Fastest),
+            "avx2" => Ok(Cap::Avx2),
+            "scalar" => Ok(Cap::Scalar),
+            o => Err(format!(
+                "must be fastest, avx2 or scalar (a cap), got {o:?}"
+            )),
+        }
+    }
+}
+
 /// The dot-product kernels in use: AVX-512 VNNI (with AVX2 for the formats
 /// it does not cover), AVX2 (+FMA, F16C) when the CPU has them, else the
 /// portable ones. Only [`Kernels::detect`] hands out the SIMD ones.
@@ -40,13 +64,8 @@ impl Kernels {
     /// The fastest kernels this CPU runs, capped by the environment's
     /// `MINISGL_CPU_KERNELS` (`scalar`, `avx2`; for comparisons).
     pub fn detect() -> Self {
-        let cap = std::env::var("MINISGL_CPU_KERNELS").unwrap_or_default();
-        if !matches!(cap.as_str(), "" | "scalar" | "avx2") {
-            tracing::warn!(
-                "MINISGL_CPU_KERNELS={cap:?}: must be scalar or avx2 (a cap); using the fastest"
-            );
-        }
-        if cap == "scalar" {
+        let cap: Cap = crate::env::choice("MINISGL_CPU_KERNELS");
+        if cap == Cap::Scalar {
             return Kernels(Kind::Scalar);
         }
         #[cfg(target_arch = "x86_64")]
@@ -54,7 +73,7 @@ impl Kernels {
             && is_x86_feature_detected!("fma")
             && is_x86_feature_detected!("f16c")
         {
-            if cap != "avx2"
+            if cap != Cap::Avx2
                 && is_x86_feature_detected!("avx512f")
                 && is_x86_feature_detected!("avx512bw")
                 && is_x86_feature_detected!("avx512vnni")
@@ -264,4 +283,22 @@ fn matmul_packed(a: &QActs, p: &Packed, k: Kernels, out: &mut [f32]) {
     crate::backend::cpu::team::for_each(tasks, |t| {
         run((t * per).min(groups), ((t + 1) * per).min(groups))
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cap;
+
+    #[test]
+    fn the_kernel_cap_takes_its_three_names_and_refuses_others() {
+        assert_eq!("".parse::<Cap>(), Ok(Cap::Fastest));
+        assert_eq!("fastest".parse::<Cap>(), Ok(Cap::Fastest));
+        assert_eq!("avx2".parse::<Cap>(), Ok(Cap::Avx2));
+        assert_eq!("scalar".parse::<Cap>(), Ok(Cap::Scalar));
+        let err = "avx512".parse::<Cap>().unwrap_err();
+        assert!(
+            err.contains("\"avx512\"") && err.contains("scalar"),
+            "{err}"
+        );
+    }
 }
