@@ -256,6 +256,11 @@
 #             the shared-prefix workload under eviction (prefix + extend prefills on
 #             churned pages, 0.6B) with the prefill tiles by sequence and in the batch's
 #             order (MINISGL_PREFILL_ORDER=0). Qwen3-32B's 65 GB need an H200.
+#     part 109: why Llama-3.1-8B's small decode steps run at 73-75% of their floor where
+#             Qwen3's run at ~80% (part 107, 2026-12-05): its eager decode step kernel by
+#             kernel against each kernel's floor at batch 1 / 4 / 16 / 64 and context
+#             1,024 (gpu-check's timeline), its graph steps at batch 1-64 at that
+#             context, then Qwen3-14B's timeline beside it while the call has time.
 #     (part 108, sampling's settings in one upload (MINISGL_SAMPLE_PACK=1), ran at
 #             1f34f8c: checks green but 0.999x / 1.000x / 0.994x / 0.983x at batch
 #             1 / 8 / 64 / 256, no gain, so the switch was removed with the part:
@@ -1497,6 +1502,19 @@ device)
             fi
         done
         pack_logs 107
+    elif [ "$part" = 109 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        timeline_of() {  # SHAPE TIMEOUT: the eager decode step kernel by kernel
+            timeout "$2" "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/$1 \
+                --timeline-batches 1,4,16,64 --timeline-context 1024 --timeline-out "$out/timeline-$1.md" \
+                --report /tmp/timeline-report.md > "$out/timeline-$1.log" 2>&1
+            echo "timeline $1 rc=$?"; grep -hE "^###|^Σ|rror" "$out/timeline-$1.md" "$out/timeline-$1.log" | head -12
+        }
+        timeline_of llama-3.1-8b 150
+        MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_CONTEXT=1024 \
+            MINISGL_BENCH_BATCHES=1,2,4,8,16,32,64 BENCH_TIMEOUT=150 bench_step llama-3.1-8b -ctx1024
+        if [ "$SECONDS" -lt 330 ]; then timeline_of qwen3-14b $((560 - SECONDS)); fi
+        pack_logs 109
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate

@@ -160,3 +160,16 @@ def test_gpu_need_runs_nothing_on_another_card(tmp_path):
     assert made == [] and "part 104 not run" in r.stdout, r.stdout[-2000:]
     r, made, _ = run_part(tmp_path / "h200", "104", GPU_NEED="H200")
     assert any(a[:2] == ["bench", "offline"] for a, _ in made), r.stdout[-2000:]
+
+
+def test_part_109_times_llama_and_qwen_decode_steps_kernel_by_kernel(tmp_path):
+    _, made, out = run_part(tmp_path, "109")
+    timelines = [a for a, _ in made if "--timeline-model" in a]
+    models = [a[a.index("--timeline-model") + 1] for a in timelines]
+    assert models == [".gpu/llama-3.1-8b", ".gpu/qwen3-14b"], made
+    assert all(a[a.index("--timeline-context") + 1] == "1024" for a in timelines), made
+    runner = [e for a, e in made if "--bench-model" in a]
+    assert runner and runner[0].get("MINISGL_BENCH_CONTEXT") == "1024", made
+    assert runner[0].get("MINISGL_BENCH_BATCHES") == "1,2,4,8,16,32,64", made
+    assert {"timeline-llama-3.1-8b.log", "timeline-qwen3-14b.log",
+            "gpu-check-bench-llama-3.1-8b-ctx1024.log"} <= archived_logs(out)
