@@ -261,6 +261,12 @@
 #             kernel against each kernel's floor at batch 1 / 4 / 16 / 64 and context
 #             1,024 (gpu-check's timeline), its graph steps at batch 1-64 at that
 #             context, then Qwen3-14B's timeline beside it while the call has time.
+#     part 110: the skinny kernel's weight limit (32 MiB) where part 109 (H100) found
+#             Llama-3.1-8B's o product (exactly 32 MiB) at 1.84x its floor at 4 rows
+#             against cuBLAS's ~1.5x on products of 50 MB: every product near the limit
+#             through each path with cold weights (copies past L2), plain and added into
+#             the residual, at 1-16 rows; then Llama-3.1-8B's graph step at batch 2-4,
+#             context 1,024, A/B with the limit at 16 MiB (MINISGL_GEMV_MAX_WEIGHT_MB=16).
 #     (part 108, sampling's settings in one upload (MINISGL_SAMPLE_PACK=1), ran at
 #             1f34f8c: checks green but 0.999x / 1.000x / 0.994x / 0.983x at batch
 #             1 / 8 / 64 / 256, no gain, so the switch was removed with the part:
@@ -1515,6 +1521,12 @@ device)
             MINISGL_BENCH_BATCHES=1,2,4,8,16,32,64 BENCH_TIMEOUT=150 bench_step llama-3.1-8b -ctx1024
         if [ "$SECONDS" -lt 330 ]; then timeline_of qwen3-14b $((560 - SECONDS)); fi
         pack_logs 109
+    elif [ "$part" = 110 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        MINISGL_BENCH_GEMV_ONLY=1 BENCH_TIMEOUT=200 bench_step qwen3-0.6b -gemv
+        grep -E "linear in graphs" "$out/gpu-check-bench-qwen3-0.6b-gemv.log" | tr ';' '\n'
+        MINISGL_BENCH_CONTEXT=1024 BENCH_TIMEOUT=200 runner_ab llama-3.1-8b -gemv16 2,3,4 MINISGL_GEMV_MAX_WEIGHT_MB=16
+        pack_logs 110
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate

@@ -173,3 +173,14 @@ def test_part_109_times_llama_and_qwen_decode_steps_kernel_by_kernel(tmp_path):
     assert runner[0].get("MINISGL_BENCH_BATCHES") == "1,2,4,8,16,32,64", made
     assert {"timeline-llama-3.1-8b.log", "timeline-qwen3-14b.log",
             "gpu-check-bench-llama-3.1-8b-ctx1024.log"} <= archived_logs(out)
+
+
+def test_part_110_benches_products_near_the_gemv_limit_then_the_llama_ab(tmp_path):
+    _, made, out = run_part(tmp_path, "110")
+    bench = [e for a, e in made if "--bench-model" in a]
+    assert bench[0].get("MINISGL_BENCH_GEMV_ONLY") == "1", made
+    ab = bench[1]
+    assert ab.get("MINISGL_BENCH_AB") == "MINISGL_GEMV_MAX_WEIGHT_MB=16", made
+    assert (ab.get("MINISGL_BENCH_CONTEXT"), ab.get("MINISGL_BENCH_BATCHES")) == ("1024", "2,3,4"), made
+    assert {"gpu-check-bench-qwen3-0.6b-gemv.log",
+            "gpu-check-bench-llama-3.1-8b-gemv16.log"} <= archived_logs(out)

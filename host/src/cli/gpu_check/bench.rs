@@ -672,33 +672,62 @@ fn gemm_algos(gpu: &CudaBackend, rep: &mut Report, hold_s: f64) -> Result<()> {
 fn gemv_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> Result<()> {
     let configured_limit = gpu.gemv_max_weight();
     gpu.set_gemv_max_weight(usize::MAX);
+    // Products of Qwen3-0.6B / 1.7B / 4B / 14B and Llama-3.1-8B around the skinny
+    // kernel's weight limit (GEMV_MAX_WEIGHT_BYTES, 32 MiB).
     for &(shape, n, k) in &[
         ("0.6B qkv", 4096usize, 1024usize),
         ("0.6B o", 1024, 2048),
         ("0.6B gate_up", 6144, 1024),
         ("0.6B down", 1024, 3072),
+        ("1.7B qkv", 4096, 2048),
+        ("4B o", 2560, 4096),
+        ("1.7B down", 2048, 6144),
+        ("4B qkv", 6144, 2560),
+        ("8B o", 4096, 4096),
         ("14B o", 5120, 5120),
         ("14B down", 5120, 17408),
     ] {
-        let w = gpu.upload(&[n, k], HostData::f32(&randn(rng, n * k, 0.05)))?;
-        let mut line = format!("linear in graphs {shape} n={n} k={k}:");
+        // A decode step streams every weight once, from memory: enough copies of the
+        // weight that one pass over them (a graph of one product each) overflows the
+        // L2 cache several times, so no product finds its weight there.
+        let copies = (256usize << 20).div_ceil(n * k * 2).clamp(2, 64);
+        // At least 16 products a graph, whole passes over the copies.
+        let iters = copies * 16usize.div_ceil(copies);
+        let data = randn(rng, n * k, 0.05);
+        let ws = (0..copies)
+            .map(|_| gpu.upload(&[n, k], HostData::f32(&data)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut line = format!(
+            "linear in graphs {shape} n={n} k={k} ({:.1} MB, {copies} copies, cold):",
+            (n * k * 2) as f64 / 1e6
+        );
         // 8-16 rows: the tensor-core build that MINISGL_GEMV_ROWS up to 16 would route.
-        for m in [1usize, 2, 4, 8, 12, 16] {
+        for m in [1usize, 2, 3, 4, 8, 16] {
             let x = gpu.upload(&[m, k], HostData::f32(&randn(rng, m * k, 1.0)))?;
-            let mut us = [0.0f64; 2];
+            let mut res = gpu.upload(&[m, n], HostData::f32(&vec![0.0; m * n]))?;
+            // (plain product, product added into the residual as o and down are) for
+            // the skinny kernel, then for cuBLAS.
+            let mut us = [[0.0f64; 2]; 2];
             for (i, rows) in [minisgl::backend::cuda::GEMV_MAX_ROWS, 0]
                 .into_iter()
                 .enumerate()
             {
                 gpu.set_gemv_rows(rows);
-                us[i] = gpu.time_in_graph(20, &mut || {
-                    gpu.linear(&x, &w, None)?;
+                let mut at = 0;
+                us[i][0] = gpu.time_in_graph(iters, &mut || {
+                    gpu.linear(&x, &ws[at % copies], None)?;
+                    at += 1;
+                    Ok(())
+                })?;
+                us[i][1] = gpu.time_in_graph(iters, &mut || {
+                    gpu.linear_add(&x, &ws[at % copies], None, &mut res)?;
+                    at += 1;
                     Ok(())
                 })?;
             }
             line.push_str(&format!(
-                " m={m} gemv {:.1} us / cuBLAS {:.1} us;",
-                us[0], us[1]
+                " m={m} gemv {:.1} / +residual {:.1} us, cuBLAS {:.1} / +residual {:.1} us;",
+                us[0][0], us[0][1], us[1][0], us[1][1]
             ));
         }
         gpu.set_gemv_rows(minisgl::backend::cuda::GEMV_ROWS_DEFAULT);
