@@ -62,7 +62,7 @@ impl Default for Kernels {
 
 impl Kernels {
     /// The fastest kernels this CPU runs, capped by the environment's
-    /// `MINISGL_CPU_KERNELS` (`scalar`, `avx2`; for comparisons).
+    /// `MINISGL_CPU_KERNELS` (`fastest`, `avx2`, `scalar`; for comparisons).
     pub fn detect() -> Self {
         let cap: Cap = crate::env::choice("MINISGL_CPU_KERNELS");
         if cap == Cap::Scalar {
