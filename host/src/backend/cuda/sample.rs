@@ -171,54 +171,34 @@ enum Field {
     Temperature,
 }
 
-/// One sampling setting's values, as the kernels take them.
-enum Values<'a> {
-    Seeds(&'a [u64]),
-    Ints(&'a [i32]),
-    Floats(&'a [f32]),
-}
-
-impl Values<'_> {
-    /// The values' bytes as 32-bit words, as the device reads them (a seed is two
-    /// words, low first).
-    fn words(&self) -> Vec<u32> {
-        match self {
-            Values::Seeds(s) => s
-                .iter()
-                .flat_map(|&x| [x as u32, (x >> 32) as u32])
-                .collect(),
-            Values::Ints(s) => s.iter().map(|&x| x as u32).collect(),
-            Values::Floats(s) => s.iter().map(|x| x.to_bits()).collect(),
-        }
-    }
-}
-
-/// A step's sampling settings in [`Field`] order: the per-row selection settings,
-/// then with `processing` process_logits' inputs. The one place that order is written.
-fn settings(p: &RowParams, processing: bool) -> Vec<Values<'_>> {
-    use Values::{Floats, Ints, Seeds};
+/// A step's sampling settings in [`Field`] order, each as the 32-bit words the device
+/// reads (a seed is two, low first: the host is little-endian, as the device is): the
+/// per-row selection settings, then with `processing` process_logits' inputs. The one
+/// place that order is written. The words are the vectors' own bytes, not a copy.
+fn settings(p: &RowParams, processing: bool) -> Vec<&[u32]> {
+    use bytemuck::cast_slice as words;
     let mut v = vec![
-        Seeds(&p.seed),
-        Ints(&p.truncate),
-        Ints(&p.top_k),
-        Floats(&p.top_p),
-        Floats(&p.min_p),
-        Ints(&p.seed_on),
+        words(&p.seed),
+        words(&p.truncate),
+        words(&p.top_k),
+        words(&p.top_p),
+        words(&p.min_p),
+        words(&p.seed_on),
     ];
     if processing {
         v.extend([
-            Ints(&p.pen_start),
-            Ints(&p.pen_tok),
-            Ints(&p.pen_cnt),
-            Floats(&p.rep),
-            Floats(&p.presence),
-            Floats(&p.frequency),
-            Ints(&p.bias_start),
-            Ints(&p.bias_tok),
-            Floats(&p.bias_val),
-            Ints(&p.allowed_start),
-            Ints(&p.allowed_tok),
-            Floats(&p.temperature),
+            words(&p.pen_start),
+            words(&p.pen_tok),
+            words(&p.pen_cnt),
+            words(&p.rep),
+            words(&p.presence),
+            words(&p.frequency),
+            words(&p.bias_start),
+            words(&p.bias_tok),
+            words(&p.bias_val),
+            words(&p.allowed_start),
+            words(&p.allowed_tok),
+            words(&p.temperature),
         ]);
     }
     v
@@ -366,11 +346,10 @@ impl CudaBackend {
         // have read them.
         let mut keep = Vec::new();
         let mut addr = Vec::new();
-        for v in settings(&p, any_processing) {
-            let w = v.words();
+        for w in settings(&p, any_processing) {
             // An empty list still gets a one-word buffer: a zero-size allocation has
             // no address to pass.
-            keep.push(st.clone_htod(if w.is_empty() { &[0][..] } else { &w })?);
+            keep.push(st.clone_htod(if w.is_empty() { &[0][..] } else { w })?);
             addr.push(self.ptr(keep.last().expect("just pushed")));
         }
         let f = |x: Field| Arg::U64(addr[x as usize]);
@@ -632,7 +611,7 @@ mod tests {
         p.pen_start[2] = 2;
         for processing in [false, true] {
             let list = super::settings(&p, processing);
-            let w = |f: Field| list[f as usize].words();
+            let w = |f: Field| list[f as usize].to_vec();
             let ints = |f: Field| w(f).into_iter().map(|x| x as i32).collect::<Vec<_>>();
             let floats = |f: Field| w(f).into_iter().map(f32::from_bits).collect::<Vec<_>>();
             // Seeds as the device reads a u64: little-endian word pairs.
