@@ -261,12 +261,14 @@
 #             kernel against each kernel's floor at batch 1 / 4 / 16 / 64 and context
 #             1,024 (gpu-check's timeline), its graph steps at batch 1-64 at that
 #             context, then Qwen3-14B's timeline beside it while the call has time.
-#     part 110: the skinny kernel's weight limit (32 MiB) where part 109 (H100) found
-#             Llama-3.1-8B's o product (exactly 32 MiB) at 1.84x its floor at 4 rows
-#             against cuBLAS's ~1.5x on products of 50 MB: every product near the limit
-#             through each path with cold weights (copies past L2), plain and added into
-#             the residual, at 1-16 rows; then Llama-3.1-8B's graph step at batch 2-4,
-#             context 1,024, A/B with the limit at 16 MiB (MINISGL_GEMV_MAX_WEIGHT_MB=16).
+#     part 110: the skinny kernel's weight limit (32 MiB, set from graph replays that
+#             found the weight in L2) with cold weights. Part 109 (H100) timed
+#             Llama-3.1-8B's o product (exactly 32 MiB) at 1.84x its floor through the
+#             kernel at 4 rows, but cuBLAS at 16 rows took the same ~20 us, so a gain is
+#             not expected there. Every product near the limit through each path (copies
+#             past L2), plain and added into the residual, at 1-16 rows; then
+#             Llama-3.1-8B's graph step at batch 2-4, context 1,024, A/B with the limit at
+#             16 MiB (MINISGL_GEMV_MAX_WEIGHT_MB=16). Not yet run.
 #     (part 108, sampling's settings in one upload (MINISGL_SAMPLE_PACK=1), ran at
 #             1f34f8c: checks green but 0.999x / 1.000x / 0.994x / 0.983x at batch
 #             1 / 8 / 64 / 256, no gain, so the switch was removed with the part:
