@@ -762,6 +762,41 @@ struct LcAttnArgs {
     float scale;
 };
 
+// Block blockIdx.x's segments of the stream (the same in every layer) and, for a layer
+// without and with the qkv phase, their count and chunks; the ring's mbarriers. One
+// thread runs it.
+__device__ __forceinline__ void lc_setup(LcSeg* segs, int* nseg_s, u32* nch_s, int h, int qd,
+                                         int inter, int nqkv, u32 full, u32 empty, int stages) {
+    const int b = blockIdx.x;
+    const int o0 = lc_split(h, b), o1 = lc_split(h, b + 1);
+    const int j0 = lc_split(inter, b), j1 = lc_split(inter, b + 1);
+    const int q0 = lc_split(nqkv, b), q1 = lc_split(nqkv, b + 1);
+    const int nj = j1 - j0;
+    int n = 0;
+    u32 chunks = 0;
+    auto add = [&](int phase, int row0, int r0, int r1, int k, int acc0) {
+        if (r1 > r0) {
+            const u32 bytes = (u32)((r1 - r0) * k * 2);
+            segs[n++] = LcSeg{(u32)(row0 + r0) * (u32)k, bytes, k, acc0, phase};
+            chunks += (bytes + LC_CHUNK - 1) / LC_CHUNK;
+        }
+    };
+    add(0, 0, o0, o1, qd, 0);
+    add(1, 0, j0, j1, h, 0);
+    add(1, inter, j0, j1, h, nj);
+    add(2, 0, o0, o1, inter, 0);
+    nseg_s[0] = n;
+    nch_s[0] = chunks;
+    add(3, 0, q0, q1, h, 0);
+    nseg_s[1] = n;
+    nch_s[1] = chunks;
+    for (int s = 0; s < stages; s++) {
+        mbar_init(full + s * 8, 32);
+        mbar_init(empty + s * 8, LC_WARPS);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
 // attn: [qd] bf16, the layer's attention output (GM = 0: one layer, layers[0]), or with
 // GM > 0 each of the n_layers layers runs its attention first (from a.qkv, then from
 // qkv_out: GM the group size rounded up to 2 or 4).
@@ -813,36 +848,8 @@ __device__ __forceinline__ void layer_chain_impl(
     // Without the attention the stream starts at once after a block barrier.
     constexpr bool split_roles = GM > 0;
     if constexpr (!multi) n_layers = 1;
-    if (threadIdx.x == (split_roles ? LC_CONSUMERS : 0)) {
-        int o0, o1, j0, j1, q0, q1;
-        rows(h, o0, o1);
-        rows(inter, j0, j1);
-        rows(nqkv, q0, q1);
-        const int nj = j1 - j0;
-        int n = 0;
-        u32 chunks = 0;
-        auto add = [&](int phase, int row0, int r0, int r1, int k, int acc0) {
-            if (r1 > r0) {
-                const u32 bytes = (u32)((r1 - r0) * k * 2);
-                segs[n++] = LcSeg{(u32)(row0 + r0) * (u32)k, bytes, k, acc0, phase};
-                chunks += (bytes + LC_CHUNK - 1) / LC_CHUNK;
-            }
-        };
-        add(0, 0, o0, o1, qd, 0);
-        add(1, 0, j0, j1, h, 0);
-        add(1, inter, j0, j1, h, nj);
-        add(2, 0, o0, o1, inter, 0);
-        nseg_s[0] = n;
-        nch_s[0] = chunks;
-        add(3, 0, q0, q1, h, 0);
-        nseg_s[1] = n;
-        nch_s[1] = chunks;
-        for (int s = 0; s < stages; s++) {
-            mbar_init(full + s * 8, 32);
-            mbar_init(empty + s * 8, LC_WARPS);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
+    if (threadIdx.x == (split_roles ? LC_CONSUMERS : 0))
+        lc_setup(segs, nseg_s, nch_s, h, qd, inter, nqkv, full, empty, stages);
     if constexpr (split_roles) {
         if (threadIdx.x >= LC_CONSUMERS) {
             // The table of layers into shared memory (after the mbarriers), while the
@@ -1055,3 +1062,191 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1) layer_chain_span_g2(
                               qd, inter, nqkv, eps, stages, xmax, acc_rows, region, window,
                               hold);
 }
+
+// ---- Several decode rows: layer_chain_r2 / _r3 / _r4 ----
+//
+// The products-only chain over R rows (R sequences' decode tokens): the same weight
+// stream and phases, each landed chunk multiplied into all R rows. Why: past one row the
+// layer's products are four launches again (gemv.cu's builds), each paying its launch,
+// its blocks' start-up and its tail above its bytes: ~7.5 µs a product under graphs, and
+// Llama-3.1-8B's graph steps of 2-64 rows at 1.31-1.35x their floor against the chain's
+// 1.14x at one row (part 109, 2026-12-05, an H100). x and the accumulators are R deep
+// (row r at x + r xmax and acc + r acc_rows). The products run on CUDA cores, each
+// piece's weights converted once for all R rows: a chunk of a row-major weight holds a
+// few whole rows, not the 16 x 16 tiles an mma takes, so the arithmetic grows with R,
+// which is one reason R stops at 4; the other is x, R rows of the widest input, which
+// the host's plan must fit beside at least the ring's minimum of stages.
+
+// lc_consume's loop at R rows (no trace points).
+template <int R>
+__device__ __forceinline__ void lc_consume_rows(const LcSeg* segs, int nseg, int phase, int& cs,
+                                                u32& used, const bf16_t* x, int xmax, float* acc,
+                                                int acc_rows, u32 full, u32 empty, int stages,
+                                                const unsigned char* ring_ptr) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const u32x4* x4 = reinterpret_cast<const u32x4*>(x);
+    const int xs = xmax / 8;
+    for (; cs < nseg && segs[cs].phase == phase; cs++) {
+        const LcSeg s = segs[cs];
+        for (u32 off = 0; off < s.bytes; off += LC_CHUNK) {
+            u32 n = min((u32)LC_CHUNK, s.bytes - off);
+            u32 stage = used % stages;
+            mbar_wait(full + stage * 8, (used / stages) & 1);
+            const u32x4* w4 = reinterpret_cast<const u32x4*>(ring_ptr + (size_t)stage * LC_CHUNK);
+            int pieces = n / 512;
+            int p0 = warp * pieces / LC_WARPS, p1 = (warp + 1) * pieces / LC_WARPS;
+            if (p0 < p1) {
+                u32 e = off / 2 + (u32)p0 * 256;
+                int row = e / s.k, col = e % s.k;
+                float part[R];
+#pragma unroll
+                for (int r = 0; r < R; r++) part[r] = 0.0f;
+                for (int p = p0; p < p1; p++) {
+                    const u32x4 wv = w4[p * 32 + lane];
+                    const float wf[8] = {bf_lo(wv.x), bf_hi(wv.x), bf_lo(wv.y), bf_hi(wv.y),
+                                         bf_lo(wv.z), bf_hi(wv.z), bf_lo(wv.w), bf_hi(wv.w)};
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        const u32x4 xv = x4[r * xs + (col >> 3) + lane];
+                        part[r] += bf_lo(xv.x) * wf[0] + bf_hi(xv.x) * wf[1] +
+                                   bf_lo(xv.y) * wf[2] + bf_hi(xv.y) * wf[3] +
+                                   bf_lo(xv.z) * wf[4] + bf_hi(xv.z) * wf[5] +
+                                   bf_lo(xv.w) * wf[6] + bf_hi(xv.w) * wf[7];
+                    }
+                    col += 256;
+                    if (col == s.k || p + 1 == p1) {
+#pragma unroll
+                        for (int r = 0; r < R; r++) {
+                            float d = warp_sum(part[r]);
+                            if (lane == 0) atomicAdd(acc + r * acc_rows + s.acc0 + row, d);
+                            part[r] = 0.0f;
+                        }
+                        col = col == s.k ? 0 : col;
+                        row++;
+                    }
+                }
+            }
+            used++;
+            __syncwarp();
+            if (lane == 0) mbar_arrive_if(empty + stage * 8, true);
+        }
+    }
+    lc_sync();
+}
+
+// layer_chain's arguments with every activation R rows deep: attn [R, qd], residual
+// [R, h] (in place), act [R, inter] scratch, qkv_out [R, nqkv]. The rounding is the
+// one-row chain's, row by row.
+template <int R>
+__device__ __forceinline__ void layer_chain_rows_impl(
+    const bf16_t* attn, const LcLayer& ly, bf16_t* residual, bf16_t* act, bf16_t* qkv_out,
+    u32* bar, int h, int qd, int inter, int nqkv, float eps, int stages, int xmax, int acc_rows,
+    int region, int window) {
+    extern __shared__ __align__(128) unsigned char lc_smem[];
+    __shared__ float scratch[32];
+    __shared__ LcSeg segs[LC_SEGS];
+    __shared__ int nseg_s[2];
+    __shared__ u32 nch_s[2];
+    __shared__ unsigned long long bar_target;
+    LcTrace tr(bar);
+    const int b = blockIdx.x;
+    bf16_t* x = reinterpret_cast<bf16_t*>(lc_smem + (size_t)stages * LC_CHUNK);
+    float* acc = reinterpret_cast<float*>(lc_smem + (size_t)stages * LC_CHUNK + (size_t)R * xmax * 2);
+    const u32 ring = smem_u32(lc_smem);
+    const u32 full = smem_u32(lc_smem + (size_t)stages * LC_CHUNK + region), empty = full + stages * 8;
+    if (threadIdx.x == 0) lc_setup(segs, nseg_s, nch_s, h, qd, inter, nqkv, full, empty, stages);
+    __syncthreads();  // the last barrier of the whole block: then the roles split
+    if (threadIdx.x >= LC_CONSUMERS) {
+        lc_produce(segs, nseg_s, nch_s, &ly, 1, false, 0, ring, full, empty, stages, window, tr);
+        return;
+    }
+    if (threadIdx.x == 0) bar_target = lc_bar_base(bar);
+    const unsigned char* ring_ptr = lc_smem;
+    u32 used = 0;
+    int cs = 0;
+    const int o0 = lc_split(h, b), o1 = lc_split(h, b + 1);
+    const int j0 = lc_split(inter, b), j1 = lc_split(inter, b + 1), nj = j1 - j0;
+    const int q0 = lc_split(nqkv, b), q1 = lc_split(nqkv, b + 1);
+    // residual[r] += bf16(acc + bias) on this block's rows of each row r (only this block
+    // writes them, so its own earlier writes are what it reads back).
+    auto add_rows = [&](const bf16_t* bias) {
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            for (int i = o0 + threadIdx.x; i < o1; i += LC_CONSUMERS) {
+                float bv = bias != nullptr ? bf2f(bias[i]) : 0.0f;
+                float o = bf2f(f2bf(acc[r * acc_rows + i - o0] + bv));
+                bf16_t* p = residual + (size_t)r * h + i;
+                *p = f2bf(bf2f(ld_cg_bf16(p)) + o);
+            }
+        }
+    };
+    auto norm_rows = [&](const bf16_t* w) {
+        const u32x4 w0 = lc_norm_w0(w, h);
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            lc_norm_x(x + (size_t)r * xmax, residual + (size_t)r * h, w, w0, h, eps, scratch);
+    };
+
+    // Phase 0: residual += bf16(attn · W_oᵀ + b_o).
+#pragma unroll
+    for (int r = 0; r < R; r++) lc_load_x(x + (size_t)r * xmax, attn + (size_t)r * qd, qd);
+    lc_zero(acc, R * acc_rows);
+    lc_consume_rows<R>(segs, nseg_s[1], 0, cs, used, x, xmax, acc, acc_rows, full, empty, stages,
+                       ring_ptr);
+    add_rows(ly.b_o);
+    lc_grid_sync(bar, bar_target);
+
+    // Phase 1: act = silu(gate) * up of the post-attention-normed residual.
+    norm_rows(ly.post_norm);
+    lc_zero(acc, R * acc_rows);
+    lc_consume_rows<R>(segs, nseg_s[1], 1, cs, used, x, xmax, acc, acc_rows, full, empty, stages,
+                       ring_ptr);
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        for (int j = threadIdx.x; j < nj; j += LC_CONSUMERS) {
+            float gt = bf2f(f2bf(acc[r * acc_rows + j])), up = bf2f(f2bf(acc[r * acc_rows + nj + j]));
+            act[(size_t)r * inter + j0 + j] = f2bf(silu(gt) * up);
+        }
+    }
+    lc_grid_sync(bar, bar_target);
+
+    // Phase 2: residual += bf16(act · W_downᵀ).
+#pragma unroll
+    for (int r = 0; r < R; r++) lc_load_x(x + (size_t)r * xmax, act + (size_t)r * inter, inter);
+    lc_zero(acc, R * acc_rows);
+    lc_consume_rows<R>(segs, nseg_s[1], 2, cs, used, x, xmax, acc, acc_rows, full, empty, stages,
+                       ring_ptr);
+    add_rows(nullptr);
+    if (ly.in_norm == nullptr) return;
+    lc_grid_sync(bar, bar_target);
+
+    // Phase 3: the next layer's qkv of its input-normed residual.
+    norm_rows(ly.in_norm);
+    lc_zero(acc, R * acc_rows);
+    lc_consume_rows<R>(segs, nseg_s[1], 3, cs, used, x, xmax, acc, acc_rows, full, empty, stages,
+                       ring_ptr);
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        for (int i = q0 + threadIdx.x; i < q1; i += LC_CONSUMERS) {
+            float bq = ly.b_qkv != nullptr ? bf2f(ly.b_qkv[i]) : 0.0f;
+            qkv_out[(size_t)r * nqkv + i] = f2bf(acc[r * acc_rows + i - q0] + bq);
+        }
+    }
+}
+
+// layer_chain's parameters, R rows deep (see layer_chain_rows_impl).
+#define LAYER_CHAIN_ROWS(R)                                                                      \
+    extern "C" __global__ void __launch_bounds__(LC_THREADS, 1) layer_chain_r##R(               \
+        const bf16_t* attn, const bf16_t* w_o, const bf16_t* b_o, bf16_t* residual,             \
+        const bf16_t* post_norm, const bf16_t* w_gate_up, const bf16_t* w_down, bf16_t* act,    \
+        const bf16_t* in_norm, const bf16_t* w_qkv, const bf16_t* b_qkv, bf16_t* qkv_out,       \
+        u32* bar, int h, int qd, int inter, int nqkv, float eps, int stages, int xmax,          \
+        int acc_rows, int region, int window) {                                                 \
+        const LcLayer one{w_o,   b_o,   post_norm, w_gate_up, w_down,  in_norm,                 \
+                          w_qkv, b_qkv, nullptr,   nullptr,   nullptr, nullptr};                \
+        layer_chain_rows_impl<R>(attn, one, residual, act, qkv_out, bar, h, qd, inter, nqkv,    \
+                                 eps, stages, xmax, acc_rows, region, window);                  \
+    }
+LAYER_CHAIN_ROWS(2)
+LAYER_CHAIN_ROWS(3)
+LAYER_CHAIN_ROWS(4)

@@ -269,6 +269,12 @@
 #             past L2), plain and added into the residual, at 1-16 rows; then
 #             Llama-3.1-8B's graph step at batch 2-4, context 1,024, A/B with the limit at
 #             16 MiB (MINISGL_GEMV_MAX_WEIGHT_MB=16). Not yet run.
+#     part 111: the products-only chain at 2-4 decode rows (layer_chain_r2..r4,
+#             MINISGL_CHAIN_ROWS=4; opt-in until this part): gpu-check's chain group (its
+#             rows checks against the CPU), the fixture models with it on, then the
+#             graph-step A/B against the separate products at batch 2-4, context 1,024:
+#             Qwen3-0.6B, Llama-3.1-8B, Qwen3-14B (whose plan takes 2 rows), then part
+#             110's cold-weight gemv bench while the call has time.
 #     (part 108, sampling's settings in one upload (MINISGL_SAMPLE_PACK=1), ran at
 #             1f34f8c: checks green but 0.999x / 1.000x / 0.994x / 0.983x at batch
 #             1 / 8 / 64 / 256, no gain, so the switch was removed with the part:
@@ -1529,6 +1535,23 @@ device)
         grep -E "linear in graphs" "$out/gpu-check-bench-qwen3-0.6b-gemv.log" | tr ';' '\n'
         MINISGL_BENCH_CONTEXT=1024 BENCH_TIMEOUT=200 runner_ab llama-3.1-8b -gemv16 2,3,4 MINISGL_GEMV_MAX_WEIGHT_MB=16
         pack_logs 110
+    elif [ "$part" = 111 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        chain_check "" rows
+        MINISGL_CHAIN_ROWS=4 check_models
+        for shape in qwen3-0.6b llama-3.1-8b qwen3-14b; do
+            if [ "$SECONDS" -lt 420 ]; then
+                MINISGL_BENCH_CONTEXT=1024 BENCH_TIMEOUT=$((590 - SECONDS)) \
+                    runner_ab $shape -rows 2,3,4 MINISGL_CHAIN_ROWS=4
+            else
+                echo "no time left for the $shape rows A/B (${SECONDS} s)"
+            fi
+        done
+        if [ "$SECONDS" -lt 470 ]; then
+            MINISGL_BENCH_GEMV_ONLY=1 BENCH_TIMEOUT=$((590 - SECONDS)) bench_step qwen3-0.6b -gemv
+            grep -E "linear in graphs" "$out/gpu-check-bench-qwen3-0.6b-gemv.log" | tr ';' '\n'
+        fi
+        pack_logs 111
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate

@@ -325,7 +325,17 @@ pub struct CudaOptions {
     /// in a launch of several layers (`MINISGL_CHAIN_HOLD`, default 0: none; see
     /// `lc_produce` in `kernels/layer_chain_sm90.cu` for what was measured).
     pub chain_hold: usize,
+    /// Most decode rows the products-only chain takes (`layer_chain_r2`..`_r4`;
+    /// `MINISGL_CHAIN_ROWS`, 1 to [`CHAIN_MAX_ROWS`], default [`CHAIN_ROWS_DEFAULT`]);
+    /// more rows run the separate products.
+    pub chain_rows: usize,
 }
+
+/// Most rows the products-only chain has a build for (`layer_chain_r4`).
+pub const CHAIN_MAX_ROWS: usize = 4;
+/// Default of [`CudaOptions::chain_rows`]: one row (the multi-row builds are opt-in until
+/// a device A/B shows them ahead of the separate products).
+pub const CHAIN_ROWS_DEFAULT: usize = 1;
 
 /// Kv heads the attention chain's per-head counters cover (`Device::chain_bar`;
 /// `LC_TICKETS` in the kernel).
@@ -439,6 +449,12 @@ impl Default for CudaOptions {
         );
         let chain_hold =
             crate::env::count("MINISGL_CHAIN_HOLD", 0, |n| n <= 1 << 20, "a chunk count");
+        let chain_rows = crate::env::count(
+            "MINISGL_CHAIN_ROWS",
+            CHAIN_ROWS_DEFAULT,
+            |n| (1..=CHAIN_MAX_ROWS).contains(&n),
+            "a row count from 1 to 4",
+        );
         CudaOptions {
             ordinal,
             attention,
@@ -467,6 +483,7 @@ impl Default for CudaOptions {
             chain_window,
             chain_span,
             chain_hold,
+            chain_rows,
         }
     }
 }
@@ -560,6 +577,9 @@ pub fn kernel_names(family: &str) -> Vec<String> {
             "layer_chain_attn_g2",
             "layer_chain_attn_g4",
             "layer_chain_span_g2",
+            "layer_chain_r2",
+            "layer_chain_r3",
+            "layer_chain_r4",
         ],
         "gemv" => {
             let base = [

@@ -228,6 +228,8 @@ pub struct CudaBackend {
     pub(crate) chain_span: usize,
     /// [`CudaOptions::chain_hold`].
     pub(crate) chain_hold: usize,
+    /// [`CudaOptions::chain_rows`] (checks and benchmarks set it).
+    pub(crate) chain_rows: std::cell::Cell<usize>,
     /// This device's rank when the model is split across GPUs
     /// ([`Backend::all_reduce`](super::Backend::all_reduce) goes through it).
     pub(crate) nccl: Option<nccl::NcclRank>,
@@ -262,6 +264,7 @@ impl CudaBackend {
             chain_window: opts.chain_window,
             chain_span: opts.chain_span.clamp(1, device::CHAIN_MAX_LAYERS),
             chain_hold: opts.chain_hold,
+            chain_rows: std::cell::Cell::new(opts.chain_rows.clamp(1, device::CHAIN_MAX_ROWS)),
             nccl: None,
         })
     }
@@ -310,6 +313,17 @@ impl CudaBackend {
     /// Whether `layer_chain` is allowed now.
     pub fn layer_chain_on(&self) -> bool {
         self.layer_chain.get()
+    }
+
+    /// Let the products-only chain take up to `rows` decode rows (1 to
+    /// [`device::CHAIN_MAX_ROWS`]); checks and benchmarks compare.
+    pub fn set_chain_rows(&self, rows: usize) {
+        self.chain_rows.set(rows.clamp(1, device::CHAIN_MAX_ROWS));
+    }
+
+    /// The most rows the products-only chain takes now.
+    pub fn chain_rows(&self) -> usize {
+        self.chain_rows.get()
     }
 
     /// Let the chain run the layer's attention too (`layer_chain_attn_g*`) where it

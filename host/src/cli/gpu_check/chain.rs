@@ -4,7 +4,8 @@
 //! and Qwen3-14B's widths, a Qwen2.5-1.5B-like layer with biases, a last layer (no
 //! qkv), and a width the kernel refuses. Then the same launch with the layer's
 //! attention in front (`layer_chain_attn_g*`) against the CPU's `qkv_attention` and the
-//! products, over paged caches of 1 to 2,000 rows, with the cached K/V compared too.
+//! products, over paged caches of 1 to 2,000 rows, with the cached K/V compared too; and
+//! the products-only chain at 2-4 decode rows (`layer_chain_r*`).
 
 use anyhow::Result;
 use rand::SeedableRng;
@@ -217,6 +218,7 @@ fn one_row<B: Backend>(b: &B) -> Result<(B::Kv, B::Step)> {
 
 pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Result<()> {
     products(cpu, gpu, seed, rep)?;
+    rows(cpu, gpu, seed, rep)?;
     attention(cpu, gpu, seed, rep)?;
     span(cpu, gpu, seed, rep)?;
     // Any LC_TRACE entry builds the trace in (the kernel tests #ifdef LC_TRACE).
@@ -279,6 +281,68 @@ fn products(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) ->
         );
     }
     Ok(())
+}
+
+/// The products-only chain at 2-4 decode rows (`layer_chain_r*`, allowed here whatever
+/// `MINISGL_CHAIN_ROWS` says) against the CPU's separate ops on the same rows. Each shape
+/// names the most rows its plan fits (x is R rows of the intermediate width): past that,
+/// and past 4, the chain must refuse and the separate products run.
+fn rows(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Result<()> {
+    let rng = &mut ChaCha8Rng::seed_from_u64(seed ^ 0x2d);
+    let (mut kv, step) = one_row(gpu)?;
+    let was = gpu.chain_rows();
+    gpu.set_chain_rows(4);
+    // (shape, the most rows it plans on 132 SMs)
+    let shapes: [(Shape, usize); 4] = [
+        ((1024, 2048, 3072, 4096, false, false), 4),
+        ((1024, 2048, 3072, 4096, false, true), 4),
+        ((1536, 1536, 8960, 2048, true, false), 4),
+        ((5120, 5120, 17408, 7168, false, false), 2),
+    ];
+    let sm90 = gpu.layer_chain_on() && gpu.dev.cc == (9, 0) && gpu.dev.num_sms == 132;
+    let out = (|| -> Result<()> {
+        for ((h, qd, inter, nqkv, bias, last), most) in shapes {
+            let layer = Layer::random(rng, cpu, gpu, h, qd, inter, nqkv, bias)?;
+            for m in 2..=5 {
+                let what = format!(
+                    "{m} rows, h={h} q={qd} inter={inter} qkv={nqkv} bias={bias} last={last}"
+                );
+                let attn = pair(rng, cpu, gpu, &[m, qd], 1.0)?;
+                let (mut rc, mut rg) = pair(rng, cpu, gpu, &[m, h], 1.0)?;
+                layer.cpu_products(cpu, &attn.0, &mut rc)?;
+                let qkv_c = (!last).then(|| layer.cpu_next_qkv(cpu, &rc)).transpose()?;
+                let chain = layer.chain(ChainInput::Attn(&attn.1), last);
+                let ran = run_against(
+                    cpu,
+                    gpu,
+                    rep,
+                    ("layer_chain rows", &what),
+                    sm90 && m <= most,
+                    &chain,
+                    (&mut kv, &step),
+                    &mut rg,
+                    (&rc, qkv_c.as_ref()),
+                )?;
+                if !ran {
+                    continue;
+                }
+                // Once more on the same rows: the barrier's count must be back at a
+                // multiple of the grid.
+                gpu.layer_chain(&chain, &mut kv, &step, &mut rg)?;
+                layer.cpu_products(cpu, &attn.0, &mut rc)?;
+                rep.check(
+                    "layer_chain rows",
+                    format!("{what} residual after one more launch"),
+                    &gpu.to_host(&rg)?,
+                    &cpu.to_host(&rc)?,
+                    2e-2,
+                );
+            }
+        }
+        Ok(())
+    })();
+    gpu.set_chain_rows(was);
+    out
 }
 
 fn attn_params<'a, T>(

@@ -57,14 +57,15 @@ pub(crate) struct ChainLayers([[u64; LAYER_PTRS]; CHAIN_MAX_LAYERS]);
 // LC_MAX_LAYERS = CHAIN_MAX_LAYERS layers), passed by value.
 unsafe impl DeviceRepr for ChainLayers {}
 
-/// The launch's shape: (h, qd, inter, nqkv) from the weights, and with the attention
-/// in front its GQA group (query heads a kv head; 0 without).
+/// The launch's shape: (h, qd, inter, nqkv) from the weights, with the attention in
+/// front its GQA group (query heads a kv head; 0 without), and the decode rows.
 struct Dims {
     h: usize,
     qd: usize,
     inter: usize,
     nqkv: usize,
     group: usize,
+    rows: usize,
 }
 
 /// The kernel's shared-memory plan for `d` on `sms` blocks.
@@ -74,8 +75,8 @@ struct Plan {
     xmax: usize,
     /// The accumulators' floats (the most rows of a product a block owns).
     acc: usize,
-    /// Bytes between the ring and the mbarriers: x and the accumulators, or the
-    /// attention's scratch where that is larger.
+    /// Bytes between the ring and the mbarriers: x and the accumulators (a copy of each
+    /// a row), or the attention's scratch where that is larger.
     region: usize,
     bytes: usize,
     /// Chunks in flight a block (0: the whole ring), unless the options say otherwise.
@@ -93,7 +94,9 @@ fn plan(d: &Dims, sms: usize) -> Option<Plan> {
     // lc_attention's q (G x 128 f32) and each consumer warp's partial per head (128
     // values, a max and a sum).
     let att = d.group * ATT_HD * 4 + WARPS * d.group * (ATT_HD + 2) * 4;
-    let region = (xmax * 2 + acc * 4).max(att).next_multiple_of(16);
+    let region = ((xmax * 2 + acc * 4) * d.rows)
+        .max(att)
+        .next_multiple_of(16);
     // With the attention, the kernel's copy of its table of layers after the mbarriers.
     let table = if d.group > 0 {
         std::mem::size_of::<ChainLayers>()
@@ -133,6 +136,17 @@ fn bf16_1d(t: &CudaTensor, n: usize) -> bool {
 /// groups run the separate attention: the running state of 6 or 8 heads spilled, and
 /// Qwen3-14B's group of 5 measured 1.016x slower than the separate attention
 /// (2026-12-04, docs/results/gpu-2026-12-04-chain-attn.md).
+/// The products-only kernel for `rows` decode rows.
+fn rows_kernel(rows: usize) -> Option<&'static str> {
+    match rows {
+        1 => Some("layer_chain"),
+        2 => Some("layer_chain_r2"),
+        3 => Some("layer_chain_r3"),
+        4 => Some("layer_chain_r4"),
+        _ => None,
+    }
+}
+
 fn attn_kernel(group: usize) -> Option<&'static str> {
     match group {
         1..=2 => Some("layer_chain_attn_g2"),
@@ -251,9 +265,19 @@ impl CudaBackend {
         if !self.layer_chain.get() || self.dev.kernels.get("layer_chain").is_err() {
             return None;
         }
-        let (1, h) = bf16_2d(residual)? else {
-            return None;
+        let (rows, h) = bf16_2d(residual)?;
+        // Past one row only the products-only chain, up to the rows allowed now.
+        let rows_ok = match &c.input {
+            ChainInput::Attn(_) => {
+                rows == 1
+                    || (rows <= self.chain_rows.get()
+                        && self.dev.kernels.get(rows_kernel(rows)?).is_ok())
+            }
+            _ => rows == 1,
         };
+        if !rows_ok {
+            return None;
+        }
         let (ho, qd) = bf16_2d(c.w_o)?;
         let (gu, hg) = bf16_2d(c.w_gate_up)?;
         let (hd, inter) = bf16_2d(c.w_down)?;
@@ -266,7 +290,7 @@ impl CudaBackend {
             None => 0,
         };
         let group = match &c.input {
-            ChainInput::Attn(a) => (bf16_2d(a) == Some((1, qd))).then_some(0)?,
+            ChainInput::Attn(a) => (bf16_2d(a) == Some((rows, qd))).then_some(0)?,
             ChainInput::Qkv { qkv, layer, params } => {
                 let g = self.chain_attn_group(Some(qkv), *layer, params, kv, step)?;
                 (params.q_heads * ATT_HD == qd).then_some(g)?
@@ -294,6 +318,7 @@ impl CudaBackend {
             inter,
             nqkv,
             group,
+            rows,
         };
         let p = plan(&d, self.dev.num_sms)?;
         (shapes && widths).then_some((d, p))
@@ -327,17 +352,17 @@ impl CudaBackend {
         }
         let last = &chains[chains.len() - 1];
         let sms = self.dev.num_sms;
-        let act = self.new_bf16(1, d.inter)?;
+        let act = self.new_bf16(d.rows, d.inter)?;
         // Each layer's next qkv; past the first layer also the input of the next.
         let qkv_out = match chains.len() > 1 || c.next.is_some() {
-            true => Some(self.new_bf16(1, d.nqkv)?),
+            true => Some(self.new_bf16(d.rows, d.nqkv)?),
             false => None,
         };
         let weights = d.h * d.qd + 3 * d.h * d.inter + d.nqkv * d.h;
         let layers = chains.len();
         let cost = |kv_bytes: usize, flops: usize| {
             let bytes = layers * (weights * 2 + kv_bytes);
-            let flops = layers * (2 * weights + flops);
+            let flops = layers * (2 * weights * d.rows + flops);
             crate::backend::cuda::timeline::cost(bytes as f64, flops as f64);
         };
         let opt = |t: Option<&CudaTensor>| -> Result<u64, BackendError> {
@@ -431,7 +456,8 @@ impl CudaBackend {
             let mut args = vec![Arg::U64(self.bf16_ptr(a, "layer_chain")?)];
             args.extend(one);
             cost(0, 0);
-            self.launch("layer_chain", lc, &args)?;
+            let name = rows_kernel(d.rows).expect("chain_plan checked the rows");
+            self.launch(name, lc, &args)?;
             return Ok(qkv_out);
         };
         let l = kv.layout;
@@ -575,6 +601,7 @@ mod tests {
             inter,
             nqkv,
             group,
+            rows: 1,
         };
         for (d, stages) in [
             (dims(1024, 2048, 3072, 4096, 0), 6),
@@ -597,5 +624,36 @@ mod tests {
         }
         // An intermediate width whose x alone takes the shared memory: no plan.
         assert!(plan(&dims(4096, 4096, 110_592, 6144, 0), 132).is_none());
+    }
+
+    #[test]
+    fn rows_take_x_and_the_accumulators_once_each() {
+        // The most rows each shape plans with at least MIN_STAGES stages on 132 SMs:
+        // x is R rows of the intermediate width, so the widest MLPs take fewest.
+        let most = |h, qd, inter, nqkv| {
+            (1..=4)
+                .take_while(|&rows| {
+                    let d = Dims {
+                        h,
+                        qd,
+                        inter,
+                        nqkv,
+                        group: 0,
+                        rows,
+                    };
+                    plan(&d, 132).is_some_and(|p| {
+                        assert!(p.bytes <= LAYER_CHAIN_MAX_SMEM);
+                        assert!(p.region >= rows * (p.xmax * 2 + p.acc * 4));
+                        true
+                    })
+                })
+                .last()
+                .unwrap_or(0)
+        };
+        assert_eq!(most(1024, 2048, 3072, 4096), 4, "Qwen3-0.6B");
+        assert_eq!(most(4096, 4096, 14336, 6144), 3, "Llama-3.1-8B");
+        assert_eq!(most(5120, 5120, 17408, 7168), 2, "Qwen3-14B");
+        assert_eq!(super::rows_kernel(4), Some("layer_chain_r4"));
+        assert_eq!(super::rows_kernel(5), None);
     }
 }
