@@ -285,19 +285,21 @@ fn products(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) ->
 
 /// The products-only chain at 2-4 decode rows (`layer_chain_r*`, allowed here whatever
 /// `MINISGL_CHAIN_ROWS` says) against the CPU's separate ops on the same rows. Each shape
-/// names the most rows its plan fits (x is R rows of the intermediate width): past that,
-/// and past 4, the chain must refuse and the separate products run.
+/// names the most rows its plan fits (x is R rows of the intermediate width; Qwen3-14B's
+/// 4 rows leave the ring 2 stages): past that, and past 4, the chain must refuse and the
+/// separate products run. A fifth shape's x fits no second row.
 fn rows(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Result<()> {
     let rng = &mut ChaCha8Rng::seed_from_u64(seed ^ 0x2d);
     let (mut kv, step) = one_row(gpu)?;
     let was = gpu.chain_rows();
     gpu.set_chain_rows(4);
     // (shape, the most rows it plans on 132 SMs)
-    let shapes: [(Shape, usize); 4] = [
+    let shapes: [(Shape, usize); 5] = [
         ((1024, 2048, 3072, 4096, false, false), 4),
         ((1024, 2048, 3072, 4096, false, true), 4),
         ((1536, 1536, 8960, 2048, true, false), 4),
-        ((5120, 5120, 17408, 7168, false, false), 2),
+        ((5120, 5120, 17408, 7168, false, false), 4),
+        ((1024, 1024, 45056, 1024, false, false), 1),
     ];
     let sm90 = gpu.layer_chain_on() && gpu.dev.cc == (9, 0) && gpu.dev.num_sms == 132;
     let out = (|| -> Result<()> {

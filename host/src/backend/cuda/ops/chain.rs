@@ -26,6 +26,11 @@ const THREADS: u32 = 544;
 const WARPS: usize = 16;
 /// Fewest ring stages worth launching with: fewer would leave too little in flight.
 const MIN_STAGES: usize = 4;
+/// Fewest stages past one row, where x takes R rows of the widest input (Qwen3-14B at 4
+/// rows: 139 KB of x, 2 stages). 64 KB in flight a block is ~2 µs of its share of the
+/// copy rate, about one DRAM round trip under load; whether it keeps up is what part 111
+/// measures (Qwen3-14B at 3 and 4 rows, Llama-3.1-8B at 4, against 4+ stages elsewhere).
+const MIN_STAGES_ROWS: usize = 2;
 /// Most stages: 6 x 32 KB keeps ~25 MB in flight over 132 SMs, past the copy rate's
 /// need; more only takes shared memory.
 const MAX_STAGES: usize = 6;
@@ -111,7 +116,12 @@ fn plan(d: &Dims, sms: usize) -> Option<Plan> {
     } else {
         0
     };
-    (stages >= MIN_STAGES).then_some(Plan {
+    let min = if d.rows > 1 {
+        MIN_STAGES_ROWS
+    } else {
+        MIN_STAGES
+    };
+    (stages >= min).then_some(Plan {
         stages,
         xmax,
         acc,
@@ -628,11 +638,11 @@ mod tests {
 
     #[test]
     fn rows_take_x_and_the_accumulators_once_each() {
-        // The most rows each shape plans with at least MIN_STAGES stages on 132 SMs:
-        // x is R rows of the intermediate width, so the widest MLPs take fewest.
-        let most = |h, qd, inter, nqkv| {
-            (1..=4)
-                .take_while(|&rows| {
+        // The stages each shape plans at 1-4 rows on 132 SMs (0: none): x is R rows of
+        // the intermediate width, so the widest MLPs keep fewest.
+        let stages = |h, qd, inter, nqkv| {
+            (1..=5)
+                .map(|rows| {
                     let d = Dims {
                         h,
                         qd,
@@ -641,18 +651,39 @@ mod tests {
                         group: 0,
                         rows,
                     };
-                    plan(&d, 132).is_some_and(|p| {
+                    plan(&d, 132).map_or(0, |p| {
                         assert!(p.bytes <= LAYER_CHAIN_MAX_SMEM);
                         assert!(p.region >= rows * (p.xmax * 2 + p.acc * 4));
-                        true
+                        p.stages
                     })
                 })
-                .last()
-                .unwrap_or(0)
+                .collect::<Vec<_>>()
         };
-        assert_eq!(most(1024, 2048, 3072, 4096), 4, "Qwen3-0.6B");
-        assert_eq!(most(4096, 4096, 14336, 6144), 3, "Llama-3.1-8B");
-        assert_eq!(most(5120, 5120, 17408, 7168), 2, "Qwen3-14B");
+        assert_eq!(
+            stages(1024, 2048, 3072, 4096),
+            [6, 6, 6, 6, 6],
+            "Qwen3-0.6B"
+        );
+        assert_eq!(
+            stages(4096, 4096, 14336, 6144),
+            [6, 5, 4, 3, 2],
+            "Llama-3.1-8B"
+        );
+        assert_eq!(
+            stages(5120, 5120, 17408, 7168),
+            [5, 4, 3, 2, 0],
+            "Qwen3-14B"
+        );
+        // An intermediate width whose two rows of x leave one stage: no plan.
+        let d = Dims {
+            h: 4096,
+            qd: 4096,
+            inter: 45056,
+            nqkv: 6144,
+            group: 0,
+            rows: 2,
+        };
+        assert!(plan(&d, 132).is_none());
         assert_eq!(super::rows_kernel(4), Some("layer_chain_r4"));
         assert_eq!(super::rows_kernel(5), None);
     }
