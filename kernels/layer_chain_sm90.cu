@@ -193,6 +193,35 @@ __device__ __forceinline__ void lc_load_x(bf16_t* x, const bf16_t* src, int n) {
     for (int i = threadIdx.x; i < n / 8; i += LC_CONSUMERS) x4[i] = ld_cg(s4 + i);
 }
 
+// This thread's sum of squares over its vectors of x ([n] in shared memory), in order.
+__device__ __forceinline__ float lc_sumsq(const u32x4* x4, int n) {
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < n / 8; i += LC_CONSUMERS) {
+        u32x4 v = x4[i];
+        u32 w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            float a = bf_lo(w[j]), b = bf_hi(w[j]);
+            ss += a * a + b * b;
+        }
+    }
+    return ss;
+}
+
+// x = bf16(x * inv * w) over this thread's vectors (w0: its first 8 weights).
+__device__ __forceinline__ void lc_scale_x(u32x4* x4, const bf16_t* weight, u32x4 w0, float inv,
+                                           int n) {
+    const u32x4* w4 = reinterpret_cast<const u32x4*>(weight);
+    for (int i = threadIdx.x; i < n / 8; i += LC_CONSUMERS) {
+        u32x4 v = x4[i], g = i == (int)threadIdx.x ? w0 : w4[i];
+        u32 w[4] = {v.x, v.y, v.z, v.w}, gw[4] = {g.x, g.y, g.z, g.w}, o[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            o[j] = pack_bf16x2(bf_lo(w[j]) * inv * bf_lo(gw[j]), bf_hi(w[j]) * inv * bf_hi(gw[j]));
+        x4[i] = u32x4{o[0], o[1], o[2], o[3]};
+    }
+}
+
 // x = bf16(r * rsqrt(mean(r^2) + eps) * w), r the residual ([n], read through L2): the math
 // of gemv.cu's gemv_norm_row, written out over the consumer threads (the measured SASS).
 // w0: this thread's first 8 weights (element 8 threadIdx.x on), loaded by the caller
@@ -204,26 +233,8 @@ __device__ __forceinline__ void lc_norm_x(bf16_t* x, const bf16_t* residual,
     lc_load_x(x, residual, n);
     lc_sync();
     u32x4* x4 = reinterpret_cast<u32x4*>(x);
-    const u32x4* w4 = reinterpret_cast<const u32x4*>(weight);
-    float ss = 0.0f;
-    for (int i = threadIdx.x; i < n / 8; i += LC_CONSUMERS) {
-        u32x4 v = x4[i];
-        u32 w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            float a = bf_lo(w[j]), b = bf_hi(w[j]);
-            ss += a * a + b * b;
-        }
-    }
-    float inv = rsqrtf(lc_block_sum(ss, scratch) / (float)n + eps);
-    for (int i = threadIdx.x; i < n / 8; i += LC_CONSUMERS) {
-        u32x4 v = x4[i], g = i == (int)threadIdx.x ? w0 : w4[i];
-        u32 w[4] = {v.x, v.y, v.z, v.w}, gw[4] = {g.x, g.y, g.z, g.w}, o[4];
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-            o[j] = pack_bf16x2(bf_lo(w[j]) * inv * bf_lo(gw[j]), bf_hi(w[j]) * inv * bf_hi(gw[j]));
-        x4[i] = u32x4{o[0], o[1], o[2], o[3]};
-    }
+    float inv = rsqrtf(lc_block_sum(lc_sumsq(x4, n), scratch) / (float)n + eps);
+    lc_scale_x(x4, weight, w0, inv, n);
 }
 
 // This thread's w0 for lc_norm_x (zeros past the weight).
@@ -1146,23 +1157,10 @@ __device__ __forceinline__ void lc_norm_rows(bf16_t* x, int xmax, const bf16_t* 
 #pragma unroll
     for (int r = 0; r < R; r++) lc_load_x(x + (size_t)r * xmax, residual + (size_t)r * n, n);
     lc_sync();
-    const u32x4* w4 = reinterpret_cast<const u32x4*>(weight);
     float ss[R];
 #pragma unroll
-    for (int r = 0; r < R; r++) {
-        const u32x4* x4 = reinterpret_cast<const u32x4*>(x + (size_t)r * xmax);
-        ss[r] = 0.0f;
-        for (int i = threadIdx.x; i < n / 8; i += LC_CONSUMERS) {
-            u32x4 v = x4[i];
-            u32 w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                float a = bf_lo(w[j]), b = bf_hi(w[j]);
-                ss[r] += a * a + b * b;
-            }
-        }
-        ss[r] = warp_sum(ss[r]);
-    }
+    for (int r = 0; r < R; r++)
+        ss[r] = warp_sum(lc_sumsq(reinterpret_cast<const u32x4*>(x + (size_t)r * xmax), n));
     if (lane == 0) {
 #pragma unroll
         for (int r = 0; r < R; r++) red[warp * R + r] = ss[r];
@@ -1172,15 +1170,7 @@ __device__ __forceinline__ void lc_norm_rows(bf16_t* x, int xmax, const bf16_t* 
     for (int r = 0; r < R; r++) {
         const float inv =
             rsqrtf(warp_sum(lane < LC_WARPS ? red[lane * R + r] : 0.0f) / (float)n + eps);
-        u32x4* x4 = reinterpret_cast<u32x4*>(x + (size_t)r * xmax);
-        for (int i = threadIdx.x; i < n / 8; i += LC_CONSUMERS) {
-            u32x4 v = x4[i], g = i == (int)threadIdx.x ? w0 : w4[i];
-            u32 w[4] = {v.x, v.y, v.z, v.w}, gw[4] = {g.x, g.y, g.z, g.w}, o[4];
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-                o[j] = pack_bf16x2(bf_lo(w[j]) * inv * bf_lo(gw[j]), bf_hi(w[j]) * inv * bf_hi(gw[j]));
-            x4[i] = u32x4{o[0], o[1], o[2], o[3]};
-        }
+        lc_scale_x(reinterpret_cast<u32x4*>(x + (size_t)r * xmax), weight, w0, inv, n);
     }
 }
 

@@ -268,19 +268,58 @@ fn products(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) ->
         }
         // Twice more on the same residuals: the grid barrier's counters must come back
         // to their start.
-        for _ in 0..2 {
-            gpu.layer_chain(&chain, &mut kv, &step, &mut rg)?;
-            layer.cpu_products(cpu, &attn.0, &mut rc)?;
-        }
-        rep.check(
-            "layer_chain",
-            format!("{what} residual after two more launches"),
-            &gpu.to_host(&rg)?,
-            &cpu.to_host(&rc)?,
-            2e-2,
-        );
+        let again = Again(cpu, gpu, &layer, &chain, &attn.0);
+        again.run(
+            rep,
+            ("layer_chain", &what),
+            2,
+            (&mut kv, &step),
+            &mut rg,
+            &mut rc,
+        )?;
     }
     Ok(())
+}
+
+/// A chain that ran once, with the reference's inputs, to launch again on the same
+/// residuals.
+struct Again<'a>(
+    &'a CpuBackend,
+    &'a CudaBackend,
+    &'a Layer,
+    &'a LayerChain<'a, GpuT>,
+    &'a CpuT,
+);
+
+impl Again<'_> {
+    /// `times` more launches on the same residuals, and the CPU's products as often;
+    /// then the residuals compared.
+    fn run(
+        &self,
+        rep: &mut Report,
+        (group, what): (&'static str, &str),
+        times: usize,
+        (kv, step): (
+            &mut <CudaBackend as Backend>::Kv,
+            &<CudaBackend as Backend>::Step,
+        ),
+        rg: &mut GpuT,
+        rc: &mut CpuT,
+    ) -> Result<()> {
+        let Again(cpu, gpu, layer, chain, attn) = *self;
+        for _ in 0..times {
+            gpu.layer_chain(chain, kv, step, rg)?;
+            layer.cpu_products(cpu, attn, rc)?;
+        }
+        rep.check(
+            group,
+            format!("{what} residual after {times} more launches"),
+            &gpu.to_host(rg)?,
+            &cpu.to_host(rc)?,
+            2e-2,
+        );
+        Ok(())
+    }
 }
 
 /// The products-only chain at 2-4 decode rows (`layer_chain_r*`, allowed here whatever
@@ -330,15 +369,9 @@ fn rows(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Res
                 }
                 // Once more on the same rows: the barrier's count must be back at a
                 // multiple of the grid.
-                gpu.layer_chain(&chain, &mut kv, &step, &mut rg)?;
-                layer.cpu_products(cpu, &attn.0, &mut rc)?;
-                rep.check(
-                    "layer_chain rows",
-                    format!("{what} residual after one more launch"),
-                    &gpu.to_host(&rg)?,
-                    &cpu.to_host(&rc)?,
-                    2e-2,
-                );
+                let again = Again(cpu, gpu, &layer, &chain, &attn.0);
+                let group = ("layer_chain rows", what.as_str());
+                again.run(rep, group, 1, (&mut kv, &step), &mut rg, &mut rc)?;
             }
         }
         Ok(())
