@@ -1145,6 +1145,22 @@ __device__ __forceinline__ void lc_consume_rows(const LcSeg* segs, int nseg, int
     lc_sync();
 }
 
+// lc_load_x of R rows (row r: src + r n into x + r xmax), each thread's loads of all R
+// rows issued before any of them is stored, so that the rows cost one L2 round trip. The
+// first build loaded row after row (and read each epilogue's residual row after row):
+// its r4 ran the 0.6B step 1.28x slower than the separate products where r2 was 1.04x
+// faster (part 111, 2026-12-06, an H100), and R round trips a load were the suspect.
+template <int R>
+__device__ __forceinline__ void lc_load_rows(bf16_t* x, int xmax, const bf16_t* src, int n) {
+    for (int i = threadIdx.x; i < n / 8; i += LC_CONSUMERS) {
+        u32x4 v[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) v[r] = ld_cg(reinterpret_cast<const u32x4*>(src + (size_t)r * n) + i);
+#pragma unroll
+        for (int r = 0; r < R; r++) reinterpret_cast<u32x4*>(x + (size_t)r * xmax)[i] = v[r];
+    }
+}
+
 // lc_norm_x on R rows at once (row r: x + r xmax from residual + r n): every row's loads
 // go out before one consumer barrier, and one pair of barriers sums all R rows' squares
 // (red: LC_WARPS x R floats), so R rows cost one L2 round trip and one block reduction
@@ -1154,8 +1170,7 @@ __device__ __forceinline__ void lc_norm_rows(bf16_t* x, int xmax, const bf16_t* 
                                              const bf16_t* weight, u32x4 w0, int n, float eps,
                                              float* red) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-    for (int r = 0; r < R; r++) lc_load_x(x + (size_t)r * xmax, residual + (size_t)r * n, n);
+    lc_load_rows<R>(x, xmax, residual, n);
     lc_sync();
     float ss[R];
 #pragma unroll
@@ -1207,16 +1222,25 @@ __device__ __forceinline__ void layer_chain_rows_impl(
     const int o0 = lc_split(h, b), o1 = lc_split(h, b + 1);
     const int j0 = lc_split(inter, b), j1 = lc_split(inter, b + 1), nj = j1 - j0;
     const int q0 = lc_split(nqkv, b), q1 = lc_split(nqkv, b + 1);
-    // residual[r] += bf16(acc + bias) on this block's rows of each row r (only this block
-    // writes them, so its own earlier writes are what it reads back).
+    // residual[r] += bf16(acc + bias) on this block's outputs [o0, o1) of each row r.
+    // Only this block writes them, so it keeps them: thread t's output o0 + t of every
+    // row (all of them while o1 - o0 <= LC_CONSUMERS, every shape here) lives in `keep`
+    // from its one load at the start, and any further output is read back with all R
+    // rows' loads in flight at once.
+    const int mine = o0 + threadIdx.x;
+    float keep[R];
     auto add_rows = [&](const bf16_t* bias) {
+        for (int i = mine; i < o1; i += LC_CONSUMERS) {
+            const float bv = bias != nullptr ? bf2f(bias[i]) : 0.0f;
+            float prev[R];
 #pragma unroll
-        for (int r = 0; r < R; r++) {
-            for (int i = o0 + threadIdx.x; i < o1; i += LC_CONSUMERS) {
-                float bv = bias != nullptr ? bf2f(bias[i]) : 0.0f;
-                float o = bf2f(f2bf(acc[r * acc_rows + i - o0] + bv));
-                bf16_t* p = residual + (size_t)r * h + i;
-                *p = f2bf(bf2f(ld_cg_bf16(p)) + o);
+            for (int r = 0; r < R; r++)
+                prev[r] = i == mine ? keep[r] : bf2f(ld_cg_bf16(residual + (size_t)r * h + i));
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const bf16_t nv = f2bf(prev[r] + bf2f(f2bf(acc[r * acc_rows + i - o0] + bv)));
+                residual[(size_t)r * h + i] = nv;
+                if (i == mine) keep[r] = bf2f(nv);
             }
         }
     };
@@ -1231,10 +1255,14 @@ __device__ __forceinline__ void layer_chain_rows_impl(
     for (int phase = 0; phase < phases; phase++) {
         if (phase > 0) lc_grid_sync(bar, bar_target);
         if (phase == 0 || phase == 2) {
-            const bf16_t* src = phase == 0 ? attn : act;
-            const int k = phase == 0 ? qd : inter;
+            lc_load_rows<R>(x, xmax, phase == 0 ? attn : act, phase == 0 ? qd : inter);
+            // After x's loads, as the one-row chain's early loads: a warp's loads complete
+            // in order, and issued first they would hold x's behind them.
+            if (phase == 0) {
 #pragma unroll
-            for (int r = 0; r < R; r++) lc_load_x(x + (size_t)r * xmax, src + (size_t)r * k, k);
+                for (int r = 0; r < R; r++)
+                    keep[r] = mine < o1 ? bf2f(ld_cg_bf16(residual + (size_t)r * h + mine)) : 0.0f;
+            }
         } else {
             const bf16_t* w = phase == 1 ? ly.post_norm : ly.in_norm;
             lc_norm_rows<R>(x, xmax, residual, w, lc_norm_w0(w, h), h, eps, red);
@@ -1245,21 +1273,20 @@ __device__ __forceinline__ void layer_chain_rows_impl(
         if (phase == 0 || phase == 2) {
             add_rows(phase == 0 ? ly.b_o : nullptr);
         } else if (phase == 1) {
+            for (int j = threadIdx.x; j < nj; j += LC_CONSUMERS) {
 #pragma unroll
-            for (int r = 0; r < R; r++) {
-                for (int j = threadIdx.x; j < nj; j += LC_CONSUMERS) {
+                for (int r = 0; r < R; r++) {
                     float gt = bf2f(f2bf(acc[r * acc_rows + j]));
                     float up = bf2f(f2bf(acc[r * acc_rows + nj + j]));
                     act[(size_t)r * inter + j0 + j] = f2bf(silu(gt) * up);
                 }
             }
         } else {
+            for (int i = q0 + threadIdx.x; i < q1; i += LC_CONSUMERS) {
+                const float bq = ly.b_qkv != nullptr ? bf2f(ly.b_qkv[i]) : 0.0f;
 #pragma unroll
-            for (int r = 0; r < R; r++) {
-                for (int i = q0 + threadIdx.x; i < q1; i += LC_CONSUMERS) {
-                    float bq = ly.b_qkv != nullptr ? bf2f(ly.b_qkv[i]) : 0.0f;
+                for (int r = 0; r < R; r++)
                     qkv_out[(size_t)r * nqkv + i] = f2bf(acc[r * acc_rows + i - q0] + bq);
-                }
             }
         }
     }

@@ -260,8 +260,21 @@ fn runner_steps(bench_model: Option<&Path>, rates: &Rates, rep: &mut Report) -> 
             })?,
             Err(_) => 256,
         };
+        let batches: Vec<usize> = match std::env::var("MINISGL_BENCH_BATCHES") {
+            Ok(v) => v
+                .split(',')
+                .map(|b| b.trim().parse())
+                .collect::<Result<_, _>>()
+                .with_context(|| {
+                    format!("MINISGL_BENCH_BATCHES must list batch sizes, got {v:?}")
+                })?,
+            Err(_) => vec![1, 4, 8, 64, 256],
+        };
         let (steps, ps) = (16usize, 16u32);
-        let pages = ((prompt + steps + 2).div_ceil(16) * 256) as u32 + 1;
+        // KV for the largest batch timed only: two runners of Llama-3.1-8B with KV for 256
+        // sequences at context 1,024 (35 GB each) ran an H100 out of memory (2026-12-06).
+        let most = batches.iter().copied().max().unwrap_or(1).max(1);
+        let pages = ((prompt + steps + 2).div_ceil(16) * most) as u32 + 1;
         let c = &lm.config;
         // A decode step reads every weight once and each sequence's KV once.
         let kv_per_token = (c.kv_elems_per_token() * 2) as f64;
@@ -317,16 +330,6 @@ fn runner_steps(bench_model: Option<&Path>, rates: &Rates, rep: &mut Report) -> 
             weight_bytes(c) / 1e9,
             rates.copy_tbps()
         ));
-        let batches: Vec<usize> = match std::env::var("MINISGL_BENCH_BATCHES") {
-            Ok(v) => v
-                .split(',')
-                .map(|b| b.trim().parse())
-                .collect::<Result<_, _>>()
-                .with_context(|| {
-                    format!("MINISGL_BENCH_BATCHES must list batch sizes, got {v:?}")
-                })?,
-            Err(_) => vec![1, 4, 8, 64, 256],
-        };
         for &batch in &batches {
             let tps_e = match eager.as_mut() {
                 Some(r) => {
