@@ -273,8 +273,11 @@
 #             MINISGL_CHAIN_ROWS=4; opt-in until this part): gpu-check's chain group (its
 #             rows checks against the CPU), the fixture models with it on, then the
 #             graph-step A/B against the separate products at batch 2-4, context 1,024:
-#             Qwen3-0.6B, Llama-3.1-8B, Qwen3-14B (whose plan takes 2 rows), then part
-#             110's cold-weight gemv bench while the call has time.
+#             Qwen3-0.6B, Llama-3.1-8B, Qwen3-14B (3-4 rows with 2-3 ring stages); and
+#             every op check first, with two-row products of 2,560+ outputs through the
+#             tensor-core gemv (MINISGL_GEMV_TC_TWO, default on), A/B'd against the scalar
+#             build at batch 2 (0.6B, then Llama-3.1-8B while the call has time). Call 1
+#             (862c321) ran the rows checks, the 0.6B A/B and part 110's gemv bench.
 #     (part 108, sampling's settings in one upload (MINISGL_SAMPLE_PACK=1), ran at
 #             1f34f8c: checks green but 0.999x / 1.000x / 0.994x / 0.983x at batch
 #             1 / 8 / 64 / 256, no gain, so the switch was removed with the part:
@@ -1537,20 +1540,31 @@ device)
         pack_logs 110
     elif [ "$part" = 111 ]; then
         rm "$out/env.log"  # already printed by the tee above
+        check_ops --skip-bench
         chain_check "" rows
         MINISGL_CHAIN_ROWS=4 check_models
-        for shape in qwen3-0.6b llama-3.1-8b qwen3-14b; do
+        rows_ab() {  # SHAPE: the rows chain against the separate products
             if [ "$SECONDS" -lt 420 ]; then
                 MINISGL_BENCH_CONTEXT=1024 BENCH_TIMEOUT=$((590 - SECONDS)) \
-                    runner_ab $shape -rows 2,3,4 MINISGL_CHAIN_ROWS=4
+                    runner_ab $1 -rows 2,3,4 MINISGL_CHAIN_ROWS=4
             else
-                echo "no time left for the $shape rows A/B (${SECONDS} s)"
+                echo "no time left for the $1 rows A/B (${SECONDS} s)"
             fi
-        done
-        if [ "$SECONDS" -lt 470 ]; then
-            MINISGL_BENCH_GEMV_ONLY=1 BENCH_TIMEOUT=$((590 - SECONDS)) bench_step qwen3-0.6b -gemv
-            grep -E "linear in graphs" "$out/gpu-check-bench-qwen3-0.6b-gemv.log" | tr ';' '\n'
-        fi
+        }
+        tc_two_ab() {  # SHAPE: two-row products through the tensor-core gemv or the scalar one
+            if [ "$SECONDS" -lt "$2" ]; then
+                MINISGL_BENCH_CONTEXT=1024 BENCH_TIMEOUT=$((590 - SECONDS)) \
+                    runner_ab $1 -tc2 2 MINISGL_GEMV_TC_TWO=0
+            else
+                echo "no time left for the $1 two-row gemv A/B (${SECONDS} s)"
+            fi
+        }
+        rows_ab qwen3-0.6b
+        tc_two_ab qwen3-0.6b 420
+        rows_ab llama-3.1-8b
+        rows_ab qwen3-14b
+        tc_two_ab llama-3.1-8b 480
+        gzip_ops_log
         pack_logs 111
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):

@@ -189,15 +189,21 @@ def test_part_110_benches_products_near_the_gemv_limit_then_the_llama_ab(tmp_pat
 def test_part_111_checks_the_rows_chain_then_ab_tests_it_on_three_shapes(tmp_path):
     _, made, out = run_part(tmp_path, "111")
     gpu_check = [(a, e) for a, e in made if a[:1] == ["gpu-check"]]
-    assert "--chain-only" in gpu_check[0][0], made
+    assert "--chain-only" in gpu_check[1][0], made
     models = [e for a, e in gpu_check if "--model" in a]
     assert models and models[0].get("MINISGL_CHAIN_ROWS") == "4", made
     ab = [(a[a.index("--bench-model") + 1], e) for a, e in gpu_check
-          if "--bench-model" in a and "MINISGL_BENCH_AB" in e]
+          if e.get("MINISGL_BENCH_AB") == "MINISGL_CHAIN_ROWS=4"]
     assert [m for m, _ in ab] == [".gpu/qwen3-0.6b", ".gpu/llama-3.1-8b", ".gpu/qwen3-14b"], made
     for _, e in ab:
         assert e["MINISGL_BENCH_AB"] == "MINISGL_CHAIN_ROWS=4", e
         assert (e.get("MINISGL_BENCH_CONTEXT"), e.get("MINISGL_BENCH_BATCHES")) == ("1024", "2,3,4"), e
-    assert any(e.get("MINISGL_BENCH_GEMV_ONLY") == "1" for _, e in gpu_check), made
-    assert {"gpu-check-chain-rows.log", "gpu-check-models.log",
-            "gpu-check-bench-qwen3-14b-rows.log"} <= archived_logs(out)
+    assert all(e["MINISGL_BENCH_AB"] == "MINISGL_CHAIN_ROWS=4" for _, e in ab)
+    ops = [a for a, _ in gpu_check if "--skip-models" in a and "--skip-engine" in a]
+    assert ops and gpu_check[0][0] == ops[0], made
+    tc2 = [a[a.index("--bench-model") + 1] for a, e in gpu_check
+           if e.get("MINISGL_BENCH_AB") == "MINISGL_GEMV_TC_TWO=0"]
+    assert tc2 == [".gpu/qwen3-0.6b", ".gpu/llama-3.1-8b"], made
+    assert {"gpu-check-ops.log.gz", "gpu-check-chain-rows.log", "gpu-check-models.log",
+            "gpu-check-bench-qwen3-14b-rows.log",
+            "gpu-check-bench-llama-3.1-8b-tc2.log"} <= archived_logs(out)

@@ -281,6 +281,9 @@ pub struct CudaOptions {
     /// Skinny products of 3+ rows use the tensor-core gemv build where k allows (sm_80+;
     /// on unless `MINISGL_GEMV_TC=0`).
     pub gemv_tc: bool,
+    /// The tensor-core gemv build at two rows too, for products of at least 2,560 outputs
+    /// (`MINISGL_GEMV_TC_TWO`, default on; see `GEMV_TC_TWO_ROWS_MIN_COLS`).
+    pub gemv_tc_two: bool,
     /// Heads a warp of the fused q/k norm + RoPE + K/V store takes (1, 2 or 4;
     /// `MINISGL_ROPE_HEADS`, default 0 = by the launch's size, see `rope_heads_per_warp`).
     pub rope_heads: usize,
@@ -403,6 +406,7 @@ impl Default for CudaOptions {
         );
         let norm_prologue = crate::env::flag("MINISGL_NORM_PROLOGUE", true);
         let gemv_tc = crate::env::flag("MINISGL_GEMV_TC", true);
+        let gemv_tc_two = crate::env::flag("MINISGL_GEMV_TC_TWO", true);
         let decode_rope: DecodeRope = crate::env::choice("MINISGL_DECODE_ROPE");
         let rope_heads = crate::env::count(
             "MINISGL_ROPE_HEADS",
@@ -470,6 +474,7 @@ impl Default for CudaOptions {
             gemv_rows,
             norm_prologue,
             gemv_tc,
+            gemv_tc_two,
             rope_heads,
             decode_rope,
             decode_order,

@@ -194,6 +194,8 @@ pub struct CudaBackend {
     /// Whether skinny products of 3+ rows take the tensor-core build
     /// ([`CudaOptions::gemv_tc`]; benchmarks and checks compare).
     pub(crate) gemv_tc: std::cell::Cell<bool>,
+    /// [`CudaOptions::gemv_tc_two`].
+    pub(crate) gemv_tc_two: std::cell::Cell<bool>,
     /// Heads a warp of `qkv_rope_store_hd*` takes, 0 = by the launch's size
     /// ([`CudaOptions::rope_heads`]; checks run every count).
     pub(crate) rope_heads: std::cell::Cell<usize>,
@@ -252,6 +254,7 @@ impl CudaBackend {
             gemv_max_weight: std::cell::Cell::new(opts.gemv_max_weight),
             norm_prologue: std::cell::Cell::new(opts.norm_prologue),
             gemv_tc: std::cell::Cell::new(opts.gemv_tc),
+            gemv_tc_two: std::cell::Cell::new(opts.gemv_tc_two),
             rope_heads: std::cell::Cell::new(opts.rope_heads),
             decode_rope: std::cell::Cell::new(opts.decode_rope),
             decode_order: std::cell::Cell::new(opts.decode_order),

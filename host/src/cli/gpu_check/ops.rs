@@ -107,6 +107,7 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
     gpu.set_gemv_max_weight(usize::MAX);
     for &(m, n, k, bias) in &[
         (1usize, 1024usize, 1024usize, false),
+        (2, 4096, 1024, true),
         (37, 3072, 1024, true),
         (256, 2048, 576, false),
         (7, 896, 4864, true),

@@ -29,6 +29,17 @@ pub const GEMV_MAX_WEIGHT_BYTES: usize = 32 << 20;
 /// batch-2 step was not measured.
 const GEMV_TC_MIN_ROWS: usize = 3;
 
+/// Fewest output columns for which the tensor-core build takes two rows too
+/// ([`CudaOptions::gemv_tc_two`](crate::backend::cuda::CudaOptions::gemv_tc_two)). Timed in
+/// graphs with weights past L2 on an H100 (2026-12-06, part 111 call 1,
+/// docs/results/gpu-2026-12-06-rows.md), scalar against tensor-core build at two rows:
+/// 1,024 columns 4.6 against 5.6 µs (0.6B o) and 5.8 against 7.4 (0.6B down); 2,048
+/// columns 15.0 against 15.0 (1.7B down); 2,560 and more the tensor-core build by 12-25%
+/// (4B o 15.3 against 12.6, 0.6B qkv 6.6 against 5.8, gate_up 9.7 against 7.5, Llama-3.1-8B
+/// o 21.7 against 16.4). (The tensor-core figures are its three-row times; its cost grows
+/// little with the rows.)
+const GEMV_TC_TWO_ROWS_MIN_COLS: usize = 2560;
+
 /// Most shared memory (bytes) the norm prologue of `gemv_norm_*` takes for its rows
 /// and the norm weight: under the 48 KB a launch gets without opting in.
 const NORM_PROLOGUE_SMEM: usize = 32 * 1024;
@@ -194,13 +205,24 @@ impl CudaBackend {
             && n <= GEMV_MAX_COLS
             && n * k * 2 <= self.gemv_max_weight.get()
             && k.is_multiple_of(8)
-            && self.gemv_kernel("gemv_bf16", m, k).is_some()
+            && self.gemv_kernel("gemv_bf16", m, n, k).is_some()
     }
 
-    /// The build of gemv product `base` for `m` rows over `k` here: see [`gemv_build`].
-    fn gemv_kernel(&self, base: &'static str, m: usize, k: usize) -> Option<&'static str> {
-        let tc_ok = self.gemv_tc.get() && self.dev.cc.0 >= 8;
-        gemv_build(base, m, k, tc_ok, |name| self.dev.kernels.has(name))
+    /// The build of gemv product `base` for `m` rows of `cols` outputs over `k` here: see
+    /// [`gemv_build`].
+    fn gemv_kernel(
+        &self,
+        base: &'static str,
+        m: usize,
+        cols: usize,
+        k: usize,
+    ) -> Option<&'static str> {
+        let tc = match self.gemv_tc.get() && self.dev.cc.0 >= 8 {
+            false => Tc::Off,
+            true if self.gemv_tc_two.get() => Tc::FromTwoRows,
+            true => Tc::On,
+        };
+        gemv_build(base, m, cols, k, tc, |name| self.dev.kernels.has(name))
     }
 
     /// How many warps share one unit's reduction (1, 2, 4 or 8) when `kernel` computes
@@ -239,7 +261,7 @@ impl CudaBackend {
     ) -> Result<(&'static str, LaunchConfig, i32), BackendError> {
         // The callers asked use_gemv / norm_in_prologue first, which answer from the
         // same builds: a miss here is a routing bug, refused rather than launched.
-        let kernel = self.gemv_kernel(base, m, k).ok_or_else(|| {
+        let kernel = self.gemv_kernel(base, m, cols, k).ok_or_else(|| {
             BackendError::Unsupported(format!("{base}: no build takes m={m} rows of k={k}"))
         })?;
         // A warp's unit: one column over 16-byte chunks of k, at least one a lane; or
@@ -381,8 +403,8 @@ impl CudaBackend {
             && k.is_multiple_of(8)
             && (m + 1) * k * 2 <= NORM_PROLOGUE_SMEM
             && matches!(residual.buf, Buf::Bf16(_))
-            && self.gemv_kernel("gemv_norm_bf16", m, k).is_some()
-            && self.gemv_kernel("gemv_norm_silu", m, k).is_some()
+            && self.gemv_kernel("gemv_norm_bf16", m, 0, k).is_some()
+            && self.gemv_kernel("gemv_norm_silu", m, 0, k).is_some()
             && !consumers.is_empty()
             && consumers.iter().all(|w| match w.shape.as_slice() {
                 &[n, kw] => kw == k && self.use_gemv(m, n, k),
@@ -537,18 +559,29 @@ impl CudaBackend {
     }
 }
 
+/// Where the tensor-core gemv build may run: not at all (before sm_80, or turned off),
+/// from [`GEMV_TC_MIN_ROWS`] rows, or also at two rows of at least
+/// [`GEMV_TC_TWO_ROWS_MIN_COLS`] columns.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Tc {
+    Off,
+    On,
+    FromTwoRows,
+}
+
 /// The build of gemv product `base` (`gemv_bf16`, `gemv_f32`, `gemv_silu`,
-/// `gemv_residual`, `gemv_norm_bf16`, `gemv_norm_silu`) that takes `m` rows over `k`, if
-/// one was loaded (`has`): `_m1` (fewer registers, more blocks an SM) for one row; from
-/// [`GEMV_TC_MIN_ROWS`] rows where `tc` (sm_80+, not turned off) and k is a multiple of
+/// `gemv_residual`, `gemv_norm_bf16`, `gemv_norm_silu`) that takes `m` rows of `cols`
+/// outputs over `k`, if one was loaded (`has`): `_m1` (fewer registers, more blocks an
+/// SM) for one row; where `tc` allows it for the rows and columns and k is a multiple of
 /// 32, the tensor-core build `_tc` (whose cost grows little with the rows) to
 /// [`GEMV_MAX_ROWS`]; else the scalar build, unrolled for up to [`GEMV_SIMT_MAX_ROWS`]
 /// rows.
 fn gemv_build(
     base: &'static str,
     m: usize,
+    cols: usize,
     k: usize,
-    tc: bool,
+    tc: Tc,
     has: impl Fn(&str) -> bool,
 ) -> Option<&'static str> {
     macro_rules! builds {
@@ -567,10 +600,15 @@ fn gemv_build(
     };
     let built = |name: &'static str| has(name).then_some(name);
     let scalar = || (m <= GEMV_SIMT_MAX_ROWS).then(|| built(simt)).flatten();
+    let tc_rows = match tc {
+        Tc::Off => false,
+        Tc::On => m >= GEMV_TC_MIN_ROWS,
+        Tc::FromTwoRows => m >= GEMV_TC_MIN_ROWS || (m == 2 && cols >= GEMV_TC_TWO_ROWS_MIN_COLS),
+    };
     match m {
         0 => None,
         1 => built(m1),
-        _ if m >= GEMV_TC_MIN_ROWS && tc && k.is_multiple_of(32) => (m <= GEMV_MAX_ROWS)
+        _ if tc_rows && k.is_multiple_of(32) => (m <= GEMV_MAX_ROWS)
             .then(|| built(tc16))
             .flatten()
             .or_else(scalar),
@@ -580,7 +618,7 @@ fn gemv_build(
 
 #[cfg(test)]
 mod tests {
-    use super::gemv_build;
+    use super::{gemv_build, Tc, GEMV_TC_TWO_ROWS_MIN_COLS};
 
     /// The names `kernels/gemv.cu` defines, as the loader lists them.
     fn loaded(name: &str) -> bool {
@@ -591,7 +629,7 @@ mod tests {
 
     #[test]
     fn each_row_count_takes_the_build_made_for_it() {
-        let pick = |base, m, k| gemv_build(base, m, k, true, loaded);
+        let pick = |base, m, k| gemv_build(base, m, 1024, k, Tc::FromTwoRows, loaded);
         assert_eq!(pick("gemv_bf16", 0, 1024), None);
         assert_eq!(pick("gemv_bf16", 1, 1024), Some("gemv_bf16_m1"));
         assert_eq!(pick("gemv_bf16", 2, 1024), Some("gemv_bf16"));
@@ -607,27 +645,39 @@ mod tests {
         assert_eq!(pick("gemv_norm_bf16", 16, 1024), Some("gemv_norm_bf16_tc"));
         assert_eq!(pick("gemv_norm_silu", 17, 1024), None);
         assert_eq!(pick("gemv_unknown", 4, 1024), None);
+        // Two rows: the tensor-core build from GEMV_TC_TWO_ROWS_MIN_COLS columns, where
+        // turned on; k must still be a multiple of 32.
+        let two = |cols, k, tc| gemv_build("gemv_silu", 2, cols, k, tc, loaded);
+        let wide = GEMV_TC_TWO_ROWS_MIN_COLS;
+        assert_eq!(two(wide, 1024, Tc::FromTwoRows), Some("gemv_silu_tc"));
+        assert_eq!(two(wide - 1, 1024, Tc::FromTwoRows), Some("gemv_silu"));
+        assert_eq!(two(wide, 1000, Tc::FromTwoRows), Some("gemv_silu"));
+        assert_eq!(two(wide, 1024, Tc::On), Some("gemv_silu"));
+        assert_eq!(two(wide, 1024, Tc::Off), Some("gemv_silu"));
     }
 
     #[test]
     fn without_tensor_cores_only_the_scalar_builds_serve() {
         // k not a multiple of 32, or tensor cores off: the scalar build to 8 rows.
         assert_eq!(
-            gemv_build("gemv_bf16", 8, 1000, true, loaded),
+            gemv_build("gemv_bf16", 8, 1024, 1000, Tc::On, loaded),
             Some("gemv_bf16")
         );
-        assert_eq!(gemv_build("gemv_bf16", 9, 1000, true, loaded), None);
+        assert_eq!(gemv_build("gemv_bf16", 9, 1024, 1000, Tc::On, loaded), None);
         assert_eq!(
-            gemv_build("gemv_bf16", 5, 1024, false, loaded),
+            gemv_build("gemv_bf16", 5, 1024, 1024, Tc::Off, loaded),
             Some("gemv_bf16")
         );
-        assert_eq!(gemv_build("gemv_bf16", 24, 1024, false, loaded), None);
+        assert_eq!(
+            gemv_build("gemv_bf16", 24, 1024, 1024, Tc::Off, loaded),
+            None
+        );
         // A tensor-core build that failed to load falls back where the scalar one fits.
         let no_tc = |n: &str| loaded(n) && !n.ends_with("_tc");
         assert_eq!(
-            gemv_build("gemv_bf16", 6, 1024, true, no_tc),
+            gemv_build("gemv_bf16", 6, 1024, 1024, Tc::On, no_tc),
             Some("gemv_bf16")
         );
-        assert_eq!(gemv_build("gemv_bf16", 12, 1024, true, no_tc), None);
+        assert_eq!(gemv_build("gemv_bf16", 12, 1024, 1024, Tc::On, no_tc), None);
     }
 }
