@@ -1074,7 +1074,7 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1) layer_chain_span_g2(
                               hold);
 }
 
-// ---- Several decode rows: layer_chain_r2 / _r3 / _r4 ----
+// ---- Two decode rows: layer_chain_r2 ----
 //
 // The products-only chain over R rows (R sequences' decode tokens): the same weight
 // stream and phases, each landed chunk multiplied into all R rows. Why: past one row the
@@ -1084,9 +1084,14 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1) layer_chain_span_g2(
 // 1.14x at one row (part 109, 2026-12-05, an H100). x and the accumulators are R deep
 // (row r at x + r xmax and acc + r acc_rows). The products run on CUDA cores, each
 // piece's weights converted once for all R rows: a chunk of a row-major weight holds a
-// few whole rows, not the 16 x 16 tiles an mma takes, so the arithmetic grows with R,
-// which is one reason R stops at 4; the other is x, R rows of the widest input, which
-// the host's plan must fit beside at least the ring's minimum of stages.
+// few whole rows, not the 16 x 16 tiles an mma takes, so the arithmetic grows with R.
+// Measured (part 111, 2026-12-06, an H100, graph steps at context 1,024 against the
+// separate products, medians of 7 alternating rounds): two rows 1.050x faster at
+// Qwen3-0.6B, 1.060x at Llama-3.1-8B, 1.055x at Qwen3-14B; four rows (r4, also serving
+// batch 3 through the graphs' padding) 0.905x, 0.785x and 0.794x, with 6, 3 and 2 ring
+// stages: slower everywhere, the small model included, where the ring was full, so the
+// consumers' arithmetic rather than the stages bounded it. The r3 and r4 builds were
+// removed; the template keeps R general.
 
 // lc_consume's loop at R rows (no trace points).
 template <int R>
@@ -1149,7 +1154,8 @@ __device__ __forceinline__ void lc_consume_rows(const LcSeg* segs, int nseg, int
 // rows issued before any of them is stored, so that the rows cost one L2 round trip. The
 // first build loaded row after row (and read each epilogue's residual row after row):
 // its r4 ran the 0.6B step 1.28x slower than the separate products where r2 was 1.04x
-// faster (part 111, 2026-12-06, an H100), and R round trips a load were the suspect.
+// faster (part 111 call 1, 2026-12-06, an H100); loads together, 0.905x and 1.050x
+// (call 2).
 template <int R>
 __device__ __forceinline__ void lc_load_rows(bf16_t* x, int xmax, const bf16_t* src, int n) {
     for (int i = threadIdx.x; i < n / 8; i += LC_CONSUMERS) {
@@ -1246,7 +1252,7 @@ __device__ __forceinline__ void layer_chain_rows_impl(
     };
 
     // The four phases as one loop, so that the consumer loop is inlined once: four
-    // inlined copies made the r4 build 175 KB of machine code (one: 101 KB).
+    // inlined copies made the (since removed) r4 build 175 KB of machine code (one: 101 KB).
     // 0: residual += bf16(attn · W_oᵀ + b_o); 1: act = silu(gate) * up of the
     // post-attention-normed residual; 2: residual += bf16(act · W_downᵀ); 3: the next
     // layer's qkv of its input-normed residual (none after the model's last layer).
@@ -1306,5 +1312,3 @@ __device__ __forceinline__ void layer_chain_rows_impl(
                                  eps, stages, xmax, acc_rows, region, window);                  \
     }
 LAYER_CHAIN_ROWS(2)
-LAYER_CHAIN_ROWS(3)
-LAYER_CHAIN_ROWS(4)

@@ -277,7 +277,13 @@
 #             every op check first, with two-row products of 2,560+ outputs through the
 #             tensor-core gemv (MINISGL_GEMV_TC_TWO, default on), A/B'd against the scalar
 #             build at batch 2 (0.6B, then Llama-3.1-8B while the call has time). Call 1
-#             (862c321) ran the rows checks, the 0.6B A/B and part 110's gemv bench.
+#             (862c321) ran the rows checks, the 0.6B A/B and part 110's gemv bench; call 2
+#             (72e3fb1) all of it: two rows won on every shape, four lost on every shape,
+#             so the r3 / r4 builds went and two rows became the default (part 112).
+#     part 112: the two-row chain as the default (MINISGL_CHAIN_ROWS=2): the chain checks,
+#             the fixture models and engine (the random Qwen3-0.6B at one, two and three
+#             sequences), the 0.6B decode steps at batch 1-256, context 256, A/B against
+#             MINISGL_CHAIN_ROWS=1, and the 0.6B default workload.
 #     (part 108, sampling's settings in one upload (MINISGL_SAMPLE_PACK=1), ran at
 #             1f34f8c: checks green but 0.999x / 1.000x / 0.994x / 0.983x at batch
 #             1 / 8 / 64 / 256, no gain, so the switch was removed with the part:
@@ -1566,6 +1572,13 @@ device)
         tc_two_ab llama-3.1-8b 480
         gzip_ops_log
         pack_logs 111
+    elif [ "$part" = 112 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        chain_check "" rows2
+        check_models_engine 200
+        runner_ab qwen3-0.6b -rows1 1,2,4,8,64,256 MINISGL_CHAIN_ROWS=1
+        OFFLINE_TIMEOUT=$((590 - SECONDS)) offline_default qwen3-0.6b
+        pack_logs 112
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate

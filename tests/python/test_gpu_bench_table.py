@@ -207,3 +207,15 @@ def test_part_111_checks_the_rows_chain_then_ab_tests_it_on_three_shapes(tmp_pat
     assert {"gpu-check-ops.log.gz", "gpu-check-chain-rows.log", "gpu-check-models.log",
             "gpu-check-bench-qwen3-14b-rows.log",
             "gpu-check-bench-llama-3.1-8b-tc2.log"} <= archived_logs(out)
+
+
+def test_part_112_checks_the_two_row_default_and_ab_tests_it_against_one_row(tmp_path):
+    _, made, out = run_part(tmp_path, "112")
+    gpu_check = [(a, e) for a, e in made if a[:1] == ["gpu-check"]]
+    assert "--chain-only" in gpu_check[0][0], made
+    assert any("--model" in a and "--skip-engine" not in a for a, _ in gpu_check), made
+    ab = [e for a, e in gpu_check if "--bench-model" in a]
+    assert ab and ab[0].get("MINISGL_BENCH_AB") == "MINISGL_CHAIN_ROWS=1", made
+    assert any(a[:2] == ["bench", "offline"] for a, _ in made), made
+    assert {"gpu-check-chain-rows2.log", "gpu-check-models-engine.log",
+            "offline-qwen3-0.6b.log"} <= archived_logs(out)

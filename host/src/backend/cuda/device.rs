@@ -328,17 +328,20 @@ pub struct CudaOptions {
     /// in a launch of several layers (`MINISGL_CHAIN_HOLD`, default 0: none; see
     /// `lc_produce` in `kernels/layer_chain_sm90.cu` for what was measured).
     pub chain_hold: usize,
-    /// Most decode rows the products-only chain takes (`layer_chain_r2`..`_r4`;
+    /// Most decode rows the products-only chain takes (`layer_chain_r2`;
     /// `MINISGL_CHAIN_ROWS`, 1 to [`CHAIN_MAX_ROWS`], default [`CHAIN_ROWS_DEFAULT`]);
     /// more rows run the separate products.
     pub chain_rows: usize,
 }
 
-/// Most rows the products-only chain has a build for (`layer_chain_r4`).
-pub const CHAIN_MAX_ROWS: usize = 4;
-/// Default of [`CudaOptions::chain_rows`]: one row (the multi-row builds are opt-in until
-/// a device A/B shows them ahead of the separate products).
-pub const CHAIN_ROWS_DEFAULT: usize = 1;
+/// Most rows the products-only chain has a build for (`layer_chain_r2`; the r3 / r4
+/// builds lost to the separate products and were removed, see the kernel).
+pub const CHAIN_MAX_ROWS: usize = 2;
+/// Default of [`CudaOptions::chain_rows`]: two rows. Graph steps at batch 2, context
+/// 1,024, against the separate products (part 111, 2026-12-06, an H100): Qwen3-0.6B
+/// 1.050x, Llama-3.1-8B 1.060x, Qwen3-14B 1.055x faster
+/// (docs/results/gpu-2026-12-06-rows.md).
+pub const CHAIN_ROWS_DEFAULT: usize = 2;
 
 /// Kv heads the attention chain's per-head counters cover (`Device::chain_bar`;
 /// `LC_TICKETS` in the kernel).
@@ -457,7 +460,7 @@ impl Default for CudaOptions {
             "MINISGL_CHAIN_ROWS",
             CHAIN_ROWS_DEFAULT,
             |n| (1..=CHAIN_MAX_ROWS).contains(&n),
-            "a row count from 1 to 4",
+            "a row count from 1 to 2",
         );
         CudaOptions {
             ordinal,
@@ -583,8 +586,6 @@ pub fn kernel_names(family: &str) -> Vec<String> {
             "layer_chain_attn_g4",
             "layer_chain_span_g2",
             "layer_chain_r2",
-            "layer_chain_r3",
-            "layer_chain_r4",
         ],
         "gemv" => {
             let base = [

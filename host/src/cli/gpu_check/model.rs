@@ -112,14 +112,15 @@ impl Agreement {
 }
 
 /// [`compare_prompts`] on three sequences (decode batches of 3), and for the real shapes
-/// (random weights) on one: batch-1 decode, where a layer's products run as one
-/// `layer_chain` launch. The fixtures' 64-wide layers never chain, and one of them
+/// (random weights) on one and on two: batch-1 and batch-2 decode, where a layer's
+/// products run as one `layer_chain` / `layer_chain_r2` launch. The fixtures' 64-wide layers never chain, and one of them
 /// (llama_gqa_tied) reads 0.99882 at one sequence against the 0.999 bar, with its f32
 /// comparison at 0.99856 (2026-12-04): the tiny shapes' rounding, not a path.
 pub fn compare(path: &Path, random: bool, steps: usize, rep: &mut Report) -> Result<()> {
     compare_prompts(path, random, steps, &[37, 11, 64], rep)?;
     if random {
         compare_prompts(path, random, steps, &[45], rep)?;
+        compare_prompts(path, random, steps, &[45, 20], rep)?;
     }
     Ok(())
 }

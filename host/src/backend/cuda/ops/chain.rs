@@ -26,11 +26,6 @@ const THREADS: u32 = 544;
 const WARPS: usize = 16;
 /// Fewest ring stages worth launching with: fewer would leave too little in flight.
 const MIN_STAGES: usize = 4;
-/// Fewest stages past one row, where x takes R rows of the widest input (Qwen3-14B at 4
-/// rows: 139 KB of x, 2 stages). 64 KB in flight a block is ~2 µs of its share of the
-/// copy rate, about one DRAM round trip under load; whether it keeps up is what part 111
-/// measures (Qwen3-14B at 3 and 4 rows, Llama-3.1-8B at 4, against 4+ stages elsewhere).
-const MIN_STAGES_ROWS: usize = 2;
 /// Most stages: 6 x 32 KB keeps ~25 MB in flight over 132 SMs, past the copy rate's
 /// need; more only takes shared memory.
 const MAX_STAGES: usize = 6;
@@ -116,12 +111,7 @@ fn plan(d: &Dims, sms: usize) -> Option<Plan> {
     } else {
         0
     };
-    let min = if d.rows > 1 {
-        MIN_STAGES_ROWS
-    } else {
-        MIN_STAGES
-    };
-    (stages >= min).then_some(Plan {
+    (stages >= MIN_STAGES).then_some(Plan {
         stages,
         xmax,
         acc,
@@ -151,8 +141,6 @@ fn rows_kernel(rows: usize) -> Option<&'static str> {
     match rows {
         1 => Some("layer_chain"),
         2 => Some("layer_chain_r2"),
-        3 => Some("layer_chain_r3"),
-        4 => Some("layer_chain_r4"),
         _ => None,
     }
 }
@@ -638,8 +626,9 @@ mod tests {
 
     #[test]
     fn rows_take_x_and_the_accumulators_once_each() {
-        // The stages each shape plans at 1-4 rows on 132 SMs (0: none): x is R rows of
-        // the intermediate width, so the widest MLPs keep fewest.
+        // The stages each shape plans at 1-5 rows on 132 SMs (0: no plan, under
+        // MIN_STAGES): x is R rows of the intermediate width, so the widest MLPs keep
+        // fewest.
         let stages = |h, qd, inter, nqkv| {
             (1..=5)
                 .map(|rows| {
@@ -666,12 +655,12 @@ mod tests {
         );
         assert_eq!(
             stages(4096, 4096, 14336, 6144),
-            [6, 5, 4, 3, 2],
+            [6, 5, 4, 0, 0],
             "Llama-3.1-8B"
         );
         assert_eq!(
             stages(5120, 5120, 17408, 7168),
-            [5, 4, 3, 2, 0],
+            [5, 4, 0, 0, 0],
             "Qwen3-14B"
         );
         // An intermediate width whose two rows of x leave one stage: no plan.
@@ -684,7 +673,7 @@ mod tests {
             rows: 2,
         };
         assert!(plan(&d, 132).is_none());
-        assert_eq!(super::rows_kernel(4), Some("layer_chain_r4"));
-        assert_eq!(super::rows_kernel(5), None);
+        assert_eq!(super::rows_kernel(2), Some("layer_chain_r2"));
+        assert_eq!(super::rows_kernel(3), None);
     }
 }
