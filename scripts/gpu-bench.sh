@@ -280,6 +280,10 @@
 #             (862c321) ran the rows checks, the 0.6B A/B and part 110's gemv bench; call 2
 #             (72e3fb1) all of it: two rows won on every shape, four lost on every shape,
 #             so the r3 / r4 builds went and two rows became the default (part 112).
+#     part 113: part 107's 0.6B shared-prefix workload with its groups drawn by
+#             popularity (bench's --group-order popular, the default since 2026-12-06),
+#             radix cache against none (--compare-cache): the prefix + extend path with
+#             cache hits, which part 107's round-robin order never had.
 #     part 112: the two-row chain as the default (MINISGL_CHAIN_ROWS=2): the chain checks,
 #             the fixture models and engine (the random Qwen3-0.6B at one, two and three
 #             sequences), the 0.6B decode steps at batch 1-256, context 256, A/B against
@@ -971,6 +975,7 @@ device)
         # pages of 16 (128k tokens): the radix cache evicts throughout.
         sp=(--workload shared-prefix --num-seqs 512 --num-groups 64 --prefix-len 4096
             --min-input-len 256 --max-input-len 2048 --min-output-len 16 --max-output-len 64
+            --group-order round-robin
             --num-pages 8000 --workload-name "shared-prefix n=512 groups=64 prefix=4096 in=256-2048 out=16-64 pages=8000 seed=0")
         for ab in "" "${AB_DEFINES:-P_KV_WARPS=1}"; do
             tag=${ab:+-$(echo "$ab" | tr '=, ' '___')}
@@ -1513,6 +1518,7 @@ device)
         # pages of 16: the radix cache evicts throughout (part 40's workload).
         sp=(--workload shared-prefix --num-seqs 512 --num-groups 64 --prefix-len 4096
             --min-input-len 256 --max-input-len 2048 --min-output-len 16 --max-output-len 64
+            --group-order round-robin
             --num-pages 8000 --workload-name "shared-prefix n=512 groups=64 prefix=4096 in=256-2048 out=16-64 pages=8000 seed=0")
         for order in seqs 0; do
             if [ "$SECONDS" -lt 540 ]; then
@@ -1579,6 +1585,20 @@ device)
         runner_ab qwen3-0.6b -rows1 1,2,4,8,64,256 MINISGL_CHAIN_ROWS=1
         OFFLINE_TIMEOUT=$((590 - SECONDS)) offline_default qwen3-0.6b
         pack_logs 112
+    elif [ "$part" = 113 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # Part 107's shared-prefix workload with its groups drawn by popularity (weight
+        # 1/(g+1), bench's default since 2026-12-06) instead of in turn: the radix cache
+        # against none (--compare-cache), prefix + extend chunks on pages that hits keep.
+        timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-0.6b --device cuda --shape qwen3-0.6b \
+            --workload shared-prefix --num-seqs 512 --num-groups 64 --prefix-len 4096 \
+            --min-input-len 256 --max-input-len 2048 --min-output-len 16 --max-output-len 64 \
+            --group-order popular --num-pages 8000 --compare-cache \
+            --workload-name "shared-prefix n=512 groups=64 prefix=4096 in=256-2048 out=16-64 pages=8000 order=popular seed=0" \
+            --jsonl "$jl" >> "$out/shared-prefix-popular.log" 2>&1
+        echo "shared-prefix popular rc=$?"
+        grep -E "output tok/s|of the ceiling|prefill only|cache hit|decode, " "$out/shared-prefix-popular.log" | tail -16
+        pack_logs 113
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate

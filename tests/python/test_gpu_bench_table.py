@@ -149,6 +149,8 @@ def test_part_107_runs_the_unlisted_shapes_and_the_shared_prefix_workload_both_o
         assert any("4000" in a for a in runs), f"{shape} long prompts: {made}"
     shared = [e.get("MINISGL_PREFILL_ORDER") for a, e in offline if "shared-prefix" in a]
     assert shared == ["seqs", "0"], made
+    # Its figures' name says nothing of the order: it keeps the order they were taken in.
+    assert all("round-robin" in a for a, _ in offline if "shared-prefix" in a), made
     names = archived_logs(out)
     assert {"shared-prefix-orderseqs.log", "shared-prefix-order0.log",
             "offline-qwen3-32b.log", "long-qwen3-32b.log"} <= names, sorted(names)
@@ -219,3 +221,13 @@ def test_part_112_checks_the_two_row_default_and_ab_tests_it_against_one_row(tmp
     assert any(a[:2] == ["bench", "offline"] for a, _ in made), made
     assert {"gpu-check-chain-rows2.log", "gpu-check-models-engine.log",
             "offline-qwen3-0.6b.log"} <= archived_logs(out)
+
+
+def test_part_113_runs_the_shared_prefix_workload_by_popularity_with_and_without_the_cache(tmp_path):
+    _, made, out = run_part(tmp_path, "113")
+    offline = [a for a, _ in made if a[:2] == ["bench", "offline"]]
+    assert len(offline) == 1, made
+    a = offline[0]
+    assert a[a.index("--group-order") + 1] == "popular" and "--compare-cache" in a, a
+    assert "order=popular" in a[a.index("--workload-name") + 1], a
+    assert "shared-prefix-popular.log" in archived_logs(out)

@@ -48,9 +48,16 @@ pub struct BenchOfflineArgs {
     /// `random` (nano-vllm) or `shared-prefix` (groups sharing a system prompt).
     #[arg(long, default_value = "random")]
     pub workload: Workload,
-    /// shared-prefix: number of groups (requests are dealt round-robin).
+    /// shared-prefix: number of groups.
     #[arg(long, default_value_t = 8)]
     pub num_groups: usize,
+    /// shared-prefix: which group each request joins. `popular` (default): drawn at
+    /// random with weight 1/(g+1), as the synthetic serving workloads and the simulator
+    /// draw them, so popular prefixes come back soon; `round-robin`: request i joins
+    /// group i mod groups, which under a pool smaller than all the prefixes evicts each
+    /// one before its group returns (0% cache hits on the GPU, 2026-12-05).
+    #[arg(long, default_value = "popular")]
+    pub group_order: GroupOrder,
     /// shared-prefix: tokens of each group's shared prompt.
     #[arg(long, default_value_t = 512)]
     pub prefix_len: u32,
@@ -122,6 +129,26 @@ impl std::str::FromStr for Workload {
             "shared-prefix" => Ok(Workload::SharedPrefix),
             o => Err(format!(
                 "workload must be `random` or `shared-prefix`, got `{o}`"
+            )),
+        }
+    }
+}
+
+/// How shared-prefix requests are dealt to their groups (`--group-order`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupOrder {
+    Popular,
+    RoundRobin,
+}
+
+impl std::str::FromStr for GroupOrder {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "popular" => Ok(GroupOrder::Popular),
+            "round-robin" => Ok(GroupOrder::RoundRobin),
+            o => Err(format!(
+                "group order must be `popular` or `round-robin`, got `{o}`"
             )),
         }
     }
@@ -430,8 +457,15 @@ fn append_jsonl(
             .unwrap_or_default()
     });
     let workload = args.workload_name.clone().unwrap_or_else(|| {
+        let groups = match args.workload {
+            Workload::Random => String::new(),
+            Workload::SharedPrefix => format!(
+                " groups={} prefix={} order={:?}",
+                args.num_groups, args.prefix_len, args.group_order
+            ),
+        };
         format!(
-            "{:?} n={} in={}-{} out={}-{} seed={}",
+            "{:?} n={} in={}-{} out={}-{}{groups} seed={}",
             args.workload,
             args.num_seqs,
             args.min_input_len,
@@ -546,14 +580,25 @@ fn workload(args: &BenchOfflineArgs, vocab: u32) -> anyhow::Result<Vec<GenerateR
                 .collect()
         }
     };
+    // Popular groups: weight 1/(g+1), by the cumulative sum.
+    let cum: Vec<f64> = (0..prefixes.len())
+        .scan(0.0, |acc, g| {
+            *acc += 1.0 / (g as f64 + 1.0);
+            Some(*acc)
+        })
+        .collect();
     Ok((0..args.num_seqs)
         .map(|i| {
             let input_len = rng.random_range(in_lo..=args.max_input_len);
             let output_len = rng.random_range(out_lo..=args.max_output_len);
-            let mut prompt = prefixes
-                .get(i % prefixes.len().max(1))
-                .cloned()
-                .unwrap_or_default();
+            let group = match (args.group_order, cum.last()) {
+                (GroupOrder::Popular, Some(&total)) => {
+                    let x = rng.random_range(0.0..total);
+                    cum.partition_point(|&c| c <= x).min(cum.len() - 1)
+                }
+                _ => i % prefixes.len().max(1),
+            };
+            let mut prompt = prefixes.get(group).cloned().unwrap_or_default();
             prompt.extend((0..input_len).map(|_| rng.random_range(0..token_range)));
             GenerateRequest {
                 ignore_eos: true,
@@ -696,4 +741,100 @@ fn record_kernel_switches(v: &mut serde_json::Value) {
     v["prefill_order"] = name(&o.prefill_order).into();
     v["chain_hold"] = o.chain_hold.to_string().into();
     v["sample_split"] = flag(o.sample_split).into();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{workload, BenchOfflineArgs, GroupOrder, Workload};
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: BenchOfflineArgs,
+    }
+
+    fn args(extra: &[&str]) -> BenchOfflineArgs {
+        let mut argv = vec![
+            "bench",
+            "--random-weights",
+            "x",
+            "--workload",
+            "shared-prefix",
+        ];
+        argv.extend([
+            "--num-seqs",
+            "400",
+            "--num-groups",
+            "8",
+            "--prefix-len",
+            "4",
+            "--min-input-len",
+            "1",
+            "--max-input-len",
+            "2",
+            "--max-output-len",
+            "1",
+        ]);
+        argv.extend(extra);
+        Cli::try_parse_from(argv).unwrap().args
+    }
+
+    /// Each request's group, read off its prompt's first token against the prefixes
+    /// (the prompts of group g start with the same 4 tokens).
+    fn groups(a: &BenchOfflineArgs) -> Vec<usize> {
+        let reqs = workload(a, 1000).unwrap();
+        let mut firsts: Vec<Vec<u32>> = Vec::new();
+        reqs.iter()
+            .map(|r| {
+                let head = r.prompt_tokens[..4].to_vec();
+                match firsts.iter().position(|f| *f == head) {
+                    Some(g) => g,
+                    None => {
+                        firsts.push(head);
+                        firsts.len() - 1
+                    }
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn round_robin_deals_request_i_to_group_i_mod_groups() {
+        let a = args(&["--group-order", "round-robin"]);
+        assert_eq!(
+            (a.workload, a.group_order),
+            (Workload::SharedPrefix, GroupOrder::RoundRobin)
+        );
+        let g = groups(&a);
+        assert!(g.iter().enumerate().all(|(i, &g)| g == i % 8), "{g:?}");
+    }
+
+    #[test]
+    fn popular_order_is_the_default_and_favours_the_first_groups() {
+        let a = args(&[]);
+        assert_eq!(a.group_order, GroupOrder::Popular);
+        // Groups are numbered by first appearance here, so count each prompt head.
+        let reqs = workload(&a, 1000).unwrap();
+        let mut counts: std::collections::HashMap<Vec<u32>, usize> = Default::default();
+        for r in &reqs {
+            *counts.entry(r.prompt_tokens[..4].to_vec()).or_default() += 1;
+        }
+        let mut c: Vec<usize> = counts.into_values().collect();
+        c.sort_unstable_by(|a, b| b.cmp(a));
+        // Weights 1/(g+1) over 8 groups: the most popular takes ~37% of 400, the least
+        // ~5%; every group appears, and the same seed gives the same requests.
+        assert_eq!(c.len(), 8, "{c:?}");
+        assert!(c[0] > 110 && c[7] < 40, "{c:?}");
+        assert_eq!(groups(&a), groups(&args(&[])));
+        // Not dealt in turn.
+        assert!(groups(&a).windows(2).any(|w| w[0] == w[1]));
+    }
+
+    #[test]
+    fn a_bad_group_order_names_the_value() {
+        let argv = ["bench", "--random-weights", "x", "--group-order", "zipf"];
+        let err = Cli::try_parse_from(argv).err().unwrap().to_string();
+        assert!(err.contains("zipf") && err.contains("round-robin"), "{err}");
+    }
 }
