@@ -423,13 +423,16 @@ __device__ __forceinline__ void lc_produce(const LcSeg* segs, const int* nseg, c
 }
 
 // Consumes every chunk of phase `phase` (the next ones in the stream): acc[acc0 + row] +=
-// w_row · x. `cs` is the next segment to consume and `used` the chunks consumed so far
-// (the same on every consumer thread). Ends with a consumer barrier, so acc is complete.
-// Phase 1 traces when its first and last chunks landed.
+// w_row · x, for each of R rows of x (row r: x + r xmax into acc + r acc_rows; each
+// piece's weights converted once for all of them). `cs` is the next segment to consume
+// and `used` the chunks consumed so far (the same on every consumer thread). Ends with a
+// consumer barrier, so acc is complete. Phase 1 traces when its first and last chunks
+// landed.
+template <int R = 1>
 __device__ __forceinline__ void lc_consume(const LcSeg* segs, int nseg, int phase, int& cs,
                                            u32& used, const bf16_t* x, float* acc, u32 full,
                                            u32 empty, int stages, const unsigned char* ring_ptr,
-                                           LcTrace& tr) {
+                                           LcTrace& tr, int xmax = 0, int acc_rows = 0) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const u32x4* x4 = reinterpret_cast<const u32x4*>(x);
     bool first = true;
@@ -458,18 +461,36 @@ __device__ __forceinline__ void lc_consume(const LcSeg* segs, int nseg, int phas
             if (p0 < p1) {
                 u32 e = off / 2 + (u32)p0 * 256;
                 int row = e / s.k, col = e % s.k;
-                float part = 0.0f;
+                float part[R];
+#pragma unroll
+                for (int r = 0; r < R; r++) part[r] = 0.0f;
                 for (int p = p0; p < p1; p++) {
                     u32x4 wv = w4[p * 32 + lane];
-                    u32x4 xv = x4[(col >> 3) + lane];
-                    float xf[8] = {bf_lo(xv.x), bf_hi(xv.x), bf_lo(xv.y), bf_hi(xv.y),
-                                   bf_lo(xv.z), bf_hi(xv.z), bf_lo(xv.w), bf_hi(xv.w)};
-                    part += dot8(wv, xf);
+                    if constexpr (R == 1) {
+                        u32x4 xv = x4[(col >> 3) + lane];
+                        float xf[8] = {bf_lo(xv.x), bf_hi(xv.x), bf_lo(xv.y), bf_hi(xv.y),
+                                       bf_lo(xv.z), bf_hi(xv.z), bf_lo(xv.w), bf_hi(xv.w)};
+                        part[0] += dot8(wv, xf);
+                    } else {
+                        const float wf[8] = {bf_lo(wv.x), bf_hi(wv.x), bf_lo(wv.y), bf_hi(wv.y),
+                                             bf_lo(wv.z), bf_hi(wv.z), bf_lo(wv.w), bf_hi(wv.w)};
+#pragma unroll
+                        for (int r = 0; r < R; r++) {
+                            const u32x4 xv = x4[r * (xmax / 8) + (col >> 3) + lane];
+                            part[r] += bf_lo(xv.x) * wf[0] + bf_hi(xv.x) * wf[1] +
+                                       bf_lo(xv.y) * wf[2] + bf_hi(xv.y) * wf[3] +
+                                       bf_lo(xv.z) * wf[4] + bf_hi(xv.z) * wf[5] +
+                                       bf_lo(xv.w) * wf[6] + bf_hi(xv.w) * wf[7];
+                        }
+                    }
                     col += 256;
                     if (col == s.k || p + 1 == p1) {
-                        float d = warp_sum(part);
-                        if (lane == 0) atomicAdd(acc + s.acc0 + row, d);
-                        part = 0.0f;
+#pragma unroll
+                        for (int r = 0; r < R; r++) {
+                            float d = warp_sum(part[r]);
+                            if (lane == 0) atomicAdd(acc + r * acc_rows + s.acc0 + row, d);
+                            part[r] = 0.0f;
+                        }
                         col = col == s.k ? 0 : col;
                         row++;
                     }
@@ -1093,63 +1114,6 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1) layer_chain_span_g2(
 // consumers' arithmetic rather than the stages bounded it. The r3 and r4 builds were
 // removed; the template keeps R general.
 
-// lc_consume's loop at R rows (no trace points).
-template <int R>
-__device__ __forceinline__ void lc_consume_rows(const LcSeg* segs, int nseg, int phase, int& cs,
-                                                u32& used, const bf16_t* x, int xmax, float* acc,
-                                                int acc_rows, u32 full, u32 empty, int stages,
-                                                const unsigned char* ring_ptr) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const u32x4* x4 = reinterpret_cast<const u32x4*>(x);
-    const int xs = xmax / 8;
-    for (; cs < nseg && segs[cs].phase == phase; cs++) {
-        const LcSeg s = segs[cs];
-        for (u32 off = 0; off < s.bytes; off += LC_CHUNK) {
-            u32 n = min((u32)LC_CHUNK, s.bytes - off);
-            u32 stage = used % stages;
-            mbar_wait(full + stage * 8, (used / stages) & 1);
-            const u32x4* w4 = reinterpret_cast<const u32x4*>(ring_ptr + (size_t)stage * LC_CHUNK);
-            int pieces = n / 512;
-            int p0 = warp * pieces / LC_WARPS, p1 = (warp + 1) * pieces / LC_WARPS;
-            if (p0 < p1) {
-                u32 e = off / 2 + (u32)p0 * 256;
-                int row = e / s.k, col = e % s.k;
-                float part[R];
-#pragma unroll
-                for (int r = 0; r < R; r++) part[r] = 0.0f;
-                for (int p = p0; p < p1; p++) {
-                    const u32x4 wv = w4[p * 32 + lane];
-                    const float wf[8] = {bf_lo(wv.x), bf_hi(wv.x), bf_lo(wv.y), bf_hi(wv.y),
-                                         bf_lo(wv.z), bf_hi(wv.z), bf_lo(wv.w), bf_hi(wv.w)};
-#pragma unroll
-                    for (int r = 0; r < R; r++) {
-                        const u32x4 xv = x4[r * xs + (col >> 3) + lane];
-                        part[r] += bf_lo(xv.x) * wf[0] + bf_hi(xv.x) * wf[1] +
-                                   bf_lo(xv.y) * wf[2] + bf_hi(xv.y) * wf[3] +
-                                   bf_lo(xv.z) * wf[4] + bf_hi(xv.z) * wf[5] +
-                                   bf_lo(xv.w) * wf[6] + bf_hi(xv.w) * wf[7];
-                    }
-                    col += 256;
-                    if (col == s.k || p + 1 == p1) {
-#pragma unroll
-                        for (int r = 0; r < R; r++) {
-                            float d = warp_sum(part[r]);
-                            if (lane == 0) atomicAdd(acc + r * acc_rows + s.acc0 + row, d);
-                            part[r] = 0.0f;
-                        }
-                        col = col == s.k ? 0 : col;
-                        row++;
-                    }
-                }
-            }
-            used++;
-            __syncwarp();
-            if (lane == 0) mbar_arrive_if(empty + stage * 8, true);
-        }
-    }
-    lc_sync();
-}
-
 // lc_load_x of R rows (row r: src + r n into x + r xmax), each thread's loads of all R
 // rows issued before any of them is stored, so that the rows cost one L2 round trip. The
 // first build loaded row after row (and read each epilogue's residual row after row):
@@ -1274,8 +1238,8 @@ __device__ __forceinline__ void layer_chain_rows_impl(
             lc_norm_rows<R>(x, xmax, residual, w, lc_norm_w0(w, h), h, eps, red);
         }
         lc_zero(acc, R * acc_rows);
-        lc_consume_rows<R>(segs, nseg_s[1], phase, cs, used, x, xmax, acc, acc_rows, full, empty,
-                           stages, ring_ptr);
+        lc_consume<R>(segs, nseg_s[1], phase, cs, used, x, acc, full, empty, stages, ring_ptr, tr,
+                      xmax, acc_rows);
         if (phase == 0 || phase == 2) {
             add_rows(phase == 0 ? ly.b_o : nullptr);
         } else if (phase == 1) {

@@ -278,8 +278,8 @@ pub struct CudaOptions {
     /// Decode-size products normalise their input themselves (on unless
     /// `MINISGL_NORM_PROLOGUE=0`; see `Backend::norm_in_prologue`).
     pub norm_prologue: bool,
-    /// Skinny products of 3+ rows use the tensor-core gemv build where k allows (sm_80+;
-    /// on unless `MINISGL_GEMV_TC=0`).
+    /// Skinny products of 3+ rows (2 where `gemv_tc_two` says) use the tensor-core gemv
+    /// build where k allows (sm_80+; on unless `MINISGL_GEMV_TC=0`).
     pub gemv_tc: bool,
     /// The tensor-core gemv build at two rows too, for products of at least 2,560 outputs
     /// (`MINISGL_GEMV_TC_TWO`, default on; see `GEMV_TC_TWO_ROWS_MIN_COLS`).

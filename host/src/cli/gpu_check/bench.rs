@@ -704,7 +704,7 @@ fn gemv_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> 
             "linear in graphs {shape} n={n} k={k} ({:.1} MB, {copies} copies, cold):",
             (n * k * 2) as f64 / 1e6
         );
-        // 8-16 rows: the tensor-core build that MINISGL_GEMV_ROWS up to 16 would route.
+        // Up to 16 rows, as MINISGL_GEMV_ROWS may route them (3+: the tensor-core build).
         for m in [1usize, 2, 3, 4, 8, 16] {
             let x = gpu.upload(&[m, k], HostData::f32(&randn(rng, m * k, 1.0)))?;
             let mut res = gpu.upload(&[m, n], HostData::f32(&vec![0.0; m * n]))?;

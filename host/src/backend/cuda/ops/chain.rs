@@ -132,10 +132,6 @@ fn bf16_1d(t: &CudaTensor, n: usize) -> bool {
     matches!(t.buf, Buf::Bf16(_)) && t.shape.iter().product::<usize>() == n
 }
 
-/// The kernel entry for a GQA group: the smallest of 2 and 4 that holds it. Larger
-/// groups run the separate attention: the running state of 6 or 8 heads spilled, and
-/// Qwen3-14B's group of 5 measured 1.016x slower than the separate attention
-/// (2026-12-04, docs/results/gpu-2026-12-04-chain-attn.md).
 /// The products-only kernel for `rows` decode rows.
 fn rows_kernel(rows: usize) -> Option<&'static str> {
     match rows {
@@ -145,6 +141,10 @@ fn rows_kernel(rows: usize) -> Option<&'static str> {
     }
 }
 
+/// The kernel entry for a GQA group: the smallest of 2 and 4 that holds it. Larger
+/// groups run the separate attention: the running state of 6 or 8 heads spilled, and
+/// Qwen3-14B's group of 5 measured 1.016x slower than the separate attention
+/// (2026-12-04, docs/results/gpu-2026-12-04-chain-attn.md).
 fn attn_kernel(group: usize) -> Option<&'static str> {
     match group {
         1..=2 => Some("layer_chain_attn_g2"),
@@ -265,15 +265,11 @@ impl CudaBackend {
         }
         let (rows, h) = bf16_2d(residual)?;
         // Past one row only the products-only chain, up to the rows allowed now.
-        let rows_ok = match &c.input {
-            ChainInput::Attn(_) => {
-                rows == 1
-                    || (rows <= self.chain_rows.get()
-                        && self.dev.kernels.get(rows_kernel(rows)?).is_ok())
-            }
-            _ => rows == 1,
+        let most = match &c.input {
+            ChainInput::Attn(_) => self.chain_rows.get(),
+            _ => 1,
         };
-        if !rows_ok {
+        if rows > most || self.dev.kernels.get(rows_kernel(rows)?).is_err() {
             return None;
         }
         let (ho, qd) = bf16_2d(c.w_o)?;

@@ -22,11 +22,11 @@ const GEMV_MAX_COLS: usize = 32_768;
 /// (2-13 MB) are the gemv's.
 pub const GEMV_MAX_WEIGHT_BYTES: usize = 32 << 20;
 
-/// Fewest rows the tensor-core gemv build takes. At two rows the scalar build stays:
+/// Fewest rows the tensor-core gemv build takes, but for wide products
+/// ([`GEMV_TC_TWO_ROWS_MIN_COLS`]). At two rows the scalar build stays for narrow ones:
 /// timed eagerly on the H200 (2026-12-02, docs/results/gpu-2026-12-02-l2.md) the
 /// tensor-core build won on Qwen3-0.6B's qkv (5.8 against 7.0 µs) but lost on its down
-/// projection (7.1 against 6.2: 1,024 columns make only 128 warps of eight), and the
-/// batch-2 step was not measured.
+/// projection (7.1 against 6.2: 1,024 columns make only 128 warps of eight).
 const GEMV_TC_MIN_ROWS: usize = 3;
 
 /// Fewest output columns for which the tensor-core build takes two rows too
@@ -403,6 +403,7 @@ impl CudaBackend {
             && k.is_multiple_of(8)
             && (m + 1) * k * 2 <= NORM_PROLOGUE_SMEM
             && matches!(residual.buf, Buf::Bf16(_))
+            // Some build for the rows (the consumers' widths pick which, at launch).
             && self.gemv_kernel("gemv_norm_bf16", m, 0, k).is_some()
             && self.gemv_kernel("gemv_norm_silu", m, 0, k).is_some()
             && !consumers.is_empty()
