@@ -533,11 +533,11 @@ __device__ __forceinline__ void lc_zero(float* acc, int n) {
 #define LC_MAX_SPLITS 16
 #define LC_LOG2E 1.4426950408889634f
 
-// Splits of a context of ctx rows at `part` rows a split, at most one block each of the
-// grid per kv head and LC_MAX_SPLITS (phase 0 reads every split of every head); span is
+// Splits of a context of ctx rows at `part` rows a split, at most one block each of
+// `blocks` (the sequence's share of the grid) per kv head and LC_MAX_SPLITS (phase 0 reads every split of every head); span is
 // the rows a split. No split is empty.
-__device__ __forceinline__ int lc_att_splits(int ctx, int part, int hkv, int& span) {
-    int s = min(min(max((ctx + part - 1) / part, 1), (int)gridDim.x / hkv), LC_MAX_SPLITS);
+__device__ __forceinline__ int lc_att_splits(int ctx, int part, int hkv, int blocks, int& span) {
+    int s = min(min(max((ctx + part - 1) / part, 1), blocks / hkv), LC_MAX_SPLITS);
     span = (ctx + s - 1) / s;
     return (ctx + span - 1) / span;
 }
@@ -547,19 +547,21 @@ __device__ __forceinline__ int lc_att_splits(int ctx, int part, int hkv, int& sp
 // GM is 2 or 4: the running state of more heads spills (GM = 6 and 8 were built and
 // measured, 2026-12-04: 58-264 bytes of spills, and Qwen3-14B's group of 5 ran 1.016x
 // slower than the separate attention, inlined or out of line).
+// Block b of `blocks` (a sequence's share of the grid: all of it at one decode row) takes
+// one split of one kv head; the pointers are the sequence's own (its qkv row, position,
+// slot, context length and page start, partials, tickets and output row).
 template <int GM>
 __device__ __forceinline__ void lc_attention(
     const bf16_t* qkv, bool fresh, const bf16_t* q_norm, const bf16_t* k_norm, const int* pos,
     const float* inv_freq, float eps, float scale, const int* slots, bf16_t* k_cache,
     bf16_t* v_cache, const int* kv_len, const int* page_start, const int* page_ids, int hq,
     int hkv, int page_size, int part, float* o_part, float* lse, float* att, u32* tickets,
-    bf16_t* attn_out, LcTrace& tr) {
+    bf16_t* attn_out, LcTrace& tr, int b, int blocks) {
     tr.mark(LC_T_A0);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int ctx = kv_len[0];
     int span;
-    const int S = lc_att_splits(ctx, part, hkv, span);
-    const int b = blockIdx.x;
+    const int S = lc_att_splits(ctx, part, hkv, blocks, span);
     if (b >= hkv * S) return;
     const int kvh = b / S, s = b % S, G = hq / hkv;
     const int lo = s * span, hi = min(ctx, lo + span);
@@ -939,7 +941,7 @@ __device__ __forceinline__ void layer_chain_impl(
                              a.inv_freq, eps, a.scale, a.slots, la.k_cache, la.v_cache,
                              a.kv_len, a.page_start, a.page_ids, a.hq, a.hkv, a.page_size,
                              a.part, a.o_part, a.lse, reinterpret_cast<float*>(x), bar + 2,
-                             a.attn_out, tr);
+                             a.attn_out, tr, (int)blockIdx.x, (int)gridDim.x);
             lc_bar_arrive_all(LC_BAR_GO);
             if (l == 0) lc_bar_sync_all(LC_BAR_SETUP);
             tr.mark(LC_T_ATT);
@@ -1161,34 +1163,51 @@ __device__ __forceinline__ void lc_norm_rows(bf16_t* x, int xmax, const bf16_t* 
 
 // layer_chain's arguments with every activation R rows deep: attn [R, qd], residual
 // [R, h] (in place), act [R, inter] scratch, qkv_out [R, nqkv]. The rounding is the
-// one-row chain's, row by row.
-template <int R>
+// one-row chain's, row by row. GM = 0: one layer (layers[0]), from attn. GM > 0 (the
+// group of the attention, rounded up): n_layers layers, each with the attention of its R
+// sequences first (a.qkv [R, nqkv] for the first, qkv_out for each later one), the
+// table of layers copied to shared memory after the mbarriers, as layer_chain_span_g2.
+template <int R, int GM = 0>
 __device__ __forceinline__ void layer_chain_rows_impl(
-    const bf16_t* attn, const LcLayer& ly, bf16_t* residual, bf16_t* act, bf16_t* qkv_out,
-    u32* bar, int h, int qd, int inter, int nqkv, float eps, int stages, int xmax, int acc_rows,
-    int region, int window) {
+    const bf16_t* attn, const LcAttnArgs& a, const LcLayer* layers, int n_layers,
+    bf16_t* residual, bf16_t* act, bf16_t* qkv_out, u32* bar, int h, int qd, int inter,
+    int nqkv, float eps, int stages, int xmax, int acc_rows, int region, int window, int hold) {
     extern __shared__ __align__(128) unsigned char lc_smem[];
     __shared__ float red[LC_WARPS * R];
     __shared__ LcSeg segs[LC_SEGS];
     __shared__ int nseg_s[2];
     __shared__ u32 nch_s[2];
     __shared__ unsigned long long bar_target;
+    constexpr bool ATT = GM > 0;
     LcTrace tr(bar);
     const int b = blockIdx.x;
     bf16_t* x = reinterpret_cast<bf16_t*>(lc_smem + (size_t)stages * LC_CHUNK);
     float* acc = reinterpret_cast<float*>(lc_smem + (size_t)stages * LC_CHUNK + (size_t)R * xmax * 2);
     const u32 ring = smem_u32(lc_smem);
     const u32 full = smem_u32(lc_smem + (size_t)stages * LC_CHUNK + region), empty = full + stages * 8;
+    const LcLayer* table = layers;
+    if constexpr (ATT) {
+        // The table into shared memory: read through the parameters with a run-time
+        // index, each layer's row is a constant-cache miss (see layer_chain_impl).
+        LcLayer* t = reinterpret_cast<LcLayer*>(lc_smem + (size_t)stages * (LC_CHUNK + 16) + region);
+        const unsigned long long* src = reinterpret_cast<const unsigned long long*>(layers);
+        unsigned long long* dst = reinterpret_cast<unsigned long long*>(t);
+        const int words = n_layers * (int)(sizeof(LcLayer) / 8);
+        for (int i = threadIdx.x; i < words; i += LC_THREADS) dst[i] = src[i];
+        table = t;
+    } else {
+        n_layers = 1;
+    }
     if (threadIdx.x == 0) lc_setup(segs, nseg_s, nch_s, h, qd, inter, nqkv, full, empty, stages);
     __syncthreads();  // the last barrier of the whole block: then the roles split
     if (threadIdx.x >= LC_CONSUMERS) {
-        lc_produce(segs, nseg_s, nch_s, &ly, 1, false, 0, ring, full, empty, stages, window, tr);
+        lc_produce(segs, nseg_s, nch_s, table, n_layers, ATT, hold, ring, full, empty, stages,
+                   window, tr);
         return;
     }
     if (threadIdx.x == 0) bar_target = lc_bar_base(bar);
     const unsigned char* ring_ptr = lc_smem;
     u32 used = 0;
-    int cs = 0;
     const int o0 = lc_split(h, b), o1 = lc_split(h, b + 1);
     const int j0 = lc_split(inter, b), j1 = lc_split(inter, b + 1), nj = j1 - j0;
     const int q0 = lc_split(nqkv, b), q1 = lc_split(nqkv, b + 1);
@@ -1199,66 +1218,91 @@ __device__ __forceinline__ void layer_chain_rows_impl(
     // rows' loads in flight at once.
     const int mine = o0 + threadIdx.x;
     float keep[R];
-    auto add_rows = [&](const bf16_t* bias) {
-        for (int i = mine; i < o1; i += LC_CONSUMERS) {
-            const float bv = bias != nullptr ? bf2f(bias[i]) : 0.0f;
-            float prev[R];
-#pragma unroll
-            for (int r = 0; r < R; r++)
-                prev[r] = i == mine ? keep[r] : bf2f(ld_cg_bf16(residual + (size_t)r * h + i));
-#pragma unroll
-            for (int r = 0; r < R; r++) {
-                const bf16_t nv = f2bf(prev[r] + bf2f(f2bf(acc[r * acc_rows + i - o0] + bv)));
-                residual[(size_t)r * h + i] = nv;
-                if (i == mine) keep[r] = bf2f(nv);
+    for (int l = 0; l < n_layers; l++) {
+        const LcLayer& ly = table[l];
+        if constexpr (ATT) {
+            // Past the first layer, every block's rows of this layer's qkv must be in.
+            if (l > 0) lc_grid_sync(bar, bar_target);
+            // Sequence r takes the r-th of R equal shares of the grid (the blocks past
+            // them sit the attention out), each with its own partials and tickets.
+            const int share = (int)gridDim.x / R, r = b / share;
+            if (r < R) {
+                const size_t parts = (size_t)a.hq * LC_MAX_SPLITS;
+                lc_attention<GM>((l == 0 ? a.qkv : qkv_out) + (size_t)r * nqkv, l > 0, ly.q_norm,
+                                 ly.k_norm, a.pos + r, a.inv_freq, eps, a.scale, a.slots + r,
+                                 ly.k_cache, ly.v_cache, a.kv_len + r, a.page_start + r,
+                                 a.page_ids, a.hq, a.hkv, a.page_size, a.part,
+                                 a.o_part + parts * LC_HD * r, a.lse + parts * r,
+                                 reinterpret_cast<float*>(x), bar + 2 + a.hkv * r,
+                                 a.attn_out + (size_t)r * qd, tr, b - r * share, share);
             }
+            lc_bar_arrive_all(LC_BAR_GO);
+            lc_grid_sync(bar, bar_target);
         }
-    };
-
-    // The four phases as one loop, so that the consumer loop is inlined once: four
-    // inlined copies made the (since removed) r4 build 175 KB of machine code (one: 101 KB).
-    // 0: residual += bf16(attn · W_oᵀ + b_o); 1: act = silu(gate) * up of the
-    // post-attention-normed residual; 2: residual += bf16(act · W_downᵀ); 3: the next
-    // layer's qkv of its input-normed residual (none after the model's last layer).
-    const int phases = ly.in_norm != nullptr ? 4 : 3;
-#pragma unroll 1
-    for (int phase = 0; phase < phases; phase++) {
-        if (phase > 0) lc_grid_sync(bar, bar_target);
-        if (phase == 0 || phase == 2) {
-            lc_load_rows<R>(x, xmax, phase == 0 ? attn : act, phase == 0 ? qd : inter);
-            // After x's loads, as the one-row chain's early loads: a warp's loads complete
-            // in order, and issued first they would hold x's behind them.
-            if (phase == 0) {
+        int cs = 0;
+        auto add_rows = [&](const bf16_t* bias) {
+            for (int i = mine; i < o1; i += LC_CONSUMERS) {
+                const float bv = bias != nullptr ? bf2f(bias[i]) : 0.0f;
+                float prev[R];
 #pragma unroll
                 for (int r = 0; r < R; r++)
-                    keep[r] = mine < o1 ? bf2f(ld_cg_bf16(residual + (size_t)r * h + mine)) : 0.0f;
-            }
-        } else {
-            const bf16_t* w = phase == 1 ? ly.post_norm : ly.in_norm;
-            lc_norm_rows<R>(x, xmax, residual, w, lc_norm_w0(w, h), h, eps, red);
-        }
-        lc_zero(acc, R * acc_rows);
-        lc_consume<R>(segs, nseg_s[1], phase, cs, used, x, acc, full, empty, stages, ring_ptr, tr,
-                      xmax, acc_rows);
-        if (phase == 0 || phase == 2) {
-            add_rows(phase == 0 ? ly.b_o : nullptr);
-        } else if (phase == 1) {
-            for (int j = threadIdx.x; j < nj; j += LC_CONSUMERS) {
+                    prev[r] = i == mine ? keep[r] : bf2f(ld_cg_bf16(residual + (size_t)r * h + i));
 #pragma unroll
                 for (int r = 0; r < R; r++) {
-                    float gt = bf2f(f2bf(acc[r * acc_rows + j]));
-                    float up = bf2f(f2bf(acc[r * acc_rows + nj + j]));
-                    act[(size_t)r * inter + j0 + j] = f2bf(silu(gt) * up);
+                    const bf16_t nv = f2bf(prev[r] + bf2f(f2bf(acc[r * acc_rows + i - o0] + bv)));
+                    residual[(size_t)r * h + i] = nv;
+                    if (i == mine) keep[r] = bf2f(nv);
                 }
             }
-        } else {
-            for (int i = q0 + threadIdx.x; i < q1; i += LC_CONSUMERS) {
-                const float bq = ly.b_qkv != nullptr ? bf2f(ly.b_qkv[i]) : 0.0f;
+        };
+
+        // The four phases as one loop, so that the consumer loop is inlined once: four
+        // inlined copies made the (since removed) r4 build 175 KB of machine code (one:
+        // 101 KB). 0: residual += bf16(attn · W_oᵀ + b_o); 1: act = silu(gate) * up of the
+        // post-attention-normed residual; 2: residual += bf16(act · W_downᵀ); 3: the next
+        // layer's qkv of its input-normed residual (none after the model's last layer).
+        const int phases = ly.in_norm != nullptr ? 4 : 3;
+#pragma unroll 1
+        for (int phase = 0; phase < phases; phase++) {
+            if (phase > 0) lc_grid_sync(bar, bar_target);
+            if (phase == 0 || phase == 2) {
+                const bf16_t* src = phase == 2 ? act : ATT ? a.attn_out : attn;
+                lc_load_rows<R>(x, xmax, src, phase == 0 ? qd : inter);
+                // After x's loads, as the one-row chain's early loads: a warp's loads
+                // complete in order, and issued first they would hold x's behind them.
+                if (phase == 0) {
 #pragma unroll
-                for (int r = 0; r < R; r++)
-                    qkv_out[(size_t)r * nqkv + i] = f2bf(acc[r * acc_rows + i - q0] + bq);
+                    for (int r = 0; r < R; r++)
+                        keep[r] = mine < o1 ? bf2f(ld_cg_bf16(residual + (size_t)r * h + mine)) : 0.0f;
+                }
+            } else {
+                const bf16_t* w = phase == 1 ? ly.post_norm : ly.in_norm;
+                lc_norm_rows<R>(x, xmax, residual, w, lc_norm_w0(w, h), h, eps, red);
+            }
+            lc_zero(acc, R * acc_rows);
+            lc_consume<R>(segs, nseg_s[1], phase, cs, used, x, acc, full, empty, stages, ring_ptr,
+                          tr, xmax, acc_rows);
+            if (phase == 0 || phase == 2) {
+                add_rows(phase == 0 ? ly.b_o : nullptr);
+            } else if (phase == 1) {
+                for (int j = threadIdx.x; j < nj; j += LC_CONSUMERS) {
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        float gt = bf2f(f2bf(acc[r * acc_rows + j]));
+                        float up = bf2f(f2bf(acc[r * acc_rows + nj + j]));
+                        act[(size_t)r * inter + j0 + j] = f2bf(silu(gt) * up);
+                    }
+                }
+            } else {
+                for (int i = q0 + threadIdx.x; i < q1; i += LC_CONSUMERS) {
+                    const float bq = ly.b_qkv != nullptr ? bf2f(ly.b_qkv[i]) : 0.0f;
+#pragma unroll
+                    for (int r = 0; r < R; r++)
+                        qkv_out[(size_t)r * nqkv + i] = f2bf(acc[r * acc_rows + i - q0] + bq);
+                }
             }
         }
+        if (ly.in_norm == nullptr) break;
     }
 }
 
@@ -1272,7 +1316,28 @@ __device__ __forceinline__ void layer_chain_rows_impl(
         int acc_rows, int region, int window) {                                                 \
         const LcLayer one{w_o,   b_o,   post_norm, w_gate_up, w_down,  in_norm,                 \
                           w_qkv, b_qkv, nullptr,   nullptr,   nullptr, nullptr};                \
-        layer_chain_rows_impl<R>(attn, one, residual, act, qkv_out, bar, h, qd, inter, nqkv,    \
-                                 eps, stages, xmax, acc_rows, region, window);                  \
+        layer_chain_rows_impl<R>(attn, LcAttnArgs{}, &one, 1, residual, act, qkv_out, bar, h,   \
+                                 qd, inter, nqkv, eps, stages, xmax, acc_rows, region, window,  \
+                                 0);                                                            \
     }
 LAYER_CHAIN_ROWS(2)
+
+// layer_chain_span_g2 at two decode rows (two sequences of one new token each): its
+// arguments, every activation and the step's per-sequence arrays two deep. Why: past one
+// row the attention was three launches a layer again (qkv_rope_store, the decode
+// attention and its combine) around the products-only chain: the Qwen3-0.6B graph step
+// went from 0.898 ms at batch 1 to 1.190 at batch 2 (an H100, 2026-12-06), most of it
+// 28 x 3 launch boundaries.
+extern "C" __global__ void __launch_bounds__(LC_THREADS, 1) layer_chain_span_g2_r2(
+    bf16_t* residual, bf16_t* act, bf16_t* qkv_out, u32* bar, int h, int qd, int inter,
+    int nqkv, float eps, int stages, int xmax, int acc_rows, int region, int window, int hold,
+    int n_layers, const bf16_t* qkv, const int* pos, const float* inv_freq, const int* slots,
+    const int* kv_len, const int* page_start, const int* page_ids, float* o_part, float* lse,
+    bf16_t* attn_out, int hq, int hkv, int page_size, int part, float scale,
+    const __grid_constant__ LcLayers layers) {
+    LcAttnArgs a{qkv, pos,      inv_freq, slots,     kv_len, page_start, page_ids, o_part,
+                 lse, attn_out, hq,       hkv,       page_size, part,     scale};
+    layer_chain_rows_impl<2, 2>(nullptr, a, layers.l, n_layers, residual, act, qkv_out, bar, h,
+                                qd, inter, nqkv, eps, stages, xmax, acc_rows, region, window,
+                                hold);
+}

@@ -284,6 +284,12 @@
 #             popularity (bench's --group-order popular, the default since 2026-12-06),
 #             radix cache against none (--compare-cache): the prefix + extend path with
 #             cache hits, which part 107's round-robin order never had.
+#     part 114: the attention chain at two sequences (layer_chain_span_g2_r2, default
+#             on; MINISGL_CHAIN_ATTN_ROWS=1 turns it off): gpu-check's chain group (its
+#             span_rows checks against the CPU), the fixture models and engine, the 0.6B
+#             graph steps at batch 1 / 2 / 4 (context 256) and 2 (context 1,024) A/B
+#             against it off, then part 113 and the 0.6B default workload while the call
+#             has time.
 #     part 112: the two-row chain as the default (MINISGL_CHAIN_ROWS=2): the chain checks,
 #             the fixture models and engine (the random Qwen3-0.6B at one, two and three
 #             sequences), the 0.6B decode steps at batch 1-256, context 256, A/B against
@@ -425,6 +431,19 @@ device)
         # recorded as set and again with VAR=VALUE, timed in seven alternating rounds
         MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_AB_ROUNDS=7 \
             MINISGL_BENCH_BATCHES="$3" MINISGL_BENCH_AB="$4" bench_step "$1" "$2"
+    }
+    shared_prefix_popular() {  # TIMEOUT: part 107's 0.6B shared-prefix workload with its
+        # groups drawn by popularity (weight 1/(g+1), bench's default since 2026-12-06)
+        # instead of in turn: the radix cache against none (--compare-cache), prefix +
+        # extend chunks on pages that hits keep.
+        timeout "$1" "$bin" bench offline --random-weights .gpu/qwen3-0.6b --device cuda --shape qwen3-0.6b \
+            --workload shared-prefix --num-seqs 512 --num-groups 64 --prefix-len 4096 \
+            --min-input-len 256 --max-input-len 2048 --min-output-len 16 --max-output-len 64 \
+            --group-order popular --num-pages 8000 --compare-cache \
+            --workload-name "shared-prefix n=512 groups=64 prefix=4096 in=256-2048 out=16-64 pages=8000 order=popular seed=0" \
+            --jsonl "$jl" >> "$out/shared-prefix-popular.log" 2>&1
+        echo "shared-prefix popular rc=$?"
+        grep -E "output tok/s|of the ceiling|prefill only|cache hit|decode, " "$out/shared-prefix-popular.log" | tail -16
     }
     gzip_ops_log() {  # check_ops's log compressed for the archive, where it ran
         if [ -f "$out/gpu-check-ops.log" ]; then gzip -f "$out/gpu-check-ops.log"; fi
@@ -1587,18 +1606,30 @@ device)
         pack_logs 112
     elif [ "$part" = 113 ]; then
         rm "$out/env.log"  # already printed by the tee above
-        # Part 107's shared-prefix workload with its groups drawn by popularity (weight
-        # 1/(g+1), bench's default since 2026-12-06) instead of in turn: the radix cache
-        # against none (--compare-cache), prefix + extend chunks on pages that hits keep.
-        timeout 240 "$bin" bench offline --random-weights .gpu/qwen3-0.6b --device cuda --shape qwen3-0.6b \
-            --workload shared-prefix --num-seqs 512 --num-groups 64 --prefix-len 4096 \
-            --min-input-len 256 --max-input-len 2048 --min-output-len 16 --max-output-len 64 \
-            --group-order popular --num-pages 8000 --compare-cache \
-            --workload-name "shared-prefix n=512 groups=64 prefix=4096 in=256-2048 out=16-64 pages=8000 order=popular seed=0" \
-            --jsonl "$jl" >> "$out/shared-prefix-popular.log" 2>&1
-        echo "shared-prefix popular rc=$?"
-        grep -E "output tok/s|of the ceiling|prefill only|cache hit|decode, " "$out/shared-prefix-popular.log" | tail -16
+        shared_prefix_popular 240
         pack_logs 113
+    elif [ "$part" = 114 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # The attention chain at two sequences (layer_chain_span_g2_r2): its checks
+        # against the CPU, the fixture models and engine (the random Qwen3-0.6B at two
+        # sequences runs it), the 0.6B graph steps A/B against MINISGL_CHAIN_ATTN_ROWS=1
+        # (the attention as its own launches before layer_chain_r2) at contexts 256 and
+        # 1,024; then part 113 and the 0.6B default workload while the call has time.
+        chain_check "" span-rows
+        check_models_engine 200
+        runner_ab qwen3-0.6b -attnrows1 1,2,4 MINISGL_CHAIN_ATTN_ROWS=1
+        MINISGL_BENCH_CONTEXT=1024 runner_ab qwen3-0.6b -attnrows1-ctx1024 2 MINISGL_CHAIN_ATTN_ROWS=1
+        if [ "$SECONDS" -lt 380 ]; then
+            shared_prefix_popular $((560 - SECONDS))
+        else
+            echo "no time left for the popular shared-prefix workload (${SECONDS} s)"
+        fi
+        if [ "$SECONDS" -lt 480 ]; then
+            OFFLINE_TIMEOUT=$((590 - SECONDS)) offline_default qwen3-0.6b
+        else
+            echo "no time left for the 0.6B default workload (${SECONDS} s)"
+        fi
+        pack_logs 114
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate

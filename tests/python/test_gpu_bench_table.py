@@ -231,3 +231,19 @@ def test_part_113_runs_the_shared_prefix_workload_by_popularity_with_and_without
     assert a[a.index("--group-order") + 1] == "popular" and "--compare-cache" in a, a
     assert "order=popular" in a[a.index("--workload-name") + 1], a
     assert "shared-prefix-popular.log" in archived_logs(out)
+
+
+def test_part_114_checks_the_two_sequence_span_then_ab_tests_it_and_runs_part_113(tmp_path):
+    _, made, out = run_part(tmp_path, "114")
+    gpu_check = [(a, e) for a, e in made if a[:1] == ["gpu-check"]]
+    assert "--chain-only" in gpu_check[0][0], made
+    assert any("--model" in a and "--skip-engine" not in a for a, _ in gpu_check), made
+    ab = [e for a, e in gpu_check if "--bench-model" in a]
+    assert [e.get("MINISGL_BENCH_AB") for e in ab] == ["MINISGL_CHAIN_ATTN_ROWS=1"] * 2, made
+    assert [(e["MINISGL_BENCH_BATCHES"], e.get("MINISGL_BENCH_CONTEXT")) for e in ab] == [
+        ("1,2,4", None), ("2", "1024")], made
+    offline = [a for a, _ in made if a[:2] == ["bench", "offline"]]
+    assert len(offline) == 2 and "--compare-cache" in offline[0], made
+    assert {"gpu-check-chain-span-rows.log", "gpu-check-models-engine.log",
+            "gpu-check-bench-qwen3-0.6b-attnrows1.log", "shared-prefix-popular.log",
+            "offline-qwen3-0.6b.log"} <= archived_logs(out)

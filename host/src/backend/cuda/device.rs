@@ -332,6 +332,10 @@ pub struct CudaOptions {
     /// `MINISGL_CHAIN_ROWS`, 1 to [`CHAIN_MAX_ROWS`], default [`CHAIN_ROWS_DEFAULT`]);
     /// more rows run the separate products.
     pub chain_rows: usize,
+    /// Most decode rows (sequences) the attention chain takes (`layer_chain_span_g2_r2`;
+    /// `MINISGL_CHAIN_ATTN_ROWS`, 1 to [`CHAIN_MAX_ROWS`], default [`CHAIN_MAX_ROWS`]); more
+    /// rows run the attention as its own launches before the products-only chain.
+    pub chain_attn_rows: usize,
 }
 
 /// Most rows the products-only chain has a build for (`layer_chain_r2`; the r3 / r4
@@ -462,6 +466,12 @@ impl Default for CudaOptions {
             |n| (1..=CHAIN_MAX_ROWS).contains(&n),
             "a row count from 1 to 2",
         );
+        let chain_attn_rows = crate::env::count(
+            "MINISGL_CHAIN_ATTN_ROWS",
+            CHAIN_MAX_ROWS,
+            |n| (1..=CHAIN_MAX_ROWS).contains(&n),
+            "a row count from 1 to 2",
+        );
         CudaOptions {
             ordinal,
             attention,
@@ -492,6 +502,7 @@ impl Default for CudaOptions {
             chain_span,
             chain_hold,
             chain_rows,
+            chain_attn_rows,
         }
     }
 }
@@ -586,6 +597,7 @@ pub fn kernel_names(family: &str) -> Vec<String> {
             "layer_chain_attn_g4",
             "layer_chain_span_g2",
             "layer_chain_r2",
+            "layer_chain_span_g2_r2",
         ],
         "gemv" => {
             let base = [

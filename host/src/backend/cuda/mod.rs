@@ -232,6 +232,8 @@ pub struct CudaBackend {
     pub(crate) chain_hold: usize,
     /// [`CudaOptions::chain_rows`] (checks and benchmarks set it).
     pub(crate) chain_rows: std::cell::Cell<usize>,
+    /// [`CudaOptions::chain_attn_rows`] (checks and benchmarks set it).
+    pub(crate) chain_attn_rows: std::cell::Cell<usize>,
     /// This device's rank when the model is split across GPUs
     /// ([`Backend::all_reduce`](super::Backend::all_reduce) goes through it).
     pub(crate) nccl: Option<nccl::NcclRank>,
@@ -268,6 +270,9 @@ impl CudaBackend {
             chain_span: opts.chain_span.clamp(1, device::CHAIN_MAX_LAYERS),
             chain_hold: opts.chain_hold,
             chain_rows: std::cell::Cell::new(opts.chain_rows.clamp(1, device::CHAIN_MAX_ROWS)),
+            chain_attn_rows: std::cell::Cell::new(
+                opts.chain_attn_rows.clamp(1, device::CHAIN_MAX_ROWS),
+            ),
             nccl: None,
         })
     }
@@ -327,6 +332,18 @@ impl CudaBackend {
     /// The most rows the products-only chain takes now.
     pub fn chain_rows(&self) -> usize {
         self.chain_rows.get()
+    }
+
+    /// Let the attention chain take up to `rows` sequences (1 to
+    /// [`device::CHAIN_MAX_ROWS`]); checks and benchmarks compare.
+    pub fn set_chain_attn_rows(&self, rows: usize) {
+        self.chain_attn_rows
+            .set(rows.clamp(1, device::CHAIN_MAX_ROWS));
+    }
+
+    /// The most sequences the attention chain takes now.
+    pub fn chain_attn_rows(&self) -> usize {
+        self.chain_attn_rows.get()
     }
 
     /// Let the chain run the layer's attention too (`layer_chain_attn_g*`) where it

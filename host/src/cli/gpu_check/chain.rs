@@ -5,7 +5,8 @@
 //! qkv), and a width the kernel refuses. Then the same launch with the layer's
 //! attention in front (`layer_chain_attn_g*`) against the CPU's `qkv_attention` and the
 //! products, over paged caches of 1 to 2,000 rows, with the cached K/V compared too; and
-//! the products-only chain at two decode rows (`layer_chain_r2`).
+//! the products-only chain at two decode rows (`layer_chain_r2`), and the attention
+//! chain at two sequences (`layer_chain_span_g2_r2`).
 
 use anyhow::Result;
 use rand::SeedableRng;
@@ -221,6 +222,7 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
     rows(cpu, gpu, seed, rep)?;
     attention(cpu, gpu, seed, rep)?;
     span(cpu, gpu, seed, rep)?;
+    span_rows(cpu, gpu, seed, rep)?;
     // Any LC_TRACE entry builds the trace in (the kernel tests #ifdef LC_TRACE).
     use minisgl::backend::cuda::nvrtc::{parse_defines, DEFINES_ENV};
     let defines = std::env::var(DEFINES_ENV).unwrap_or_default();
@@ -410,6 +412,17 @@ fn one_seq_cache(
     hkv: usize,
     ctx: usize,
 ) -> (KvLayout, StepMeta, StepMeta) {
+    seqs_cache(rng, name, hq, hkv, &[ctx])
+}
+
+/// As [`one_seq_cache`] for several sequences, of `ctxs[i]` rows after the step.
+fn seqs_cache(
+    rng: &mut ChaCha8Rng,
+    name: &'static str,
+    hq: usize,
+    hkv: usize,
+    ctxs: &[usize],
+) -> (KvLayout, StepMeta, StepMeta) {
     let c = Case {
         name,
         page_size: 16,
@@ -417,7 +430,7 @@ fn one_seq_cache(
         head_dim: 128,
         q_heads: hq,
         kv_heads: hkv,
-        seqs: vec![(ctx - 1, 1)],
+        seqs: ctxs.iter().map(|&ctx| (ctx - 1, 1)).collect(),
     };
     let (num_pages, fill, step) = metas(&c, rng);
     let layout = KvLayout {
@@ -757,6 +770,274 @@ fn span(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Res
         }
     }
     Ok(())
+}
+
+/// The attention chain at several sequences (`layer_chain_span_g2_r2`): 1-3 layers in
+/// one launch over two sequences of different contexts, against the CPU running the same
+/// layers one after the other on both rows (the residuals, the last layer's next qkv,
+/// each layer's new K/V rows), and once more from the same inputs (the grid barrier's
+/// count and the tickets must be back where they started). Three sequences, a group past
+/// 2, or `MINISGL_CHAIN_ATTN_ROWS=1` must be refused.
+fn span_rows(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Result<()> {
+    let rng = &mut ChaCha8Rng::seed_from_u64(seed ^ 0x5a42);
+    const HD: usize = 128;
+    // (name, q heads, kv heads, hidden, intermediate, q/k norms, biases, layers, contexts,
+    // whether the last layer is the model's last, attention rows allowed)
+    type RowsShape = (
+        &'static str,
+        usize,
+        usize,
+        usize,
+        usize,
+        bool,
+        bool,
+        usize,
+        &'static [usize],
+        bool,
+        usize,
+    );
+    let shapes: [RowsShape; 7] = [
+        (
+            "qwen3-0.6b",
+            16,
+            8,
+            1024,
+            3072,
+            true,
+            false,
+            3,
+            &[300, 41],
+            false,
+            2,
+        ),
+        (
+            "qwen3-0.6b, one layer",
+            16,
+            8,
+            1024,
+            3072,
+            true,
+            false,
+            1,
+            &[1, 2000],
+            false,
+            2,
+        ),
+        (
+            "qwen3-0.6b, model's last layer",
+            16,
+            8,
+            1024,
+            3072,
+            true,
+            false,
+            2,
+            &[17, 17],
+            true,
+            2,
+        ),
+        (
+            "group 1, biases",
+            8,
+            8,
+            1024,
+            2048,
+            false,
+            true,
+            2,
+            &[1100, 129],
+            false,
+            2,
+        ),
+        // Refused: a group of 4, three sequences, the rows setting at 1.
+        (
+            "group 4",
+            8,
+            2,
+            1024,
+            2048,
+            true,
+            false,
+            2,
+            &[129, 64],
+            false,
+            2,
+        ),
+        (
+            "three sequences",
+            16,
+            8,
+            1024,
+            3072,
+            true,
+            false,
+            2,
+            &[40, 50, 60],
+            false,
+            2,
+        ),
+        (
+            "attention rows 1",
+            16,
+            8,
+            1024,
+            3072,
+            true,
+            false,
+            2,
+            &[40, 50],
+            false,
+            1,
+        ),
+    ];
+    let inv = qwen3_inv_freq(HD);
+    let invf = (up(cpu, &[HD / 2], &inv)?, up(gpu, &[HD / 2], &inv)?);
+    let was = gpu.chain_attn_rows();
+    let out = (|| -> Result<()> {
+        for (name, hq, hkv, h, inter, norms, bias, n, ctxs, model_last, allowed) in shapes {
+            gpu.set_chain_attn_rows(allowed);
+            let m = ctxs.len();
+            let (qd, cols) = (hq * HD, (hq + 2 * hkv) * HD);
+            let what = format!("{name} {hq}q/{hkv}kv h={h} ctx={ctxs:?} {n} layers");
+            let (mut layout, fill, step) = seqs_cache(rng, name, hq, hkv, ctxs);
+            layout.num_layers = n;
+            let nf = fill.tokens.len();
+            let (mut kvc, mut kvg) = (cpu.alloc_kv(layout)?, gpu.alloc_kv(layout)?);
+            let (fc, fg) = (cpu.prepare_step(&fill)?, gpu.prepare_step(&fill)?);
+            let mut layers = Vec::with_capacity(n);
+            let mut norms_w = Vec::with_capacity(n);
+            for l in 0..n {
+                let k = pair(rng, cpu, gpu, &[nf, hkv * HD], 1.0)?;
+                let v = pair(rng, cpu, gpu, &[nf, hkv * HD], 1.0)?;
+                cpu.store_kv(&mut kvc, l, &k.0, &v.0, &fc)?;
+                gpu.store_kv(&mut kvg, l, &k.1, &v.1, &fg)?;
+                norms_w.push((
+                    pair(rng, cpu, gpu, &[HD], 1.0)?,
+                    pair(rng, cpu, gpu, &[HD], 1.0)?,
+                ));
+                layers.push(Layer::random(rng, cpu, gpu, h, qd, inter, cols, bias)?);
+            }
+            let (qkv_c0, qkv_g0) = pair(rng, cpu, gpu, &[m, cols], 1.0)?;
+            let r0 = randn(rng, m * h, 1.0);
+            let (mut rc, mut rg) = (up(cpu, &[m, h], &r0)?, up(gpu, &[m, h], &r0)?);
+
+            let sc = cpu.prepare_step(&step)?;
+            let mut qkv_c = Some(qkv_c0);
+            for (l, layer) in layers.iter().enumerate() {
+                let (wq, wk) = &norms_w[l];
+                let pc = attn_params(hq, hkv, norms, &wq.0, &wk.0, &invf.0);
+                let q = qkv_c.take().expect("each layer's qkv");
+                let attn_c = cpu.qkv_attention(q, &mut kvc, l, &sc, &pc)?;
+                layer.cpu_products(cpu, &attn_c, &mut rc)?;
+                if !(model_last && l + 1 == n) {
+                    qkv_c = Some(layer.cpu_next_qkv(cpu, &rc)?);
+                }
+            }
+
+            let sg = gpu.prepare_step(&step)?;
+            let pg: Vec<_> = norms_w
+                .iter()
+                .map(|(wq, wk)| attn_params(hq, hkv, norms, &wq.1, &wk.1, &invf.1))
+                .collect();
+            let chains: Vec<_> = layers
+                .iter()
+                .enumerate()
+                .map(|(l, layer)| {
+                    let input = match l {
+                        0 => ChainInput::Qkv {
+                            qkv: &qkv_g0,
+                            layer: 0,
+                            params: &pg[0],
+                        },
+                        _ => ChainInput::Chained {
+                            layer: l,
+                            params: &pg[l],
+                        },
+                    };
+                    layer.chain(input, model_last && l + 1 == n)
+                })
+                .collect();
+            let on = gpu.layer_chain_on() && gpu.chain_attn_on() && gpu.dev.cc == (9, 0);
+            let want = on && hq / hkv <= 2 && m <= 2 && allowed >= m;
+            let ok = gpu.layer_chain_ok(&rg, &chains[0], &kvg, &sg);
+            let took = if ok {
+                gpu.layer_span_len(&rg, &chains, &kvg, &sg)
+            } else {
+                0
+            };
+            let expect = if want { n } else { 0 };
+            rep.fact(
+                "chain_span_rows",
+                format!("{what} takes {expect}"),
+                took == expect,
+                format!("layer_chain_ok {ok}, layer_span_len {took}"),
+            );
+            if !want || took != n {
+                continue;
+            }
+            let mut results = Vec::new();
+            for _ in 0..2 {
+                let mut r = up(gpu, &[m, h], &r0)?;
+                let q = match n {
+                    1 => gpu.layer_chain(&chains[0], &mut kvg, &sg, &mut r)?,
+                    _ => gpu.layer_span(&chains, &mut kvg, &sg, &mut r)?,
+                };
+                results.push((r, q));
+            }
+            let (second, q2) = results.pop().expect("two launches");
+            let (first, q1) = results.pop().expect("two launches");
+            rg = first;
+            // Against the CPU the bf16 roundings of each layer's qkv, taken in another
+            // order, compound (see span).
+            let t = 5e-3 * (n + 1) as f64;
+            let g = gpu.to_host(&rg)?;
+            rep.check(
+                "chain_span_rows",
+                format!("{what} residual"),
+                &g,
+                &cpu.to_host(&rc)?,
+                t,
+            );
+            let again = format!("{what} residual, launched again");
+            rep.check("chain_span_rows", again, &gpu.to_host(&second)?, &g, 1e-6);
+            match (q1, q2) {
+                (Some(q1), Some(q2)) if !model_last => {
+                    let q = gpu.to_host(&q1)?;
+                    let c = cpu.to_host(qkv_c.as_ref().expect("the last layer's next qkv"))?;
+                    rep.check("chain_span_rows", format!("{what} qkv"), &q, &c, t);
+                    let again = format!("{what} qkv, launched again");
+                    rep.check("chain_span_rows", again, &gpu.to_host(&q2)?, &q, 1e-6);
+                }
+                (None, None) if model_last => {}
+                (q1, _) => rep.fact(
+                    "chain_span_rows",
+                    format!("{what} qkv"),
+                    false,
+                    format!(
+                        "returned a qkv: {}, after the model's last layer: {model_last}",
+                        q1.is_some()
+                    ),
+                ),
+            }
+            // Each sequence's new row of K (normed, rotated) and V in each layer's cache.
+            let kvw = hkv * HD;
+            for (i, &slot) in step.slots.iter().enumerate() {
+                let at = slot as usize * kvw;
+                for l in 0..n {
+                    let kg = &cache_f32(gpu, &kvg.k[l])?[at..at + kvw];
+                    let vg = &cache_f32(gpu, &kvg.v[l])?[at..at + kvw];
+                    let kc = &kvc.k[l][at..at + kvw];
+                    let vc = &kvc.v[l][at..at + kvw];
+                    let row = format!("{what} sequence {i} layer {l} cached");
+                    rep.check("chain_span_rows", format!("{row} K"), kg, kc, t);
+                    rep.check("chain_span_rows", format!("{row} V"), vg, vc, t);
+                }
+            }
+        }
+        Ok(())
+    })();
+    gpu.set_chain_attn_rows(was);
+    out
 }
 
 /// Where a chain launch's time goes, phase by phase (kernels built with `LC_TRACE=1`):

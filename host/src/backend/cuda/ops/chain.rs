@@ -141,6 +141,15 @@ fn rows_kernel(rows: usize) -> Option<&'static str> {
     }
 }
 
+/// The attention chain of several layers a launch at `rows` sequences (group ≤ 2).
+fn span_kernel(rows: usize) -> Option<&'static str> {
+    match rows {
+        1 => Some("layer_chain_span_g2"),
+        2 => Some("layer_chain_span_g2_r2"),
+        _ => None,
+    }
+}
+
 /// The kernel entry for a GQA group: the smallest of 2 and 4 that holds it. Larger
 /// groups run the separate attention: the running state of 6 or 8 heads spilled, and
 /// Qwen3-14B's group of 5 measured 1.016x slower than the separate attention
@@ -154,9 +163,11 @@ fn attn_kernel(group: usize) -> Option<&'static str> {
 }
 
 impl CudaBackend {
-    /// The attention-in-front's group size when the kernel can run it: one sequence of
-    /// one new token, head_dim 128, a group of at most 4, q and k norms both or neither,
-    /// f32 inverse frequencies, the kv heads each taking a block.
+    /// The attention-in-front's group size when the kernel can run it: `rows` sequences
+    /// of one new token each (past one, up to `chain_attn_rows`, a group of at most 2:
+    /// the span kernel), head_dim 128, a group of at most 4, q and k norms both or
+    /// neither, f32 inverse frequencies, the kv heads each taking a block of each
+    /// sequence's share of the grid.
     fn chain_attn_group(
         &self,
         qkv: Option<&CudaTensor>,
@@ -173,21 +184,26 @@ impl CudaBackend {
                 .iter()
                 .flatten()
                 .all(|n| bf16_1d(n, ATT_HD));
+        let rows = step.meta.num_seqs();
+        let rows_ok = rows == 1
+            || (rows <= self.chain_attn_rows.get()
+                && group <= 2
+                && span_kernel(rows).is_some_and(|k| self.dev.kernels.get(k).is_ok()));
         let ok = self.chain_attn.get()
             && step.decode_only
-            && step.meta.num_seqs() == 1
-            && step.meta.num_tokens() == 1
+            && rows_ok
+            && step.meta.num_tokens() == rows
             && p.head_dim == ATT_HD
             && l.head_dim == ATT_HD
             && l.kv_heads == hkv
             && layer < l.num_layers
             && l.page_size > 0
             && hq == group * hkv
-            && hkv <= self.dev.num_sms.min(CHAIN_TICKETS)
+            && hkv * rows <= self.dev.num_sms.min(CHAIN_TICKETS)
             && norms
             && p.inv_freq.f32_copy.is_some()
             && p.inv_freq.numel() * 2 == ATT_HD
-            && qkv.is_none_or(|t| bf16_2d(t) == Some((1, (hq + 2 * hkv) * ATT_HD)));
+            && qkv.is_none_or(|t| bf16_2d(t) == Some((rows, (hq + 2 * hkv) * ATT_HD)));
         let name = attn_kernel(group)?;
         (ok && self.dev.kernels.get(name).is_ok()).then_some(group)
     }
@@ -223,7 +239,8 @@ impl CudaBackend {
         let Some((d0, _)) = self.chain_plan(residual, first, kv, step) else {
             return 0;
         };
-        let spans = d0.group <= 2 && self.dev.kernels.get("layer_chain_span_g2").is_ok();
+        let spans =
+            d0.group <= 2 && span_kernel(d0.rows).is_some_and(|k| self.dev.kernels.get(k).is_ok());
         let max = if spans { self.chain_span } else { 1 };
         let mut n = 1;
         while n < chains.len().min(max) {
@@ -264,12 +281,14 @@ impl CudaBackend {
             return None;
         }
         let (rows, h) = bf16_2d(residual)?;
-        // Past one row only the products-only chain, up to the rows allowed now.
-        let most = match &c.input {
-            ChainInput::Attn(_) => self.chain_rows.get(),
-            _ => 1,
+        // Past one row: the products-only chain, or the span kernel with the attention
+        // (chain_attn_group checks its rows), up to the rows allowed now.
+        let kernel = match &c.input {
+            ChainInput::Attn(_) => (rows <= self.chain_rows.get()).then(|| rows_kernel(rows))?,
+            _ if rows == 1 => rows_kernel(1),
+            _ => span_kernel(rows),
         };
-        if rows > most || self.dev.kernels.get(rows_kernel(rows)?).is_err() {
+        if self.dev.kernels.get(kernel?).is_err() {
             return None;
         }
         let (ho, qd) = bf16_2d(c.w_o)?;
@@ -459,9 +478,9 @@ impl CudaBackend {
         // The attention's partials (every head's splits, at most ATT_MAX_SPLITS) and its
         // merged output row, read back later in the same launch (each layer in turn).
         let (hq, hkv) = (params.q_heads, params.kv_heads);
-        let o_part = self.alloc_f32(hq * ATT_MAX_SPLITS * ATT_HD)?;
-        let lse = self.alloc_f32(hq * ATT_MAX_SPLITS)?;
-        let attn_out = self.new_bf16(1, d.qd)?;
+        let o_part = self.alloc_f32(d.rows * hq * ATT_MAX_SPLITS * ATT_HD)?;
+        let lse = self.alloc_f32(d.rows * hq * ATT_MAX_SPLITS)?;
+        let attn_out = self.new_bf16(d.rows, d.qd)?;
         let freq = params.inv_freq.f32_copy.as_ref().ok_or_else(|| {
             BackendError::Unsupported("layer_chain: inv_freq without its f32 upload".into())
         })?;
@@ -484,7 +503,8 @@ impl CudaBackend {
             Arg::I32(self.chain_attn_part as i32),
             Arg::F32(params.scale),
         ];
-        let (name, args, table) = if layers == 1 {
+        // Past one row the span kernel runs even one layer (there is no one-layer build).
+        let (name, args, table) = if layers == 1 && d.rows == 1 {
             // layer_chain_attn_g*: the layer's own arguments, then its attention's.
             let mut args = one;
             args.extend([
@@ -518,7 +538,8 @@ impl CudaBackend {
                 Arg::U64(slots),
             ]);
             args.extend(pages);
-            ("layer_chain_span_g2", args, Some(&table))
+            let name = span_kernel(d.rows).expect("chain_plan checked the rows");
+            (name, args, Some(&table))
         };
         // K and V of every context row once; q·k and p·v for every query head.
         let ctx: usize = step.meta.kv_lens.iter().map(|&n| n as usize).sum();
@@ -671,5 +692,8 @@ mod tests {
         assert!(plan(&d, 132).is_none());
         assert_eq!(super::rows_kernel(2), Some("layer_chain_r2"));
         assert_eq!(super::rows_kernel(3), None);
+        assert_eq!(super::span_kernel(1), Some("layer_chain_span_g2"));
+        assert_eq!(super::span_kernel(2), Some("layer_chain_span_g2_r2"));
+        assert_eq!(super::span_kernel(3), None);
     }
 }
