@@ -422,6 +422,72 @@ __device__ __forceinline__ void lc_produce(const LcSeg* segs, const int* nseg, c
     }
 }
 
+// A row's dot product into its accumulator: stored where one warp's run held the whole
+// row (no other warp adds to it), else added. Shared f32 atomics are a compare-and-swap
+// loop on sm_90 (ATOMS.CAST.SPIN in the SASS): a load, an add and the swap on the
+// consumer's path for every row.
+__device__ __forceinline__ void lc_put(float* at, float d, bool whole) {
+    if (whole) {
+        *at = d;
+    } else {
+        atomicAdd(at, d);
+    }
+}
+
+// Two warp sums in five shuffles: lane 0 ends with the sum of a over the warp, lane 16
+// with that of b, each added in warp_sum's order (the first step's pairs commute), so the
+// results are warp_sum's bit for bit.
+__device__ __forceinline__ float lc_sum2(float a, float b, int lane) {
+    const bool lo = lane < 16;
+    float v = (lo ? a : b) + __shfl_xor_sync(0xffffffffu, lo ? b : a, 16);
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// A one-row run's sum waiting for the next one, so that two rows share lc_sum2's
+// shuffles (at: null, none waits).
+struct LcPending {
+    float sum = 0.0f;
+    float* at = nullptr;
+    bool whole = false;
+};
+
+// The end of a run over a row (its R lanes' partial sums in part, zeroed here) into
+// acc_row + r acc_rows for each row r of x. Dropping the per-row shuffle reduction
+// altogether (a timing-only build, wrong results) ran the Qwen3-0.6B graph step 1.029x
+// faster at batch 1 and 1.050x at batch 2 (an H200, 2026-12-06, part 115): two sums
+// in one lc_sum2 halve the shuffles, R = 2 from its two rows, R = 1 from a run and the
+// one before it.
+template <int R>
+__device__ __forceinline__ void lc_row_done(float* part, float* acc_row, int acc_rows, bool whole,
+                                            LcPending& pend, int lane) {
+    if constexpr (R == 1) {
+        if (pend.at == nullptr) {
+            pend = LcPending{part[0], acc_row, whole};
+        } else {
+            const float v = lc_sum2(pend.sum, part[0], lane);
+            if (lane == 0 || lane == 16) {
+                const bool second = lane == 16;
+                lc_put(second ? acc_row : pend.at, v, second ? whole : pend.whole);
+            }
+            pend.at = nullptr;
+        }
+    } else {
+#pragma unroll
+        for (int r = 0; r + 1 < R; r += 2) {
+            const float v = lc_sum2(part[r], part[r + 1], lane);
+            if (lane == 0 || lane == 16) lc_put(acc_row + (r + (lane == 16)) * acc_rows, v, whole);
+        }
+        if constexpr (R % 2 == 1) {
+            const float d = warp_sum(part[R - 1]);
+            if (lane == 0) lc_put(acc_row + (R - 1) * acc_rows, d, whole);
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) part[r] = 0.0f;
+}
+
 // Consumes every chunk of phase `phase` (the next ones in the stream): acc[acc0 + row] +=
 // w_row · x, for each of R rows of x (row r: x + r xmax into acc + r acc_rows; each
 // piece's weights converted once for all of them). `cs` is the next segment to consume
@@ -437,6 +503,7 @@ __device__ __forceinline__ void lc_consume(const LcSeg* segs, int nseg, int phas
     const u32x4* x4 = reinterpret_cast<const u32x4*>(x);
     bool first = true;
     u32 waited = 0, busy = 0;  // cycles (the trace build only)
+    LcPending pend;
     for (; cs < nseg && segs[cs].phase == phase; cs++) {
         const LcSeg s = segs[cs];
         for (u32 off = 0; off < s.bytes; off += LC_CHUNK) {
@@ -464,6 +531,7 @@ __device__ __forceinline__ void lc_consume(const LcSeg* segs, int nseg, int phas
                 float part[R];
 #pragma unroll
                 for (int r = 0; r < R; r++) part[r] = 0.0f;
+                bool from0 = col == 0;  // this run holds the row from its first column
                 for (int p = p0; p < p1; p++) {
                     u32x4 wv = w4[p * 32 + lane];
                     if constexpr (R == 1) {
@@ -485,13 +553,21 @@ __device__ __forceinline__ void lc_consume(const LcSeg* segs, int nseg, int phas
                     }
                     col += 256;
                     if (col == s.k || p + 1 == p1) {
+#ifdef LC_REDUCE_EACH
+                        // The build before 2026-12-06 PM, for A/Bs: every row's sum reduced
+                        // on its own and added with a shared atomic.
 #pragma unroll
                         for (int r = 0; r < R; r++) {
                             float d = warp_sum(part[r]);
                             if (lane == 0) atomicAdd(acc + r * acc_rows + s.acc0 + row, d);
                             part[r] = 0.0f;
                         }
+#else
+                        lc_row_done<R>(part, acc + s.acc0 + row, acc_rows, from0 && col == s.k,
+                                       pend, lane);
+#endif
                         col = col == s.k ? 0 : col;
+                        from0 = true;
                         row++;
                     }
                 }
@@ -502,6 +578,10 @@ __device__ __forceinline__ void lc_consume(const LcSeg* segs, int nseg, int phas
             if (lane == 0) mbar_arrive_if(empty + stage * 8, true);
             busy += tr.now() - w1;
         }
+    }
+    if (pend.at != nullptr) {
+        const float d = warp_sum(pend.sum);
+        if (lane == 0) lc_put(pend.at, d, pend.whole);
     }
     tr.add(LC_T_WT0 + phase, waited);
     tr.add(LC_T_BS0 + phase, busy);

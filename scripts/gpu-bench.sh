@@ -284,6 +284,13 @@
 #             popularity (bench's --group-order popular, the default since 2026-12-06),
 #             radix cache against none (--compare-cache): the prefix + extend path with
 #             cache hits, which part 107's round-robin order never had.
+#     part 116: the chain's row sums two to a reduction and stored where one warp holds
+#             the whole row: chain checks, fixture models, graph-step A/Bs at batch 1 and 2
+#             against LC_REDUCE_EACH=1 (the build before) on 0.6B (contexts 256, 1,024),
+#             Llama-3.1-8B and Qwen3-14B.
+#     part 115: timing-only builds of the chain's consume loop (LC_EXP_NOX: x read once a
+#             chunk; LC_EXP_NORED: no per-row shuffle reduction; both give wrong results)
+#             A/B'd against the default at batch 1 and 2: 0.6B, then Llama-3.1-8B.
 #     part 114: the attention chain at two sequences (layer_chain_span_g2_r2, default
 #             on; MINISGL_CHAIN_ATTN_ROWS=1 turns it off): gpu-check's chain group (its
 #             span_rows checks against the CPU), the fixture models and engine, the 0.6B
@@ -1630,6 +1637,37 @@ device)
             echo "no time left for the 0.6B default workload (${SECONDS} s)"
         fi
         pack_logs 114
+    elif [ "$part" = 115 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # Where the chain's consume loop spends its time: two timing-only builds (their
+        # results are wrong) A/B'd against the default at batch 1 and 2, context 256:
+        # LC_EXP_NOX reads x once a chunk (as if each warp held its columns of x in
+        # registers), LC_EXP_NORED drops the per-row shuffle reduction.
+        # (Run once, 2026-12-06, on 1d21513 with the two #ifdef blocks added; they were
+        # removed after it: this part no longer has its builds.)
+        runner_ab qwen3-0.6b -nox 1,2 MINISGL_KERNEL_DEFINES=LC_EXP_NOX=1
+        runner_ab qwen3-0.6b -nored 1,2 MINISGL_KERNEL_DEFINES=LC_EXP_NORED=1
+        if [ "$SECONDS" -lt 400 ]; then
+            runner_ab llama-3.1-8b -nox 1,2 MINISGL_KERNEL_DEFINES=LC_EXP_NOX=1
+        fi
+        pack_logs 115
+    elif [ "$part" = 116 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # The chain's row sums two to a reduction and stored where a run holds the whole
+        # row (lc_row_done): the chain checks and the fixture models, then the graph
+        # steps A/B against the build before it (MINISGL_KERNEL_DEFINES=LC_REDUCE_EACH=1)
+        # at batch 1 and 2: 0.6B at contexts 256 and 1,024, Llama-3.1-8B, Qwen3-14B.
+        chain_check "" reduce
+        check_models
+        runner_ab qwen3-0.6b -each 1,2 MINISGL_KERNEL_DEFINES=LC_REDUCE_EACH=1
+        MINISGL_BENCH_CONTEXT=1024 runner_ab qwen3-0.6b -each-ctx1024 1,2 MINISGL_KERNEL_DEFINES=LC_REDUCE_EACH=1
+        if [ "$SECONDS" -lt 380 ]; then
+            runner_ab llama-3.1-8b -each 1,2 MINISGL_KERNEL_DEFINES=LC_REDUCE_EACH=1
+        fi
+        if [ "$SECONDS" -lt 420 ]; then
+            BENCH_TIMEOUT=$((590 - SECONDS)) runner_ab qwen3-14b -each 1,2 MINISGL_KERNEL_DEFINES=LC_REDUCE_EACH=1
+        fi
+        pack_logs 116
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate
