@@ -1163,15 +1163,20 @@ LAYER_CHAIN_ATTN(4)
 // build the layer loop spilled 84-234 bytes (its attention's state is twice as large,
 // and what the loop keeps live pushes it past the 96 registers of a 544-thread block),
 // so there is none.
-extern "C" __global__ void __launch_bounds__(LC_THREADS, 1) layer_chain_span_g2(
-    bf16_t* residual, bf16_t* act, bf16_t* qkv_out, u32* bar, int h, int qd, int inter,
-    int nqkv, float eps, int stages, int xmax, int acc_rows, int region, int window, int hold,
-    int n_layers, const bf16_t* qkv, const int* pos, const float* inv_freq, const int* slots,
-    const int* kv_len, const int* page_start, const int* page_ids, float* o_part, float* lse,
-    bf16_t* attn_out, int hq, int hkv, int page_size, int part, float scale,
-    const __grid_constant__ LcLayers layers) {
-    LcAttnArgs a{qkv, pos,      inv_freq, slots,     kv_len, page_start, page_ids, o_part,
-                 lse, attn_out, hq,       hkv,       page_size, part,     scale};
+// A span's parameters (layer_chain_span_g2 and its two-row build) and the attention's
+// share of them.
+#define LC_SPAN_PARAMS                                                                         \
+    bf16_t *residual, bf16_t *act, bf16_t *qkv_out, u32 *bar, int h, int qd, int inter,      \
+        int nqkv, float eps, int stages, int xmax, int acc_rows, int region, int window,     \
+        int hold, int n_layers, const bf16_t *qkv, const int *pos, const float *inv_freq,    \
+        const int *slots, const int *kv_len, const int *page_start, const int *page_ids,     \
+        float *o_part, float *lse, bf16_t *attn_out, int hq, int hkv, int page_size, int part, \
+        float scale, const __grid_constant__ LcLayers layers
+#define LC_SPAN_ATTN_ARGS                                                                   \
+    LcAttnArgs{qkv,      pos, inv_freq, slots,     kv_len, page_start, page_ids, o_part, lse, \
+               attn_out, hq,  hkv,      page_size, part,   scale}
+extern "C" __global__ void __launch_bounds__(LC_THREADS, 1) layer_chain_span_g2(LC_SPAN_PARAMS) {
+    const LcAttnArgs a = LC_SPAN_ATTN_ARGS;
     layer_chain_impl<2, true>(nullptr, a, layers.l, n_layers, residual, act, qkv_out, bar, h,
                               qd, inter, nqkv, eps, stages, xmax, acc_rows, region, window,
                               hold);
@@ -1408,15 +1413,8 @@ LAYER_CHAIN_ROWS(2)
 // attention and its combine) around the products-only chain: the Qwen3-0.6B graph step
 // went from 0.898 ms at batch 1 to 1.190 at batch 2 (an H100, 2026-12-06), most of it
 // 28 x 3 launch boundaries.
-extern "C" __global__ void __launch_bounds__(LC_THREADS, 1) layer_chain_span_g2_r2(
-    bf16_t* residual, bf16_t* act, bf16_t* qkv_out, u32* bar, int h, int qd, int inter,
-    int nqkv, float eps, int stages, int xmax, int acc_rows, int region, int window, int hold,
-    int n_layers, const bf16_t* qkv, const int* pos, const float* inv_freq, const int* slots,
-    const int* kv_len, const int* page_start, const int* page_ids, float* o_part, float* lse,
-    bf16_t* attn_out, int hq, int hkv, int page_size, int part, float scale,
-    const __grid_constant__ LcLayers layers) {
-    LcAttnArgs a{qkv, pos,      inv_freq, slots,     kv_len, page_start, page_ids, o_part,
-                 lse, attn_out, hq,       hkv,       page_size, part,     scale};
+extern "C" __global__ void __launch_bounds__(LC_THREADS, 1) layer_chain_span_g2_r2(LC_SPAN_PARAMS) {
+    const LcAttnArgs a = LC_SPAN_ATTN_ARGS;
     layer_chain_rows_impl<2, 2>(nullptr, a, layers.l, n_layers, residual, act, qkv_out, bar, h,
                                 qd, inter, nqkv, eps, stages, xmax, acc_rows, region, window,
                                 hold);

@@ -555,6 +555,100 @@ fn attention(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -
     Ok(())
 }
 
+/// `n` random layers over caches the fill step `fill` (`nf` rows) wrote: each layer's
+/// random K and V rows into the CPU cache `kvc` and every GPU cache in `kvg`; the layers
+/// and their q/k norm weights.
+#[allow(clippy::too_many_arguments)]
+fn span_layers(
+    rng: &mut ChaCha8Rng,
+    cpu: &CpuBackend,
+    gpu: &CudaBackend,
+    (hq, hkv, h, inter, bias): (usize, usize, usize, usize, bool),
+    n: usize,
+    (nf, fc, fg): (
+        usize,
+        &<CpuBackend as Backend>::Step,
+        &<CudaBackend as Backend>::Step,
+    ),
+    kvc: &mut <CpuBackend as Backend>::Kv,
+    kvg: &mut [&mut <CudaBackend as Backend>::Kv],
+) -> Result<(Vec<Layer>, Vec<QkNorms>)> {
+    const HD: usize = 128;
+    let (qd, cols) = (hq * HD, (hq + 2 * hkv) * HD);
+    let mut layers = Vec::with_capacity(n);
+    let mut norms_w = Vec::with_capacity(n);
+    for l in 0..n {
+        let k = pair(rng, cpu, gpu, &[nf, hkv * HD], 1.0)?;
+        let v = pair(rng, cpu, gpu, &[nf, hkv * HD], 1.0)?;
+        cpu.store_kv(kvc, l, &k.0, &v.0, fc)?;
+        for g in kvg.iter_mut() {
+            gpu.store_kv(g, l, &k.1, &v.1, fg)?;
+        }
+        norms_w.push((
+            pair(rng, cpu, gpu, &[HD], 1.0)?,
+            pair(rng, cpu, gpu, &[HD], 1.0)?,
+        ));
+        layers.push(Layer::random(rng, cpu, gpu, h, qd, inter, cols, bias)?);
+    }
+    Ok((layers, norms_w))
+}
+
+/// A layer's q and k norm weights, each on both backends.
+type QkNorms = ((CpuT, GpuT), (CpuT, GpuT));
+
+/// The CPU reference of a span: each layer's attention and products on the residual `r`,
+/// then its next qkv (the last one's is returned).
+#[allow(clippy::too_many_arguments)]
+fn cpu_span(
+    cpu: &CpuBackend,
+    layers: &[Layer],
+    norms_w: &[QkNorms],
+    (hq, hkv, norms): (usize, usize, bool),
+    inv: &CpuT,
+    kv: &mut <CpuBackend as Backend>::Kv,
+    step: &<CpuBackend as Backend>::Step,
+    mut qkv: CpuT,
+    r: &mut CpuT,
+) -> Result<CpuT> {
+    for (l, layer) in layers.iter().enumerate() {
+        let (wq, wk) = &norms_w[l];
+        let p = attn_params(hq, hkv, norms, &wq.0, &wk.0, inv);
+        let attn = cpu.qkv_attention(qkv, kv, l, step, &p)?;
+        layer.cpu_products(cpu, &attn, r)?;
+        qkv = layer.cpu_next_qkv(cpu, r)?;
+    }
+    Ok(qkv)
+}
+
+/// The span's chains: the first layer from `qkv0`, each later one chained to the one
+/// before (the last one the model's last where `model_last`).
+fn span_chains<'a>(
+    layers: &'a [Layer],
+    qkv0: &'a GpuT,
+    params: &'a [AttnParams<'a, GpuT>],
+    model_last: bool,
+) -> Vec<LayerChain<'a, GpuT>> {
+    let n = layers.len();
+    layers
+        .iter()
+        .enumerate()
+        .map(|(l, layer)| {
+            let input = match l {
+                0 => ChainInput::Qkv {
+                    qkv: qkv0,
+                    layer: 0,
+                    params: &params[0],
+                },
+                _ => ChainInput::Chained {
+                    layer: l,
+                    params: &params[l],
+                },
+            };
+            layer.chain(input, model_last && l + 1 == n)
+        })
+        .collect()
+}
+
 /// Several layers in one launch (`layer_span`), each from the qkv the one before it
 /// wrote, against the CPU running the same layers one after the other: the residual,
 /// the last layer's next qkv, and each layer's new K/V row in its own cache. The launch
@@ -607,7 +701,7 @@ fn span(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Res
     let inv = qwen3_inv_freq(HD);
     let invf = (up(cpu, &[HD / 2], &inv)?, up(gpu, &[HD / 2], &inv)?);
     for (name, hq, hkv, h, inter, norms, bias, n, ctx, model_last) in shapes {
-        let (qd, cols) = (hq * HD, (hq + 2 * hkv) * HD);
+        let cols = (hq + 2 * hkv) * HD;
         let what = format!("{name} {hq}q/{hkv}kv h={h} ctx={ctx} {n} layers");
         let (mut layout, fill, step) = one_seq_cache(rng, name, hq, hkv, ctx);
         layout.num_layers = n;
@@ -616,34 +710,26 @@ fn span(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Res
         let (fc, fg) = (cpu.prepare_step(&fill)?, gpu.prepare_step(&fill)?);
         // A second GPU cache for the same layers launched one at a time.
         let mut kv1 = gpu.alloc_kv(layout)?;
-        let mut layers = Vec::with_capacity(n);
-        let mut norms_w = Vec::with_capacity(n);
-        for l in 0..n {
-            let k = pair(rng, cpu, gpu, &[nf, hkv * HD], 1.0)?;
-            let v = pair(rng, cpu, gpu, &[nf, hkv * HD], 1.0)?;
-            cpu.store_kv(&mut kvc, l, &k.0, &v.0, &fc)?;
-            gpu.store_kv(&mut kvg, l, &k.1, &v.1, &fg)?;
-            gpu.store_kv(&mut kv1, l, &k.1, &v.1, &fg)?;
-            norms_w.push((
-                pair(rng, cpu, gpu, &[HD], 1.0)?,
-                pair(rng, cpu, gpu, &[HD], 1.0)?,
-            ));
-            layers.push(Layer::random(rng, cpu, gpu, h, qd, inter, cols, bias)?);
-        }
-        let (mut qkv_c, qkv_g0) = pair(rng, cpu, gpu, &[1, cols], 1.0)?;
+        let (layers, norms_w) = span_layers(
+            rng,
+            cpu,
+            gpu,
+            (hq, hkv, h, inter, bias),
+            n,
+            (nf, &fc, &fg),
+            &mut kvc,
+            &mut [&mut kvg, &mut kv1],
+        )?;
+        let (qkv_c0, qkv_g0) = pair(rng, cpu, gpu, &[1, cols], 1.0)?;
         let r0 = randn(rng, h, 1.0);
         let (mut rc, mut rg) = (up(cpu, &[1, h], &r0)?, up(gpu, &[1, h], &r0)?);
         let mut r1 = up(gpu, &[1, h], &r0)?;
 
-        // The CPU: each layer's attention and products, then its next qkv.
         let sc = cpu.prepare_step(&step)?;
-        for (l, layer) in layers.iter().enumerate() {
-            let (wq, wk) = &norms_w[l];
-            let pc = attn_params(hq, hkv, norms, &wq.0, &wk.0, &invf.0);
-            let attn_c = cpu.qkv_attention(qkv_c, &mut kvc, l, &sc, &pc)?;
-            layer.cpu_products(cpu, &attn_c, &mut rc)?;
-            qkv_c = layer.cpu_next_qkv(cpu, &rc)?;
-        }
+        let heads = (hq, hkv, norms);
+        let qkv_c = cpu_span(
+            cpu, &layers, &norms_w, heads, &invf.0, &mut kvc, &sc, qkv_c0, &mut rc,
+        )?;
 
         // The GPU: one launch.
         let sg = gpu.prepare_step(&step)?;
@@ -651,24 +737,7 @@ fn span(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Res
             .iter()
             .map(|(wq, wk)| attn_params(hq, hkv, norms, &wq.1, &wk.1, &invf.1))
             .collect();
-        let chains: Vec<_> = layers
-            .iter()
-            .enumerate()
-            .map(|(l, layer)| {
-                let input = match l {
-                    0 => ChainInput::Qkv {
-                        qkv: &qkv_g0,
-                        layer: 0,
-                        params: &pg[0],
-                    },
-                    _ => ChainInput::Chained {
-                        layer: l,
-                        params: &pg[l],
-                    },
-                };
-                layer.chain(input, model_last && l + 1 == n)
-            })
-            .collect();
+        let chains = span_chains(&layers, &qkv_g0, &pg, model_last);
         let want = if hq / hkv <= 2 { n } else { 1 };
         let on = gpu.layer_chain_on() && gpu.chain_attn_on() && gpu.dev.cc == (9, 0);
         let took = gpu.layer_span_len(&rg, &chains, &kvg, &sg);
@@ -897,66 +966,39 @@ fn span_rows(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -
         for (name, hq, hkv, h, inter, norms, bias, n, ctxs, model_last, allowed) in shapes {
             gpu.set_chain_attn_rows(allowed);
             let m = ctxs.len();
-            let (qd, cols) = (hq * HD, (hq + 2 * hkv) * HD);
+            let cols = (hq + 2 * hkv) * HD;
             let what = format!("{name} {hq}q/{hkv}kv h={h} ctx={ctxs:?} {n} layers");
             let (mut layout, fill, step) = seqs_cache(rng, name, hq, hkv, ctxs);
             layout.num_layers = n;
             let nf = fill.tokens.len();
             let (mut kvc, mut kvg) = (cpu.alloc_kv(layout)?, gpu.alloc_kv(layout)?);
             let (fc, fg) = (cpu.prepare_step(&fill)?, gpu.prepare_step(&fill)?);
-            let mut layers = Vec::with_capacity(n);
-            let mut norms_w = Vec::with_capacity(n);
-            for l in 0..n {
-                let k = pair(rng, cpu, gpu, &[nf, hkv * HD], 1.0)?;
-                let v = pair(rng, cpu, gpu, &[nf, hkv * HD], 1.0)?;
-                cpu.store_kv(&mut kvc, l, &k.0, &v.0, &fc)?;
-                gpu.store_kv(&mut kvg, l, &k.1, &v.1, &fg)?;
-                norms_w.push((
-                    pair(rng, cpu, gpu, &[HD], 1.0)?,
-                    pair(rng, cpu, gpu, &[HD], 1.0)?,
-                ));
-                layers.push(Layer::random(rng, cpu, gpu, h, qd, inter, cols, bias)?);
-            }
+            let (layers, norms_w) = span_layers(
+                rng,
+                cpu,
+                gpu,
+                (hq, hkv, h, inter, bias),
+                n,
+                (nf, &fc, &fg),
+                &mut kvc,
+                &mut [&mut kvg],
+            )?;
             let (qkv_c0, qkv_g0) = pair(rng, cpu, gpu, &[m, cols], 1.0)?;
             let r0 = randn(rng, m * h, 1.0);
             let (mut rc, mut rg) = (up(cpu, &[m, h], &r0)?, up(gpu, &[m, h], &r0)?);
 
             let sc = cpu.prepare_step(&step)?;
-            let mut qkv_c = Some(qkv_c0);
-            for (l, layer) in layers.iter().enumerate() {
-                let (wq, wk) = &norms_w[l];
-                let pc = attn_params(hq, hkv, norms, &wq.0, &wk.0, &invf.0);
-                let q = qkv_c.take().expect("each layer's qkv");
-                let attn_c = cpu.qkv_attention(q, &mut kvc, l, &sc, &pc)?;
-                layer.cpu_products(cpu, &attn_c, &mut rc)?;
-                if !(model_last && l + 1 == n) {
-                    qkv_c = Some(layer.cpu_next_qkv(cpu, &rc)?);
-                }
-            }
+            let heads = (hq, hkv, norms);
+            let qkv_c = cpu_span(
+                cpu, &layers, &norms_w, heads, &invf.0, &mut kvc, &sc, qkv_c0, &mut rc,
+            )?;
 
             let sg = gpu.prepare_step(&step)?;
             let pg: Vec<_> = norms_w
                 .iter()
                 .map(|(wq, wk)| attn_params(hq, hkv, norms, &wq.1, &wk.1, &invf.1))
                 .collect();
-            let chains: Vec<_> = layers
-                .iter()
-                .enumerate()
-                .map(|(l, layer)| {
-                    let input = match l {
-                        0 => ChainInput::Qkv {
-                            qkv: &qkv_g0,
-                            layer: 0,
-                            params: &pg[0],
-                        },
-                        _ => ChainInput::Chained {
-                            layer: l,
-                            params: &pg[l],
-                        },
-                    };
-                    layer.chain(input, model_last && l + 1 == n)
-                })
-                .collect();
+            let chains = span_chains(&layers, &qkv_g0, &pg, model_last);
             let on = gpu.layer_chain_on() && gpu.chain_attn_on() && gpu.dev.cc == (9, 0);
             let want = on && hq / hkv <= 2 && m <= 2 && allowed >= m;
             let ok = gpu.layer_chain_ok(&rg, &chains[0], &kvg, &sg);
@@ -1003,7 +1045,7 @@ fn span_rows(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -
             match (q1, q2) {
                 (Some(q1), Some(q2)) if !model_last => {
                     let q = gpu.to_host(&q1)?;
-                    let c = cpu.to_host(qkv_c.as_ref().expect("the last layer's next qkv"))?;
+                    let c = cpu.to_host(&qkv_c)?;
                     rep.check("chain_span_rows", format!("{what} qkv"), &q, &c, t);
                     let again = format!("{what} qkv, launched again");
                     rep.check("chain_span_rows", again, &gpu.to_host(&q2)?, &q, 1e-6);
