@@ -287,7 +287,8 @@
 #     part 116: the chain's row sums two to a reduction and stored where one warp holds
 #             the whole row: chain checks, fixture models, graph-step A/Bs at batch 1 and 2
 #             against LC_REDUCE_EACH=1 (the build before) on 0.6B (contexts 256, 1,024),
-#             Llama-3.1-8B and Qwen3-14B.
+#             Llama-3.1-8B and Qwen3-14B; the 0.6B eager step kernel by kernel at batch
+#             1, 2, 4 while the call has time.
 #     part 115: timing-only builds of the chain's consume loop (LC_EXP_NOX: x read once a
 #             chunk; LC_EXP_NORED: no per-row shuffle reduction; both give wrong results)
 #             A/B'd against the default at batch 1 and 2: 0.6B, then Llama-3.1-8B.
@@ -1665,7 +1666,15 @@ device)
             runner_ab llama-3.1-8b -each 1,2 MINISGL_KERNEL_DEFINES=LC_REDUCE_EACH=1
         fi
         if [ "$SECONDS" -lt 420 ]; then
-            BENCH_TIMEOUT=$((590 - SECONDS)) runner_ab qwen3-14b -each 1,2 MINISGL_KERNEL_DEFINES=LC_REDUCE_EACH=1
+            BENCH_TIMEOUT=$((520 - SECONDS)) runner_ab qwen3-14b -each 1,2 MINISGL_KERNEL_DEFINES=LC_REDUCE_EACH=1
+        fi
+        # The 0.6B eager step kernel by kernel at batch 1, 2 and 4 (where the two-row
+        # step's time outside the span goes: the LM head, sampling).
+        if [ "$SECONDS" -lt 540 ]; then
+            timeout $((590 - SECONDS)) "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-0.6b \
+                --timeline-batches 1,2,4 --timeline-context 256 --timeline-out "$out/timeline-qwen3-0.6b.md" \
+                --report /tmp/timeline-report.md > "$out/timeline-qwen3-0.6b.log" 2>&1
+            echo "timeline qwen3-0.6b rc=$?"; grep -hE "^###|^Σ|rror" "$out/timeline-qwen3-0.6b.md" "$out/timeline-qwen3-0.6b.log" | head -12
         fi
         pack_logs 116
     elif [ "$part" = table ]; then
