@@ -1322,6 +1322,7 @@ __device__ __forceinline__ void layer_chain_rows_impl(
                                  a.attn_out + (size_t)r * qd, tr, b - r * share, share);
             }
             lc_bar_arrive_all(LC_BAR_GO);
+            tr.mark(LC_T_ATT);
             lc_grid_sync(bar, bar_target);
         }
         int cs = 0;
@@ -1347,9 +1348,14 @@ __device__ __forceinline__ void layer_chain_rows_impl(
         // post-attention-normed residual; 2: residual += bf16(act · W_downᵀ); 3: the next
         // layer's qkv of its input-normed residual (none after the model's last layer).
         const int phases = ly.in_norm != nullptr ? 4 : 3;
+        // The trace's points of each phase: past its barrier, its input in, its products.
+        constexpr int at_sync[4] = {LC_T_SYNC0, LC_T_SYNC1, LC_T_SYNC2, LC_T_SYNC3};
+        constexpr int at_x[4] = {LC_T_X0, LC_T_X1, LC_T_X2, LC_T_X3};
+        constexpr int at_c[4] = {LC_T_C0, LC_T_C1, LC_T_C2, LC_T_C3};
 #pragma unroll 1
         for (int phase = 0; phase < phases; phase++) {
             if (phase > 0) lc_grid_sync(bar, bar_target);
+            tr.mark(at_sync[phase]);
             if (phase == 0 || phase == 2) {
                 const bf16_t* src = phase == 2 ? act : ATT ? a.attn_out : attn;
                 lc_load_rows<R>(x, xmax, src, phase == 0 ? qd : inter);
@@ -1365,8 +1371,10 @@ __device__ __forceinline__ void layer_chain_rows_impl(
                 lc_norm_rows<R>(x, xmax, residual, w, lc_norm_w0(w, h), h, eps, red);
             }
             lc_zero(acc, R * acc_rows);
+            tr.mark(at_x[phase]);
             lc_consume<R>(segs, nseg_s[1], phase, cs, used, x, acc, full, empty, stages, ring_ptr,
                           tr, xmax, acc_rows);
+            tr.mark(at_c[phase]);
             if (phase == 0 || phase == 2) {
                 add_rows(phase == 0 ? ly.b_o : nullptr);
             } else if (phase == 1) {
@@ -1389,6 +1397,7 @@ __device__ __forceinline__ void layer_chain_rows_impl(
         }
         if (ly.in_norm == nullptr) break;
     }
+    tr.end();
 }
 
 // layer_chain's parameters, R rows deep (see layer_chain_rows_impl).

@@ -288,7 +288,8 @@
 #             the whole row: chain checks, fixture models, graph-step A/Bs at batch 1 and 2
 #             against LC_REDUCE_EACH=1 (the build before) on 0.6B (contexts 256, 1,024),
 #             Llama-3.1-8B and Qwen3-14B; the 0.6B eager step kernel by kernel at batch
-#             1, 2, 4 while the call has time.
+#             1, 2, 4 and the chain's phase trace (one and two sequences) while the call
+#             has time.
 #     part 115: timing-only builds of the chain's consume loop (LC_EXP_NOX: x read once a
 #             chunk; LC_EXP_NORED: no per-row shuffle reduction; both give wrong results)
 #             A/B'd against the default at batch 1 and 2: 0.6B, then Llama-3.1-8B.
@@ -1676,6 +1677,8 @@ device)
                 --report /tmp/timeline-report.md > "$out/timeline-qwen3-0.6b.log" 2>&1
             echo "timeline qwen3-0.6b rc=$?"; grep -hE "^###|^Σ|rror" "$out/timeline-qwen3-0.6b.md" "$out/timeline-qwen3-0.6b.log" | head -12
         fi
+        # The chain's phase trace, one layer a launch: 0.6B at one and two sequences.
+        if [ "$SECONDS" -lt 480 ]; then chain_check LC_TRACE=1 trace; fi
         pack_logs 116
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):

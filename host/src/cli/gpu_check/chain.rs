@@ -1130,23 +1130,33 @@ fn trace(gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Result<()> {
     const END: usize = CHAIN_TRACE_POINTS - 3;
     const NS: usize = CHAIN_TRACE_POINTS - 2;
     let rng = &mut ChaCha8Rng::seed_from_u64(seed ^ 0x7ace);
-    // (name, q heads, kv heads, hidden, intermediate, attention in front)
+    // (name, q heads, kv heads, hidden, intermediate, attention in front, sequences: two
+    // take the two-row span kernel, one layer a launch)
     let shapes = [
-        ("qwen3-0.6b ctx 256", 16, 8, 1024, 3072, true),
-        ("llama-3.1-8b ctx 256", 32, 8, 4096, 14336, true),
-        ("qwen3-14b products", 40, 8, 5120, 17408, false),
+        ("qwen3-0.6b ctx 256", 16, 8, 1024, 3072, true, 1),
+        (
+            "qwen3-0.6b two sequences ctx 256",
+            16,
+            8,
+            1024,
+            3072,
+            true,
+            2,
+        ),
+        ("llama-3.1-8b ctx 256", 32, 8, 4096, 14336, true, 1),
+        ("qwen3-14b products", 40, 8, 5120, 17408, false, 1),
     ];
     let invf = up(gpu, &[HD / 2], &qwen3_inv_freq(HD))?;
-    for (name, hq, hkv, h, inter, attn) in shapes {
+    for (name, hq, hkv, h, inter, attn, m) in shapes {
         let (qd, cols) = (hq * HD, (hq + 2 * hkv) * HD);
-        let (layout, fill, step) = one_seq_cache(rng, name, hq, hkv, 256);
+        let (layout, fill, step) = seqs_cache(rng, name, hq, hkv, &vec![256; m]);
         let nf = fill.tokens.len();
         let g = |rng: &mut ChaCha8Rng, shape: &[usize], std: f32| gpu_randn(rng, gpu, shape, std);
         let (k, v) = (g(rng, &[nf, hkv * HD], 1.0)?, g(rng, &[nf, hkv * HD], 1.0)?);
-        let qkv = g(rng, &[1, cols], 1.0)?;
+        let qkv = g(rng, &[m, cols], 1.0)?;
         let (wq, wk) = (g(rng, &[HD], 1.0)?, g(rng, &[HD], 1.0)?);
-        let attn_row = g(rng, &[1, qd], 1.0)?;
-        let mut rg = g(rng, &[1, h], 1.0)?;
+        let attn_row = g(rng, &[m, qd], 1.0)?;
+        let mut rg = g(rng, &[m, h], 1.0)?;
         // Copies of the layer, launched in turn, so that its weights stream from DRAM as
         // in a model's step: a Qwen3-0.6B layer's 31 MB fits the H200's L2, and one
         // layer launched over and over streamed from there (the traces before
