@@ -454,7 +454,8 @@ struct LcPending {
 };
 
 // The end of a run over a row (its R lanes' partial sums in part, zeroed here) into
-// acc_row + r acc_rows for each row r of x. Dropping the per-row shuffle reduction
+// acc_row + r acc_rows for each row r of x (built with LC_REDUCE_PAIRS=1 only, until a
+// device A/B decides). Dropping the per-row shuffle reduction
 // altogether (a timing-only build, wrong results) ran the Qwen3-0.6B graph step 1.029x
 // faster at batch 1 and 1.050x at batch 2 (an H200, 2026-12-06, part 115): two sums
 // in one lc_sum2 halve the shuffles, R = 2 from its two rows, R = 1 from a run and the
@@ -503,7 +504,9 @@ __device__ __forceinline__ void lc_consume(const LcSeg* segs, int nseg, int phas
     const u32x4* x4 = reinterpret_cast<const u32x4*>(x);
     bool first = true;
     u32 waited = 0, busy = 0;  // cycles (the trace build only)
+#ifdef LC_REDUCE_PAIRS
     LcPending pend;
+#endif
     for (; cs < nseg && segs[cs].phase == phase; cs++) {
         const LcSeg s = segs[cs];
         for (u32 off = 0; off < s.bytes; off += LC_CHUNK) {
@@ -553,18 +556,17 @@ __device__ __forceinline__ void lc_consume(const LcSeg* segs, int nseg, int phas
                     }
                     col += 256;
                     if (col == s.k || p + 1 == p1) {
-#ifdef LC_REDUCE_EACH
-                        // The build before 2026-12-06 PM, for A/Bs: every row's sum reduced
-                        // on its own and added with a shared atomic.
+#ifdef LC_REDUCE_PAIRS
+                        lc_row_done<R>(part, acc + s.acc0 + row, acc_rows, from0 && col == s.k,
+                                       pend, lane);
+#else
+                        // Each row's sum reduced on its own and added with a shared atomic.
 #pragma unroll
                         for (int r = 0; r < R; r++) {
                             float d = warp_sum(part[r]);
                             if (lane == 0) atomicAdd(acc + r * acc_rows + s.acc0 + row, d);
                             part[r] = 0.0f;
                         }
-#else
-                        lc_row_done<R>(part, acc + s.acc0 + row, acc_rows, from0 && col == s.k,
-                                       pend, lane);
 #endif
                         col = col == s.k ? 0 : col;
                         from0 = true;
@@ -579,10 +581,12 @@ __device__ __forceinline__ void lc_consume(const LcSeg* segs, int nseg, int phas
             busy += tr.now() - w1;
         }
     }
+#ifdef LC_REDUCE_PAIRS
     if (pend.at != nullptr) {
         const float d = warp_sum(pend.sum);
         if (lane == 0) lc_put(pend.at, d, pend.whole);
     }
+#endif
     tr.add(LC_T_WT0 + phase, waited);
     tr.add(LC_T_BS0 + phase, busy);
     const u32 s0 = tr.now();

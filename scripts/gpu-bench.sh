@@ -285,11 +285,11 @@
 #             radix cache against none (--compare-cache): the prefix + extend path with
 #             cache hits, which part 107's round-robin order never had.
 #     part 116: the chain's row sums two to a reduction and stored where one warp holds
-#             the whole row: chain checks, fixture models, graph-step A/Bs at batch 1 and 2
-#             against LC_REDUCE_EACH=1 (the build before) on 0.6B (contexts 256, 1,024),
-#             Llama-3.1-8B and Qwen3-14B; the 0.6B eager step kernel by kernel at batch
-#             1, 2, 4 and the chain's phase trace (one and two sequences) while the call
-#             has time.
+#             the whole row (MINISGL_KERNEL_DEFINES=LC_REDUCE_PAIRS=1, opt-in): chain checks
+#             and fixture models with it, graph-step A/Bs at batch 1 and 2 against the
+#             default on 0.6B (contexts 256, 1,024), the chain's phase trace at one and two
+#             sequences, the 0.6B eager step kernel by kernel at batch 1, 2, 4, then
+#             Llama-3.1-8B's A/B, while the call has time.
 #     part 115: timing-only builds of the chain's consume loop (LC_EXP_NOX: x read once a
 #             chunk; LC_EXP_NORED: no per-row shuffle reduction; both give wrong results)
 #             A/B'd against the default at batch 1 and 2: 0.6B, then Llama-3.1-8B.
@@ -1656,29 +1656,26 @@ device)
     elif [ "$part" = 116 ]; then
         rm "$out/env.log"  # already printed by the tee above
         # The chain's row sums two to a reduction and stored where a run holds the whole
-        # row (lc_row_done): the chain checks and the fixture models, then the graph
-        # steps A/B against the build before it (MINISGL_KERNEL_DEFINES=LC_REDUCE_EACH=1)
-        # at batch 1 and 2: 0.6B at contexts 256 and 1,024, Llama-3.1-8B, Qwen3-14B.
-        chain_check "" reduce
-        check_models
-        runner_ab qwen3-0.6b -each 1,2 MINISGL_KERNEL_DEFINES=LC_REDUCE_EACH=1
-        MINISGL_BENCH_CONTEXT=1024 runner_ab qwen3-0.6b -each-ctx1024 1,2 MINISGL_KERNEL_DEFINES=LC_REDUCE_EACH=1
-        if [ "$SECONDS" -lt 380 ]; then
-            runner_ab llama-3.1-8b -each 1,2 MINISGL_KERNEL_DEFINES=LC_REDUCE_EACH=1
-        fi
-        if [ "$SECONDS" -lt 420 ]; then
-            BENCH_TIMEOUT=$((520 - SECONDS)) runner_ab qwen3-14b -each 1,2 MINISGL_KERNEL_DEFINES=LC_REDUCE_EACH=1
-        fi
-        # The 0.6B eager step kernel by kernel at batch 1, 2 and 4 (where the two-row
-        # step's time outside the span goes: the LM head, sampling).
-        if [ "$SECONDS" -lt 540 ]; then
-            timeout $((590 - SECONDS)) "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-0.6b \
+        # row (lc_row_done, opt-in until this part: MINISGL_KERNEL_DEFINES=LC_REDUCE_PAIRS=1):
+        # the chain checks and the fixture models with it, then the graph steps A/B
+        # against the default at batch 1 and 2: 0.6B at contexts 256 and 1,024, then
+        # Llama-3.1-8B; the 0.6B eager step kernel by kernel at batch 1, 2 and 4 (where
+        # the two-row step's time outside the span goes) and the chain's phase trace at
+        # one and two sequences (default build), while the call has time.
+        chain_check LC_REDUCE_PAIRS=1 pairs
+        MINISGL_KERNEL_DEFINES=LC_REDUCE_PAIRS=1 check_models
+        runner_ab qwen3-0.6b -pairs 1,2 MINISGL_KERNEL_DEFINES=LC_REDUCE_PAIRS=1
+        MINISGL_BENCH_CONTEXT=1024 runner_ab qwen3-0.6b -pairs-ctx1024 1,2 MINISGL_KERNEL_DEFINES=LC_REDUCE_PAIRS=1
+        if [ "$SECONDS" -lt 300 ]; then chain_check LC_TRACE=1 trace; fi
+        if [ "$SECONDS" -lt 330 ]; then
+            timeout $((420 - SECONDS)) "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-0.6b \
                 --timeline-batches 1,2,4 --timeline-context 256 --timeline-out "$out/timeline-qwen3-0.6b.md" \
                 --report /tmp/timeline-report.md > "$out/timeline-qwen3-0.6b.log" 2>&1
             echo "timeline qwen3-0.6b rc=$?"; grep -hE "^###|^Σ|rror" "$out/timeline-qwen3-0.6b.md" "$out/timeline-qwen3-0.6b.log" | head -12
         fi
-        # The chain's phase trace, one layer a launch: 0.6B at one and two sequences.
-        if [ "$SECONDS" -lt 480 ]; then chain_check LC_TRACE=1 trace; fi
+        if [ "$SECONDS" -lt 360 ]; then
+            BENCH_TIMEOUT=$((480 - SECONDS)) runner_ab llama-3.1-8b -pairs 1,2 MINISGL_KERNEL_DEFINES=LC_REDUCE_PAIRS=1
+        fi
         pack_logs 116
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
