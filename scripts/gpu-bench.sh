@@ -289,7 +289,7 @@
 #             and fixture models with it, graph-step A/Bs at batch 1 and 2 against the
 #             default on 0.6B (contexts 256, 1,024), the chain's phase trace at one and two
 #             sequences, the 0.6B eager step kernel by kernel at batch 1, 2, 4, then
-#             Llama-3.1-8B's A/B, while the call has time.
+#             Llama-3.1-8B's A/B, each while the call has time (PART_LIMIT s, default 480).
 #     part 115: timing-only builds of the chain's consume loop (LC_EXP_NOX: x read once a
 #             chunk; LC_EXP_NORED: no per-row shuffle reduction; both give wrong results)
 #             A/B'd against the default at batch 1 and 2: 0.6B, then Llama-3.1-8B.
@@ -1662,19 +1662,25 @@ device)
         # Llama-3.1-8B; the 0.6B eager step kernel by kernel at batch 1, 2 and 4 (where
         # the two-row step's time outside the span goes) and the chain's phase trace at
         # one and two sequences (default build), while the call has time.
+        # PART_LIMIT (s, default 480): the wall time the call may take; each later step
+        # runs only while it fits.
+        local_limit=${PART_LIMIT:-480}
+        fits() { [ "$SECONDS" -lt $((local_limit - $1)) ]; }
         chain_check LC_REDUCE_PAIRS=1 pairs
         MINISGL_KERNEL_DEFINES=LC_REDUCE_PAIRS=1 check_models
         runner_ab qwen3-0.6b -pairs 1,2 MINISGL_KERNEL_DEFINES=LC_REDUCE_PAIRS=1
-        MINISGL_BENCH_CONTEXT=1024 runner_ab qwen3-0.6b -pairs-ctx1024 1,2 MINISGL_KERNEL_DEFINES=LC_REDUCE_PAIRS=1
-        if [ "$SECONDS" -lt 300 ]; then chain_check LC_TRACE=1 trace; fi
-        if [ "$SECONDS" -lt 330 ]; then
-            timeout $((420 - SECONDS)) "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-0.6b \
+        if fits 60; then chain_check LC_TRACE=1 trace; fi
+        if fits 50; then
+            MINISGL_BENCH_CONTEXT=1024 runner_ab qwen3-0.6b -pairs-ctx1024 1,2 MINISGL_KERNEL_DEFINES=LC_REDUCE_PAIRS=1
+        fi
+        if fits 60; then
+            timeout $((local_limit - SECONDS)) "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-0.6b \
                 --timeline-batches 1,2,4 --timeline-context 256 --timeline-out "$out/timeline-qwen3-0.6b.md" \
                 --report /tmp/timeline-report.md > "$out/timeline-qwen3-0.6b.log" 2>&1
             echo "timeline qwen3-0.6b rc=$?"; grep -hE "^###|^Σ|rror" "$out/timeline-qwen3-0.6b.md" "$out/timeline-qwen3-0.6b.log" | head -12
         fi
-        if [ "$SECONDS" -lt 360 ]; then
-            BENCH_TIMEOUT=$((480 - SECONDS)) runner_ab llama-3.1-8b -pairs 1,2 MINISGL_KERNEL_DEFINES=LC_REDUCE_PAIRS=1
+        if fits 120; then
+            BENCH_TIMEOUT=$((local_limit - SECONDS)) runner_ab llama-3.1-8b -pairs 1,2 MINISGL_KERNEL_DEFINES=LC_REDUCE_PAIRS=1
         fi
         pack_logs 116
     elif [ "$part" = table ]; then
