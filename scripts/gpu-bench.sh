@@ -1667,8 +1667,8 @@ device)
         local_limit=${PART_LIMIT:-480}
         fits() { [ "$SECONDS" -lt $((local_limit - $1)) ]; }
         chain_check LC_REDUCE_PAIRS=1 pairs
-        MINISGL_KERNEL_DEFINES=LC_REDUCE_PAIRS=1 check_models
         runner_ab qwen3-0.6b -pairs 1,2 MINISGL_KERNEL_DEFINES=LC_REDUCE_PAIRS=1
+        MINISGL_KERNEL_DEFINES=LC_REDUCE_PAIRS=1 check_models
         if fits 60; then chain_check LC_TRACE=1 trace; fi
         if fits 50; then
             MINISGL_BENCH_CONTEXT=1024 runner_ab qwen3-0.6b -pairs-ctx1024 1,2 MINISGL_KERNEL_DEFINES=LC_REDUCE_PAIRS=1

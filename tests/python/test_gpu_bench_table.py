@@ -252,7 +252,7 @@ def test_part_114_checks_the_two_sequence_span_then_ab_tests_it_and_runs_part_11
 def test_part_116_checks_the_paired_reduction_then_ab_tests_it_and_traces_the_chain(tmp_path):
     _, made, out = run_part(tmp_path, "116")
     gpu_check = [(a, e) for a, e in made if a[:1] == ["gpu-check"]]
-    first, models = gpu_check[0], gpu_check[1]
+    first, models = gpu_check[0], gpu_check[2]
     assert "--chain-only" in first[0] and first[1]["MINISGL_KERNEL_DEFINES"] == "LC_REDUCE_PAIRS=1"
     assert "--model" in models[0] and models[1]["MINISGL_KERNEL_DEFINES"] == "LC_REDUCE_PAIRS=1"
     ab = [(a[a.index("--bench-model") + 1], e.get("MINISGL_BENCH_CONTEXT")) for a, e in gpu_check
