@@ -1,0 +1,38 @@
+//! CI (no GPU): the layer chain's opt-in builds (`MINISGL_KERNEL_DEFINES`) still compile
+//! with NVRTC for sm_90a, and each is a different build from the default, so that a
+//! define the kernel no longer reads cannot pass unnoticed. Its own test binary: the
+//! defines come from the process environment, which other tests must not see.
+//!
+//! `LC_REDUCE_PAIRS=1` is the paired row reduction (docs/results/gpu-2026-12-06-span2.md
+//! §4, opt-in until `scripts/gpu-bench.sh device 116` has timed it), `LC_TRACE=1` the
+//! phase trace that `gpu-check --chain-only` prints.
+
+use minisgl::backend::cuda::{libs, nvrtc};
+
+#[test]
+fn the_chain_opt_in_builds_compile_and_differ_from_the_default() {
+    if let Err(e) = libs::require_nvrtc() {
+        panic!(
+            "NVRTC is unavailable ({e}); run scripts/test.sh, or scripts/setup.sh and \
+             LD_LIBRARY_PATH=$PWD/target/nvrtc/nvidia/cu13/lib cargo test --release --test kernels_nvrtc_defines"
+        );
+    }
+    let (family, src) = *nvrtc::FAMILIES
+        .iter()
+        .find(|(f, _)| *f == "layer_chain_sm90")
+        .expect("the layer chain is a kernel family");
+    let arch = nvrtc::family_arch(family, "sm_90").expect("the chain applies to sm_90");
+    let build = |defines: &str| {
+        std::env::set_var(nvrtc::DEFINES_ENV, defines);
+        let cubin = nvrtc::compile(family, src, &arch)
+            .unwrap_or_else(|e| panic!("{family} with {defines:?}: {e}"));
+        std::env::remove_var(nvrtc::DEFINES_ENV);
+        cubin
+    };
+    let default = build("");
+    for defines in ["LC_REDUCE_PAIRS=1", "LC_TRACE=1"] {
+        let cubin = build(defines);
+        assert!(cubin.len() > 256, "{defines}: {} bytes", cubin.len());
+        assert_ne!(cubin, default, "{defines} built the default kernels");
+    }
+}
