@@ -5,7 +5,9 @@
 //! first, from its qkv row (q/k norm, RoPE, the K/V store, split attention and its merge);
 //! `layer_chain_span_g2` runs several such layers in one launch ([`CHAIN_MAX_LAYERS`] at
 //! most, their pointers as a table passed by value), each from the qkv the one before
-//! wrote.
+//! wrote. Past one row: `layer_chain_r2`, the products-only chain over two rows, and
+//! `layer_chain_span_g2_r2`, the span over two sequences, each sequence's attention on
+//! half the grid.
 
 use cudarc::driver::DeviceRepr;
 
