@@ -92,6 +92,18 @@ impl Breakdown {
         );
     }
 
+    /// The floors of every step the run took, summed: the run's floor for the work it
+    /// did, which a cache that skips prompt tokens makes smaller than the workload's.
+    pub fn floor_seconds(&self) -> f64 {
+        self.rows.iter().map(|r| r.floor_seconds).sum()
+    }
+
+    /// That floor over the run's wall time (steps and time outside them).
+    pub fn as_run_fraction(&self) -> f64 {
+        let wall: f64 = self.rows.iter().map(|r| r.seconds).sum::<f64>() + self.outside_seconds;
+        self.floor_seconds() / wall.max(1e-12)
+    }
+
     /// The rows as JSON (for `bench offline --jsonl`).
     pub fn json(&self) -> serde_json::Value {
         let r3 = |x: f64| (x * 1000.0).round() / 1000.0;
@@ -298,6 +310,9 @@ mod tests {
         assert_eq!(j["classes"].as_array().unwrap().len(), 3);
         assert_eq!(j["classes"][2]["steps"], 1);
         assert_eq!(j["outside_seconds"], 0.035);
+        // 3 + 50 + 81.92 ms of floors over the run's 100 ms (65 in steps, 35 outside).
+        assert!((b.floor_seconds() - 0.13492).abs() < 1e-12);
+        assert!((b.as_run_fraction() - 1.3492).abs() < 1e-9, "{b:?}");
     }
 
     fn decode(step_us: u64, seqs: u32, kv: u64) -> StepRecord {
