@@ -290,6 +290,14 @@
 #             default on 0.6B (contexts 256, 1,024), the chain's phase trace at one and two
 #             sequences, the 0.6B eager step kernel by kernel at batch 1, 2, 4, then
 #             Llama-3.1-8B's A/B, each while the call has time (PART_LIMIT s, default 480).
+#     part 117: the product phases' exchanges through flagged words instead of grid
+#             barriers (MINISGL_KERNEL_DEFINES=LC_XCH=1, opt-in): chain checks, the fixture
+#             models and engine with it, graph-step A/Bs at batch 1 and 2 against the
+#             default on 0.6B (contexts 256, 1,024), its phase trace at one and two
+#             sequences, then Llama-3.1-8B's A/B (too wide for the exchange: the barriers
+#             stay, the even shares are the change), each while the call has time
+#             (PART_LIMIT s, default 480). Part 116 ran once (e14093b); its A/B is now
+#             against a build equal to the default.
 #     part 115: timing-only builds of the chain's consume loop (LC_EXP_NOX: x read once a
 #             chunk; LC_EXP_NORED: no per-row shuffle reduction; both give wrong results)
 #             A/B'd against the default at batch 1 and 2: 0.6B, then Llama-3.1-8B.
@@ -1683,6 +1691,26 @@ device)
             BENCH_TIMEOUT=$((local_limit - SECONDS)) runner_ab llama-3.1-8b -pairs 1,2 MINISGL_KERNEL_DEFINES=LC_REDUCE_PAIRS=1
         fi
         pack_logs 116
+    elif [ "$part" = 117 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # The three exchanges of the chain's product phases (after o, gate_up and down)
+        # through words that carry their epoch (lc_xch_put / lc_xch_load), no grid barrier:
+        # opt-in until this part (MINISGL_KERNEL_DEFINES=LC_XCH=1). Checks first, then the
+        # A/B at batch 1 and 2, the fixture models and engine (batches of 1-2 rows mixed,
+        # graphs), the phase trace, the A/B at context 1,024, and Llama-3.1-8B's.
+        local_limit=${PART_LIMIT:-480}
+        fits() { [ "$SECONDS" -lt $((local_limit - $1)) ]; }
+        chain_check LC_XCH=1 xch
+        runner_ab qwen3-0.6b -xch 1,2 MINISGL_KERNEL_DEFINES=LC_XCH=1
+        MINISGL_KERNEL_DEFINES=LC_XCH=1 check_models_engine 150
+        if fits 60; then chain_check "LC_XCH=1 LC_TRACE=1" xch-trace; fi
+        if fits 50; then
+            MINISGL_BENCH_CONTEXT=1024 runner_ab qwen3-0.6b -xch-ctx1024 1,2 MINISGL_KERNEL_DEFINES=LC_XCH=1
+        fi
+        if fits 120; then
+            BENCH_TIMEOUT=$((local_limit - SECONDS)) runner_ab llama-3.1-8b -xch 1,2 MINISGL_KERNEL_DEFINES=LC_XCH=1
+        fi
+        pack_logs 117
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate

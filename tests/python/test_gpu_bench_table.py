@@ -263,3 +263,19 @@ def test_part_116_checks_the_paired_reduction_then_ab_tests_it_and_traces_the_ch
     assert any("--timeline-model" in a for a, _ in gpu_check), made
     assert {"gpu-check-chain-pairs.log", "gpu-check-chain-trace.log", "gpu-check-models.log",
             "timeline-qwen3-0.6b.log"} <= archived_logs(out)
+
+
+def test_part_117_checks_the_flagged_exchanges_then_ab_tests_them_and_traces_the_chain(tmp_path):
+    _, made, out = run_part(tmp_path, "117")
+    gpu_check = [(a, e) for a, e in made if a[:1] == ["gpu-check"]]
+    first, models = gpu_check[0], gpu_check[2]
+    assert "--chain-only" in first[0] and first[1]["MINISGL_KERNEL_DEFINES"] == "LC_XCH=1"
+    assert "--model" in models[0] and "--skip-engine" not in models[0], made
+    assert models[1]["MINISGL_KERNEL_DEFINES"] == "LC_XCH=1"
+    ab = [(a[a.index("--bench-model") + 1], e.get("MINISGL_BENCH_CONTEXT")) for a, e in gpu_check
+          if e.get("MINISGL_BENCH_AB") == "MINISGL_KERNEL_DEFINES=LC_XCH=1"]
+    assert ab == [(".gpu/qwen3-0.6b", None), (".gpu/qwen3-0.6b", "1024"),
+                  (".gpu/llama-3.1-8b", None)], made
+    assert any(e.get("MINISGL_KERNEL_DEFINES") == "LC_XCH=1 LC_TRACE=1" for _, e in gpu_check), made
+    assert {"gpu-check-chain-xch.log", "gpu-check-chain-xch-trace.log",
+            "gpu-check-models-engine.log", "gpu-check-bench-qwen3-0.6b-xch.log"} <= archived_logs(out)
