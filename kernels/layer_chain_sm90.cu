@@ -62,11 +62,6 @@
 #ifndef LC_REDUCE_PAIRS
 #define LC_REDUCE_PAIRS 1
 #endif
-// The product phases' three exchanges through flagged words instead of grid barriers
-// (lc_xch_put / lc_xch_load; opt-in until a device A/B decides).
-#ifndef LC_XCH
-#define LC_XCH 0
-#endif
 
 // One contiguous run of weight rows a block streams: `bytes` from element `off` of its
 // phase's weight (o, gate_up, down, qkv: the same run in every layer), rows of k
@@ -160,6 +155,15 @@ __device__ __forceinline__ u32 atom_add_acq_rel_gpu(u32* p, u32 v) {
 // generation word the others poll, 20dfa9d) took two: a barrier cost 2.1 µs from the
 // last block's epilogue to every block past it, 1.2-1.3 µs now, and the 0.6B batch-1
 // step measured 0.926x against it (2026-12-04).
+// Tried and removed (2026-12-06, part 117, an H100): the three product-phase barriers
+// (after o, gate_up, down) replaced by the rows themselves in 64-bit words of two bf16
+// and the exchange's epoch, which readers polled (one L2 round trip after the last
+// writer, no fence, no atomic). Correct (chain, model and engine checks), but the
+// Qwen3-0.6B graph step ran 0.939x (batch 1) and 0.941x (batch 2) against the barriers.
+// The phase trace said why: from o's last product to gate_up's normed input took 2.2 µs
+// either way. The barrier is not the cost; the last block's rows reaching L2 and an L2
+// round trip behind the weight stream are, and 132 x 512 polling threads slowed the
+// stream (gate_up's consuming 2.68 -> 2.92 µs).
 // A block that waits past ~2^24 polls (seconds) traps: a grid that is not all resident
 // fails instead of hanging.
 __device__ __forceinline__ unsigned long long lc_bar_base(u32* bar) {
@@ -191,14 +195,8 @@ __device__ __forceinline__ void lc_grid_sync(u32* bar, unsigned long long& targe
 
 // The first of block b's rows of n (its share ends where block b + 1's begins).
 // (32-bit: every width times the grid stays far below 2^32.)
-// With LC_XCH the shares start at even rows (the exchange pairs rows, see lc_xch_put);
-// the host sizes the accumulators for either.
 __device__ __forceinline__ int lc_split(int n, int b) {
-#if LC_XCH
-    return 2 * (int)(((u32)(n / 2) * (u32)b) / gridDim.x);
-#else
     return (int)(((u32)n * (u32)b) / gridDim.x);
-#endif
 }
 
 // Copies n bf16 of `src` (written by other blocks or kernels: read through L2) to x.
@@ -242,19 +240,10 @@ __device__ __forceinline__ void lc_scale_x(u32x4* x4, const bf16_t* weight, u32x
 // w0: this thread's first 8 weights (element 8 threadIdx.x on), loaded by the caller
 // before the grid barrier that precedes this (lc_norm_w0), so that no weight load waits
 // behind the block reduction.
-// (words: the row from an exchange instead, see lc_xch_load, declared after the trace.)
-template <int R>
-__device__ __forceinline__ void lc_xch_load(bf16_t* x, int xmax, const u64* words, int n,
-                                            u32 epoch);
 __device__ __forceinline__ void lc_norm_x(bf16_t* x, const bf16_t* residual,
                                           const bf16_t* weight, u32x4 w0, int n, float eps,
-                                          float* scratch, const u64* words = nullptr,
-                                          u32 epoch = 0) {
-    if (words != nullptr) {
-        lc_xch_load<1>(x, 0, words, n, epoch);
-    } else {
-        lc_load_x(x, residual, n);
-    }
+                                          float* scratch) {
+    lc_load_x(x, residual, n);
     lc_sync();
     u32x4* x4 = reinterpret_cast<u32x4*>(x);
     float inv = rsqrtf(lc_block_sum(lc_sumsq(x4, n), scratch) / (float)n + eps);
@@ -377,114 +366,6 @@ struct LcTrace {
     __device__ __forceinline__ void end() {}
 #endif
 };
-
-// ---- Exchanges without a grid barrier (LC_XCH=1) ----
-//
-// After o and after down every block needs the whole residual row (for the next norm),
-// after gate_up the whole act row (down's input): three grid barriers a layer, each
-// ~1.2 µs from the last block's epilogue to every block past it (a release fence, an
-// L2 atomic, then acquire polls), then an L2 round trip for the row itself (traced,
-// Qwen3-0.6B batch 1 on an H100: the barrier and the next phase's input take 2.2 µs of a
-// 25 µs layer). Here the row travels with its own flags: each 64-bit word holds two bf16
-// (rows 2i, 2i + 1) and the exchange's 32-bit epoch, stored in one single-copy-atomic
-// store, so a reader that sees the epoch sees the pair, and the readers poll the words
-// themselves: one L2 round trip after the last writer instead of three. No other data
-// crosses these three points, and every block's next write to a region waits on a row
-// that all blocks wrote after reading the region's previous epoch, so a word is never
-// overwritten before every block has read it.
-// Epochs: the grid barrier's count (bar[0..2]) divided by the grid, so each exchange still
-// adds one arrival a block (relaxed, no waiting) and numbers stay unique across launches
-// (a word from an old launch never carries the epoch a reader waits for: 2^32 apart).
-// Zeroed words (epoch 0) never match: counts start past a barrier.
-// The words: after the trace's points, 16-byte aligned; the residual's region (R rows of
-// h, row r at r h / 2 words) then act's (R rows of inter), each LC_XCH_ELEMS bf16 at most
-// (the host's CHAIN_XCH_ELEMS). Used where R h and R inter fit (lc_xch_fits).
-#define LC_XCH_ELEMS 8192
-
-__device__ __forceinline__ u64* lc_xch_words(u32* bar) {
-    const u32 off = (2u + LC_TICKETS + 2u * LC_T_POINTS * gridDim.x + 3u) & ~3u;
-    return reinterpret_cast<u64*>(bar + off);
-}
-
-// (Then a block's share of h or inter is far under one element a consumer thread, which
-// lc_xch_put takes.)
-__device__ __forceinline__ bool lc_xch_fits(int rows, int h, int inter) {
-    return LC_XCH && rows * h <= LC_XCH_ELEMS && rows * inter <= LC_XCH_ELEMS;
-}
-
-// Element i's value v into word i / 2 of `words` with the epoch, paired with element i
-// + 1's from the next lane (its writer: a block's share starts at an even element and
-// thread t holds element start + t). Every lane of the warp calls it; `has`: this lane
-// holds an element.
-__device__ __forceinline__ void lc_xch_put(u64* words, int i, bf16_t v, bool has, u32 epoch) {
-    const u32 mine = has ? (u32)v : 0u;
-    const u32 next = __shfl_down_sync(0xffffffffu, mine, 1);
-    if (has && (i & 1) == 0) {
-        const u64 w = (u64)(mine | (next << 16)) | ((u64)epoch << 32);
-        asm volatile("st.relaxed.gpu.global.u64 [%0], %1;\n" ::"l"(words + i / 2), "l"(w)
-                     : "memory");
-    }
-}
-
-struct LcWords {
-    u64 a, b, c, d;
-};
-
-__device__ __forceinline__ LcWords lc_xch_ld(const u64* p) {
-    LcWords w;
-    asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];\n"
-                 : "=l"(w.a), "=l"(w.b)
-                 : "l"(p)
-                 : "memory");
-    asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];\n"
-                 : "=l"(w.c), "=l"(w.d)
-                 : "l"(p + 2)
-                 : "memory");
-    return w;
-}
-
-__device__ __forceinline__ bool lc_xch_ready(const LcWords& w, u32 epoch) {
-    return (u32)(w.a >> 32) == epoch && (u32)(w.b >> 32) == epoch &&
-           (u32)(w.c >> 32) == epoch && (u32)(w.d >> 32) == epoch;
-}
-
-// R rows of n elements from `words` (row r at words + r n / 2) into x + r xmax, once
-// every word carries `epoch`. A thread's vectors go one after another (two in flight
-// made the span builds spill); with R n <= 4,096 each thread has at most one. A reader
-// that waits past ~2^24 polls traps, as lc_grid_sync does.
-template <int R>
-__device__ __forceinline__ void lc_xch_load(bf16_t* x, int xmax, const u64* words, int n,
-                                            u32 epoch) {
-    const int per = n / 8, total = R * per;
-    u32 spins = 0;
-    for (int v = threadIdx.x; v < total; v += LC_CONSUMERS) {
-        const u64* at = words + (size_t)(v / per) * (n / 2) + (size_t)(v % per) * 4;
-        LcWords w = lc_xch_ld(at);
-        while (!lc_xch_ready(w, epoch)) {
-            if (++spins > (1u << 24)) __trap();
-            w = lc_xch_ld(at);
-        }
-        reinterpret_cast<u32x4*>(x + (size_t)(v / per) * xmax)[v % per] =
-            u32x4{(u32)w.a, (u32)w.b, (u32)w.c, (u32)w.d};
-    }
-}
-
-// The epoch of the layer's last grid barrier (its count over the grid), set by thread 0
-// before phase 0's consumer barrier: exchange k of the layer (before phase k) carries
-// lc_xch_ep_s + k. In shared memory, not a register: the span builds spilled with it.
-__shared__ u32 lc_xch_ep_s;
-
-// An exchange's arrival (thread 0): the count the grid barrier reads moves on by one a
-// block, as a barrier's would, without waiting for anyone.
-__device__ __forceinline__ void lc_xch_arrive(u32* bar, unsigned long long& target) {
-    if (threadIdx.x == 0) {
-        target += gridDim.x;
-        asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;\n" ::"l"(
-                         reinterpret_cast<unsigned long long*>(bar)),
-                     "l"(1ull)
-                     : "memory");
-    }
-}
 
 // The stream of one block: for each layer, its segments in order, in shared memory, cut
 // into chunks of at most LC_CHUNK bytes that do not cross segments. Stage i of the ring
@@ -1200,74 +1081,41 @@ __device__ __forceinline__ void layer_chain_impl(
                 if (mine) res_keep = bf2f(nv);
             }
         };
-        // The three exchanges after o, gate_up and down (see lc_xch_put), where the rows
-        // fit; the words of act's region follow the residual's.
-        const bool ll = lc_xch_fits(1, h, inter);
-        if (ll && threadIdx.x == 0) lc_xch_ep_s = (u32)(bar_target / gridDim.x);
         lc_zero(acc, acc_rows);
         early_loads();
-        auto pass = [&](int k, int i, bf16_t v, bool has) {
-            if (ll) {
-                lc_xch_put(lc_xch_words(bar) + (k == 2 ? LC_XCH_ELEMS / 2 : 0), i, v, has,
-                           lc_xch_ep_s + k);
-                lc_xch_arrive(bar, bar_target);
-            } else {
-                lc_grid_sync(bar, bar_target);
-            }
-        };
         tr.mark(LC_T_X0);
         lc_consume(segs, nseg_s[1], 0, cs, used, x, acc, full, empty, stages, ring_ptr, tr);
         tr.mark(LC_T_C0);
         add_rows(o0, o1, ly.b_o, bo_keep);
-        pass(1, my_r, f2bf(res_keep), my_r < o1);
+        lc_grid_sync(bar, bar_target);
         tr.mark(LC_T_SYNC1);
 
         // Phase 1: act = silu(gate) * up of the post-attention-normed residual.
-#if LC_XCH
-        lc_norm_x(x, residual, ly.post_norm, post_w0, h, eps, scratch,
-                  ll ? lc_xch_words(bar) : nullptr, lc_xch_ep_s + 1);
-#else
-        lc_norm_x(x, residual, ly.post_norm, post_w0, h, eps, scratch);  // (the build measured before LC_XCH)
-#endif
+        lc_norm_x(x, residual, ly.post_norm, post_w0, h, eps, scratch);
         lc_zero(acc, acc_rows);
         tr.mark(LC_T_X1);
         lc_consume(segs, nseg_s[1], 1, cs, used, x, acc, full, empty, stages, ring_ptr, tr);
         tr.mark(LC_T_C1);
-        bf16_t my_act = 0;
         for (int j = threadIdx.x; j < nj; j += LC_CONSUMERS) {
             float gt = bf2f(f2bf(acc[j])), up = bf2f(f2bf(acc[nj + j]));
-            const bf16_t v = f2bf(silu(gt) * up);
-            act[j0 + j] = v;
-#if LC_XCH  // (compiled out: the default build stays the one measured before LC_XCH)
-            if (j == (int)threadIdx.x) my_act = v;
-#endif
+            act[j0 + j] = f2bf(silu(gt) * up);
         }
-        pass(2, j0 + (int)threadIdx.x, my_act, (int)threadIdx.x < nj);
+        lc_grid_sync(bar, bar_target);
         tr.mark(LC_T_SYNC2);
 
         // Phase 2: residual += bf16(act · W_downᵀ).
-        if (ll) {
-            lc_xch_load<1>(x, 0, lc_xch_words(bar) + LC_XCH_ELEMS / 2, inter, lc_xch_ep_s + 2);
-            lc_sync();  // every thread's epilogue read of acc before lc_zero's writes
-        } else {
-            lc_load_x(x, act, inter);
-        }
+        lc_load_x(x, act, inter);
         lc_zero(acc, acc_rows);
         tr.mark(LC_T_X2);
         lc_consume(segs, nseg_s[1], 2, cs, used, x, acc, full, empty, stages, ring_ptr, tr);
         tr.mark(LC_T_C2);
         add_rows(o0, o1, nullptr, 0.0f);
         if (ly.in_norm == nullptr) break;
-        pass(3, my_r, f2bf(res_keep), my_r < o1);
+        lc_grid_sync(bar, bar_target);
         tr.mark(LC_T_SYNC3);
 
         // Phase 3: the next layer's qkv of its input-normed residual.
-#if LC_XCH
-        lc_norm_x(x, residual, ly.in_norm, in_w0, h, eps, scratch,
-                  ll ? lc_xch_words(bar) : nullptr, lc_xch_ep_s + 3);
-#else
-        lc_norm_x(x, residual, ly.in_norm, in_w0, h, eps, scratch);  // (the build measured before LC_XCH)
-#endif
+        lc_norm_x(x, residual, ly.in_norm, in_w0, h, eps, scratch);
         lc_zero(acc, acc_rows);
         tr.mark(LC_T_X3);
         lc_consume(segs, nseg_s[1], 3, cs, used, x, acc, full, empty, stages, ring_ptr, tr);
@@ -1397,14 +1245,9 @@ __device__ __forceinline__ void lc_load_rows(bf16_t* x, int xmax, const bf16_t* 
 template <int R>
 __device__ __forceinline__ void lc_norm_rows(bf16_t* x, int xmax, const bf16_t* residual,
                                              const bf16_t* weight, u32x4 w0, int n, float eps,
-                                             float* red, const u64* words = nullptr,
-                                             u32 epoch = 0) {
+                                             float* red) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    if (words != nullptr) {
-        lc_xch_load<R>(x, xmax, words, n, epoch);
-    } else {
-        lc_load_rows<R>(x, xmax, residual, n);
-    }
+    lc_load_rows<R>(x, xmax, residual, n);
     lc_sync();
     float ss[R];
 #pragma unroll
@@ -1480,8 +1323,6 @@ __device__ __forceinline__ void layer_chain_rows_impl(
     // rows' loads in flight at once.
     const int mine = o0 + threadIdx.x;
     float keep[R];
-    // The exchanges after o, gate_up and down (see lc_xch_put), where the rows fit.
-    const bool ll = lc_xch_fits(R, h, inter);
     for (int l = 0; l < n_layers; l++) {
         const LcLayer& ly = table[l];
         if constexpr (ATT) {
@@ -1505,14 +1346,6 @@ __device__ __forceinline__ void layer_chain_rows_impl(
             lc_grid_sync(bar, bar_target);
         }
         int cs = 0;
-        // This phase's rows out to the next one's exchange (with the arrival; not after
-        // the model's last down, which no phase reads: words stored without the arrival
-        // would carry the epoch the next launch's first exchange waits for).
-        auto pass = [&](int phase, int r, int i, bf16_t v, bool has) {
-            lc_xch_put(lc_xch_words(bar) + (phase == 1 ? LC_XCH_ELEMS / 2 + (size_t)r * (inter / 2)
-                                                       : (size_t)r * (h / 2)),
-                       i, v, has, lc_xch_ep_s + phase + 1);
-        };
         auto add_rows = [&](const bf16_t* bias) {
             for (int i = mine; i < o1; i += LC_CONSUMERS) {
                 const float bv = bias != nullptr ? bf2f(bias[i]) : 0.0f;
@@ -1541,13 +1374,9 @@ __device__ __forceinline__ void layer_chain_rows_impl(
         constexpr int at_c[4] = {LC_T_C0, LC_T_C1, LC_T_C2, LC_T_C3};
 #pragma unroll 1
         for (int phase = 0; phase < phases; phase++) {
-            if (phase > 0 && !ll) lc_grid_sync(bar, bar_target);
+            if (phase > 0) lc_grid_sync(bar, bar_target);
             tr.mark(at_sync[phase]);
-            if (phase == 2 && ll) {
-                lc_xch_load<R>(x, xmax, lc_xch_words(bar) + LC_XCH_ELEMS / 2, inter,
-                               lc_xch_ep_s + 2);
-                lc_sync();  // every thread's epilogue read of acc before lc_zero's writes
-            } else if (phase == 0 || phase == 2) {
+            if (phase == 0 || phase == 2) {
                 const bf16_t* src = phase == 2 ? act : ATT ? a.attn_out : attn;
                 lc_load_rows<R>(x, xmax, src, phase == 0 ? qd : inter);
                 // After x's loads, as the one-row chain's early loads: a warp's loads
@@ -1559,10 +1388,8 @@ __device__ __forceinline__ void layer_chain_rows_impl(
                 }
             } else {
                 const bf16_t* w = phase == 1 ? ly.post_norm : ly.in_norm;
-                lc_norm_rows<R>(x, xmax, residual, w, lc_norm_w0(w, h), h, eps, red,
-                                ll ? lc_xch_words(bar) : nullptr, lc_xch_ep_s + phase);
+                lc_norm_rows<R>(x, xmax, residual, w, lc_norm_w0(w, h), h, eps, red);
             }
-            if (phase == 0 && ll && threadIdx.x == 0) lc_xch_ep_s = (u32)(bar_target / gridDim.x);
             lc_zero(acc, R * acc_rows);
             tr.mark(at_x[phase]);
             lc_consume<R>(segs, nseg_s[1], phase, cs, used, x, acc, full, empty, stages, ring_ptr,
@@ -1570,28 +1397,14 @@ __device__ __forceinline__ void layer_chain_rows_impl(
             tr.mark(at_c[phase]);
             if (phase == 0 || phase == 2) {
                 add_rows(phase == 0 ? ly.b_o : nullptr);
-                if (ll && phase + 1 < phases) {
-#pragma unroll
-                    for (int r = 0; r < R; r++) pass(phase, r, mine, f2bf(keep[r]), mine < o1);
-                    lc_xch_arrive(bar, bar_target);
-                }
             } else if (phase == 1) {
-                bf16_t my_act[R] = {};
                 for (int j = threadIdx.x; j < nj; j += LC_CONSUMERS) {
 #pragma unroll
                     for (int r = 0; r < R; r++) {
                         float gt = bf2f(f2bf(acc[r * acc_rows + j]));
                         float up = bf2f(f2bf(acc[r * acc_rows + nj + j]));
-                        const bf16_t v = f2bf(silu(gt) * up);
-                        act[(size_t)r * inter + j0 + j] = v;
-                        if (j == (int)threadIdx.x) my_act[r] = v;
+                        act[(size_t)r * inter + j0 + j] = f2bf(silu(gt) * up);
                     }
-                }
-                if (ll) {
-#pragma unroll
-                    for (int r = 0; r < R; r++)
-                        pass(phase, r, j0 + (int)threadIdx.x, my_act[r], (int)threadIdx.x < nj);
-                    lc_xch_arrive(bar, bar_target);
                 }
             } else {
                 for (int i = q0 + threadIdx.x; i < q1; i += LC_CONSUMERS) {

@@ -296,8 +296,10 @@
 #             default on 0.6B (contexts 256, 1,024), its phase trace at one and two
 #             sequences, then Llama-3.1-8B's A/B (too wide for the exchange: the barriers
 #             stay, the even shares are the change), each while the call has time
-#             (PART_LIMIT s, default 480). Part 116 ran once (e14093b); its A/B is now
-#             against a build equal to the default.
+#             (PART_LIMIT s, default 480). Ran once (77d112d, 2026-12-06): correct, 6%
+#             slower, and the build was removed after it (the define now changes nothing).
+#             Part 116 ran once (e14093b); its A/B is now against a build equal to the
+#             default.
 #     part 115: timing-only builds of the chain's consume loop (LC_EXP_NOX: x read once a
 #             chunk; LC_EXP_NORED: no per-row shuffle reduction; both give wrong results)
 #             A/B'd against the default at batch 1 and 2: 0.6B, then Llama-3.1-8B.
@@ -1698,6 +1700,8 @@ device)
         # opt-in until this part (MINISGL_KERNEL_DEFINES=LC_XCH=1). Checks first, then the
         # A/B at batch 1 and 2, the fixture models and engine (batches of 1-2 rows mixed,
         # graphs), the phase trace, the A/B at context 1,024, and Llama-3.1-8B's.
+        # (Run once, 2026-12-06, on 77d112d; the LC_XCH build was removed after it, see
+        # docs/results/gpu-2026-12-06-xch.md.)
         local_limit=${PART_LIMIT:-480}
         fits() { [ "$SECONDS" -lt $((local_limit - $1)) ]; }
         chain_check LC_XCH=1 xch

@@ -361,14 +361,6 @@ pub const CHAIN_MAX_LAYERS: usize = 32;
 /// u64 slots a block of the chain writes when its kernels are built with `LC_TRACE=1`
 /// (`LC_T_POINTS`: cycles to each phase point, wall ns, launches), after the tickets.
 pub const CHAIN_TRACE_POINTS: usize = 36;
-/// Elements (bf16) of each of the chain's two exchange regions (`LC_XCH_ELEMS`: the
-/// residual's rows, then act's, as 64-bit words of two elements and an epoch).
-pub const CHAIN_XCH_ELEMS: usize = 8192;
-/// u32 words of [`Device::chain_bar`] on `sms` SMs: the count, the tickets and the trace
-/// points, rounded up to 16 bytes, then the exchange regions (`lc_xch_words`).
-pub fn chain_bar_words(sms: usize) -> usize {
-    (2 + CHAIN_TICKETS + 2 * CHAIN_TRACE_POINTS * sms).next_multiple_of(4) + 2 * CHAIN_XCH_ELEMS
-}
 
 /// `MINISGL_DECODE_SPLITS`: `fill` (the default), `waves` (below 2 waves) or `wavesN`,
 /// as (the wave rule on, its wave limit).
@@ -695,8 +687,7 @@ pub struct Device {
     /// `layer_chain`'s grid barrier: one u64 count of arrivals that only grows (zero at
     /// first), then [`CHAIN_TICKETS`] u32 counters, one a kv head, for the attention
     /// chain's merge (back to zero after every launch), then [`CHAIN_TRACE_POINTS`] u64
-    /// a block for the phase trace (written only by an `LC_TRACE=1` build), then the
-    /// exchange regions of an `LC_XCH=1` build ([`chain_bar_words`]).
+    /// a block for the phase trace (written only by an `LC_TRACE=1` build).
     pub chain_bar: CudaSlice<u32>,
     /// Blocks of each gemv kernel that fit an SM (the driver's answer), which sizes
     /// its launches to one wave.
@@ -806,7 +797,8 @@ impl Device {
             )));
         }
         let prefill_work = stream.alloc_zeros::<i32>(1)?;
-        let chain_bar = stream.alloc_zeros::<u32>(chain_bar_words(num_sms))?;
+        let chain_bar =
+            stream.alloc_zeros::<u32>(2 + CHAIN_TICKETS + 2 * CHAIN_TRACE_POINTS * num_sms)?;
         // The stream-K grid is one wave and the split grid is sized in waves: ask the
         // driver how many blocks of each fit an SM.
         let blocks_per_sm = |kernel: &str| {

@@ -87,9 +87,7 @@ struct Plan {
 
 /// The plan, or `None` when too few stages fit.
 fn plan(d: &Dims, sms: usize) -> Option<Plan> {
-    // A block's most rows of n: with the kernel's LC_XCH its shares start at even rows
-    // (lc_split), which can add one.
-    let per = |n: usize| (n / 2).div_ceil(sms) * 2;
+    let per = |n: usize| n.div_ceil(sms);
     let acc = per(d.h)
         .max(2 * per(d.inter))
         .max(per(d.nqkv))
@@ -559,7 +557,7 @@ impl CudaBackend {
     /// the kernels were built with `LC_TRACE=1` (`MINISGL_KERNEL_DEFINES`).
     pub fn chain_trace(&self) -> Result<Vec<[u64; CHAIN_TRACE_POINTS]>, BackendError> {
         let words = self.dev.stream.clone_dtoh(&self.dev.chain_bar)?;
-        let trace = &words[2 + CHAIN_TICKETS..][..2 * CHAIN_TRACE_POINTS * self.dev.num_sms];
+        let trace = &words[2 + CHAIN_TICKETS..];
         Ok(trace
             .chunks_exact(2 * CHAIN_TRACE_POINTS)
             .map(|b| std::array::from_fn(|p| b[2 * p] as u64 | ((b[2 * p + 1] as u64) << 32)))
