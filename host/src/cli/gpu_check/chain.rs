@@ -649,6 +649,141 @@ fn span_chains<'a>(
         .collect()
 }
 
+/// A span check's case: the layers' heads and widths, q/k norms, biases, layers, each
+/// sequence's context after the step, and whether the last layer is the model's last.
+#[derive(Clone, Copy)]
+struct SpanCase {
+    name: &'static str,
+    hq: usize,
+    hkv: usize,
+    h: usize,
+    inter: usize,
+    norms: bool,
+    bias: bool,
+    layers: usize,
+    ctxs: &'static [usize],
+    model_last: bool,
+}
+
+impl SpanCase {
+    /// Qwen3-0.6B's layer (16 q / 8 kv heads, hidden 1024, intermediate 3072, q/k norms).
+    const fn qwen3_06b(name: &'static str, layers: usize, ctxs: &'static [usize]) -> Self {
+        SpanCase {
+            name,
+            hq: 16,
+            hkv: 8,
+            h: 1024,
+            inter: 3072,
+            norms: true,
+            bias: false,
+            layers,
+            ctxs,
+            model_last: false,
+        }
+    }
+
+    const fn model_last(self) -> Self {
+        SpanCase {
+            model_last: true,
+            ..self
+        }
+    }
+
+    fn what(&self) -> String {
+        let SpanCase {
+            name, hq, hkv, h, ..
+        } = *self;
+        let ctx = match self.ctxs {
+            [one] => one.to_string(),
+            many => format!("{many:?}"),
+        };
+        format!(
+            "{name} {hq}q/{hkv}kv h={h} ctx={ctx} {} layers",
+            self.layers
+        )
+    }
+}
+
+/// A span case's inputs on both backends and the CPU's answer: the layers with their
+/// q/k norms; one CPU cache and `gpu_caches` GPU caches filled with the same rows; the
+/// decode step; the first qkv rows (GPU) and residual rows (as values); the CPU's
+/// residual and next qkv after running the layers one after the other on every sequence.
+struct SpanFixture {
+    layers: Vec<Layer>,
+    norms_w: Vec<QkNorms>,
+    kvc: <CpuBackend as Backend>::Kv,
+    kvg: Vec<<CudaBackend as Backend>::Kv>,
+    step: StepMeta,
+    sg: <CudaBackend as Backend>::Step,
+    qkv_g0: GpuT,
+    r0: Vec<f32>,
+    rc: CpuT,
+    qkv_c: CpuT,
+}
+
+fn span_fixture(
+    rng: &mut ChaCha8Rng,
+    cpu: &CpuBackend,
+    gpu: &CudaBackend,
+    c: &SpanCase,
+    inv: &CpuT,
+    gpu_caches: usize,
+) -> Result<SpanFixture> {
+    const HD: usize = 128;
+    let (m, cols) = (c.ctxs.len(), (c.hq + 2 * c.hkv) * HD);
+    let (mut layout, fill, step) = seqs_cache(rng, c.name, c.hq, c.hkv, c.ctxs);
+    layout.num_layers = c.layers;
+    let nf = fill.tokens.len();
+    let mut kvc = cpu.alloc_kv(layout)?;
+    let mut kvg = (0..gpu_caches)
+        .map(|_| gpu.alloc_kv(layout))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (fc, fg) = (cpu.prepare_step(&fill)?, gpu.prepare_step(&fill)?);
+    let (layers, norms_w) = span_layers(
+        rng,
+        cpu,
+        gpu,
+        (c.hq, c.hkv, c.h, c.inter, c.bias),
+        c.layers,
+        (nf, &fc, &fg),
+        &mut kvc,
+        &mut kvg.iter_mut().collect::<Vec<_>>(),
+    )?;
+    let (qkv_c0, qkv_g0) = pair(rng, cpu, gpu, &[m, cols], 1.0)?;
+    let r0 = randn(rng, m * c.h, 1.0);
+    let mut rc = up(cpu, &[m, c.h], &r0)?;
+    let sc = cpu.prepare_step(&step)?;
+    let heads = (c.hq, c.hkv, c.norms);
+    let qkv_c = cpu_span(
+        cpu, &layers, &norms_w, heads, inv, &mut kvc, &sc, qkv_c0, &mut rc,
+    )?;
+    let sg = gpu.prepare_step(&step)?;
+    Ok(SpanFixture {
+        layers,
+        norms_w,
+        kvc,
+        kvg,
+        step,
+        sg,
+        qkv_g0,
+        r0,
+        rc,
+        qkv_c,
+    })
+}
+
+/// Each layer's attention parameters on the GPU (its q/k norms from `norms_w`).
+fn span_params<'a>(
+    c: &SpanCase,
+    norms_w: &'a [QkNorms],
+    inv: &'a GpuT,
+) -> Vec<AttnParams<'a, GpuT>> {
+    norms_w
+        .iter()
+        .map(|(wq, wk)| attn_params(c.hq, c.hkv, c.norms, &wq.1, &wk.1, inv))
+        .collect()
+}
+
 /// Several layers in one launch (`layer_span`), each from the qkv the one before it
 /// wrote, against the CPU running the same layers one after the other: the residual,
 /// the last layer's next qkv, and each layer's new K/V row in its own cache. The launch
@@ -656,91 +791,42 @@ fn span_chains<'a>(
 fn span(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Result<()> {
     let rng = &mut ChaCha8Rng::seed_from_u64(seed ^ 0x5a4);
     const HD: usize = 128;
-    // (name, q heads, kv heads, hidden, intermediate, q/k norms, biases, layers, context,
-    // whether the last layer is the model's last)
-    type SpanShape = (
-        &'static str,
-        usize,
-        usize,
-        usize,
-        usize,
-        bool,
-        bool,
-        usize,
-        usize,
-        bool,
-    );
-    let shapes: [SpanShape; 4] = [
-        ("qwen3-0.6b", 16, 8, 1024, 3072, true, false, 3, 300, false),
-        (
-            "qwen3-0.6b, model's last layer",
-            16,
-            8,
-            1024,
-            3072,
-            true,
-            false,
-            2,
-            40,
-            true,
-        ),
-        (
-            "group 1, biases",
-            8,
-            8,
-            1024,
-            2048,
-            false,
-            true,
-            4,
-            1100,
-            false,
-        ),
-        ("group 4", 8, 2, 1024, 2048, true, false, 2, 129, false),
+    let group1 = SpanCase {
+        hq: 8,
+        inter: 2048,
+        norms: false,
+        bias: true,
+        ..SpanCase::qwen3_06b("group 1, biases", 4, &[1100])
+    };
+    let group4 = SpanCase {
+        hq: 8,
+        hkv: 2,
+        inter: 2048,
+        ..SpanCase::qwen3_06b("group 4", 2, &[129])
+    };
+    let cases = [
+        SpanCase::qwen3_06b("qwen3-0.6b", 3, &[300]),
+        SpanCase::qwen3_06b("qwen3-0.6b, model's last layer", 2, &[40]).model_last(),
+        group1,
+        group4,
     ];
     let inv = qwen3_inv_freq(HD);
     let invf = (up(cpu, &[HD / 2], &inv)?, up(gpu, &[HD / 2], &inv)?);
-    for (name, hq, hkv, h, inter, norms, bias, n, ctx, model_last) in shapes {
-        let cols = (hq + 2 * hkv) * HD;
-        let what = format!("{name} {hq}q/{hkv}kv h={h} ctx={ctx} {n} layers");
-        let (mut layout, fill, step) = one_seq_cache(rng, name, hq, hkv, ctx);
-        layout.num_layers = n;
-        let nf = fill.tokens.len();
-        let (mut kvc, mut kvg) = (cpu.alloc_kv(layout)?, gpu.alloc_kv(layout)?);
-        let (fc, fg) = (cpu.prepare_step(&fill)?, gpu.prepare_step(&fill)?);
+    for c in &cases {
+        let (n, h, hkv, model_last, what) = (c.layers, c.h, c.hkv, c.model_last, c.what());
         // A second GPU cache for the same layers launched one at a time.
-        let mut kv1 = gpu.alloc_kv(layout)?;
-        let (layers, norms_w) = span_layers(
-            rng,
-            cpu,
-            gpu,
-            (hq, hkv, h, inter, bias),
-            n,
-            (nf, &fc, &fg),
-            &mut kvc,
-            &mut [&mut kvg, &mut kv1],
-        )?;
-        let (qkv_c0, qkv_g0) = pair(rng, cpu, gpu, &[1, cols], 1.0)?;
-        let r0 = randn(rng, h, 1.0);
-        let (mut rc, mut rg) = (up(cpu, &[1, h], &r0)?, up(gpu, &[1, h], &r0)?);
-        let mut r1 = up(gpu, &[1, h], &r0)?;
-
-        let sc = cpu.prepare_step(&step)?;
-        let heads = (hq, hkv, norms);
-        let qkv_c = cpu_span(
-            cpu, &layers, &norms_w, heads, &invf.0, &mut kvc, &sc, qkv_c0, &mut rc,
-        )?;
-
-        // The GPU: one launch.
-        let sg = gpu.prepare_step(&step)?;
-        let pg: Vec<_> = norms_w
-            .iter()
-            .map(|(wq, wk)| attn_params(hq, hkv, norms, &wq.1, &wk.1, &invf.1))
-            .collect();
-        let chains = span_chains(&layers, &qkv_g0, &pg, model_last);
-        let want = if hq / hkv <= 2 { n } else { 1 };
+        let mut f = span_fixture(rng, cpu, gpu, c, &invf.0, 2)?;
+        let mut rg = up(gpu, &[1, h], &f.r0)?;
+        let mut r1 = up(gpu, &[1, h], &f.r0)?;
+        let pg = span_params(c, &f.norms_w, &invf.1);
+        let chains = span_chains(&f.layers, &f.qkv_g0, &pg, model_last);
+        let (kvg, kv1) = match f.kvg.as_mut_slice() {
+            [a, b] => (a, b),
+            _ => unreachable!("two GPU caches asked for"),
+        };
+        let want = if c.hq / hkv <= 2 { n } else { 1 };
         let on = gpu.layer_chain_on() && gpu.chain_attn_on() && gpu.dev.cc == (9, 0);
-        let took = gpu.layer_span_len(&rg, &chains, &kvg, &sg);
+        let took = gpu.layer_span_len(&rg, &chains, kvg, &f.sg);
         rep.fact(
             "chain_span",
             format!("{what} takes {want}"),
@@ -750,18 +836,18 @@ fn span(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Res
         if !on || took < 2 {
             continue;
         }
-        let qkv_g = gpu.layer_span(&chains, &mut kvg, &sg, &mut rg)?;
+        let qkv_g = gpu.layer_span(&chains, kvg, &f.sg, &mut rg)?;
         // The same layers one launch each, each from the qkv the one before returned:
         // the span does the same arithmetic, so it must agree to f32 noise.
         let mut q1: Option<GpuT> = None;
-        for (l, layer) in layers.iter().enumerate() {
+        for (l, layer) in f.layers.iter().enumerate() {
             let input = ChainInput::Qkv {
-                qkv: q1.as_ref().unwrap_or(&qkv_g0),
+                qkv: q1.as_ref().unwrap_or(&f.qkv_g0),
                 layer: l,
                 params: &pg[l],
             };
-            let c = layer.chain(input, model_last && l + 1 == n);
-            q1 = gpu.layer_chain(&c, &mut kv1, &sg, &mut r1)?;
+            let chain = layer.chain(input, model_last && l + 1 == n);
+            q1 = gpu.layer_chain(&chain, kv1, &f.sg, &mut r1)?;
         }
         const SAME: f64 = 1e-6;
         let one = format!("{what} residual against a launch a layer");
@@ -781,7 +867,7 @@ fn span(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Res
             "chain_span",
             residual,
             &gpu.to_host(&rg)?,
-            &cpu.to_host(&rc)?,
+            &cpu.to_host(&f.rc)?,
             t,
         );
         match qkv_g {
@@ -790,8 +876,8 @@ fn span(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Res
                 let same = gpu.to_host(q1.as_ref().expect("a qkv per layer"))?;
                 let one = format!("{what} qkv against a launch a layer");
                 rep.check("chain_span", one, &g, &same, SAME);
-                let c = cpu.to_host(&qkv_c)?;
-                rep.check("chain_span", format!("{what} qkv"), &g, &c, t);
+                let cq = cpu.to_host(&f.qkv_c)?;
+                rep.check("chain_span", format!("{what} qkv"), &g, &cq, t);
             }
             None if model_last => {}
             g => rep.fact(
@@ -806,12 +892,12 @@ fn span(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Res
         }
         // Each layer's new row of K (normed, rotated) and V in its own cache.
         let kvw = hkv * HD;
-        let slot = step.slots[0] as usize * kvw;
+        let slot = f.step.slots[0] as usize * kvw;
         for l in 0..n {
             let kg = &cache_f32(gpu, &kvg.k[l])?[slot..slot + kvw];
             let vg = &cache_f32(gpu, &kvg.v[l])?[slot..slot + kvw];
-            let kc = &kvc.k[l][slot..slot + kvw];
-            let vc = &kvc.v[l][slot..slot + kvw];
+            let kc = &f.kvc.k[l][slot..slot + kvw];
+            let vc = &f.kvc.v[l][slot..slot + kvw];
             rep.check(
                 "chain_span",
                 format!("{what} layer {l} cached K"),
@@ -850,160 +936,52 @@ fn span(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Res
 fn span_rows(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Result<()> {
     let rng = &mut ChaCha8Rng::seed_from_u64(seed ^ 0x5a42);
     const HD: usize = 128;
-    // (name, q heads, kv heads, hidden, intermediate, q/k norms, biases, layers, contexts,
-    // whether the last layer is the model's last, attention rows allowed)
-    type RowsShape = (
-        &'static str,
-        usize,
-        usize,
-        usize,
-        usize,
-        bool,
-        bool,
-        usize,
-        &'static [usize],
-        bool,
-        usize,
-    );
-    let shapes: [RowsShape; 7] = [
+    let q = SpanCase::qwen3_06b;
+    let group1 = SpanCase {
+        hq: 8,
+        inter: 2048,
+        norms: false,
+        bias: true,
+        ..q("group 1, biases", 2, &[1100, 129])
+    };
+    let group4 = SpanCase {
+        hq: 8,
+        hkv: 2,
+        inter: 2048,
+        ..q("group 4", 2, &[129, 64])
+    };
+    // (case, the attention rows setting)
+    let cases = [
+        (q("qwen3-0.6b", 3, &[300, 41]), 2),
+        (q("qwen3-0.6b, one layer", 1, &[1, 2000]), 2),
         (
-            "qwen3-0.6b",
-            16,
-            8,
-            1024,
-            3072,
-            true,
-            false,
-            3,
-            &[300, 41],
-            false,
+            q("qwen3-0.6b, model's last layer", 2, &[17, 17]).model_last(),
             2,
         ),
-        (
-            "qwen3-0.6b, one layer",
-            16,
-            8,
-            1024,
-            3072,
-            true,
-            false,
-            1,
-            &[1, 2000],
-            false,
-            2,
-        ),
-        (
-            "qwen3-0.6b, model's last layer",
-            16,
-            8,
-            1024,
-            3072,
-            true,
-            false,
-            2,
-            &[17, 17],
-            true,
-            2,
-        ),
-        (
-            "group 1, biases",
-            8,
-            8,
-            1024,
-            2048,
-            false,
-            true,
-            2,
-            &[1100, 129],
-            false,
-            2,
-        ),
+        (group1, 2),
         // Refused: a group of 4, three sequences, the rows setting at 1.
-        (
-            "group 4",
-            8,
-            2,
-            1024,
-            2048,
-            true,
-            false,
-            2,
-            &[129, 64],
-            false,
-            2,
-        ),
-        (
-            "three sequences",
-            16,
-            8,
-            1024,
-            3072,
-            true,
-            false,
-            2,
-            &[40, 50, 60],
-            false,
-            2,
-        ),
-        (
-            "attention rows 1",
-            16,
-            8,
-            1024,
-            3072,
-            true,
-            false,
-            2,
-            &[40, 50],
-            false,
-            1,
-        ),
+        (group4, 2),
+        (q("three sequences", 2, &[40, 50, 60]), 2),
+        (q("attention rows 1", 2, &[40, 50]), 1),
     ];
     let inv = qwen3_inv_freq(HD);
     let invf = (up(cpu, &[HD / 2], &inv)?, up(gpu, &[HD / 2], &inv)?);
     let was = gpu.chain_attn_rows();
     let out = (|| -> Result<()> {
-        for (name, hq, hkv, h, inter, norms, bias, n, ctxs, model_last, allowed) in shapes {
-            gpu.set_chain_attn_rows(allowed);
-            let m = ctxs.len();
-            let cols = (hq + 2 * hkv) * HD;
-            let what = format!("{name} {hq}q/{hkv}kv h={h} ctx={ctxs:?} {n} layers");
-            let (mut layout, fill, step) = seqs_cache(rng, name, hq, hkv, ctxs);
-            layout.num_layers = n;
-            let nf = fill.tokens.len();
-            let (mut kvc, mut kvg) = (cpu.alloc_kv(layout)?, gpu.alloc_kv(layout)?);
-            let (fc, fg) = (cpu.prepare_step(&fill)?, gpu.prepare_step(&fill)?);
-            let (layers, norms_w) = span_layers(
-                rng,
-                cpu,
-                gpu,
-                (hq, hkv, h, inter, bias),
-                n,
-                (nf, &fc, &fg),
-                &mut kvc,
-                &mut [&mut kvg],
-            )?;
-            let (qkv_c0, qkv_g0) = pair(rng, cpu, gpu, &[m, cols], 1.0)?;
-            let r0 = randn(rng, m * h, 1.0);
-            let (mut rc, rg) = (up(cpu, &[m, h], &r0)?, up(gpu, &[m, h], &r0)?);
-
-            let sc = cpu.prepare_step(&step)?;
-            let heads = (hq, hkv, norms);
-            let qkv_c = cpu_span(
-                cpu, &layers, &norms_w, heads, &invf.0, &mut kvc, &sc, qkv_c0, &mut rc,
-            )?;
-
-            let sg = gpu.prepare_step(&step)?;
-            let pg: Vec<_> = norms_w
-                .iter()
-                .map(|(wq, wk)| attn_params(hq, hkv, norms, &wq.1, &wk.1, &invf.1))
-                .collect();
-            let chains = span_chains(&layers, &qkv_g0, &pg, model_last);
+        for (c, allowed) in &cases {
+            let (n, h, hkv, model_last, what) = (c.layers, c.h, c.hkv, c.model_last, c.what());
+            gpu.set_chain_attn_rows(*allowed);
+            let m = c.ctxs.len();
+            let mut f = span_fixture(rng, cpu, gpu, c, &invf.0, 1)?;
+            let rg = up(gpu, &[m, h], &f.r0)?;
+            let pg = span_params(c, &f.norms_w, &invf.1);
+            let chains = span_chains(&f.layers, &f.qkv_g0, &pg, model_last);
+            let kvg = &mut f.kvg[0];
             let on = gpu.layer_chain_on() && gpu.chain_attn_on() && gpu.dev.cc == (9, 0);
-            let want = on && hq / hkv <= 2 && m <= 2 && allowed >= m;
-            let ok = gpu.layer_chain_ok(&rg, &chains[0], &kvg, &sg);
+            let want = on && c.hq / hkv <= 2 && m <= 2 && *allowed >= m;
+            let ok = gpu.layer_chain_ok(&rg, &chains[0], kvg, &f.sg);
             let took = if ok {
-                gpu.layer_span_len(&rg, &chains, &kvg, &sg)
+                gpu.layer_span_len(&rg, &chains, kvg, &f.sg)
             } else {
                 0
             };
@@ -1019,10 +997,10 @@ fn span_rows(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -
             }
             // The launch from the first residual rows: the residual and the next qkv.
             let mut launch = || -> Result<(GpuT, Option<GpuT>)> {
-                let mut r = up(gpu, &[m, h], &r0)?;
+                let mut r = up(gpu, &[m, h], &f.r0)?;
                 let q = match n {
-                    1 => gpu.layer_chain(&chains[0], &mut kvg, &sg, &mut r)?,
-                    _ => gpu.layer_span(&chains, &mut kvg, &sg, &mut r)?,
+                    1 => gpu.layer_chain(&chains[0], kvg, &f.sg, &mut r)?,
+                    _ => gpu.layer_span(&chains, kvg, &f.sg, &mut r)?,
                 };
                 Ok((r, q))
             };
@@ -1036,7 +1014,7 @@ fn span_rows(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -
                 "chain_span_rows",
                 format!("{what} residual"),
                 &g,
-                &cpu.to_host(&rc)?,
+                &cpu.to_host(&f.rc)?,
                 t,
             );
             let again = format!("{what} residual, launched again");
@@ -1044,8 +1022,8 @@ fn span_rows(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -
             match (q1, q2) {
                 (Some(q1), Some(q2)) if !model_last => {
                     let q = gpu.to_host(&q1)?;
-                    let c = cpu.to_host(&qkv_c)?;
-                    rep.check("chain_span_rows", format!("{what} qkv"), &q, &c, t);
+                    let cq = cpu.to_host(&f.qkv_c)?;
+                    rep.check("chain_span_rows", format!("{what} qkv"), &q, &cq, t);
                     let again = format!("{what} qkv, launched again");
                     rep.check("chain_span_rows", again, &gpu.to_host(&q2)?, &q, 1e-6);
                 }
@@ -1065,11 +1043,11 @@ fn span_rows(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -
             let kvw = hkv * HD;
             for l in 0..n {
                 let (kl, vl) = (cache_f32(gpu, &kvg.k[l])?, cache_f32(gpu, &kvg.v[l])?);
-                for (i, &slot) in step.slots.iter().enumerate() {
+                for (i, &slot) in f.step.slots.iter().enumerate() {
                     let at = slot as usize * kvw;
                     let (kg, vg) = (&kl[at..at + kvw], &vl[at..at + kvw]);
-                    let kc = &kvc.k[l][at..at + kvw];
-                    let vc = &kvc.v[l][at..at + kvw];
+                    let kc = &f.kvc.k[l][at..at + kvw];
+                    let vc = &f.kvc.v[l][at..at + kvw];
                     let row = format!("{what} sequence {i} layer {l} cached");
                     rep.check("chain_span_rows", format!("{row} K"), kg, kc, t);
                     rep.check("chain_span_rows", format!("{row} V"), vg, vc, t);
