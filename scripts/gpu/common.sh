@@ -20,6 +20,9 @@ gpu_stage() {
     done
     grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
     git rev-parse --short HEAD > .gpu/commit
+    # The device tool carries at most 64 MiB with the working tree (24 MB of it tracked
+    # files by 2026-12-06): the symbols are 10 of the binary's 42 MB.
+    strip target/release/minisgl-host
     ls -la target/release/minisgl-host .gpu
 }
 
