@@ -290,6 +290,9 @@
 #             default on 0.6B (contexts 256, 1,024), the chain's phase trace at one and two
 #             sequences, the 0.6B eager step kernel by kernel at batch 1, 2, 4, then
 #             Llama-3.1-8B's A/B, each while the call has time (PART_LIMIT s, default 480).
+#     part 118: a round's short closing figures (for a call with little device time
+#             left): the 0.6B graph steps at batch 1, 2, 64 and 256 (context ~256), then
+#             the 0.6B default workload while the call has time (PART_LIMIT s, default 240).
 #     part 117: the product phases' exchanges through flagged words instead of grid
 #             barriers (MINISGL_KERNEL_DEFINES=LC_XCH=1, opt-in): chain checks, the fixture
 #             models and engine with it, graph-step A/Bs at batch 1 and 2 against the
@@ -1693,6 +1696,17 @@ device)
             BENCH_TIMEOUT=$((local_limit - SECONDS)) runner_ab llama-3.1-8b -pairs 1,2 MINISGL_KERNEL_DEFINES=LC_REDUCE_PAIRS=1
         fi
         pack_logs 116
+    elif [ "$part" = 118 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        local_limit=${PART_LIMIT:-240}
+        MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1,2,64,256 \
+            BENCH_TIMEOUT=100 bench_step qwen3-0.6b
+        if [ "$SECONDS" -lt $((local_limit - 40)) ]; then
+            OFFLINE_TIMEOUT=$((local_limit - 5 - SECONDS)) offline_default qwen3-0.6b
+        else
+            echo "no time left for the 0.6B default workload (${SECONDS} s)"
+        fi
+        pack_logs 118
     elif [ "$part" = 117 ]; then
         rm "$out/env.log"  # already printed by the tee above
         # The three exchanges of the chain's product phases (after o, gate_up and down)

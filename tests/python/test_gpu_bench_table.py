@@ -279,3 +279,12 @@ def test_part_117_checks_the_flagged_exchanges_then_ab_tests_them_and_traces_the
     assert any(e.get("MINISGL_KERNEL_DEFINES") == "LC_XCH=1 LC_TRACE=1" for _, e in gpu_check), made
     assert {"gpu-check-chain-xch.log", "gpu-check-chain-xch-trace.log",
             "gpu-check-models-engine.log", "gpu-check-bench-qwen3-0.6b-xch.log"} <= archived_logs(out)
+
+
+def test_part_118_times_the_small_model_steps_then_its_default_workload(tmp_path):
+    _, made, out = run_part(tmp_path, "118")
+    steps = [e for a, e in made if a[:1] == ["gpu-check"] and "--bench-model" in a]
+    assert [e.get("MINISGL_BENCH_BATCHES") for e in steps] == ["1,2,64,256"], made
+    offline = [a for a, _ in made if a[:2] == ["bench", "offline"]]
+    assert len(offline) == 1 and ".gpu/qwen3-0.6b" in offline[0], made
+    assert {"gpu-check-bench-qwen3-0.6b.log", "offline-qwen3-0.6b.log"} <= archived_logs(out)
