@@ -454,6 +454,27 @@ device)
         MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_AB_ROUNDS=7 \
             MINISGL_BENCH_BATCHES="$3" MINISGL_BENCH_AB="$4" bench_step "$1" "$2"
     }
+    define_round() {  # DEFINES TAG MODEL_CHECKS TRACE_DEFINES TRACE_TAG HOOK: an opt-in
+        # chain build's part (116, 117): its chain checks, the 0.6B graph-step A/B at
+        # batch 1 and 2 against the default, MODEL_CHECKS (a command) with it, the phase
+        # trace built with TRACE_DEFINES, the A/B at context 1,024, HOOK (a command, or
+        # true), then Llama-3.1-8B's A/B; each step after the first three only while it
+        # fits PART_LIMIT (s, default 480: local_limit, which HOOK may read).
+        local ab="MINISGL_KERNEL_DEFINES=$1"
+        local_limit=${PART_LIMIT:-480}
+        fits() { [ "$SECONDS" -lt $((local_limit - $1)) ]; }
+        chain_check "$1" "$2"
+        runner_ab qwen3-0.6b "-$2" 1,2 "$ab"
+        MINISGL_KERNEL_DEFINES="$1" $3
+        if fits 60; then chain_check "$4" "$5"; fi
+        if fits 50; then
+            MINISGL_BENCH_CONTEXT=1024 runner_ab qwen3-0.6b "-$2-ctx1024" 1,2 "$ab"
+        fi
+        $6
+        if fits 120; then
+            BENCH_TIMEOUT=$((local_limit - SECONDS)) runner_ab llama-3.1-8b "-$2" 1,2 "$ab"
+        fi
+    }
     shared_prefix_popular() {  # TIMEOUT: part 107's 0.6B shared-prefix workload with its
         # groups drawn by popularity (weight 1/(g+1), bench's default since 2026-12-06)
         # instead of in turn: the radix cache against none (--compare-cache), prefix +
@@ -1677,25 +1698,27 @@ device)
         # one and two sequences (default build), while the call has time.
         # PART_LIMIT (s, default 480): the wall time the call may take; each later step
         # runs only while it fits.
-        local_limit=${PART_LIMIT:-480}
-        fits() { [ "$SECONDS" -lt $((local_limit - $1)) ]; }
-        chain_check LC_REDUCE_PAIRS=1 pairs
-        runner_ab qwen3-0.6b -pairs 1,2 MINISGL_KERNEL_DEFINES=LC_REDUCE_PAIRS=1
-        MINISGL_KERNEL_DEFINES=LC_REDUCE_PAIRS=1 check_models
-        if fits 60; then chain_check LC_TRACE=1 trace; fi
-        if fits 50; then
-            MINISGL_BENCH_CONTEXT=1024 runner_ab qwen3-0.6b -pairs-ctx1024 1,2 MINISGL_KERNEL_DEFINES=LC_REDUCE_PAIRS=1
-        fi
-        if fits 60; then
-            timeout $((local_limit - SECONDS)) "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-0.6b \
-                --timeline-batches 1,2,4 --timeline-context 256 --timeline-out "$out/timeline-qwen3-0.6b.md" \
-                --report /tmp/timeline-report.md > "$out/timeline-qwen3-0.6b.log" 2>&1
-            echo "timeline qwen3-0.6b rc=$?"; grep -hE "^###|^Σ|rror" "$out/timeline-qwen3-0.6b.md" "$out/timeline-qwen3-0.6b.log" | head -12
-        fi
-        if fits 120; then
-            BENCH_TIMEOUT=$((local_limit - SECONDS)) runner_ab llama-3.1-8b -pairs 1,2 MINISGL_KERNEL_DEFINES=LC_REDUCE_PAIRS=1
-        fi
+        timeline_0_6b() {
+            if fits 60; then
+                timeout $((local_limit - SECONDS)) "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-0.6b \
+                    --timeline-batches 1,2,4 --timeline-context 256 --timeline-out "$out/timeline-qwen3-0.6b.md" \
+                    --report /tmp/timeline-report.md > "$out/timeline-qwen3-0.6b.log" 2>&1
+                echo "timeline qwen3-0.6b rc=$?"; grep -hE "^###|^Σ|rror" "$out/timeline-qwen3-0.6b.md" "$out/timeline-qwen3-0.6b.log" | head -12
+            fi
+        }
+        define_round LC_REDUCE_PAIRS=1 pairs check_models LC_TRACE=1 trace timeline_0_6b
         pack_logs 116
+    elif [ "$part" = 117 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # The three exchanges of the chain's product phases (after o, gate_up and down)
+        # through words that carry their epoch (lc_xch_put / lc_xch_load), no grid barrier:
+        # opt-in until this part (MINISGL_KERNEL_DEFINES=LC_XCH=1). Checks first, then the
+        # A/B at batch 1 and 2, the fixture models and engine (batches of 1-2 rows mixed,
+        # graphs), the phase trace, the A/B at context 1,024, and Llama-3.1-8B's.
+        # (Run once, 2026-12-06, on 77d112d; the LC_XCH build was removed after it, see
+        # docs/results/gpu-2026-12-06-xch.md.)
+        define_round LC_XCH=1 xch "check_models_engine 150" "LC_XCH=1 LC_TRACE=1" xch-trace true
+        pack_logs 117
     elif [ "$part" = 118 ]; then
         rm "$out/env.log"  # already printed by the tee above
         local_limit=${PART_LIMIT:-240}
@@ -1707,28 +1730,6 @@ device)
             echo "no time left for the 0.6B default workload (${SECONDS} s)"
         fi
         pack_logs 118
-    elif [ "$part" = 117 ]; then
-        rm "$out/env.log"  # already printed by the tee above
-        # The three exchanges of the chain's product phases (after o, gate_up and down)
-        # through words that carry their epoch (lc_xch_put / lc_xch_load), no grid barrier:
-        # opt-in until this part (MINISGL_KERNEL_DEFINES=LC_XCH=1). Checks first, then the
-        # A/B at batch 1 and 2, the fixture models and engine (batches of 1-2 rows mixed,
-        # graphs), the phase trace, the A/B at context 1,024, and Llama-3.1-8B's.
-        # (Run once, 2026-12-06, on 77d112d; the LC_XCH build was removed after it, see
-        # docs/results/gpu-2026-12-06-xch.md.)
-        local_limit=${PART_LIMIT:-480}
-        fits() { [ "$SECONDS" -lt $((local_limit - $1)) ]; }
-        chain_check LC_XCH=1 xch
-        runner_ab qwen3-0.6b -xch 1,2 MINISGL_KERNEL_DEFINES=LC_XCH=1
-        MINISGL_KERNEL_DEFINES=LC_XCH=1 check_models_engine 150
-        if fits 60; then chain_check "LC_XCH=1 LC_TRACE=1" xch-trace; fi
-        if fits 50; then
-            MINISGL_BENCH_CONTEXT=1024 runner_ab qwen3-0.6b -xch-ctx1024 1,2 MINISGL_KERNEL_DEFINES=LC_XCH=1
-        fi
-        if fits 120; then
-            BENCH_TIMEOUT=$((local_limit - SECONDS)) runner_ab llama-3.1-8b -xch 1,2 MINISGL_KERNEL_DEFINES=LC_XCH=1
-        fi
-        pack_logs 117
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate
