@@ -500,6 +500,7 @@ fn append_jsonl(
             cfg.device.kv_elem_bytes(),
         ) as f64
         / (1u64 << 30) as f64;
+    let r3 = |x: f64| (x * 1000.0).round() / 1000.0;
     let mut v = serde_json::json!({
         "date": std::env::var("MINISGL_BENCH_DATE").unwrap_or_default(),
         "commit": std::env::var("MINISGL_COMMIT").unwrap_or_default(),
@@ -511,9 +512,9 @@ fn append_jsonl(
         "value": (r.out_tps() * 10.0).round() / 10.0,
         "unit": "tok/s",
         "ceiling": ceil_tps.map(|c| c.round()),
-        "fraction": ceil_tps.map(|c| (r.out_tps() / c * 1000.0).round() / 1000.0),
+        "fraction": ceil_tps.map(|c| r3(r.out_tps() / c)),
         "roofline_ceiling": roof_tps.map(|c| c.round()),
-        "roofline_fraction": roof_tps.map(|c| (r.out_tps() / c * 1000.0).round() / 1000.0),
+        "roofline_fraction": roof_tps.map(|c| r3(r.out_tps() / c)),
         "run": r.label,
         "kv_pages": num_pages,
         "kv_gib": (kv_gib * 100.0).round() / 100.0,
@@ -528,13 +529,13 @@ fn append_jsonl(
         "gemm_burst_tflops": ceiling.map(|c| (c.0.gemm_burst_flops_s / 1e12).round()),
         "attention": ceiling.map(|c| c.0.attention.clone()),
         "allreduce_busbw_gbs": all_reduce.map(|a| (a.bus_bytes_s / 1e9).round()),
-        "seconds": (r.seconds * 1000.0).round() / 1000.0,
+        "seconds": r3(r.seconds),
         "steps": r.steps.as_ref().map(Breakdown::json),
         // The ceiling above counts every prompt token as prefill; these price what the
         // run did after its cache hits (see `Breakdown::as_run_fraction`).
-        "cache_hit_rate": (r.metrics.cache_hit_rate() * 1000.0).round() / 1000.0,
-        "as_run_floor_seconds": r.steps.as_ref().map(|b| (b.floor_seconds() * 1000.0).round() / 1000.0),
-        "as_run_fraction": r.steps.as_ref().map(|b| (b.as_run_fraction() * 1000.0).round() / 1000.0),
+        "cache_hit_rate": r3(r.metrics.cache_hit_rate()),
+        "as_run_floor_seconds": r.steps.as_ref().map(|b| r3(b.floor_seconds())),
+        "as_run_fraction": r.steps.as_ref().map(|b| r3(b.as_run_fraction())),
         "decode_fit": r.decode_fit.as_ref().map(DecodeFit::json),
         "kernel_defines": std::env::var(minisgl::backend::cuda::nvrtc::DEFINES_ENV).unwrap_or_default(),
     });
