@@ -293,6 +293,13 @@
 #     part 118: a round's short closing figures (for a call with little device time
 #             left): the 0.6B graph steps at batch 1, 2, 64 and 256 (context ~256), then
 #             the 0.6B default workload while the call has time (PART_LIMIT s, default 240).
+#     part 119: the chain's attention through K/V tiles staged in the idle weight ring
+#             (LC_ATT_STAGED, the default since this part; =0 builds the register loads it
+#             replaced): the chain checks (long contexts among them), the fixture models,
+#             then graph-step A/Bs at batch 1 and 2: Qwen3-0.6B at contexts 256, 2,048,
+#             8,192 and 16,384 against LC_ATT_STAGED=0, the staged chain against the
+#             separate attention (MINISGL_CHAIN_ATTN=0) at 8,192 and 16,384, Llama-3.1-8B
+#             at 8,192, each while the call has time (PART_LIMIT s, default 500).
 #     part 117: the product phases' exchanges through flagged words instead of grid
 #             barriers (MINISGL_KERNEL_DEFINES=LC_XCH=1, opt-in): chain checks, the fixture
 #             models and engine with it, graph-step A/Bs at batch 1 and 2 against the
@@ -1730,6 +1737,28 @@ device)
             echo "no time left for the 0.6B default workload (${SECONDS} s)"
         fi
         pack_logs 118
+    elif [ "$part" = 119 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        local_limit=${PART_LIMIT:-500}
+        fits() { [ "$SECONDS" -lt $((local_limit - $1)) ]; }
+        chain_check "" staged
+        check_models
+        for c in 256 2048 8192 16384; do
+            if fits 40; then
+                MINISGL_BENCH_CONTEXT=$c runner_ab qwen3-0.6b "-staged-ctx$c" 1,2 \
+                    MINISGL_KERNEL_DEFINES=LC_ATT_STAGED=0
+            fi
+        done
+        for c in 8192 16384; do
+            if fits 40; then
+                MINISGL_BENCH_CONTEXT=$c runner_ab qwen3-0.6b "-separate-ctx$c" 1,2 MINISGL_CHAIN_ATTN=0
+            fi
+        done
+        if fits 90; then
+            MINISGL_BENCH_CONTEXT=8192 BENCH_TIMEOUT=$((local_limit - SECONDS)) \
+                runner_ab llama-3.1-8b -staged-ctx8192 1,2 MINISGL_KERNEL_DEFINES=LC_ATT_STAGED=0
+        fi
+        pack_logs 119
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate

@@ -288,3 +288,22 @@ def test_part_118_times_the_small_model_steps_then_its_default_workload(tmp_path
     offline = [a for a, _ in made if a[:2] == ["bench", "offline"]]
     assert len(offline) == 1 and ".gpu/qwen3-0.6b" in offline[0], made
     assert {"gpu-check-bench-qwen3-0.6b.log", "offline-qwen3-0.6b.log"} <= archived_logs(out)
+
+
+def test_part_119_checks_the_staged_attention_then_ab_tests_it_by_context(tmp_path):
+    _, made, out = run_part(tmp_path, "119")
+    gpu_check = [(a, e) for a, e in made if a[:1] == ["gpu-check"]]
+    first, models = gpu_check[0], gpu_check[1]
+    assert "--chain-only" in first[0] and first[1].get("MINISGL_KERNEL_DEFINES") == "", made
+    assert "--model" in models[0] and "MINISGL_KERNEL_DEFINES" not in models[1], made
+    ab = [(a[a.index("--bench-model") + 1], e.get("MINISGL_BENCH_CONTEXT"), e["MINISGL_BENCH_AB"])
+          for a, e in gpu_check if "MINISGL_BENCH_AB" in e]
+    staged, separate = "MINISGL_KERNEL_DEFINES=LC_ATT_STAGED=0", "MINISGL_CHAIN_ATTN=0"
+    assert ab == [(".gpu/qwen3-0.6b", c, staged) for c in ("256", "2048", "8192", "16384")] + [
+        (".gpu/qwen3-0.6b", c, separate) for c in ("8192", "16384")] + [
+        (".gpu/llama-3.1-8b", "8192", staged)], made
+    assert all(e["MINISGL_BENCH_BATCHES"] == "1,2" for a, e in gpu_check if "MINISGL_BENCH_AB" in e)
+    assert {"gpu-check-chain-staged.log", "gpu-check-models.log",
+            "gpu-check-bench-qwen3-0.6b-staged-ctx16384.log",
+            "gpu-check-bench-qwen3-0.6b-separate-ctx8192.log",
+            "gpu-check-bench-llama-3.1-8b-staged-ctx8192.log"} <= archived_logs(out)

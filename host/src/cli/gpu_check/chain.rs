@@ -461,7 +461,10 @@ fn attention(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -
     const HD: usize = 128;
     let shapes: [AttnShape; 5] = [
         // Contexts of one row (the new one only), a part of a split, five splits, and
-        // the 16-split cap.
+        // the 16-split cap; then splits of more K/V tiles than the ring stages them at
+        // once (lc_attention): 3,201 rows (four-tile splits, the last split's three tiles
+        // with the new row in the third, copied before q is ready) and 9,000 (nine-tile
+        // splits, the new row in a tile copied after).
         (
             "qwen3-0.6b",
             16,
@@ -470,7 +473,7 @@ fn attention(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -
             3072,
             true,
             false,
-            &[1, 40, 300, 2000],
+            &[1, 40, 300, 2000, 3201, 9000],
         ),
         (
             "group 4, biases, no q/k norm",
@@ -480,7 +483,7 @@ fn attention(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -
             2048,
             false,
             true,
-            &[129, 1100],
+            &[129, 1100, 5000],
         ),
         ("group 3", 6, 2, 1024, 2048, true, false, &[77]),
         ("group 1", 8, 8, 1024, 2048, false, false, &[513]),
@@ -806,6 +809,7 @@ fn span(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Res
     };
     let cases = [
         SpanCase::qwen3_06b("qwen3-0.6b", 3, &[300]),
+        SpanCase::qwen3_06b("qwen3-0.6b, long context", 2, &[6000]),
         SpanCase::qwen3_06b("qwen3-0.6b, model's last layer", 2, &[40]).model_last(),
         group1,
         group4,
@@ -954,6 +958,7 @@ fn span_rows(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -
     let cases = [
         (q("qwen3-0.6b", 3, &[300, 41]), 2),
         (q("qwen3-0.6b, one layer", 1, &[1, 2000]), 2),
+        (q("qwen3-0.6b, long contexts", 2, &[6000, 3201]), 2),
         (
             q("qwen3-0.6b, model's last layer", 2, &[17, 17]).model_last(),
             2,
