@@ -300,6 +300,11 @@
 #             8,192 and 16,384 against LC_ATT_STAGED=0, the staged chain against the
 #             separate attention (MINISGL_CHAIN_ATTN=0) at 8,192 and 16,384, Llama-3.1-8B
 #             at 8,192, each while the call has time (PART_LIMIT s, default 500).
+#     part 120: where the chain's attention spends a long context: the phase trace at
+#             contexts 256, 2,048 and 16,384 (K/V caches rotated with the layer copies, so
+#             they stream from DRAM) for the staged build and LC_ATT_STAGED=0, then the
+#             decode kernels' table (MINISGL_BENCH_DECODE_ONLY=1) with one and two
+#             sequences of 16,384 rows among its batches.
 #     part 117: the product phases' exchanges through flagged words instead of grid
 #             barriers (MINISGL_KERNEL_DEFINES=LC_XCH=1, opt-in): chain checks, the fixture
 #             models and engine with it, graph-step A/Bs at batch 1 and 2 against the
@@ -1759,6 +1764,13 @@ device)
                 runner_ab llama-3.1-8b -staged-ctx8192 1,2 MINISGL_KERNEL_DEFINES=LC_ATT_STAGED=0
         fi
         pack_logs 119
+    elif [ "$part" = 120 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        chain_check "LC_TRACE=1" trace
+        chain_check "LC_TRACE=1 LC_ATT_STAGED=0" trace-regs
+        MINISGL_BENCH_DECODE_ONLY=1 BENCH_TIMEOUT=240 bench_step qwen3-0.6b -decode
+        grep -E "decode kernels, batch [12] x" "$out/gpu-check-bench-qwen3-0.6b-decode.log" | head -6
+        pack_logs 120
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate

@@ -307,3 +307,13 @@ def test_part_119_checks_the_staged_attention_then_ab_tests_it_by_context(tmp_pa
             "gpu-check-bench-qwen3-0.6b-staged-ctx16384.log",
             "gpu-check-bench-qwen3-0.6b-separate-ctx8192.log",
             "gpu-check-bench-llama-3.1-8b-staged-ctx8192.log"} <= archived_logs(out)
+
+
+def test_part_120_traces_both_attention_builds_then_times_the_decode_kernels(tmp_path):
+    _, made, out = run_part(tmp_path, "120")
+    gpu_check = [(a, e) for a, e in made if a[:1] == ["gpu-check"]]
+    assert [e.get("MINISGL_KERNEL_DEFINES") for a, e in gpu_check if "--chain-only" in a] == [
+        "LC_TRACE=1", "LC_TRACE=1 LC_ATT_STAGED=0"], made
+    assert [e.get("MINISGL_BENCH_DECODE_ONLY") for a, e in gpu_check if "--bench-model" in a] == ["1"]
+    assert {"gpu-check-chain-trace.log", "gpu-check-chain-trace-regs.log",
+            "gpu-check-bench-qwen3-0.6b-decode.log"} <= archived_logs(out)

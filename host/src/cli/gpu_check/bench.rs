@@ -753,7 +753,9 @@ fn decode_kernels(
     // tensor-core on the stream-K schedule) over GQA groups of 2 (Qwen3-0.6B),
     // 5 (Qwen3-14B) and 8 (Qwen3-32B), 8 kv heads of 128.
     // 256 x 256 is a short-context large batch (four tiles a block: start-up and merge
-    // weigh most there; 84% of copy against 94% at 256 x 1,100 on 2026-12-04). Besides
+    // weigh most there; 84% of copy against 94% at 256 x 1,100 on 2026-12-04). One and two
+    // sequences of 16,384 rows are the long single-user context, whose K/V the decode
+    // step reads at about half the copy rate (2026-12-06). Besides
     // the uniform batches, a ragged one (contexts 100-8000): real decode
     // batches are not uniform, and a schedule tuned on equal blocks may not carry over.
     use minisgl::backend::cuda::ops::AttnPath;
@@ -762,15 +764,21 @@ fn decode_kernels(
     let ragged: Vec<usize> = (0..100)
         .map(|_| ragged_rng.random_range(100..=8000))
         .collect();
-    let batches: Vec<(String, Vec<usize>)> =
-        [(256usize, 1100usize), (256, 256), (64, 4096), (8, 16384)]
-            .iter()
-            .map(|&(b, ctx)| (format!("batch {b} x ctx {ctx}"), vec![ctx; b]))
-            .chain(std::iter::once((
-                "batch 100 x ctx 100-8000 (ragged, seed 5)".to_string(),
-                ragged,
-            )))
-            .collect();
+    let batches: Vec<(String, Vec<usize>)> = [
+        (256usize, 1100usize),
+        (256, 256),
+        (64, 4096),
+        (8, 16384),
+        (1, 16384),
+        (2, 16384),
+    ]
+    .iter()
+    .map(|&(b, ctx)| (format!("batch {b} x ctx {ctx}"), vec![ctx; b]))
+    .chain(std::iter::once((
+        "batch 100 x ctx 100-8000 (ragged, seed 5)".to_string(),
+        ragged,
+    )))
+    .collect();
     for (label, ctxs) in &batches {
         for &q_heads in &[16usize, 40, 64] {
             let seqs: Vec<_> = ctxs.iter().map(|&ctx| (ctx - 1, 1)).collect();

@@ -1114,9 +1114,9 @@ fn trace(gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Result<()> {
     const NS: usize = CHAIN_TRACE_POINTS - 2;
     let rng = &mut ChaCha8Rng::seed_from_u64(seed ^ 0x7ace);
     // (name, q heads, kv heads, hidden, intermediate, attention in front, sequences: two
-    // take the two-row span kernel, one layer a launch)
+    // take the two-row span kernel, one layer a launch; context rows)
     let shapes = [
-        ("qwen3-0.6b ctx 256", 16, 8, 1024, 3072, true, 1),
+        ("qwen3-0.6b ctx 256", 16, 8, 1024, 3072, true, 1, 256),
         (
             "qwen3-0.6b two sequences ctx 256",
             16,
@@ -1125,14 +1125,17 @@ fn trace(gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Result<()> {
             3072,
             true,
             2,
+            256,
         ),
-        ("llama-3.1-8b ctx 256", 32, 8, 4096, 14336, true, 1),
-        ("qwen3-14b products", 40, 8, 5120, 17408, false, 1),
+        ("qwen3-0.6b ctx 2048", 16, 8, 1024, 3072, true, 1, 2048),
+        ("qwen3-0.6b ctx 16384", 16, 8, 1024, 3072, true, 1, 16384),
+        ("llama-3.1-8b ctx 256", 32, 8, 4096, 14336, true, 1, 256),
+        ("qwen3-14b products", 40, 8, 5120, 17408, false, 1, 256),
     ];
     let invf = up(gpu, &[HD / 2], &qwen3_inv_freq(HD))?;
-    for (name, hq, hkv, h, inter, attn, m) in shapes {
+    for (name, hq, hkv, h, inter, attn, m, ctx) in shapes {
         let (qd, cols) = (hq * HD, (hq + 2 * hkv) * HD);
-        let (layout, fill, step) = seqs_cache(rng, name, hq, hkv, &vec![256; m]);
+        let (layout, fill, step) = seqs_cache(rng, name, hq, hkv, &vec![ctx; m]);
         let nf = fill.tokens.len();
         let g = |rng: &mut ChaCha8Rng, shape: &[usize], std: f32| gpu_randn(rng, gpu, shape, std);
         let (k, v) = (g(rng, &[nf, hkv * HD], 1.0)?, g(rng, &[nf, hkv * HD], 1.0)?);
@@ -1149,8 +1152,16 @@ fn trace(gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Result<()> {
         let layers = (0..copies)
             .map(|_| Layer::random_gpu(rng, gpu, (h, qd, inter, cols)))
             .collect::<Result<Vec<_>>>()?;
-        let mut kvg = gpu.alloc_kv(layout)?;
-        gpu.store_kv(&mut kvg, 0, &k, &v, &gpu.prepare_step(&fill)?)?;
+        // A K/V cache a copy too: a long context's K/V (64 MB a layer at 16,384 rows)
+        // would otherwise come from L2 at every launch after the first.
+        let fs = gpu.prepare_step(&fill)?;
+        let mut kvs = (0..copies)
+            .map(|_| {
+                let mut kv = gpu.alloc_kv(layout)?;
+                gpu.store_kv(&mut kv, 0, &k, &v, &fs)?;
+                Ok(kv)
+            })
+            .collect::<Result<Vec<_>>>()?;
         let sg = gpu.prepare_step(&step)?;
         let pg = attn_params(hq, hkv, true, &wq, &wk, &invf);
         let input = || {
@@ -1165,7 +1176,7 @@ fn trace(gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Result<()> {
             }
         };
         let chains: Vec<_> = layers.iter().map(|l| l.chain(input(), false)).collect();
-        let on = gpu.layer_chain_ok(&rg, &chains[0], &kvg, &sg);
+        let on = gpu.layer_chain_ok(&rg, &chains[0], &kvs[0], &sg);
         rep.fact(
             "chain_trace",
             format!("{name} runs"),
@@ -1176,11 +1187,11 @@ fn trace(gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Result<()> {
             continue;
         }
         for i in 0..20 {
-            gpu.layer_chain(&chains[i % copies], &mut kvg, &sg, &mut rg)?;
+            gpu.layer_chain(&chains[i % copies], &mut kvs[i % copies], &sg, &mut rg)?;
         }
         let before = gpu.chain_trace()?;
         for i in 0..LAUNCHES {
-            gpu.layer_chain(&chains[i % copies], &mut kvg, &sg, &mut rg)?;
+            gpu.layer_chain(&chains[i % copies], &mut kvs[i % copies], &sg, &mut rg)?;
         }
         let after = gpu.chain_trace()?;
         let d: Vec<[u64; CHAIN_TRACE_POINTS]> = after
