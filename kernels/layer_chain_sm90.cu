@@ -378,21 +378,19 @@ struct LcTrace {
 // bulk copies and these cp.async copies streamed equally slowly (~2.2 TB/s at
 // Qwen3-14B): the consumers set the pace, until lc_consume reduced once per row instead
 // of once per piece.
-// With the attention in front (`go`), each layer's first chunk goes out only once that
-// layer's attention is done (LC_BAR_GO, one generation a layer): the attention's
-// dependent loads would queue behind the copies, and the attention stages its K/V tiles
-// in the ring meanwhile (lc_attention), so the ring must be empty until then. Measured
+// With the attention in front (`go`), a layer's chunk `hold` on (chunk 0 on the first
+// layer) goes out only once that layer's attention is done (LC_BAR_GO, one generation a
+// layer): the attention's dependent loads would queue behind the copies. Measured
 // (2026-12-04), batch-1 step, one layer a launch: holding the whole stream, 0.976x at
 // Qwen3-0.6B and 0.994x at Llama-3.1-8B against starting at once; letting the first one
-// or two chunks go first (o's rows), 1.010x and 1.020x at 0.6B, 1.009x at 8B. In a launch
-// of several layers (layer_chain_span_g2) the next layer's first chunks could stream
-// during this layer's phases as the ring frees up (2026-12-04, Qwen3-0.6B batch-1 step,
-// 28 layers a launch): holding every chunk until the layer's attention is done 0.847 ms,
-// four chunks ahead (those that go out before the qkv phase) 0.871, all of them 0.879.
-// (The MINISGL_CHAIN_HOLD knob that chose among these was removed on 2026-12-06, when
-// the attention began to use the idle ring.) The sync comes before the layer's first
-// chunk: the consumers then cannot arrive for the next layer's generation before the
-// producer has passed this one.
+// or two chunks go first (o's rows), 1.010x and 1.020x at 0.6B, 1.009x at 8B. In a
+// launch of several layers (layer_chain_span_g2) the next layer's first chunks could
+// stream during this layer's phases as the ring frees up; the host passes hold = 0, as
+// measured (2026-12-04, Qwen3-0.6B batch-1 step, 28 layers a launch): holding every
+// chunk until the layer's attention is done 0.847 ms, four chunks ahead (those that go
+// out before the qkv phase) 0.871, all of them 0.879. The sync comes before the layer's
+// last chunk at the latest: the consumers then cannot arrive for the next layer's
+// generation before the producer has passed this one.
 // window > 0: chunk c goes out only once chunk c - window has landed, so that at most
 // `window` chunks a block are in flight (0: the whole ring at once; the host chooses, see
 // WINDOW in ops/chain.rs, with what was measured). The phase trace, one layer launched
@@ -403,7 +401,7 @@ struct LcTrace {
 // nch[0] of the model's last layer (without).
 __device__ __forceinline__ void lc_produce(const LcSeg* segs, const int* nseg, const u32* nch,
                                            const LcLayer* layers, int n_layers, bool go,
-                                           u32 ring, u32 full, u32 empty,
+                                           int hold, u32 ring, u32 full, u32 empty,
                                            int stages, int window, LcTrace& tr) {
     const int lane = threadIdx.x & 31;
     u32 c = 0;
@@ -412,7 +410,7 @@ __device__ __forceinline__ void lc_produce(const LcSeg* segs, const int* nseg, c
         const int q = ly.in_norm != nullptr;
         const u32 n_chunks = nch[q];
         // The chunk of this layer that waits for its attention (n_chunks: none).
-        const u32 go_at = go ? 0 : n_chunks;
+        const u32 go_at = !go ? n_chunks : l == 0 ? 0 : min((u32)hold, n_chunks - 1);
         if (go && n_chunks == 0) lc_bar_sync_all(LC_BAR_GO);
         u32 lc = 0;
         for (int si = 0; si < nseg[q]; si++) {
@@ -633,12 +631,6 @@ __device__ __forceinline__ void lc_zero(float* acc, int n) {
 // into the bf16 row, which phase 0 loads after a grid barrier.
 #define LC_HD 128
 #define LC_MAX_SPLITS 16
-// The attention's K/V tiles staged in the ring's first stages (at most the host's
-// MIN_STAGES); LC_ATT_STAGED=0 builds the loads into registers it replaced.
-#define LC_ATT_STAGES 4
-#ifndef LC_ATT_STAGED
-#define LC_ATT_STAGED 1
-#endif
 #define LC_LOG2E 1.4426950408889634f
 
 // Splits of a context of ctx rows at `part` rows a split, at most one block each of
@@ -664,7 +656,7 @@ __device__ __forceinline__ void lc_attention(
     const float* inv_freq, float eps, float scale, const int* slots, bf16_t* k_cache,
     bf16_t* v_cache, const int* kv_len, const int* page_start, const int* page_ids, int hq,
     int hkv, int page_size, int part, float* o_part, float* lse, float* att, u32* tickets,
-    bf16_t* attn_out, unsigned char* ring_g, LcTrace& tr, int b, int blocks) {
+    bf16_t* attn_out, LcTrace& tr, int b, int blocks) {
     tr.mark(LC_T_A0);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int ctx = kv_len[0];
@@ -680,46 +672,12 @@ __device__ __forceinline__ void lc_attention(
 
     // Half-warp h takes rows lo + h, lo + h + 32, ...; lane li of it elements 8 li..8 li+7.
     // The loop is warp-uniform (the shuffles need both halves): U rows a half an
-    // iteration. The first iteration's rows load before q is ready (they are cached
-    // already), except the new row, which this block writes below.
+    // iteration, loads first. The first iteration's rows load before q is ready (they
+    // are cached already), except the new row, which this block writes below.
     constexpr int U = 2;
     constexpr int STEP = U * LC_CONSUMERS / 16;
     const int half = lane >> 4, li = lane & 15;
     const int* pages = page_ids + page_start[0];
-#if LC_ATT_STAGED
-    // The rows go through the weight ring, a tile of STEP rows (K, then V: one stage) at
-    // a time, LC_ATT_STAGES tiles in flight: the stream leaves the ring empty until the
-    // layer's attention is done (lc_produce). Thread i copies the 16-byte piece i % 16 of
-    // the tile's rows i / 16 and i / 16 + 32. Why: loaded into registers, a block had
-    // STEP rows (32 KB) in flight and waited a DRAM round trip for each STEP rows of its
-    // split: the Qwen3-0.6B batch-1 step took 0.133 ms more at context 2,048 than at 256
-    // for 205 MB more K/V, 1.5 TB/s (an H200, 2026-12-04).
-    static_assert(STEP * LC_HD * 2 * 2 == LC_CHUNK, "a tile of K and V is one ring stage");
-    const u32 ring = smem_u32(ring_g);
-    const int n_tiles = (hi - lo + STEP - 1) / STEP;
-    const int cr = threadIdx.x >> 4, cpc = threadIdx.x & 15;
-    // The page of this thread's row u of tile `tile` (-1: past the split).
-    auto page_of = [&](int tile, int u) {
-        const int t = lo + tile * STEP + cr + 32 * u;
-        return t < hi ? pages[t / page_size] : -1;
-    };
-    // Tile `tile`'s copies into its stage, one commit group (empty past the split). Early
-    // (before the q heads are ready), the new row is left to the warps that store it.
-    auto issue = [&](int tile, const int (&pg)[2], bool early) {
-        const u32 st = ring + (u32)(tile % LC_ATT_STAGES) * LC_CHUNK;
-#pragma unroll
-        for (int u = 0; u < 2; u++) {
-            const int rr = cr + 32 * u, t = lo + tile * STEP + rr;
-            if (pg[u] >= 0 && !(early && t == ctx - 1)) {
-                const size_t slot = (size_t)(unsigned)pg[u] * page_size + t % page_size;
-                const size_t off = (slot * hkv + kvh) * LC_HD + cpc * 8;
-                cp_async16(st + rr * 256 + cpc * 16, k_cache + off, true);
-                cp_async16(st + STEP * 256 + rr * 256 + cpc * 16, v_cache + off, true);
-            }
-        }
-        cp_async_commit();
-    };
-#else
     u32x4 kw[U], vw[U];
     bool ok[U];
     // Context row t's K and V (this lane's 8 elements) into kw[u], vw[u].
@@ -741,7 +699,6 @@ __device__ __forceinline__ void lc_attention(
             }
         }
     };
-#endif
     // q heads of the group (warps < G); the new row's k and v (warps G and G + 1, stored
     // by the last split's block). Their inputs load before the first rows' page ids
     // arrive, so that they take one round trip after kv_len instead of three (after the
@@ -776,27 +733,9 @@ __device__ __forceinline__ void lc_attention(
             }
         }
     };
-    load_q();
-#if LC_ATT_STAGED
-    // The first tiles' page ids all in flight at once, then their copies.
-    int pg[LC_ATT_STAGES - 1][2];
-#pragma unroll
-    for (int i = 0; i < LC_ATT_STAGES - 1; i++) {
-        pg[i][0] = page_of(i, 0);
-        pg[i][1] = page_of(i, 1);
-    }
-#pragma unroll
-    for (int i = 0; i < LC_ATT_STAGES - 1; i++) issue(i, pg[i], true);
-    int next[2] = {page_of(LC_ATT_STAGES - 1, 0), page_of(LC_ATT_STAGES - 1, 1)};
-    // The new row's place in an early tile (null: none, or a tile copied later).
-    const int nt = (ctx - 1 - lo) / STEP;
-    unsigned char* new_row = hi == ctx && nt < LC_ATT_STAGES - 1
-                                 ? ring_g + (size_t)nt * LC_CHUNK + (ctx - 1 - lo - nt * STEP) * 256
-                                 : nullptr;
-#else
     int t0 = lo + 2 * warp;
+    load_q();
     load(t0, true);
-#endif
 
     const bool last = hi == ctx;
     if (warp < G || (last && warp < G + 2)) {
@@ -804,19 +743,12 @@ __device__ __forceinline__ void lc_attention(
         const size_t slot = (size_t)(unsigned)slots[0];
         if (warp == G + 1) {
             store_head<LC_HD>(v_cache + (slot * hkv + kvh) * LC_HD, lane, v);
-#if LC_ATT_STAGED
-            if (new_row != nullptr)
-                store_head<LC_HD>(reinterpret_cast<bf16_t*>(new_row + STEP * 256), lane, v);
-#endif
         } else {
             if (rotate) rope_angles_by<LC_HD>(sn, cs, fp, [&](int j) { return fr[j]; });
             norm_rope_regs_by<LC_HD>(
                 v, [&](int j) { return nw[j]; }, norm_w != nullptr, eps, rotate, sn, cs);
             if (warp == G) {
                 store_head<LC_HD>(k_cache + (slot * hkv + kvh) * LC_HD, lane, v);
-#if LC_ATT_STAGED
-                if (new_row != nullptr) store_head<LC_HD>(reinterpret_cast<bf16_t*>(new_row), lane, v);
-#endif
             } else {
                 // The separate path stores q as bf16 and the decode reads it back.
 #pragma unroll
@@ -826,17 +758,14 @@ __device__ __forceinline__ void lc_attention(
             }
         }
     }
-    // Orders the new row's cache writes before this block's reads of them (and, staged,
-    // its copy in an early tile before that tile's use).
+    // Orders the new row's cache writes before this block's reads of them.
     lc_sync();
     tr.mark(LC_T_AQ);
-#if !LC_ATT_STAGED
 #pragma unroll
     for (int u = 0; u < U; u++) {
         const int t = t0 + half + u * (LC_CONSUMERS / 16);
         if (t == ctx - 1 && t < hi) load_row(u, t);
     }
-#endif
 
     float m[GM], l[GM], o[GM][8];
 #pragma unroll
@@ -846,31 +775,7 @@ __device__ __forceinline__ void lc_attention(
 #pragma unroll
         for (int i = 0; i < 8; i++) o[g][i] = 0.0f;
     }
-#if LC_ATT_STAGED
-    for (int i = 0; i < n_tiles; i++) {
-        // Tile i has landed for every thread, and every warp is done with tile i - 1,
-        // whose stage tile i + LC_ATT_STAGES - 1 takes.
-        cp_async_wait<LC_ATT_STAGES - 2>();
-        lc_sync();
-        issue(i + LC_ATT_STAGES - 1, next, false);
-        next[0] = page_of(i + LC_ATT_STAGES, 0);
-        next[1] = page_of(i + LC_ATT_STAGES, 1);
-        const unsigned char* st = ring_g + (size_t)(i % LC_ATT_STAGES) * LC_CHUNK;
-        u32x4 kw[U], vw[U];
-        bool ok[U];
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            const int rr = 2 * warp + half + u * (LC_CONSUMERS / 16);
-            ok[u] = lo + i * STEP + rr < hi;
-            kw[u] = vw[u] = u32x4{0, 0, 0, 0};
-            if (ok[u]) {
-                kw[u] = *reinterpret_cast<const u32x4*>(st + rr * 256 + li * 16);
-                vw[u] = *reinterpret_cast<const u32x4*>(st + STEP * 256 + rr * 256 + li * 16);
-            }
-        }
-#else
     while (t0 < hi) {
-#endif
 #pragma unroll
         for (int u = 0; u < U; u++) {
             float kf[8] = {bf_lo(kw[u].x), bf_hi(kw[u].x), bf_lo(kw[u].y), bf_hi(kw[u].y),
@@ -896,10 +801,8 @@ __device__ __forceinline__ void lc_attention(
                 }
             }
         }
-#if !LC_ATT_STAGED
         t0 += STEP;
         if (t0 < hi) load(t0, false);
-#endif
     }
 
     tr.mark(LC_T_AL);
@@ -1035,12 +938,13 @@ __device__ __forceinline__ void lc_setup(LcSeg* segs, int* nseg_s, u32* nch_s, i
 // layer's next qkv (the last layer's is the launch's result; in_norm null: no qkv
 // phase, the model's last layer, which must be the launch's last). Biases may be null.
 // bar: two u32, zero. window: chunks of the weight stream a block keeps in flight (0:
-// the whole ring).
+// the whole ring); hold: a layer's chunks that may stream before its attention is done
+// (see lc_produce).
 template <int GM, bool SPAN>
 __device__ __forceinline__ void layer_chain_impl(
     const bf16_t* attn, const LcAttnArgs& a, const LcLayer* layers, int n_layers,
     bf16_t* residual, bf16_t* act, bf16_t* qkv_out, u32* bar, int h, int qd, int inter,
-    int nqkv, float eps, int stages, int xmax, int acc_rows, int region, int window) {
+    int nqkv, float eps, int stages, int xmax, int acc_rows, int region, int window, int hold) {
     extern __shared__ __align__(128) unsigned char lc_smem[];
     __shared__ float scratch[32];
     LcTrace tr(bar);
@@ -1095,14 +999,14 @@ __device__ __forceinline__ void layer_chain_impl(
                 __syncwarp();
             }
             lc_bar_arrive_all(LC_BAR_SETUP);
-            lc_produce(segs, nseg_s, nch_s, table_s, n_layers, true, ring, full, empty,
+            lc_produce(segs, nseg_s, nch_s, table_s, n_layers, true, hold, ring, full, empty,
                        stages, window, tr);
             return;
         }
     } else {
         __syncthreads();  // the last barrier of the whole block: then the roles split
         if (threadIdx.x >= LC_CONSUMERS) {
-            lc_produce(segs, nseg_s, nch_s, layers, n_layers, false, ring, full, empty,
+            lc_produce(segs, nseg_s, nch_s, layers, n_layers, false, 0, ring, full, empty,
                        stages, window, tr);
             return;
         }
@@ -1137,7 +1041,7 @@ __device__ __forceinline__ void layer_chain_impl(
                              a.inv_freq, eps, a.scale, a.slots, la.k_cache, la.v_cache,
                              a.kv_len, a.page_start, a.page_ids, a.hq, a.hkv, a.page_size,
                              a.part, a.o_part, a.lse, reinterpret_cast<float*>(x), bar + 2,
-                             a.attn_out, lc_smem, tr, (int)blockIdx.x, (int)gridDim.x);
+                             a.attn_out, tr, (int)blockIdx.x, (int)gridDim.x);
             lc_bar_arrive_all(LC_BAR_GO);
             if (l == 0) lc_bar_sync_all(LC_BAR_SETUP);
             tr.mark(LC_T_ATT);
@@ -1233,7 +1137,7 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
     const LcLayer one{w_o,    b_o,   post_norm, w_gate_up, w_down,  in_norm,
                       w_qkv,  b_qkv, nullptr,   nullptr,   nullptr, nullptr};
     layer_chain_impl<0, false>(attn, LcAttnArgs{}, &one, 1, residual, act, qkv_out, bar, h,
-                               qd, inter, nqkv, eps, stages, xmax, acc_rows, region, window);
+                               qd, inter, nqkv, eps, stages, xmax, acc_rows, region, window, 0);
 }
 
 // The same launch with the layer's attention first (layer_chain_attn_g2/_g4: GQA groups
@@ -1255,8 +1159,8 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
         LcAttnArgs a{qkv,    pos, inv_freq, slots, kv_len,    page_start, page_ids, o_part,   \
                      lse,    attn_out, hq, hkv, page_size, part, scale};                      \
         layer_chain_impl<GM, false>(nullptr, a, &one, 1, residual, act, qkv_out, bar, h, qd,  \
-                                    inter, nqkv, eps, stages, xmax, acc_rows, region,         \
-                                    window);                                                  \
+                                    inter, nqkv, eps, stages, xmax, acc_rows, region, window, \
+                                    0);                                                       \
     }
 LAYER_CHAIN_ATTN(2)
 LAYER_CHAIN_ATTN(4)
@@ -1284,7 +1188,7 @@ LAYER_CHAIN_ATTN(4)
 #define LC_SPAN_PARAMS                                                                         \
     bf16_t *residual, bf16_t *act, bf16_t *qkv_out, u32 *bar, int h, int qd, int inter,      \
         int nqkv, float eps, int stages, int xmax, int acc_rows, int region, int window,     \
-        int n_layers, const bf16_t *qkv, const int *pos, const float *inv_freq,    \
+        int hold, int n_layers, const bf16_t *qkv, const int *pos, const float *inv_freq,    \
         const int *slots, const int *kv_len, const int *page_start, const int *page_ids,     \
         float *o_part, float *lse, bf16_t *attn_out, int hq, int hkv, int page_size, int part, \
         float scale, const __grid_constant__ LcLayers layers
@@ -1294,7 +1198,8 @@ LAYER_CHAIN_ATTN(4)
 extern "C" __global__ void __launch_bounds__(LC_THREADS, 1) layer_chain_span_g2(LC_SPAN_PARAMS) {
     const LcAttnArgs a = LC_SPAN_ATTN_ARGS;
     layer_chain_impl<2, true>(nullptr, a, layers.l, n_layers, residual, act, qkv_out, bar, h,
-                              qd, inter, nqkv, eps, stages, xmax, acc_rows, region, window);
+                              qd, inter, nqkv, eps, stages, xmax, acc_rows, region, window,
+                              hold);
 }
 
 // ---- Two decode rows: layer_chain_r2 ----
@@ -1371,7 +1276,7 @@ template <int R, int GM = 0>
 __device__ __forceinline__ void layer_chain_rows_impl(
     const bf16_t* attn, const LcAttnArgs& a, const LcLayer* layers, int n_layers,
     bf16_t* residual, bf16_t* act, bf16_t* qkv_out, u32* bar, int h, int qd, int inter,
-    int nqkv, float eps, int stages, int xmax, int acc_rows, int region, int window) {
+    int nqkv, float eps, int stages, int xmax, int acc_rows, int region, int window, int hold) {
     extern __shared__ __align__(128) unsigned char lc_smem[];
     __shared__ float red[LC_WARPS * R];
     __shared__ LcSeg segs[LC_SEGS];
@@ -1401,7 +1306,7 @@ __device__ __forceinline__ void layer_chain_rows_impl(
     if (threadIdx.x == 0) lc_setup(segs, nseg_s, nch_s, h, qd, inter, nqkv, full, empty, stages);
     __syncthreads();  // the last barrier of the whole block: then the roles split
     if (threadIdx.x >= LC_CONSUMERS) {
-        lc_produce(segs, nseg_s, nch_s, table, n_layers, ATT, ring, full, empty, stages,
+        lc_produce(segs, nseg_s, nch_s, table, n_layers, ATT, hold, ring, full, empty, stages,
                    window, tr);
         return;
     }
@@ -1434,8 +1339,7 @@ __device__ __forceinline__ void layer_chain_rows_impl(
                                  a.page_ids, a.hq, a.hkv, a.page_size, a.part,
                                  a.o_part + parts * LC_HD * r, a.lse + parts * r,
                                  reinterpret_cast<float*>(x), bar + 2 + a.hkv * r,
-                                 a.attn_out + (size_t)r * qd, lc_smem, tr, b - r * share,
-                                 share);
+                                 a.attn_out + (size_t)r * qd, tr, b - r * share, share);
             }
             lc_bar_arrive_all(LC_BAR_GO);
             tr.mark(LC_T_ATT);
@@ -1527,8 +1431,8 @@ __device__ __forceinline__ void layer_chain_rows_impl(
         const LcLayer one{w_o,   b_o,   post_norm, w_gate_up, w_down,  in_norm,                 \
                           w_qkv, b_qkv, nullptr,   nullptr,   nullptr, nullptr};                \
         layer_chain_rows_impl<R>(attn, LcAttnArgs{}, &one, 1, residual, act, qkv_out, bar, h,   \
-                                 qd, inter, nqkv, eps, stages, xmax, acc_rows, region,          \
-                                 window);                                                       \
+                                 qd, inter, nqkv, eps, stages, xmax, acc_rows, region, window,  \
+                                 0);                                                            \
     }
 LAYER_CHAIN_ROWS(2)
 
@@ -1541,5 +1445,6 @@ LAYER_CHAIN_ROWS(2)
 extern "C" __global__ void __launch_bounds__(LC_THREADS, 1) layer_chain_span_g2_r2(LC_SPAN_PARAMS) {
     const LcAttnArgs a = LC_SPAN_ATTN_ARGS;
     layer_chain_rows_impl<2, 2>(nullptr, a, layers.l, n_layers, residual, act, qkv_out, bar, h,
-                                qd, inter, nqkv, eps, stages, xmax, acc_rows, region, window);
+                                qd, inter, nqkv, eps, stages, xmax, acc_rows, region, window,
+                                hold);
 }

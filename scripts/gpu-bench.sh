@@ -299,12 +299,20 @@
 #             then graph-step A/Bs at batch 1 and 2: Qwen3-0.6B at contexts 256, 2,048,
 #             8,192 and 16,384 against LC_ATT_STAGED=0, the staged chain against the
 #             separate attention (MINISGL_CHAIN_ATTN=0) at 8,192 and 16,384, Llama-3.1-8B
-#             at 8,192, each while the call has time (PART_LIMIT s, default 500).
+#             at 8,192, each while the call has time (PART_LIMIT s, default 500). Run once
+#             (2026-12-06, 1c5f6ef, an H100): staged was no faster (0.968-1.022x), so the
+#             build was removed and its define now changes nothing.
 #     part 120: where the chain's attention spends a long context: the phase trace at
 #             contexts 256, 2,048 and 16,384 (K/V caches rotated with the layer copies, so
 #             they stream from DRAM) for the staged build and LC_ATT_STAGED=0, then the
 #             decode kernels' table (MINISGL_BENCH_DECODE_ONLY=1) with one and two
 #             sequences of 16,384 rows among its batches.
+#     part 121: the layer's weight stream let go before its attention is done
+#             (MINISGL_CHAIN_HOLD=1048576: every chunk, past a launch's first layer) against
+#             the default (held until the attention is done): graph-step A/Bs at batch 1
+#             and 2, Qwen3-0.6B at contexts 256, 2,048, 8,192 and 16,384, then
+#             Llama-3.1-8B at 8,192, each while the call has time (PART_LIMIT s, default
+#             400).
 #     part 117: the product phases' exchanges through flagged words instead of grid
 #             barriers (MINISGL_KERNEL_DEFINES=LC_XCH=1, opt-in): chain checks, the fixture
 #             models and engine with it, graph-step A/Bs at batch 1 and 2 against the
@@ -1771,6 +1779,20 @@ device)
         MINISGL_BENCH_DECODE_ONLY=1 BENCH_TIMEOUT=240 bench_step qwen3-0.6b -decode
         grep -E "decode kernels, batch [12] x" "$out/gpu-check-bench-qwen3-0.6b-decode.log" | head -6
         pack_logs 120
+    elif [ "$part" = 121 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        local_limit=${PART_LIMIT:-400}
+        fits() { [ "$SECONDS" -lt $((local_limit - $1)) ]; }
+        for c in 256 2048 8192 16384; do
+            if fits 40; then
+                MINISGL_BENCH_CONTEXT=$c runner_ab qwen3-0.6b "-hold-ctx$c" 1,2 MINISGL_CHAIN_HOLD=1048576
+            fi
+        done
+        if fits 90; then
+            MINISGL_BENCH_CONTEXT=8192 BENCH_TIMEOUT=$((local_limit - SECONDS)) \
+                runner_ab llama-3.1-8b -hold-ctx8192 1,2 MINISGL_CHAIN_HOLD=1048576
+        fi
+        pack_logs 121
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate

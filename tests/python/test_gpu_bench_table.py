@@ -317,3 +317,14 @@ def test_part_120_traces_both_attention_builds_then_times_the_decode_kernels(tmp
     assert [e.get("MINISGL_BENCH_DECODE_ONLY") for a, e in gpu_check if "--bench-model" in a] == ["1"]
     assert {"gpu-check-chain-trace.log", "gpu-check-chain-trace-regs.log",
             "gpu-check-bench-qwen3-0.6b-decode.log"} <= archived_logs(out)
+
+
+def test_part_121_ab_tests_the_weight_stream_before_the_attention_by_context(tmp_path):
+    _, made, out = run_part(tmp_path, "121")
+    ab = [(a[a.index("--bench-model") + 1], e.get("MINISGL_BENCH_CONTEXT"), e["MINISGL_BENCH_AB"])
+          for a, e in made if a[:1] == ["gpu-check"] and "MINISGL_BENCH_AB" in e]
+    hold = "MINISGL_CHAIN_HOLD=1048576"
+    assert ab == [(".gpu/qwen3-0.6b", c, hold) for c in ("256", "2048", "8192", "16384")] + [
+        (".gpu/llama-3.1-8b", "8192", hold)], made
+    assert {"gpu-check-bench-qwen3-0.6b-hold-ctx2048.log",
+            "gpu-check-bench-llama-3.1-8b-hold-ctx8192.log"} <= archived_logs(out)
