@@ -313,6 +313,13 @@
 #             and 2, Qwen3-0.6B at contexts 256, 2,048, 8,192 and 16,384, then
 #             Llama-3.1-8B at 8,192, each while the call has time (PART_LIMIT s, default
 #             400).
+#     part 122: the attention's per-step values (context length, page start, position,
+#             new slot, the first rows' cache slots) loaded at a span's first layer and
+#             reused by the later ones (LC_STEP_REUSE, the default since this part; =0
+#             loads them at every layer): the chain checks and fixture models, then
+#             graph-step A/Bs at batch 1 and 2 against LC_STEP_REUSE=0, Qwen3-0.6B at
+#             contexts 256, 1,024 and 4,096, Llama-3.1-8B at 256, each while the call has
+#             time (PART_LIMIT s, default 400).
 #     part 117: the product phases' exchanges through flagged words instead of grid
 #             barriers (MINISGL_KERNEL_DEFINES=LC_XCH=1, opt-in): chain checks, the fixture
 #             models and engine with it, graph-step A/Bs at batch 1 and 2 against the
@@ -1793,6 +1800,23 @@ device)
                 runner_ab llama-3.1-8b -hold-ctx8192 1,2 MINISGL_CHAIN_HOLD=1048576
         fi
         pack_logs 121
+    elif [ "$part" = 122 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        local_limit=${PART_LIMIT:-400}
+        fits() { [ "$SECONDS" -lt $((local_limit - $1)) ]; }
+        chain_check "" reuse
+        check_models
+        for c in 256 1024 4096; do
+            if fits 40; then
+                MINISGL_BENCH_CONTEXT=$c runner_ab qwen3-0.6b "-reuse-ctx$c" 1,2 \
+                    MINISGL_KERNEL_DEFINES=LC_STEP_REUSE=0
+            fi
+        done
+        if fits 90; then
+            BENCH_TIMEOUT=$((local_limit - SECONDS)) \
+                runner_ab llama-3.1-8b -reuse 1,2 MINISGL_KERNEL_DEFINES=LC_STEP_REUSE=0
+        fi
+        pack_logs 122
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate

@@ -328,3 +328,16 @@ def test_part_121_ab_tests_the_weight_stream_before_the_attention_by_context(tmp
         (".gpu/llama-3.1-8b", "8192", hold)], made
     assert {"gpu-check-bench-qwen3-0.6b-hold-ctx2048.log",
             "gpu-check-bench-llama-3.1-8b-hold-ctx8192.log"} <= archived_logs(out)
+
+
+def test_part_122_checks_the_reused_step_values_then_ab_tests_them(tmp_path):
+    _, made, out = run_part(tmp_path, "122")
+    gpu_check = [(a, e) for a, e in made if a[:1] == ["gpu-check"]]
+    assert "--chain-only" in gpu_check[0][0] and "--model" in gpu_check[1][0], made
+    ab = [(a[a.index("--bench-model") + 1], e.get("MINISGL_BENCH_CONTEXT"), e["MINISGL_BENCH_AB"])
+          for a, e in gpu_check if "MINISGL_BENCH_AB" in e]
+    off = "MINISGL_KERNEL_DEFINES=LC_STEP_REUSE=0"
+    assert ab == [(".gpu/qwen3-0.6b", c, off) for c in ("256", "1024", "4096")] + [
+        (".gpu/llama-3.1-8b", None, off)], made
+    assert {"gpu-check-chain-reuse.log", "gpu-check-models.log",
+            "gpu-check-bench-llama-3.1-8b-reuse.log"} <= archived_logs(out)
