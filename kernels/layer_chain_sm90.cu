@@ -643,12 +643,13 @@ __device__ __forceinline__ int lc_att_splits(int ctx, int part, int hkv, int blo
 }
 
 // What a step's attention reads that no layer of it changes: the sequence's context
-// length, page start, position and new token's cache slot, and the cache slots of this
-// thread's rows of the first iteration. A launch's first layer loads them; each later
-// layer of a span reuses them, so that its first K/V and q loads go out at once after
-// the grid barrier instead of behind two dependent round trips (kv_len, then the page
-// ids). The block's values live in shared memory (lc_att_step: held in registers across
-// the layer loop they spilled), this thread's slots in registers.
+// length, page start, position and new token's cache slot. A launch's first layer loads
+// them into shared memory; each later layer of a span reuses them, so that its q loads
+// go out at once after the grid barrier, and its first K/V loads one round trip (the
+// page ids) after it instead of two. Measured against loading them at every layer
+// (2026-12-06, an H100, part 122): keeping this thread's first rows' cache slots in
+// registers too (no page-id round trip at all) spilled in layer_chain_span_g2 and ran
+// the Qwen3-0.6B batch-1 graph step 1.041-1.048x slower at contexts 256-4,096.
 struct LcAttnStep {
     int ctx, pstart, pos, slot;
 };
@@ -666,15 +667,15 @@ __shared__ LcAttnStep lc_att_step;
 // Block b of `blocks` (a sequence's share of the grid: all of it at one decode row) takes
 // one split of one kv head; the pointers are the sequence's own (its qkv row, position,
 // slot, context length and page start, partials, tickets and output row). `reuse`:
-// lc_att_step and `rows` hold this step's values from an earlier layer of the launch
-// (else they load into them).
+// lc_att_step holds this step's values from an earlier layer of the launch (else they
+// load into it).
 template <int GM>
 __device__ __forceinline__ void lc_attention(
     const bf16_t* qkv, bool fresh, const bf16_t* q_norm, const bf16_t* k_norm, const int* pos,
     const float* inv_freq, float eps, float scale, const int* slots, bf16_t* k_cache,
     bf16_t* v_cache, const int* kv_len, const int* page_start, const int* page_ids, int hq,
     int hkv, int page_size, int part, float* o_part, float* lse, float* att, u32* tickets,
-    bf16_t* attn_out, u32 (&rows)[2], bool reuse, LcTrace& tr, int b, int blocks) {
+    bf16_t* attn_out, bool reuse, LcTrace& tr, int b, int blocks) {
     tr.mark(LC_T_A0);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     LcAttnStep st;
@@ -715,23 +716,15 @@ __device__ __forceinline__ void lc_attention(
         kw[u] = *reinterpret_cast<const u32x4*>(k_cache + off);
         vw[u] = *reinterpret_cast<const u32x4*>(v_cache + off);
     };
-    // The rows of the iteration at t0 (first: the first one, whose slots `st` keeps and
-    // whose new row this block writes below).
+    // The rows of the iteration at t0 (first: the first one, whose new row this block
+    // writes below).
     auto load = [&](int t0, bool first) {
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int t = t0 + half + u * (LC_CONSUMERS / 16);
             ok[u] = t < hi;
             if (ok[u] && !(first && t == ctx - 1)) {
-                u32 slot;
-                if (!first) {
-                    slot = slot_of(t);
-                } else if (reuse) {
-                    slot = rows[u];
-                } else {
-                    slot = rows[u] = slot_of(t);
-                }
-                load_slot(u, slot);
+                load_slot(u, slot_of(t));
             } else {
                 kw[u] = vw[u] = u32x4{0, 0, 0, 0};
             }
@@ -1066,7 +1059,6 @@ __device__ __forceinline__ void layer_chain_impl(
     // here). Block b is the only writer of its residual rows [o0, o1) (o's and down's), so
     // it keeps their values: phase 2 adds to what phase 0 wrote without reading it back.
     // (Per layer, in the loop: nothing of it stays live across the next attention.)
-    u32 att_rows[2];  // this thread's first attention rows' cache slots (lc_attention)
     for (int l = 0; l < n_layers; l++) {
         // (The first layer's row in shared memory only after its attention.)
         const LcLayer& ly = table_s[l];
@@ -1080,7 +1072,7 @@ __device__ __forceinline__ void layer_chain_impl(
                              a.inv_freq, eps, a.scale, a.slots, la.k_cache, la.v_cache,
                              a.kv_len, a.page_start, a.page_ids, a.hq, a.hkv, a.page_size,
                              a.part, a.o_part, a.lse, reinterpret_cast<float*>(x), bar + 2,
-                             a.attn_out, att_rows, multi && l > 0, tr, (int)blockIdx.x,
+                             a.attn_out, multi && l > 0, tr, (int)blockIdx.x,
                              (int)gridDim.x);
             lc_bar_arrive_all(LC_BAR_GO);
             if (l == 0) lc_bar_sync_all(LC_BAR_SETUP);
@@ -1363,7 +1355,6 @@ __device__ __forceinline__ void layer_chain_rows_impl(
     // rows' loads in flight at once.
     const int mine = o0 + threadIdx.x;
     float keep[R];
-    u32 att_rows[2];  // this thread's first attention rows' cache slots (lc_attention)
     for (int l = 0; l < n_layers; l++) {
         const LcLayer& ly = table[l];
         if constexpr (ATT) {
@@ -1380,7 +1371,7 @@ __device__ __forceinline__ void layer_chain_rows_impl(
                                  a.page_ids, a.hq, a.hkv, a.page_size, a.part,
                                  a.o_part + parts * LC_HD * r, a.lse + parts * r,
                                  reinterpret_cast<float*>(x), bar + 2 + a.hkv * r,
-                                 a.attn_out + (size_t)r * qd, att_rows, l > 0, tr, b - r * share,
+                                 a.attn_out + (size_t)r * qd, l > 0, tr, b - r * share,
                                  share);
             }
             lc_bar_arrive_all(LC_BAR_GO);
