@@ -642,23 +642,6 @@ __device__ __forceinline__ int lc_att_splits(int ctx, int part, int hkv, int blo
     return (ctx + span - 1) / span;
 }
 
-// What a step's attention reads that no layer of it changes: the sequence's context
-// length, page start, position and new token's cache slot. A launch's first layer loads
-// them into shared memory; each later layer of a span reuses them, so that its q loads
-// go out at once after the grid barrier, and its first K/V loads one round trip (the
-// page ids) after it instead of two. Measured against loading them at every layer
-// (2026-12-06, an H100, part 122): keeping this thread's first rows' cache slots in
-// registers too (no page-id round trip at all) spilled in layer_chain_span_g2 and ran
-// the Qwen3-0.6B batch-1 graph step 1.041-1.048x slower at contexts 256-4,096.
-struct LcAttnStep {
-    int ctx, pstart, pos, slot;
-};
-__shared__ LcAttnStep lc_att_step;
-// 0 builds the attention that loads them at every layer (the A/B's other side).
-#ifndef LC_STEP_REUSE
-#define LC_STEP_REUSE 1
-#endif
-
 // Shared memory: q [G][LC_HD] f32 (scaled to log2 units), then the warps' partials
 // o [LC_WARPS][G][LC_HD], m [LC_WARPS][G], l [LC_WARPS][G]; the host sizes the region.
 // GM is 2 or 4: the running state of more heads spills (GM = 6 and 8 were built and
@@ -666,28 +649,30 @@ __shared__ LcAttnStep lc_att_step;
 // slower than the separate attention, inlined or out of line).
 // Block b of `blocks` (a sequence's share of the grid: all of it at one decode row) takes
 // one split of one kv head; the pointers are the sequence's own (its qkv row, position,
-// slot, context length and page start, partials, tickets and output row). `reuse`:
-// lc_att_step holds this step's values from an earlier layer of the launch (else they
-// load into it).
+// slot, context length and page start, partials, tickets and output row).
+// Tried and removed (2026-12-06, an H100, part 122): a span's later layers reusing what
+// the first layer loaded of the step (context length, page start, position, new slot),
+// so that their q loads went out right after the grid barrier, in shared memory: the
+// Qwen3-0.6B graph step ran 1.005x (batch 1) and 1.007-1.023x (batch 2) slower at
+// contexts 256-4,096; with each thread's first rows' cache slots kept in registers too
+// (no round trip before the first K/V loads), layer_chain_span_g2 spilled and ran
+// 1.041-1.048x slower at batch 1. Loading them at every layer is not the cost it looks.
+// Nor were the K/V round trips at long contexts (part 119): the rows copied into the
+// idle weight ring, four 64-row tiles in flight a block, ran the rows loop no faster
+// (~2.3 TB/s at 16,384 rows either way, phase trace of part 120) and the step
+// 0.968-1.022x; letting the layer's weights stream during the attention
+// (MINISGL_CHAIN_HOLD, part 121) gained only at context 2,048 (1.013x) and lost 3.3% at
+// 256.
 template <int GM>
 __device__ __forceinline__ void lc_attention(
     const bf16_t* qkv, bool fresh, const bf16_t* q_norm, const bf16_t* k_norm, const int* pos,
     const float* inv_freq, float eps, float scale, const int* slots, bf16_t* k_cache,
     bf16_t* v_cache, const int* kv_len, const int* page_start, const int* page_ids, int hq,
     int hkv, int page_size, int part, float* o_part, float* lse, float* att, u32* tickets,
-    bf16_t* attn_out, bool reuse, LcTrace& tr, int b, int blocks) {
+    bf16_t* attn_out, LcTrace& tr, int b, int blocks) {
     tr.mark(LC_T_A0);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    LcAttnStep st;
-    reuse = reuse && LC_STEP_REUSE;
-    if (reuse) {
-        st = lc_att_step;
-    } else {
-        // Every thread loads them (and stores the same values): no barrier on the path.
-        st = LcAttnStep{kv_len[0], page_start[0], pos[0], slots[0]};
-        if (threadIdx.x == 0) lc_att_step = st;
-    }
-    const int ctx = st.ctx;
+    const int ctx = kv_len[0];
     int span;
     const int S = lc_att_splits(ctx, part, hkv, blocks, span);
     if (b >= hkv * S) return;
@@ -705,26 +690,23 @@ __device__ __forceinline__ void lc_attention(
     constexpr int U = 2;
     constexpr int STEP = U * LC_CONSUMERS / 16;
     const int half = lane >> 4, li = lane & 15;
-    const int* pages = page_ids + st.pstart;
+    const int* pages = page_ids + page_start[0];
     u32x4 kw[U], vw[U];
     bool ok[U];
-    // The cache slot of context row t.
-    auto slot_of = [&](int t) { return (u32)pages[t / page_size] * (u32)page_size + t % page_size; };
-    // Cache slot `slot`'s K and V (this lane's 8 elements) into kw[u], vw[u].
-    auto load_slot = [&](int u, u32 slot) {
-        size_t off = ((size_t)slot * hkv + kvh) * LC_HD + li * 8;
+    // Context row t's K and V (this lane's 8 elements) into kw[u], vw[u].
+    auto load_row = [&](int u, int t) {
+        size_t slot = (size_t)(unsigned)pages[t / page_size] * page_size + t % page_size;
+        size_t off = (slot * hkv + kvh) * LC_HD + li * 8;
         kw[u] = *reinterpret_cast<const u32x4*>(k_cache + off);
         vw[u] = *reinterpret_cast<const u32x4*>(v_cache + off);
     };
-    // The rows of the iteration at t0 (first: the first one, whose new row this block
-    // writes below).
-    auto load = [&](int t0, bool first) {
+    auto load = [&](int t0, bool skip_new) {
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int t = t0 + half + u * (LC_CONSUMERS / 16);
             ok[u] = t < hi;
-            if (ok[u] && !(first && t == ctx - 1)) {
-                load_slot(u, slot_of(t));
+            if (ok[u] && !(skip_new && t == ctx - 1)) {
+                load_row(u, t);
             } else {
                 kw[u] = vw[u] = u32x4{0, 0, 0, 0};
             }
@@ -760,7 +742,7 @@ __device__ __forceinline__ void lc_attention(
             if (warp <= G && rotate) {
 #pragma unroll
                 for (int j = 0; j < LC_HD / 64; j++) fr[j] = inv_freq[head_elem<LC_HD>(j, lane)];
-                fp = (float)st.pos;
+                fp = (float)pos[0];
             }
         }
     };
@@ -771,7 +753,7 @@ __device__ __forceinline__ void lc_attention(
     const bool last = hi == ctx;
     if (warp < G || (last && warp < G + 2)) {
         float sn[LC_HD / 64] = {}, cs[LC_HD / 64] = {};
-        const size_t slot = (size_t)(unsigned)st.slot;
+        const size_t slot = (size_t)(unsigned)slots[0];
         if (warp == G + 1) {
             store_head<LC_HD>(v_cache + (slot * hkv + kvh) * LC_HD, lane, v);
         } else {
@@ -795,7 +777,7 @@ __device__ __forceinline__ void lc_attention(
 #pragma unroll
     for (int u = 0; u < U; u++) {
         const int t = t0 + half + u * (LC_CONSUMERS / 16);
-        if (t == ctx - 1 && t < hi) load_slot(u, (u32)st.slot);
+        if (t == ctx - 1 && t < hi) load_row(u, t);
     }
 
     float m[GM], l[GM], o[GM][8];
@@ -1072,8 +1054,7 @@ __device__ __forceinline__ void layer_chain_impl(
                              a.inv_freq, eps, a.scale, a.slots, la.k_cache, la.v_cache,
                              a.kv_len, a.page_start, a.page_ids, a.hq, a.hkv, a.page_size,
                              a.part, a.o_part, a.lse, reinterpret_cast<float*>(x), bar + 2,
-                             a.attn_out, multi && l > 0, tr, (int)blockIdx.x,
-                             (int)gridDim.x);
+                             a.attn_out, tr, (int)blockIdx.x, (int)gridDim.x);
             lc_bar_arrive_all(LC_BAR_GO);
             if (l == 0) lc_bar_sync_all(LC_BAR_SETUP);
             tr.mark(LC_T_ATT);
@@ -1371,8 +1352,7 @@ __device__ __forceinline__ void layer_chain_rows_impl(
                                  a.page_ids, a.hq, a.hkv, a.page_size, a.part,
                                  a.o_part + parts * LC_HD * r, a.lse + parts * r,
                                  reinterpret_cast<float*>(x), bar + 2 + a.hkv * r,
-                                 a.attn_out + (size_t)r * qd, l > 0, tr, b - r * share,
-                                 share);
+                                 a.attn_out + (size_t)r * qd, tr, b - r * share, share);
             }
             lc_bar_arrive_all(LC_BAR_GO);
             tr.mark(LC_T_ATT);

@@ -319,7 +319,9 @@
 #             loads them at every layer): the chain checks and fixture models, then
 #             graph-step A/Bs at batch 1 and 2 against LC_STEP_REUSE=0, Qwen3-0.6B at
 #             contexts 256, 1,024 and 4,096, Llama-3.1-8B at 256, each while the call has
-#             time (PART_LIMIT s, default 400).
+#             time (PART_LIMIT s, default 400). Run twice (2026-12-06, 739311a and 1d8a84f,
+#             an H100): both builds were slower, so they were removed and the define now
+#             changes nothing.
 #     part 117: the product phases' exchanges through flagged words instead of grid
 #             barriers (MINISGL_KERNEL_DEFINES=LC_XCH=1, opt-in): chain checks, the fixture
 #             models and engine with it, graph-step A/Bs at batch 1 and 2 against the
