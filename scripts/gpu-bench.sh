@@ -322,6 +322,14 @@
 #             time (PART_LIMIT s, default 400). Run twice (2026-12-06, 739311a and 1d8a84f,
 #             an H100): both builds were slower, so they were removed and the define now
 #             changes nothing.
+#     part 123: the split-grid tensor-core decode's blocks ordered kv heads fastest
+#             (MINISGL_KERNEL_DEFINES=DECODE_HEADS_FIRST=1, opt-in), so the blocks running
+#             together read whole cache slots: the decode kernels' table both ways (one
+#             and two sequences of 16,384 rows among its batches), then graph-step A/Bs
+#             where that kernel runs, after the fixture models with it (the random
+#             Qwen3-0.6B's three sequences take it): Qwen3-0.6B at batch 4 and 8 (contexts
+#             4,096 and 256) and Qwen3-14B at batch 1 and 4 (context 8,192), while the call
+#             has time (PART_LIMIT s, default 400).
 #     part 117: the product phases' exchanges through flagged words instead of grid
 #             barriers (MINISGL_KERNEL_DEFINES=LC_XCH=1, opt-in): chain checks, the fixture
 #             models and engine with it, graph-step A/Bs at batch 1 and 2 against the
@@ -1819,6 +1827,25 @@ device)
                 runner_ab llama-3.1-8b -reuse 1,2 MINISGL_KERNEL_DEFINES=LC_STEP_REUSE=0
         fi
         pack_logs 122
+    elif [ "$part" = 123 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        local_limit=${PART_LIMIT:-400}
+        fits() { [ "$SECONDS" -lt $((local_limit - $1)) ]; }
+        heads=MINISGL_KERNEL_DEFINES=DECODE_HEADS_FIRST=1
+        MINISGL_BENCH_DECODE_ONLY=1 BENCH_TIMEOUT=150 bench_step qwen3-0.6b -decode
+        MINISGL_BENCH_DECODE_ONLY=1 BENCH_TIMEOUT=150 MINISGL_KERNEL_DEFINES=DECODE_HEADS_FIRST=1 \
+            bench_step qwen3-0.6b -decode-heads
+        MINISGL_KERNEL_DEFINES=DECODE_HEADS_FIRST=1 check_models
+        for c in 4096 256; do
+            if fits 40; then
+                MINISGL_BENCH_CONTEXT=$c runner_ab qwen3-0.6b "-heads-ctx$c" 4,8 "$heads"
+            fi
+        done
+        if fits 220; then
+            MINISGL_BENCH_CONTEXT=8192 BENCH_TIMEOUT=$((local_limit - SECONDS)) \
+                runner_ab qwen3-14b -heads-ctx8192 1,4 "$heads"
+        fi
+        pack_logs 123
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate

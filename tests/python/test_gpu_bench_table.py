@@ -341,3 +341,18 @@ def test_part_122_checks_the_reused_step_values_then_ab_tests_them(tmp_path):
         (".gpu/llama-3.1-8b", None, off)], made
     assert {"gpu-check-chain-reuse.log", "gpu-check-models.log",
             "gpu-check-bench-llama-3.1-8b-reuse.log"} <= archived_logs(out)
+
+
+def test_part_123_times_the_decode_kernels_both_orders_then_ab_tests_the_steps(tmp_path):
+    _, made, out = run_part(tmp_path, "123")
+    benches = [e for a, e in made if a[:1] == ["gpu-check"] and "--bench-model" in a]
+    assert [(e.get("MINISGL_BENCH_DECODE_ONLY"), e.get("MINISGL_KERNEL_DEFINES")) for e in benches[:2]] == [
+        ("1", None), ("1", "DECODE_HEADS_FIRST=1")], made
+    heads = "MINISGL_KERNEL_DEFINES=DECODE_HEADS_FIRST=1"
+    assert [(e.get("MINISGL_BENCH_CONTEXT"), e["MINISGL_BENCH_BATCHES"], e["MINISGL_BENCH_AB"])
+            for e in benches[2:]] == [("4096", "4,8", heads), ("256", "4,8", heads),
+                                      ("8192", "1,4", heads)], made
+    models = [e for a, e in made if a[:1] == ["gpu-check"] and "--model" in a]
+    assert [e.get("MINISGL_KERNEL_DEFINES") for e in models] == ["DECODE_HEADS_FIRST=1"], made
+    assert {"gpu-check-bench-qwen3-0.6b-decode.log", "gpu-check-bench-qwen3-0.6b-decode-heads.log",
+            "gpu-check-models.log", "gpu-check-bench-qwen3-14b-heads-ctx8192.log"} <= archived_logs(out)
