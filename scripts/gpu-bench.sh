@@ -329,7 +329,8 @@
 #             where that kernel runs, after the fixture models with it (the random
 #             Qwen3-0.6B's three sequences take it): Qwen3-0.6B at batch 4 and 8 (contexts
 #             4,096 and 256) and Qwen3-14B at batch 1 and 4 (context 8,192), while the call
-#             has time (PART_LIMIT s, default 400).
+#             has time (PART_LIMIT s, default 400). Run once (2026-12-06, 67b82d5, an H100):
+#             no change (the build was removed; the define now changes nothing).
 #     part 117: the product phases' exchanges through flagged words instead of grid
 #             barriers (MINISGL_KERNEL_DEFINES=LC_XCH=1, opt-in): chain checks, the fixture
 #             models and engine with it, graph-step A/Bs at batch 1 and 2 against the
