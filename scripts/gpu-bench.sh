@@ -331,6 +331,9 @@
 #             4,096 and 256) and Qwen3-14B at batch 1 and 4 (context 8,192), while the call
 #             has time (PART_LIMIT s, default 400). Run once (2026-12-06, 67b82d5, an H100):
 #             no change (the build was removed; the define now changes nothing).
+#     part 124: Nsight Compute's full set and stall samples of one batch-1 span launch
+#             (layer_chain_span_g2: every layer of a Qwen3-0.6B step) at contexts 16,384
+#             and 256: what holds the chain's attention at ~81% of copy in its rows loop.
 #     part 117: the product phases' exchanges through flagged words instead of grid
 #             barriers (MINISGL_KERNEL_DEFINES=LC_XCH=1, opt-in): chain checks, the fixture
 #             models and engine with it, graph-step A/Bs at batch 1 and 2 against the
@@ -559,14 +562,15 @@ device)
         kill "$smi_pid" 2>/dev/null; wait "$smi_pid" 2>/dev/null
         python3 scripts/gpu/smi_summary.py /tmp/smi.csv --label "$1" | tee -a "$out/smi.log"
     }
-    ncu_launch() {  # KERNEL_REGEX TAG BATCHES: Nsight Compute's full set and per-line stall
-        # samples of one warm launch in a Qwen3-0.6B decode step at context 256. The
-        # timeline runs a prefill, then eager decode steps of 28 launches of the kernel
-        # each: skip the first decode step's, profile the second step's first. Rates given
-        # (MINISGL_GPU_RATES) keep gpu-check's start-up micro-benchmarks out of the profile.
-        MINISGL_GPU_RATES=${MINISGL_GPU_RATES:-4.28,670} timeout 200 ncu --set full --import-source no -k "regex:$1" -s 28 -c 1 -f \
+    ncu_launch() {  # KERNEL_REGEX TAG BATCHES [CONTEXT [SKIP]]: Nsight Compute's full set and
+        # per-line stall samples of one warm launch in a Qwen3-0.6B decode step at CONTEXT
+        # (256). The timeline runs a prefill, then eager decode steps of 28 launches of the
+        # kernel each: skip SKIP launches (28: the first decode step's), profile the next.
+        # Rates given (MINISGL_GPU_RATES) keep gpu-check's start-up micro-benchmarks out of
+        # the profile.
+        MINISGL_GPU_RATES=${MINISGL_GPU_RATES:-4.28,670} timeout 200 ncu --set full --import-source no -k "regex:$1" -s "${5:-28}" -c 1 -f \
             -o "/tmp/prof-$2" "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-0.6b \
-            --timeline-batches "$3" --timeline-context 256 --timeline-out /tmp/tl.md \
+            --timeline-batches "$3" --timeline-context "${4:-256}" --timeline-out /tmp/tl.md \
             --report /tmp/tl-report.md > "/tmp/ncu-$2.log" 2>&1
         echo "ncu rc=$?"; tail -3 "/tmp/ncu-$2.log"
         ncu -i "/tmp/prof-$2.ncu-rep" --page source --csv --print-source sass 2>&1 | gzip > "$out/ncu-src-$2.csv.gz"
@@ -1847,6 +1851,12 @@ device)
                 runner_ab qwen3-14b -heads-ctx8192 1,4 "$heads"
         fi
         pack_logs 123
+    elif [ "$part" = 124 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        # One span launch a decode step: skip the first step's, profile the second's.
+        ncu_launch layer_chain_span_g2 span-ctx16384 1 16384 1
+        ncu_launch layer_chain_span_g2 span-ctx256 1 256 1
+        pack_logs 124
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate

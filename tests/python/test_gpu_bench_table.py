@@ -356,3 +356,12 @@ def test_part_123_times_the_decode_kernels_both_orders_then_ab_tests_the_steps(t
     assert [e.get("MINISGL_KERNEL_DEFINES") for e in models] == ["DECODE_HEADS_FIRST=1"], made
     assert {"gpu-check-bench-qwen3-0.6b-decode.log", "gpu-check-bench-qwen3-0.6b-decode-heads.log",
             "gpu-check-models.log", "gpu-check-bench-qwen3-14b-heads-ctx8192.log"} <= archived_logs(out)
+
+
+def test_part_124_profiles_one_span_launch_at_a_long_and_a_short_context(tmp_path):
+    _, made, out = run_part(tmp_path, "124")
+    profiled = [a for a, _ in made if a[:1] == ["ncu"] and "--set" in a]
+    assert [(a[a.index("-k") + 1], a[a.index("-s") + 1], a[a.index("--timeline-context") + 1])
+            for a in profiled] == [("regex:layer_chain_span_g2", "1", "16384"),
+                                   ("regex:layer_chain_span_g2", "1", "256")], made
+    assert {"ncu-details-span-ctx16384.txt", "ncu-details-span-ctx256.txt"} <= archived_logs(out)
