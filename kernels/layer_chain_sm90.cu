@@ -631,6 +631,12 @@ __device__ __forceinline__ void lc_zero(float* acc, int n) {
 // into the bf16 row, which phase 0 loads after a grid barrier.
 #define LC_HD 128
 #define LC_MAX_SPLITS 16
+// LC_ATT_STAGED=1 (opt-in) stages the attention's K/V tiles in the ring's first
+// LC_ATT_STAGES stages (at most the host's MIN_STAGES).
+#define LC_ATT_STAGES 4
+#ifndef LC_ATT_STAGED
+#define LC_ATT_STAGED 0
+#endif
 #define LC_LOG2E 1.4426950408889634f
 
 // Splits of a context of ctx rows at `part` rows a split, at most one block each of
@@ -669,7 +675,7 @@ __device__ __forceinline__ void lc_attention(
     const float* inv_freq, float eps, float scale, const int* slots, bf16_t* k_cache,
     bf16_t* v_cache, const int* kv_len, const int* page_start, const int* page_ids, int hq,
     int hkv, int page_size, int part, float* o_part, float* lse, float* att, u32* tickets,
-    bf16_t* attn_out, LcTrace& tr, int b, int blocks) {
+    bf16_t* attn_out, unsigned char* ring_g, LcTrace& tr, int b, int blocks) {
     tr.mark(LC_T_A0);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int ctx = kv_len[0];
@@ -685,12 +691,47 @@ __device__ __forceinline__ void lc_attention(
 
     // Half-warp h takes rows lo + h, lo + h + 32, ...; lane li of it elements 8 li..8 li+7.
     // The loop is warp-uniform (the shuffles need both halves): U rows a half an
-    // iteration, loads first. The first iteration's rows load before q is ready (they
-    // are cached already), except the new row, which this block writes below.
+    // iteration. The first iteration's rows load before q is ready (they are cached
+    // already), except the new row, which this block writes below.
     constexpr int U = 2;
     constexpr int STEP = U * LC_CONSUMERS / 16;
     const int half = lane >> 4, li = lane & 15;
     const int* pages = page_ids + page_start[0];
+#if LC_ATT_STAGED
+    // LC_ATT_STAGED (opt-in): the rows go through the weight ring, a tile of STEP rows
+    // (K, then V: one stage) at a time, LC_ATT_STAGES tiles in flight. The stream leaves
+    // the ring empty until the layer's attention is done (lc_produce), unless
+    // MINISGL_CHAIN_HOLD lets chunks go earlier: this build needs it at 0, the default.
+    // Thread i copies the 16-byte piece i % 16 of the tile's rows i / 16 and i / 16 + 32.
+    // Why: loaded into registers, a block has STEP rows (32 KB) in flight, and under
+    // Nsight Compute the loop waits on them with ~0.6 eligible warps a scheduler
+    // (2026-12-06, part 124).
+    static_assert(STEP * LC_HD * 2 * 2 == LC_CHUNK, "a tile of K and V is one ring stage");
+    const u32 ring = smem_u32(ring_g);
+    const int n_tiles = (hi - lo + STEP - 1) / STEP;
+    const int cr = threadIdx.x >> 4, cpc = threadIdx.x & 15;
+    // The page of this thread's row u of tile `tile` (-1: past the split).
+    auto page_of = [&](int tile, int u) {
+        const int t = lo + tile * STEP + cr + 32 * u;
+        return t < hi ? pages[t / page_size] : -1;
+    };
+    // Tile `tile`'s copies into its stage, one commit group (empty past the split). Early
+    // (before the q heads are ready), the new row is left to the warps that store it.
+    auto issue = [&](int tile, const int (&pg)[2], bool early) {
+        const u32 st = ring + (u32)(tile % LC_ATT_STAGES) * LC_CHUNK;
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            const int rr = cr + 32 * u, t = lo + tile * STEP + rr;
+            if (pg[u] >= 0 && !(early && t == ctx - 1)) {
+                const size_t slot = (size_t)(unsigned)pg[u] * page_size + t % page_size;
+                const size_t off = (slot * hkv + kvh) * LC_HD + cpc * 8;
+                cp_async16(st + rr * 256 + cpc * 16, k_cache + off, true);
+                cp_async16(st + STEP * 256 + rr * 256 + cpc * 16, v_cache + off, true);
+            }
+        }
+        cp_async_commit();
+    };
+#else
     u32x4 kw[U], vw[U];
     bool ok[U];
     // Context row t's K and V (this lane's 8 elements) into kw[u], vw[u].
@@ -712,6 +753,7 @@ __device__ __forceinline__ void lc_attention(
             }
         }
     };
+#endif
     // q heads of the group (warps < G); the new row's k and v (warps G and G + 1, stored
     // by the last split's block). Their inputs load before the first rows' page ids
     // arrive, so that they take one round trip after kv_len instead of three (after the
@@ -746,9 +788,27 @@ __device__ __forceinline__ void lc_attention(
             }
         }
     };
-    int t0 = lo + 2 * warp;
     load_q();
+#if LC_ATT_STAGED
+    // The first tiles' page ids all in flight at once, then their copies.
+    int pg[LC_ATT_STAGES - 1][2];
+#pragma unroll
+    for (int i = 0; i < LC_ATT_STAGES - 1; i++) {
+        pg[i][0] = page_of(i, 0);
+        pg[i][1] = page_of(i, 1);
+    }
+#pragma unroll
+    for (int i = 0; i < LC_ATT_STAGES - 1; i++) issue(i, pg[i], true);
+    int next[2] = {page_of(LC_ATT_STAGES - 1, 0), page_of(LC_ATT_STAGES - 1, 1)};
+    // The new row's place in an early tile (null: none, or a tile copied later).
+    const int nt = (ctx - 1 - lo) / STEP;
+    unsigned char* new_row = hi == ctx && nt < LC_ATT_STAGES - 1
+                                 ? ring_g + (size_t)nt * LC_CHUNK + (ctx - 1 - lo - nt * STEP) * 256
+                                 : nullptr;
+#else
+    int t0 = lo + 2 * warp;
     load(t0, true);
+#endif
 
     const bool last = hi == ctx;
     if (warp < G || (last && warp < G + 2)) {
@@ -756,12 +816,19 @@ __device__ __forceinline__ void lc_attention(
         const size_t slot = (size_t)(unsigned)slots[0];
         if (warp == G + 1) {
             store_head<LC_HD>(v_cache + (slot * hkv + kvh) * LC_HD, lane, v);
+#if LC_ATT_STAGED
+            if (new_row != nullptr)
+                store_head<LC_HD>(reinterpret_cast<bf16_t*>(new_row + STEP * 256), lane, v);
+#endif
         } else {
             if (rotate) rope_angles_by<LC_HD>(sn, cs, fp, [&](int j) { return fr[j]; });
             norm_rope_regs_by<LC_HD>(
                 v, [&](int j) { return nw[j]; }, norm_w != nullptr, eps, rotate, sn, cs);
             if (warp == G) {
                 store_head<LC_HD>(k_cache + (slot * hkv + kvh) * LC_HD, lane, v);
+#if LC_ATT_STAGED
+                if (new_row != nullptr) store_head<LC_HD>(reinterpret_cast<bf16_t*>(new_row), lane, v);
+#endif
             } else {
                 // The separate path stores q as bf16 and the decode reads it back.
 #pragma unroll
@@ -771,14 +838,17 @@ __device__ __forceinline__ void lc_attention(
             }
         }
     }
-    // Orders the new row's cache writes before this block's reads of them.
+    // Orders the new row's cache writes before this block's reads of them (and, staged,
+    // its copy in an early tile before that tile's use).
     lc_sync();
     tr.mark(LC_T_AQ);
+#if !LC_ATT_STAGED
 #pragma unroll
     for (int u = 0; u < U; u++) {
         const int t = t0 + half + u * (LC_CONSUMERS / 16);
         if (t == ctx - 1 && t < hi) load_row(u, t);
     }
+#endif
 
     float m[GM], l[GM], o[GM][8];
 #pragma unroll
@@ -788,7 +858,35 @@ __device__ __forceinline__ void lc_attention(
 #pragma unroll
         for (int i = 0; i < 8; i++) o[g][i] = 0.0f;
     }
+#if LC_ATT_STAGED
+    for (int i = 0; i < n_tiles; i++) {
+        // This thread's copies of tile i have landed. It copies exactly the pieces it
+        // reads (the copy and the loop map thread 32 w + 16 h + l to rows 2 w + h and
+        // 2 w + h + 32, piece l), so no block barrier is needed: tile i + LC_ATT_STAGES - 1
+        // takes the stage of tile i - 1, which this thread alone has read. (The first
+        // build synchronised the block at every tile: no faster than the register loads,
+        // 0.968-1.022x, part 119, 2026-12-06.) The new row, stored by other warps into an
+        // early tile, is ordered by the barrier after q.
+        cp_async_wait<LC_ATT_STAGES - 2>();
+        issue(i + LC_ATT_STAGES - 1, next, false);
+        next[0] = page_of(i + LC_ATT_STAGES, 0);
+        next[1] = page_of(i + LC_ATT_STAGES, 1);
+        const unsigned char* st = ring_g + (size_t)(i % LC_ATT_STAGES) * LC_CHUNK;
+        u32x4 kw[U], vw[U];
+        bool ok[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int rr = 2 * warp + half + u * (LC_CONSUMERS / 16);
+            ok[u] = lo + i * STEP + rr < hi;
+            kw[u] = vw[u] = u32x4{0, 0, 0, 0};
+            if (ok[u]) {
+                kw[u] = *reinterpret_cast<const u32x4*>(st + rr * 256 + li * 16);
+                vw[u] = *reinterpret_cast<const u32x4*>(st + STEP * 256 + rr * 256 + li * 16);
+            }
+        }
+#else
     while (t0 < hi) {
+#endif
 #pragma unroll
         for (int u = 0; u < U; u++) {
             float kf[8] = {bf_lo(kw[u].x), bf_hi(kw[u].x), bf_lo(kw[u].y), bf_hi(kw[u].y),
@@ -814,8 +912,10 @@ __device__ __forceinline__ void lc_attention(
                 }
             }
         }
+#if !LC_ATT_STAGED
         t0 += STEP;
         if (t0 < hi) load(t0, false);
+#endif
     }
 
     tr.mark(LC_T_AL);
@@ -1054,7 +1154,7 @@ __device__ __forceinline__ void layer_chain_impl(
                              a.inv_freq, eps, a.scale, a.slots, la.k_cache, la.v_cache,
                              a.kv_len, a.page_start, a.page_ids, a.hq, a.hkv, a.page_size,
                              a.part, a.o_part, a.lse, reinterpret_cast<float*>(x), bar + 2,
-                             a.attn_out, tr, (int)blockIdx.x, (int)gridDim.x);
+                             a.attn_out, lc_smem, tr, (int)blockIdx.x, (int)gridDim.x);
             lc_bar_arrive_all(LC_BAR_GO);
             if (l == 0) lc_bar_sync_all(LC_BAR_SETUP);
             tr.mark(LC_T_ATT);
@@ -1352,7 +1452,8 @@ __device__ __forceinline__ void layer_chain_rows_impl(
                                  a.page_ids, a.hq, a.hkv, a.page_size, a.part,
                                  a.o_part + parts * LC_HD * r, a.lse + parts * r,
                                  reinterpret_cast<float*>(x), bar + 2 + a.hkv * r,
-                                 a.attn_out + (size_t)r * qd, tr, b - r * share, share);
+                                 a.attn_out + (size_t)r * qd, lc_smem, tr, b - r * share,
+                                 share);
             }
             lc_bar_arrive_all(LC_BAR_GO);
             tr.mark(LC_T_ATT);

@@ -334,6 +334,11 @@
 #     part 124: Nsight Compute's full set and stall samples of one batch-1 span launch
 #             (layer_chain_span_g2: every layer of a Qwen3-0.6B step) at contexts 16,384
 #             and 256: what holds the chain's attention at ~81% of copy in its rows loop.
+#     part 125: the staged K/V tiles again (MINISGL_KERNEL_DEFINES=LC_ATT_STAGED=1,
+#             opt-in), without part 119's block barrier at every tile (each thread reads
+#             only the pieces it copied): the chain checks with it, then graph-step A/Bs at
+#             batch 1 and 2, Qwen3-0.6B at contexts 16,384, 2,048 and 256, while the call
+#             has time (PART_LIMIT s, default 240).
 #     part 117: the product phases' exchanges through flagged words instead of grid
 #             barriers (MINISGL_KERNEL_DEFINES=LC_XCH=1, opt-in): chain checks, the fixture
 #             models and engine with it, graph-step A/Bs at batch 1 and 2 against the
@@ -1857,6 +1862,18 @@ device)
         ncu_launch layer_chain_span_g2 span-ctx16384 1 16384 1
         ncu_launch layer_chain_span_g2 span-ctx256 1 256 1
         pack_logs 124
+    elif [ "$part" = 125 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        local_limit=${PART_LIMIT:-240}
+        fits() { [ "$SECONDS" -lt $((local_limit - $1)) ]; }
+        chain_check LC_ATT_STAGED=1 staged
+        for c in 16384 2048 256; do
+            if fits 35; then
+                MINISGL_BENCH_CONTEXT=$c runner_ab qwen3-0.6b "-staged-ctx$c" 1,2 \
+                    MINISGL_KERNEL_DEFINES=LC_ATT_STAGED=1
+            fi
+        done
+        pack_logs 125
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate

@@ -365,3 +365,14 @@ def test_part_124_profiles_one_span_launch_at_a_long_and_a_short_context(tmp_pat
             for a in profiled] == [("regex:layer_chain_span_g2", "1", "16384"),
                                    ("regex:layer_chain_span_g2", "1", "256")], made
     assert {"ncu-details-span-ctx16384.txt", "ncu-details-span-ctx256.txt"} <= archived_logs(out)
+
+
+def test_part_125_checks_the_barrier_free_staged_tiles_then_ab_tests_them(tmp_path):
+    _, made, out = run_part(tmp_path, "125")
+    gpu_check = [(a, e) for a, e in made if a[:1] == ["gpu-check"]]
+    assert "--chain-only" in gpu_check[0][0]
+    assert gpu_check[0][1]["MINISGL_KERNEL_DEFINES"] == "LC_ATT_STAGED=1", made
+    ab = [(e.get("MINISGL_BENCH_CONTEXT"), e["MINISGL_BENCH_AB"]) for a, e in gpu_check
+          if "MINISGL_BENCH_AB" in e]
+    assert ab == [(c, "MINISGL_KERNEL_DEFINES=LC_ATT_STAGED=1") for c in ("16384", "2048", "256")]
+    assert {"gpu-check-chain-staged.log", "gpu-check-bench-qwen3-0.6b-staged-ctx256.log"} <= archived_logs(out)
