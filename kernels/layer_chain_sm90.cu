@@ -378,6 +378,10 @@ struct LcTrace {
 // bulk copies and these cp.async copies streamed equally slowly (~2.2 TB/s at
 // Qwen3-14B): the consumers set the pace, until lc_consume reduced once per row instead
 // of once per piece.
+// hold is 0 (the host passes nothing else since 2026-12-06): the attention stages its K/V
+// tiles in the ring (LC_ATT_STAGED), which must then be empty. What follows is why 0 was
+// the measured choice before that; the parameter stays so that the default build is the
+// one part 125 measured.
 // With the attention in front (`go`), a layer's chunk `hold` on (chunk 0 on the first
 // layer) goes out only once that layer's attention is done (LC_BAR_GO, one generation a
 // layer): the attention's dependent loads would queue behind the copies. Measured
@@ -631,11 +635,11 @@ __device__ __forceinline__ void lc_zero(float* acc, int n) {
 // into the bf16 row, which phase 0 loads after a grid barrier.
 #define LC_HD 128
 #define LC_MAX_SPLITS 16
-// LC_ATT_STAGED=1 (opt-in) stages the attention's K/V tiles in the ring's first
-// LC_ATT_STAGES stages (at most the host's MIN_STAGES).
+// The attention stages its K/V tiles in the ring's first LC_ATT_STAGES stages (at most
+// the host's MIN_STAGES); LC_ATT_STAGED=0 builds the register loads they replaced.
 #define LC_ATT_STAGES 4
 #ifndef LC_ATT_STAGED
-#define LC_ATT_STAGED 0
+#define LC_ATT_STAGED 1
 #endif
 #define LC_LOG2E 1.4426950408889634f
 
@@ -663,12 +667,9 @@ __device__ __forceinline__ int lc_att_splits(int ctx, int part, int hkv, int blo
 // contexts 256-4,096; with each thread's first rows' cache slots kept in registers too
 // (no round trip before the first K/V loads), layer_chain_span_g2 spilled and ran
 // 1.041-1.048x slower at batch 1. Loading them at every layer is not the cost it looks.
-// Nor were the K/V round trips at long contexts (part 119): the rows copied into the
-// idle weight ring, four 64-row tiles in flight a block, ran the rows loop no faster
-// (~2.3 TB/s at 16,384 rows either way, phase trace of part 120) and the step
-// 0.968-1.022x; letting the layer's weights stream during the attention
-// (MINISGL_CHAIN_HOLD, part 121) gained only at context 2,048 (1.013x) and lost 3.3% at
-// 256.
+// Letting the layer's weights stream during the attention (the MINISGL_CHAIN_HOLD knob,
+// part 121) gained only at context 2,048 (1.013x) and lost 3.3% at 256; the knob went
+// when the attention began to stage its rows in the ring (below).
 template <int GM>
 __device__ __forceinline__ void lc_attention(
     const bf16_t* qkv, bool fresh, const bf16_t* q_norm, const bf16_t* k_norm, const int* pos,
@@ -698,14 +699,15 @@ __device__ __forceinline__ void lc_attention(
     const int half = lane >> 4, li = lane & 15;
     const int* pages = page_ids + page_start[0];
 #if LC_ATT_STAGED
-    // LC_ATT_STAGED (opt-in): the rows go through the weight ring, a tile of STEP rows
-    // (K, then V: one stage) at a time, LC_ATT_STAGES tiles in flight. The stream leaves
-    // the ring empty until the layer's attention is done (lc_produce), unless
-    // MINISGL_CHAIN_HOLD lets chunks go earlier: this build needs it at 0, the default.
-    // Thread i copies the 16-byte piece i % 16 of the tile's rows i / 16 and i / 16 + 32.
-    // Why: loaded into registers, a block has STEP rows (32 KB) in flight, and under
-    // Nsight Compute the loop waits on them with ~0.6 eligible warps a scheduler
-    // (2026-12-06, part 124).
+    // The rows go through the weight ring, a tile of STEP rows (K, then V: one stage) at a
+    // time, LC_ATT_STAGES tiles in flight: the stream leaves the ring empty until the
+    // layer's attention is done (lc_produce, with hold 0). Thread i copies the 16-byte
+    // piece i % 16 of the tile's rows i / 16 and i / 16 + 32. Why: loaded into registers,
+    // a block had STEP rows (32 KB) in flight, and under Nsight Compute the loop waited
+    // on them with ~0.6 eligible warps a scheduler (2026-12-06, part 124). Measured
+    // against the register loads (part 125, an H100, Qwen3-0.6B graph steps, batch 1 /
+    // 2): 1.049x / 1.083x faster at context 16,384, 1.020x / 1.009x at 2,048, 1.008x /
+    // 1.012x at 256.
     static_assert(STEP * LC_HD * 2 * 2 == LC_CHUNK, "a tile of K and V is one ring stage");
     const u32 ring = smem_u32(ring_g);
     const int n_tiles = (hi - lo + STEP - 1) / STEP;

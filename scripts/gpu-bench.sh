@@ -312,7 +312,9 @@
 #             the default (held until the attention is done): graph-step A/Bs at batch 1
 #             and 2, Qwen3-0.6B at contexts 256, 2,048, 8,192 and 16,384, then
 #             Llama-3.1-8B at 8,192, each while the call has time (PART_LIMIT s, default
-#             400).
+#             400). Run once (2026-12-06, 700ceab): no gain; the knob was removed after
+#             part 125 (the staged attention needs the ring empty), so it now changes
+#             nothing.
 #     part 122: the attention's per-step values (context length, page start, position,
 #             new slot, the first rows' cache slots) loaded at a span's first layer and
 #             reused by the later ones (LC_STEP_REUSE, the default since this part; =0
@@ -338,7 +340,9 @@
 #             opt-in), without part 119's block barrier at every tile (each thread reads
 #             only the pieces it copied): the chain checks with it, then graph-step A/Bs at
 #             batch 1 and 2, Qwen3-0.6B at contexts 16,384, 2,048 and 256, while the call
-#             has time (PART_LIMIT s, default 240).
+#             has time (PART_LIMIT s, default 240). Run once (2026-12-06, 36d4289): faster
+#             at every context (1.008-1.083x), so LC_ATT_STAGED=1 became the default and
+#             this part's A/B now times the default against itself.
 #     part 117: the product phases' exchanges through flagged words instead of grid
 #             barriers (MINISGL_KERNEL_DEFINES=LC_XCH=1, opt-in): chain checks, the fixture
 #             models and engine with it, graph-step A/Bs at batch 1 and 2 against the

@@ -4,9 +4,10 @@
 //! defines come from the process environment, which other tests must not see.
 //!
 //! `LC_REDUCE_PAIRS=0` is the per-row reduction the paired one replaced (the default
-//! since part 116 timed it, docs/results/gpu-2026-12-06-xch.md), `LC_ATT_STAGED=1` the
-//! attention's K/V tiles staged in the idle weight ring (part 125), `LC_TRACE=1` the phase
-//! trace that `gpu-check --chain-only` prints.
+//! since part 116 timed it, docs/results/gpu-2026-12-06-xch.md), `LC_ATT_STAGED=0` the
+//! attention's register loads that the K/V tiles staged in the idle weight ring replaced
+//! (the default since part 125, docs/results/gpu-2026-12-06-long.md), `LC_TRACE=1` the
+//! phase trace that `gpu-check --chain-only` prints.
 
 use minisgl::backend::cuda::{libs, nvrtc};
 
@@ -36,7 +37,12 @@ fn the_chain_opt_in_builds_compile_and_differ_from_the_default() {
         default,
         "the paired reduction is the default build"
     );
-    for defines in ["LC_REDUCE_PAIRS=0", "LC_ATT_STAGED=1", "LC_TRACE=1"] {
+    assert_eq!(
+        build("LC_ATT_STAGED=1"),
+        default,
+        "the staged attention tiles are the default build"
+    );
+    for defines in ["LC_REDUCE_PAIRS=0", "LC_ATT_STAGED=0", "LC_TRACE=1"] {
         let cubin = build(defines);
         assert!(cubin.len() > 256, "{defines}: {} bytes", cubin.len());
         assert_ne!(cubin, default, "{defines} built the default kernels");

@@ -759,7 +759,6 @@ fn record_kernel_switches(v: &mut serde_json::Value) {
     v["decode_order"] = flag(o.decode_order).into();
     // By name: before 2026-12-05's fifteenth session "1" meant what is now "tiles".
     v["prefill_order"] = name(&o.prefill_order).into();
-    v["chain_hold"] = o.chain_hold.to_string().into();
     v["sample_split"] = flag(o.sample_split).into();
 }
 

@@ -324,10 +324,6 @@ pub struct CudaOptions {
     /// Layers one launch of the attention chain runs at most (`MINISGL_CHAIN_SPAN`,
     /// default [`CHAIN_MAX_LAYERS`]; 1: a launch a layer).
     pub chain_span: usize,
-    /// Chunks of a layer's weight stream that may go before the layer's attention is done,
-    /// in a launch of several layers (`MINISGL_CHAIN_HOLD`, default 0: none; see
-    /// `lc_produce` in `kernels/layer_chain_sm90.cu` for what was measured).
-    pub chain_hold: usize,
     /// Most decode rows the products-only chain takes (`layer_chain_r2`;
     /// `MINISGL_CHAIN_ROWS`, 1 to [`CHAIN_MAX_ROWS`], default [`CHAIN_ROWS_DEFAULT`]);
     /// more rows run the separate products.
@@ -458,8 +454,6 @@ impl Default for CudaOptions {
             |n| (1..=CHAIN_MAX_LAYERS).contains(&n),
             "a layer count from 1 to 32",
         );
-        let chain_hold =
-            crate::env::count("MINISGL_CHAIN_HOLD", 0, |n| n <= 1 << 20, "a chunk count");
         let chain_rows = crate::env::count(
             "MINISGL_CHAIN_ROWS",
             CHAIN_ROWS_DEFAULT,
@@ -500,7 +494,6 @@ impl Default for CudaOptions {
             chain_attn_part,
             chain_window,
             chain_span,
-            chain_hold,
             chain_rows,
             chain_attn_rows,
         }

@@ -228,8 +228,6 @@ pub struct CudaBackend {
     pub(crate) chain_window: Option<usize>,
     /// [`CudaOptions::chain_span`].
     pub(crate) chain_span: usize,
-    /// [`CudaOptions::chain_hold`].
-    pub(crate) chain_hold: usize,
     /// [`CudaOptions::chain_rows`] (checks and benchmarks set it).
     pub(crate) chain_rows: std::cell::Cell<usize>,
     /// [`CudaOptions::chain_attn_rows`] (checks and benchmarks set it).
@@ -268,7 +266,6 @@ impl CudaBackend {
             chain_attn_part: opts.chain_attn_part.max(1),
             chain_window: opts.chain_window,
             chain_span: opts.chain_span.clamp(1, device::CHAIN_MAX_LAYERS),
-            chain_hold: opts.chain_hold,
             chain_rows: std::cell::Cell::new(opts.chain_rows.clamp(1, device::CHAIN_MAX_ROWS)),
             chain_attn_rows: std::cell::Cell::new(
                 opts.chain_attn_rows.clamp(1, device::CHAIN_MAX_ROWS),

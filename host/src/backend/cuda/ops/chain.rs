@@ -28,6 +28,10 @@ const THREADS: u32 = 544;
 const WARPS: usize = 16;
 /// Fewest ring stages worth launching with: fewer would leave too little in flight.
 const MIN_STAGES: usize = 4;
+/// Ring stages the attention phase stages its K/V tiles in (`LC_ATT_STAGES`): every plan
+/// has them.
+const ATT_STAGES: usize = 4;
+const _: () = assert!(MIN_STAGES >= ATT_STAGES);
 /// Most stages: 6 x 32 KB keeps ~25 MB in flight over 132 SMs, past the copy rate's
 /// need; more only takes shared memory.
 const MAX_STAGES: usize = 6;
@@ -532,7 +536,9 @@ impl CudaBackend {
             ];
             args.extend(scalars);
             args.extend([
-                Arg::I32(self.chain_hold.min(1 << 20) as i32),
+                // hold: none of a layer's weight chunks goes before its attention is done,
+                // which stages its K/V tiles in the ring (lc_produce, lc_attention).
+                Arg::I32(0),
                 Arg::I32(layers as i32),
                 Arg::U64(qkv_p),
                 Arg::U64(pos),
@@ -568,8 +574,8 @@ impl CudaBackend {
 #[cfg(test)]
 mod tests {
     use super::{
-        attn_kernel, plan, ChainLayers, Dims, CHAIN_MAX_LAYERS, LAYER_CHAIN_MAX_SMEM, LAYER_PTRS,
-        WINDOW,
+        attn_kernel, plan, ChainLayers, Dims, ATT_STAGES, CHAIN_MAX_LAYERS, LAYER_CHAIN_MAX_SMEM,
+        LAYER_PTRS, WINDOW,
     };
 
     #[test]
@@ -587,6 +593,9 @@ mod tests {
             CHAIN_MAX_LAYERS * LAYER_PTRS * 8
         );
         assert!(std::mem::size_of::<ChainLayers>() + 256 < 4096);
+        // The attention's K/V tiles take the ring's first LC_ATT_STAGES stages.
+        let att = format!("#define LC_ATT_STAGES {ATT_STAGES}\n");
+        assert!(src.contains(&att), "{att:?} not in the kernel");
     }
 
     #[test]
