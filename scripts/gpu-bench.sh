@@ -504,6 +504,23 @@ device)
         MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_AB_ROUNDS=7 \
             MINISGL_BENCH_BATCHES="$3" MINISGL_BENCH_AB="$4" bench_step "$1" "$2"
     }
+    fits() { [ "$SECONDS" -lt $((local_limit - $1)) ]; }  # S: S seconds left of local_limit
+    context_abs() {  # TAG AB LLAMA_CONTEXT CONTEXT...: the 0.6B graph-step A/B at batch 1
+        # and 2 against AB (VAR=VALUE) at each CONTEXT, then Llama-3.1-8B's at LLAMA_CONTEXT
+        # (empty: the bench's default; -: none), each while it fits local_limit (the part's
+        # PART_LIMIT)
+        local tag=$1 ab=$2 llama=$3 c
+        shift 3
+        for c in "$@"; do
+            if fits 40; then
+                MINISGL_BENCH_CONTEXT=$c runner_ab qwen3-0.6b "-$tag-ctx$c" 1,2 "$ab"
+            fi
+        done
+        if [ "$llama" != - ] && fits 90; then
+            (if [ -n "$llama" ]; then export MINISGL_BENCH_CONTEXT=$llama; fi
+             BENCH_TIMEOUT=$((local_limit - SECONDS)) runner_ab llama-3.1-8b "-$tag${llama:+-ctx$llama}" 1,2 "$ab")
+        fi
+    }
     define_round() {  # DEFINES TAG MODEL_CHECKS TRACE_DEFINES TRACE_TAG HOOK: an opt-in
         # chain build's part (116, 117): its chain checks, the 0.6B graph-step A/B at
         # batch 1 and 2 against the default, MODEL_CHECKS (a command) with it, the phase
@@ -512,7 +529,6 @@ device)
         # fits PART_LIMIT (s, default 480: local_limit, which HOOK may read).
         local ab="MINISGL_KERNEL_DEFINES=$1"
         local_limit=${PART_LIMIT:-480}
-        fits() { [ "$SECONDS" -lt $((local_limit - $1)) ]; }
         chain_check "$1" "$2"
         runner_ab qwen3-0.6b "-$2" 1,2 "$ab"
         MINISGL_KERNEL_DEFINES="$1" $3
@@ -1784,24 +1800,11 @@ device)
     elif [ "$part" = 119 ]; then
         rm "$out/env.log"  # already printed by the tee above
         local_limit=${PART_LIMIT:-500}
-        fits() { [ "$SECONDS" -lt $((local_limit - $1)) ]; }
         chain_check "" staged
         check_models
-        for c in 256 2048 8192 16384; do
-            if fits 40; then
-                MINISGL_BENCH_CONTEXT=$c runner_ab qwen3-0.6b "-staged-ctx$c" 1,2 \
-                    MINISGL_KERNEL_DEFINES=LC_ATT_STAGED=0
-            fi
-        done
-        for c in 8192 16384; do
-            if fits 40; then
-                MINISGL_BENCH_CONTEXT=$c runner_ab qwen3-0.6b "-separate-ctx$c" 1,2 MINISGL_CHAIN_ATTN=0
-            fi
-        done
-        if fits 90; then
-            MINISGL_BENCH_CONTEXT=8192 BENCH_TIMEOUT=$((local_limit - SECONDS)) \
-                runner_ab llama-3.1-8b -staged-ctx8192 1,2 MINISGL_KERNEL_DEFINES=LC_ATT_STAGED=0
-        fi
+        context_abs staged MINISGL_KERNEL_DEFINES=LC_ATT_STAGED=0 - 256 2048 8192 16384
+        context_abs separate MINISGL_CHAIN_ATTN=0 - 8192 16384
+        context_abs staged MINISGL_KERNEL_DEFINES=LC_ATT_STAGED=0 8192
         pack_logs 119
     elif [ "$part" = 120 ]; then
         rm "$out/env.log"  # already printed by the tee above
@@ -1813,38 +1816,18 @@ device)
     elif [ "$part" = 121 ]; then
         rm "$out/env.log"  # already printed by the tee above
         local_limit=${PART_LIMIT:-400}
-        fits() { [ "$SECONDS" -lt $((local_limit - $1)) ]; }
-        for c in 256 2048 8192 16384; do
-            if fits 40; then
-                MINISGL_BENCH_CONTEXT=$c runner_ab qwen3-0.6b "-hold-ctx$c" 1,2 MINISGL_CHAIN_HOLD=1048576
-            fi
-        done
-        if fits 90; then
-            MINISGL_BENCH_CONTEXT=8192 BENCH_TIMEOUT=$((local_limit - SECONDS)) \
-                runner_ab llama-3.1-8b -hold-ctx8192 1,2 MINISGL_CHAIN_HOLD=1048576
-        fi
+        context_abs hold MINISGL_CHAIN_HOLD=1048576 8192 256 2048 8192 16384
         pack_logs 121
     elif [ "$part" = 122 ]; then
         rm "$out/env.log"  # already printed by the tee above
         local_limit=${PART_LIMIT:-400}
-        fits() { [ "$SECONDS" -lt $((local_limit - $1)) ]; }
         chain_check "" reuse
         check_models
-        for c in 256 1024 4096; do
-            if fits 40; then
-                MINISGL_BENCH_CONTEXT=$c runner_ab qwen3-0.6b "-reuse-ctx$c" 1,2 \
-                    MINISGL_KERNEL_DEFINES=LC_STEP_REUSE=0
-            fi
-        done
-        if fits 90; then
-            BENCH_TIMEOUT=$((local_limit - SECONDS)) \
-                runner_ab llama-3.1-8b -reuse 1,2 MINISGL_KERNEL_DEFINES=LC_STEP_REUSE=0
-        fi
+        context_abs reuse MINISGL_KERNEL_DEFINES=LC_STEP_REUSE=0 "" 256 1024 4096
         pack_logs 122
     elif [ "$part" = 123 ]; then
         rm "$out/env.log"  # already printed by the tee above
         local_limit=${PART_LIMIT:-400}
-        fits() { [ "$SECONDS" -lt $((local_limit - $1)) ]; }
         heads=MINISGL_KERNEL_DEFINES=DECODE_HEADS_FIRST=1
         MINISGL_BENCH_DECODE_ONLY=1 BENCH_TIMEOUT=150 bench_step qwen3-0.6b -decode
         MINISGL_BENCH_DECODE_ONLY=1 BENCH_TIMEOUT=150 MINISGL_KERNEL_DEFINES=DECODE_HEADS_FIRST=1 \
@@ -1869,14 +1852,8 @@ device)
     elif [ "$part" = 125 ]; then
         rm "$out/env.log"  # already printed by the tee above
         local_limit=${PART_LIMIT:-240}
-        fits() { [ "$SECONDS" -lt $((local_limit - $1)) ]; }
         chain_check LC_ATT_STAGED=1 staged
-        for c in 16384 2048 256; do
-            if fits 35; then
-                MINISGL_BENCH_CONTEXT=$c runner_ab qwen3-0.6b "-staged-ctx$c" 1,2 \
-                    MINISGL_KERNEL_DEFINES=LC_ATT_STAGED=1
-            fi
-        done
+        context_abs staged MINISGL_KERNEL_DEFINES=LC_ATT_STAGED=1 - 16384 2048 256
         pack_logs 125
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
