@@ -343,6 +343,11 @@
 #             has time (PART_LIMIT s, default 240). Run once (2026-12-06, 36d4289): faster
 #             at every context (1.008-1.083x), so LC_ATT_STAGED=1 became the default and
 #             this part's A/B now times the default against itself.
+#     part 126: what the staged default (part 125) was not run on: the fixture models
+#             and the engine (graphs mixing one- and two-row steps), then graph-step A/Bs
+#             against the register loads (LC_ATT_STAGED=0) at batch 1 and 2: Qwen3-0.6B at
+#             contexts 16,384 and 4,096, Llama-3.1-8B (its group-4 chain) at 8,192, while
+#             the call has time (PART_LIMIT s, default 400).
 #     part 117: the product phases' exchanges through flagged words instead of grid
 #             barriers (MINISGL_KERNEL_DEFINES=LC_XCH=1, opt-in): chain checks, the fixture
 #             models and engine with it, graph-step A/Bs at batch 1 and 2 against the
@@ -1855,6 +1860,12 @@ device)
         chain_check LC_ATT_STAGED=1 staged
         context_abs staged MINISGL_KERNEL_DEFINES=LC_ATT_STAGED=1 - 16384 2048 256
         pack_logs 125
+    elif [ "$part" = 126 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        local_limit=${PART_LIMIT:-400}
+        check_models_engine 150
+        context_abs registers MINISGL_KERNEL_DEFINES=LC_ATT_STAGED=0 8192 16384 4096
+        pack_logs 126
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate

@@ -376,3 +376,16 @@ def test_part_125_checks_the_barrier_free_staged_tiles_then_ab_tests_them(tmp_pa
           if "MINISGL_BENCH_AB" in e]
     assert ab == [(c, "MINISGL_KERNEL_DEFINES=LC_ATT_STAGED=1") for c in ("16384", "2048", "256")]
     assert {"gpu-check-chain-staged.log", "gpu-check-bench-qwen3-0.6b-staged-ctx256.log"} <= archived_logs(out)
+
+
+def test_part_126_checks_the_engine_then_ab_tests_the_staged_default_on_llama_too(tmp_path):
+    _, made, out = run_part(tmp_path, "126")
+    gpu_check = [(a, e) for a, e in made if a[:1] == ["gpu-check"]]
+    assert "--model" in gpu_check[0][0] and "--skip-engine" not in gpu_check[0][0], made
+    ab = [(a[a.index("--bench-model") + 1], e.get("MINISGL_BENCH_CONTEXT"), e["MINISGL_BENCH_AB"])
+          for a, e in gpu_check if "MINISGL_BENCH_AB" in e]
+    regs = "MINISGL_KERNEL_DEFINES=LC_ATT_STAGED=0"
+    assert ab == [(".gpu/qwen3-0.6b", "16384", regs), (".gpu/qwen3-0.6b", "4096", regs),
+                  (".gpu/llama-3.1-8b", "8192", regs)], made
+    assert {"gpu-check-models-engine.log",
+            "gpu-check-bench-llama-3.1-8b-registers-ctx8192.log"} <= archived_logs(out)
