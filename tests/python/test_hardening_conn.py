@@ -108,8 +108,11 @@ def test_half_body_gets_408_and_is_closed(srv):
     assert b"1000" in data, data  # the message says what arrived of what
 
 
-def test_connection_cap_refuses_with_503_and_logs(srv):
+def over_the_cap(srv):
+    """Holds MAX_CONNECTIONS silent connections, then sends a request on one more;
+    returns (its response, seconds from the first held connection to the response)."""
     held = []
+    start = time.monotonic()
     try:
         for _ in range(MAX_CONNECTIONS):
             held.append(connect(srv))
@@ -118,11 +121,23 @@ def test_connection_cap_refuses_with_503_and_logs(srv):
         extra.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
         _, data = closed_within(extra, 2)
         extra.close()
-        assert status_of(data) == 503, data
-        assert b"too many open connections" in data
+        return data, time.monotonic() - start
     finally:
         for s in held:
             s.close()
+
+
+def test_connection_cap_refuses_with_503_and_logs(srv):
+    # The held connections send nothing, so the server closes each one a header timeout
+    # after accepting it. On a loaded machine (a clean-clone CI run, 2026-12-06) opening
+    # them took long enough that the first had closed and the extra request got a 200.
+    # Only an attempt that stayed inside half the timeout can tell that the cap failed.
+    for _ in range(3):
+        data, took = over_the_cap(srv)
+        if status_of(data) == 503 or took < HEADER_TIMEOUT_S / 2:
+            break
+    assert status_of(data) == 503, (took, data)
+    assert b"too many open connections" in data
     # The warning goes to stderr as the 503 goes out; the reader thread may take it
     # a moment later (a clean-clone CI run once asserted before it arrived).
     deadline = time.time() + 5
