@@ -300,8 +300,10 @@
 #             8,192 and 16,384 against LC_ATT_STAGED=0, the staged chain against the
 #             separate attention (MINISGL_CHAIN_ATTN=0) at 8,192 and 16,384, Llama-3.1-8B
 #             at 8,192, each while the call has time (PART_LIMIT s, default 500). Run once
-#             (2026-12-06, 1c5f6ef, an H100): staged was no faster (0.968-1.022x), so the
-#             build was removed and its define now changes nothing.
+#             (2026-12-06, 1c5f6ef, an H100): that build, a block barrier at every tile, was
+#             no faster (0.968-1.022x) and was removed. The barrier-free build of part 125
+#             took the define back as the default, so this part now times it against
+#             LC_ATT_STAGED=0.
 #     part 120: where the chain's attention spends a long context: the phase trace at
 #             contexts 256, 2,048 and 16,384 (K/V caches rotated with the layer copies, so
 #             they stream from DRAM) for the staged build and LC_ATT_STAGED=0, then the
