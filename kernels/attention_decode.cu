@@ -711,18 +711,21 @@ DECODE_MMA_RS(128)
 
 // Merge the splits: o[t, h, :] = sum_s w_s o_part[b, h, s, :] / sum_s w_s,
 // w_s = 2^(lse_s - max lse). grid: (B, q_heads); block: 128. `splits` is the grid.x
-// of the decode launch.
+// of the decode launch. `seqs` (null: the batch's order) maps blockIdx.x to the
+// sequence, as the decode launch's seq_order did: a mixed step's one-token sequences
+// only (the host's MixedRows), whose prefill rows the prefill kernel writes.
 extern "C" __global__ void attn_decode_combine(const float* __restrict__ o_part,
                                                const float* __restrict__ lse_part,
                                                const int* __restrict__ q_start,
                                                const int* __restrict__ kv_len,
                                                bf16_t* __restrict__ o, int q_heads, int hd,
-                                               int splits, int min_part) {
+                                               int splits, int min_part,
+                                               const int* __restrict__ seqs) {
     __shared__ float w[256];
     __shared__ float scratch[32];
     pdl_trigger();
     pdl_wait();
-    int b = blockIdx.x, h = blockIdx.y;
+    int b = seqs != nullptr ? seqs[blockIdx.x] : (int)blockIdx.x, h = blockIdx.y;
     int ctx = kv_len[b];
     int part = decode_part(ctx, splits, min_part);
     int n = (ctx + part - 1) / part;

@@ -350,6 +350,17 @@
 #             against the register loads (LC_ATT_STAGED=0) at batch 1 and 2: Qwen3-0.6B at
 #             contexts 16,384 and 4,096, Llama-3.1-8B (its group-4 chain) at 8,192, while
 #             the call has time (PART_LIMIT s, default 400).
+#     part 127: steps that mix prefill chunks with decodes (a Sarathi-style scheduler
+#             builds every step so): every op check (the attention's mixed cases both
+#             ways, on each prefill kernel, with the decode split 3+ ways), the mixed
+#             steps' attention bench (MINISGL_BENCH_MIXED_ONLY: one-token rows on the
+#             decode kernel, every row on the prefill kernel, and the two kinds as steps
+#             of their own), then the first 100 requests of the Mooncake conversation
+#             trace (time scale 0.25, prompts capped at 32,768, outputs at 256) replayed
+#             on the engine (compare --backend cuda, Qwen3-0.6B) under FCFS and the
+#             Sarathi example plugin, with MINISGL_MIXED_SPLIT on and off, then the
+#             fixture models, while the call has time (PART_LIMIT s, default 480).
+#             Needs the build's .gpu/plugins and .gpu/workloads.
 #     part 117: the product phases' exchanges through flagged words instead of grid
 #             barriers (MINISGL_KERNEL_DEFINES=LC_XCH=1, opt-in): chain checks, the fixture
 #             models and engine with it, graph-step A/Bs at batch 1 and 2 against the
@@ -447,6 +458,13 @@ cd "$(dirname "$0")/.."
 case "${1:-}" in
 build)
     gpu_stage qwen3-0.6b qwen3-14b llama-3.1-8b qwen3-32b
+    # Part 127's replay: the Sarathi example plugin and a Mooncake slice.
+    rustup target add wasm32-wasip2 >/dev/null 2>&1 || true
+    cargo build --target wasm32-wasip2 --profile plugin -p minisgl-example-sarathi
+    mkdir -p .gpu/plugins .gpu/workloads
+    cp target/wasm32-wasip2/plugin/minisgl_example_sarathi.wasm .gpu/plugins/
+    head -n 400 "$(d=${WORKLOADS:-../shared/workloads}; [ -d "$d" ] || d=/work/shared/workloads; echo "$d")/mooncake_conversation_trace.jsonl" \
+        > .gpu/workloads/mooncake_conversation_400.jsonl
     ;;
 device)
     part="${2:?a part: table, or a number from the list above}"
@@ -1868,6 +1886,27 @@ device)
         check_models_engine 150
         context_abs registers MINISGL_KERNEL_DEFINES=LC_ATT_STAGED=0 8192 16384 4096
         pack_logs 126
+    elif [ "$part" = 127 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        local_limit=${PART_LIMIT:-480}
+        check_ops --skip-bench
+        MINISGL_BENCH_MIXED_ONLY=1 timeout 150 "$bin" gpu-check --skip-ops --skip-models --skip-engine \
+            --report /tmp/gpu-check-bench.md > "$out/gpu-check-bench-mixed.log" 2>&1
+        echo "gpu-check bench mixed rc=$?"
+        grep -E "mixed step|rror" "$out/gpu-check-bench-mixed.log"
+        for split in 1 0; do
+            if ! fits 100; then echo "no time left for the replay with MINISGL_MIXED_SPLIT=$split"; continue; fi
+            MINISGL_MIXED_SPLIT=$split timeout $((local_limit - SECONDS - 20)) "$bin" compare --backend cuda \
+                --random-weights .gpu/qwen3-0.6b --trace .gpu/workloads/mooncake_conversation_400.jsonl \
+                --num-requests 100 --time-scale 0.25 --max-input-len 32768 --max-output-len 256 \
+                --page-size 16 --seed 0 --policy fcfs=native \
+                --policy sarathi=.gpu/plugins/minisgl_example_sarathi.wasm \
+                --out "$out/replay-split$split" > "$out/replay-split$split.log" 2>&1
+            echo "replay MINISGL_MIXED_SPLIT=$split rc=$?"
+            grep -E "^\| (fcfs|sarathi) " "$out/replay-split$split/results.md" 2>/dev/null
+        done
+        if fits 130; then check_models; else echo "no time left for the fixture models"; fi
+        pack_logs 127
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate

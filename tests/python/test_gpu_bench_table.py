@@ -389,3 +389,21 @@ def test_part_126_checks_the_engine_then_ab_tests_the_staged_default_on_llama_to
                   (".gpu/llama-3.1-8b", "8192", regs)], made
     assert {"gpu-check-models-engine.log",
             "gpu-check-bench-llama-3.1-8b-registers-ctx8192.log"} <= archived_logs(out)
+
+
+def test_part_127_checks_the_mixed_steps_then_replays_the_trace_both_ways(tmp_path):
+    r, made, out = run_part(tmp_path, "127")
+    gpu_check = [(a, e) for a, e in made if a[:1] == ["gpu-check"]]
+    # Every op check first (the mixed attention cases among them), then the mixed bench.
+    assert "--skip-bench" in gpu_check[0][0] and "--skip-ops" not in gpu_check[0][0], made
+    assert gpu_check[1][1].get("MINISGL_BENCH_MIXED_ONLY") == "1", made
+    replays = [(a, e) for a, e in made if a[:1] == ["compare"]]
+    assert [e.get("MINISGL_MIXED_SPLIT") for _, e in replays] == ["1", "0"], made
+    for a, _ in replays:
+        assert a[a.index("--backend") + 1] == "cuda"
+        assert "fcfs=native" in a and "sarathi=.gpu/plugins/minisgl_example_sarathi.wasm" in a
+        assert a[a.index("--trace") + 1] == ".gpu/workloads/mooncake_conversation_400.jsonl"
+    assert any("--model" in a for a, _ in gpu_check), made
+    assert {"gpu-check-ops.log", "gpu-check-bench-mixed.log", "replay-split1.log",
+            "replay-split0.log", "gpu-check-models.log"} <= archived_logs(out)
+

@@ -294,6 +294,10 @@ pub struct CudaOptions {
     /// unless `MINISGL_DECODE_ORDER=0`, which keeps the batch's order; see
     /// `super::decode_order`).
     pub decode_order: bool,
+    /// A step that mixes prefill chunks with one-token sequences runs the one-token
+    /// ones on the split-grid tensor-core decode and only the rest on the prefill
+    /// kernel (on unless `MINISGL_MIXED_SPLIT=0`; see `super::MixedRows`).
+    pub mixed_split: bool,
     /// The order of the Hopper prefill kernels' tiles (`MINISGL_PREFILL_ORDER`,
     /// [`PrefillOrder`]).
     pub prefill_order: PrefillOrder,
@@ -431,6 +435,7 @@ impl Default for CudaOptions {
         ) << 20;
         let sample_split = crate::env::flag("MINISGL_SAMPLE_SPLIT", true);
         let decode_order = crate::env::flag("MINISGL_DECODE_ORDER", true);
+        let mixed_split = crate::env::flag("MINISGL_MIXED_SPLIT", true);
         let prefill_order: PrefillOrder = crate::env::choice("MINISGL_PREFILL_ORDER");
         let layer_chain = crate::env::flag("MINISGL_LAYER_CHAIN", true);
         let chain_attn = crate::env::flag("MINISGL_CHAIN_ATTN", true);
@@ -485,6 +490,7 @@ impl Default for CudaOptions {
             rope_heads,
             decode_rope,
             decode_order,
+            mixed_split,
             prefill_order,
             norm_threads,
             gemv_max_weight,

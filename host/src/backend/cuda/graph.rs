@@ -169,6 +169,7 @@ impl CudaBackend {
             num_tiles: 0,
             num_wide_tiles: 0,
             max_kv_hint: Some(a.max_pages * ps as usize),
+            mixed: None,
         })
     }
 

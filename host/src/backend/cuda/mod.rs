@@ -91,6 +91,41 @@ pub struct CudaStep {
     /// Graph steps: the longest context any replay may bring, so that the
     /// recorded decode split count suits every later step.
     pub(crate) max_kv_hint: Option<usize>,
+    /// A step of prefill chunks and one-token sequences: the tables that run them on
+    /// separate kernels.
+    pub(crate) mixed: Option<MixedRows>,
+}
+
+impl CudaStep {
+    /// The one-token sequences of a step that mixes them with prefill chunks (0 when
+    /// it does not): those the attention can hand to the decode kernel.
+    pub fn mixed_decodes(&self) -> usize {
+        self.mixed.map_or(0, |m| m.decodes)
+    }
+}
+
+/// A step that mixes prefill chunks (2+ new tokens) with one-token sequences (decodes,
+/// or a prompt's last token after a cache hit). The prefill kernels give every
+/// sequence a work item per query head and read its whole context in it, so a decode
+/// row there costs its context's K/V `group` times over, on a 128-row tensor-core tile
+/// with one live row; the split-grid tensor-core decode reads each K/V row once for the
+/// group. So where [`CudaOptions::mixed_split`](device::CudaOptions::mixed_split) is
+/// on and that decode applies, the one-token sequences go to it and the prefill kernel
+/// gets a tile table without them. Offsets are into the step's array.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MixedRows {
+    /// The one-token sequences, longest context first (the decode launch's
+    /// `seq_order` and the combine's `seqs`), and how many.
+    pub seqs: usize,
+    pub decodes: usize,
+    /// Their longest context.
+    pub max_kv: usize,
+    /// The prefill kernels' tile table over the other sequences, laid out as the
+    /// step's own (`num_wide_tiles` 128-row tiles first).
+    pub tile_seq: usize,
+    pub tile_q0: usize,
+    pub num_tiles: usize,
+    pub num_wide_tiles: usize,
 }
 
 /// Metadata arrays at fixed addresses for recorded decode steps
@@ -205,6 +240,9 @@ pub struct CudaBackend {
     /// Whether the split-grid tensor-core decode starts the longest sequences first
     /// ([`CudaOptions::decode_order`]; checks run both ways).
     pub(crate) decode_order: std::cell::Cell<bool>,
+    /// Whether a mixed step's one-token sequences take the decode kernel
+    /// ([`CudaOptions::mixed_split`]; checks run both ways).
+    pub(crate) mixed_split: std::cell::Cell<bool>,
     /// The order of the Hopper prefill kernels' tiles ([`CudaOptions::prefill_order`]).
     pub(crate) prefill_order: std::cell::Cell<device::PrefillOrder>,
     /// Threads a block of `add_rmsnorm`, 0 = by the row's width
@@ -258,6 +296,7 @@ impl CudaBackend {
             rope_heads: std::cell::Cell::new(opts.rope_heads),
             decode_rope: std::cell::Cell::new(opts.decode_rope),
             decode_order: std::cell::Cell::new(opts.decode_order),
+            mixed_split: std::cell::Cell::new(opts.mixed_split),
             prefill_order: std::cell::Cell::new(opts.prefill_order),
             norm_threads: std::cell::Cell::new(opts.norm_threads),
             sample_split: std::cell::Cell::new(opts.sample_split),
@@ -421,6 +460,17 @@ impl CudaBackend {
     /// [`set_decode_order`](Self::set_decode_order)'s setting.
     pub fn decode_order(&self) -> bool {
         self.decode_order.get()
+    }
+
+    /// Whether a step mixing prefill chunks with one-token sequences runs those on the
+    /// tensor-core decode (else every row on the prefill kernel).
+    pub fn set_mixed_split(&self, on: bool) {
+        self.mixed_split.set(on);
+    }
+
+    /// [`set_mixed_split`](Self::set_mixed_split)'s setting.
+    pub fn mixed_split(&self) -> bool {
+        self.mixed_split.get()
     }
 
     /// The order in which the Hopper prefill kernels take a step's tiles (for the

@@ -150,6 +150,30 @@ pub fn cases() -> Vec<Case> {
             kv_heads: 8,
             seqs: vec![(700, 1), (0, 90), (33, 1), (1200, 64)],
         },
+        // Many decodes beside a prompt's chunk and a one-token extend (group 2), and a
+        // long-context decode beside a short prompt (group 4, head_dim 64, pages of 8;
+        // the decode splits).
+        Case {
+            name: "mixed prefill+decode",
+            page_size: 16,
+            page_runs: false,
+            head_dim: 128,
+            q_heads: 16,
+            kv_heads: 8,
+            seqs: decode(40, 1500)
+                .into_iter()
+                .chain([(0, 300), (2047, 1), (500, 129)])
+                .collect(),
+        },
+        Case {
+            name: "mixed prefill+decode",
+            page_size: 8,
+            page_runs: false,
+            head_dim: 64,
+            q_heads: 16,
+            kv_heads: 4,
+            seqs: vec![(9000, 1), (0, 40), (3, 1)],
+        },
         Case {
             name: "decode",
             page_size: 16,
@@ -362,6 +386,46 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
                 &oc,
                 2e-2,
             );
+        }
+        // A mixed step both ways: its one-token sequences on the decode kernel (the
+        // default where it applies) and every row on the prefill kernel, on each
+        // prefill kernel, and with the decode forced to three or more splits (the
+        // combine over the one-token sequences only).
+        if ag.mixed_decodes() > 0 {
+            let split0 = gpu.mixed_split();
+            let mut runs = vec![(!split0, None, 0)];
+            if path == AttnPath::PrefillWs {
+                runs.push((true, Some(AttnPath::PrefillHopper), 0));
+                runs.push((true, Some(AttnPath::Prefill), 0));
+            }
+            runs.push((true, None, 3));
+            for (split, other, min_splits) in runs {
+                let (splits0, part0) = (gpu.decode_min_splits(), gpu.decode_min_part());
+                gpu.set_mixed_split(split);
+                if min_splits > 0 {
+                    gpu.set_decode_min_splits(min_splits);
+                    gpu.set_decode_min_part(32);
+                }
+                let os = gpu.new_output(t, c.q_heads * c.head_dim)?;
+                let r = gpu.attention_into(&qg, &kvg, 0, &ag, scale, &os, other);
+                gpu.set_mixed_split(split0);
+                gpu.set_decode_min_splits(splits0);
+                gpu.set_decode_min_part(part0);
+                r?;
+                let how = match (split, min_splits) {
+                    (false, _) => "every row on the prefill kernel".to_string(),
+                    (true, 0) => format!("{} one-token rows on the decode", ag.mixed_decodes()),
+                    (true, n) => format!("one-token rows on the decode, {n}+ splits"),
+                };
+                let on = other.unwrap_or(path);
+                rep.check(
+                    "attention",
+                    format!("{desc} [{on:?}, mixed: {how}]"),
+                    &gpu.to_host(&os)?,
+                    &oc,
+                    2e-2,
+                );
+            }
         }
         // The split-grid kernels with at least three splits too (so the combine runs),
         // with splits of at least 32 and of at least 64 rows.

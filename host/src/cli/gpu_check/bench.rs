@@ -141,6 +141,10 @@ pub fn run(
     if bench_switch("MINISGL_BENCH_DECODE_ONLY")? {
         return decode_kernels(gpu, rates, &mut rng, rep);
     }
+    // MINISGL_BENCH_MIXED_ONLY=1: mixed prefill + decode steps' attention alone.
+    if bench_switch("MINISGL_BENCH_MIXED_ONLY")? {
+        return mixed_steps(gpu, rates, &mut rng, rep);
+    }
     let shapes: &[(&str, usize, usize, usize)] = &[
         ("decode", 256, 1100, 1),
         ("decode", 8, 16384, 1),
@@ -204,6 +208,7 @@ pub fn run(
         }
     }
     decode_kernels(gpu, rates, &mut rng, rep)?;
+    mixed_steps(gpu, rates, &mut rng, rep)?;
     // Skinny linear layers (decode batches): the gemv kernel against cuBLAS on
     // Qwen3-0.6B's qkv, down and LM-head shapes; bytes = the weight read.
     for &(n, k) in &[(4096usize, 1024usize), (1024, 3072), (151_936, 1024)] {
@@ -829,6 +834,82 @@ fn decode_kernels(
             gpu.set_decode_wave_splits(default_waves);
             gpu.set_decode_order(order0);
             rep.bench_line(line);
+        }
+    }
+    Ok(())
+}
+
+/// The attention of steps that mix prefill chunks with decodes (what a scheduler that
+/// decodes while it prefills, e.g. plugins/examples/sarathi, runs every step), 8 kv
+/// heads of 128, pages of 16, groups of 2 and 5: the one-token sequences on the decode
+/// kernel (MINISGL_MIXED_SPLIT, the default) against every row on the prefill kernel,
+/// and against the same decodes and chunks as steps of their own (the sum of the two
+/// is what a mixed step should cost at most).
+fn mixed_steps(
+    gpu: &CudaBackend,
+    rates: &Rates,
+    rng: &mut ChaCha8Rng,
+    rep: &mut Report,
+) -> Result<()> {
+    // (label, decodes, their context, the chunks as (cached prefix, new tokens)).
+    type MixedCase = (&'static str, usize, usize, Vec<(usize, usize)>);
+    let cases: [MixedCase; 4] = [
+        (
+            "255 decodes x ctx 1024 + a 2,048-token prompt",
+            255,
+            1024,
+            vec![(0, 2048)],
+        ),
+        (
+            "64 decodes x ctx 4096 + 1,024 tokens after 3,072 cached",
+            64,
+            4096,
+            vec![(3072, 1024)],
+        ),
+        (
+            "8 decodes x ctx 16384 + an 8,192-token prompt",
+            8,
+            16384,
+            vec![(0, 8192)],
+        ),
+        (
+            "32 decodes x ctx 700 + 4 prompts of 512",
+            32,
+            700,
+            vec![(0, 512); 4],
+        ),
+    ];
+    let split0 = gpu.mixed_split();
+    for (label, n_dec, ctx, chunks) in &cases {
+        for &q_heads in &[16usize, 40] {
+            let decodes = vec![(ctx - 1, 1); *n_dec];
+            let time_case = |seqs: Vec<(usize, usize)>, split: bool, rng: &mut ChaCha8Rng| {
+                let c = Case::new("bench", 16, 128, q_heads, 8, seqs);
+                let (kv, attn, qg) = bench_case(gpu, &c, rng)?;
+                let st = gpu.prepare_step(&attn)?;
+                let out = gpu.new_output(attn.tokens.len(), q_heads * 128)?;
+                gpu.set_mixed_split(split);
+                let r = time_ms(gpu, 10, || {
+                    Ok(gpu.attention_into(&qg, &kv, 0, &st, 0.088, &out, None)?)
+                });
+                gpu.set_mixed_split(split0);
+                r
+            };
+            let mixed: Vec<_> = decodes.iter().chain(chunks.iter()).copied().collect();
+            let split = time_case(mixed.clone(), true, rng)?;
+            let whole = time_case(mixed, false, rng)?;
+            let dec = time_case(decodes.clone(), true, rng)?;
+            let pre = time_case(chunks.clone(), true, rng)?;
+            let kv_bytes = (n_dec * ctx * 8 * 128 * 2 * 2) as f64;
+            let dec_tbps = kv_bytes / (dec * 1e-3) / 1e12;
+            rep.bench_line(format!(
+                "mixed step attention, {label}, {q_heads}q/8kv x 128 (group {}): decodes on the decode kernel {split:.3} ms, every row on the prefill kernel {whole:.3} ms ({:.2}x); as separate steps: the decodes {dec:.3} ms ({dec_tbps:.2} TB/s, {:.0}% of copy) + the chunks {pre:.3} ms = {:.3} ms (mixed split / their sum {:.3}x)",
+                q_heads / 8,
+                whole / split,
+                100.0 * dec_tbps * 1e12 / rates.copy_bytes_s,
+                dec + pre,
+                split / (dec + pre)
+            ));
         }
     }
     Ok(())

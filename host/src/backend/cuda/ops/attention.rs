@@ -9,9 +9,9 @@ use super::rope::QkvRopeStore;
 use super::shape_err;
 use crate::backend::cuda::device::{DecodeSchedule, PrefillOrder};
 use crate::backend::cuda::{
-    cfg, g, tma, Arg, CudaBackend, CudaKv, CudaStep, CudaTensor, PREFILL_TILE,
+    cfg, g, tma, Arg, CudaBackend, CudaKv, CudaStep, CudaTensor, MixedRows, PREFILL_TILE,
 };
-use crate::backend::{AttnParams, BackendError, StepMeta};
+use crate::backend::{AttnParams, BackendError, KvLayout, StepMeta};
 
 /// Which attention path a call takes (for tests and the benchmark).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +44,16 @@ pub(super) enum Fused<'a> {
     ///
     /// [`DecodeRope::folds`]: crate::backend::cuda::device::DecodeRope::folds
     RopeStore(&'a QkvRopeStore),
+}
+
+/// What [`CudaBackend::mixed_tables`] finds, before it goes into the step's array.
+#[derive(Debug, PartialEq)]
+pub(super) struct MixedTables {
+    pub seqs: Vec<i32>,
+    pub max_kv: usize,
+    pub tile_seq: Vec<i32>,
+    pub tile_q0: Vec<i32>,
+    pub num_wide_tiles: usize,
 }
 
 impl CudaBackend {
@@ -238,8 +248,12 @@ impl CudaBackend {
     /// list backwards to start the longest causal spans first, so within a sequence
     /// each group runs shortest span first; `order` decides the sequences' order
     /// ([`PrefillOrder`]). The portable kernel runs the whole list in any order.
-    pub(super) fn tiles(meta: &StepMeta, order: PrefillOrder) -> (Vec<i32>, Vec<i32>, usize) {
-        let mut seqs: Vec<usize> = (0..meta.num_seqs()).collect();
+    pub(super) fn tiles(
+        meta: &StepMeta,
+        order: PrefillOrder,
+        keep: impl Fn(usize) -> bool,
+    ) -> (Vec<i32>, Vec<i32>, usize) {
+        let mut seqs: Vec<usize> = (0..meta.num_seqs()).filter(|&s| keep(s)).collect();
         if order == PrefillOrder::Seqs {
             // Stable: sequences of equal length keep the batch's order.
             seqs.sort_by_key(|&s| meta.kv_lens[s]);
@@ -273,6 +287,35 @@ impl CudaBackend {
             .map(|(_, s, q0)| (s, q0))
             .unzip();
         (ts, tq, n_wide)
+    }
+
+    /// A mixed step's tables ([`MixedRows`](crate::backend::cuda::MixedRows)): its
+    /// one-token sequences longest context first, their longest context, and the
+    /// prefill tile table over the other sequences. None unless the step has both kinds.
+    pub(super) fn mixed_tables(meta: &StepMeta, order: PrefillOrder) -> Option<MixedTables> {
+        let one_token = |i: usize| meta.q_indptr[i + 1] - meta.q_indptr[i] == 1;
+        let s = meta.num_seqs();
+        let seqs: Vec<i32> = crate::backend::cuda::decode_order(&meta.kv_lens)
+            .into_iter()
+            .filter(|&i| one_token(i as usize))
+            .map(|i| i as i32)
+            .collect();
+        if seqs.is_empty() || seqs.len() == s {
+            return None;
+        }
+        let max_kv = seqs
+            .iter()
+            .map(|&i| meta.kv_lens[i as usize] as usize)
+            .max()
+            .unwrap_or(0);
+        let (tile_seq, tile_q0, num_wide_tiles) = Self::tiles(meta, order, |i| !one_token(i));
+        Some(MixedTables {
+            seqs,
+            max_kv,
+            tile_seq,
+            tile_q0,
+            num_wide_tiles,
+        })
     }
 
     /// Blocks of the split-grid tensor-core decode resident at once (blocks per SM x SMs).
@@ -355,9 +398,11 @@ impl CudaBackend {
         d: usize,
         splits: usize,
         part: usize,
+        sub: Option<&MixedRows>,
     ) -> Result<(), BackendError> {
         let off = step.off;
-        let s = step.meta.num_seqs();
+        let s = sub.map_or(step.meta.num_seqs(), |m| m.decodes);
+        let seqs = sub.map_or(0, |m| self.step_ptr(step, m.seqs));
         self.launch(
             "attn_decode_combine",
             cfg((s as u32, hq as u32, 1), 128),
@@ -371,6 +416,7 @@ impl CudaBackend {
                 Arg::I32(d as i32),
                 Arg::I32(splits as i32),
                 Arg::I32(part as i32),
+                Arg::U64(seqs),
             ],
         )
     }
@@ -462,6 +508,43 @@ impl CudaBackend {
         let sp = |o: usize| self.step_ptr(step, o);
         let off = step.off;
         let s = step.meta.num_seqs();
+        // A mixed step's one-token sequences go to the tensor-core decode where it
+        // applies (MixedRows), and the prefill kernels take the table without them.
+        let prefill = matches!(
+            path,
+            AttnPath::PrefillWs | AttnPath::PrefillHopper | AttnPath::Prefill
+        );
+        let mixed = step.mixed.as_ref().filter(|_| {
+            prefill
+                && matches!(d, 64 | 128)
+                && self.mixed_split.get()
+                && self.dev.decode_kernel.uses_mma(group)
+                && l.page_size.is_power_of_two()
+        });
+        let (tile_seq, tile_q0, num_tiles, num_wide_tiles) = match mixed {
+            Some(m) => (m.tile_seq, m.tile_q0, m.num_tiles, m.num_wide_tiles),
+            None => (
+                off.tile_seq,
+                off.tile_q0,
+                step.num_tiles,
+                step.num_wide_tiles,
+            ),
+        };
+        if let Some(m) = mixed {
+            self.split_decode(
+                true,
+                qp,
+                cols,
+                hq,
+                kv,
+                layer,
+                step,
+                scale,
+                op,
+                None,
+                Some(m),
+            )?;
+        }
         // The prefill kernels' common signature (attention_prefill*.cu); the Hopper
         // ones also take the count of their 128-row tiles.
         let prefill_args = |wide_tiles: Option<usize>| {
@@ -475,8 +558,8 @@ impl CudaBackend {
                 Arg::U64(sp(off.kv_len)),
                 Arg::U64(sp(off.page_start)),
                 Arg::U64(sp(off.page_ids)),
-                Arg::U64(sp(off.tile_seq)),
-                Arg::U64(sp(off.tile_q0)),
+                Arg::U64(sp(tile_seq)),
+                Arg::U64(sp(tile_q0)),
             ];
             if let Some(n) = wide_tiles {
                 a.push(Arg::I32(n as i32));
@@ -488,32 +571,6 @@ impl CudaBackend {
                 Arg::F32(scale),
             ]);
             a
-        };
-        // The decode kernels' common leading arguments (attention_decode.cu).
-        let decode_args = || {
-            vec![
-                Arg::U64(qp),
-                Arg::I32(cols as i32),
-                Arg::U64(kc),
-                Arg::U64(vc),
-                Arg::U64(sp(off.q_start)),
-                Arg::U64(sp(off.kv_len)),
-                Arg::U64(sp(off.page_start)),
-                Arg::U64(sp(off.page_ids)),
-                Arg::I32(hq as i32),
-                Arg::I32(l.kv_heads as i32),
-                Arg::I32(l.page_size as i32),
-                Arg::F32(scale),
-            ]
-        };
-        // The decode floor for the timeline: each sequence's K and V read once, q
-        // read and o written.
-        let decode_cost = || {
-            let kv_tokens: u64 = step.meta.kv_lens.iter().map(|&x| u64::from(x)).sum();
-            crate::backend::cuda::timeline::cost(
-                (kv_tokens as usize * l.kv_heads * d * 2 * 2 + 2 * s * hq * d * 2) as f64,
-                (4 * kv_tokens as usize * hq * d) as f64,
-            );
         };
         // What every decode kernel needs; the tensor-core ones (either schedule) take
         // the whole group as mma rows.
@@ -562,77 +619,19 @@ impl CudaBackend {
                     ],
                 )
             }
-            AttnPath::Decode | AttnPath::DecodeMma => {
-                let mma = path == AttnPath::DecodeMma;
-                // The CUDA-core kernel covers a group in chunks of up to 8 heads;
-                // the tensor-core one takes the whole group (up to 16) as mma rows.
-                let gmax = match group {
-                    1 => 1,
-                    2 => 2,
-                    3 | 4 => 4,
-                    _ => 8,
-                };
-                let head_chunks = if mma { 1 } else { group.div_ceil(gmax) };
-                let max_kv = step.max_kv_hint.unwrap_or(step.meta.max_kv_len() as usize);
-                let part = self.decode_part_rows(mma, s, l.kv_heads, d);
-                let splits = if mma {
-                    self.decode_mma_splits(s, l.kv_heads, d, max_kv, part)
-                } else {
-                    self.decode_splits(s, l.kv_heads, head_chunks, max_kv, part)
-                };
-                // The fold only where the rule takes this grid; otherwise the q/k norm,
-                // RoPE and K/V store go first, as their own launch.
-                let folds = |blocks| {
-                    self.decode_rope
-                        .get()
-                        .folds(blocks, self.mma_decode_slots(d))
-                };
-                let rope_store = match rope_store {
-                    Some(rs) if !folds(splits * l.kv_heads * s) => {
-                        self.qkv_rope_store_raw(rs)?;
-                        None
-                    }
-                    rs => rs,
-                };
-                let name = if mma {
-                    let rs = if rope_store.is_some() { "rs_" } else { "" };
-                    format!("attn_decode_mma_{rs}hd{d}")
-                } else {
-                    format!("attn_decode_hd{d}_g{gmax}")
-                };
-                // One split: the kernel writes the output itself, no partials.
-                let direct = splits == 1;
-                let part_rows = if direct { 0 } else { s * hq * splits };
-                let o_part = self.alloc_f32(part_rows * d)?;
-                let lse = self.alloc_f32(part_rows)?;
-                decode_cost();
-                let mut args = decode_args();
-                args.push(Arg::I32(part as i32));
-                if !mma {
-                    args.push(Arg::I32(head_chunks as i32));
-                }
-                args.push(Arg::U64(self.ptr(&o_part)));
-                args.push(Arg::U64(self.ptr(&lse)));
-                args.push(Arg::U64(if direct { op } else { 0 }));
-                if mma {
-                    let order = self.decode_order.get();
-                    args.push(Arg::U64(if order { sp(off.seq_order) } else { 0 }));
-                }
-                if let Some(rs) = rope_store {
-                    args.extend(rs.norm_rope_args());
-                }
-                let mut c = cfg(
-                    (splits as u32, (l.kv_heads * head_chunks) as u32, s as u32),
-                    128,
-                );
-                c.shared_mem_bytes =
-                    crate::backend::cuda::device::dynamic_smem(&name).unwrap_or(0) as u32;
-                self.launch(&name, c, &args)?;
-                if direct {
-                    return Ok(());
-                }
-                self.decode_combine(&o_part, &lse, step, op, hq, d, splits, part)
-            }
+            AttnPath::Decode | AttnPath::DecodeMma => self.split_decode(
+                path == AttnPath::DecodeMma,
+                qp,
+                cols,
+                hq,
+                kv,
+                layer,
+                step,
+                scale,
+                op,
+                rope_store,
+                None,
+            ),
             AttnPath::DecodeMmaSk => {
                 let name = format!("attn_decode_mma_sk_hd{d}");
                 // One wave; blocks past the step's tiles return at once.
@@ -642,7 +641,7 @@ impl CudaBackend {
                 let lse = self.alloc_f32(blocks * 2 * 16)?;
                 // SAFETY: every block writes its record before the combine reads it.
                 let rec = unsafe { self.dev.stream.alloc::<i32>(blocks * 4) }?;
-                decode_cost();
+                self.decode_cost(step, None, hq, l);
                 let mut c = cfg((g(blocks), 1, 1), 128);
                 c.shared_mem_bytes =
                     crate::backend::cuda::device::dynamic_smem(&name).unwrap_or(0) as u32;
@@ -650,7 +649,7 @@ impl CudaBackend {
                     &name,
                     c,
                     &[
-                        decode_args(),
+                        self.decode_args(qp, cols, kv, layer, step, hq, scale),
                         vec![
                             Arg::I32(s as i32),
                             Arg::U64(self.ptr(&o_part)),
@@ -677,7 +676,7 @@ impl CudaBackend {
                 )
             }
             AttnPath::PrefillHopper | AttnPath::PrefillWs => {
-                if step.num_wide_tiles == 0 {
+                if num_wide_tiles == 0 {
                     return Ok(());
                 }
                 let ws = path == AttnPath::PrefillWs;
@@ -695,13 +694,13 @@ impl CudaBackend {
                 // persistent: a block per SM (its shared memory allows no more), each
                 // drawing work items (tile, head) from the device's counter.
                 let mut c = if ws {
-                    let items = step.num_wide_tiles * hq;
+                    let items = num_wide_tiles * hq;
                     cfg((g(items.min(self.dev.num_sms.max(1))), 1, 1), 384)
                 } else {
-                    cfg((g(step.num_wide_tiles), hq as u32, 1), 256)
+                    cfg((g(num_wide_tiles), hq as u32, 1), 256)
                 };
                 c.shared_mem_bytes = smem as u32;
-                let mut args = prefill_args(Some(step.num_wide_tiles));
+                let mut args = prefill_args(Some(num_wide_tiles));
                 if ws {
                     args.push(Arg::U64(self.ptr(&self.dev.prefill_work)));
                     args.push(Arg::U64(
@@ -726,11 +725,166 @@ impl CudaBackend {
                 }
                 self.launch(
                     &format!("attn_prefill_hd{d}"),
-                    cfg((g(step.num_tiles), hq as u32, 1), 128),
+                    cfg((g(num_tiles), hq as u32, 1), 128),
                     &prefill_args(None),
                 )
             }
         }
+    }
+
+    /// The decode kernels' common leading arguments (attention_decode.cu).
+    #[allow(clippy::too_many_arguments)]
+    fn decode_args(
+        &self,
+        qp: u64,
+        cols: usize,
+        kv: &CudaKv,
+        layer: usize,
+        step: &CudaStep,
+        hq: usize,
+        scale: f32,
+    ) -> Vec<Arg> {
+        let l = kv.layout;
+        let sp = |o: usize| self.step_ptr(step, o);
+        let off = step.off;
+        vec![
+            Arg::U64(qp),
+            Arg::I32(cols as i32),
+            Arg::U64(self.ptr(&kv.k[layer])),
+            Arg::U64(self.ptr(&kv.v[layer])),
+            Arg::U64(sp(off.q_start)),
+            Arg::U64(sp(off.kv_len)),
+            Arg::U64(sp(off.page_start)),
+            Arg::U64(sp(off.page_ids)),
+            Arg::I32(hq as i32),
+            Arg::I32(l.kv_heads as i32),
+            Arg::I32(l.page_size as i32),
+            Arg::F32(scale),
+        ]
+    }
+
+    /// The decode floor for the timeline: each sequence's K and V read once, q read and
+    /// o written (`sub`: a mixed step's one-token sequences only).
+    fn decode_cost(&self, step: &CudaStep, sub: Option<&MixedRows>, hq: usize, l: KvLayout) {
+        let m = &step.meta;
+        let one = |i: &usize| sub.is_none() || m.q_indptr[i + 1] - m.q_indptr[*i] == 1;
+        let seqs = (0..m.num_seqs()).filter(one).count();
+        let kv_tokens: usize = (0..m.num_seqs())
+            .filter(one)
+            .map(|i| m.kv_lens[i] as usize)
+            .sum();
+        let d = l.head_dim;
+        crate::backend::cuda::timeline::cost(
+            (kv_tokens * l.kv_heads * d * 2 * 2 + 2 * seqs * hq * d * 2) as f64,
+            (4 * kv_tokens * hq * d) as f64,
+        );
+    }
+
+    /// The split-grid decode (the tensor-core build if `mma`, else the CUDA-core one)
+    /// into `op`: over every sequence of a decode step, or over a mixed step's one-token
+    /// sequences (`sub`; tensor-core only, their q rows already rotated and their K/V
+    /// cached). `rope_store`: a decode step's q/k norm, RoPE and K/V store still to do,
+    /// folded in where the rule takes the grid.
+    #[allow(clippy::too_many_arguments)]
+    fn split_decode(
+        &self,
+        mma: bool,
+        qp: u64,
+        cols: usize,
+        hq: usize,
+        kv: &CudaKv,
+        layer: usize,
+        step: &CudaStep,
+        scale: f32,
+        op: u64,
+        rope_store: Option<&QkvRopeStore>,
+        sub: Option<&MixedRows>,
+    ) -> Result<(), BackendError> {
+        let l = kv.layout;
+        let d = l.head_dim;
+        let group = hq / l.kv_heads;
+        // The CUDA-core kernel covers a group in chunks of up to 8 heads;
+        // the tensor-core one takes the whole group (up to 16) as mma rows.
+        let gmax = match group {
+            1 => 1,
+            2 => 2,
+            3 | 4 => 4,
+            _ => 8,
+        };
+        let head_chunks = if mma { 1 } else { group.div_ceil(gmax) };
+        let (s, max_kv) = match sub {
+            Some(m) => (m.decodes, m.max_kv),
+            None => (
+                step.meta.num_seqs(),
+                step.max_kv_hint.unwrap_or(step.meta.max_kv_len() as usize),
+            ),
+        };
+        let part = self.decode_part_rows(mma, s, l.kv_heads, d);
+        let splits = if mma {
+            self.decode_mma_splits(s, l.kv_heads, d, max_kv, part)
+        } else {
+            self.decode_splits(s, l.kv_heads, head_chunks, max_kv, part)
+        };
+        // The fold only where the rule takes this grid; otherwise the q/k norm,
+        // RoPE and K/V store go first, as their own launch.
+        let folds = |blocks| {
+            self.decode_rope
+                .get()
+                .folds(blocks, self.mma_decode_slots(d))
+        };
+        let rope_store = match rope_store {
+            Some(rs) if !folds(splits * l.kv_heads * s) => {
+                self.qkv_rope_store_raw(rs)?;
+                None
+            }
+            rs => rs,
+        };
+        let name = if mma {
+            let rs = if rope_store.is_some() { "rs_" } else { "" };
+            format!("attn_decode_mma_{rs}hd{d}")
+        } else {
+            format!("attn_decode_hd{d}_g{gmax}")
+        };
+        // One split: the kernel writes the output itself, no partials. Partials are
+        // indexed by the sequence's place in the whole step.
+        let direct = splits == 1;
+        let part_rows = if direct {
+            0
+        } else {
+            step.meta.num_seqs() * hq * splits
+        };
+        let o_part = self.alloc_f32(part_rows * d)?;
+        let lse = self.alloc_f32(part_rows)?;
+        self.decode_cost(step, sub, hq, l);
+        let mut args = self.decode_args(qp, cols, kv, layer, step, hq, scale);
+        args.push(Arg::I32(part as i32));
+        if !mma {
+            args.push(Arg::I32(head_chunks as i32));
+        }
+        args.push(Arg::U64(self.ptr(&o_part)));
+        args.push(Arg::U64(self.ptr(&lse)));
+        args.push(Arg::U64(if direct { op } else { 0 }));
+        if mma {
+            let order = match sub {
+                Some(m) => self.step_ptr(step, m.seqs),
+                None if self.decode_order.get() => self.step_ptr(step, step.off.seq_order),
+                None => 0,
+            };
+            args.push(Arg::U64(order));
+        }
+        if let Some(rs) = rope_store {
+            args.extend(rs.norm_rope_args());
+        }
+        let mut c = cfg(
+            (splits as u32, (l.kv_heads * head_chunks) as u32, s as u32),
+            128,
+        );
+        c.shared_mem_bytes = crate::backend::cuda::device::dynamic_smem(&name).unwrap_or(0) as u32;
+        self.launch(&name, c, &args)?;
+        if direct {
+            return Ok(());
+        }
+        self.decode_combine(&o_part, &lse, step, op, hq, d, splits, part, sub)
     }
 }
 
@@ -803,7 +957,7 @@ mod tests {
         // Sequence 0 extends a 6,000-token prefix by 200; sequence 1 is 300 fresh tokens.
         let m = step(&[(6000, 200), (0, 300)]);
         // The batch's order: wide tiles (q0 % 128 == 0) of 0 then 1, then the others.
-        let (ts, tq, wide) = CudaBackend::tiles(&m, PrefillOrder::Batch);
+        let (ts, tq, wide) = CudaBackend::tiles(&m, PrefillOrder::Batch, |_| true);
         assert_eq!(wide, 5);
         assert_eq!(ts, vec![0, 0, 1, 1, 1, 0, 0, 1, 1]);
         assert_eq!(tq, vec![0, 128, 0, 128, 256, 64, 192, 64, 192]);
@@ -812,7 +966,7 @@ mod tests {
         // prefix, end each group, so the kernels (which walk the list backwards) start
         // them.
         for order in [PrefillOrder::Seqs, PrefillOrder::Tiles] {
-            let (ts, tq, wide) = CudaBackend::tiles(&m, order);
+            let (ts, tq, wide) = CudaBackend::tiles(&m, order, |_| true);
             assert_eq!(wide, 5, "{order:?}");
             assert_eq!(ts, vec![1, 1, 1, 0, 0, 1, 1, 0, 0], "{order:?}");
             assert_eq!(tq, vec![0, 128, 256, 0, 128, 64, 192, 64, 192], "{order:?}");
@@ -826,24 +980,64 @@ mod tests {
         // whole, then the last, then the first, each whole; by tile the three
         // prompts' equal spans interleave.
         let m = step(&[(0, 256), (0, 384), (0, 256)]);
-        let (ts, tq, wide) = CudaBackend::tiles(&m, PrefillOrder::Seqs);
+        let (ts, tq, wide) = CudaBackend::tiles(&m, PrefillOrder::Seqs, |_| true);
         assert_eq!(wide, 7);
         assert_eq!(ts, vec![0, 0, 2, 2, 1, 1, 1, 0, 0, 2, 2, 1, 1, 1]);
         assert_eq!(
             tq,
             vec![0, 128, 0, 128, 0, 128, 256, 64, 192, 64, 192, 64, 192, 320]
         );
-        let (ts_t, _, _) = CudaBackend::tiles(&m, PrefillOrder::Tiles);
+        let (ts_t, _, _) = CudaBackend::tiles(&m, PrefillOrder::Tiles, |_| true);
         assert_eq!(ts_t, vec![0, 1, 2, 0, 1, 2, 1, 0, 1, 2, 0, 1, 2, 1]);
         // Equal lengths: the batch's order, tile for tile.
         let u = step(&[(0, 512), (0, 512)]);
         assert_eq!(
-            CudaBackend::tiles(&u, PrefillOrder::Seqs),
-            CudaBackend::tiles(&u, PrefillOrder::Batch)
+            CudaBackend::tiles(&u, PrefillOrder::Seqs, |_| true),
+            CudaBackend::tiles(&u, PrefillOrder::Batch, |_| true)
         );
-        let (ts, tq, _) = CudaBackend::tiles(&m, PrefillOrder::Batch);
-        let (ts_s, tq_s, _) = CudaBackend::tiles(&m, PrefillOrder::Seqs);
+        let (ts, tq, _) = CudaBackend::tiles(&m, PrefillOrder::Batch, |_| true);
+        let (ts_s, tq_s, _) = CudaBackend::tiles(&m, PrefillOrder::Seqs, |_| true);
         assert_eq!(tile_set(&ts, &tq), tile_set(&ts_s, &tq_s));
+    }
+
+    #[test]
+    fn mixed_tables_part_one_token_sequences_from_the_prefill_tiles() {
+        // Two decodes (contexts 700 and 34), a 90-token prompt, a one-token extend of
+        // a 1,199-token cached prefix, and a 200-token chunk after 1,000 cached.
+        let m = step(&[(699, 1), (0, 90), (33, 1), (1199, 1), (1000, 200)]);
+        for order in [PrefillOrder::Batch, PrefillOrder::Seqs, PrefillOrder::Tiles] {
+            let t = CudaBackend::mixed_tables(&m, order).expect("a mixed step");
+            // Longest context first: the extend (1,200), then 700, then 34.
+            assert_eq!(t.seqs, vec![3, 0, 2], "{order:?}");
+            assert_eq!(t.max_kv, 1200, "{order:?}");
+            // Exactly the multi-token sequences' tiles, in the order the whole step's
+            // table gives them.
+            let (ts, tq, wide) = CudaBackend::tiles(&m, order, |_| true);
+            let keep: Vec<(i32, i32)> = ts
+                .iter()
+                .zip(&tq)
+                .filter(|(&s, _)| s == 1 || s == 4)
+                .map(|(&s, &q)| (s, q))
+                .collect();
+            let got: Vec<(i32, i32)> = t.tile_seq.iter().copied().zip(t.tile_q0.clone()).collect();
+            assert_eq!(got, keep, "{order:?}");
+            // Wide tiles first: 90 -> 1 (q0 0); 200 -> 2 (0, 128); one per decode dropped.
+            assert_eq!(t.num_wide_tiles, 3, "{order:?}");
+            assert_eq!(wide, 6, "{order:?}");
+            assert!(t.tile_seq[..3]
+                .iter()
+                .zip(&t.tile_q0[..3])
+                .all(|(_, &q)| q % 128 == 0));
+        }
+        // Only decodes, or no decode: not mixed.
+        assert_eq!(
+            CudaBackend::mixed_tables(&step(&[(5, 1), (9, 1)]), PrefillOrder::Batch),
+            None
+        );
+        assert_eq!(
+            CudaBackend::mixed_tables(&step(&[(0, 5), (9, 2)]), PrefillOrder::Batch),
+            None
+        );
     }
 
     #[test]

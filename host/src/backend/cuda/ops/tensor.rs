@@ -115,7 +115,8 @@ impl CudaBackend {
     pub(super) fn prepare_step_impl(&self, meta: &StepMeta) -> Result<CudaStep, BackendError> {
         let t = meta.num_tokens();
         let s = meta.num_seqs();
-        let (ts, tq, wide_tiles) = Self::tiles(meta, self.prefill_order.get());
+        let order = self.prefill_order.get();
+        let (ts, tq, wide_tiles) = Self::tiles(meta, order, |_| true);
         let mut h: Vec<i32> =
             Vec::with_capacity(5 * t + 4 * s + meta.page_table.len() + 2 * ts.len() + 8);
         let mut off = StepOffsets::default();
@@ -148,6 +149,23 @@ impl CudaBackend {
                 .into_iter()
                 .map(|x| x as i32)
         );
+        let mixed = Self::mixed_tables(meta, order).map(|m| {
+            let seqs = h.len();
+            h.extend(m.seqs.iter().copied());
+            let tile_seq = h.len();
+            h.extend(m.tile_seq.iter().copied());
+            let tile_q0 = h.len();
+            h.extend(m.tile_q0.iter().copied());
+            super::super::MixedRows {
+                seqs,
+                decodes: m.seqs.len(),
+                max_kv: m.max_kv,
+                tile_seq,
+                tile_q0,
+                num_tiles: m.tile_seq.len(),
+                num_wide_tiles: m.num_wide_tiles,
+            }
+        });
         h.push(0);
         let buf = self.dev.stream.clone_htod(&h)?;
         self.take_last_tokens(self.ptr(&buf) + (off.tokens * 4) as u64, &meta.from_last)?;
@@ -161,6 +179,7 @@ impl CudaBackend {
             num_tiles: ts.len(),
             num_wide_tiles: wide_tiles,
             max_kv_hint: None,
+            mixed,
         })
     }
 
