@@ -361,6 +361,12 @@
 #             Sarathi example plugin, with MINISGL_MIXED_SPLIT on and off, then the
 #             fixture models, while the call has time (PART_LIMIT s, default 480).
 #             Needs the build's .gpu/plugins and .gpu/workloads.
+#     part 128: part 127's replay where the split matters more (groups of 5, a chat
+#             trace): the first 400 requests of the Azure conversation trace (time scale
+#             0.25, about 22 requests/s; outputs capped at 512) on Qwen3-14B under the
+#             Sarathi plugin with a 2,048-token step budget, MINISGL_MIXED_SPLIT on (and
+#             FCFS beside it) then off, while the call has time (PART_LIMIT s, default
+#             420). Needs the build's .gpu/plugins and .gpu/workloads.
 #     part 117: the product phases' exchanges through flagged words instead of grid
 #             barriers (MINISGL_KERNEL_DEFINES=LC_XCH=1, opt-in): chain checks, the fixture
 #             models and engine with it, graph-step A/Bs at batch 1 and 2 against the
@@ -465,6 +471,8 @@ build)
     cp target/wasm32-wasip2/plugin/minisgl_example_sarathi.wasm .gpu/plugins/
     head -n 400 "$(d=${WORKLOADS:-../shared/workloads}; [ -d "$d" ] || d=/work/shared/workloads; echo "$d")/mooncake_conversation_trace.jsonl" \
         > .gpu/workloads/mooncake_conversation_400.jsonl
+    head -n 2001 "$(d=${WORKLOADS:-../shared/workloads}; [ -d "$d" ] || d=/work/shared/workloads; echo "$d")/AzureLLMInferenceTrace_conv.csv" \
+        > .gpu/workloads/azure_conv_2000.csv
     ;;
 device)
     part="${2:?a part: table, or a number from the list above}"
@@ -1907,6 +1915,22 @@ device)
         done
         if fits 130; then check_models; else echo "no time left for the fixture models"; fi
         pack_logs 127
+    elif [ "$part" = 128 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        local_limit=${PART_LIMIT:-420}
+        for split in 1 0; do
+            if ! fits 120; then echo "no time left for the replay with MINISGL_MIXED_SPLIT=$split"; continue; fi
+            pol=(--policy sarathi=.gpu/plugins/minisgl_example_sarathi.wasm)
+            [ "$split" = 1 ] && pol=(--policy fcfs=native "${pol[@]}")
+            MINISGL_MIXED_SPLIT=$split timeout $((local_limit - SECONDS - 10)) "$bin" compare --backend cuda \
+                --random-weights .gpu/qwen3-14b --trace .gpu/workloads/azure_conv_2000.csv \
+                --num-requests 400 --time-scale 0.25 --max-output-len 512 --max-prefill-tokens 2048 \
+                --page-size 16 --seed 0 "${pol[@]}" \
+                --out "$out/replay14b-split$split" > "$out/replay14b-split$split.log" 2>&1
+            echo "replay 14B MINISGL_MIXED_SPLIT=$split rc=$?"
+            grep -E "^\| (fcfs|sarathi) " "$out/replay14b-split$split/results.md" 2>/dev/null
+        done
+        pack_logs 128
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate

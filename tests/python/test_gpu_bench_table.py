@@ -407,3 +407,17 @@ def test_part_127_checks_the_mixed_steps_then_replays_the_trace_both_ways(tmp_pa
     assert {"gpu-check-ops.log", "gpu-check-bench-mixed.log", "replay-split1.log",
             "replay-split0.log", "gpu-check-models.log"} <= archived_logs(out)
 
+
+def test_part_128_replays_the_chat_trace_on_14b_with_the_split_on_then_off(tmp_path):
+    _, made, out = run_part(tmp_path, "128")
+    replays = [(a, e) for a, e in made if a[:1] == ["compare"]]
+    assert [e.get("MINISGL_MIXED_SPLIT") for _, e in replays] == ["1", "0"], made
+    policies = [[a[i + 1] for i, x in enumerate(a) if x == "--policy"] for a, _ in replays]
+    sarathi = "sarathi=.gpu/plugins/minisgl_example_sarathi.wasm"
+    assert policies == [["fcfs=native", sarathi], [sarathi]], made
+    for a, _ in replays:
+        assert a[a.index("--random-weights") + 1] == ".gpu/qwen3-14b"
+        assert a[a.index("--trace") + 1] == ".gpu/workloads/azure_conv_2000.csv"
+        assert a[a.index("--max-prefill-tokens") + 1] == "2048"
+    assert {"replay14b-split1.log", "replay14b-split0.log"} <= archived_logs(out)
+
