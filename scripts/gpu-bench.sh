@@ -367,6 +367,9 @@
 #             Sarathi plugin with a 2,048-token step budget, MINISGL_MIXED_SPLIT on (and
 #             FCFS beside it) then off, while the call has time (PART_LIMIT s, default
 #             420). Needs the build's .gpu/plugins and .gpu/workloads.
+#     part 129: part 128 on Llama-3.1-8B (groups of 4): the first 600 requests at time scale
+#             0.15 (about 37 requests/s), while the call has time (PART_LIMIT s, default
+#             400).
 #     part 117: the product phases' exchanges through flagged words instead of grid
 #             barriers (MINISGL_KERNEL_DEFINES=LC_XCH=1, opt-in): chain checks, the fixture
 #             models and engine with it, graph-step A/Bs at batch 1 and 2 against the
@@ -573,6 +576,23 @@ device)
         if fits 120; then
             BENCH_TIMEOUT=$((local_limit - SECONDS)) runner_ab llama-3.1-8b "-$2" 1,2 "$ab"
         fi
+    }
+    chat_replay() {  # SHAPE REQUESTS TIME_SCALE TAG: the Azure chat slice on the engine under
+        # the Sarathi plugin (2,048-token step budget, outputs capped at 512) with
+        # MINISGL_MIXED_SPLIT on (FCFS beside it) then off, while the call has time
+        local split pol
+        for split in 1 0; do
+            if ! fits 120; then echo "no time left for the replay with MINISGL_MIXED_SPLIT=$split"; continue; fi
+            pol=(--policy sarathi=.gpu/plugins/minisgl_example_sarathi.wasm)
+            [ "$split" = 1 ] && pol=(--policy fcfs=native "${pol[@]}")
+            MINISGL_MIXED_SPLIT=$split timeout $((local_limit - SECONDS - 10)) "$bin" compare --backend cuda \
+                --random-weights ".gpu/$1" --trace .gpu/workloads/azure_conv_2000.csv \
+                --num-requests "$2" --time-scale "$3" --max-output-len 512 --max-prefill-tokens 2048 \
+                --page-size 16 --seed 0 "${pol[@]}" \
+                --out "$out/$4-split$split" > "$out/$4-split$split.log" 2>&1
+            echo "replay $1 MINISGL_MIXED_SPLIT=$split rc=$?"
+            grep -E "^\| (fcfs|sarathi) " "$out/$4-split$split/results.md" 2>/dev/null
+        done
     }
     shared_prefix_popular() {  # TIMEOUT: part 107's 0.6B shared-prefix workload with its
         # groups drawn by popularity (weight 1/(g+1), bench's default since 2026-12-06)
@@ -1918,19 +1938,13 @@ device)
     elif [ "$part" = 128 ]; then
         rm "$out/env.log"  # already printed by the tee above
         local_limit=${PART_LIMIT:-420}
-        for split in 1 0; do
-            if ! fits 120; then echo "no time left for the replay with MINISGL_MIXED_SPLIT=$split"; continue; fi
-            pol=(--policy sarathi=.gpu/plugins/minisgl_example_sarathi.wasm)
-            [ "$split" = 1 ] && pol=(--policy fcfs=native "${pol[@]}")
-            MINISGL_MIXED_SPLIT=$split timeout $((local_limit - SECONDS - 10)) "$bin" compare --backend cuda \
-                --random-weights .gpu/qwen3-14b --trace .gpu/workloads/azure_conv_2000.csv \
-                --num-requests 400 --time-scale 0.25 --max-output-len 512 --max-prefill-tokens 2048 \
-                --page-size 16 --seed 0 "${pol[@]}" \
-                --out "$out/replay14b-split$split" > "$out/replay14b-split$split.log" 2>&1
-            echo "replay 14B MINISGL_MIXED_SPLIT=$split rc=$?"
-            grep -E "^\| (fcfs|sarathi) " "$out/replay14b-split$split/results.md" 2>/dev/null
-        done
+        chat_replay qwen3-14b 400 0.25 replay14b
         pack_logs 128
+    elif [ "$part" = 129 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        local_limit=${PART_LIMIT:-400}
+        chat_replay llama-3.1-8b 600 0.15 replay8b
+        pack_logs 129
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate

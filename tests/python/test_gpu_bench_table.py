@@ -421,3 +421,12 @@ def test_part_128_replays_the_chat_trace_on_14b_with_the_split_on_then_off(tmp_p
         assert a[a.index("--max-prefill-tokens") + 1] == "2048"
     assert {"replay14b-split1.log", "replay14b-split0.log"} <= archived_logs(out)
 
+
+def test_part_129_is_part_128_on_llama(tmp_path):
+    _, made, out = run_part(tmp_path, "129")
+    replays = [(a, e) for a, e in made if a[:1] == ["compare"]]
+    assert [(a[a.index("--random-weights") + 1], a[a.index("--num-requests") + 1],
+             a[a.index("--time-scale") + 1], e.get("MINISGL_MIXED_SPLIT")) for a, e in replays] == [
+        (".gpu/llama-3.1-8b", "600", "0.15", "1"), (".gpu/llama-3.1-8b", "600", "0.15", "0")], made
+    assert {"replay8b-split1.log", "replay8b-split0.log"} <= archived_logs(out)
+
