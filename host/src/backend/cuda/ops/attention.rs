@@ -46,6 +46,19 @@ pub(super) enum Fused<'a> {
     RopeStore(&'a QkvRopeStore),
 }
 
+/// One attention call's operands, as `attention_raw` takes them: q's address and row
+/// stride, its query heads, the cache layer, the step, the scale and the output.
+struct Attend<'a> {
+    qp: u64,
+    cols: usize,
+    hq: usize,
+    kv: &'a CudaKv,
+    layer: usize,
+    step: &'a CudaStep,
+    scale: f32,
+    op: u64,
+}
+
 /// What [`CudaBackend::mixed_tables`] finds, before it goes into the step's array.
 #[derive(Debug, PartialEq)]
 pub(super) struct MixedTables {
@@ -530,20 +543,18 @@ impl CudaBackend {
                 step.num_wide_tiles,
             ),
         };
+        let at = Attend {
+            qp,
+            cols,
+            hq,
+            kv,
+            layer,
+            step,
+            scale,
+            op,
+        };
         if let Some(m) = mixed {
-            self.split_decode(
-                true,
-                qp,
-                cols,
-                hq,
-                kv,
-                layer,
-                step,
-                scale,
-                op,
-                None,
-                Some(m),
-            )?;
+            self.split_decode(&at, true, None, Some(m))?;
         }
         // The prefill kernels' common signature (attention_prefill*.cu); the Hopper
         // ones also take the count of their 128-row tiles.
@@ -619,19 +630,9 @@ impl CudaBackend {
                     ],
                 )
             }
-            AttnPath::Decode | AttnPath::DecodeMma => self.split_decode(
-                path == AttnPath::DecodeMma,
-                qp,
-                cols,
-                hq,
-                kv,
-                layer,
-                step,
-                scale,
-                op,
-                rope_store,
-                None,
-            ),
+            AttnPath::Decode | AttnPath::DecodeMma => {
+                self.split_decode(&at, path == AttnPath::DecodeMma, rope_store, None)
+            }
             AttnPath::DecodeMmaSk => {
                 let name = format!("attn_decode_mma_sk_hd{d}");
                 // One wave; blocks past the step's tiles return at once.
@@ -649,7 +650,7 @@ impl CudaBackend {
                     &name,
                     c,
                     &[
-                        self.decode_args(qp, cols, kv, layer, step, hq, scale),
+                        self.decode_args(&at),
                         vec![
                             Arg::I32(s as i32),
                             Arg::U64(self.ptr(&o_part)),
@@ -733,33 +734,23 @@ impl CudaBackend {
     }
 
     /// The decode kernels' common leading arguments (attention_decode.cu).
-    #[allow(clippy::too_many_arguments)]
-    fn decode_args(
-        &self,
-        qp: u64,
-        cols: usize,
-        kv: &CudaKv,
-        layer: usize,
-        step: &CudaStep,
-        hq: usize,
-        scale: f32,
-    ) -> Vec<Arg> {
-        let l = kv.layout;
-        let sp = |o: usize| self.step_ptr(step, o);
-        let off = step.off;
+    fn decode_args(&self, at: &Attend<'_>) -> Vec<Arg> {
+        let l = at.kv.layout;
+        let sp = |o: usize| self.step_ptr(at.step, o);
+        let off = at.step.off;
         vec![
-            Arg::U64(qp),
-            Arg::I32(cols as i32),
-            Arg::U64(self.ptr(&kv.k[layer])),
-            Arg::U64(self.ptr(&kv.v[layer])),
+            Arg::U64(at.qp),
+            Arg::I32(at.cols as i32),
+            Arg::U64(self.ptr(&at.kv.k[at.layer])),
+            Arg::U64(self.ptr(&at.kv.v[at.layer])),
             Arg::U64(sp(off.q_start)),
             Arg::U64(sp(off.kv_len)),
             Arg::U64(sp(off.page_start)),
             Arg::U64(sp(off.page_ids)),
-            Arg::I32(hq as i32),
+            Arg::I32(at.hq as i32),
             Arg::I32(l.kv_heads as i32),
             Arg::I32(l.page_size as i32),
-            Arg::F32(scale),
+            Arg::F32(at.scale),
         ]
     }
 
@@ -781,26 +772,19 @@ impl CudaBackend {
     }
 
     /// The split-grid decode (the tensor-core build if `mma`, else the CUDA-core one)
-    /// into `op`: over every sequence of a decode step, or over a mixed step's one-token
+    /// into `at.op`: over every sequence of a decode step, or over a mixed step's one-token
     /// sequences (`sub`; tensor-core only, their q rows already rotated and their K/V
     /// cached). `rope_store`: a decode step's q/k norm, RoPE and K/V store still to do,
     /// folded in where the rule takes the grid.
-    #[allow(clippy::too_many_arguments)]
     fn split_decode(
         &self,
+        at: &Attend<'_>,
         mma: bool,
-        qp: u64,
-        cols: usize,
-        hq: usize,
-        kv: &CudaKv,
-        layer: usize,
-        step: &CudaStep,
-        scale: f32,
-        op: u64,
         rope_store: Option<&QkvRopeStore>,
         sub: Option<&MixedRows>,
     ) -> Result<(), BackendError> {
-        let l = kv.layout;
+        let (hq, step) = (at.hq, at.step);
+        let l = at.kv.layout;
         let d = l.head_dim;
         let group = hq / l.kv_heads;
         // The CUDA-core kernel covers a group in chunks of up to 8 heads;
@@ -856,14 +840,14 @@ impl CudaBackend {
         let o_part = self.alloc_f32(part_rows * d)?;
         let lse = self.alloc_f32(part_rows)?;
         self.decode_cost(step, sub, hq, l);
-        let mut args = self.decode_args(qp, cols, kv, layer, step, hq, scale);
+        let mut args = self.decode_args(at);
         args.push(Arg::I32(part as i32));
         if !mma {
             args.push(Arg::I32(head_chunks as i32));
         }
         args.push(Arg::U64(self.ptr(&o_part)));
         args.push(Arg::U64(self.ptr(&lse)));
-        args.push(Arg::U64(if direct { op } else { 0 }));
+        args.push(Arg::U64(if direct { at.op } else { 0 }));
         if mma {
             let order = match sub {
                 Some(m) => self.step_ptr(step, m.seqs),
@@ -884,7 +868,7 @@ impl CudaBackend {
         if direct {
             return Ok(());
         }
-        self.decode_combine(&o_part, &lse, step, op, hq, d, splits, part, sub)
+        self.decode_combine(&o_part, &lse, step, at.op, hq, d, splits, part, sub)
     }
 }
 
