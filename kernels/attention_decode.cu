@@ -712,8 +712,8 @@ DECODE_MMA_RS(128)
 // Merge the splits: o[t, h, :] = sum_s w_s o_part[b, h, s, :] / sum_s w_s,
 // w_s = 2^(lse_s - max lse). grid: (B, q_heads); block: 128. `splits` is the grid.x
 // of the decode launch. `seqs` (null: the batch's order) maps blockIdx.x to the
-// sequence, as the decode launch's seq_order did: a mixed step's one-token sequences
-// only (the host's MixedRows), whose prefill rows the prefill kernel writes.
+// sequence, as the decode launch's seq_order did: in a mixed step, only its one-token
+// sequences (the host's MixedRows); the prefill kernel writes the other rows.
 extern "C" __global__ void attn_decode_combine(const float* __restrict__ o_part,
                                                const float* __restrict__ lse_part,
                                                const int* __restrict__ q_start,
