@@ -370,6 +370,10 @@
 #     part 129: part 128 on Llama-3.1-8B (groups of 4): the first 600 requests at time scale
 #             0.15 (about 37 requests/s), while the call has time (PART_LIMIT s, default
 #             400).
+#     part 130: the default workload under the Sarathi plugin (bench offline --scheduler)
+#             beside the built-in FCFS, Qwen3-14B then Qwen3-0.6B, while the call has
+#             time (PART_LIMIT s, default 300): with the mixed split, do decodes riding
+#             in the prefill steps beat prefilling first?
 #     part 117: the product phases' exchanges through flagged words instead of grid
 #             barriers (MINISGL_KERNEL_DEFINES=LC_XCH=1, opt-in): chain checks, the fixture
 #             models and engine with it, graph-step A/Bs at batch 1 and 2 against the
@@ -1945,6 +1949,18 @@ device)
         local_limit=${PART_LIMIT:-400}
         chat_replay llama-3.1-8b 600 0.15 replay8b
         pack_logs 129
+    elif [ "$part" = 130 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        local_limit=${PART_LIMIT:-300}
+        for shape in qwen3-14b qwen3-0.6b; do
+            for run in fcfs sarathi; do
+                if ! fits 60; then echo "no time left for $shape under $run"; continue; fi
+                args=""
+                [ "$run" = sarathi ] && args="--scheduler .gpu/plugins/minisgl_example_sarathi.wasm"
+                OFFLINE_ARGS="$args" OFFLINE_TIMEOUT=$((local_limit - SECONDS - 5)) offline_default "$shape" "-$run"
+            done
+        done
+        pack_logs 130
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate

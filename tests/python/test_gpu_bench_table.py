@@ -430,3 +430,15 @@ def test_part_129_is_part_128_on_llama(tmp_path):
         (".gpu/llama-3.1-8b", "600", "0.15", "1"), (".gpu/llama-3.1-8b", "600", "0.15", "0")], made
     assert {"replay8b-split1.log", "replay8b-split0.log"} <= archived_logs(out)
 
+
+def test_part_130_runs_the_default_workload_under_fcfs_and_sarathi_on_both_shapes(tmp_path):
+    _, made, out = run_part(tmp_path, "130")
+    runs = [(a[a.index("--random-weights") + 1],
+             a[a.index("--scheduler") + 1] if "--scheduler" in a else None)
+            for a, _ in made if a[:2] == ["bench", "offline"]]
+    sarathi = ".gpu/plugins/minisgl_example_sarathi.wasm"
+    assert runs == [(".gpu/qwen3-14b", None), (".gpu/qwen3-14b", sarathi),
+                    (".gpu/qwen3-0.6b", None), (".gpu/qwen3-0.6b", sarathi)], made
+    assert len((out / "bench.jsonl").read_text().splitlines()) == 4
+    assert {"offline-qwen3-14b-sarathi.log", "offline-qwen3-0.6b-fcfs.log"} <= archived_logs(out)
+

@@ -23,7 +23,7 @@ use minisgl::model::placement::build_runner_with;
 use minisgl::model::runner::{DeviceKind, RunnerOptions};
 use minisgl::model::ModelRunner;
 use minisgl::model::{load, load_random, LoadedModel};
-use minisgl::plugin::PluginSet;
+use minisgl::plugin::{PluginConfig, PluginSet};
 use minisgl::sim::{step_log, LoggingRunner};
 
 #[derive(clap::Args, Debug, Clone)]
@@ -94,6 +94,11 @@ pub struct BenchOfflineArgs {
     /// this CSV, the simulator's steps format (`minisgl-host profile --refit P --steps FILE`).
     #[arg(long, value_name = "FILE")]
     pub steps_csv: Option<PathBuf>,
+    /// Run the workload under this scheduler plugin (a Wasm component) instead of the
+    /// built-in FCFS, e.g. `plugins/examples/sarathi`, which decodes while it
+    /// prefills: the offline figures under another policy. Recorded in --jsonl.
+    #[arg(long, value_name = "WASM")]
+    pub scheduler: Option<PathBuf>,
 }
 
 /// The settings `bench offline` takes. With no `--kv-memory-mb` the CPU
@@ -240,6 +245,12 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
         reqs.len(),
         cfg.page_size
     );
+    if let Some(path) = &args.scheduler {
+        println!(
+            "scheduler: {} (instead of the built-in FCFS)",
+            path.display()
+        );
+    }
 
     let mut plans: Vec<(String, bool, CacheMode)> = Vec::new();
     let overlap = cfg.overlap;
@@ -291,9 +302,17 @@ pub fn run(args: BenchOfflineArgs) -> anyhow::Result<()> {
             seed: args.seed,
             ..EngineConfig::default()
         };
+        let plugins = match &args.scheduler {
+            None => PluginSet::native(),
+            Some(path) => PluginSet::load(&PluginConfig {
+                scheduler: Some(path.clone()),
+                ..PluginConfig::default()
+            })
+            .with_context(|| format!("loading --scheduler {}", path.display()))?,
+        };
         let engine = Engine::new(
             runner,
-            Arc::new(PluginSet::native()),
+            Arc::new(plugins),
             engine_cfg,
             model.config.eos_token_ids().to_vec(),
         )
@@ -538,6 +557,10 @@ fn append_jsonl(
         "as_run_fraction": r.steps.as_ref().map(|b| r3(b.as_run_fraction())),
         "decode_fit": r.decode_fit.as_ref().map(DecodeFit::json),
         "kernel_defines": std::env::var(minisgl::backend::cuda::nvrtc::DEFINES_ENV).unwrap_or_default(),
+        "scheduler": args.scheduler.as_ref().map_or_else(
+            || "fcfs (built in)".to_string(),
+            |p| p.display().to_string()
+        ),
     });
     record_kernel_switches(&mut v);
     let mut f = std::fs::OpenOptions::new()
@@ -760,6 +783,7 @@ fn record_kernel_switches(v: &mut serde_json::Value) {
     // By name: before 2026-12-05's fifteenth session "1" meant what is now "tiles".
     v["prefill_order"] = name(&o.prefill_order).into();
     v["sample_split"] = flag(o.sample_split).into();
+    v["mixed_split"] = flag(o.mixed_split).into();
 }
 
 #[cfg(test)]
