@@ -118,8 +118,9 @@ pub(crate) struct MixedRows {
     /// `seq_order` and the combine's `seqs`), and how many.
     pub seqs: usize,
     pub decodes: usize,
-    /// Their longest context.
+    /// Their longest context, and their contexts summed (the K/V rows they read).
     pub max_kv: usize,
+    pub kv_tokens: usize,
     /// The prefill kernels' tile table over the other sequences, laid out as the
     /// step's own (`num_wide_tiles` 128-row tiles first).
     pub tile_seq: usize,

@@ -64,6 +64,7 @@ struct Attend<'a> {
 pub(super) struct MixedTables {
     pub seqs: Vec<i32>,
     pub max_kv: usize,
+    pub kv_tokens: usize,
     pub tile_seq: Vec<i32>,
     pub tile_q0: Vec<i32>,
     pub num_wide_tiles: usize,
@@ -303,28 +304,30 @@ impl CudaBackend {
     }
 
     /// A mixed step's tables ([`MixedRows`](crate::backend::cuda::MixedRows)): its
-    /// one-token sequences longest context first, their longest context, and the
-    /// prefill tile table over the other sequences. None unless the step has both kinds.
-    pub(super) fn mixed_tables(meta: &StepMeta, order: PrefillOrder) -> Option<MixedTables> {
+    /// one-token sequences longest context first (`by_context`: the step's sequences in
+    /// that order, [`decode_order`](crate::backend::cuda::decode_order)), their longest
+    /// context and K/V rows, and the prefill tile table over the other sequences. None
+    /// unless the step has both kinds.
+    pub(super) fn mixed_tables(
+        meta: &StepMeta,
+        order: PrefillOrder,
+        by_context: &[u32],
+    ) -> Option<MixedTables> {
         let one_token = |i: usize| meta.q_indptr[i + 1] - meta.q_indptr[i] == 1;
-        let s = meta.num_seqs();
-        let seqs: Vec<i32> = crate::backend::cuda::decode_order(&meta.kv_lens)
-            .into_iter()
-            .filter(|&i| one_token(i as usize))
-            .map(|i| i as i32)
+        let seqs: Vec<i32> = by_context
+            .iter()
+            .filter(|&&i| one_token(i as usize))
+            .map(|&i| i as i32)
             .collect();
-        if seqs.is_empty() || seqs.len() == s {
+        if seqs.is_empty() || seqs.len() == meta.num_seqs() {
             return None;
         }
-        let max_kv = seqs
-            .iter()
-            .map(|&i| meta.kv_lens[i as usize] as usize)
-            .max()
-            .unwrap_or(0);
+        let ctx = |i: &i32| meta.kv_lens[*i as usize] as usize;
         let (tile_seq, tile_q0, num_wide_tiles) = Self::tiles(meta, order, |i| !one_token(i));
         Some(MixedTables {
+            max_kv: ctx(&seqs[0]),
+            kv_tokens: seqs.iter().map(ctx).sum(),
             seqs,
-            max_kv,
             tile_seq,
             tile_q0,
             num_wide_tiles,
@@ -758,12 +761,10 @@ impl CudaBackend {
     /// o written (`sub`: a mixed step's one-token sequences only).
     fn decode_cost(&self, step: &CudaStep, sub: Option<&MixedRows>, hq: usize, l: KvLayout) {
         let m = &step.meta;
-        let one = |i: &usize| sub.is_none() || m.q_indptr[i + 1] - m.q_indptr[*i] == 1;
-        let seqs = (0..m.num_seqs()).filter(one).count();
-        let kv_tokens: usize = (0..m.num_seqs())
-            .filter(one)
-            .map(|i| m.kv_lens[i] as usize)
-            .sum();
+        let (seqs, kv_tokens) = match sub {
+            Some(r) => (r.decodes, r.kv_tokens),
+            None => (m.num_seqs(), m.kv_lens.iter().map(|&x| x as usize).sum()),
+        };
         let d = l.head_dim;
         crate::backend::cuda::timeline::cost(
             (kv_tokens * l.kv_heads * d * 2 * 2 + 2 * seqs * hq * d * 2) as f64,
@@ -990,10 +991,12 @@ mod tests {
         // a 1,199-token cached prefix, and a 200-token chunk after 1,000 cached.
         let m = step(&[(699, 1), (0, 90), (33, 1), (1199, 1), (1000, 200)]);
         for order in [PrefillOrder::Batch, PrefillOrder::Seqs, PrefillOrder::Tiles] {
-            let t = CudaBackend::mixed_tables(&m, order).expect("a mixed step");
+            let by_context = crate::backend::cuda::decode_order(&m.kv_lens);
+            let t = CudaBackend::mixed_tables(&m, order, &by_context).expect("a mixed step");
             // Longest context first: the extend (1,200), then 700, then 34.
             assert_eq!(t.seqs, vec![3, 0, 2], "{order:?}");
             assert_eq!(t.max_kv, 1200, "{order:?}");
+            assert_eq!(t.kv_tokens, 1200 + 700 + 34, "{order:?}");
             // Exactly the multi-token sequences' tiles, in the order the whole step's
             // table gives them.
             let (ts, tq, wide) = CudaBackend::tiles(&m, order, |_| true);
@@ -1014,14 +1017,13 @@ mod tests {
                 .all(|(_, &q)| q % 128 == 0));
         }
         // Only decodes, or no decode: not mixed.
-        assert_eq!(
-            CudaBackend::mixed_tables(&step(&[(5, 1), (9, 1)]), PrefillOrder::Batch),
-            None
-        );
-        assert_eq!(
-            CudaBackend::mixed_tables(&step(&[(0, 5), (9, 2)]), PrefillOrder::Batch),
-            None
-        );
+        for m in [step(&[(5, 1), (9, 1)]), step(&[(0, 5), (9, 2)])] {
+            let by_context = crate::backend::cuda::decode_order(&m.kv_lens);
+            assert_eq!(
+                CudaBackend::mixed_tables(&m, PrefillOrder::Batch, &by_context),
+                None
+            );
+        }
     }
 
     #[test]

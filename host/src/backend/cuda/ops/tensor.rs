@@ -143,13 +143,9 @@ impl CudaBackend {
         put!(sample_rows, meta.sample_rows.iter().map(|&x| x as i32));
         put!(tile_seq, ts.iter().copied());
         put!(tile_q0, tq.iter().copied());
-        put!(
-            seq_order,
-            super::super::decode_order(&meta.kv_lens)
-                .into_iter()
-                .map(|x| x as i32)
-        );
-        let mixed = Self::mixed_tables(meta, order).map(|m| {
+        let by_context = super::super::decode_order(&meta.kv_lens);
+        put!(seq_order, by_context.iter().map(|&x| x as i32));
+        let mixed = Self::mixed_tables(meta, order, &by_context).map(|m| {
             let seqs = h.len();
             h.extend(m.seqs.iter().copied());
             let tile_seq = h.len();
@@ -160,6 +156,7 @@ impl CudaBackend {
                 seqs,
                 decodes: m.seqs.len(),
                 max_kv: m.max_kv,
+                kv_tokens: m.kv_tokens,
                 tile_seq,
                 tile_q0,
                 num_tiles: m.tile_seq.len(),
