@@ -883,23 +883,29 @@ fn mixed_steps(
     for (label, n_dec, ctx, chunks) in &cases {
         for &q_heads in &[16usize, 40] {
             let decodes = vec![(ctx - 1, 1); *n_dec];
-            let time_case = |seqs: Vec<(usize, usize)>, split: bool, rng: &mut ChaCha8Rng| {
+            // One cache and step per case, timed with the split on then off (a step of
+            // one kind does not split, so it is timed once).
+            let time_case = |seqs: Vec<(usize, usize)>, splits: &[bool], rng: &mut ChaCha8Rng| {
                 let c = Case::new("bench", 16, 128, q_heads, 8, seqs);
                 let (kv, attn, qg) = bench_case(gpu, &c, rng)?;
                 let st = gpu.prepare_step(&attn)?;
                 let out = gpu.new_output(attn.tokens.len(), q_heads * 128)?;
-                gpu.set_mixed_split(split);
-                let r = time_ms(gpu, 10, || {
-                    Ok(gpu.attention_into(&qg, &kv, 0, &st, 0.088, &out, None)?)
-                });
-                gpu.set_mixed_split(split0);
-                r
+                let mut ms = Vec::with_capacity(splits.len());
+                for &split in splits {
+                    gpu.set_mixed_split(split);
+                    let r = time_ms(gpu, 10, || {
+                        Ok(gpu.attention_into(&qg, &kv, 0, &st, 0.088, &out, None)?)
+                    });
+                    gpu.set_mixed_split(split0);
+                    ms.push(r?);
+                }
+                Ok::<_, anyhow::Error>(ms)
             };
             let mixed: Vec<_> = decodes.iter().chain(chunks.iter()).copied().collect();
-            let split = time_case(mixed.clone(), true, rng)?;
-            let whole = time_case(mixed, false, rng)?;
-            let dec = time_case(decodes.clone(), true, rng)?;
-            let pre = time_case(chunks.clone(), true, rng)?;
+            let both = time_case(mixed, &[true, false], rng)?;
+            let (split, whole) = (both[0], both[1]);
+            let dec = time_case(decodes.clone(), &[split0], rng)?[0];
+            let pre = time_case(chunks.clone(), &[split0], rng)?[0];
             let kv_bytes = (n_dec * ctx * 8 * 128 * 2 * 2) as f64;
             let dec_tbps = kv_bytes / (dec * 1e-3) / 1e12;
             rep.bench_line(format!(
