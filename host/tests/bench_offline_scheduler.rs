@@ -10,19 +10,33 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// `bench offline` on the CPU with the tiny fixture model, no ceiling; `args` follow.
+fn bench_offline(args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_minisgl-host"));
+    cmd.current_dir(root())
+        .args([
+            "bench",
+            "offline",
+            "--random-weights",
+            "tests/fixtures/models/qwen3_bf16",
+            "--device",
+            "cpu",
+            "--no-ceiling",
+        ])
+        .args(args)
+        .env(
+            "MINISGL_PLUGIN_CACHE_DIR",
+            root().join("target/plugin-cache"),
+        );
+    cmd
+}
+
 /// Runs the workload (8 prompts of 40-80 tokens, 64-token steps) with `scheduler`;
 /// returns its `--jsonl` object and how many steps mixed a chunk with one-token rows.
 fn run(scheduler: Option<&Path>, dir: &Path, tag: &str) -> (serde_json::Value, usize) {
     let jsonl = dir.join(format!("{tag}.jsonl"));
     let csv = dir.join(format!("{tag}.csv"));
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_minisgl-host"));
-    cmd.current_dir(root()).args([
-        "bench",
-        "offline",
-        "--random-weights",
-        "tests/fixtures/models/qwen3_bf16",
-        "--device",
-        "cpu",
+    let mut cmd = bench_offline(&[
         "--num-seqs",
         "8",
         "--min-input-len",
@@ -35,16 +49,11 @@ fn run(scheduler: Option<&Path>, dir: &Path, tag: &str) -> (serde_json::Value, u
         "8",
         "--max-prefill-tokens",
         "64",
-        "--no-ceiling",
     ]);
     cmd.arg("--jsonl").arg(&jsonl).arg("--steps-csv").arg(&csv);
     if let Some(s) = scheduler {
         cmd.arg("--scheduler").arg(s);
     }
-    cmd.env(
-        "MINISGL_PLUGIN_CACHE_DIR",
-        root().join("target/plugin-cache"),
-    );
     let out = cmd.output().expect("run minisgl-host");
     assert!(
         out.status.success(),
@@ -94,19 +103,7 @@ fn a_scheduler_that_is_not_a_component_is_an_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let bogus = dir.path().join("not-a-plugin.wasm");
     std::fs::write(&bogus, b"not wasm").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_minisgl-host"))
-        .current_dir(root())
-        .args([
-            "bench",
-            "offline",
-            "--random-weights",
-            "tests/fixtures/models/qwen3_bf16",
-            "--device",
-            "cpu",
-            "--num-seqs",
-            "2",
-            "--no-ceiling",
-        ])
+    let out = bench_offline(&["--num-seqs", "2"])
         .arg("--scheduler")
         .arg(&bogus)
         .output()
