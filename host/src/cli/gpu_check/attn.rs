@@ -387,16 +387,17 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
                 2e-2,
             );
         }
-        // A mixed step both ways: its one-token sequences on the decode kernel (the
-        // default where it applies) and every row on the prefill kernel, on each
-        // prefill kernel, and with the decode forced to three or more splits (the
-        // combine over the one-token sequences only).
+        // A mixed step the other way too: the checks above ran it as set (by default its
+        // one-token sequences on the decode kernel), here on each prefill kernel with
+        // MINISGL_MIXED_SPLIT flipped (by default every row on the prefill kernel), then
+        // split with the decode forced to three or more splits (the combine over the
+        // one-token sequences only).
         if ag.mixed_decodes() > 0 {
             let split0 = gpu.mixed_split();
             let mut runs = vec![(!split0, None, 0)];
             if path == AttnPath::PrefillWs {
-                runs.push((true, Some(AttnPath::PrefillHopper), 0));
-                runs.push((true, Some(AttnPath::Prefill), 0));
+                runs.push((!split0, Some(AttnPath::PrefillHopper), 0));
+                runs.push((!split0, Some(AttnPath::Prefill), 0));
             }
             runs.push((true, None, 3));
             for (split, other, min_splits) in runs {
