@@ -374,6 +374,12 @@
 #             beside the built-in FCFS, Qwen3-14B then Qwen3-0.6B, while the call has
 #             time (PART_LIMIT s, default 300): with the mixed split, do decodes riding
 #             in the prefill steps beat prefilling first?
+#     part 131: one prefill step of 8,192 tokens kernel by kernel (gpu-check's timeline,
+#             eager, CUDA events per launch, each kernel against its bytes or FLOPs), on
+#             Qwen3-14B then Qwen3-0.6B: prompts of 100-1,024 tokens (the default
+#             workload's chunks) and of 4,000-8,000 (the long-prompt workload's), while
+#             the call has time (PART_LIMIT s, default 300). Where the 14B default
+#             workload's prefill steps (76.7% of their floor) lose their time.
 #     part 117: the product phases' exchanges through flagged words instead of grid
 #             barriers (MINISGL_KERNEL_DEFINES=LC_XCH=1, opt-in): chain checks, the fixture
 #             models and engine with it, graph-step A/Bs at batch 1 and 2 against the
@@ -1961,6 +1967,22 @@ device)
             done
         done
         pack_logs 130
+    elif [ "$part" = 131 ]; then
+        rm "$out/env.log"  # already printed by the tee above
+        local_limit=${PART_LIMIT:-300}
+        for shape in qwen3-14b qwen3-0.6b; do
+            for lens in 100,1024 4000,8000; do
+                if ! fits 40; then echo "no time left for the $shape prefill timeline ($lens)"; continue; fi
+                tag="$shape-${lens/,/-}"
+                timeout $((local_limit - SECONDS - 5)) "$bin" gpu-check --skip-ops --skip-bench \
+                    --timeline-model .gpu/$shape --timeline-batches 0 --timeline-prefill 8192 \
+                    --timeline-prefill-lens "$lens" --timeline-out "$out/prefill-timeline-$tag.md" \
+                    --report /tmp/timeline-report.md > "$out/prefill-timeline-$tag.log" 2>&1
+                echo "$shape prefill timeline $lens rc=$?"
+                grep -E "^### |^\| [a-z]|^Σ" "$out/prefill-timeline-$tag.md" 2>/dev/null | head -16
+            done
+        done
+        pack_logs 131
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate

@@ -442,3 +442,16 @@ def test_part_130_runs_the_default_workload_under_fcfs_and_sarathi_on_both_shape
     assert len((out / "bench.jsonl").read_text().splitlines()) == 4
     assert {"offline-qwen3-14b-sarathi.log", "offline-qwen3-0.6b-fcfs.log"} <= archived_logs(out)
 
+
+
+def test_part_131_times_a_prefill_step_of_each_workload_on_both_shapes(tmp_path):
+    _, made, out = run_part(tmp_path, "131")
+    runs = [(a[a.index("--timeline-model") + 1], a[a.index("--timeline-prefill-lens") + 1])
+            for a, _ in made if a[:1] == ["gpu-check"]]
+    assert runs == [(".gpu/qwen3-14b", "100,1024"), (".gpu/qwen3-14b", "4000,8000"),
+                    (".gpu/qwen3-0.6b", "100,1024"), (".gpu/qwen3-0.6b", "4000,8000")], made
+    for a, _ in made:
+        assert a[a.index("--timeline-batches") + 1] == "0"
+        assert a[a.index("--timeline-prefill") + 1] == "8192"
+    assert {"prefill-timeline-qwen3-14b-100-1024.log",
+            "prefill-timeline-qwen3-0.6b-4000-8000.log"} <= archived_logs(out)

@@ -94,6 +94,14 @@ pub struct GpuCheckArgs {
     /// Context length of every sequence in the timeline.
     #[arg(long, default_value_t = 1024)]
     pub timeline_context: usize,
+    /// Also time one prefill step of this many prompt tokens per timeline model, kernel
+    /// by kernel (0: none; `--timeline-batches 0` leaves out the decode tables).
+    #[arg(long, default_value_t = 0)]
+    pub timeline_prefill: usize,
+    /// Shortest and longest prompt of that prefill step, drawn uniformly (the default
+    /// workload's range).
+    #[arg(long, value_delimiter = ',', num_args = 2, default_value = "100,1024")]
+    pub timeline_prefill_lens: Vec<usize>,
     /// Write the timeline tables (Markdown) here.
     #[arg(long, default_value = "decode-timeline.md")]
     pub timeline_out: PathBuf,
@@ -240,7 +248,7 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
     }
     if let (false, Some(rates)) = (args.timeline_models.is_empty(), &rates) {
         let mut md = format!(
-            "# Decode-step timeline (eager, CUDA events per launch)\n\n{}\n",
+            "# Step timeline (eager, CUDA events per launch)\n\n{}\n",
             rates.describe()
         );
         for m in &args.timeline_models {
@@ -250,6 +258,15 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
                 args.timeline_context,
                 rates,
             )?);
+            if args.timeline_prefill > 0 {
+                let l = &args.timeline_prefill_lens;
+                md.push_str(&timeline::run_prefill(
+                    m,
+                    args.timeline_prefill,
+                    (l[0], l[1]),
+                    rates,
+                )?);
+            }
         }
         println!("{md}");
         std::fs::write(&args.timeline_out, &md)

@@ -258,6 +258,50 @@ pub fn decode_timeline(
     Ok(decode_steps(r, batch, prompt, 1, true)?.2)
 }
 
+/// The kernels of one eager prefill step of fresh prompts of the given lengths (one
+/// step: the engine would send them as one chunk), in launch order. The same step runs
+/// once untimed first, on the same pages, so that every kernel and cuBLAS plan is warm.
+pub fn prefill_timeline(
+    r: &mut dyn ModelRunner,
+    lens: &[usize],
+) -> Result<Vec<minisgl::backend::cuda::timeline::KernelTime>> {
+    let ps = r.page_size() as usize;
+    let pages: usize = lens.iter().map(|l| l.div_ceil(ps)).sum();
+    anyhow::ensure!(pages <= r.num_pages() as usize, "not enough KV pages");
+    let vocab = r.vocab_size();
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let mut next_page = 0u32;
+    let seqs: Vec<SeqInput> = lens
+        .iter()
+        .enumerate()
+        .map(|(i, &len)| {
+            let n = len.div_ceil(ps) as u32;
+            let page_table = (next_page..next_page + n).collect();
+            next_page += n;
+            SeqInput {
+                id: i as u64,
+                tokens: (0..len)
+                    .map(|_| rng.random_range(0..vocab.min(32000)))
+                    .collect(),
+                first_from_last_step: false,
+                start_pos: 0,
+                page_table,
+                sample: Some(SampleSpec {
+                    mode: SampleMode::Greedy,
+                    logprobs: None,
+                }),
+            }
+        })
+        .collect();
+    let input = StepInput { seqs };
+    r.step(&input)?;
+    minisgl::backend::cuda::timeline::start();
+    let res = r.step(&input);
+    let kernels = minisgl::backend::cuda::timeline::stop()?;
+    res?;
+    Ok(kernels)
+}
+
 /// Prefill, one warm-up decode step, then `steps` timed decode steps (the last
 /// one under a kernel timeline when `timeline`).
 fn decode_steps(

@@ -9,6 +9,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Result;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 use minisgl::backend::cuda::timeline::KernelTime;
 
@@ -24,14 +26,74 @@ pub fn run(cfg: &Path, batches: &[usize], prompt: usize, rates: &Rates) -> Resul
     let c = &lm.config;
     let kv_per_token = (c.kv_elems_per_token() * 2) as f64;
     let mut md = String::new();
-    for &b in batches {
+    for &b in batches.iter().filter(|&&b| b > 0) {
         let ks = super::model::decode_timeline(runner.as_mut(), b, prompt)?;
         let weights = super::bench::weight_bytes(c);
         let step_floor_us =
             1e6 * (weights + (b * prompt) as f64 * kv_per_token) / rates.copy_bytes_s;
         writeln!(md, "\n### {} batch {b}, context ~{prompt}\n", cfg.display())?;
-        md.push_str(&table(&ks, step_floor_us, rates));
+        md.push_str(&table(&ks, step_floor_us, rates, "weights + KV"));
     }
+    Ok(md)
+}
+
+/// The kernels of one prefill step of `tokens` prompt tokens, for the model whose
+/// config is at `cfg`: fresh prompts drawn uniformly from `lens` (min, max), the last
+/// one cut to fill the step, as an FCFS scheduler packs a chunk. The step's floor is its
+/// FLOPs at the GEMM rate: every weight for every token (the LM head's included, as
+/// `bench offline`'s floor counts them) plus the causal attention.
+pub fn run_prefill(
+    cfg: &Path,
+    tokens: usize,
+    lens: (usize, usize),
+    rates: &Rates,
+) -> Result<String> {
+    anyhow::ensure!(
+        lens.0 >= 1 && lens.0 <= lens.1,
+        "--timeline-prefill-lens: need 1 <= min <= max, got {},{}",
+        lens.0,
+        lens.1
+    );
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let mut prompts = Vec::new();
+    let mut left = tokens;
+    while left > 0 {
+        let n = rng.random_range(lens.0..=lens.1).min(left);
+        prompts.push(n);
+        left -= n;
+    }
+    let lm = minisgl::model::load_random(cfg, 1)?;
+    let ps = 16u32;
+    let pages = prompts
+        .iter()
+        .map(|&n| n.div_ceil(ps as usize))
+        .sum::<usize>() as u32
+        + 1;
+    let mut runner = super::bench::eager_cuda_runner(&lm, pages, ps)?;
+    let ks = super::model::prefill_timeline(runner.as_mut(), &prompts)?;
+    let c = &lm.config;
+    let params = super::bench::weight_bytes(c) / 2.0;
+    let pairs: f64 = prompts.iter().map(|&n| (n * (n + 1) / 2) as f64).sum();
+    let attn_per_pair = 4.0 * (c.num_layers() * c.num_heads() * c.head_dim()) as f64;
+    let flops = 2.0 * params * tokens as f64 + attn_per_pair * pairs;
+    let step_floor_us = 1e6 * flops / rates.gemm_flops_s;
+    let mut md = String::new();
+    writeln!(
+        md,
+        "\n### {} prefill step, {tokens} tokens in {} prompts of {}-{} (drawn from {}-{})\n",
+        cfg.display(),
+        prompts.len(),
+        prompts.iter().min().unwrap_or(&0),
+        prompts.iter().max().unwrap_or(&0),
+        lens.0,
+        lens.1
+    )?;
+    md.push_str(&table(
+        &ks,
+        step_floor_us,
+        rates,
+        "products' and attention's FLOPs",
+    ));
     Ok(md)
 }
 
@@ -46,7 +108,8 @@ type RowKey = (String, u64, u64);
 type RowSum = (usize, f64, Option<f64>);
 
 /// Rows grouped by (kernel, bytes, FLOPs), largest total time first.
-fn table(ks: &[KernelTime], step_floor_us: f64, rates: &Rates) -> String {
+/// `floor_what` names what the step floor counts.
+fn table(ks: &[KernelTime], step_floor_us: f64, rates: &Rates, floor_what: &str) -> String {
     let mut groups: HashMap<RowKey, RowSum> = HashMap::new();
     let mut order = Vec::new();
     for k in ks {
@@ -88,9 +151,10 @@ fn table(ks: &[KernelTime], step_floor_us: f64, rates: &Rates) -> String {
     }
     let _ = writeln!(
         s,
-        "\nΣ kernel time {total:.1} µs over {} launches; step floor (weights + KV at {:.2} TB/s, {}) {step_floor_us:.1} µs = {:.2}x",
+        "\nΣ kernel time {total:.1} µs over {} launches; step floor ({floor_what} at {:.2} TB/s and {:.0} TFLOP/s, {}) {step_floor_us:.1} µs = {:.2}x",
         ks.len(),
         rates.copy_tbps(),
+        rates.gemm_tflops(),
         rates.source,
         total / step_floor_us
     );

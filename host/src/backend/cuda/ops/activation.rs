@@ -1,7 +1,7 @@
 //! SwiGLU's `silu(gate) * up` (`kernels/activation.cu`).
 
 use super::shape_err;
-use crate::backend::cuda::{cfg, g, Arg, CudaBackend, CudaTensor};
+use crate::backend::cuda::{cfg, g, timeline, Arg, CudaBackend, CudaTensor};
 use crate::backend::BackendError;
 
 impl CudaBackend {
@@ -16,6 +16,8 @@ impl CudaBackend {
         let n = cols / 2;
         let out = self.new_bf16(rows, n)?;
         if rows > 0 {
+            // Read gate and up, write their product.
+            timeline::cost((3 * rows * n * 2) as f64, 0.0);
             self.launch(
                 "silu_mul",
                 cfg((rows as u32, g((n / 8).div_ceil(128)), 1), 128),

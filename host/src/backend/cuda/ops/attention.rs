@@ -719,6 +719,7 @@ impl CudaBackend {
                         args.push(Arg::Map(tma::kv_cache_map(cache, slots, row, l.page_size)?));
                     }
                 }
+                self.prefill_cost(step, mixed, hq, l);
                 self.launch(&name, c, &args)
             }
             AttnPath::Prefill => {
@@ -727,6 +728,7 @@ impl CudaBackend {
                         "prefill kernel head_dim {d}"
                     )));
                 }
+                self.prefill_cost(step, mixed, hq, l);
                 self.launch(
                     &format!("attn_prefill_hd{d}"),
                     cfg((g(num_tiles), hq as u32, 1), 128),
@@ -769,6 +771,29 @@ impl CudaBackend {
         crate::backend::cuda::timeline::cost(
             (kv_tokens * l.kv_heads * d * 2 * 2 + 2 * seqs * hq * d * 2) as f64,
             (4 * kv_tokens * hq * d) as f64,
+        );
+    }
+
+    /// The prefill floor for the timeline: every new row's causal dot products with
+    /// its keys and values (`sub`: without a mixed step's one-token sequences, which
+    /// the decode took), its q read and o written, each sequence's K and V read once.
+    fn prefill_cost(&self, step: &CudaStep, sub: Option<&MixedRows>, hq: usize, l: KvLayout) {
+        let m = &step.meta;
+        let (mut pairs, mut rows, mut kv_tokens) = (0usize, 0usize, 0usize);
+        for (s, &kv) in m.kv_lens.iter().enumerate() {
+            let (kv, q) = (kv as usize, (m.q_indptr[s + 1] - m.q_indptr[s]) as usize);
+            if sub.is_some() && q == 1 {
+                continue;
+            }
+            // Rows attend kv - q + 1 ..= kv keys.
+            pairs += q * kv - q * q.saturating_sub(1) / 2;
+            rows += q;
+            kv_tokens += kv;
+        }
+        let d = l.head_dim;
+        crate::backend::cuda::timeline::cost(
+            (kv_tokens * l.kv_heads * d * 2 * 2 + 2 * rows * hq * d * 2) as f64,
+            (4 * pairs * hq * d) as f64,
         );
     }
 

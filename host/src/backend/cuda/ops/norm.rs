@@ -1,7 +1,7 @@
 //! RMS norm, with the residual add fused (`kernels/norm.cu`).
 
 use super::shape_err;
-use crate::backend::cuda::{cfg, g, Arg, CudaBackend, CudaTensor};
+use crate::backend::cuda::{cfg, g, timeline, Arg, CudaBackend, CudaTensor};
 use crate::backend::BackendError;
 
 impl CudaBackend {
@@ -20,6 +20,8 @@ impl CudaBackend {
         }
         let out = self.new_bf16(rows, n)?;
         if rows > 0 {
+            // Read x, write the normed copy.
+            timeline::cost((2 * rows * n * 2 + n * 2) as f64, 0.0);
             self.launch(
                 "add_rmsnorm",
                 cfg((g(rows), 1, 1), self.norm_threads(rows, n)),
@@ -55,6 +57,8 @@ impl CudaBackend {
         }
         let out = self.new_bf16(rows, n)?;
         if rows > 0 {
+            // Read the residual and x, write the sum back and the normed copy.
+            timeline::cost((4 * rows * n * 2 + n * 2) as f64, 0.0);
             self.launch(
                 "add_rmsnorm",
                 cfg((g(rows), 1, 1), self.norm_threads(rows, n)),

@@ -2,7 +2,7 @@
 //! the same fused with a layer's K/V cache write over its qkv projection.
 
 use super::shape_err;
-use crate::backend::cuda::{cfg, g, Arg, CudaBackend, CudaStep, CudaTensor};
+use crate::backend::cuda::{cfg, g, timeline, Arg, CudaBackend, CudaStep, CudaTensor};
 use crate::backend::{shapes, BackendError};
 
 /// Where [`CudaBackend::qkv_rope_store_raw`] finds and puts one layer's q, k and v.
@@ -188,6 +188,8 @@ impl CudaBackend {
             ("qkv_rope_store_generic".to_string(), 1)
         };
         let warps = a.rows * heads.div_ceil(per_warp);
+        // Every head read once and written once (q in place, k and v to the cache).
+        timeline::cost((2 * a.rows * heads * d * 2) as f64, 0.0);
         self.launch(&name, cfg((g(warps.div_ceil(4)), 1, 1), 128), &args)
     }
 
