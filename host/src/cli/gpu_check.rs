@@ -100,8 +100,8 @@ pub struct GpuCheckArgs {
     pub timeline_prefill: usize,
     /// Shortest and longest prompt of that prefill step, drawn uniformly (the default
     /// workload's range).
-    #[arg(long, value_delimiter = ',', num_args = 2, default_value = "100,1024")]
-    pub timeline_prefill_lens: Vec<usize>,
+    #[arg(long, value_name = "MIN,MAX", default_value = "100,1024")]
+    pub timeline_prefill_lens: String,
     /// Write the timeline tables (Markdown) here.
     #[arg(long, default_value = "decode-timeline.md")]
     pub timeline_out: PathBuf,
@@ -126,6 +126,7 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
         .attention_backend
         .parse()
         .map_err(|e: String| anyhow::anyhow!("--attention-backend: {e}"))?;
+    let prefill_lens = timeline::len_range(&args.timeline_prefill_lens)?;
     let engine_device: DeviceKind = match args.engine_device.as_str() {
         "cuda" => DeviceKind::Cuda,
         "cpu" => DeviceKind::Cpu,
@@ -259,11 +260,10 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
                 rates,
             )?);
             if args.timeline_prefill > 0 {
-                let l = &args.timeline_prefill_lens;
                 md.push_str(&timeline::run_prefill(
                     m,
                     args.timeline_prefill,
-                    (l[0], l[1]),
+                    prefill_lens,
                     rates,
                 )?);
             }

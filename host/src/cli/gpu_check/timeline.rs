@@ -48,12 +48,6 @@ pub fn run_prefill(
     lens: (usize, usize),
     rates: &Rates,
 ) -> Result<String> {
-    anyhow::ensure!(
-        lens.0 >= 1 && lens.0 <= lens.1,
-        "--timeline-prefill-lens: need 1 <= min <= max, got {},{}",
-        lens.0,
-        lens.1
-    );
     let mut rng = ChaCha8Rng::seed_from_u64(11);
     let mut prompts = Vec::new();
     let mut left = tokens;
@@ -95,6 +89,22 @@ pub fn run_prefill(
         "products' and attention's FLOPs",
     ));
     Ok(md)
+}
+
+/// `--timeline-prefill-lens MIN,MAX`: the shortest and longest prompt, 1 <= MIN <= MAX.
+pub fn len_range(s: &str) -> Result<(usize, usize)> {
+    let bad = || {
+        anyhow::anyhow!("--timeline-prefill-lens: expected MIN,MAX with 1 <= MIN <= MAX, got `{s}`")
+    };
+    let (a, b) = s.split_once(',').ok_or_else(bad)?;
+    let (a, b): (usize, usize) = (
+        a.trim().parse().map_err(|_| bad())?,
+        b.trim().parse().map_err(|_| bad())?,
+    );
+    if a == 0 || a > b {
+        return Err(bad());
+    }
+    Ok((a, b))
 }
 
 fn floor_us(k: &KernelTime, rates: &Rates) -> Option<f64> {
@@ -159,4 +169,22 @@ fn table(ks: &[KernelTime], step_floor_us: f64, rates: &Rates, floor_what: &str)
         total / step_floor_us
     );
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::len_range;
+
+    #[test]
+    fn prefill_lengths_parse_as_min_comma_max_and_bad_ones_name_the_flag() {
+        assert_eq!(len_range("100,1024").unwrap(), (100, 1024));
+        assert_eq!(len_range("8, 8").unwrap(), (8, 8));
+        for bad in ["100", "0,5", "9,8", "a,b", "1,2,3"] {
+            let e = len_range(bad).unwrap_err().to_string();
+            assert!(
+                e.contains("--timeline-prefill-lens") && e.contains(bad),
+                "{e}"
+            );
+        }
+    }
 }
