@@ -69,6 +69,12 @@ pub fn stop() -> Result<Vec<KernelTime>, BackendError> {
     Ok(out)
 }
 
+/// Whether a timeline is open: call sites whose cost takes work to count skip it
+/// when not.
+pub(crate) fn is_on() -> bool {
+    ON.load(Ordering::Relaxed)
+}
+
 /// The bytes and FLOPs of the next wrapped call on this thread.
 pub(crate) fn cost(bytes: f64, flops: f64) {
     if ON.load(Ordering::Relaxed) {

@@ -762,6 +762,9 @@ impl CudaBackend {
     /// The decode floor for the timeline: each sequence's K and V read once, q read and
     /// o written (`sub`: a mixed step's one-token sequences only).
     fn decode_cost(&self, step: &CudaStep, sub: Option<&MixedRows>, hq: usize, l: KvLayout) {
+        if !crate::backend::cuda::timeline::is_on() {
+            return;
+        }
         let m = &step.meta;
         let (seqs, kv_tokens) = match sub {
             Some(r) => (r.decodes, r.kv_tokens),
@@ -778,6 +781,9 @@ impl CudaBackend {
     /// its keys and values (`sub`: without a mixed step's one-token sequences, which
     /// the decode took), its q read and o written, each sequence's K and V read once.
     fn prefill_cost(&self, step: &CudaStep, sub: Option<&MixedRows>, hq: usize, l: KvLayout) {
+        if !crate::backend::cuda::timeline::is_on() {
+            return;
+        }
         let m = &step.meta;
         let (mut pairs, mut rows, mut kv_tokens) = (0usize, 0usize, 0usize);
         for (s, &kv) in m.kv_lens.iter().enumerate() {
