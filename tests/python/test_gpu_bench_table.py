@@ -455,3 +455,18 @@ def test_part_131_times_a_prefill_step_of_each_workload_on_both_shapes(tmp_path)
         assert a[a.index("--timeline-prefill") + 1] == "8192"
     assert {"prefill-timeline-qwen3-14b-100-1024.log",
             "prefill-timeline-qwen3-0.6b-4000-8000.log"} <= archived_logs(out)
+
+
+def test_the_table_can_check_only_the_models_and_stop_before_the_14b(tmp_path):
+    r, made, out = run_part(tmp_path, "table", TABLE_CHECKS="models", TABLE_14B="0")
+    assert "checks: " in r.stdout and "TABLE_14B=0" in r.stdout, r.stdout[-2000:]
+    argvs = [a for a, _ in made]
+    # No op checks (gpu-check without --skip-ops, models skipped) before the models'.
+    assert not any(a[:1] == ["gpu-check"] and "--skip-ops" not in a and "--skip-models" in a
+                   for a in argvs), argvs
+    assert any(a[:1] == ["gpu-check"] and "--model" in a for a in argvs), argvs
+    assert any(a[0] == "attn_bench" for a in argvs), argvs
+    assert not any(".gpu/qwen3-14b" in a for a in argvs), argvs
+    offline = [a for a in argvs if a[:2] == ["bench", "offline"]]
+    assert len(offline) == 2 and all(".gpu/qwen3-0.6b" in a for a in offline), argvs
+    assert {"gpu-check-models-engine.log", "attn.log", "long-qwen3-0.6b.log"} <= archived_logs(out)
