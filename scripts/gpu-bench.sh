@@ -13,7 +13,8 @@
 #             64 / 256, the default workload and long prompts, on both shapes); no checks
 #             unless TABLE_CHECKS=1 (part 100's op, model and engine checks first;
 #             TABLE_CHECKS=models: the model and engine checks only); TABLE_14B=0 stops
-#             after the 0.6B rows, for a call with too little device time for the 14B.
+#             after the 0.6B rows, for a call with too little device time for the 14B;
+#             TABLE_ATTN=0 leaves out the prefill attention beside cuDNN (attn_bench).
 #     part 1: prefill attention (our kernels vs cuDNN/flash SDPA, copy and GEMM ceilings),
 #             the kernel checks of both prefill kernels, decode-step and attention benches,
 #             Qwen3-0.6B offline (default workload and long prompts), 0.6B decode timeline;
@@ -2005,8 +2006,10 @@ device)
             gzip_ops_log
             echo "checks: ${SECONDS} s"
         fi
-        timeout 150 python3 scripts/gpu/attn_bench.py --jsonl "$jl" --timeout 80 --skip mma,sm90 \
-            --variants ws 2>&1 | grep -v "Exception ignored\|driver.pyx\|  launch \|^  \[" | tee -a "$out/attn.log"
+        if [ "${TABLE_ATTN:-1}" = 1 ]; then
+            timeout 150 python3 scripts/gpu/attn_bench.py --jsonl "$jl" --timeout 80 --skip mma,sm90 \
+                --variants ws 2>&1 | grep -v "Exception ignored\|driver.pyx\|  launch \|^  \[" | tee -a "$out/attn.log"
+        fi
         MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1,64,256 BENCH_TIMEOUT=150 bench_step qwen3-0.6b
         grep -E "decode attention" "$out/gpu-check-bench-qwen3-0.6b.log" | head -6
         OFFLINE_TIMEOUT=60 offline_default qwen3-0.6b

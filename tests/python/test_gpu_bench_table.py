@@ -470,3 +470,10 @@ def test_the_table_can_check_only_the_models_and_stop_before_the_14b(tmp_path):
     offline = [a for a in argvs if a[:2] == ["bench", "offline"]]
     assert len(offline) == 2 and all(".gpu/qwen3-0.6b" in a for a in offline), argvs
     assert {"gpu-check-models-engine.log", "attn.log", "long-qwen3-0.6b.log"} <= archived_logs(out)
+
+
+def test_the_table_can_leave_out_the_prefill_attention_bench(tmp_path):
+    _, made, _ = run_part(tmp_path, "table", TABLE_ATTN="0", TABLE_14B="0")
+    argvs = [a for a, _ in made]
+    assert not any(a[0] == "attn_bench" for a in argvs), argvs
+    assert any(a[:1] == ["gpu-check"] and ".gpu/qwen3-0.6b" in a for a in argvs), argvs
