@@ -18,6 +18,10 @@ use super::rates::Rates;
 
 /// One table per batch size, for the model whose config is at `cfg`.
 pub fn run(cfg: &Path, batches: &[usize], prompt: usize, rates: &Rates) -> Result<String> {
+    // `--timeline-batches 0` (a prefill timeline alone): no model to load here.
+    if !batches.iter().any(|&b| b > 0) {
+        return Ok(String::new());
+    }
     let lm = minisgl::model::load_random(cfg, 1)?;
     let max_b = batches.iter().copied().max().unwrap_or(1);
     let ps = 16u32;
