@@ -202,6 +202,13 @@ pub fn roofline_seconds(c: &ModelConfig, reqs: &[(u64, u64)], ceil: &Ceilings, t
     (prefill_flops / ceil.gemm_flops_s + decode) / tp.max(1) as f64
 }
 
+/// FLOPs of prefilling fresh prompts of `lens` tokens: the prefill term of
+/// [`floor_seconds`] (every weight for every token, plus causal attention).
+pub fn prefill_flops(c: &ModelConfig, lens: &[u64]) -> f64 {
+    let reqs: Vec<(u64, u64)> = lens.iter().map(|&p| (p, 0)).collect();
+    Work::of(c).prefill_flops(&reqs)
+}
+
 /// (bf16 bytes of every weight a decode step reads, KV bytes a context token) of `c`.
 pub fn decode_bytes(c: &ModelConfig) -> (f64, f64) {
     let w = Work::of(c);

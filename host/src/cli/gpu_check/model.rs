@@ -265,35 +265,16 @@ pub fn prefill_timeline(
     r: &mut dyn ModelRunner,
     lens: &[usize],
 ) -> Result<Vec<minisgl::backend::cuda::timeline::KernelTime>> {
-    let ps = r.page_size() as usize;
-    let pages: usize = lens.iter().map(|l| l.div_ceil(ps)).sum();
-    anyhow::ensure!(pages <= r.num_pages() as usize, "not enough KV pages");
-    let vocab = r.vocab_size();
-    let mut rng = ChaCha8Rng::seed_from_u64(5);
-    let mut next_page = 0u32;
-    let seqs: Vec<SeqInput> = lens
+    let per_seq = lens
         .iter()
-        .enumerate()
-        .map(|(i, &len)| {
-            let n = len.div_ceil(ps) as u32;
-            let page_table = (next_page..next_page + n).collect();
-            next_page += n;
-            SeqInput {
-                id: i as u64,
-                tokens: (0..len)
-                    .map(|_| rng.random_range(0..vocab.min(32000)))
-                    .collect(),
-                first_from_last_step: false,
-                start_pos: 0,
-                page_table,
-                sample: Some(SampleSpec {
-                    mode: SampleMode::Greedy,
-                    logprobs: None,
-                }),
-            }
-        })
-        .collect();
-    let input = StepInput { seqs };
+        .max()
+        .map_or(0, |l| l.div_ceil(r.page_size() as usize));
+    anyhow::ensure!(
+        per_seq * lens.len() <= r.num_pages() as usize,
+        "not enough KV pages"
+    );
+    let seqs = random_seqs(lens, r.vocab_size(), per_seq as u32);
+    let input = greedy_step(&seqs, &vec![0; lens.len()]);
     r.step(&input)?;
     minisgl::backend::cuda::timeline::start();
     let res = r.step(&input);

@@ -62,18 +62,12 @@ pub fn run_prefill(
     }
     let lm = minisgl::model::load_random(cfg, 1)?;
     let ps = 16u32;
-    let pages = prompts
-        .iter()
-        .map(|&n| n.div_ceil(ps as usize))
-        .sum::<usize>() as u32
-        + 1;
+    let longest = prompts.iter().copied().max().unwrap_or(0);
+    let pages = (prompts.len() * longest.div_ceil(ps as usize)) as u32 + 1;
     let mut runner = super::bench::eager_cuda_runner(&lm, pages, ps)?;
     let ks = super::model::prefill_timeline(runner.as_mut(), &prompts)?;
-    let c = &lm.config;
-    let params = super::bench::weight_bytes(c) / 2.0;
-    let pairs: f64 = prompts.iter().map(|&n| (n * (n + 1) / 2) as f64).sum();
-    let attn_per_pair = 4.0 * (c.num_layers() * c.num_heads() * c.head_dim()) as f64;
-    let flops = 2.0 * params * tokens as f64 + attn_per_pair * pairs;
+    let lens_u64: Vec<u64> = prompts.iter().map(|&n| n as u64).collect();
+    let flops = super::super::bench_floor::prefill_flops(&lm.config, &lens_u64);
     let step_floor_us = 1e6 * flops / rates.gemm_flops_s;
     let mut md = String::new();
     writeln!(
@@ -82,7 +76,7 @@ pub fn run_prefill(
         cfg.display(),
         prompts.len(),
         prompts.iter().min().unwrap_or(&0),
-        prompts.iter().max().unwrap_or(&0),
+        longest,
         lens.0,
         lens.1
     )?;
