@@ -1992,9 +1992,9 @@ device)
         # (attn_bench), the decode attention benches and the 0.6B decode steps at batch 1 /
         # 64 / 256 (gpu-check's kernel benches and runner), both shapes' default workload
         # and long prompts (bench offline, each with its ceilings measured at start), the
-        # 14B decode steps. No checks: run a checks part first. Each 14B step runs only
-        # while the call has time; the log says which did not. (Written 2026-12-04 after
-        # that session's device time was spent: run once with stub binaries only.)
+        # 14B decode steps. No checks unless TABLE_CHECKS (the header says its values).
+        # Each 14B step runs only while the call has time; the log says which did not.
+        # (First run on an H200 on 2026-12-05: docs/results/gpu-2026-12-05-h200.md.)
         cat "$out/env.log" > "$out/attn.log"; rm "$out/env.log"
         if [ "${TABLE_CHECKS:-0}" != 0 ]; then
             # The checks part 100 runs, first and bounded, for sessions that may get only
@@ -2016,23 +2016,21 @@ device)
         long_if_time qwen3-0.6b 400 60 "$out/long-qwen3-0.6b.log"
         if [ "${TABLE_14B:-1}" = 0 ]; then
             # A call with too little device time left for the 14B loads: the 0.6B half.
-            echo "table: ${SECONDS} s (the 14B rows left out: TABLE_14B=0)"
-            pack_logs table
-            echo "part $part done"
-            exit 0
-        fi
-        if [ "$SECONDS" -lt 380 ]; then
-            MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1,64,256 \
-                BENCH_TIMEOUT=100 bench_step qwen3-14b
+            echo "the 14B rows left out: TABLE_14B=0"
         else
-            echo "no time left for the 14B decode steps (${SECONDS} s)"
+            if [ "$SECONDS" -lt 380 ]; then
+                MINISGL_BENCH_RUNNER_ONLY=1 MINISGL_BENCH_NO_EAGER=1 MINISGL_BENCH_BATCHES=1,64,256 \
+                    BENCH_TIMEOUT=100 bench_step qwen3-14b
+            else
+                echo "no time left for the 14B decode steps (${SECONDS} s)"
+            fi
+            if [ "$SECONDS" -lt 450 ]; then
+                OFFLINE_TIMEOUT=$((560 - SECONDS)) offline_default qwen3-14b
+            else
+                echo "no time left for the 14B default workload (${SECONDS} s)"
+            fi
+            long_if_time qwen3-14b 500 $((580 - SECONDS)) "$out/long-qwen3-14b.log"
         fi
-        if [ "$SECONDS" -lt 450 ]; then
-            OFFLINE_TIMEOUT=$((560 - SECONDS)) offline_default qwen3-14b
-        else
-            echo "no time left for the 14B default workload (${SECONDS} s)"
-        fi
-        long_if_time qwen3-14b 500 $((580 - SECONDS)) "$out/long-qwen3-14b.log"
         echo "table: ${SECONDS} s"
         pack_logs table
     elif [ "$part" = 88 ]; then
