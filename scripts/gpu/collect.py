@@ -84,11 +84,18 @@ for d in map(Path, args.dirs):
             m = re.search(r"runner.step greedy decode, batch (\d+), context ~(\d+): floor ([\d.]+) ms(?: \([^)]*\))?; CUDA graphs [\d.]+ tok/s \(([\d.]+) ms/step", line)
             if m:
                 b, ctx, floor, ms = int(m[1]), int(m[2]), float(m[3]), float(m[4])
+                # Since 2026-12-06 the line also gives the serial floor: the products at the
+                # larger of their bytes and FLOPs, then the KV (kernels one after another).
+                s = re.search(r"serial floor ([\d.]+) ms", line)
+                serial = {"serial_floor": float(s[1]), "serial_fraction": round(float(s[1]) / ms, 3)} if s else {}
+                note = ("gpu-check --bench-model (runner.step); floor = weights + KV at " + copy_note
+                        + (", FLOPs not counted (serial_floor counts each product at the larger of its bytes and FLOPs)"
+                           if s else ", FLOPs not counted"))
                 out.append({**base, "shape": shape, "tp": 1,
                             "workload": f"greedy decode step, batch {b}, context ~{ctx}, CUDA graphs",
                             "metric": f"decode_step_ms_b{b}", "value": ms, "unit": "ms",
                             "ceiling": floor, "fraction": round(floor / ms, 3), "page_size": 16,
-                            "note": "gpu-check --bench-model (runner.step); floor = weights + KV at " + copy_note + ", FLOPs not counted",
+                            **serial, "note": note,
                             **({"method": ab_method} if ab_method else {}), **extra})
                 ab_method = None
 

@@ -47,6 +47,22 @@ def test_ceilings_come_from_the_rate_the_log_measured(tmp_path):
     assert step["ceiling"] == 9.3 and step["value"] == 10.19
     assert "3.01 TB/s" in step["note"] and "4.28" not in step["note"]
     assert step["machine"] == "NVIDIA H100 80GB HBM3"
+    assert "serial_floor" not in step
+
+
+# gpu-check since 2026-12-06: the serial floor at the end of the runner line.
+SERIAL_LOG = """\
+bench: .gpu/qwen3-14b random weights: floor of a decode step = (bf16 weights 29.54 GB + KV of batch x 265.5 tokens, the timed steps' mean context) at 4.24 TB/s; runner with decode graphs up to batch 256 built in 50.00 s
+bench: runner.step greedy decode, batch 256, context ~256: floor 9.248 ms (products' FLOPs at 661 TFLOP/s: 11.440 ms); CUDA graphs 15564 tok/s (16.449 ms/step, 1.78x the floor), eager left out; serial floor 13.947 ms (1.18x)
+"""
+
+
+def test_the_serial_floor_is_recorded_beside_the_bytes_floor(tmp_path):
+    step = {f["metric"]: f for f in collect(tmp_path, SERIAL_LOG)}["decode_step_ms_b256"]
+    assert step["ceiling"] == 9.248 and step["value"] == 16.449
+    assert step["serial_floor"] == 13.947
+    assert step["serial_fraction"] == round(13.947 / 16.449, 3)
+    assert step["shape"] == "qwen3-14b" and "4.24 TB/s" in step["note"]
 
 
 def test_logs_from_before_the_measured_rates_still_parse(tmp_path):
