@@ -383,6 +383,9 @@
 #             workload's chunks) and of 4,000-8,000 (the long-prompt workload's), while
 #             the call has time (PART_LIMIT s, default 300). Where the 14B default
 #             workload's prefill steps (76.7% of their floor) lose their time.
+#     part 132: after `device table` in the same call, with PART_LIMIT the seconds the call
+#             has left: the decode timelines of both shapes (batch 1 / 64 / 256, context
+#             ~256), then part 131's prefill timelines while time is left.
 #     part 117: the product phases' exchanges through flagged words instead of grid
 #             barriers (MINISGL_KERNEL_DEFINES=LC_XCH=1, opt-in): chain checks, the fixture
 #             models and engine with it, graph-step A/Bs at batch 1 and 2 against the
@@ -1986,6 +1989,34 @@ device)
             done
         done
         pack_logs 131
+    elif [ "$part" = 132 ]; then
+        # After the table in the same call (PART_LIMIT: what the call has left): the decode
+        # timelines of both shapes at batch 1 / 64 / 256, context ~256 (every kernel
+        # against its floor), then part 131's prefill timelines while time is left.
+        rm "$out/env.log"  # already printed by the tee above
+        local_limit=${PART_LIMIT:-300}
+        for shape in qwen3-0.6b qwen3-14b; do
+            if ! fits 50; then echo "no time left for the $shape decode timeline"; continue; fi
+            timeout $((local_limit - SECONDS - 5)) "$bin" gpu-check --skip-ops --skip-bench \
+                --timeline-model .gpu/$shape --timeline-batches 1,64,256 --timeline-context 256 \
+                --timeline-out "$out/decode-timeline-$shape.md" --report /tmp/timeline-report.md \
+                > "$out/decode-timeline-$shape.log" 2>&1
+            echo "$shape decode timeline rc=$?"
+            grep -E "^### |^Σ" "$out/decode-timeline-$shape.md" 2>/dev/null
+        done
+        for shape in qwen3-14b qwen3-0.6b; do
+            for lens in 100,1024 4000,8000; do
+                if ! fits 40; then echo "no time left for the $shape prefill timeline ($lens)"; continue; fi
+                tag="$shape-${lens/,/-}"
+                timeout $((local_limit - SECONDS - 5)) "$bin" gpu-check --skip-ops --skip-bench \
+                    --timeline-model .gpu/$shape --timeline-batches 0 --timeline-prefill 8192 \
+                    --timeline-prefill-lens "$lens" --timeline-out "$out/prefill-timeline-$tag.md" \
+                    --report /tmp/timeline-report.md > "$out/prefill-timeline-$tag.log" 2>&1
+                echo "$shape prefill timeline $lens rc=$?"
+                grep -E "^Σ" "$out/prefill-timeline-$tag.md" 2>/dev/null
+            done
+        done
+        pack_logs 132
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate

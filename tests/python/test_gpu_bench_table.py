@@ -457,6 +457,20 @@ def test_part_131_times_a_prefill_step_of_each_workload_on_both_shapes(tmp_path)
             "prefill-timeline-qwen3-0.6b-4000-8000.log"} <= archived_logs(out)
 
 
+def test_part_132_times_both_shapes_decode_steps_then_the_prefill_steps(tmp_path):
+    _, made, out = run_part(tmp_path, "132")
+    runs = [a for a, _ in made if a[:1] == ["gpu-check"]]
+    decode = [a[a.index("--timeline-model") + 1] for a in runs if "--timeline-prefill" not in a]
+    assert decode == [".gpu/qwen3-0.6b", ".gpu/qwen3-14b"], runs
+    for a in runs:
+        if "--timeline-prefill" not in a:
+            assert a[a.index("--timeline-batches") + 1] == "1,64,256"
+            assert a[a.index("--timeline-context") + 1] == "256"
+    assert sum("--timeline-prefill" in a for a in runs) == 4, runs
+    assert {"decode-timeline-qwen3-0.6b.log", "decode-timeline-qwen3-14b.log",
+            "prefill-timeline-qwen3-14b-100-1024.log"} <= archived_logs(out)
+
+
 def test_the_table_can_check_only_the_models_and_stop_before_the_14b(tmp_path):
     r, made, out = run_part(tmp_path, "table", TABLE_CHECKS="models", TABLE_14B="0")
     assert "checks: " in r.stdout and "TABLE_14B=0" in r.stdout, r.stdout[-2000:]
