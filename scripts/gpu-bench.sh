@@ -557,6 +557,22 @@ device)
             MINISGL_BENCH_BATCHES="$3" MINISGL_BENCH_AB="$4" bench_step "$1" "$2"
     }
     fits() { [ "$SECONDS" -lt $((local_limit - $1)) ]; }  # S: S seconds left of local_limit
+    prefill_timelines() {  # one prefill step of 8,192 tokens kernel by kernel, on Qwen3-14B
+        # then Qwen3-0.6B, prompts of 100-1,024 and of 4,000-8,000 tokens, while they fit
+        # local_limit (parts 131 and 132)
+        for shape in qwen3-14b qwen3-0.6b; do
+            for lens in 100,1024 4000,8000; do
+                if ! fits 40; then echo "no time left for the $shape prefill timeline ($lens)"; continue; fi
+                tag="$shape-${lens/,/-}"
+                timeout $((local_limit - SECONDS - 5)) "$bin" gpu-check --skip-ops --skip-bench \
+                    --timeline-model .gpu/$shape --timeline-batches 0 --timeline-prefill 8192 \
+                    --timeline-prefill-lens "$lens" --timeline-out "$out/prefill-timeline-$tag.md" \
+                    --report /tmp/timeline-report.md > "$out/prefill-timeline-$tag.log" 2>&1
+                echo "$shape prefill timeline $lens rc=$?"
+                grep -E "^### |^\| [a-z]|^Σ" "$out/prefill-timeline-$tag.md" 2>/dev/null | head -16
+            done
+        done
+    }
     context_abs() {  # TAG AB LLAMA_CONTEXT CONTEXT...: the 0.6B graph-step A/B at batch 1
         # and 2 against AB (VAR=VALUE) at each CONTEXT, then Llama-3.1-8B's at LLAMA_CONTEXT
         # (empty: the bench's default; -: none), each while it fits local_limit (the part's
@@ -1976,18 +1992,7 @@ device)
     elif [ "$part" = 131 ]; then
         rm "$out/env.log"  # already printed by the tee above
         local_limit=${PART_LIMIT:-300}
-        for shape in qwen3-14b qwen3-0.6b; do
-            for lens in 100,1024 4000,8000; do
-                if ! fits 40; then echo "no time left for the $shape prefill timeline ($lens)"; continue; fi
-                tag="$shape-${lens/,/-}"
-                timeout $((local_limit - SECONDS - 5)) "$bin" gpu-check --skip-ops --skip-bench \
-                    --timeline-model .gpu/$shape --timeline-batches 0 --timeline-prefill 8192 \
-                    --timeline-prefill-lens "$lens" --timeline-out "$out/prefill-timeline-$tag.md" \
-                    --report /tmp/timeline-report.md > "$out/prefill-timeline-$tag.log" 2>&1
-                echo "$shape prefill timeline $lens rc=$?"
-                grep -E "^### |^\| [a-z]|^Σ" "$out/prefill-timeline-$tag.md" 2>/dev/null | head -16
-            done
-        done
+        prefill_timelines
         pack_logs 131
     elif [ "$part" = 132 ]; then
         # After the table in the same call (PART_LIMIT: what the call has left): the decode
@@ -2004,18 +2009,7 @@ device)
             echo "$shape decode timeline rc=$?"
             grep -E "^### |^Σ" "$out/decode-timeline-$shape.md" 2>/dev/null
         done
-        for shape in qwen3-14b qwen3-0.6b; do
-            for lens in 100,1024 4000,8000; do
-                if ! fits 40; then echo "no time left for the $shape prefill timeline ($lens)"; continue; fi
-                tag="$shape-${lens/,/-}"
-                timeout $((local_limit - SECONDS - 5)) "$bin" gpu-check --skip-ops --skip-bench \
-                    --timeline-model .gpu/$shape --timeline-batches 0 --timeline-prefill 8192 \
-                    --timeline-prefill-lens "$lens" --timeline-out "$out/prefill-timeline-$tag.md" \
-                    --report /tmp/timeline-report.md > "$out/prefill-timeline-$tag.log" 2>&1
-                echo "$shape prefill timeline $lens rc=$?"
-                grep -E "^Σ" "$out/prefill-timeline-$tag.md" 2>/dev/null
-            done
-        done
+        prefill_timelines
         pack_logs 132
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
