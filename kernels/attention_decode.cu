@@ -749,53 +749,6 @@ extern "C" __global__ void attn_decode_combine(const float* __restrict__ o_part,
     }
 }
 
-// attn_decode_combine's contract with one warp per (sequence, query head), four a block:
-// grid: ceil(num_seqs * q_heads / 4); block: 128. The block-wide build spends most of its
-// time in two block reductions and their barriers over a handful of splits, and its
-// (sequence, head) grid runs in more than one wave at 64 sequences of 40 heads. Here a
-// warp reduces the splits' weights with shuffles (lane s takes splits s, s + 32, ...) and
-// each lane merges HD / 32 dims. The sums run over the splits in order with the same
-// weights, so the outputs equal the block build's up to the order of the weights' total.
-// A sequence whose context fits one split (short contexts in a grid recorded with
-// several) is a copy of its one partial, as the block build's weight of 1 makes it.
-extern "C" __global__ void attn_decode_combine_w(const float* __restrict__ o_part,
-                                                 const float* __restrict__ lse_part,
-                                                 const int* __restrict__ q_start,
-                                                 const int* __restrict__ kv_len,
-                                                 bf16_t* __restrict__ o, int q_heads, int hd,
-                                                 int splits, int min_part,
-                                                 const int* __restrict__ seqs, int num_seqs) {
-    pdl_trigger();
-    pdl_wait();
-    const int lane = threadIdx.x & 31;
-    const int pair = blockIdx.x * 4 + (threadIdx.x >> 5);
-    if (pair >= num_seqs * q_heads) return;
-    const int i = pair / q_heads, h = pair % q_heads;
-    const int b = seqs != nullptr ? seqs[i] : i;
-    const int ctx = kv_len[b];
-    const int part = decode_part(ctx, splits, min_part);
-    const int n = (ctx + part - 1) / part;
-    const size_t bh = (size_t)b * q_heads + h;
-    const float* lp = lse_part + bh * splits;
-    const float* op = o_part + bh * splits * hd;
-    bf16_t* dst = o + (size_t)(q_start[b + 1] - 1) * q_heads * hd + (size_t)h * hd;
-    if (n == 1) {
-        for (int d = lane; d < hd; d += 32) dst[d] = f2bf(op[d]);
-        return;
-    }
-    float M = NEG_INF;
-    for (int s = lane; s < n; s += 32) M = fmaxf(M, lp[s]);
-    M = warp_max(M);
-    float tot = 0.0f;
-    for (int s = lane; s < n; s += 32) tot += exp2f(lp[s] - M);
-    tot = warp_sum(tot);
-    for (int d = lane; d < hd; d += 32) {
-        float acc = 0.0f;
-        for (int s = 0; s < n; s++) acc += exp2f(lp[s] - M) * op[(size_t)s * hd + d];
-        dst[d] = f2bf(acc / tot);
-    }
-}
-
 // Stream-K decode on the tensor-core kernel. With one block per (split, kv head,
 // sequence) the grid runs in waves of (blocks per SM x SMs) and the last wave can run
 // part-empty (2,048 equal blocks on 396 slots: 5.2 waves of work in 6). Here each kv

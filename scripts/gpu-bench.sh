@@ -386,10 +386,6 @@
 #     part 132: after `device table` in the same call, with PART_LIMIT the seconds the call
 #             has left: the decode timelines of both shapes (batch 1 / 64 / 256, context
 #             ~256), then part 131's prefill timelines while time is left.
-#     part 133: the warp-per-head split combine (MINISGL_DECODE_COMBINE_WARP=1, opt-in):
-#             every op check (the split-grid variants with both combines), the 0.6B
-#             runner A/B (COMBINE_BATCHES), the fixture models with it on, the 14B A/B,
-#             each while time is left (PART_LIMIT s, default 450).
 #     part 117: the product phases' exchanges through flagged words instead of grid
 #             barriers (MINISGL_KERNEL_DEFINES=LC_XCH=1, opt-in): chain checks, the fixture
 #             models and engine with it, graph-step A/Bs at batch 1 and 2 against the
@@ -2015,21 +2011,6 @@ device)
         done
         prefill_timelines
         pack_logs 132
-    elif [ "$part" = 133 ]; then
-        # The warp-per-head split combine (attn_decode_combine_w, MINISGL_DECODE_COMBINE_WARP=1,
-        # opt-in): every op check (the attention group runs the split-grid variants with
-        # both combines), the fixture models and Qwen3-0.6B with it on, then runner A/Bs
-        # against it on both shapes, each while the call has time (PART_LIMIT, default 450).
-        rm "$out/env.log"  # already printed by the tee above
-        # COMBINE_BATCHES: the 0.6B A/B's batches (a short call: fewer).
-        local_limit=${PART_LIMIT:-450}
-        check_ops --skip-bench
-        if fits 40; then
-            runner_ab qwen3-0.6b -combine "${COMBINE_BATCHES:-1,8,32,64,128}" MINISGL_DECODE_COMBINE_WARP=1
-        fi
-        if fits 60; then MINISGL_DECODE_COMBINE_WARP=1 check_models; fi
-        if fits 90; then runner_ab qwen3-14b -combine 1,8,64 MINISGL_DECODE_COMBINE_WARP=1; fi
-        pack_logs 133
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate

@@ -419,30 +419,22 @@ impl CudaBackend {
         let off = step.off;
         let s = sub.map_or(step.meta.num_seqs(), |m| m.decodes);
         let seqs = sub.map_or(0, |m| self.step_ptr(step, m.seqs));
-        let mut args = vec![
-            Arg::U64(self.ptr(o_part)),
-            Arg::U64(self.ptr(lse)),
-            Arg::U64(self.step_ptr(step, off.q_start)),
-            Arg::U64(self.step_ptr(step, off.kv_len)),
-            Arg::U64(op),
-            Arg::I32(hq as i32),
-            Arg::I32(d as i32),
-            Arg::I32(splits as i32),
-            Arg::I32(part as i32),
-            Arg::U64(seqs),
-        ];
-        if self.decode_combine_warp.get() {
-            // Four (sequence, head) pairs a block, a warp each.
-            args.push(Arg::I32(s as i32));
-            let blocks = (s * hq).div_ceil(4).max(1) as u32;
-            self.launch("attn_decode_combine_w", cfg((blocks, 1, 1), 128), &args)
-        } else {
-            self.launch(
-                "attn_decode_combine",
-                cfg((s as u32, hq as u32, 1), 128),
-                &args,
-            )
-        }
+        self.launch(
+            "attn_decode_combine",
+            cfg((s as u32, hq as u32, 1), 128),
+            &[
+                Arg::U64(self.ptr(o_part)),
+                Arg::U64(self.ptr(lse)),
+                Arg::U64(self.step_ptr(step, off.q_start)),
+                Arg::U64(self.step_ptr(step, off.kv_len)),
+                Arg::U64(op),
+                Arg::I32(hq as i32),
+                Arg::I32(d as i32),
+                Arg::I32(splits as i32),
+                Arg::I32(part as i32),
+                Arg::U64(seqs),
+            ],
+        )
     }
 
     /// The path `attention` would take for this step, head_dim and GQA group
