@@ -89,8 +89,8 @@ for d in map(Path, args.dirs):
                 s = re.search(r"serial floor ([\d.]+) ms", line)
                 serial = {"serial_floor": float(s[1]), "serial_fraction": round(float(s[1]) / ms, 3)} if s else {}
                 note = ("gpu-check --bench-model (runner.step); floor = weights + KV at " + copy_note
-                        + (", FLOPs not counted (serial_floor counts each product at the larger of its bytes and FLOPs)"
-                           if s else ", FLOPs not counted"))
+                        + ", FLOPs not counted"
+                        + (" (serial_floor counts each product at the larger of its bytes and FLOPs)" if s else ""))
                 out.append({**base, "shape": shape, "tp": 1,
                             "workload": f"greedy decode step, batch {b}, context ~{ctx}, CUDA graphs",
                             "metric": f"decode_step_ms_b{b}", "value": ms, "unit": "ms",
