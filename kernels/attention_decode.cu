@@ -749,6 +749,62 @@ extern "C" __global__ void attn_decode_combine(const float* __restrict__ o_part,
     }
 }
 
+// attn_decode_combine's contract (same arguments and launch grid) with no shared memory
+// and no barrier (MINISGL_DECODE_COMBINE_FREE=1). Each thread merges its own dims and
+// reads the splits' log2-sum-exps itself: the same few words for the whole block, so
+// they come from one L1 line. Splits are merged online, COMBINE_CH at a time, with
+// every load of a chunk issued before any is used. A sequence of at most COMBINE_CH
+// splits thus waits on kv_len and then one round of loads; the block build waits on
+// kv_len, the log2-sum-exps, two block reductions, then the partials.
+// Block: any size; thread i takes dims i, i + blockDim.x, ...
+#define COMBINE_CH 8
+extern "C" __global__ void attn_decode_combine_free(const float* __restrict__ o_part,
+                                                    const float* __restrict__ lse_part,
+                                                    const int* __restrict__ q_start,
+                                                    const int* __restrict__ kv_len,
+                                                    bf16_t* __restrict__ o, int q_heads, int hd,
+                                                    int splits, int min_part,
+                                                    const int* __restrict__ seqs) {
+    pdl_trigger();
+    pdl_wait();
+    int b = seqs != nullptr ? seqs[blockIdx.x] : (int)blockIdx.x, h = blockIdx.y;
+    int ctx = kv_len[b];
+    int part = decode_part(ctx, splits, min_part);
+    int n = (ctx + part - 1) / part;
+    size_t bh = (size_t)b * q_heads + h;
+    const float* lp = lse_part + bh * splits;
+    const float* op = o_part + bh * splits * hd;
+    bf16_t* out = o + ((size_t)(q_start[b + 1] - 1) * q_heads + h) * hd;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        // Every split that holds rows has a finite log2-sum-exp, so after the first
+        // chunk M is finite and exp2f(M - m) is 0 only where it should be.
+        float M = NEG_INF, tot = 0.0f, acc = 0.0f;
+        for (int s0 = 0; s0 < n; s0 += COMBINE_CH) {
+            float l[COMBINE_CH], v[COMBINE_CH];
+#pragma unroll
+            for (int j = 0; j < COMBINE_CH; j++) {
+                bool live = s0 + j < n;
+                l[j] = live ? lp[s0 + j] : NEG_INF;
+                v[j] = live ? op[(size_t)(s0 + j) * hd + d] : 0.0f;
+            }
+            float m = M;
+#pragma unroll
+            for (int j = 0; j < COMBINE_CH; j++) m = fmaxf(m, l[j]);
+            float sc = exp2f(M - m);
+            tot *= sc;
+            acc *= sc;
+#pragma unroll
+            for (int j = 0; j < COMBINE_CH; j++) {
+                float w = exp2f(l[j] - m);
+                tot += w;
+                acc += w * v[j];
+            }
+            M = m;
+        }
+        out[d] = f2bf(acc / tot);
+    }
+}
+
 // Stream-K decode on the tensor-core kernel. With one block per (split, kv head,
 // sequence) the grid runs in waves of (blocks per SM x SMs) and the last wave can run
 // part-empty (2,048 equal blocks on 396 slots: 5.2 waves of work in 6). Here each kv
