@@ -710,10 +710,20 @@ DECODE_MMA_RS(64)
 DECODE_MMA_RS(128)
 
 // Merge the splits: o[t, h, :] = sum_s w_s o_part[b, h, s, :] / sum_s w_s,
-// w_s = 2^(lse_s - max lse). grid: (B, q_heads); block: 128. `splits` is the grid.x
+// w_s = 2^(lse_s - max lse). grid: (B, q_heads); block: any size, thread i takes dims
+// i, i + blockDim.x, ... (the host launches one a dim, up to 128). `splits` is the grid.x
 // of the decode launch. `seqs` (null: the batch's order) maps blockIdx.x to the
 // sequence, as the decode launch's seq_order did: in a mixed step, only its one-token
 // sequences (the host's MixedRows); the prefill kernel writes the other rows.
+//
+// No shared memory and no barrier: each thread reads the splits' log2-sum-exps itself
+// (the same few words for the whole block, one L1 line) and merges its own dims online,
+// COMBINE_CH splits at a time with every load of a chunk in flight together, so a
+// sequence of at most COMBINE_CH splits waits on kv_len and then one round of loads.
+// The block-reduction build it replaced (one max and one sum over the splits, five
+// barriers, then the partials) was 1.3-1.7% slower per step at Qwen3-0.6B batch 8 and
+// 0.7% at 32, even elsewhere (H100, 2026-12-06, gpu-2026-12-06-combine.md).
+#define COMBINE_CH 8
 extern "C" __global__ void attn_decode_combine(const float* __restrict__ o_part,
                                                const float* __restrict__ lse_part,
                                                const int* __restrict__ q_start,
@@ -721,50 +731,6 @@ extern "C" __global__ void attn_decode_combine(const float* __restrict__ o_part,
                                                bf16_t* __restrict__ o, int q_heads, int hd,
                                                int splits, int min_part,
                                                const int* __restrict__ seqs) {
-    __shared__ float w[256];
-    __shared__ float scratch[32];
-    pdl_trigger();
-    pdl_wait();
-    int b = seqs != nullptr ? seqs[blockIdx.x] : (int)blockIdx.x, h = blockIdx.y;
-    int ctx = kv_len[b];
-    int part = decode_part(ctx, splits, min_part);
-    int n = (ctx + part - 1) / part;
-    size_t bh = (size_t)b * q_heads + h;
-    float M = NEG_INF;
-    for (int s = threadIdx.x; s < n; s += blockDim.x) M = fmaxf(M, lse_part[bh * splits + s]);
-    M = block_max(M, scratch);
-    float tot = 0.0f;
-    for (int s = threadIdx.x; s < n; s += blockDim.x) {
-        float ws = exp2f(lse_part[bh * splits + s] - M);
-        w[s] = ws;
-        tot += ws;
-    }
-    tot = block_sum(tot, scratch);
-    __syncthreads();
-    int t = q_start[b + 1] - 1;
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float acc = 0.0f;
-        for (int s = 0; s < n; s++) acc += w[s] * o_part[(bh * splits + s) * hd + d];
-        o[(size_t)t * q_heads * hd + h * hd + d] = f2bf(acc / tot);
-    }
-}
-
-// attn_decode_combine's contract (same arguments and launch grid) with no shared memory
-// and no barrier (MINISGL_DECODE_COMBINE_FREE=1). Each thread merges its own dims and
-// reads the splits' log2-sum-exps itself: the same few words for the whole block, so
-// they come from one L1 line. Splits are merged online, COMBINE_CH at a time, with
-// every load of a chunk issued before any is used. A sequence of at most COMBINE_CH
-// splits thus waits on kv_len and then one round of loads; the block build waits on
-// kv_len, the log2-sum-exps, two block reductions, then the partials.
-// Block: any size; thread i takes dims i, i + blockDim.x, ...
-#define COMBINE_CH 8
-extern "C" __global__ void attn_decode_combine_free(const float* __restrict__ o_part,
-                                                    const float* __restrict__ lse_part,
-                                                    const int* __restrict__ q_start,
-                                                    const int* __restrict__ kv_len,
-                                                    bf16_t* __restrict__ o, int q_heads, int hd,
-                                                    int splits, int min_part,
-                                                    const int* __restrict__ seqs) {
     pdl_trigger();
     pdl_wait();
     int b = seqs != nullptr ? seqs[blockIdx.x] : (int)blockIdx.x, h = blockIdx.y;

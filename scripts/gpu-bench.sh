@@ -386,10 +386,10 @@
 #     part 132: after `device table` in the same call, with PART_LIMIT the seconds the call
 #             has left: the decode timelines of both shapes (batch 1 / 64 / 256, context
 #             ~256), then part 131's prefill timelines while time is left.
-#     part 134: the barrier-free split combine (MINISGL_DECODE_COMBINE_FREE=1, opt-in):
-#             every op check (the split-grid variants with both combines), the fixture
-#             models with it on, runner A/Bs on both shapes while time is left
-#             (PART_LIMIT s, default 450).
+#     (part 134, the barrier-free split combine (MINISGL_DECODE_COMBINE_FREE=1) checked
+#             and A/B'd on both shapes, ran once at 0d56804 (2026-12-06, an H100); the
+#             combine became that kernel and the switch and part went:
+#             gpu-2026-12-06-combine.md.)
 #     part 117: the product phases' exchanges through flagged words instead of grid
 #             barriers (MINISGL_KERNEL_DEFINES=LC_XCH=1, opt-in): chain checks, the fixture
 #             models and engine with it, graph-step A/Bs at batch 1 and 2 against the
@@ -2015,19 +2015,6 @@ device)
         done
         prefill_timelines
         pack_logs 132
-    elif [ "$part" = 134 ]; then
-        # The barrier-free split combine (attn_decode_combine_free,
-        # MINISGL_DECODE_COMBINE_FREE=1, opt-in): every op check (the attention group runs
-        # the split-grid variants with both combines), the fixture models with it on, then
-        # runner A/Bs against it on both shapes, each while the call has time (PART_LIMIT,
-        # default 450). Batches 1-64 are where the step splits its contexts and combines.
-        rm "$out/env.log"  # already printed by the tee above
-        local_limit=${PART_LIMIT:-450}
-        check_ops --skip-bench
-        MINISGL_DECODE_COMBINE_FREE=1 check_models
-        if fits 120; then runner_ab qwen3-0.6b -combine 1,8,32,64,128 MINISGL_DECODE_COMBINE_FREE=1; fi
-        if fits 90; then runner_ab qwen3-14b -combine 1,8,64 MINISGL_DECODE_COMBINE_FREE=1; fi
-        pack_logs 134
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate

@@ -471,21 +471,6 @@ def test_part_132_times_both_shapes_decode_steps_then_the_prefill_steps(tmp_path
             "prefill-timeline-qwen3-14b-100-1024.log"} <= archived_logs(out)
 
 
-def test_part_134_checks_and_times_the_barrier_free_combine_on_both_shapes(tmp_path):
-    _, made, out = run_part(tmp_path, "134")
-    runs = [(a, env) for a, env in made if a[:1] == ["gpu-check"]]
-    ops = [a for a, _ in runs if "--skip-ops" not in a]
-    assert len(ops) == 1 and "--skip-bench" in ops[0], runs
-    models = [env for a, env in runs if "--model" in a]
-    assert models and all(e.get("MINISGL_DECODE_COMBINE_FREE") == "1" for e in models), runs
-    abs_ = [(a[a.index("--bench-model") + 1], env["MINISGL_BENCH_AB"], env["MINISGL_BENCH_BATCHES"])
-            for a, env in runs if "--bench-model" in a]
-    assert abs_ == [(".gpu/qwen3-0.6b", "MINISGL_DECODE_COMBINE_FREE=1", "1,8,32,64,128"),
-                    (".gpu/qwen3-14b", "MINISGL_DECODE_COMBINE_FREE=1", "1,8,64")], abs_
-    assert {"gpu-check-ops.log", "gpu-check-models.log",
-            "gpu-check-bench-qwen3-14b-combine.log"} <= archived_logs(out)
-
-
 def test_the_table_can_check_only_the_models_and_stop_before_the_14b(tmp_path):
     r, made, out = run_part(tmp_path, "table", TABLE_CHECKS="models", TABLE_14B="0")
     assert "checks: " in r.stdout and "TABLE_14B=0" in r.stdout, r.stdout[-2000:]

@@ -268,10 +268,6 @@ pub struct CudaOptions {
     /// default [`DECODE_FULL_PART_DEFAULT`]): there more blocks only add their start-up
     /// and the combine's reads, so short contexts stay whole and long ones still split.
     pub decode_full_part: usize,
-    /// Split-KV partials merged by `attn_decode_combine_free` (no shared memory, no
-    /// barrier; same grid) instead of the block-reduction `attn_decode_combine`;
-    /// opt-in (`MINISGL_DECODE_COMBINE_FREE=1`) until a device run measures it.
-    pub decode_combine_free: bool,
     /// Programmatic dependent launch for the kernels written for it (sm_90+;
     /// `MINISGL_PDL=1` turns it on, see `pdl.rs`).
     pub pdl: bool,
@@ -409,7 +405,6 @@ impl Default for CudaOptions {
         let decode_min_part = rows("MINISGL_DECODE_MIN_PART", DECODE_MIN_PART_DEFAULT);
         let decode_full_part = rows("MINISGL_DECODE_FULL_PART", DECODE_FULL_PART_DEFAULT);
         let pdl = crate::env::flag("MINISGL_PDL", false);
-        let decode_combine_free = crate::env::flag("MINISGL_DECODE_COMBINE_FREE", false);
         let gemv_rows = crate::env::count(
             "MINISGL_GEMV_ROWS",
             super::GEMV_ROWS_DEFAULT,
@@ -487,7 +482,6 @@ impl Default for CudaOptions {
             decode_wave_limit,
             decode_min_part,
             decode_full_part,
-            decode_combine_free,
             pdl,
             gemv_rows,
             norm_prologue,
@@ -576,7 +570,6 @@ pub fn kernel_names(family: &str) -> Vec<String> {
         "attention_decode" => {
             let mut v = vec![
                 "attn_decode_combine".to_string(),
-                "attn_decode_combine_free".to_string(),
                 "attn_decode_sk_combine".to_string(),
             ];
             for hd in [64, 128] {

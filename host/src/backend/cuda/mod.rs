@@ -238,9 +238,6 @@ pub struct CudaBackend {
     /// Where the split-grid tensor-core decode folds in qkv_rope_store
     /// ([`CudaOptions::decode_rope`]; checks run both ways).
     pub(crate) decode_rope: std::cell::Cell<device::DecodeRope>,
-    /// Whether split-KV partials are merged by the barrier-free combine
-    /// ([`CudaOptions::decode_combine_free`]; checks run both ways).
-    pub(crate) decode_combine_free: std::cell::Cell<bool>,
     /// Whether the split-grid tensor-core decode starts the longest sequences first
     /// ([`CudaOptions::decode_order`]; checks run both ways).
     pub(crate) decode_order: std::cell::Cell<bool>,
@@ -299,7 +296,6 @@ impl CudaBackend {
             gemv_tc_two: std::cell::Cell::new(opts.gemv_tc_two),
             rope_heads: std::cell::Cell::new(opts.rope_heads),
             decode_rope: std::cell::Cell::new(opts.decode_rope),
-            decode_combine_free: std::cell::Cell::new(opts.decode_combine_free),
             decode_order: std::cell::Cell::new(opts.decode_order),
             mixed_split: std::cell::Cell::new(opts.mixed_split),
             prefill_order: std::cell::Cell::new(opts.prefill_order),
@@ -454,17 +450,6 @@ impl CudaBackend {
     /// itself instead of `qkv_rope_store`.
     pub fn set_decode_rope(&self, rule: device::DecodeRope) {
         self.decode_rope.set(rule);
-    }
-
-    /// Whether split-KV partials are merged by `attn_decode_combine_free` rather than
-    /// the block-reduction `attn_decode_combine`.
-    pub fn set_decode_combine_free(&self, on: bool) {
-        self.decode_combine_free.set(on);
-    }
-
-    /// [`set_decode_combine_free`](Self::set_decode_combine_free)'s setting.
-    pub fn decode_combine_free(&self) -> bool {
-        self.decode_combine_free.get()
     }
 
     /// Whether the split-grid tensor-core decode starts the longest sequences first

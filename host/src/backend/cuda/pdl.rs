@@ -21,7 +21,6 @@ pub(crate) fn pdl_kernel(kernel: &str) -> bool {
         || kernel.starts_with("qkv_rope_store_")
         || kernel.starts_with("attn_decode_mma_hd")
         || kernel == "attn_decode_combine"
-        || kernel == "attn_decode_combine_free"
 }
 
 impl CudaBackend {

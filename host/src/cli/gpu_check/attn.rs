@@ -437,25 +437,17 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
                 (AttnPath::DecodeMma, 32),
                 (AttnPath::DecodeMma, 64),
             ];
-            // Each also with the other combine kernel (MINISGL_DECODE_COMBINE_FREE).
-            let free0 = gpu.decode_combine_free();
-            let variants = variants
-                .iter()
-                .flat_map(|&(other, part)| [(other, part, free0), (other, part, !free0)]);
-            for (other, part, free) in variants {
+            for (other, part) in variants {
                 if other != AttnPath::Decode && group > 16 {
                     continue;
                 }
-                let combine = if free { "barrier-free" } else { "block" };
-                let note = format!(", {part}+ rows a split, {combine} combine");
+                let note = format!(", {part}+ rows a split");
                 gpu.set_decode_min_splits(3);
                 gpu.set_decode_min_part(part);
-                gpu.set_decode_combine_free(free);
                 let os = gpu.new_output(t, c.q_heads * c.head_dim)?;
                 let r = gpu.attention_into(&qg, &kvg, 0, &ag, scale, &os, Some(other));
                 gpu.set_decode_min_splits(splits0);
                 gpu.set_decode_min_part(part0);
-                gpu.set_decode_combine_free(free0);
                 r?;
                 rep.check(
                     "attention",

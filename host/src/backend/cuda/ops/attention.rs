@@ -419,15 +419,10 @@ impl CudaBackend {
         let off = step.off;
         let s = sub.map_or(step.meta.num_seqs(), |m| m.decodes);
         let seqs = sub.map_or(0, |m| self.step_ptr(step, m.seqs));
-        // The barrier-free build needs no more threads than dims.
-        let (kernel, threads) = if self.decode_combine_free.get() {
-            ("attn_decode_combine_free", d.clamp(32, 128) as u32)
-        } else {
-            ("attn_decode_combine", 128)
-        };
+        // A thread a dim, up to 128 (the kernel loops over the rest).
         self.launch(
-            kernel,
-            cfg((s as u32, hq as u32, 1), threads),
+            "attn_decode_combine",
+            cfg((s as u32, hq as u32, 1), d.clamp(32, 128) as u32),
             &[
                 Arg::U64(self.ptr(o_part)),
                 Arg::U64(self.ptr(lse)),
