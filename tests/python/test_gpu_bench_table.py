@@ -25,7 +25,7 @@ def run_part(tmp_path, part, quiet_ok=False, **extra_env):
     repo = tmp_path / "repo"
     shutil.copytree(ROOT / "scripts", repo / "scripts")
     shutil.copytree(ROOT / "tests/fixtures/models", repo / "tests/fixtures/models")
-    for shape in ("qwen3-0.6b", "qwen3-14b"):
+    for shape in ("qwen3-0.6b", "qwen3-14b", "llama-3.1-8b"):
         (repo / ".gpu" / shape).mkdir(parents=True)
         shutil.copy(ROOT / "examples/model-configs" / shape / "config.json", repo / ".gpu" / shape)
     (repo / ".gpu/commit").write_text("abc1234\n")
@@ -96,6 +96,9 @@ def test_the_table_part_runs_every_step_on_both_shapes(tmp_path):
         offline = [a for a in argvs if a[:2] == ["bench", "offline"] and f".gpu/{shape}" in a]
         assert any("--min-input-len" not in a for a in offline), f"{shape} default: {joined}"
         assert any("4000" in a for a in offline), f"{shape} long prompts: {joined}"
+    # Then the decode steps of a shape the issue does not list.
+    llama = [i for i, a in enumerate(argvs) if a[:1] == ["gpu-check"] and ".gpu/llama-3.1-8b" in a]
+    assert len(llama) == 1 and llama[0] == len(argvs) - 1, joined
     # Every figure in bench.jsonl, the logs in one archive.
     figures = (out / "bench.jsonl").read_text().splitlines()
     assert len(figures) == 5, figures
@@ -484,6 +487,12 @@ def test_the_table_can_check_only_the_models_and_stop_before_the_14b(tmp_path):
     offline = [a for a in argvs if a[:2] == ["bench", "offline"]]
     assert len(offline) == 2 and all(".gpu/qwen3-0.6b" in a for a in offline), argvs
     assert {"gpu-check-models-engine.log", "attn.log", "long-qwen3-0.6b.log"} <= archived_logs(out)
+
+
+def test_the_table_can_leave_out_the_extra_shape(tmp_path):
+    r, made, _ = run_part(tmp_path, "table", TABLE_EXTRA="0")
+    assert "Llama-3.1-8B steps left out" in r.stdout, r.stdout[-2000:]
+    assert not any(".gpu/llama-3.1-8b" in a for a, _ in made), made
 
 
 def test_the_table_can_leave_out_the_prefill_attention_bench(tmp_path):
