@@ -100,6 +100,13 @@ static_assert(P_KV_WARPS == 1 || P_KV_WARPS == 2 || P_KV_WARPS == 4, "P_KV_WARPS
 #ifndef P_ITEM_SMEM
 #define P_ITEM_SMEM 1
 #endif
+// 1: a round's wait for P V follows a shared-memory store of the softmax's row sums
+// (wgmma_wait_after), so ptxas keeps the softmax of S_j ahead of it, as the round is
+// written: it runs while P V does. 0: the plain wait, which ptxas (CUDA 13.0) hoists
+// to just after the first row's max, leaving every exponential behind the wait.
+#ifndef P_LATE_WAIT
+#define P_LATE_WAIT 1
+#endif
 // Diagnostics for attn_bench only (wrong results): 1 = the producer signals K/V
 // tiles without copying them (the consumers' bound with free loads).
 #ifndef P_DIAG
@@ -308,6 +315,18 @@ struct Bars {
     }
 };
 
+// Folds x[0, 2W) and y[0, 2W) in halves until x[0] and y[0] hold the whole of each:
+// a tree of depth log2(2W) instead of a chain of 2W - 1 dependent operations.
+template <int W, typename F>
+__device__ __forceinline__ void tree_reduce(float* x, float* y, F op) {
+#pragma unroll
+    for (int i = 0; i < W; i++) {
+        x[i] = op(x[i], x[i + W]);
+        y[i] = op(y[i], y[i + W]);
+    }
+    if constexpr (W > 1) tree_reduce<W / 2>(x, y, op);
+}
+
 // One consumer warpgroup's state over its 64 rows of the query tile.
 template <int HD>
 struct Rows {
@@ -326,21 +345,27 @@ struct Rows {
     __device__ __forceinline__ void softmax(float (&s)[P_BK / 2], int kb, u32 (&pf)[P_BK / 16][4],
                                             float& al0, float& al1) {
         int tq = threadIdx.x & 3;
-        float mx0 = NEG_INF, mx1 = NEG_INF;
+        if (MASK) {
+            // Score (row, nt * 8 + c) of this thread is key kb + 2 tq + nt * 8 + c: masked
+            // past the row's position, compared with the column as an immediate.
+            const int lim0 = pos0 - kb - 2 * tq, lim1 = pos1 - kb - 2 * tq;
+#pragma unroll
+            for (int nt = 0; nt < P_BK / 8; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    if (nt * 8 + (e & 1) > (e < 2 ? lim0 : lim1)) s[nt * 4 + e] = NEG_INF;
+        }
+        // Row maxima as a tree (a chain of 32 dependent FMNMX per row was most of the
+        // softmax's latency before the exponentials can start).
+        float t0[P_BK / 8], t1[P_BK / 8];
 #pragma unroll
         for (int nt = 0; nt < P_BK / 8; nt++) {
-            if (MASK) {
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    int col = kb + nt * 8 + 2 * tq + (e & 1);
-                    if (col > (e < 2 ? pos0 : pos1)) s[nt * 4 + e] = NEG_INF;
-                }
-            }
-            mx0 = fmaxf(mx0, fmaxf(s[nt * 4 + 0], s[nt * 4 + 1]));
-            mx1 = fmaxf(mx1, fmaxf(s[nt * 4 + 2], s[nt * 4 + 3]));
+            t0[nt] = fmaxf(s[nt * 4 + 0], s[nt * 4 + 1]);
+            t1[nt] = fmaxf(s[nt * 4 + 2], s[nt * 4 + 3]);
         }
-        mx0 = quad_max(mx0);
-        mx1 = quad_max(mx1);
+        tree_reduce<P_BK / 16>(t0, t1, [](float a, float b) { return fmaxf(a, b); });
+        float mx0 = quad_max(t0[0]);
+        float mx1 = quad_max(t1[0]);
         float mn0 = fmaxf(m0, mx0 * sl2), mn1 = fmaxf(m1, mx1 * sl2);
         if (mn0 == NEG_INF) mn0 = 0.0f;  // rows past the sequence see only masked scores
         if (mn1 == NEG_INF) mn1 = 0.0f;
@@ -348,7 +373,6 @@ struct Rows {
         al1 = ex2(m1 - mn1);
         m0 = mn0;
         m1 = mn1;
-        float rs0 = 0.0f, rs1 = 0.0f;
 #pragma unroll
         for (int nt = 0; nt < P_BK / 8; nt++) {
             // exp2(s * scale·log2e - max): one FFMA and one MUFU per score.
@@ -356,11 +380,13 @@ struct Rows {
             s[nt * 4 + 1] = ex2(fmaf(s[nt * 4 + 1], sl2, -mn0));
             s[nt * 4 + 2] = ex2(fmaf(s[nt * 4 + 2], sl2, -mn1));
             s[nt * 4 + 3] = ex2(fmaf(s[nt * 4 + 3], sl2, -mn1));
-            rs0 += s[nt * 4 + 0] + s[nt * 4 + 1];
-            rs1 += s[nt * 4 + 2] + s[nt * 4 + 3];
+            t0[nt] = s[nt * 4 + 0] + s[nt * 4 + 1];
+            t1[nt] = s[nt * 4 + 2] + s[nt * 4 + 3];
         }
-        l0 = l0 * al0 + rs0;
-        l1 = l1 * al1 + rs1;
+        // Row sums as a tree too.
+        tree_reduce<P_BK / 16>(t0, t1, [](float a, float b) { return a + b; });
+        l0 = l0 * al0 + t0[0];
+        l1 = l1 * al1 + t1[0];
         if (!P_ONE_P) pack(s, pf);
     }
 
@@ -387,12 +413,15 @@ struct Rows {
 };
 
 // S = Q K^T for this warpgroup's 64 rows: Q rows [wg*64, wg*64+64) of the Q tile.
+// Each k-step's descriptors are the tile's first plus a constant (desc_step): building
+// each from its address cost ~9 instructions per wgmma, a fifth of a round's issue.
 template <int HD>
 __device__ __forceinline__ void issue_qk(float (&s)[P_BK / 2], u32 qs, u32 ks) {
+    const u64 da0 = desc_sw128(qs, 16, 1024), db0 = desc_sw128(ks, 16, 1024);
 #pragma unroll
     for (int kk = 0; kk < HD / 16; kk++) {
-        u64 da = desc_sw128(qs + (kk >> 2) * (P_BQ * 128) + (kk & 3) * 32, 16, 1024);
-        u64 db = desc_sw128(ks + (kk >> 2) * (P_BK * 128) + (kk & 3) * 32, 16, 1024);
+        u64 da = desc_step(da0, (kk >> 2) * (P_BQ * 128) + (kk & 3) * 32);
+        u64 db = desc_step(db0, (kk >> 2) * (P_BK * 128) + (kk & 3) * 32);
         wgmma_ss_n128(s, da, db, kk);
     }
 }
@@ -401,9 +430,10 @@ __device__ __forceinline__ void issue_qk(float (&s)[P_BK / 2], u32 qs, u32 ks) {
 // SBO between groups of 8 key rows.
 template <int HD>
 __device__ __forceinline__ void issue_pv(float (&o)[HD / 2], const u32 (&pf)[P_BK / 16][4], u32 vs) {
+    const u64 d0 = desc_sw128(vs, P_BK * 128, 1024);
 #pragma unroll
     for (int c = 0; c < P_BK / 16; c++) {
-        u64 d = desc_sw128(vs + c * 16 * 128, P_BK * 128, 1024);
+        u64 d = desc_step(d0, c * 16 * 128);
         if constexpr (HD == 64)
             wgmma_rs_n64_tb(o, pf[c], d);
         else
@@ -427,6 +457,7 @@ __device__ __forceinline__ void prefill_sm90_impl(
     __shared__ __align__(8) u64 bar_mem[Bars::COUNT];
     __shared__ int item_of_slot[P_QSLOTS];  // the work item whose Q a slot holds
     __shared__ int item_fields[P_QSLOTS][Item::FIELDS];  // its fields (P_ITEM_SMEM)
+    __shared__ float wait_scratch[8];  // a word per consumer warp (P_LATE_WAIT)
     constexpr int Q_BYTES = P_BQ * HD * 2, TILE_BYTES = P_BK * HD * 2;
     const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
     const u32 kv_base = base + P_QSLOTS * Q_BYTES;  // K stage i at +i·TILE, V stage i at +(P_KSTAGES+i)·TILE
@@ -562,6 +593,7 @@ __device__ __forceinline__ void prefill_sm90_impl(
     const int ctid = threadIdx.x & 127;
     const int warp = ctid >> 5, lane = ctid & 31, g = lane >> 2, tq = lane & 3;
     const bool leader = lane == 0;
+    const u32 scratch = smem_u32(&wait_scratch[(threadIdx.x >> 5) & 7]);
     // Ping-pong: warpgroup wg issues its matrix work after barrier 1 + wg, then opens
     // the other's. Warpgroup 1 opens warpgroup 0's first turn.
     const int my_turn = 1 + wg, their_turn = 2 - wg;
@@ -667,7 +699,10 @@ __device__ __forceinline__ void prefill_sm90_impl(
         mbar_arrive_if(bars.empty_k(kc % P_KSTAGES), leader);                         \
         mbar_arrive_if(bars.empty_q(qslot), !P_SMEM_EPI && leader && j == n - 1);   \
         st.template softmax<MASK>(sacc, j * P_BK, nxt, al0, al1);                    \
-        wgmma_wait<0>();                                                             \
+        if (P_LATE_WAIT)                                                             \
+            wgmma_wait_after<0>(st.l0 + st.l1, scratch);                             \
+        else                                                                         \
+            wgmma_wait<0>();                                                         \
         fence_regs(st.oacc);                                                         \
         mbar_arrive_if(bars.empty_v(vc % P_VSTAGES), leader);                         \
         if (P_ONE_P) Rows<HD>::pack(sacc, nxt);                                      \
