@@ -222,8 +222,6 @@ __device__ __forceinline__ void prefill_sm90_impl(
     const int* __restrict__ tile_seq, const int* __restrict__ tile_q0, int num_tiles, int q_heads,
     int kv_heads, int page_size, float scale) {
     extern __shared__ unsigned char smem_raw[];
-    __shared__ float wait_scratch[H_THREADS / 32];  // a word per warp (wgmma_wait_after)
-    const u32 scratch = smem_u32(&wait_scratch[threadIdx.x >> 5]);
     constexpr int STAGE_BYTES = 2 * H_BK * HD * 2;  // K then V
     u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
 
@@ -319,7 +317,7 @@ __device__ __forceinline__ void prefill_sm90_impl(
         fence_regs(sacc);
         float a0, a1;
         st.softmax(sacc, (j + 1) * H_BK, nxt, a0, a1);
-        wgmma_wait_after<0>(st.l0 + st.l1, scratch);  // else ptxas hoists it above the softmax
+        wgmma_wait<0>();
         fence_regs(st.oacc);
         st.rescale(a0, a1);
     };

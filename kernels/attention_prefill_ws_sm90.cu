@@ -100,13 +100,6 @@ static_assert(P_KV_WARPS == 1 || P_KV_WARPS == 2 || P_KV_WARPS == 4, "P_KV_WARPS
 #ifndef P_ITEM_SMEM
 #define P_ITEM_SMEM 1
 #endif
-// 1: a round's wait for P V follows a shared-memory store of the softmax's row sums
-// (wgmma_wait_after), so ptxas keeps the softmax of S_j ahead of it, as the round is
-// written: it runs while P V does. 0: the plain wait, which ptxas (CUDA 13.0) hoists
-// to just after the first row's max, leaving every exponential behind the wait.
-#ifndef P_LATE_WAIT
-#define P_LATE_WAIT 1
-#endif
 // Diagnostics for attn_bench only (wrong results): 1 = the producer signals K/V
 // tiles without copying them (the consumers' bound with free loads).
 #ifndef P_DIAG
@@ -457,7 +450,6 @@ __device__ __forceinline__ void prefill_sm90_impl(
     __shared__ __align__(8) u64 bar_mem[Bars::COUNT];
     __shared__ int item_of_slot[P_QSLOTS];  // the work item whose Q a slot holds
     __shared__ int item_fields[P_QSLOTS][Item::FIELDS];  // its fields (P_ITEM_SMEM)
-    __shared__ float wait_scratch[8];  // a word per consumer warp (P_LATE_WAIT)
     constexpr int Q_BYTES = P_BQ * HD * 2, TILE_BYTES = P_BK * HD * 2;
     const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
     const u32 kv_base = base + P_QSLOTS * Q_BYTES;  // K stage i at +i·TILE, V stage i at +(P_KSTAGES+i)·TILE
@@ -593,7 +585,6 @@ __device__ __forceinline__ void prefill_sm90_impl(
     const int ctid = threadIdx.x & 127;
     const int warp = ctid >> 5, lane = ctid & 31, g = lane >> 2, tq = lane & 3;
     const bool leader = lane == 0;
-    const u32 scratch = smem_u32(&wait_scratch[(threadIdx.x >> 5) & 7]);
     // Ping-pong: warpgroup wg issues its matrix work after barrier 1 + wg, then opens
     // the other's. Warpgroup 1 opens warpgroup 0's first turn.
     const int my_turn = 1 + wg, their_turn = 2 - wg;
@@ -699,10 +690,7 @@ __device__ __forceinline__ void prefill_sm90_impl(
         mbar_arrive_if(bars.empty_k(kc % P_KSTAGES), leader);                         \
         mbar_arrive_if(bars.empty_q(qslot), !P_SMEM_EPI && leader && j == n - 1);   \
         st.template softmax<MASK>(sacc, j * P_BK, nxt, al0, al1);                    \
-        if (P_LATE_WAIT)                                                             \
-            wgmma_wait_after<0>(st.l0 + st.l1, scratch);                             \
-        else                                                                         \
-            wgmma_wait<0>();                                                         \
+        wgmma_wait<0>();                                                             \
         fence_regs(st.oacc);                                                         \
         mbar_arrive_if(bars.empty_v(vc % P_VSTAGES), leader);                         \
         if (P_ONE_P) Rows<HD>::pack(sacc, nxt);                                      \
@@ -712,6 +700,11 @@ __device__ __forceinline__ void prefill_sm90_impl(
         auto step = PREFILL_ROUND(false);
         auto step_masked = PREFILL_ROUND(true);
 #undef PREFILL_ROUND
+        // ptxas (CUDA 13.0) moves a round's wait for P V up to just after the first
+        // row's max, so most of the softmax runs after P V has landed, not beside it.
+        // Pinning the wait below the softmax (a shared store of the row sums before it)
+        // measured 1-4% slower on every attn_bench case: the other warpgroup's turn
+        // already fills the tensor cores (gpu-2026-12-06-pack.md, call 1).
         // The last round: P V only.
         auto last = [&](const u32 (&cur)[P_BK / 16][4]) {
             wait_v(vc);

@@ -17,17 +17,36 @@ typedef long long i64;
 
 __device__ __forceinline__ float bf2f(bf16_t v) { return __uint_as_float(((u32)v) << 16); }
 
-// Round-to-nearest-even, NaN kept quiet; same rounding as the CPU backend (`half::bf16::from_f32`).
+// Round-to-nearest-even, the CPU backend's rounding (`half::bf16::from_f32`); a NaN stays
+// a NaN (its payload is the hardware's on sm_80+). On sm_80+ one cvt instruction: the
+// integer rounding below costs ~7 instructions a value, which in the prefill
+// attention's epilogue was a fifth of a short item's instructions
+// (docs/results/gpu-2026-12-06-pack.md). MINISGL_SOFT_BF16 keeps the integer path (A/B).
+#if __CUDA_ARCH__ >= 800 && !defined(MINISGL_SOFT_BF16)
+#define MINISGL_HW_BF16 1
+#endif
 __device__ __forceinline__ bf16_t f2bf(float f) {
+#ifdef MINISGL_HW_BF16
+    bf16_t r;
+    asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(r) : "f"(f));
+    return r;
+#else
     u32 u = __float_as_uint(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (bf16_t)((u >> 16) | 0x40u);
     u += 0x7fffu + ((u >> 16) & 1u);
     return (bf16_t)(u >> 16);
+#endif
 }
 
 // Two floats into one 32-bit word of bf16 (lo in the low half), round-to-nearest-even.
 __device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
+#ifdef MINISGL_HW_BF16
+    u32 r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+#else
     return (u32)f2bf(lo) | ((u32)f2bf(hi) << 16);
+#endif
 }
 
 // SiLU as every kernel computes it (silu_mul and gemv_silu must round alike).

@@ -6,16 +6,6 @@ __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.a
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
-// wgmma_wait<N> that stays below the computation of `after`. ptxas schedules a plain
-// wait as early as it is legal, above independent work the source put before it (in
-// the prefill round, above the softmax meant to run while P V does). A shared-memory
-// store of `after` (to `scratch`, a word of the warp's own) pins it: ptxas keeps
-// shared-memory stores and the wait in order, since wgmma reads shared memory.
-template <int N>
-__device__ __forceinline__ void wgmma_wait_after(float after, u32 scratch) {
-    asm volatile("st.shared.f32 [%1], %2;\nwgmma.wait_group.sync.aligned %0;\n" ::"n"(N), "r"(scratch), "f"(after)
-                 : "memory");
-}
 // Keeps the compiler from moving accumulator reads above the wait.
 __device__ __forceinline__ void reg_fence(float& x) { asm volatile("" : "+f"(x)::"memory"); }
 template <int N>
