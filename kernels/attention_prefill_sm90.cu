@@ -347,10 +347,10 @@ __device__ __forceinline__ void prefill_sm90_impl(
         int col = h * HD + dt * 8 + 2 * tq;
         if (r0 < n_new)
             *reinterpret_cast<u32*>(o + (size_t)(qs0 + r0) * ostride + col) =
-                pack_bf16x2(st.oacc[dt * 4 + 0] * inv0, st.oacc[dt * 4 + 1] * inv0);
+                pack_bf16x2_rn(st.oacc[dt * 4 + 0] * inv0, st.oacc[dt * 4 + 1] * inv0);
         if (r1 < n_new)
             *reinterpret_cast<u32*>(o + (size_t)(qs0 + r1) * ostride + col) =
-                pack_bf16x2(st.oacc[dt * 4 + 2] * inv1, st.oacc[dt * 4 + 3] * inv1);
+                pack_bf16x2_rn(st.oacc[dt * 4 + 2] * inv1, st.oacc[dt * 4 + 3] * inv1);
     }
 }
 

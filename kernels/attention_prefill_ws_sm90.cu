@@ -744,8 +744,8 @@ __device__ __forceinline__ void prefill_sm90_impl(
 #pragma unroll
         for (int dt = 0; dt < HD / 8; dt++) {
             u32 at = os + tile_off<P_BQ>(lr0, dt) + 4 * tq;
-            sts32(at, pack_bf16x2(st.oacc[dt * 4 + 0] * inv0, st.oacc[dt * 4 + 1] * inv0));
-            sts32(at + 8 * 128, pack_bf16x2(st.oacc[dt * 4 + 2] * inv1, st.oacc[dt * 4 + 3] * inv1));
+            sts32(at, pack_bf16x2_rn(st.oacc[dt * 4 + 0] * inv0, st.oacc[dt * 4 + 1] * inv0));
+            sts32(at + 8 * 128, pack_bf16x2_rn(st.oacc[dt * 4 + 2] * inv1, st.oacc[dt * 4 + 3] * inv1));
         }
         named_sync(4 + wg, 128);
         // 64 rows of HD / 8 16-byte chunks; a warp writes whole rows.
@@ -764,10 +764,10 @@ __device__ __forceinline__ void prefill_sm90_impl(
             int col = it.h * HD + dt * 8 + 2 * tq;
             if (r0 < it.n_new)
                 *reinterpret_cast<u32*>(o + (size_t)(it.qs0 + r0) * ostride + col) =
-                    pack_bf16x2(st.oacc[dt * 4 + 0] * inv0, st.oacc[dt * 4 + 1] * inv0);
+                    pack_bf16x2_rn(st.oacc[dt * 4 + 0] * inv0, st.oacc[dt * 4 + 1] * inv0);
             if (r1 < it.n_new)
                 *reinterpret_cast<u32*>(o + (size_t)(it.qs0 + r1) * ostride + col) =
-                    pack_bf16x2(st.oacc[dt * 4 + 2] * inv1, st.oacc[dt * 4 + 3] * inv1);
+                    pack_bf16x2_rn(st.oacc[dt * 4 + 2] * inv1, st.oacc[dt * 4 + 3] * inv1);
         }
 #endif
     }

@@ -17,19 +17,20 @@ typedef long long i64;
 
 __device__ __forceinline__ float bf2f(bf16_t v) { return __uint_as_float(((u32)v) << 16); }
 
-// Round-to-nearest-even, the CPU backend's rounding (`half::bf16::from_f32`); a NaN stays
-// a NaN (its payload is the hardware's on sm_80+). On sm_80+ one cvt instruction: the
-// integer rounding below costs ~7 instructions a value, which in the prefill
-// attention's epilogue was a fifth of a short item's instructions
-// (docs/results/gpu-2026-12-06-pack.md). MINISGL_SOFT_BF16 keeps the integer path (A/B).
-#if __CUDA_ARCH__ >= 800 && !defined(MINISGL_SOFT_BF16)
-#define MINISGL_HW_BF16 1
+// Round-to-nearest-even, NaN kept quiet; same rounding as the CPU backend (`half::bf16::from_f32`).
+// The integer rounding costs ~7 instructions a value. MINISGL_HW_BF16 (opt-in, sm_80+)
+// rounds on the conversion unit instead, the same way (only a NaN's payload differs):
+// on the H100 it made the 0.6B decode step 0.5-1% faster at batch 8 and 256 but 2%
+// slower at batch 1, with single values through F2F (docs/results/gpu-2026-12-06-pack.md);
+// this build puts single values through the packed conversion, not yet measured.
+#if defined(MINISGL_HW_BF16) && __CUDA_ARCH__ < 800
+#error "MINISGL_HW_BF16 needs sm_80 or newer"
 #endif
 __device__ __forceinline__ bf16_t f2bf(float f) {
 #ifdef MINISGL_HW_BF16
-    bf16_t r;
-    asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(r) : "f"(f));
-    return r;
+    u32 r;  // the packed conversion (F2FP), not cvt.rn.bf16.f32 (F2F, a slower pipe)
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(0.0f), "f"(f));
+    return (bf16_t)r;
 #else
     u32 u = __float_as_uint(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (bf16_t)((u >> 16) | 0x40u);
@@ -46,6 +47,20 @@ __device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
     return r;
 #else
     return (u32)f2bf(lo) | ((u32)f2bf(hi) << 16);
+#endif
+}
+
+// pack_bf16x2 in one instruction on sm_80+ whatever the build: the prefill attention
+// epilogues write a head's whole output tile with it. Their integer rounding was ~450
+// instructions a thread per work item, 14% of a 32 x 512 launch's warp samples (H100:
+// 32 x 512 +8-12%, 8 x 2,048 +1.5-4%; docs/results/gpu-2026-12-06-pack.md).
+__device__ __forceinline__ u32 pack_bf16x2_rn(float lo, float hi) {
+#if __CUDA_ARCH__ >= 800
+    u32 r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+#else
+    return pack_bf16x2(lo, hi);
 #endif
 }
 
