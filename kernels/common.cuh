@@ -19,10 +19,11 @@ __device__ __forceinline__ float bf2f(bf16_t v) { return __uint_as_float(((u32)v
 
 // Round-to-nearest-even, NaN kept quiet; same rounding as the CPU backend (`half::bf16::from_f32`).
 // The integer rounding costs ~7 instructions a value. MINISGL_HW_BF16 (opt-in, sm_80+)
-// rounds on the conversion unit instead, the same way (only a NaN's payload differs):
-// on the H100 it made the 0.6B decode step 0.5-1% faster at batch 8 and 256 but 2%
-// slower at batch 1, with single values through F2F (docs/results/gpu-2026-12-06-pack.md);
-// this build puts single values through the packed conversion, not yet measured.
+// rounds with the conversion instruction instead, the same way (only a NaN's payload
+// differs). Everywhere it left the 0.6B decode step unchanged on the H100: two A/Bs with
+// the builds swapped moved by the A/B's own runner order, not by the build
+// (docs/results/gpu-2026-12-06-pack.md §4). The op checks passed with it on everywhere
+// in an earlier form (single values through F2F); with this form they have not run.
 #if defined(MINISGL_HW_BF16) && __CUDA_ARCH__ < 800
 #error "MINISGL_HW_BF16 needs sm_80 or newer"
 #endif
