@@ -52,7 +52,7 @@ __device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
 }
 
 // pack_bf16x2 in one instruction on sm_80+ whatever the build: the prefill attention
-// epilogues write a head's whole output tile with it. Their integer rounding was ~450
+// kernels write a head's whole output tile with it, and the portable one packs P. Their integer rounding was ~450
 // instructions a thread per work item, 14% of a 32 x 512 launch's warp samples (H100:
 // 32 x 512 +8-12%, 8 x 2,048 +1.5-4%; docs/results/gpu-2026-12-06-pack.md).
 __device__ __forceinline__ u32 pack_bf16x2_rn(float lo, float hi) {
