@@ -3,7 +3,8 @@
 # whether NVRTC 13.0 (the engine's compiler) accepts it, and optionally its SASS.
 #
 #   scripts/kernel-report.sh FILE.cu [ARCH] [-DNAME=V ...]   (ARCH: sm_90a by default)
-#   SASS=1 scripts/kernel-report.sh ...                       also writes FILE.sass
+#   SASS=1 scripts/kernel-report.sh ...                       also writes FILE.sass and
+#                                                             prints scripts/gpu/sass_rounds.py
 #
 # The CUDA 13.0 compilers come from PyPI into target/cudatools (once, ~1 GB): nvcc and
 # ptxas 13.0.88 (as on the GPU machine), NVRTC 13.0.88 (as CI's kernel compile test),
@@ -61,4 +62,6 @@ EOF
 if [[ "${SASS:-0}" == 1 ]]; then
     PATH="$cu/bin:$PATH" "$cu/bin/cuobjdump" -sass "$cubin" > "$out/$(basename "$src" .cu).sass"
     echo "== SASS: $out/$(basename "$src" .cu).sass ($(grep -c HGMMA "$out/$(basename "$src" .cu).sass" || true) HGMMA)"
+    # wgmma kernels: each round's length and the exponentials ahead of the P V wait.
+    python3 scripts/gpu/sass_rounds.py "$out/$(basename "$src" .cu).sass"
 fi
