@@ -7,6 +7,15 @@
 #define PF_BQ 64
 #define PF_BK 64
 #define PF_PAD 8
+// P and the output tile are rounded to bf16 with one cvt a pair (the integer rounding
+// was ~7 instructions a score in the inner loop: 2,400 -> 1,632 SASS instructions at
+// hd128). PF_SOFT_PACK=1 builds the integer rounding back, for an A/B in attn_bench
+// (`mma+PF_SOFT_PACK=1`); not yet timed (docs/results/gpu-2026-12-06-pack.md §6).
+#ifndef PF_SOFT_PACK
+#define PF_PACK pack_bf16x2_rn
+#else
+#define PF_PACK pack_bf16x2
+#endif
 
 // grid: (num_tiles, q_heads); block: 128 (4 warps x 16 query rows).
 // Tile i covers new tokens tile_q0[i] .. tile_q0[i] + 64 of sequence tile_seq[i].
@@ -125,13 +134,12 @@ __device__ __forceinline__ void prefill_impl(
             oacc[dt][2] *= al1;
             oacc[dt][3] *= al1;
         }
-        // P's rounding is one cvt a pair (the integer one was ~7 instructions a score).
 #pragma unroll
         for (int c = 0; c < PF_BK / 16; c++) {
-            u32 a0 = pack_bf16x2_rn(sacc[2 * c][0], sacc[2 * c][1]);
-            u32 a1 = pack_bf16x2_rn(sacc[2 * c][2], sacc[2 * c][3]);
-            u32 a2 = pack_bf16x2_rn(sacc[2 * c + 1][0], sacc[2 * c + 1][1]);
-            u32 a3 = pack_bf16x2_rn(sacc[2 * c + 1][2], sacc[2 * c + 1][3]);
+            u32 a0 = PF_PACK(sacc[2 * c][0], sacc[2 * c][1]);
+            u32 a1 = PF_PACK(sacc[2 * c][2], sacc[2 * c][3]);
+            u32 a2 = PF_PACK(sacc[2 * c + 1][0], sacc[2 * c + 1][1]);
+            u32 a3 = PF_PACK(sacc[2 * c + 1][2], sacc[2 * c + 1][3]);
             int kr = c * 16 + 2 * tq;
 #pragma unroll
             for (int dt = 0; dt < HD / 8; dt++) {
@@ -151,10 +159,10 @@ __device__ __forceinline__ void prefill_impl(
         int col = h * HD + dt * 8 + 2 * tq;
         if (r0 < n_new)
             *reinterpret_cast<u32*>(o + (size_t)(qs0 + r0) * ostride + col) =
-                pack_bf16x2_rn(oacc[dt][0] * inv0, oacc[dt][1] * inv0);
+                PF_PACK(oacc[dt][0] * inv0, oacc[dt][1] * inv0);
         if (r1 < n_new)
             *reinterpret_cast<u32*>(o + (size_t)(qs0 + r1) * ostride + col) =
-                pack_bf16x2_rn(oacc[dt][2] * inv1, oacc[dt][3] * inv1);
+                PF_PACK(oacc[dt][2] * inv1, oacc[dt][3] * inv1);
     }
 }
 

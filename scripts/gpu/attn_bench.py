@@ -14,6 +14,7 @@ defines), ws+... (kernels/attention_prefill_ws_sm90.cu, the warp-specialised per
 kernel, K/V through the copy engine for pages of 8+ rows) or STEM+... for
 scripts/gpu/variants/STEM.cu. GRID=tiles launches a block per (tile, head) instead of
 one per SM; GATHER=1 runs the ws kernel's cp.async gather build on every page size.
+mma+DEFINE=V+... builds the portable kernel with those defines (e.g. mma+PF_SOFT_PACK=1).
 """
 import argparse, ctypes, json, math, os, subprocess, sys, tempfile, time
 from pathlib import Path
@@ -343,11 +344,14 @@ def main():
         write_figures(args.jsonl, [{"metric": "gemm_bf16_tflops", "value": round(gemm, 1), "unit": "TFLOP/s"},
                                    {"metric": "copy_bandwidth_tbps", "value": round(bw, 3), "unit": "TB/s"}])
         return
-    old = build(K / "attention_prefill.cu", "90", name="prefill_mma")[0] if only == "mma" else None
+    # mma[+DEFINE=V...]: the portable kernel (kernels/attention_prefill.cu), for sm_90 here.
+    is_mma = only == "mma" or only.startswith("mma+")
+    old = build(K / "attention_prefill.cu", "90", only.split("+")[1:],
+                name=only.replace("+", "_").replace("=", "_"))[0] if is_mma else None
     hop = {}
     # A variant is sm90[+DEFINE=V...] or ws[+...] (the kernels in kernels/) or a file
     # under scripts/gpu/variants/ named by its stem, e.g. v2+H_BK=128.
-    variants = [(only, tuple(only.split("+")[1:]))] if only not in ("mma", "sdpa", "ceil") else []
+    variants = [(only, tuple(only.split("+")[1:]))] if not is_mma and only not in ("sdpa", "ceil") else []
     for name, defs in variants:
         stem = name.split("+")[0]
         # sm90 and ws are the engine's kernel families; anything else a file under variants/.
@@ -390,7 +394,7 @@ def main():
             ref = P.reference()
             flops = P.flops()
             line = {"shape": sname, "case": cname}
-            cands = [("mma", old.get_function(f"attn_prefill_hd{hd}"), "mma", 64, 0, 128, None, False)] if old else []
+            cands = [(only, old.get_function(f"attn_prefill_hd{hd}"), "mma", 64, 0, 128, None, False)] if old else []
             for vn, (m, cubin, text, defs) in hop.items():
                 prefix = "attn_prefill_ws" if "attn_prefill_ws_hd" in text else "attn_prefill_sm90"
                 # The engine's choice: K/V through the copy engine for pages of 8+ rows
@@ -420,6 +424,8 @@ def main():
                 print(f"{sname:11s} {cname:26s} {label:14s} rel_err {err:.2e} nan {nan:6d}  {tf:7.1f} TFLOP/s")
                 if t and "P_DIAG" not in label:
                     kname = {"sm90": "minisgl-hopper-wgmma", "mma": "minisgl-portable-mma"}.get(label, label)
+                    if label.startswith("mma+"):
+                        kname = "minisgl-portable-" + label  # a build of the portable kernel
                     if label == "ws" or label.startswith("ws+"):
                         kname = "minisgl-hopper-" + label  # the engine's kernel, or a build of it
                     figures.append({"metric": "prefill_attention_tflops", "kernel": kname, "shape": sname,
