@@ -703,8 +703,9 @@ __device__ __forceinline__ void prefill_sm90_impl(
         // ptxas (CUDA 13.0) moves a round's wait for P V up to just after the first
         // row's max, so most of the softmax runs after P V has landed, not beside it.
         // Pinning the wait below the softmax (a shared store of the row sums before it)
-        // measured 1-4% slower on every attn_bench case: the other warpgroup's turn
-        // already fills the tensor cores (gpu-2026-12-06-pack.md, call 1).
+        // measured slower on 32 of 36 attn_bench cases (by up to 4%) across this kernel
+        // and the fallback: the other warpgroup's turn already fills the tensor cores
+        // (gpu-2026-12-06-pack.md §1).
         // The last round: P V only.
         auto last = [&](const u32 (&cur)[P_BK / 16][4]) {
             wait_v(vc);

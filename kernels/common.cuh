@@ -17,21 +17,30 @@ typedef long long i64;
 
 __device__ __forceinline__ float bf2f(bf16_t v) { return __uint_as_float(((u32)v) << 16); }
 
+// Two floats to bf16 in one conversion instruction (lo in the low half), rounded to
+// nearest even like the integer path below; only a NaN's payload differs. The packed
+// form (F2FP) even for one value: cvt.rn.bf16.f32 is F2F, a slower pipe.
+#if __CUDA_ARCH__ >= 800
+__device__ __forceinline__ u32 cvt_bf16x2(float lo, float hi) {
+    u32 r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+#endif
+
 // Round-to-nearest-even, NaN kept quiet; same rounding as the CPU backend (`half::bf16::from_f32`).
 // The integer rounding costs ~7 instructions a value. MINISGL_HW_BF16 (opt-in, sm_80+)
-// rounds with the conversion instruction instead, the same way (only a NaN's payload
-// differs). Everywhere it left the 0.6B decode step unchanged on the H100: two A/Bs with
-// the builds swapped moved by the A/B's own runner order, not by the build
-// (docs/results/gpu-2026-12-06-pack.md §4). The op checks passed with it on everywhere
-// in an earlier form (single values through F2F); with this form they have not run.
+// rounds with cvt_bf16x2 instead. Everywhere it left the 0.6B decode step unchanged on
+// the H100: two A/Bs with the builds swapped moved by the A/B's own runner order, not by
+// the build (docs/results/gpu-2026-12-06-pack.md §4). The op checks passed with it on
+// everywhere in an earlier form (single values through F2F); with this form they have
+// not run.
 #if defined(MINISGL_HW_BF16) && __CUDA_ARCH__ < 800
 #error "MINISGL_HW_BF16 needs sm_80 or newer"
 #endif
 __device__ __forceinline__ bf16_t f2bf(float f) {
 #ifdef MINISGL_HW_BF16
-    u32 r;  // the packed conversion (F2FP), not cvt.rn.bf16.f32 (F2F, a slower pipe)
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(0.0f), "f"(f));
-    return (bf16_t)r;
+    return (bf16_t)cvt_bf16x2(f, 0.0f);
 #else
     u32 u = __float_as_uint(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (bf16_t)((u >> 16) | 0x40u);
@@ -43,23 +52,20 @@ __device__ __forceinline__ bf16_t f2bf(float f) {
 // Two floats into one 32-bit word of bf16 (lo in the low half), round-to-nearest-even.
 __device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
 #ifdef MINISGL_HW_BF16
-    u32 r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
+    return cvt_bf16x2(lo, hi);
 #else
     return (u32)f2bf(lo) | ((u32)f2bf(hi) << 16);
 #endif
 }
 
 // pack_bf16x2 in one instruction on sm_80+ whatever the build: the prefill attention
-// kernels write a head's whole output tile with it, and the portable one packs P. Their integer rounding was ~450
-// instructions a thread per work item, 14% of a 32 x 512 launch's warp samples (H100:
-// 32 x 512 +8-12%, 8 x 2,048 +1.5-4%; docs/results/gpu-2026-12-06-pack.md).
+// kernels write a head's whole output tile with it, and the portable one packs P. Their
+// integer rounding was ~450 instructions a thread per work item, 14% of a 32 x 512
+// launch's warp samples (H100: 32 x 512 +8-12%, 8 x 2,048 +1.5-4%;
+// docs/results/gpu-2026-12-06-pack.md).
 __device__ __forceinline__ u32 pack_bf16x2_rn(float lo, float hi) {
 #if __CUDA_ARCH__ >= 800
-    u32 r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
+    return cvt_bf16x2(lo, hi);
 #else
     return pack_bf16x2(lo, hi);
 #endif
