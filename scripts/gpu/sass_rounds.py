@@ -38,7 +38,7 @@ def main():
         raise SystemExit(__doc__)
     for name, body in functions(sys.argv[1]):
         waits = [i for i, s in enumerate(body) if s.startswith("WARPGROUP.DEPBAR")]
-        qk = [i for i in waits if s_is(body[i], "0x1")]
+        qk = [i for i in waits if waits_for(body[i], "0x1")]
         if not qk:
             continue
         print(f"{name}: {len(body)} instructions, {len(qk)} rounds with a Q K^T wait")
@@ -51,7 +51,8 @@ def main():
                   + " ".join(f"{o}x{n}" for o, n in ops))
 
 
-def s_is(ins, n):
+def waits_for(ins, n):
+    """A WARPGROUP.DEPBAR that lets at most n wgmma groups stay in flight."""
     return ins.replace(" ", "").endswith("gsb0," + n)
 
 
