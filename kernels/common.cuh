@@ -239,3 +239,22 @@ __device__ __forceinline__ float dot8(const u32x4& w, const float (&x)[8]) {
     return bf_lo(w.x) * x[0] + bf_hi(w.x) * x[1] + bf_lo(w.y) * x[2] + bf_hi(w.y) * x[3] +
            bf_lo(w.z) * x[4] + bf_hi(w.z) * x[5] + bf_lo(w.w) * x[6] + bf_hi(w.w) * x[7];
 }
+
+// rsqrt(mean(x²) + eps) of one row of `hidden` bf16 values (a multiple of 8, 16-byte
+// aligned), by the whole block: an RMSNorm's factor, taken by the kernels that apply a
+// norm folded into the product before them (norm.cu). `scratch`: 32 floats.
+__device__ __forceinline__ float row_rms_inv(const bf16_t* __restrict__ x, int hidden, float eps,
+                                             float* scratch) {
+    const u32x4* x4 = reinterpret_cast<const u32x4*>(x);
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < hidden / 8; i += blockDim.x) {
+        u32x4 v = x4[i];
+        u32 w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            float a = bf_lo(w[j]), b = bf_hi(w[j]);
+            ss += a * a + b * b;
+        }
+    }
+    return rsqrtf(block_sum(ss, scratch) / (float)hidden + eps);
+}

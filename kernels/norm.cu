@@ -121,3 +121,47 @@ extern "C" __global__ void add_rmsnorm(bf16_t* __restrict__ residual,
     add_rmsnorm_row(residual + row, delta != nullptr ? delta + row : nullptr, weight, out + row,
                     hidden, eps, scratch);
 }
+
+// ---- A norm's weight folded into the product that consumes it ---------------------
+// rms_norm(x) · g · Wᵀ = inv(x) · (x · (W · diag(g))ᵀ), inv(x) = rsqrt(mean(x²) + eps) of
+// the row: with g folded into W once at load (scale_cols_bf16), the product reads the
+// residual stream as it is and the kernel after it (silu_mul_rms, qkv_rope_store_rms_*)
+// multiplies its row by inv. At decode batches past the gemv kernels that removes the
+// add_rmsnorm launch between the cuBLAS products; the add itself goes into the product
+// before (cuBLAS's beta = 1). Rounding differs from the unfused pair: g · W is rounded to
+// bf16 once at load where the pair rounds the normed row, and the add is rounded once.
+
+// w: [n, k] bf16 in place, column c scaled by g[c]. grid: ceil(n * k / 8 / 256); block: 256.
+// k a multiple of 8.
+extern "C" __global__ void scale_cols_bf16(bf16_t* __restrict__ w, const bf16_t* __restrict__ g,
+                                           long long n8, int k) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n8) return;
+    int c = (int)((i * 8) % k);
+    u32x4* w4 = reinterpret_cast<u32x4*>(w) + i;
+    u32x4 v = *w4;
+    u32x4 s = *reinterpret_cast<const u32x4*>(g + c);
+    u32 a[4] = {v.x, v.y, v.z, v.w}, b[4] = {s.x, s.y, s.z, s.w};
+#pragma unroll
+    for (int j = 0; j < 4; j++) a[j] = pack_bf16x2(bf_lo(a[j]) * bf_lo(b[j]), bf_hi(a[j]) * bf_hi(b[j]));
+    *w4 = u32x4{a[0], a[1], a[2], a[3]};
+}
+
+// rows [T, row_stride] bf16 in place: the first `cols` of row t times inv(res[t]) (res:
+// [T, hidden]). The folded norm's factor for a consumer that has no build taking it
+// itself (qkv_rope_store of an unusual head_dim). grid: T; block: 256. cols, hidden and
+// row_stride multiples of 8.
+extern "C" __global__ void scale_rows_rms(bf16_t* __restrict__ x, int row_stride, int cols,
+                                          const bf16_t* __restrict__ res, int hidden, float eps) {
+    __shared__ float scratch[32];
+    const size_t t = blockIdx.x;
+    const float inv = row_rms_inv(res + t * hidden, hidden, eps, scratch);
+    u32x4* x4 = reinterpret_cast<u32x4*>(x + t * row_stride);
+    for (int i = threadIdx.x; i < cols / 8; i += blockDim.x) {
+        u32x4 v = x4[i];
+        u32 a[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int j = 0; j < 4; j++) a[j] = pack_bf16x2(bf_lo(a[j]) * inv, bf_hi(a[j]) * inv);
+        x4[i] = u32x4{a[0], a[1], a[2], a[3]};
+    }
+}

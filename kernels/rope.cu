@@ -84,6 +84,59 @@ __device__ __forceinline__ void qkv_rope_store_impl(
     }
 }
 
+// qkv_rope_store over a product of the raw residual stream whose input norm's weight was
+// folded into w_qkv (norm.cu, scale_cols_bf16): every head of token t is first multiplied
+// by the row's norm factor rsqrt(mean(res[t]^2) + res_eps), then gets qkv_rope_store's
+// work (the same norm_rope_regs). Block (t, y) takes the factor once for the heads it
+// covers (a warp a head would read the row once a head): its warps take runs of four
+// heads, warp w of block y the runs y * warps + w, + gridDim.y * warps, ..., each run's
+// loads issued before its math. Large batches use one block a token; small ones spread a
+// token over gridDim.y blocks to keep the SMs busy. res: [T, hidden].
+// grid: (T, Y); block: 32 * warps.
+template <int HD>
+__device__ __forceinline__ void qkv_rope_store_rms_impl(
+    bf16_t* __restrict__ qkv, int hq, int hkv, int row_stride, const bf16_t* __restrict__ q_norm,
+    const bf16_t* __restrict__ k_norm, const int* __restrict__ pos,
+    const float* __restrict__ inv_freq, float eps, const int* __restrict__ slots,
+    bf16_t* __restrict__ k_cache, bf16_t* __restrict__ v_cache, const bf16_t* __restrict__ res,
+    int hidden, float res_eps) {
+    constexpr int PER = HD / 32, G = 4;
+    __shared__ float scratch[32];
+    pdl_trigger();
+    pdl_wait();
+    const int t = blockIdx.x;
+    const int heads = hq + 2 * hkv;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    const float inv = row_rms_inv(res + (size_t)t * hidden, hidden, res_eps, scratch);
+    bf16_t* row = qkv + (size_t)t * row_stride;
+    const size_t slot = (size_t)(unsigned)slots[t];
+    const bool rotate = inv_freq != nullptr;
+    float sn[HD / 64], cs[HD / 64];
+    if (rotate) rope_angles<HD>(sn, cs, lane, t, pos, inv_freq);
+    for (int h0 = (blockIdx.y * warps + warp) * G; h0 < heads; h0 += gridDim.y * warps * G) {
+        const int n = min(G, heads - h0);
+        float v[G][PER];
+#pragma unroll
+        for (int g = 0; g < G; g++)
+            if (g < n) load_head<HD>(row + (size_t)(h0 + g) * HD, lane, v[g]);
+#pragma unroll
+        for (int g = 0; g < G; g++) {
+            if (g >= n) break;
+#pragma unroll
+            for (int j = 0; j < PER; j++) v[g][j] *= inv;
+            const int h = h0 + g;
+            if (h >= hq + hkv) {
+                store_head<HD>(v_cache + (slot * hkv + (h - hq - hkv)) * HD, lane, v[g]);
+                continue;
+            }
+            const bool is_q = h < hq;
+            norm_rope_regs<HD>(v[g], lane, is_q ? q_norm : k_norm, eps, rotate, sn, cs);
+            bf16_t* dst = is_q ? row + (size_t)h * HD : k_cache + (slot * hkv + (h - hq)) * HD;
+            store_head<HD>(dst, lane, v[g]);
+        }
+    }
+}
+
 #define NORM_ROPE(HD)                                                                          \
     extern "C" __global__ void norm_rope_hd##HD(bf16_t* x, int T, int heads, int row_stride,  \
                                                 const bf16_t* norm_w, const int* pos,        \
@@ -111,6 +164,20 @@ QKV_ROPE_STORE(qkv_rope_store_x2_hd256, 256, 2)
 QKV_ROPE_STORE(qkv_rope_store_x4_hd64, 64, 4)
 QKV_ROPE_STORE(qkv_rope_store_x4_hd128, 128, 4)
 QKV_ROPE_STORE(qkv_rope_store_x4_hd256, 256, 4)
+
+#define QKV_ROPE_STORE_RMS(HD)                                                                 \
+    extern "C" __global__ void qkv_rope_store_rms_hd##HD(                                      \
+        bf16_t* qkv, int T, int hq, int hkv, int row_stride, const bf16_t* q_norm,             \
+        const bf16_t* k_norm, const int* pos, const float* inv_freq, float eps,                \
+        const int* slots, bf16_t* k_cache, bf16_t* v_cache, const bf16_t* res, int hidden,     \
+        float res_eps) {                                                                       \
+        (void)T;                                                                               \
+        qkv_rope_store_rms_impl<HD>(qkv, hq, hkv, row_stride, q_norm, k_norm, pos, inv_freq,   \
+                                    eps, slots, k_cache, v_cache, res, hidden, res_eps);       \
+    }
+QKV_ROPE_STORE_RMS(64)
+QKV_ROPE_STORE_RMS(128)
+QKV_ROPE_STORE_RMS(256)
 
 // One head of norm_rope_generic: read from src, written to dst (the same head in place,
 // or a cache row), elements strided over the warp as there.

@@ -599,6 +599,32 @@ pub trait Backend: Send + 'static {
         false
     }
 
+    /// Folds the weight `norm` of the RMSNorm before product `w` into `w` (column c of
+    /// `w` times `norm[c]`, in place) where the backend applies such a norm inside the
+    /// product's consumer ([`Backend::norm_in_consumer`]), and returns the unit norm the
+    /// model then holds in its place; `None` (the default) leaves both as they are. Called
+    /// once at load. `rms_norm(x) · g · Wᵀ` and `rms_norm(x, 1) · (W · diag(g))ᵀ` are
+    /// the same product; only the bf16 rounding moves (`g · W` is rounded once, here).
+    fn fold_norm(
+        &self,
+        w: &mut Self::Tensor,
+        norm: &Self::Tensor,
+    ) -> Result<Option<Self::Tensor>, BackendError> {
+        let _ = (w, norm);
+        Ok(None)
+    }
+
+    /// Whether the model should leave the (folded, [`Backend::fold_norm`]) norm before
+    /// product `w` to the product and the kernel after it, for this residual stream:
+    /// [`Backend::linear_add`] instead of [`Backend::linear_add_rms_norm`] before it,
+    /// then [`Backend::rms_norm_linear`] or [`Backend::rms_norm_linear_silu_mul`] with
+    /// the unit norm. The product then reads the residual as it is and its consumer scales
+    /// each row by the norm's factor, so no norm launch runs between the products.
+    fn norm_in_consumer(&self, residual: &Self::Tensor, w: &Self::Tensor) -> bool {
+        let _ = (residual, w);
+        false
+    }
+
     /// `residual += linear(x, w, bias)` (in place, in the activation precision, as
     /// [`Backend::add_rms_norm`] adds), with no norm after it. Only called where
     /// [`Backend::norm_in_prologue`] answered true; the default reports that the

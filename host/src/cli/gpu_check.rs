@@ -10,6 +10,7 @@ mod attn;
 mod bench;
 mod chain;
 mod engine;
+mod fold;
 mod graphs;
 mod inputs;
 mod model;

@@ -218,6 +218,17 @@ impl<B: Backend> Model<B> {
                 w_down: up_cols(&format!("{p}.mlp.down_proj.weight"), &[h, i])?,
             });
         }
+        // Where the backend applies a norm inside the consumer of the product after it,
+        // the input and post-attention norms' weights go into the qkv and gate_up weights
+        // now, and the layers hold unit norms in their place (Backend::fold_norm).
+        for layer in &mut layers {
+            if let Some(unit) = backend.fold_norm(&mut layer.w_qkv, &layer.input_norm)? {
+                layer.input_norm = unit;
+            }
+            if let Some(unit) = backend.fold_norm(&mut layer.w_gate_up, &layer.post_attn_norm)? {
+                layer.post_attn_norm = unit;
+            }
+        }
         let final_norm = up("model.norm.weight", &[h])?;
         let lm_head = if cfg.tie_word_embeddings() {
             None
@@ -359,15 +370,17 @@ impl<B: Backend> Model<B> {
         let scale = 1.0 / (d as f32).sqrt();
 
         let mut residual = b.embedding(&self.embed, step)?;
-        // Where the backend normalises inside the next product, the layers pass the
-        // residual and the norm to apply instead of a normed copy.
-        let deferred = !self.shard.is_split()
-            && self
-                .layers
-                .first()
-                .is_some_and(|l0| b.norm_in_prologue(&residual, &[&l0.w_qkv, &l0.w_gate_up]));
-        let first = &self.layers[0].input_norm;
-        let mut x = if deferred {
+        // Where the backend normalises inside the next product (or its consumer, for a
+        // folded norm), the layers pass the residual and the norm to apply instead of a
+        // normed copy: for the qkv products (`defer_attn`) and the gate_up ones
+        // (`defer_mlp`).
+        let whole = !self.shard.is_split();
+        let l0 = &self.layers[0];
+        let deferred = whole && b.norm_in_prologue(&residual, &[&l0.w_qkv, &l0.w_gate_up]);
+        let defer_attn = deferred || (whole && b.norm_in_consumer(&residual, &l0.w_qkv));
+        let defer_mlp = deferred || (whole && b.norm_in_consumer(&residual, &l0.w_gate_up));
+        let first = &l0.input_norm;
+        let mut x = if defer_attn {
             Input::Deferred(first)
         } else {
             Input::Normed(b.rms_norm(&residual, first, eps)?)
@@ -423,7 +436,7 @@ impl<B: Backend> Model<B> {
             }
             let (o, o_bias) = (&layer.w_o, layer.b_o.as_ref());
             let post = &layer.post_attn_norm;
-            x = self.project_add_norm(b, &attn, o, o_bias, &mut residual, post, deferred)?;
+            x = self.project_add_norm(b, &attn, o, o_bias, &mut residual, post, defer_mlp)?;
             let act = match &x {
                 Input::Normed(t) => b.linear_silu_mul(t, &layer.w_gate_up)?,
                 Input::Deferred(n) => {
@@ -432,7 +445,7 @@ impl<B: Backend> Model<B> {
             };
             // The final norm feeds the LM head (not a prologue kernel): normed here.
             let (next_norm, defer_next) = match self.layers.get(l + 1) {
-                Some(n) => (&n.input_norm, deferred),
+                Some(n) => (&n.input_norm, defer_attn),
                 None => (&self.final_norm, false),
             };
             let down = &layer.w_down;

@@ -278,6 +278,10 @@ pub struct CudaOptions {
     /// Decode-size products normalise their input themselves (on unless
     /// `MINISGL_NORM_PROLOGUE=0`; see `Backend::norm_in_prologue`).
     pub norm_prologue: bool,
+    /// The norms before the qkv and gate_up products folded into their weights at load,
+    /// applied by the kernel after the product where cuBLAS runs it (`MINISGL_FOLD_NORMS`,
+    /// default off; see `Backend::fold_norm`).
+    pub fold_norms: bool,
     /// Skinny products of 3+ rows (2 where `gemv_tc_two` says) use the tensor-core gemv
     /// build where k allows (sm_80+; on unless `MINISGL_GEMV_TC=0`).
     pub gemv_tc: bool,
@@ -412,6 +416,7 @@ impl Default for CudaOptions {
             "a row count up to 16 (0: always cuBLAS)",
         );
         let norm_prologue = crate::env::flag("MINISGL_NORM_PROLOGUE", true);
+        let fold_norms = crate::env::flag("MINISGL_FOLD_NORMS", false);
         let gemv_tc = crate::env::flag("MINISGL_GEMV_TC", true);
         let gemv_tc_two = crate::env::flag("MINISGL_GEMV_TC_TWO", true);
         let decode_rope: DecodeRope = crate::env::choice("MINISGL_DECODE_ROPE");
@@ -485,6 +490,7 @@ impl Default for CudaOptions {
             pdl,
             gemv_rows,
             norm_prologue,
+            fold_norms,
             gemv_tc,
             gemv_tc_two,
             rope_heads,
@@ -537,7 +543,7 @@ impl Kernels {
 pub fn kernel_names(family: &str) -> Vec<String> {
     let v: Vec<&str> = match family {
         "embedding" => vec!["embedding_gather"],
-        "norm" => vec!["add_rmsnorm"],
+        "norm" => vec!["add_rmsnorm", "scale_cols_bf16", "scale_rows_rms"],
         "rope" => vec![
             "norm_rope_hd64",
             "norm_rope_hd128",
@@ -553,8 +559,11 @@ pub fn kernel_names(family: &str) -> Vec<String> {
             "qkv_rope_store_x4_hd128",
             "qkv_rope_store_x4_hd256",
             "qkv_rope_store_generic",
+            "qkv_rope_store_rms_hd64",
+            "qkv_rope_store_rms_hd128",
+            "qkv_rope_store_rms_hd256",
         ],
-        "activation" => vec!["silu_mul"],
+        "activation" => vec!["silu_mul", "silu_mul_rms"],
         "kv_store" => vec!["kv_store"],
         "tensor" => vec![
             "copy_cols",

@@ -49,6 +49,24 @@ pub struct CudaTensor {
     pub f32_copy: Option<CudaSlice<f32>>,
     /// Rows gathered for the LM head: a `linear` on this input writes f32 logits.
     pub(crate) logits_input: bool,
+    /// Its part in a norm folded into a product ([`Fold`]).
+    pub(crate) fold: Fold,
+}
+
+/// A tensor's part in an RMSNorm folded into the product after it
+/// ([`Backend::fold_norm`](super::Backend::fold_norm)).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) enum Fold {
+    #[default]
+    None,
+    /// A product weight with its input norm's weight folded in.
+    Weight,
+    /// The unit norm the model holds in place of a folded one.
+    UnitNorm,
+    /// Rows of a product of the raw residual stream at `res` (`[rows, hidden]` bf16),
+    /// each still to be scaled by rsqrt(mean(res_row²) + eps) by the kernel that consumes
+    /// them; `res` must not change before that kernel is enqueued.
+    RowRms { res: u64, hidden: usize, eps: f32 },
 }
 
 impl DeviceTensor for CudaTensor {
@@ -227,6 +245,8 @@ pub struct CudaBackend {
     /// ([`Backend::norm_in_prologue`](super::Backend::norm_in_prologue);
     /// [`CudaOptions::norm_prologue`]; benchmarks compare both).
     pub(crate) norm_prologue: std::cell::Cell<bool>,
+    /// [`CudaOptions::fold_norms`] (read when the model loads its weights).
+    pub(crate) fold_norms: std::cell::Cell<bool>,
     /// Whether skinny products of 3+ rows take the tensor-core build
     /// ([`CudaOptions::gemv_tc`]; benchmarks and checks compare).
     pub(crate) gemv_tc: std::cell::Cell<bool>,
@@ -292,6 +312,7 @@ impl CudaBackend {
             decode_full_part: std::cell::Cell::new(opts.decode_full_part.max(1)),
             gemv_max_weight: std::cell::Cell::new(opts.gemv_max_weight),
             norm_prologue: std::cell::Cell::new(opts.norm_prologue),
+            fold_norms: std::cell::Cell::new(opts.fold_norms),
             gemv_tc: std::cell::Cell::new(opts.gemv_tc),
             gemv_tc_two: std::cell::Cell::new(opts.gemv_tc_two),
             rope_heads: std::cell::Cell::new(opts.rope_heads),
@@ -432,6 +453,18 @@ impl CudaBackend {
     /// right after the residual add before them (false).
     pub fn set_norm_prologue(&self, on: bool) {
         self.norm_prologue.set(on);
+    }
+
+    /// Fold the norms before the products into their weights from now on (a model loaded
+    /// earlier keeps what it was loaded with), or stop applying folded ones in the
+    /// products' consumers ([`CudaOptions::fold_norms`]; checks compare both).
+    pub fn set_fold_norms(&self, on: bool) {
+        self.fold_norms.set(on);
+    }
+
+    /// [`Self::set_fold_norms`]' setting.
+    pub fn fold_norms(&self) -> bool {
+        self.fold_norms.get()
     }
 
     /// Let skinny products of 3+ rows take the tensor-core build (true) or the scalar
@@ -592,6 +625,7 @@ impl CudaBackend {
             buf: Buf::F32(self.dev.stream.clone_htod(data)?),
             f32_copy: None,
             logits_input: false,
+            fold: Fold::None,
         })
     }
 
@@ -601,6 +635,7 @@ impl CudaBackend {
             buf: Buf::Bf16(self.alloc_bf16(rows * cols)?),
             f32_copy: None,
             logits_input: false,
+            fold: Fold::None,
         })
     }
 

@@ -260,10 +260,17 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
             T,
         );
     }
-    qkv_attention(cpu, gpu, &mut rng, rep)
+    qkv_attention(cpu, gpu, &mut rng, rep)?;
+    super::fold::run(cpu, gpu, &mut rng, rep)
 }
 
-fn params<'a, T>(c: &Case, norms: bool, wq: &'a T, wk: &'a T, inv: &'a T) -> AttnParams<'a, T> {
+pub(super) fn params<'a, T>(
+    c: &Case,
+    norms: bool,
+    wq: &'a T,
+    wk: &'a T,
+    inv: &'a T,
+) -> AttnParams<'a, T> {
     AttnParams {
         q_heads: c.q_heads,
         kv_heads: c.kv_heads,
@@ -277,7 +284,7 @@ fn params<'a, T>(c: &Case, norms: bool, wq: &'a T, wk: &'a T, inv: &'a T) -> Att
 }
 
 /// What one `qkv_attention` check feeds either backend.
-struct QkvInputs<'a> {
+pub(super) struct QkvInputs<'a> {
     pub c: &'a Case,
     pub norms: bool,
     pub layout: KvLayout,
@@ -294,7 +301,7 @@ struct QkvInputs<'a> {
 
 /// One check's state on a backend before its step: the norm weights and frequencies
 /// uploaded, every position of `fill` cached (the prefix), the `attn` step prepared.
-struct Prefixed<B: Backend> {
+pub(super) struct Prefixed<B: Backend> {
     pub wq: B::Tensor,
     pub wk: B::Tensor,
     pub inv: B::Tensor,
@@ -302,7 +309,7 @@ struct Prefixed<B: Backend> {
     pub st: B::Step,
 }
 
-fn prefixed<B: Backend>(b: &B, x: &QkvInputs<'_>) -> Result<Prefixed<B>> {
+pub(super) fn prefixed<B: Backend>(b: &B, x: &QkvInputs<'_>) -> Result<Prefixed<B>> {
     let hd = x.c.head_dim;
     let kvw = x.c.kv_heads * hd;
     let nf = x.fill.tokens.len();

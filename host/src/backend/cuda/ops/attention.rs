@@ -9,7 +9,7 @@ use super::rope::QkvRopeStore;
 use super::shape_err;
 use crate::backend::cuda::device::{DecodeSchedule, PrefillOrder};
 use crate::backend::cuda::{
-    cfg, g, tma, Arg, CudaBackend, CudaKv, CudaStep, CudaTensor, MixedRows, PREFILL_TILE,
+    cfg, g, tma, Arg, CudaBackend, CudaKv, CudaStep, CudaTensor, Fold, MixedRows, PREFILL_TILE,
 };
 use crate::backend::{AttnParams, BackendError, KvLayout, StepMeta};
 
@@ -130,7 +130,10 @@ impl CudaBackend {
     ) -> Result<CudaTensor, BackendError> {
         let (rows, cols) = qkv.rows_cols("qkv_attention")?;
         let base = self.bf16_ptr(&qkv, "qkv_attention")?;
-        let rs = self.rope_store_args(base, &qkv.shape, kv, layer, step, p)?;
+        let mut rs = self.rope_store_args(base, &qkv.shape, kv, layer, step, p)?;
+        if let Fold::RowRms { res, hidden, eps } = qkv.fold {
+            rs.row_rms = Some((res, hidden, eps));
+        }
         if rows == 0 {
             return self.new_bf16(0, p.q_heads * p.head_dim);
         }
@@ -252,6 +255,7 @@ impl CudaBackend {
             slots: self.step_ptr(step, step.off.slots),
             k_cache: self.ptr(&kv.k[layer]),
             v_cache: self.ptr(&kv.v[layer]),
+            row_rms: None,
         })
     }
 
@@ -850,7 +854,8 @@ impl CudaBackend {
                 .folds(blocks, self.mma_decode_slots(d))
         };
         let rope_store = match rope_store {
-            Some(rs) if !folds(splits * l.kv_heads * s) => {
+            // The folded build has no place for a folded input norm's factor.
+            Some(rs) if rs.row_rms.is_some() || !folds(splits * l.kv_heads * s) => {
                 self.qkv_rope_store_raw(rs)?;
                 None
             }

@@ -13,7 +13,7 @@ use cudarc::driver::DeviceRepr;
 
 use super::kv::check_slots;
 use crate::backend::cuda::device::{CHAIN_MAX_LAYERS, CHAIN_TICKETS, CHAIN_TRACE_POINTS};
-use crate::backend::cuda::{cfg, Arg, Buf, CudaBackend, CudaKv, CudaStep, CudaTensor};
+use crate::backend::cuda::{cfg, Arg, Buf, CudaBackend, CudaKv, CudaStep, CudaTensor, Fold};
 use crate::backend::{AttnParams, BackendError, ChainInput, LayerChain};
 
 /// Dynamic shared memory the kernel may take: Hopper's per-block maximum (227 KB) less
@@ -285,6 +285,13 @@ impl CudaBackend {
     ) -> Option<(Dims, Plan)> {
         if !self.layer_chain.get() || self.dev.kernels.get("layer_chain").is_err() {
             return None;
+        }
+        // The chain's attention takes finished qkv rows, not ones still owed a folded
+        // norm's factor.
+        if let ChainInput::Qkv { qkv, .. } = &c.input {
+            if qkv.fold != Fold::None {
+                return None;
+            }
         }
         let (rows, h) = bf16_2d(residual)?;
         // Past one row: the products-only chain, or the span kernel with the attention

@@ -6,9 +6,9 @@ use cudarc::driver::LaunchConfig;
 
 use super::shape_err;
 use crate::backend::cuda::{
-    cfg, g, Arg, Buf, CudaBackend, CudaTensor, GEMV_MAX_ROWS, GEMV_SIMT_MAX_ROWS,
+    cfg, g, Arg, Buf, CudaBackend, CudaTensor, Fold, GEMV_MAX_ROWS, GEMV_SIMT_MAX_ROWS,
 };
-use crate::backend::{shapes, BackendError};
+use crate::backend::{shapes, BackendError, HostData};
 
 /// Widest output the skinny kernel takes. Measured on the H200 at one row:
 /// 5.7 µs against cuBLAS's 11.0 µs for 4096×1024, but 87 µs against 77 µs for
@@ -63,6 +63,7 @@ impl CudaBackend {
                 buf: Buf::F32(self.alloc_f32(m * n)?),
                 f32_copy: None,
                 logits_input: false,
+                fold: Fold::None,
             }
         } else {
             self.new_bf16(m, n)?
@@ -413,6 +414,63 @@ impl CudaBackend {
             })
     }
 
+    /// [`Backend::fold_norm`](crate::backend::Backend::fold_norm): with `fold_norms` on,
+    /// a bf16 `[n, k]` weight's columns scaled by a bf16 `[k]` norm weight in place
+    /// (`scale_cols_bf16`, k a multiple of 8), and a unit norm for the model to hold.
+    pub(super) fn fold_norm_impl(
+        &self,
+        w: &mut CudaTensor,
+        norm: &CudaTensor,
+    ) -> Result<Option<CudaTensor>, BackendError> {
+        let &[n, k] = w.shape.as_slice() else {
+            return Ok(None);
+        };
+        if !self.fold_norms.get()
+            || w.fold != Fold::None
+            || n == 0
+            || !k.is_multiple_of(8)
+            || norm.shape != [k]
+            || !matches!(w.buf, Buf::Bf16(_))
+            || !matches!(norm.buf, Buf::Bf16(_))
+        {
+            return Ok(None);
+        }
+        let vectors = n * k / 8;
+        self.launch(
+            "scale_cols_bf16",
+            cfg((g(vectors.div_ceil(256)), 1, 1), 256),
+            &[
+                Arg::U64(self.tptr(w)),
+                Arg::U64(self.tptr(norm)),
+                Arg::I64(vectors as i64),
+                Arg::I32(k as i32),
+            ],
+        )?;
+        w.fold = Fold::Weight;
+        let mut unit = self.upload_impl(&[k], HostData::f32(&vec![1.0; k]))?;
+        unit.fold = Fold::UnitNorm;
+        Ok(Some(unit))
+    }
+
+    /// [`Backend::norm_in_consumer`](crate::backend::Backend::norm_in_consumer): `w`
+    /// holds a folded norm and cuBLAS runs its product at the residual's rows (the gemv
+    /// kernels normalise in their prologue instead, `norm_in_prologue`).
+    pub(super) fn norm_in_consumer_impl(&self, residual: &CudaTensor, w: &CudaTensor) -> bool {
+        match (residual.shape.as_slice(), w.shape.as_slice()) {
+            (&[m, k], &[n, kw]) => {
+                self.fold_norms.get()
+                    && w.fold == Fold::Weight
+                    && matches!(residual.buf, Buf::Bf16(_))
+                    && !residual.logits_input
+                    && m > 0
+                    && k == kw
+                    && k.is_multiple_of(8)
+                    && !self.use_gemv(m, n, k)
+            }
+            _ => false,
+        }
+    }
+
     /// `linear(rms_norm(x, norm, eps), w, bias)`: at decode sizes one `gemv_norm_bf16`
     /// launch (each block normalises x itself), otherwise the two ops.
     #[allow(clippy::too_many_arguments)]
@@ -459,6 +517,17 @@ impl CudaBackend {
             )?;
             return Ok(out);
         }
+        if bias.is_none() && norm.fold == Fold::UnitNorm && self.norm_in_consumer_impl(x, w) {
+            // The product of the residual as it is; its consumer (qkv_attention) scales
+            // each row by the norm's factor.
+            let mut out = self.linear_impl(x, w, None)?;
+            out.fold = Fold::RowRms {
+                res: self.bf16_ptr(x, "rms_norm_linear")?,
+                hidden: k,
+                eps,
+            };
+            return Ok(out);
+        }
         let normed = self.rms_norm_impl(x, norm, eps)?;
         self.linear_impl(&normed, w, bias)
     }
@@ -502,6 +571,13 @@ impl CudaBackend {
                 ],
             )?;
             return Ok(out);
+        }
+        if n2.is_multiple_of(16) && norm.fold == Fold::UnitNorm && self.norm_in_consumer_impl(x, w)
+        {
+            // The product of the residual as it is, then SiLU·up of its rows scaled by
+            // the norm's factor.
+            let gate_up = self.linear_impl(x, w, None)?;
+            return self.silu_mul_rms_impl(&gate_up, x, eps);
         }
         let normed = self.rms_norm_impl(x, norm, eps)?;
         self.linear_silu_mul_impl(&normed, w)
@@ -554,6 +630,17 @@ impl CudaBackend {
                     Arg::I32(ks),
                 ],
             );
+        }
+        if self.fold_norms.get() && bias.is_none() && !x.logits_input {
+            // The add in cuBLAS's epilogue (beta = 1), rounded once: with the norms folded
+            // this product is the only launch between the attention (or SiLU) and the next
+            // product.
+            let rp = self.bf16_ptr(residual, "linear_add")?;
+            let (xp, wp) = (
+                self.bf16_ptr(x, "linear_add")?,
+                self.bf16_ptr(w, "linear_add")?,
+            );
+            return self.gemm(xp, wp, rp, m, n, k, false, 1.0);
         }
         let o = self.linear_impl(x, w, bias)?;
         self.add_inplace_impl(residual, &o)

@@ -152,6 +152,18 @@ impl Backend for CudaBackend {
         self.norm_in_prologue_impl(residual, consumers)
     }
 
+    fn fold_norm(
+        &self,
+        w: &mut CudaTensor,
+        norm: &CudaTensor,
+    ) -> Result<Option<CudaTensor>, BackendError> {
+        self.fold_norm_impl(w, norm)
+    }
+
+    fn norm_in_consumer(&self, residual: &CudaTensor, w: &CudaTensor) -> bool {
+        self.norm_in_consumer_impl(residual, w)
+    }
+
     fn linear_add(
         &self,
         x: &CudaTensor,

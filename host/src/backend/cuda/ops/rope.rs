@@ -25,6 +25,10 @@ pub(super) struct QkvRopeStore {
     pub slots: u64,
     pub k_cache: u64,
     pub v_cache: u64,
+    /// The rows are a product of the raw residual stream (a folded norm,
+    /// [`Fold::RowRms`](crate::backend::cuda::Fold)): `(residual, hidden, eps)`, each
+    /// row first scaled by rsqrt(mean(residual_row²) + eps).
+    pub row_rms: Option<(u64, usize, f32)>,
 }
 
 impl QkvRopeStore {
@@ -178,6 +182,45 @@ impl CudaBackend {
         ];
         args.extend(a.norm_rope_args());
         args.extend([Arg::U64(a.k_cache), Arg::U64(a.v_cache)]);
+        if let Some((res, hidden, eps)) = a.row_rms {
+            if !hidden.is_multiple_of(8) {
+                return Err(BackendError::Unsupported(format!(
+                    "qkv_attention: a folded norm over a residual of width {hidden} (needs a \
+                     multiple of 8)"
+                )));
+            }
+            if matches!(d, 64 | 128 | 256) {
+                // Runs of four heads a warp. A block a token (its norm factor taken once)
+                // where the tokens fill the SMs; else four warps a block and as many blocks
+                // a token as its runs need, each taking the factor again.
+                let runs = heads.div_ceil(4);
+                let (y, warps) = if a.rows >= self.dev.num_sms {
+                    (1, runs.min(16))
+                } else {
+                    (runs.div_ceil(4), 4)
+                };
+                args.extend([Arg::U64(res), Arg::I32(hidden as i32), Arg::F32(eps)]);
+                timeline::cost(((2 * heads * d + y * hidden) * a.rows * 2) as f64, 0.0);
+                return self.launch(
+                    &format!("qkv_rope_store_rms_hd{d}"),
+                    cfg((g(a.rows), g(y), 1), 32 * warps as u32),
+                    &args,
+                );
+            }
+            // No build for this head_dim takes the factor: the rows scaled first.
+            self.launch(
+                "scale_rows_rms",
+                cfg((g(a.rows), 1, 1), 256),
+                &[
+                    Arg::U64(a.qkv),
+                    Arg::I32(a.row_stride as i32),
+                    Arg::I32((heads * d) as i32),
+                    Arg::U64(res),
+                    Arg::I32(hidden as i32),
+                    Arg::F32(eps),
+                ],
+            )?;
+        }
         let (name, per_warp) = if matches!(d, 64 | 128 | 256) {
             match self.rope_heads_per_warp(a.rows * heads) {
                 1 => (format!("qkv_rope_store_hd{d}"), 1),

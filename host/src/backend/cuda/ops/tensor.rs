@@ -1,7 +1,9 @@
 //! Tensors on the device: uploads, copies back, the step's index buffer,
 //! column splits and row gathers (`kernels/tensor.cu`).
 
-use crate::backend::cuda::{cfg, g, Arg, Buf, CudaBackend, CudaStep, CudaTensor, StepOffsets};
+use crate::backend::cuda::{
+    cfg, g, Arg, Buf, CudaBackend, CudaStep, CudaTensor, Fold, StepOffsets,
+};
 use crate::backend::{shapes, BackendError, DType, HostData, StepMeta};
 
 /// bf16 bytes as they are (no copy) when they are 2-aligned, which host
@@ -78,6 +80,7 @@ impl CudaBackend {
             buf: Buf::Bf16(buf),
             f32_copy,
             logits_input: false,
+            fold: Fold::None,
         })
     }
 
@@ -109,6 +112,7 @@ impl CudaBackend {
             buf: Buf::F32(self.dev.stream.alloc_zeros::<f32>((rows * cols).max(1))?),
             f32_copy: None,
             logits_input: false,
+            fold: Fold::None,
         })
     }
 
