@@ -385,6 +385,10 @@
 #             workload's chunks) and of 4,000-8,000 (the long-prompt workload's), while
 #             the call has time (PART_LIMIT s, default 300). Where the 14B default
 #             workload's prefill steps (76.7% of their floor) lose their time.
+#     part 133: the norms before qkv and gate_up folded into their weights
+#             (MINISGL_FOLD_NORMS=1, applied by the kernels after the cuBLAS products): op,
+#             model and engine checks with it on, the 0.6B runner A/B at batch 8-256, the
+#             0.6B default workload both ways.
 #     part 132: after `device table` in the same call, with PART_LIMIT the seconds the call
 #             has left: the decode timelines of both shapes (batch 1 / 64 / 256, context
 #             ~256), then part 131's prefill timelines while time is left.
@@ -2017,6 +2021,27 @@ device)
         done
         prefill_timelines
         pack_logs 132
+    elif [ "$part" = 133 ]; then
+        # The norms before qkv and gate_up folded into their weights (MINISGL_FOLD_NORMS=1):
+        # every op check (the fold group among them) and the models and the engine with it
+        # on, the 0.6B runner A/B at batch 8 / 64 / 128 / 256, then the 0.6B default
+        # workload with it on and off while the call has time (PART_LIMIT, default 560).
+        rm "$out/env.log"  # already printed by the tee above
+        local_limit=${PART_LIMIT:-560}
+        MINISGL_FOLD_NORMS=1 check_ops --skip-bench
+        grep -E " fold " "$out/gpu-check-ops.log" | head -40
+        gzip_ops_log
+        MINISGL_FOLD_NORMS=1 check_models_engine 150
+        runner_ab qwen3-0.6b -fold 8,64,128,256 MINISGL_FOLD_NORMS=1
+        grep -E "A/B" "$out/gpu-check-bench-qwen3-0.6b-fold.log"
+        for f in 1 0; do
+            if fits 75; then
+                MINISGL_FOLD_NORMS=$f OFFLINE_TIMEOUT=70 offline_default qwen3-0.6b "-fold$f"
+            else
+                echo "no time left for the default workload with MINISGL_FOLD_NORMS=$f"
+            fi
+        done
+        pack_logs 133
     elif [ "$part" = table ]; then
         # Issue 11's whole table in one call (the issue asks for one script and one call):
         # prefill attention beside cuDNN's SDPA with PyTorch's copy bandwidth and GEMM rate

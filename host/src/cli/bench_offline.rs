@@ -765,6 +765,7 @@ fn record_kernel_switches(v: &mut serde_json::Value) {
     .into();
     v["pdl"] = flag(o.pdl).into();
     v["norm_prologue"] = flag(o.norm_prologue).into();
+    v["fold_norms"] = flag(o.fold_norms).into();
     v["gemv_rows"] = o.gemv_rows.to_string().into();
     v["rope_heads"] = o.rope_heads.to_string().into();
     v["norm_threads"] = o.norm_threads.to_string().into();
