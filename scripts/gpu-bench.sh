@@ -2023,17 +2023,21 @@ device)
         pack_logs 132
     elif [ "$part" = 133 ]; then
         # The norms before qkv and gate_up folded into their weights (MINISGL_FOLD_NORMS=1):
-        # every op check (the fold group among them) and the models and the engine with it
-        # on, the 0.6B runner A/B at batch 8 / 64 / 128 / 256, then the 0.6B default
-        # workload with it on and off while the call has time (PART_LIMIT, default 560).
+        # every op check (the fold group among them) with it on, the 0.6B runner A/B at
+        # batch 8 / 64 / 128 / 256, then while the call has time (PART_LIMIT, default 560)
+        # the models and the engine with it on and the 0.6B default workload on and off.
         rm "$out/env.log"  # already printed by the tee above
         local_limit=${PART_LIMIT:-560}
         MINISGL_FOLD_NORMS=1 check_ops --skip-bench
         grep -E " fold " "$out/gpu-check-ops.log" | head -40
         gzip_ops_log
-        MINISGL_FOLD_NORMS=1 check_models_engine 150
         runner_ab qwen3-0.6b -fold 8,64,128,256 MINISGL_FOLD_NORMS=1
         grep -E "A/B" "$out/gpu-check-bench-qwen3-0.6b-fold.log"
+        if fits 100; then
+            MINISGL_FOLD_NORMS=1 check_models_engine $((local_limit - SECONDS - 10))
+        else
+            echo "no time left for the model and engine checks"
+        fi
         for f in 1 0; do
             if fits 75; then
                 MINISGL_FOLD_NORMS=$f OFFLINE_TIMEOUT=70 offline_default qwen3-0.6b "-fold$f"
