@@ -59,6 +59,9 @@ pub struct GpuCheckArgs {
     /// MINISGL_KERNEL_DEFINES, its phase trace too).
     #[arg(long)]
     pub chain_only: bool,
+    /// Of the op and kernel tests, run only the folded norms' (`MINISGL_FOLD_NORMS`).
+    #[arg(long)]
+    pub fold_only: bool,
     /// Skip the benchmark.
     #[arg(long)]
     pub skip_bench: bool,
@@ -179,6 +182,9 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
     if let (false, Some(gpu)) = (args.skip_ops, &gpu) {
         if args.chain_only {
             chain::run(&cpu, gpu, args.seed, &mut rep)?;
+        } else if args.fold_only {
+            let mut rng = rand::SeedableRng::seed_from_u64(args.seed ^ 0xf0);
+            fold::run(&cpu, gpu, &mut rng, &mut rep)?;
         } else {
             ops::run(&cpu, gpu, args.seed, &mut rep)?;
             chain::run(&cpu, gpu, args.seed, &mut rep)?;
