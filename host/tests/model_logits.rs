@@ -88,6 +88,39 @@ fn ragged_batch_matches_hf() {
 }
 
 #[test]
+fn folded_norms_match_hf() {
+    // The norms before qkv and gate_up folded into those weights at load, unit norms in
+    // their place (what the CUDA backend does under MINISGL_FOLD_NORMS): every prompt in
+    // one ragged step against HF. The fixtures' norm weights are not ones, so a fold along
+    // the wrong axis (or one that skipped a norm) would miss HF; the logits must also move
+    // off the unfolded run's bits, or no fold happened at all.
+    for name in all_models() {
+        let r = reference(name);
+        let m = minisgl::model::load(&fixture(name)).expect("fixture loads");
+        let mut folded =
+            Runner::new(CpuBackend::with_folded_norms(), &m, NUM_PAGES, PAGE_SIZE).expect("runner");
+        let mut plain = runner(name);
+        let mut pages = Pages::new(NUM_PAGES);
+        let seqs: Vec<_> = r
+            .prompts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| seq(i as u64, p, 0, &pages.take(pages_for(p.len())), true))
+            .collect();
+        let got = folded.logits(&step(seqs.clone())).unwrap();
+        let unfolded = plain.logits(&step(seqs)).unwrap();
+        assert_eq!(got.len(), r.prompts.len());
+        for (i, g) in got.iter().enumerate() {
+            check(name, &format!("folded norms, prompt {i}"), g, &r.logits[i]);
+        }
+        assert_ne!(
+            got, unfolded,
+            "{name}: folded logits equal the unfolded ones bit for bit"
+        );
+    }
+}
+
+#[test]
 fn chunked_prefill_matches_hf() {
     for name in all_models() {
         let r = reference(name);

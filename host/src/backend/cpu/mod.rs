@@ -85,6 +85,9 @@ pub struct CpuBackend {
     split_acts: bool,
     /// The tensor-parallel group this backend is one rank of, if any.
     comm: Option<Arc<dyn Communicator>>,
+    /// Fold the norms before the products into their weights
+    /// ([`CpuBackend::with_folded_norms`]).
+    fold_norms: bool,
 }
 
 impl Default for CpuBackend {
@@ -103,6 +106,7 @@ impl Default for CpuBackend {
             ),
             split_acts: split_acts_from_env(),
             comm: None,
+            fold_norms: false,
         }
     }
 }
@@ -162,6 +166,18 @@ impl CpuBackend {
         CpuBackend {
             f32_weights: true,
             ..CpuBackend::default()
+        }
+    }
+
+    /// A backend that folds each norm before a product into the product's weight
+    /// ([`Backend::fold_norm`]), as the CUDA backend does under `MINISGL_FOLD_NORMS`:
+    /// the model's flow with folded weights and unit norms, checked against Hugging
+    /// Face on the fixtures (the CPU keeps f32 weights, so only the order of the
+    /// multiplications moves).
+    pub fn with_folded_norms() -> Self {
+        CpuBackend {
+            fold_norms: true,
+            ..CpuBackend::new()
         }
     }
 
@@ -329,6 +345,25 @@ impl Backend for CpuBackend {
             }
         }
         Ok(CpuTensor::new(shape.to_vec(), data.to_f32()))
+    }
+
+    fn fold_norm(
+        &self,
+        w: &mut CpuTensor,
+        norm: &CpuTensor,
+    ) -> Result<Option<CpuTensor>, BackendError> {
+        let &[_, k] = w.shape.as_slice() else {
+            return Ok(None);
+        };
+        if !self.fold_norms || w.quant.is_some() || norm.quant.is_some() || norm.shape != [k] {
+            return Ok(None);
+        }
+        for row in w.data.chunks_exact_mut(k) {
+            for (x, g) in row.iter_mut().zip(&norm.data) {
+                *x *= g;
+            }
+        }
+        Ok(Some(CpuTensor::new(vec![k], vec![1.0; k])))
     }
 
     fn to_host(&self, t: &CpuTensor) -> Result<Vec<f32>, BackendError> {
