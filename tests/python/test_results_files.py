@@ -82,3 +82,15 @@ def test_tensor_core_gemv_builds_do_not_spill():
         k = base + "_tc"
         assert k in spills, f"{k} missing from ptxas's report: {sorted(spills)}"
         assert spills[k] == 0, f"{k} spills {spills[k]} bytes"
+
+
+def test_folded_norm_consumers_do_not_spill():
+    # The kernels after a product whose norm was folded into its weight
+    # (MINISGL_FOLD_NORMS): a spill would add local-memory traffic to launches that
+    # exist to be cheaper than the norm launch they replace.
+    spills = kernel_spills("kernels/rope.cu")
+    for k in ("qkv_rope_store_rms_hd64", "qkv_rope_store_rms_hd128", "qkv_rope_store_rms_hd256"):
+        assert k in spills, f"{k} missing from ptxas's report: {sorted(spills)}"
+        assert spills[k] == 0, f"{k} spills {spills[k]} bytes"
+    spills = kernel_spills("kernels/activation.cu")
+    assert spills.get("silu_mul_rms") == 0, f"silu_mul_rms: {spills}"
