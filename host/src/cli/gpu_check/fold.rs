@@ -6,13 +6,13 @@
 use anyhow::Result;
 use rand_chacha::ChaCha8Rng;
 
-use super::attn::{metas, Case};
+use super::attn::Case;
 use super::inputs::{cache_f32, qwen3_inv_freq, randn, up};
-use super::ops::{params, prefixed, QkvInputs};
+use super::ops::{draw, params, prefixed, QkvInputs};
 use super::report::Report;
 use minisgl::backend::cpu::CpuBackend;
 use minisgl::backend::cuda::CudaBackend;
-use minisgl::backend::{Backend, KvLayout};
+use minisgl::backend::Backend;
 
 /// bf16 outputs whose rounding moved (g·W rounded at load, the add rounded once).
 const T: f64 = 2e-2;
@@ -132,18 +132,9 @@ fn qkv(cpu: &CpuBackend, gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Repo
     for c in &cases {
         let (hd, hq, hkv) = (c.head_dim, c.q_heads, c.kv_heads);
         let inv = qwen3_inv_freq(hd);
-        let (num_pages, fill, attn) = metas(c, rng);
-        let layout = KvLayout {
-            num_layers: 1,
-            num_pages,
-            page_size: c.page_size,
-            kv_heads: hkv,
-            head_dim: hd,
-        };
-        let kvw = hkv * hd;
-        let (nf, t) = (fill.tokens.len(), attn.tokens.len());
-        let cols = (hq + 2 * hkv) * hd;
-        let (kf, vf) = (randn(rng, nf * kvw, 1.0), randn(rng, nf * kvw, 1.0));
+        let d = draw(c, rng);
+        let attn = &d.attn;
+        let (kvw, t, cols) = (hkv * hd, attn.tokens.len(), (hq + 2 * hkv) * hd);
         let (wq, wk) = (randn(rng, hd, 1.0), randn(rng, hd, 1.0));
         let x = randn(rng, t * hidden, 1.0);
         let g = randn(rng, hidden, 1.0);
@@ -151,11 +142,11 @@ fn qkv(cpu: &CpuBackend, gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Repo
         let inputs = QkvInputs {
             c,
             norms: true,
-            layout,
-            fill: &fill,
-            attn: &attn,
-            k: &kf,
-            v: &vf,
+            layout: d.layout,
+            fill: &d.fill,
+            attn,
+            k: &d.kf,
+            v: &d.vf,
             qkv: &[],
             wq: &wq,
             wk: &wk,

@@ -283,6 +283,36 @@ pub(super) fn params<'a, T>(
     }
 }
 
+/// A `qkv_attention` case's steps (the prefix to cache, then the step under test), its
+/// cache layout and the prefix's K and V, drawn from `rng`.
+pub(super) struct Drawn {
+    pub layout: KvLayout,
+    pub fill: StepMeta,
+    pub attn: StepMeta,
+    pub kf: Vec<f32>,
+    pub vf: Vec<f32>,
+}
+
+pub(super) fn draw(c: &Case, rng: &mut ChaCha8Rng) -> Drawn {
+    let (num_pages, fill, attn) = metas(c, rng);
+    let layout = KvLayout {
+        num_layers: 1,
+        num_pages,
+        page_size: c.page_size,
+        kv_heads: c.kv_heads,
+        head_dim: c.head_dim,
+    };
+    let n = fill.tokens.len() * c.kv_heads * c.head_dim;
+    let (kf, vf) = (randn(rng, n, 1.0), randn(rng, n, 1.0));
+    Drawn {
+        layout,
+        fill,
+        attn,
+        kf,
+        vf,
+    }
+}
+
 /// What one `qkv_attention` check feeds either backend.
 pub(super) struct QkvInputs<'a> {
     pub c: &'a Case,
@@ -416,28 +446,19 @@ fn qkv_attention(
         let (hd, hq, hkv) = (c.head_dim, c.q_heads, c.kv_heads);
         let inv = qwen3_inv_freq(hd);
         for norms in [true, false] {
-            let (num_pages, fill, attn) = metas(c, rng);
-            let layout = KvLayout {
-                num_layers: 1,
-                num_pages,
-                page_size: c.page_size,
-                kv_heads: hkv,
-                head_dim: hd,
-            };
-            let kvw = hkv * hd;
-            let (nf, t) = (fill.tokens.len(), attn.tokens.len());
-            let cols = (hq + 2 * hkv) * hd;
-            let (kf, vf) = (randn(rng, nf * kvw, 1.0), randn(rng, nf * kvw, 1.0));
+            let d = draw(c, rng);
+            let (attn, num_pages) = (&d.attn, d.layout.num_pages);
+            let (kvw, t, cols) = (hkv * hd, attn.tokens.len(), (hq + 2 * hkv) * hd);
             let qkv = randn(rng, t * cols, 1.0);
             let (wq, wk) = (randn(rng, hd, 1.0), randn(rng, hd, 1.0));
             let inputs = QkvInputs {
                 c,
                 norms,
-                layout,
-                fill: &fill,
-                attn: &attn,
-                k: &kf,
-                v: &vf,
+                layout: d.layout,
+                fill: &d.fill,
+                attn,
+                k: &d.kf,
+                v: &d.vf,
                 qkv: &qkv,
                 wq: &wq,
                 wk: &wk,
