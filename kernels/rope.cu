@@ -24,6 +24,28 @@ __device__ __forceinline__ void norm_rope_impl(bf16_t* __restrict__ x, int T, in
     store_head<HD>(p, lane, v);
 }
 
+// The rest of qkv_rope_store's work on head h of token row `row`, loaded into v: a v head
+// copied to v_cache at `slot`, a q head normed and rotated in place, a k head normed,
+// rotated and written to k_cache (shared by qkv_rope_store_* and qkv_rope_store_rms_*).
+template <int HD>
+__device__ __forceinline__ void rope_store_head(float (&v)[HD / 32], int h, int lane, bf16_t* row,
+                                                int hq, int hkv, size_t slot,
+                                                const bf16_t* __restrict__ q_norm,
+                                                const bf16_t* __restrict__ k_norm, float eps,
+                                                bool rotate, const float (&sn)[HD / 64],
+                                                const float (&cs)[HD / 64],
+                                                bf16_t* __restrict__ k_cache,
+                                                bf16_t* __restrict__ v_cache) {
+    if (h >= hq + hkv) {
+        store_head<HD>(v_cache + (slot * hkv + (h - hq - hkv)) * HD, lane, v);
+        return;
+    }
+    bool is_q = h < hq;
+    norm_rope_regs<HD>(v, lane, is_q ? q_norm : k_norm, eps, rotate, sn, cs);
+    bf16_t* dst = is_q ? row + (size_t)h * HD : k_cache + (slot * hkv + (h - hq)) * HD;
+    store_head<HD>(dst, lane, v);
+}
+
 // Everything between the fused QKV projection and attention, in one launch over
 // qkv: [T, row_stride] bf16 whose row t holds hq q heads, then hkv k heads, then hkv v
 // heads of HD each:
@@ -72,15 +94,8 @@ __device__ __forceinline__ void qkv_rope_store_impl(
 #pragma unroll
     for (int g = 0; g < G; g++) {
         if (g >= n) break;
-        int h = h0 + g;
-        if (h >= hq + hkv) {
-            store_head<HD>(v_cache + (slot * hkv + (h - hq - hkv)) * HD, lane, v[g]);
-            continue;
-        }
-        bool is_q = h < hq;
-        norm_rope_regs<HD>(v[g], lane, is_q ? q_norm : k_norm, eps, rotate, sn, cs);
-        bf16_t* dst = is_q ? row + (size_t)h * HD : k_cache + (slot * hkv + (h - hq)) * HD;
-        store_head<HD>(dst, lane, v[g]);
+        rope_store_head<HD>(v[g], h0 + g, lane, row, hq, hkv, slot, q_norm, k_norm, eps, rotate,
+                            sn, cs, k_cache, v_cache);
     }
 }
 
@@ -124,15 +139,8 @@ __device__ __forceinline__ void qkv_rope_store_rms_impl(
             if (g >= n) break;
 #pragma unroll
             for (int j = 0; j < PER; j++) v[g][j] *= inv;
-            const int h = h0 + g;
-            if (h >= hq + hkv) {
-                store_head<HD>(v_cache + (slot * hkv + (h - hq - hkv)) * HD, lane, v[g]);
-                continue;
-            }
-            const bool is_q = h < hq;
-            norm_rope_regs<HD>(v[g], lane, is_q ? q_norm : k_norm, eps, rotate, sn, cs);
-            bf16_t* dst = is_q ? row + (size_t)h * HD : k_cache + (slot * hkv + (h - hq)) * HD;
-            store_head<HD>(dst, lane, v[g]);
+            rope_store_head<HD>(v[g], h0 + g, lane, row, hq, hkv, slot, q_norm, k_norm, eps,
+                                rotate, sn, cs, k_cache, v_cache);
         }
     }
 }
