@@ -1,6 +1,19 @@
 // SiLU(gate) * up over a merged gate_up projection.
 #include "common.cuh"
 
+// silu(gate) * up of the two bf16 pairs in words g and u, rounded once; with S, gate and
+// up are first multiplied by s (silu_mul_rms's norm factor).
+template <bool S>
+__device__ __forceinline__ u32 silu_mul2(u32 g, u32 u, float s) {
+    float a = bf_lo(g), b = bf_hi(g);
+    if (S) {
+        a *= s;
+        b *= s;
+        return pack_bf16x2(silu(a) * (bf_lo(u) * s), silu(b) * (bf_hi(u) * s));
+    }
+    return pack_bf16x2(silu(a) * bf_lo(u), silu(b) * bf_hi(u));
+}
+
 // gate_up: [T, 2 * inter] (gate in the first half of each row, up in the second);
 // out: [T, inter]. grid: (T, ceil(inter / 8 / 128)); block: 128. `inter` a multiple of 8.
 extern "C" __global__ void silu_mul(const bf16_t* __restrict__ gate_up, bf16_t* __restrict__ out,
@@ -15,10 +28,7 @@ extern "C" __global__ void silu_mul(const bf16_t* __restrict__ gate_up, bf16_t* 
     u32 uw[4] = {u.x, u.y, u.z, u.w};
     u32 o[4];
 #pragma unroll
-    for (int k = 0; k < 4; k++) {
-        float a = bf_lo(gw[k]), b = bf_hi(gw[k]);
-        o[k] = pack_bf16x2(silu(a) * bf_lo(uw[k]), silu(b) * bf_hi(uw[k]));
-    }
+    for (int k = 0; k < 4; k++) o[k] = silu_mul2<false>(gw[k], uw[k], 1.0f);
     reinterpret_cast<u32x4*>(out + (size_t)t * inter)[i] = u32x4{o[0], o[1], o[2], o[3]};
 }
 
@@ -42,10 +52,7 @@ extern "C" __global__ void silu_mul_rms(const bf16_t* __restrict__ gate_up,
         u32 uw[4] = {u.x, u.y, u.z, u.w};
         u32 o[4];
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
-            float a = bf_lo(gw[k]) * inv, b = bf_hi(gw[k]) * inv;
-            o[k] = pack_bf16x2(silu(a) * (bf_lo(uw[k]) * inv), silu(b) * (bf_hi(uw[k]) * inv));
-        }
+        for (int k = 0; k < 4; k++) o[k] = silu_mul2<true>(gw[k], uw[k], inv);
         o4[i] = u32x4{o[0], o[1], o[2], o[3]};
     }
 }

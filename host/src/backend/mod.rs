@@ -600,9 +600,10 @@ pub trait Backend: Send + 'static {
     }
 
     /// Folds the weight `norm` of the RMSNorm before product `w` into `w` (column c of
-    /// `w` times `norm[c]`, in place) where the backend applies such a norm inside the
-    /// product's consumer ([`Backend::norm_in_consumer`]), and returns the unit norm the
-    /// model then holds in its place; `None` (the default) leaves both as they are. Called
+    /// `w` times `norm[c]`, in place) where the backend is set to (the CUDA backend then
+    /// applies the norm's row factor in the product's consumer,
+    /// [`Backend::norm_in_consumer`]), and returns the unit norm the model then holds in
+    /// its place; `None` (the default) leaves both as they are. Called
     /// once at load. `rms_norm(x) · g · Wᵀ` and `rms_norm(x, 1) · (W · diag(g))ᵀ` are
     /// the same product; only the bf16 rounding moves (`g · W` is rounded once, here).
     fn fold_norm(

@@ -30,6 +30,7 @@ impl CudaBackend {
         }
         Ok(out)
     }
+
     /// `silu_mul` of a product of the raw residual stream `res` (`[rows, hidden]`),
     /// each row's gate and up first scaled by its RMSNorm factor (`silu_mul_rms`): the
     /// consumer of a norm folded into the gate_up weight.
