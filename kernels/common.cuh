@@ -240,14 +240,12 @@ __device__ __forceinline__ float dot8(const u32x4& w, const float (&x)[8]) {
            bf_lo(w.z) * x[4] + bf_hi(w.z) * x[5] + bf_lo(w.w) * x[6] + bf_hi(w.w) * x[7];
 }
 
-// rsqrt(mean(x²) + eps) of one row of `hidden` bf16 values (a multiple of 8, 16-byte
-// aligned), by the whole block: an RMSNorm's factor, taken by the kernels that apply a
-// norm folded into the product before them (norm.cu). `scratch`: 32 floats.
-__device__ __forceinline__ float row_rms_inv(const bf16_t* __restrict__ x, int hidden, float eps,
-                                             float* scratch) {
-    const u32x4* x4 = reinterpret_cast<const u32x4*>(x);
+// This thread's sum of squares over vectors i0, i0 + step, ... below n8 (8 bf16 each), in
+// that order: its share of an RMSNorm's row (gemv.cu's prologue, the layer chain, the
+// folded norms' consumers).
+__device__ __forceinline__ float sumsq_bf16x8(const u32x4* x4, int i0, int n8, int step) {
     float ss = 0.0f;
-    for (int i = threadIdx.x; i < hidden / 8; i += blockDim.x) {
+    for (int i = i0; i < n8; i += step) {
         u32x4 v = x4[i];
         u32 w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
@@ -256,5 +254,15 @@ __device__ __forceinline__ float row_rms_inv(const bf16_t* __restrict__ x, int h
             ss += a * a + b * b;
         }
     }
+    return ss;
+}
+
+// rsqrt(mean(x²) + eps) of one row of `hidden` bf16 values (a multiple of 8, 16-byte
+// aligned), by the whole block: an RMSNorm's factor, taken by the kernels that apply a
+// norm folded into the product before them (norm.cu). `scratch`: 32 floats.
+__device__ __forceinline__ float row_rms_inv(const bf16_t* __restrict__ x, int hidden, float eps,
+                                             float* scratch) {
+    const u32x4* x4 = reinterpret_cast<const u32x4*>(x);
+    float ss = sumsq_bf16x8(x4, threadIdx.x, hidden / 8, blockDim.x);
     return rsqrtf(block_sum(ss, scratch) / (float)hidden + eps);
 }

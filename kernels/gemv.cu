@@ -85,17 +85,7 @@ __device__ __forceinline__ void gemv_norm_issue(const bf16_t* __restrict__ x,
 template <typename Sum>
 __device__ __forceinline__ void gemv_norm_row(u32x4* row, const u32x4* w4, int kc, int i0,
                                               int step, float eps, Sum sum) {
-    float ss = 0.0f;
-    for (int i = i0; i < kc; i += step) {
-        u32x4 v = row[i];
-        u32 w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            float a = bf_lo(w[j]), b = bf_hi(w[j]);
-            ss += a * a + b * b;
-        }
-    }
-    float inv = rsqrtf(sum(ss) / (float)(kc * 8) + eps);
+    float inv = rsqrtf(sum(sumsq_bf16x8(row, i0, kc, step)) / (float)(kc * 8) + eps);
     for (int i = i0; i < kc; i += step) {
         u32x4 v = row[i], g = w4[i];
         u32 w[4] = {v.x, v.y, v.z, v.w}, gw[4] = {g.x, g.y, g.z, g.w}, o[4];

@@ -208,17 +208,7 @@ __device__ __forceinline__ void lc_load_x(bf16_t* x, const bf16_t* src, int n) {
 
 // This thread's sum of squares over its vectors of x ([n] in shared memory), in order.
 __device__ __forceinline__ float lc_sumsq(const u32x4* x4, int n) {
-    float ss = 0.0f;
-    for (int i = threadIdx.x; i < n / 8; i += LC_CONSUMERS) {
-        u32x4 v = x4[i];
-        u32 w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            float a = bf_lo(w[j]), b = bf_hi(w[j]);
-            ss += a * a + b * b;
-        }
-    }
-    return ss;
+    return sumsq_bf16x8(x4, threadIdx.x, n / 8, LC_CONSUMERS);
 }
 
 // x = bf16(x * inv * w) over this thread's vectors (w0: its first 8 weights).
