@@ -282,6 +282,11 @@ pub struct CudaOptions {
     /// applied by the kernel after the product where cuBLAS runs it (`MINISGL_FOLD_NORMS`,
     /// default off; see `Backend::fold_norm`).
     pub fold_norms: bool,
+    /// With `fold_norms`, whether the folded norms' row factors move into the kernels
+    /// after the products (`MINISGL_FOLD_DEFER`, default on). Off, the weights are
+    /// still folded at load and unit norms run as launches of their own: a diagnostic
+    /// that parts the fold's rounding at load from the deferral's kernels.
+    pub fold_defer: bool,
     /// Skinny products of 3+ rows (2 where `gemv_tc_two` says) use the tensor-core gemv
     /// build where k allows (sm_80+; on unless `MINISGL_GEMV_TC=0`).
     pub gemv_tc: bool,
@@ -417,6 +422,7 @@ impl Default for CudaOptions {
         );
         let norm_prologue = crate::env::flag("MINISGL_NORM_PROLOGUE", true);
         let fold_norms = crate::env::flag("MINISGL_FOLD_NORMS", false);
+        let fold_defer = crate::env::flag("MINISGL_FOLD_DEFER", true);
         let gemv_tc = crate::env::flag("MINISGL_GEMV_TC", true);
         let gemv_tc_two = crate::env::flag("MINISGL_GEMV_TC_TWO", true);
         let decode_rope: DecodeRope = crate::env::choice("MINISGL_DECODE_ROPE");
@@ -491,6 +497,7 @@ impl Default for CudaOptions {
             gemv_rows,
             norm_prologue,
             fold_norms,
+            fold_defer,
             gemv_tc,
             gemv_tc_two,
             rope_heads,

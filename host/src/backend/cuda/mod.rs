@@ -247,6 +247,8 @@ pub struct CudaBackend {
     pub(crate) norm_prologue: std::cell::Cell<bool>,
     /// [`CudaOptions::fold_norms`] (read when the model loads its weights).
     pub(crate) fold_norms: std::cell::Cell<bool>,
+    /// [`CudaOptions::fold_defer`].
+    pub(crate) fold_defer: bool,
     /// Whether skinny products of 3+ rows take the tensor-core build
     /// ([`CudaOptions::gemv_tc`]; benchmarks and checks compare).
     pub(crate) gemv_tc: std::cell::Cell<bool>,
@@ -313,6 +315,7 @@ impl CudaBackend {
             gemv_max_weight: std::cell::Cell::new(opts.gemv_max_weight),
             norm_prologue: std::cell::Cell::new(opts.norm_prologue),
             fold_norms: std::cell::Cell::new(opts.fold_norms),
+            fold_defer: opts.fold_defer,
             gemv_tc: std::cell::Cell::new(opts.gemv_tc),
             gemv_tc_two: std::cell::Cell::new(opts.gemv_tc_two),
             rope_heads: std::cell::Cell::new(opts.rope_heads),

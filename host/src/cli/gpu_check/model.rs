@@ -151,7 +151,25 @@ fn compare_prompts(
     let pages = per_seq * prompts.len() as u32 + 1;
     // Reference: the CPU backend on the same bf16-rounded weights the GPU stores;
     // the plain f32 CPU run (fixtures only) shows what weight rounding alone costs.
-    let mut cpu = Runner::new(RoundedCpu(CpuBackend::new()), &lm, pages, ps)?;
+    // Under MINISGL_FOLD_NORMS the GPU holds bf16(g · W) with unit norms, so the
+    // reference folds the same way and this stays a check of the kernels; the
+    // unfolded bf16 CPU beside it shows what the fold's rounding moves (reported, not
+    // gated: the fold itself is checked against HF in tests/model_logits.rs).
+    let folds = minisgl::backend::cuda::CudaOptions::default().fold_norms;
+    let reference = || {
+        if folds {
+            CpuBackend::with_folded_norms()
+        } else {
+            CpuBackend::new()
+        }
+    };
+    let mut cpu = Runner::new(RoundedCpu(reference()), &lm, pages, ps)?;
+    let mut unfolded = if folds {
+        Some(Runner::new(RoundedCpu(CpuBackend::new()), &lm, pages, ps)?)
+    } else {
+        None
+    };
+    let mut min_cos_unfolded = 1.0f64;
     let mut cpu32 = if random {
         None
     } else {
@@ -171,17 +189,27 @@ fn compare_prompts(
                 min_cos32 = worst(min_cos32, cosine(g, c));
             }
         }
+        if let Some(r) = unfolded.as_mut() {
+            for (c, g) in r.logits(&input)?.iter().zip(&lg) {
+                min_cos_unfolded = worst(min_cos_unfolded, cosine(g, c));
+            }
+        }
         for (i, (c, g)) in lc.iter().zip(&lg).enumerate() {
             let next = agree.add(step, i, c, g);
             done[i] = seqs[i].0.len();
             seqs[i].0.push(next);
         }
     }
-    let vs32 = if random {
+    let mut vs32 = if random {
         String::new()
     } else {
         format!("; vs the f32-weight CPU: min cosine {min_cos32:.6}")
     };
+    if folds {
+        vs32 += &format!(
+            "; norms folded on both; vs the unfolded bf16 CPU: min cosine {min_cos_unfolded:.6}"
+        );
+    }
     rep.fact(
         "model",
         format!(

@@ -29,6 +29,21 @@ impl Backend for RoundedCpu {
     fn to_host(&self, t: &CpuTensor) -> Result<Vec<f32>, BackendError> {
         self.0.to_host(t)
     }
+    /// The inner backend's fold (on only for `CpuBackend::with_folded_norms`), then `g · W`
+    /// rounded to bf16 as the CUDA backend stores it.
+    fn fold_norm(
+        &self,
+        w: &mut CpuTensor,
+        norm: &CpuTensor,
+    ) -> Result<Option<CpuTensor>, BackendError> {
+        let unit = self.0.fold_norm(w, norm)?;
+        if unit.is_some() {
+            for x in w.data.iter_mut() {
+                *x = half::bf16::from_f32(*x).to_f32();
+            }
+        }
+        Ok(unit)
+    }
     fn alloc_kv(&self, layout: KvLayout) -> Result<CpuKv, BackendError> {
         self.0.alloc_kv(layout)
     }

@@ -459,6 +459,7 @@ impl CudaBackend {
         match (residual.shape.as_slice(), w.shape.as_slice()) {
             (&[m, k], &[n, kw]) => {
                 self.fold_norms.get()
+                    && self.fold_defer
                     && w.fold == Fold::Weight
                     && matches!(residual.buf, Buf::Bf16(_))
                     && !residual.logits_input
