@@ -9,13 +9,9 @@
 #define PF_PAD 8
 // P and the output tile are rounded to bf16 with one cvt a pair (the integer rounding
 // was ~7 instructions a score in the inner loop: 2,400 -> 1,632 SASS instructions at
-// hd128). PF_SOFT_PACK=1 builds the integer rounding back, for an A/B in attn_bench
-// (`mma+PF_SOFT_PACK=1`); not yet timed (docs/results/gpu-2026-12-06-pack.md §6).
-#ifndef PF_SOFT_PACK
+// hd128). Timed against the integer rounding on an H100 (2026-12-07,
+// docs/results/gpu-2026-12-07-fold.md): 3-14% faster on each of attn_bench's 39 shapes.
 #define PF_PACK pack_bf16x2_rn
-#else
-#define PF_PACK pack_bf16x2
-#endif
 
 // grid: (num_tiles, q_heads); block: 128 (4 warps x 16 query rows).
 // Tile i covers new tokens tile_q0[i] .. tile_q0[i] + 64 of sequence tile_seq[i].

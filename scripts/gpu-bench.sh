@@ -388,7 +388,8 @@
 #     part 133: the norms before qkv and gate_up folded into their weights
 #             (MINISGL_FOLD_NORMS=1, applied by the kernels after the cuBLAS products): op,
 #             model and engine checks with it on, the 0.6B runner A/B at batch 8-256, the
-#             0.6B default workload both ways.
+#             0.6B default workload both ways. (Ran 2026-12-07 at 4487246, an H100:
+#             gpu-2026-12-07-fold.md.)
 #     part 132: after `device table` in the same call, with PART_LIMIT the seconds the call
 #             has left: the decode timelines of both shapes (batch 1 / 64 / 256, context
 #             ~256), then part 131's prefill timelines while time is left.

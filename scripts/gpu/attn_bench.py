@@ -14,7 +14,7 @@ defines), ws+... (kernels/attention_prefill_ws_sm90.cu, the warp-specialised per
 kernel, K/V through the copy engine for pages of 8+ rows) or STEM+... for
 scripts/gpu/variants/STEM.cu. GRID=tiles launches a block per (tile, head) instead of
 one per SM; GATHER=1 runs the ws kernel's cp.async gather build on every page size.
-mma+DEFINE=V+... builds the portable kernel with those defines (e.g. mma+PF_SOFT_PACK=1).
+mma+DEFINE=V+... builds the portable kernel with those defines.
 """
 import argparse, ctypes, json, math, os, subprocess, sys, tempfile, time
 from pathlib import Path
