@@ -259,7 +259,7 @@ __device__ __forceinline__ float sumsq_bf16x8(const u32x4* x4, int i0, int n8, i
 
 // rsqrt(mean(x²) + eps) of one row of `hidden` bf16 values (a multiple of 8, 16-byte
 // aligned), by the whole block: an RMSNorm's factor, taken by the kernels that apply a
-// norm folded into the product before them (norm.cu). `scratch`: 32 floats.
+// norm folded into the product before them (rope.cu, activation.cu). `scratch`: 32 floats.
 __device__ __forceinline__ float row_rms_inv(const bf16_t* __restrict__ x, int hidden, float eps,
                                              float* scratch) {
     const u32x4* x4 = reinterpret_cast<const u32x4*>(x);

@@ -146,22 +146,3 @@ extern "C" __global__ void scale_cols_bf16(bf16_t* __restrict__ w, const bf16_t*
     for (int j = 0; j < 4; j++) a[j] = pack_bf16x2(bf_lo(a[j]) * bf_lo(b[j]), bf_hi(a[j]) * bf_hi(b[j]));
     *w4 = u32x4{a[0], a[1], a[2], a[3]};
 }
-
-// rows [T, row_stride] bf16 in place: the first `cols` of row t times inv(res[t]) (res:
-// [T, hidden]). The folded norm's factor for a consumer that has no build taking it
-// itself (qkv_rope_store of an unusual head_dim). grid: T; block: 256. cols, hidden and
-// row_stride multiples of 8.
-extern "C" __global__ void scale_rows_rms(bf16_t* __restrict__ x, int row_stride, int cols,
-                                          const bf16_t* __restrict__ res, int hidden, float eps) {
-    __shared__ float scratch[32];
-    const size_t t = blockIdx.x;
-    const float inv = row_rms_inv(res + t * hidden, hidden, eps, scratch);
-    u32x4* x4 = reinterpret_cast<u32x4*>(x + t * row_stride);
-    for (int i = threadIdx.x; i < cols / 8; i += blockDim.x) {
-        u32x4 v = x4[i];
-        u32 a[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-        for (int j = 0; j < 4; j++) a[j] = pack_bf16x2(bf_lo(a[j]) * inv, bf_hi(a[j]) * inv);
-        x4[i] = u32x4{a[0], a[1], a[2], a[3]};
-    }
-}

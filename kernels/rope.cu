@@ -188,16 +188,18 @@ QKV_ROPE_STORE_RMS(128)
 QKV_ROPE_STORE_RMS(256)
 
 // One head of norm_rope_generic: read from src, written to dst (the same head in place,
-// or a cache row), elements strided over the warp as there.
+// or a cache row), elements strided over the warp as there. Every element is first
+// multiplied by `pre` (a folded input norm's row factor; 1 otherwise) in f32, so the
+// factor adds no rounding of its own.
 __device__ __forceinline__ void norm_rope_generic_head(const bf16_t* src, bf16_t* dst, int hd,
                                                        int lane, int t, const bf16_t* norm_w,
                                                        const int* pos, const float* inv_freq,
-                                                       float eps) {
+                                                       float eps, float pre = 1.0f) {
     float inv = 1.0f;
     if (norm_w != nullptr) {
         float ss = 0.0f;
         for (int i = lane; i < hd; i += 32) {
-            float v = bf2f(src[i]);
+            float v = bf2f(src[i]) * pre;
             ss += v * v;
         }
         inv = rsqrtf(warp_sum(ss) / (float)hd + eps);
@@ -205,7 +207,7 @@ __device__ __forceinline__ void norm_rope_generic_head(const bf16_t* src, bf16_t
     int half = hd / 2;
     float fp = pos != nullptr ? (float)pos[t] : 0.0f;
     for (int i = lane; i < half; i += 32) {
-        float a = bf2f(src[i]), b = bf2f(src[i + half]);
+        float a = bf2f(src[i]) * pre, b = bf2f(src[i + half]) * pre;
         if (norm_w != nullptr) {
             a = a * inv * bf2f(norm_w[i]);
             b = b * inv * bf2f(norm_w[i + half]);
@@ -243,6 +245,10 @@ extern "C" __global__ void qkv_rope_store_generic(bf16_t* qkv, int T, int hq, in
                                                   const float* inv_freq, float eps,
                                                   const int* slots, bf16_t* k_cache,
                                                   bf16_t* v_cache, int hd) {
+    // Launched with PDL under MINISGL_PDL like every qkv_rope_store_* (pdl.rs): the
+    // product before it may still be writing qkv.
+    pdl_trigger();
+    pdl_wait();
     int heads = hq + 2 * hkv;
     int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     int lane = threadIdx.x & 31;
@@ -262,4 +268,37 @@ extern "C" __global__ void qkv_rope_store_generic(bf16_t* qkv, int T, int hq, in
     const u32x4* s4 = reinterpret_cast<const u32x4*>(p);
     u32x4* d4 = reinterpret_cast<u32x4*>(v_cache + (slot * hkv + (h - hq - hkv)) * hd);
     for (int i = lane; i < hd / 8; i += 32) d4[i] = s4[i];
+}
+
+// qkv_rope_store_generic over a product of the raw residual stream whose input norm's
+// weight was folded into w_qkv: each head is scaled by the token's norm factor
+// rsqrt(mean(res[t]^2) + res_eps) as it is read (qkv_rope_store_rms_hd*'s contract for any
+// head_dim that is a multiple of 8). Scaling in a pass of its own would round q and k to
+// bf16 once more before the rotation. grid: T; block: 32 * warps (a warp a head, in turn).
+extern "C" __global__ void qkv_rope_store_rms_generic(
+    bf16_t* qkv, int T, int hq, int hkv, int row_stride, const bf16_t* q_norm,
+    const bf16_t* k_norm, const int* pos, const float* inv_freq, float eps, const int* slots,
+    bf16_t* k_cache, bf16_t* v_cache, int hd, const bf16_t* __restrict__ res, int hidden,
+    float res_eps) {
+    (void)T;
+    __shared__ float scratch[32];
+    pdl_trigger();
+    pdl_wait();
+    const int t = blockIdx.x;
+    const float inv = row_rms_inv(res + (size_t)t * hidden, hidden, res_eps, scratch);
+    const int heads = hq + 2 * hkv;
+    const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    const size_t slot = (size_t)(unsigned)slots[t];
+    for (int h = threadIdx.x >> 5; h < heads; h += warps) {
+        bf16_t* p = qkv + (size_t)t * row_stride + (size_t)h * hd;
+        if (h < hq) {
+            norm_rope_generic_head(p, p, hd, lane, t, q_norm, pos, inv_freq, eps, inv);
+        } else if (h < hq + hkv) {
+            bf16_t* dst = k_cache + (slot * hkv + (h - hq)) * hd;
+            norm_rope_generic_head(p, dst, hd, lane, t, k_norm, pos, inv_freq, eps, inv);
+        } else {
+            bf16_t* dst = v_cache + (slot * hkv + (h - hq - hkv)) * hd;
+            for (int i = lane; i < hd; i += 32) dst[i] = f2bf(bf2f(p[i]) * inv);
+        }
+    }
 }

@@ -89,7 +89,12 @@ def test_folded_norm_consumers_do_not_spill():
     # (MINISGL_FOLD_NORMS): a spill would add local-memory traffic to launches that
     # exist to be cheaper than the norm launch they replace.
     spills = kernel_spills("kernels/rope.cu")
-    for k in ("qkv_rope_store_rms_hd64", "qkv_rope_store_rms_hd128", "qkv_rope_store_rms_hd256"):
+    for k in (
+        "qkv_rope_store_rms_hd64",
+        "qkv_rope_store_rms_hd128",
+        "qkv_rope_store_rms_hd256",
+        "qkv_rope_store_rms_generic",
+    ):
         assert k in spills, f"{k} missing from ptxas's report: {sorted(spills)}"
         assert spills[k] == 0, f"{k} spills {spills[k]} bytes"
     spills = kernel_spills("kernels/activation.cu")

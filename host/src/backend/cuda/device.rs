@@ -550,7 +550,7 @@ impl Kernels {
 pub fn kernel_names(family: &str) -> Vec<String> {
     let v: Vec<&str> = match family {
         "embedding" => vec!["embedding_gather"],
-        "norm" => vec!["add_rmsnorm", "scale_cols_bf16", "scale_rows_rms"],
+        "norm" => vec!["add_rmsnorm", "scale_cols_bf16"],
         "rope" => vec![
             "norm_rope_hd64",
             "norm_rope_hd128",
@@ -569,6 +569,7 @@ pub fn kernel_names(family: &str) -> Vec<String> {
             "qkv_rope_store_rms_hd64",
             "qkv_rope_store_rms_hd128",
             "qkv_rope_store_rms_hd256",
+            "qkv_rope_store_rms_generic",
         ],
         "activation" => vec!["silu_mul", "silu_mul_rms"],
         "kv_store" => vec!["kv_store"],

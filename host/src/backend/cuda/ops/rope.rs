@@ -207,19 +207,19 @@ impl CudaBackend {
                     &args,
                 );
             }
-            // No build for this head_dim takes the factor: the rows scaled first.
-            self.launch(
-                "scale_rows_rms",
-                cfg((g(a.rows), 1, 1), 256),
-                &[
-                    Arg::U64(a.qkv),
-                    Arg::I32(a.row_stride as i32),
-                    Arg::I32((heads * d) as i32),
-                    Arg::U64(res),
-                    Arg::I32(hidden as i32),
-                    Arg::F32(eps),
-                ],
-            )?;
+            // Any other head_dim: a block a token takes the factor once, a warp a head.
+            args.extend([
+                Arg::I32(d as i32),
+                Arg::U64(res),
+                Arg::I32(hidden as i32),
+                Arg::F32(eps),
+            ]);
+            timeline::cost(((2 * heads * d + hidden) * a.rows * 2) as f64, 0.0);
+            return self.launch(
+                "qkv_rope_store_rms_generic",
+                cfg((g(a.rows), 1, 1), 32 * heads.min(8) as u32),
+                &args,
+            );
         }
         let (name, per_warp) = if matches!(d, 64 | 128 | 256) {
             match self.rope_heads_per_warp(a.rows * heads) {
