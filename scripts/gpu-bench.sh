@@ -390,6 +390,8 @@
 #             model and engine checks with it on, the 0.6B runner A/B at batch 8-256, the
 #             0.6B default workload both ways. (Ran 2026-12-07 at 4487246, an H100:
 #             gpu-2026-12-07-fold.md.)
+#     part 135: after qkv_rope_store_rms_generic (not yet run): the fold group of the op
+#             checks, then the fixture and random-0.6B model checks with the fold off and on.
 #     part 132: after `device table` in the same call, with PART_LIMIT the seconds the call
 #             has left: the decode timelines of both shapes (batch 1 / 64 / 256, context
 #             ~256), then part 131's prefill timelines while time is left.
@@ -2022,6 +2024,20 @@ device)
         done
         prefill_timelines
         pack_logs 132
+    elif [ "$part" = 135 ]; then
+        # After qkv_rope_store_rms_generic (f41a9b5, 2026-12-07; built with no device time
+        # left): the fold group of the op checks (head_dim 96 takes the new kernel), then
+        # the fixture models (head_dims 16 and 32) and the random 0.6B with the fold off
+        # and on, each against its own CPU reference (gpu-2026-12-07-fold.md §6).
+        rm "$out/env.log"  # already printed by the tee above
+        MINISGL_FOLD_NORMS=1 timeout 120 "$bin" gpu-check --fold-only --skip-models --skip-engine \
+            --skip-bench --report /tmp/gpu-check-fold.md > "$out/gpu-check-fold.log" 2>&1
+        echo "gpu-check fold rc=$?"; grep -E "checks, |FAIL" "$out/gpu-check-fold.log" | head -20
+        for f in 0 1; do
+            MINISGL_FOLD_NORMS=$f fixture_checks 120 "models-fold$f" --skip-engine
+            grep -E "^(ok|FAIL) +model" "$out/gpu-check-models-fold$f.log" | cut -c1-300
+        done
+        pack_logs 135
     elif [ "$part" = 133 ]; then
         # The norms before qkv and gate_up folded into their weights (MINISGL_FOLD_NORMS=1):
         # every op check (the fold group among them) with it on, the 0.6B runner A/B at

@@ -474,6 +474,18 @@ def test_part_132_times_both_shapes_decode_steps_then_the_prefill_steps(tmp_path
             "prefill-timeline-qwen3-14b-100-1024.log"} <= archived_logs(out)
 
 
+def test_part_135_checks_the_fold_group_then_the_models_with_the_fold_off_and_on(tmp_path):
+    _, made, out = run_part(tmp_path, "135")
+    runs = [(a, env) for a, env in made if a[:1] == ["gpu-check"]]
+    assert "--fold-only" in runs[0][0] and runs[0][1].get("MINISGL_FOLD_NORMS") == "1", runs
+    models = runs[1:]
+    assert [env.get("MINISGL_FOLD_NORMS") for _, env in models] == ["0", "1"], models
+    for a, _ in models:
+        assert a.count("--model") >= 7 and "--random-model" in a and "--skip-engine" in a, a
+    assert {"gpu-check-fold.log", "gpu-check-models-fold0.log",
+            "gpu-check-models-fold1.log"} <= archived_logs(out)
+
+
 def test_the_table_can_check_only_the_models_and_stop_before_the_14b(tmp_path):
     r, made, out = run_part(tmp_path, "table", TABLE_CHECKS="models", TABLE_14B="0")
     assert "checks: " in r.stdout and "TABLE_14B=0" in r.stdout, r.stdout[-2000:]
