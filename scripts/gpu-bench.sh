@@ -391,7 +391,9 @@
 #             0.6B default workload both ways. (Ran 2026-12-07 at 4487246, an H100:
 #             gpu-2026-12-07-fold.md.)
 #     part 135: after qkv_rope_store_rms_generic (not yet run): the fold group of the op
-#             checks, then the fixture and random-0.6B model checks with the fold off and on.
+#             checks, then the fixture and random-0.6B model checks with the fold off and on;
+#             while the call has time (PART_LIMIT, default 480) MINISGL_HW_BF16's A/B on the
+#             0.6B default workload and the fold's runner A/B on the 14B.
 #     part 132: after `device table` in the same call, with PART_LIMIT the seconds the call
 #             has left: the decode timelines of both shapes (batch 1 / 64 / 256, context
 #             ~256), then part 131's prefill timelines while time is left.
@@ -2037,6 +2039,24 @@ device)
             MINISGL_FOLD_NORMS=$f fixture_checks 120 "models-fold$f" --skip-engine
             grep -E "^(ok|FAIL) +model" "$out/gpu-check-models-fold$f.log" | cut -c1-300
         done
+        # While the call has time (PART_LIMIT, default 480): MINISGL_HW_BF16's speed on the
+        # 0.6B default workload (alternating, two runs each; its op checks passed
+        # 2026-12-07), then the fold's runner A/B on the 14B at batch 64 and 256.
+        local_limit=${PART_LIMIT:-480}
+        for d in MINISGL_HW_BF16 none MINISGL_HW_BF16 none; do
+            if fits 60; then
+                k=$d; [ "$d" = none ] && k=
+                MINISGL_KERNEL_DEFINES=$k OFFLINE_TIMEOUT=55 offline_default qwen3-0.6b "-defines-$d"
+            else
+                echo "no time left for the default workload with defines $d"
+            fi
+        done
+        if fits 200; then
+            BENCH_TIMEOUT=$((local_limit - SECONDS - 10)) runner_ab qwen3-14b -fold 64,256 MINISGL_FOLD_NORMS=1
+            grep -E "A/B" "$out/gpu-check-bench-qwen3-14b-fold.log"
+        else
+            echo "no time left for the 14B fold A/B"
+        fi
         pack_logs 135
     elif [ "$part" = 133 ]; then
         # The norms before qkv and gate_up folded into their weights (MINISGL_FOLD_NORMS=1):

@@ -478,12 +478,18 @@ def test_part_135_checks_the_fold_group_then_the_models_with_the_fold_off_and_on
     _, made, out = run_part(tmp_path, "135")
     runs = [(a, env) for a, env in made if a[:1] == ["gpu-check"]]
     assert "--fold-only" in runs[0][0] and runs[0][1].get("MINISGL_FOLD_NORMS") == "1", runs
-    models = runs[1:]
+    models = [(a, env) for a, env in runs[1:] if "--random-model" in a]
     assert [env.get("MINISGL_FOLD_NORMS") for _, env in models] == ["0", "1"], models
     for a, _ in models:
-        assert a.count("--model") >= 7 and "--random-model" in a and "--skip-engine" in a, a
-    assert {"gpu-check-fold.log", "gpu-check-models-fold0.log",
-            "gpu-check-models-fold1.log"} <= archived_logs(out)
+        assert a.count("--model") >= 7 and "--skip-engine" in a, a
+    offline = [env.get("MINISGL_KERNEL_DEFINES") for a, env in made if a[:2] == ["bench", "offline"]]
+    assert offline == ["MINISGL_HW_BF16", "", "MINISGL_HW_BF16", ""], made
+    ab = [(a, env) for a, env in runs if "--bench-model" in a]
+    assert len(ab) == 1 and ab[0][0][ab[0][0].index("--bench-model") + 1] == ".gpu/qwen3-14b", ab
+    assert ab[0][1]["MINISGL_BENCH_AB"] == "MINISGL_FOLD_NORMS=1", ab
+    assert ab[0][1]["MINISGL_BENCH_BATCHES"] == "64,256", ab
+    assert {"gpu-check-fold.log", "gpu-check-models-fold0.log", "gpu-check-models-fold1.log",
+            "offline-qwen3-0.6b-defines-none.log"} <= archived_logs(out)
 
 
 def test_the_table_can_check_only_the_models_and_stop_before_the_14b(tmp_path):
