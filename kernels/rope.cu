@@ -237,6 +237,31 @@ extern "C" __global__ void norm_rope_generic(bf16_t* x, int T, int heads, int ro
     norm_rope_generic_head(p, p, hd, lane, t, norm_w, pos, inv_freq, eps);
 }
 
+// The rest of qkv_rope_store_generic's work on head h of token t, at p in its qkv row:
+// a q head normed and rotated in place, a k head normed, rotated and written to k_cache,
+// a v head copied to v_cache; each element first times `pre` (see norm_rope_generic_head;
+// shared by qkv_rope_store_generic and qkv_rope_store_rms_generic).
+__device__ __forceinline__ void rope_store_generic_head(
+    bf16_t* p, int h, int t, int lane, int hq, int hkv, size_t slot, const bf16_t* q_norm,
+    const bf16_t* k_norm, const int* pos, const float* inv_freq, float eps, bf16_t* k_cache,
+    bf16_t* v_cache, int hd, float pre = 1.0f) {
+    if (h < hq) {
+        norm_rope_generic_head(p, p, hd, lane, t, q_norm, pos, inv_freq, eps, pre);
+    } else if (h < hq + hkv) {
+        bf16_t* dst = k_cache + (slot * hkv + (h - hq)) * hd;
+        norm_rope_generic_head(p, dst, hd, lane, t, k_norm, pos, inv_freq, eps, pre);
+    } else {
+        bf16_t* dst = v_cache + (slot * hkv + (h - hq - hkv)) * hd;
+        if (pre == 1.0f) {  // a plain copy, 16 bytes a lane
+            const u32x4* s4 = reinterpret_cast<const u32x4*>(p);
+            u32x4* d4 = reinterpret_cast<u32x4*>(dst);
+            for (int i = lane; i < hd / 8; i += 32) d4[i] = s4[i];
+        } else {
+            for (int i = lane; i < hd; i += 32) dst[i] = f2bf(bf2f(p[i]) * pre);
+        }
+    }
+}
+
 // qkv_rope_store_hd*'s contract for any head_dim that is a multiple of 8 (the v copy
 // moves 16 bytes a lane), with norm_rope_generic's math.
 extern "C" __global__ void qkv_rope_store_generic(bf16_t* qkv, int T, int hq, int hkv,
@@ -254,20 +279,9 @@ extern "C" __global__ void qkv_rope_store_generic(bf16_t* qkv, int T, int hq, in
     int lane = threadIdx.x & 31;
     if (warp >= T * heads) return;
     int t = warp / heads, h = warp % heads;
-    bf16_t* p = qkv + (size_t)t * row_stride + (size_t)h * hd;
-    if (h < hq) {
-        norm_rope_generic_head(p, p, hd, lane, t, q_norm, pos, inv_freq, eps);
-        return;
-    }
-    size_t slot = (size_t)(unsigned)slots[t];
-    if (h < hq + hkv) {
-        bf16_t* dst = k_cache + (slot * hkv + (h - hq)) * hd;
-        norm_rope_generic_head(p, dst, hd, lane, t, k_norm, pos, inv_freq, eps);
-        return;
-    }
-    const u32x4* s4 = reinterpret_cast<const u32x4*>(p);
-    u32x4* d4 = reinterpret_cast<u32x4*>(v_cache + (slot * hkv + (h - hq - hkv)) * hd);
-    for (int i = lane; i < hd / 8; i += 32) d4[i] = s4[i];
+    rope_store_generic_head(qkv + (size_t)t * row_stride + (size_t)h * hd, h, t, lane, hq, hkv,
+                            (size_t)(unsigned)slots[t], q_norm, k_norm, pos, inv_freq, eps,
+                            k_cache, v_cache, hd);
 }
 
 // qkv_rope_store_generic over a product of the raw residual stream whose input norm's
@@ -289,16 +303,8 @@ extern "C" __global__ void qkv_rope_store_rms_generic(
     const int heads = hq + 2 * hkv;
     const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
     const size_t slot = (size_t)(unsigned)slots[t];
-    for (int h = threadIdx.x >> 5; h < heads; h += warps) {
-        bf16_t* p = qkv + (size_t)t * row_stride + (size_t)h * hd;
-        if (h < hq) {
-            norm_rope_generic_head(p, p, hd, lane, t, q_norm, pos, inv_freq, eps, inv);
-        } else if (h < hq + hkv) {
-            bf16_t* dst = k_cache + (slot * hkv + (h - hq)) * hd;
-            norm_rope_generic_head(p, dst, hd, lane, t, k_norm, pos, inv_freq, eps, inv);
-        } else {
-            bf16_t* dst = v_cache + (slot * hkv + (h - hq - hkv)) * hd;
-            for (int i = lane; i < hd; i += 32) dst[i] = f2bf(bf2f(p[i]) * inv);
-        }
-    }
+    for (int h = threadIdx.x >> 5; h < heads; h += warps)
+        rope_store_generic_head(qkv + (size_t)t * row_stride + (size_t)h * hd, h, t, lane, hq,
+                                hkv, slot, q_norm, k_norm, pos, inv_freq, eps, k_cache, v_cache,
+                                hd, inv);
 }

@@ -101,7 +101,8 @@ fn silu_and_add(
 }
 
 /// `rms_norm_linear` over a folded qkv weight, then `qkv_attention` on its rows
-/// (`qkv_rope_store_rms_hd*`, or `qkv_rope_store_rms_generic` at head_dim 96): the output and the step's cached K and V against the CPU's norm, product and
+/// (`qkv_rope_store_rms_hd*`, or `qkv_rope_store_rms_generic` at head_dim 96): the
+/// output and the step's cached K and V against the CPU's norm, product and
 /// `qkv_attention`. Decode rows that the split-grid decode would take with the rope
 /// folded in, a mixed step, a prefill, head_dims 64 / 96 / 128 / 256.
 fn qkv(cpu: &CpuBackend, gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> Result<()> {

@@ -34,6 +34,22 @@ fn worst(a: f64, b: f64) -> f64 {
     }
 }
 
+/// Folds into `min` the GPU logits' (`lg`) worst cosine against a reported-only side
+/// reference's on `input`, where there is one.
+fn side_worst(
+    side: Option<&mut impl ModelRunner>,
+    input: &StepInput,
+    lg: &[Vec<f32>],
+    min: &mut f64,
+) -> Result<()> {
+    if let Some(r) = side {
+        for (c, g) in r.logits(input)?.iter().zip(lg) {
+            *min = worst(*min, cosine(g, c));
+        }
+    }
+    Ok(())
+}
+
 /// Index of the largest value, the largest and the second largest.
 pub(super) fn top2(v: &[f32]) -> (u32, f32, f32) {
     let (mut i1, mut v1, mut v2) = (0u32, f32::NEG_INFINITY, f32::NEG_INFINITY);
@@ -156,14 +172,12 @@ fn compare_prompts(
     // unfolded bf16 CPU beside it shows what the fold's rounding moves (reported, not
     // gated: the fold itself is checked against HF in tests/model_logits.rs).
     let folds = minisgl::backend::cuda::CudaOptions::default().fold_norms;
-    let reference = || {
-        if folds {
-            CpuBackend::with_folded_norms()
-        } else {
-            CpuBackend::new()
-        }
+    let reference = if folds {
+        CpuBackend::with_folded_norms()
+    } else {
+        CpuBackend::new()
     };
-    let mut cpu = Runner::new(RoundedCpu(reference()), &lm, pages, ps)?;
+    let mut cpu = Runner::new(RoundedCpu(reference), &lm, pages, ps)?;
     let mut unfolded = if folds {
         Some(Runner::new(RoundedCpu(CpuBackend::new()), &lm, pages, ps)?)
     } else {
@@ -184,16 +198,8 @@ fn compare_prompts(
         let input = greedy_step(&seqs, &done);
         let lc = cpu.logits(&input)?;
         let lg = gpu.logits(&input)?;
-        if let Some(r) = cpu32.as_mut() {
-            for (c, g) in r.logits(&input)?.iter().zip(&lg) {
-                min_cos32 = worst(min_cos32, cosine(g, c));
-            }
-        }
-        if let Some(r) = unfolded.as_mut() {
-            for (c, g) in r.logits(&input)?.iter().zip(&lg) {
-                min_cos_unfolded = worst(min_cos_unfolded, cosine(g, c));
-            }
-        }
+        side_worst(cpu32.as_mut(), &input, &lg, &mut min_cos32)?;
+        side_worst(unfolded.as_mut(), &input, &lg, &mut min_cos_unfolded)?;
         for (i, (c, g)) in lc.iter().zip(&lg).enumerate() {
             let next = agree.add(step, i, c, g);
             done[i] = seqs[i].0.len();
