@@ -106,7 +106,10 @@ __device__ __forceinline__ void qkv_rope_store_impl(
 // covers (a warp a head would read the row once a head): its warps take runs of four
 // heads, warp w of block y the runs y * warps + w, + gridDim.y * warps, ..., each run's
 // loads issued before its math. Large batches use one block a token; small ones spread a
-// token over gridDim.y blocks to keep the SMs busy. res: [T, hidden].
+// token over gridDim.y blocks to keep the SMs busy. res: [T, hidden]. bias: the product's
+// [heads * HD] bias (null: none), added after the factor, as the unfolded product adds it
+// to the normed row's product (it is read in the math loop: the benchmark shapes have
+// none, and their loads stay as they were).
 // grid: (T, Y); block: 32 * warps.
 template <int HD>
 __device__ __forceinline__ void qkv_rope_store_rms_impl(
@@ -114,7 +117,7 @@ __device__ __forceinline__ void qkv_rope_store_rms_impl(
     const bf16_t* __restrict__ k_norm, const int* __restrict__ pos,
     const float* __restrict__ inv_freq, float eps, const int* __restrict__ slots,
     bf16_t* __restrict__ k_cache, bf16_t* __restrict__ v_cache, const bf16_t* __restrict__ res,
-    int hidden, float res_eps) {
+    int hidden, float res_eps, const bf16_t* __restrict__ bias) {
     constexpr int PER = HD / 32, G = 4;
     __shared__ float scratch[32];
     pdl_trigger();
@@ -139,6 +142,12 @@ __device__ __forceinline__ void qkv_rope_store_rms_impl(
             if (g >= n) break;
 #pragma unroll
             for (int j = 0; j < PER; j++) v[g][j] *= inv;
+            if (bias != nullptr) {
+                float b[PER];
+                load_head<HD>(bias + (size_t)(h0 + g) * HD, lane, b);
+#pragma unroll
+                for (int j = 0; j < PER; j++) v[g][j] += b[j];
+            }
             rope_store_head<HD>(v[g], h0 + g, lane, row, hq, hkv, slot, q_norm, k_norm, eps,
                                 rotate, sn, cs, k_cache, v_cache);
         }
@@ -178,28 +187,36 @@ QKV_ROPE_STORE(qkv_rope_store_x4_hd256, 256, 4)
         bf16_t* qkv, int T, int hq, int hkv, int row_stride, const bf16_t* q_norm,             \
         const bf16_t* k_norm, const int* pos, const float* inv_freq, float eps,                \
         const int* slots, bf16_t* k_cache, bf16_t* v_cache, const bf16_t* res, int hidden,     \
-        float res_eps) {                                                                       \
+        float res_eps, const bf16_t* bias) {                                                   \
         (void)T;                                                                               \
         qkv_rope_store_rms_impl<HD>(qkv, hq, hkv, row_stride, q_norm, k_norm, pos, inv_freq,   \
-                                    eps, slots, k_cache, v_cache, res, hidden, res_eps);       \
+                                    eps, slots, k_cache, v_cache, res, hidden, res_eps, bias); \
     }
 QKV_ROPE_STORE_RMS(64)
 QKV_ROPE_STORE_RMS(128)
 QKV_ROPE_STORE_RMS(256)
 
+// Element i of a head at src as the generic kernels take it: times `pre` (a folded input
+// norm's row factor; 1 otherwise), plus bias[i] (the folded product's bias; null: none),
+// in f32, so neither adds a rounding of its own.
+__device__ __forceinline__ float generic_in(const bf16_t* src, int i, float pre,
+                                            const bf16_t* bias) {
+    float v = bf2f(src[i]) * pre;
+    return bias != nullptr ? v + bf2f(bias[i]) : v;
+}
+
 // One head of norm_rope_generic: read from src, written to dst (the same head in place,
-// or a cache row), elements strided over the warp as there. Every element is first
-// multiplied by `pre` (a folded input norm's row factor; 1 otherwise) in f32, so the
-// factor adds no rounding of its own.
+// or a cache row), elements strided over the warp as there, each taken as generic_in.
 __device__ __forceinline__ void norm_rope_generic_head(const bf16_t* src, bf16_t* dst, int hd,
                                                        int lane, int t, const bf16_t* norm_w,
                                                        const int* pos, const float* inv_freq,
-                                                       float eps, float pre = 1.0f) {
+                                                       float eps, float pre = 1.0f,
+                                                       const bf16_t* bias = nullptr) {
     float inv = 1.0f;
     if (norm_w != nullptr) {
         float ss = 0.0f;
         for (int i = lane; i < hd; i += 32) {
-            float v = bf2f(src[i]) * pre;
+            float v = generic_in(src, i, pre, bias);
             ss += v * v;
         }
         inv = rsqrtf(warp_sum(ss) / (float)hd + eps);
@@ -207,7 +224,7 @@ __device__ __forceinline__ void norm_rope_generic_head(const bf16_t* src, bf16_t
     int half = hd / 2;
     float fp = pos != nullptr ? (float)pos[t] : 0.0f;
     for (int i = lane; i < half; i += 32) {
-        float a = bf2f(src[i]) * pre, b = bf2f(src[i + half]) * pre;
+        float a = generic_in(src, i, pre, bias), b = generic_in(src, i + half, pre, bias);
         if (norm_w != nullptr) {
             a = a * inv * bf2f(norm_w[i]);
             b = b * inv * bf2f(norm_w[i + half]);
@@ -239,25 +256,26 @@ extern "C" __global__ void norm_rope_generic(bf16_t* x, int T, int heads, int ro
 
 // The rest of qkv_rope_store_generic's work on head h of token t, at p in its qkv row:
 // a q head normed and rotated in place, a k head normed, rotated and written to k_cache,
-// a v head copied to v_cache; each element first times `pre` (see norm_rope_generic_head;
-// shared by qkv_rope_store_generic and qkv_rope_store_rms_generic).
+// a v head copied to v_cache; each element taken as generic_in with `pre` and this head's
+// part of `bias` (shared by qkv_rope_store_generic and qkv_rope_store_rms_generic).
 __device__ __forceinline__ void rope_store_generic_head(
     bf16_t* p, int h, int t, int lane, int hq, int hkv, size_t slot, const bf16_t* q_norm,
     const bf16_t* k_norm, const int* pos, const float* inv_freq, float eps, bf16_t* k_cache,
-    bf16_t* v_cache, int hd, float pre = 1.0f) {
+    bf16_t* v_cache, int hd, float pre = 1.0f, const bf16_t* bias = nullptr) {
+    const bf16_t* hb = bias != nullptr ? bias + (size_t)h * hd : nullptr;
     if (h < hq) {
-        norm_rope_generic_head(p, p, hd, lane, t, q_norm, pos, inv_freq, eps, pre);
+        norm_rope_generic_head(p, p, hd, lane, t, q_norm, pos, inv_freq, eps, pre, hb);
     } else if (h < hq + hkv) {
         bf16_t* dst = k_cache + (slot * hkv + (h - hq)) * hd;
-        norm_rope_generic_head(p, dst, hd, lane, t, k_norm, pos, inv_freq, eps, pre);
+        norm_rope_generic_head(p, dst, hd, lane, t, k_norm, pos, inv_freq, eps, pre, hb);
     } else {
         bf16_t* dst = v_cache + (slot * hkv + (h - hq - hkv)) * hd;
-        if (pre == 1.0f) {  // a plain copy, 16 bytes a lane
+        if (pre == 1.0f && hb == nullptr) {  // a plain copy, 16 bytes a lane
             const u32x4* s4 = reinterpret_cast<const u32x4*>(p);
             u32x4* d4 = reinterpret_cast<u32x4*>(dst);
             for (int i = lane; i < hd / 8; i += 32) d4[i] = s4[i];
         } else {
-            for (int i = lane; i < hd; i += 32) dst[i] = f2bf(bf2f(p[i]) * pre);
+            for (int i = lane; i < hd; i += 32) dst[i] = f2bf(generic_in(p, i, pre, hb));
         }
     }
 }
@@ -286,14 +304,15 @@ extern "C" __global__ void qkv_rope_store_generic(bf16_t* qkv, int T, int hq, in
 
 // qkv_rope_store_generic over a product of the raw residual stream whose input norm's
 // weight was folded into w_qkv: each head is scaled by the token's norm factor
-// rsqrt(mean(res[t]^2) + res_eps) as it is read (qkv_rope_store_rms_hd*'s contract for any
-// head_dim that is a multiple of 8). Scaling in a pass of its own would round q and k to
-// bf16 once more before the rotation. grid: T; block: 32 * warps (a warp a head, in turn).
+// rsqrt(mean(res[t]^2) + res_eps), then given its part of bias (null: none), as it is read
+// (qkv_rope_store_rms_hd*'s contract for any head_dim that is a multiple of 8). Scaling in
+// a pass of its own would round q and k to bf16 once more before the rotation.
+// grid: T; block: 32 * warps (a warp a head, in turn).
 extern "C" __global__ void qkv_rope_store_rms_generic(
     bf16_t* qkv, int T, int hq, int hkv, int row_stride, const bf16_t* q_norm,
     const bf16_t* k_norm, const int* pos, const float* inv_freq, float eps, const int* slots,
     bf16_t* k_cache, bf16_t* v_cache, int hd, const bf16_t* __restrict__ res, int hidden,
-    float res_eps) {
+    float res_eps, const bf16_t* __restrict__ bias) {
     (void)T;
     __shared__ float scratch[32];
     pdl_trigger();
@@ -306,5 +325,5 @@ extern "C" __global__ void qkv_rope_store_rms_generic(
     for (int h = threadIdx.x >> 5; h < heads; h += warps)
         rope_store_generic_head(qkv + (size_t)t * row_stride + (size_t)h * hd, h, t, lane, hq,
                                 hkv, slot, q_norm, k_norm, pos, inv_freq, eps, k_cache, v_cache,
-                                hd, inv);
+                                hd, inv, bias);
 }

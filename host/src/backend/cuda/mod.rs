@@ -63,10 +63,22 @@ pub(crate) enum Fold {
     Weight,
     /// The unit norm the model holds in place of a folded one.
     UnitNorm,
-    /// Rows of a product of the raw residual stream at `res` (`[rows, hidden]` bf16),
-    /// each still to be scaled by rsqrt(mean(res_row²) + eps) by the kernel that consumes
-    /// them; `res` must not change before that kernel is enqueued.
-    RowRms { res: u64, hidden: usize, eps: f32 },
+    /// Rows of a product of the raw residual stream, still to be scaled by their norm's
+    /// factor (and given the product's bias) by the kernel that consumes them.
+    RowRms(RowRms),
+}
+
+/// What the consumer of a [`Fold::RowRms`] product applies to each row before anything
+/// else, in f32: `row · rsqrt(mean(res_row²) + eps) + bias`. The bias is added here, not
+/// in the product, because it is not scaled by the factor. `res` (`[rows, hidden]` bf16)
+/// and `bias` must not change before that kernel is enqueued.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct RowRms {
+    pub res: u64,
+    pub hidden: usize,
+    pub eps: f32,
+    /// `[row width]` bf16, 0 for none.
+    pub bias: u64,
 }
 
 impl DeviceTensor for CudaTensor {

@@ -104,7 +104,8 @@ fn silu_and_add(
 /// (`qkv_rope_store_rms_hd*`, or `qkv_rope_store_rms_generic` at head_dim 96): the
 /// output and the step's cached K and V against the CPU's norm, product and
 /// `qkv_attention`. Decode rows that the split-grid decode would take with the rope
-/// folded in, a mixed step, a prefill, head_dims 64 / 96 / 128 / 256.
+/// folded in, a mixed step, a prefill, head_dims 64 / 96 / 128 / 256; each without and
+/// with a qkv bias (Qwen2's), which the rope kernel adds after the row factor.
 fn qkv(cpu: &CpuBackend, gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> Result<()> {
     let hidden = 512;
     let decode: Vec<(usize, usize)> = (0..24).map(|i| (37 * i + 5, 1)).collect();
@@ -129,7 +130,7 @@ fn qkv(cpu: &CpuBackend, gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Repo
         Case::new("prefill+decode", 16, 256, 4, 2, [(0, 20), (10, 1)]),
         Case::new("prefill+decode", 16, 96, 6, 2, [(0, 9), (30, 1)]),
     ];
-    for c in &cases {
+    for (c, with_bias) in cases.iter().flat_map(|c| [(c, false), (c, true)]) {
         let (hd, hq, hkv) = (c.head_dim, c.q_heads, c.kv_heads);
         let inv = qwen3_inv_freq(hd);
         let d = draw(c, rng);
@@ -139,6 +140,7 @@ fn qkv(cpu: &CpuBackend, gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Repo
         let x = randn(rng, t * hidden, 1.0);
         let g = randn(rng, hidden, 1.0);
         let w = randn(rng, cols * hidden, 0.05);
+        let bias = with_bias.then(|| randn(rng, cols, 1.0));
         let inputs = QkvInputs {
             c,
             norms: true,
@@ -152,7 +154,12 @@ fn qkv(cpu: &CpuBackend, gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Repo
             wk: &wk,
             inv: &inv,
         };
-        let desc = format!("{} ps={} hd={hd} {hq}q/{hkv}kv T={t}", c.name, c.page_size);
+        let desc = format!(
+            "{}{} ps={} hd={hd} {hq}q/{hkv}kv T={t}",
+            c.name,
+            if with_bias { " +bias" } else { "" },
+            c.page_size
+        );
         // The CPU: the norm, the product, then qkv_attention.
         let mut sc = prefixed(cpu, &inputs)?;
         let (xc, gc, wc) = (
@@ -160,7 +167,8 @@ fn qkv(cpu: &CpuBackend, gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Repo
             up(cpu, &[hidden], &g)?,
             up(cpu, &[cols, hidden], &w)?,
         );
-        let qkv_c = cpu.rms_norm_linear(&xc, &gc, 1e-6, &wc, None)?;
+        let bc = bias.as_ref().map(|b| up(cpu, &[cols], b)).transpose()?;
+        let qkv_c = cpu.rms_norm_linear(&xc, &gc, 1e-6, &wc, bc.as_ref())?;
         let pc = params(c, true, &sc.wq, &sc.wk, &sc.inv);
         let oc = cpu.qkv_attention(qkv_c, &mut sc.kv, 0, &sc.st, &pc)?;
         // The GPU: the weight folded, the raw product, its rows scaled in the rope kernel.
@@ -183,7 +191,8 @@ fn qkv(cpu: &CpuBackend, gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Repo
             consumer,
             format!("answered {consumer}"),
         );
-        let qkv_g = gpu.rms_norm_linear(&xg, &unit, 1e-6, &wg, None)?;
+        let bg = bias.as_ref().map(|b| up(gpu, &[cols], b)).transpose()?;
+        let qkv_g = gpu.rms_norm_linear(&xg, &unit, 1e-6, &wg, bg.as_ref())?;
         let pg = params(c, true, &sg.wq, &sg.wk, &sg.inv);
         let og = gpu.qkv_attention(qkv_g, &mut sg.kv, 0, &sg.st, &pg)?;
         rep.check(

@@ -131,8 +131,8 @@ impl CudaBackend {
         let (rows, cols) = qkv.rows_cols("qkv_attention")?;
         let base = self.bf16_ptr(&qkv, "qkv_attention")?;
         let mut rs = self.rope_store_args(base, &qkv.shape, kv, layer, step, p)?;
-        if let Fold::RowRms { res, hidden, eps } = qkv.fold {
-            rs.row_rms = Some((res, hidden, eps));
+        if let Fold::RowRms(r) = qkv.fold {
+            rs.row_rms = Some(r);
         }
         if rows == 0 {
             return self.new_bf16(0, p.q_heads * p.head_dim);

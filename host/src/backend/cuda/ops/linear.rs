@@ -6,7 +6,7 @@ use cudarc::driver::LaunchConfig;
 
 use super::shape_err;
 use crate::backend::cuda::{
-    cfg, g, Arg, Buf, CudaBackend, CudaTensor, Fold, GEMV_MAX_ROWS, GEMV_SIMT_MAX_ROWS,
+    cfg, g, Arg, Buf, CudaBackend, CudaTensor, Fold, RowRms, GEMV_MAX_ROWS, GEMV_SIMT_MAX_ROWS,
 };
 use crate::backend::{shapes, BackendError, HostData};
 
@@ -518,15 +518,20 @@ impl CudaBackend {
             )?;
             return Ok(out);
         }
-        if bias.is_none() && norm.fold == Fold::UnitNorm && self.norm_in_consumer_impl(x, w) {
+        if norm.fold == Fold::UnitNorm && self.norm_in_consumer_impl(x, w) {
             // The product of the residual as it is; its consumer (qkv_attention) scales
-            // each row by the norm's factor.
+            // each row by the norm's factor, then adds the bias: in the product it would
+            // be scaled too.
             let mut out = self.linear_impl(x, w, None)?;
-            out.fold = Fold::RowRms {
+            out.fold = Fold::RowRms(RowRms {
                 res: self.bf16_ptr(x, "rms_norm_linear")?,
                 hidden: k,
                 eps,
-            };
+                bias: match bias {
+                    Some(b) => self.bf16_ptr(b, "rms_norm_linear")?,
+                    None => 0,
+                },
+            });
             return Ok(out);
         }
         let normed = self.rms_norm_impl(x, norm, eps)?;

@@ -2,7 +2,7 @@
 //! the same fused with a layer's K/V cache write over its qkv projection.
 
 use super::shape_err;
-use crate::backend::cuda::{cfg, g, timeline, Arg, CudaBackend, CudaStep, CudaTensor};
+use crate::backend::cuda::{cfg, g, timeline, Arg, CudaBackend, CudaStep, CudaTensor, RowRms};
 use crate::backend::{shapes, BackendError};
 
 /// Where [`CudaBackend::qkv_rope_store_raw`] finds and puts one layer's q, k and v.
@@ -26,9 +26,9 @@ pub(super) struct QkvRopeStore {
     pub k_cache: u64,
     pub v_cache: u64,
     /// The rows are a product of the raw residual stream (a folded norm,
-    /// [`Fold::RowRms`](crate::backend::cuda::Fold)): `(residual, hidden, eps)`, each
-    /// row first scaled by rsqrt(mean(residual_row²) + eps).
-    pub row_rms: Option<(u64, usize, f32)>,
+    /// [`Fold::RowRms`](crate::backend::cuda::Fold)), each first scaled by its norm's
+    /// factor and given the product's bias.
+    pub row_rms: Option<RowRms>,
 }
 
 impl QkvRopeStore {
@@ -182,7 +182,13 @@ impl CudaBackend {
         ];
         args.extend(a.norm_rope_args());
         args.extend([Arg::U64(a.k_cache), Arg::U64(a.v_cache)]);
-        if let Some((res, hidden, eps)) = a.row_rms {
+        if let Some(RowRms {
+            res,
+            hidden,
+            eps,
+            bias,
+        }) = a.row_rms
+        {
             if !hidden.is_multiple_of(8) {
                 return Err(BackendError::Unsupported(format!(
                     "qkv_attention: a folded norm over a residual of width {hidden} (needs a \
@@ -199,7 +205,12 @@ impl CudaBackend {
                 } else {
                     (runs.div_ceil(4), 4)
                 };
-                args.extend([Arg::U64(res), Arg::I32(hidden as i32), Arg::F32(eps)]);
+                args.extend([
+                    Arg::U64(res),
+                    Arg::I32(hidden as i32),
+                    Arg::F32(eps),
+                    Arg::U64(bias),
+                ]);
                 timeline::cost(((2 * heads * d + y * hidden) * a.rows * 2) as f64, 0.0);
                 return self.launch(
                     &format!("qkv_rope_store_rms_hd{d}"),
@@ -213,6 +224,7 @@ impl CudaBackend {
                 Arg::U64(res),
                 Arg::I32(hidden as i32),
                 Arg::F32(eps),
+                Arg::U64(bias),
             ]);
             timeline::cost(((2 * heads * d + hidden) * a.rows * 2) as f64, 0.0);
             return self.launch(
