@@ -316,6 +316,10 @@ pub struct CudaOptions {
     /// Sampling splits each logits row over several blocks when a step has fewer rows
     /// than SMs (on unless `MINISGL_SAMPLE_SPLIT=0`; see `sample::logit_chunks`).
     pub sample_split: bool,
+    /// Sampling copies the logits into a buffer of its own even where no row processes
+    /// them (`MINISGL_SAMPLE_COPY=1`, off by default: the copy the sampler made before
+    /// 2026-12-07, kept for A/Bs; see `sample_launch_impl`).
+    pub sample_copy: bool,
     /// Largest weight the skinny kernel streams, in bytes (`MINISGL_GEMV_MAX_WEIGHT_MB`,
     /// default [`super::GEMV_MAX_WEIGHT_BYTES`]); larger ones go through cuBLAS.
     pub gemv_max_weight: usize,
@@ -445,6 +449,7 @@ impl Default for CudaOptions {
             "a size in MiB",
         ) << 20;
         let sample_split = crate::env::flag("MINISGL_SAMPLE_SPLIT", true);
+        let sample_copy = crate::env::flag("MINISGL_SAMPLE_COPY", false);
         let decode_order = crate::env::flag("MINISGL_DECODE_ORDER", true);
         let mixed_split = crate::env::flag("MINISGL_MIXED_SPLIT", true);
         let prefill_order: PrefillOrder = crate::env::choice("MINISGL_PREFILL_ORDER");
@@ -508,6 +513,7 @@ impl Default for CudaOptions {
             norm_threads,
             gemv_max_weight,
             sample_split,
+            sample_copy,
             layer_chain,
             chain_attn,
             chain_attn_part,

@@ -290,6 +290,8 @@ pub struct CudaBackend {
     /// Whether sampling splits each logits row over several blocks when a step has
     /// fewer rows than SMs ([`CudaOptions::sample_split`]; checks run both paths).
     pub(crate) sample_split: std::cell::Cell<bool>,
+    /// Whether sampling copies logits that no row processes ([`CudaOptions::sample_copy`]).
+    pub(crate) sample_copy: bool,
     /// Whether a layer's products at one decode row run as one `layer_chain` launch
     /// ([`CudaOptions::layer_chain`]; checks and benchmarks compare both).
     pub(crate) layer_chain: std::cell::Cell<bool>,
@@ -337,6 +339,7 @@ impl CudaBackend {
             prefill_order: std::cell::Cell::new(opts.prefill_order),
             norm_threads: std::cell::Cell::new(opts.norm_threads),
             sample_split: std::cell::Cell::new(opts.sample_split),
+            sample_copy: opts.sample_copy,
             layer_chain: std::cell::Cell::new(opts.layer_chain),
             chain_attn: std::cell::Cell::new(opts.chain_attn),
             chain_attn_part: opts.chain_attn_part.max(1),
