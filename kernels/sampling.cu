@@ -1,6 +1,9 @@
 // Logits processing and sampling on the device, exact over the full vocabulary.
 // Rows are f32 logits, `vocab` long, `row_stride` elements apart; one block of
 // 1024 threads per row. Ties in argmax and top-K go to the lower token id.
+// row_partials, row_select and topk_rows also read bf16 rows (the `_bf16` builds: the
+// LM head's own output under MINISGL_LOGITS_BF16, where no row is processed), each
+// value widened to f32 as it is read; process_logits writes f32 only.
 #include "common.cuh"
 
 #define SAMPLE_THREADS 1024
@@ -35,6 +38,22 @@ __device__ __forceinline__ ValIdx block_argmax(ValIdx x, float* sv, int* si) {
 
 __device__ __forceinline__ float clean(float v) { return v != v ? NEG_INF : v; }
 
+// Logit i of a row, as f32.
+__device__ __forceinline__ float ld(const float* x, int i) { return x[i]; }
+__device__ __forceinline__ float ld(const bf16_t* x, int i) { return bf2f(x[i]); }
+
+// Values of T in a 16-byte load.
+template <typename T>
+struct Per16 {
+    static constexpr int value = 16 / (int)sizeof(T);
+};
+
+// Whether every row of `logits` starts 16-byte aligned.
+template <typename T>
+__device__ __forceinline__ bool vec_rows(const T* logits, int row_stride) {
+    return (row_stride & (Per16<T>::value - 1)) == 0 && (reinterpret_cast<size_t>(logits) & 15) == 0;
+}
+
 struct __align__(16) f32x4 { float x, y, z, w; };
 
 // Folds N cleaned logits with ids idx into a thread's argmax `best` and its sum
@@ -64,17 +83,57 @@ __device__ __forceinline__ void online_add4(ValIdx& best, float& s, f32x4 q, int
     online_add<4>(best, s, v, idx);
 }
 
+// Eight bf16 logits of one 16-byte load, cleaned, into v[0, 8).
+__device__ __forceinline__ void unpack8(const u32x4& q, float* v) {
+    const u32 w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        v[2 * j] = clean(bf_lo(w[j]));
+        v[2 * j + 1] = clean(bf_hi(w[j]));
+    }
+}
+
 // Argmax (ties lowest id) of x[0, vocab) and the sum of exp(x - max) in one read:
 // each thread keeps an online (max, sum), then the block merges the maxima and
 // rescales each thread's sum to the row max. 16-byte loads when `vec` (x 16-byte
 // aligned). The sum is 0 when every value is -inf (or NaN).
-__device__ __forceinline__ void row_max_sum(const float* __restrict__ x, int vocab, bool vec,
+template <typename T>
+__device__ __forceinline__ void row_max_sum(const T* __restrict__ x, int vocab, bool vec,
                                             float* sv, int* si, ValIdx* best_out,
                                             float* sum_out) {
     ValIdx best = {NEG_INF, 0x7fffffff};
     float s = 0.0f;
     int start = 0;
-    if (vec) {
+    if constexpr (sizeof(T) == 2) {
+        if (vec) {
+            // Two 16-byte loads (16 values) a step, both issued before either is used.
+            const u32x4* x8 = reinterpret_cast<const u32x4*>(x);
+            int nv = vocab >> 3, nt = blockDim.x;
+            int i = threadIdx.x;
+            for (; i + nt < nv; i += 2 * nt) {
+                u32x4 a = x8[i], b = x8[i + nt];
+                float v[16];
+                unpack8(a, v);
+                unpack8(b, v + 8);
+                int idx[16];
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    idx[j] = 8 * i + j;
+                    idx[8 + j] = 8 * (i + nt) + j;
+                }
+                online_add<16>(best, s, v, idx);
+            }
+            if (i < nv) {
+                float v[8];
+                unpack8(x8[i], v);
+                int idx[8];
+#pragma unroll
+                for (int j = 0; j < 8; j++) idx[j] = 8 * i + j;
+                online_add<8>(best, s, v, idx);
+            }
+            start = nv * 8;
+        }
+    } else if (vec) {
         const f32x4* x4 = reinterpret_cast<const f32x4*>(x);
         int nv = vocab >> 2, nt = blockDim.x;
         int i = threadIdx.x;
@@ -91,7 +150,7 @@ __device__ __forceinline__ void row_max_sum(const float* __restrict__ x, int voc
         start = nv * 4;
     }
     for (int i = start + threadIdx.x; i < vocab; i += blockDim.x) {
-        float v[1] = {clean(x[i])};
+        float v[1] = {clean(ld(x, i))};
         int idx[1] = {i};
         online_add<1>(best, s, v, idx);
     }
@@ -103,23 +162,26 @@ __device__ __forceinline__ void row_max_sum(const float* __restrict__ x, int voc
 }
 
 // Rows of the logits are cut into `gridDim.y` chunks of `chunk` values (a multiple of
-// 4) when a step has fewer rows than SMs: one block a row streams 600 KB (Qwen3's
+// 8, so a chunk of an aligned row starts 16-byte aligned in f32 and bf16) when a step has fewer rows than SMs: one block a row streams 600 KB (Qwen3's
 // 151,936 f32 logits) with one SM's loads in flight, 16.6 µs at batch 1 (Nsight
 // Compute, 2026-12-04) against the LM head's 77 µs for 311 MB. Block (b, c) writes
 // chunk c's argmax (id within the row; 0x7fffffff for a chunk of only -inf / NaN) and
 // sum of exp(x - its max) to [b * chunks + c]; row_select merges them.
 // grid: (B, chunks); block: 1024 (at 256 threads a batch-64 step's 320 blocks had too
 // few loads in flight: 17.0 µs against row_select's 21.5 for 39 MB, 2026-12-04).
-extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS, 2) row_partials(const float* __restrict__ logits, int vocab,
-                                        int row_stride, int chunk, float* __restrict__ part_v,
-                                        int* __restrict__ part_i, float* __restrict__ part_s) {
+template <typename T>
+__device__ __forceinline__ void row_partials_impl(const T* __restrict__ logits, int vocab,
+                                                  int row_stride, int chunk,
+                                                  float* __restrict__ part_v,
+                                                  int* __restrict__ part_i,
+                                                  float* __restrict__ part_s) {
     __shared__ float sv[32];
     __shared__ int si[32];
     int b = blockIdx.x, c = blockIdx.y;
     int c0 = c * chunk;
     int n = min(chunk, vocab - c0);
-    const float* x = logits + (size_t)b * row_stride + c0;
-    bool vec = (row_stride & 3) == 0 && (reinterpret_cast<size_t>(logits) & 15) == 0;
+    const T* x = logits + (size_t)b * row_stride + c0;
+    bool vec = vec_rows(logits, row_stride) && (c0 & (Per16<T>::value - 1)) == 0;
     ValIdx best;
     float z;
     row_max_sum(x, n, vec, sv, si, &best, &z);
@@ -130,6 +192,15 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS, 2) row_partials(con
         part_s[at] = z;
     }
 }
+
+#define ROW_PARTIALS(NAME, T)                                                                  \
+    extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS, 2)                           \
+        NAME(const T* __restrict__ logits, int vocab, int row_stride, int chunk,               \
+             float* __restrict__ part_v, int* __restrict__ part_i, float* __restrict__ part_s) { \
+        row_partials_impl<T>(logits, vocab, row_stride, chunk, part_v, part_i, part_s);        \
+    }
+ROW_PARTIALS(row_partials, float)
+ROW_PARTIALS(row_partials_bf16, bf16_t)
 
 // In-place logits processing, the CPU reference's order (backend/cpu/sampling.rs), row b:
 //   1. allowed tokens: when allowed_start[b + 1] > allowed_start[b], every other token
@@ -186,7 +257,8 @@ extern "C" __global__ void process_logits(
 // Largest key K such that the weight of elements with key(x) >= max(K, floor) reaches
 // `target` (weight 1 per element when `mass` is false, exp(x - mx) when true), by a
 // 4-pass most-significant-digit radix select over 8-bit digits.
-__device__ u32 radix_select(const float* __restrict__ x, int vocab, u32 floor_key, bool mass,
+template <typename T>
+__device__ u32 radix_select(const T* __restrict__ x, int vocab, u32 floor_key, bool mass,
                             float mx, float target, float* hist, u32* shared_prefix) {
     u32 prefix = 0, prefix_mask = 0;
     float above = 0.0f;  // weight already known to lie above the current bin range
@@ -194,7 +266,7 @@ __device__ u32 radix_select(const float* __restrict__ x, int vocab, u32 floor_ke
         for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0.0f;
         __syncthreads();
         for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-            float v = clean(x[i]);
+            float v = clean(ld(x, i));
             u32 k = float_key(v);
             if (k < floor_key || (k & prefix_mask) != prefix) continue;
             atomicAdd(&hist[(k >> shift) & 255u], mass ? __expf(v - mx) : 1.0f);
@@ -241,26 +313,22 @@ __device__ __forceinline__ float gumbel(u64 seed, u32 t) {
 // draw over the kept tokens; chosen_lp[b] = log-softmax at the drawn (else argmax) token. top_k <= 0 or >= vocab, top_p >= 1, min_p <= 0: off.
 // With chunks > 0 the argmax and log-sum-exp come from row_partials' chunks instead of
 // a pass over the row. grid: B; block: 1024.
-extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS, 2) row_select(const float* __restrict__ logits, int vocab, int row_stride,
-                                      const int* __restrict__ truncate,
-                                      const int* __restrict__ top_k,
-                                      const float* __restrict__ top_p,
-                                      const float* __restrict__ min_p,
-                                      const int* __restrict__ seed_on,
-                                      const u64* __restrict__ seed, u32* __restrict__ argmax_tok,
-                                      float* __restrict__ lse_out, u32* __restrict__ thr_out,
-                                      float* __restrict__ lkept_out, u32* __restrict__ drawn,
-                                      float* __restrict__ chosen_lp,
-                                      const float* __restrict__ part_v,
-                                      const int* __restrict__ part_i,
-                                      const float* __restrict__ part_s, int chunks) {
+template <typename T>
+__device__ __forceinline__ void row_select_impl(
+    const T* __restrict__ logits, int vocab, int row_stride, const int* __restrict__ truncate,
+    const int* __restrict__ top_k, const float* __restrict__ top_p,
+    const float* __restrict__ min_p, const int* __restrict__ seed_on,
+    const u64* __restrict__ seed, u32* __restrict__ argmax_tok, float* __restrict__ lse_out,
+    u32* __restrict__ thr_out, float* __restrict__ lkept_out, u32* __restrict__ drawn,
+    float* __restrict__ chosen_lp, const float* __restrict__ part_v,
+    const int* __restrict__ part_i, const float* __restrict__ part_s, int chunks) {
     __shared__ float sv[32];
     __shared__ int si[32];
     __shared__ float hist[256];
     __shared__ u32 sp[2];
     int b = blockIdx.x;
-    const float* x = logits + (size_t)b * row_stride;
-    bool vec = (row_stride & 3) == 0 && (reinterpret_cast<size_t>(logits) & 15) == 0;
+    const T* x = logits + (size_t)b * row_stride;
+    bool vec = vec_rows(logits, row_stride);
     ValIdx best;
     float z;
     if (chunks > 0) {
@@ -290,7 +358,7 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS, 2) row_select(const
             thr_out[b] = float_key(NEG_INF) + 1u;
             lkept_out[b] = 0.0f;
             drawn[b] = (u32)am;
-            chosen_lp[b] = clean(x[am]) - lse;
+            chosen_lp[b] = clean(ld(x, am)) - lse;
         }
         return;
     }
@@ -302,7 +370,7 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS, 2) row_select(const
     if (p < 1.0f) {
         float zk = 0.0f;
         for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-            float v = clean(x[i]);
+            float v = clean(ld(x, i));
             if (float_key(v) >= thr) zk += __expf(v - mx);
         }
         zk = block_sum(zk, sv);
@@ -316,7 +384,7 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS, 2) row_select(const
     bool draw = seed_on[b] != 0;
     u64 sd = seed[b];
     for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-        float v = clean(x[i]);
+        float v = clean(ld(x, i));
         if (float_key(v) < thr) continue;
         kept += __expf(v - mx);
         if (draw) pick = better(pick, ValIdx{v + gumbel(sd, (u32)i), i});
@@ -328,30 +396,50 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS, 2) row_select(const
         lkept_out[b] = logf(kept) + mx - lse;
         int c = draw && pick.i != 0x7fffffff ? pick.i : am;
         drawn[b] = (u32)c;
-        chosen_lp[b] = clean(x[c]) - lse;
+        chosen_lp[b] = clean(ld(x, c)) - lse;
     }
 }
+
+#define ROW_SELECT(NAME, T)                                                                    \
+    extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS, 2) NAME(                     \
+        const T* __restrict__ logits, int vocab, int row_stride,                               \
+        const int* __restrict__ truncate, const int* __restrict__ top_k,                       \
+        const float* __restrict__ top_p, const float* __restrict__ min_p,                      \
+        const int* __restrict__ seed_on, const u64* __restrict__ seed,                         \
+        u32* __restrict__ argmax_tok, float* __restrict__ lse_out, u32* __restrict__ thr_out,  \
+        float* __restrict__ lkept_out, u32* __restrict__ drawn, float* __restrict__ chosen_lp, \
+        const float* __restrict__ part_v, const int* __restrict__ part_i,                      \
+        const float* __restrict__ part_s, int chunks) {                                        \
+        row_select_impl<T>(logits, vocab, row_stride, truncate, top_k, top_p, min_p, seed_on,  \
+                           seed, argmax_tok, lse_out, thr_out, lkept_out, drawn, chosen_lp,    \
+                           part_v, part_i, part_s, chunks);                                    \
+    }
+ROW_SELECT(row_select, float)
+ROW_SELECT(row_select_bf16, bf16_t)
 
 // The k most likely tokens of each row (k <= 256) among those with key >= floor[b]
 // (floor null: all), with their raw values, most likely first, ties to the lower id.
 // Fewer than k qualifying tokens leave id 0xffffffff. out_tok / out_val: [B, k].
 // grid: B; block: 1024.
-extern "C" __global__ void topk_rows(const float* __restrict__ logits, int vocab, int row_stride,
-                                     int k, const u32* __restrict__ floor,
-                                     u32* __restrict__ out_tok, float* __restrict__ out_val) {
+template <typename T>
+__device__ __forceinline__ void topk_rows_impl(const T* __restrict__ logits, int vocab,
+                                               int row_stride, int k,
+                                               const u32* __restrict__ floor,
+                                               u32* __restrict__ out_tok,
+                                               float* __restrict__ out_val) {
     __shared__ float hist[256];
     __shared__ u32 sp[2];
     __shared__ u64 cand[TOPK_CAP];
     __shared__ int count;
     int b = blockIdx.x;
-    const float* x = logits + (size_t)b * row_stride;
+    const T* x = logits + (size_t)b * row_stride;
     u32 fl = floor != nullptr ? floor[b] : 0u;
     u32 thr = k < vocab ? max(fl, radix_select(x, vocab, fl, false, 0.0f, (float)k, hist, sp)) : fl;
     if (threadIdx.x == 0) count = 0;
     for (int i = threadIdx.x; i < TOPK_CAP; i += blockDim.x) cand[i] = 0ull;
     __syncthreads();
     for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-        u32 key = float_key(clean(x[i]));
+        u32 key = float_key(clean(ld(x, i)));
         if (key >= thr) {
             int slot = atomicAdd(&count, 1);
             // Key high, inverted id low: sorting descending puts ties in id order.
@@ -379,6 +467,15 @@ extern "C" __global__ void topk_rows(const float* __restrict__ logits, int vocab
         out_val[(size_t)b * k + i] = c == 0ull ? NEG_INF : key_float((u32)(c >> 32));
     }
 }
+
+#define TOPK_ROWS(NAME, T)                                                                     \
+    extern "C" __global__ void NAME(const T* __restrict__ logits, int vocab, int row_stride,  \
+                                    int k, const u32* __restrict__ floor,                      \
+                                    u32* __restrict__ out_tok, float* __restrict__ out_val) {  \
+        topk_rows_impl<T>(logits, vocab, row_stride, k, floor, out_tok, out_val);              \
+    }
+TOPK_ROWS(topk_rows, float)
+TOPK_ROWS(topk_rows_bf16, bf16_t)
 
 // The token each row chose: the Gumbel-max draw where the row samples, else the
 // argmax of the processed row (row_select's outputs). Kept on the device for the

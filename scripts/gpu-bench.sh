@@ -394,11 +394,11 @@
 #             checks, then the fixture and random-0.6B model checks with the fold off and on;
 #             while the call has time (PART_LIMIT, default 480) MINISGL_HW_BF16's A/B on the
 #             0.6B default workload and the fold's runner A/B on the 14B.
-#     part 136: after the sampler stopped copying unprocessed logits and the fold's qkv
-#             bias moved into the rope kernel: every op check, the fixtures and the engine,
-#             the fixture models with the fold on; the copy's and the fold's runner A/Bs on
-#             the 0.6B, its default workload as built / with the copy / with the fold; then
-#             part 135's HW_BF16 and 14B fold A/Bs while the call has time.
+#     part 136: after the sampler stopped copying unprocessed logits, the fold's qkv bias
+#             moved into the rope kernel and bf16 logits (MINISGL_LOGITS_BF16=1): every op
+#             check, the fixtures and the engine, the fixture models with the fold on and
+#             with bf16 logits; the 0.6B runner A/Bs of the copy, the fold and bf16 logits,
+#             its default workload with each; the fold's 14B runner A/B while there is time.
 #     part 132: after `device table` in the same call, with PART_LIMIT the seconds the call
 #             has left: the decode timelines of both shapes (batch 1 / 64 / 256, context
 #             ~256), then part 131's prefill timelines while time is left.
@@ -2065,41 +2065,37 @@ device)
         pack_logs 135
     elif [ "$part" = 136 ]; then
         # After the sampler stopped copying logits no row processes (MINISGL_SAMPLE_COPY=1
-        # restores the copy) and the fold's qkv bias moved into the rope kernel
-        # (2026-12-07): every op check (sampling and fold groups included), the fixtures
-        # and the engine with the defaults, the fixture models with the fold on; then the
-        # copy's runner A/B at batch 8 / 64 / 256, the fold's on top of the new default at
-        # 64 / 256, and the 0.6B default workload as built, with the copy and with the
-        # fold; while the call has time (PART_LIMIT, default 560) part 135's HW_BF16 and
-        # 14B fold A/Bs.
+        # restores the copy), the fold's qkv bias moved into the rope kernel and the LM
+        # head learned to write bf16 logits (MINISGL_LOGITS_BF16=1), 2026-12-07: every op
+        # check (sampling and fold groups included); the fixtures and the engine with the
+        # defaults; the fixture models with the fold on; the fixtures and the engine with
+        # bf16 logits; then the 0.6B runner A/Bs (the copy at batch 8 / 64 / 256, the fold
+        # and bf16 logits on top of the new default at 64 / 256) and its default workload
+        # as built, with the copy, with the fold, with bf16 logits; while the call has time
+        # (PART_LIMIT, default 560) the fold's 14B runner A/B.
         rm "$out/env.log"  # already printed by the tee above
         local_limit=${PART_LIMIT:-560}
         check_ops --skip-bench
-        grep -E " fold .*bias| sampl" "$out/gpu-check-ops.log" | head -12
+        grep -E " fold .*bias|sampling .*(in place|bf16)" "$out/gpu-check-ops.log" | head -12
         gzip_ops_log
-        fixture_checks 150 models-engine-fold0
-        MINISGL_FOLD_NORMS=1 fixture_checks 120 models-fold1 --skip-engine
-        for f in 0 1; do
-            grep -E "^(ok|FAIL) +model" "$out/gpu-check-models-"*"fold$f.log" | cut -c1-300
-        done
+        fixture_checks 150 models-engine
+        MINISGL_FOLD_NORMS=1 fixture_checks 100 models-fold1 --skip-engine
+        grep -E "^(ok|FAIL) +model" "$out/gpu-check-models-engine.log" "$out/gpu-check-models-fold1.log" | cut -c1-300
+        if fits 330; then MINISGL_LOGITS_BF16=1 fixture_checks 150 models-engine-bf16; fi
         MINISGL_SAMPLE_COPY=1 runner_ab qwen3-0.6b -nocopy 8,64,256 MINISGL_SAMPLE_COPY=0
         grep -E "A/B" "$out/gpu-check-bench-qwen3-0.6b-nocopy.log"
-        if fits 150; then
-            runner_ab qwen3-0.6b -fold 64,256 MINISGL_FOLD_NORMS=1
-            grep -E "A/B" "$out/gpu-check-bench-qwen3-0.6b-fold.log"
-        fi
-        for v in none MINISGL_SAMPLE_COPY MINISGL_FOLD_NORMS; do
-            if fits 65; then
-                k=$v; [ "$v" = none ] && k=MINISGL_UNUSED
-                eval "$k=1 OFFLINE_TIMEOUT=60 offline_default qwen3-0.6b -$v"
-            else
-                echo "no time left for the default workload with $v"
+        for v in MINISGL_FOLD_NORMS MINISGL_LOGITS_BF16; do
+            if fits 200; then
+                runner_ab qwen3-0.6b "-$v" 64,256 "$v=1"
+                grep -E "A/B" "$out/gpu-check-bench-qwen3-0.6b-$v.log"
             fi
         done
-        for d in MINISGL_HW_BF16 none; do
-            if fits 70; then
-                k=$d; [ "$d" = none ] && k=
-                MINISGL_KERNEL_DEFINES=$k OFFLINE_TIMEOUT=60 offline_default qwen3-0.6b "-defines-$d"
+        for v in none MINISGL_SAMPLE_COPY MINISGL_FOLD_NORMS MINISGL_LOGITS_BF16; do
+            if fits 55; then
+                k=$v; [ "$v" = none ] && k=MINISGL_UNUSED
+                eval "$k=1 OFFLINE_TIMEOUT=50 offline_default qwen3-0.6b -$v"
+            else
+                echo "no time left for the default workload with $v"
             fi
         done
         if fits 200; then

@@ -492,31 +492,31 @@ def test_part_135_checks_the_fold_group_then_the_models_with_the_fold_off_and_on
             "offline-qwen3-0.6b-defines-none.log"} <= archived_logs(out)
 
 
-def test_part_136_checks_then_times_the_sampler_copy_and_the_fold(tmp_path):
+def test_part_136_checks_then_times_the_sampler_copy_the_fold_and_bf16_logits(tmp_path):
     _, made, out = run_part(tmp_path, "136")
     runs = [(a, env) for a, env in made if a[:1] == ["gpu-check"]]
     # Every op check first (the sampling and fold groups are among them).
     assert "--skip-models" in runs[0][0] and "--fold-only" not in runs[0][0], runs[0]
     models = [(a, env) for a, env in runs if "--random-model" in a]
-    assert [env.get("MINISGL_FOLD_NORMS") for _, env in models] == [None, "1"], models
-    assert "--skip-engine" not in models[0][0] and "--skip-engine" in models[1][0], models
+    assert [(env.get("MINISGL_FOLD_NORMS"), env.get("MINISGL_LOGITS_BF16"), "--skip-engine" in a)
+            for a, env in models] == [(None, None, False), ("1", None, True), (None, "1", False)]
     ab = [(a[a.index("--bench-model") + 1], env) for a, env in runs if "--bench-model" in a]
     assert [(m, env["MINISGL_BENCH_AB"], env["MINISGL_BENCH_BATCHES"]) for m, env in ab] == [
         (".gpu/qwen3-0.6b", "MINISGL_SAMPLE_COPY=0", "8,64,256"),
         (".gpu/qwen3-0.6b", "MINISGL_FOLD_NORMS=1", "64,256"),
+        (".gpu/qwen3-0.6b", "MINISGL_LOGITS_BF16=1", "64,256"),
         (".gpu/qwen3-14b", "MINISGL_FOLD_NORMS=1", "64,256"),
     ], ab
     # The copy's A/B: the old sampler as built, the new one as the variant.
     assert ab[0][1].get("MINISGL_SAMPLE_COPY") == "1", ab[0]
     offline = [env for a, env in made if a[:2] == ["bench", "offline"]]
-    assert [(e.get("MINISGL_SAMPLE_COPY"), e.get("MINISGL_FOLD_NORMS"),
-             e.get("MINISGL_KERNEL_DEFINES")) for e in offline] == [
-        (None, None, None), ("1", None, None), (None, "1", None),
-        (None, None, "MINISGL_HW_BF16"), (None, None, ""),
+    keys = ("MINISGL_SAMPLE_COPY", "MINISGL_FOLD_NORMS", "MINISGL_LOGITS_BF16")
+    assert [tuple(e.get(k) for k in keys) for e in offline] == [
+        (None, None, None), ("1", None, None), (None, "1", None), (None, None, "1"),
     ], offline
-    assert {"gpu-check-models-engine-fold0.log", "gpu-check-models-fold1.log",
-            "gpu-check-bench-qwen3-0.6b-nocopy.log", "offline-qwen3-0.6b-MINISGL_SAMPLE_COPY.log",
-            } <= archived_logs(out)
+    assert {"gpu-check-models-engine.log", "gpu-check-models-fold1.log",
+            "gpu-check-models-engine-bf16.log", "gpu-check-bench-qwen3-0.6b-nocopy.log",
+            "offline-qwen3-0.6b-MINISGL_LOGITS_BF16.log"} <= archived_logs(out)
 
 
 def test_the_table_can_check_only_the_models_and_stop_before_the_14b(tmp_path):

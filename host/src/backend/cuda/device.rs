@@ -320,6 +320,12 @@ pub struct CudaOptions {
     /// them (`MINISGL_SAMPLE_COPY=1`, off by default: the copy the sampler made before
     /// 2026-12-07, kept for A/Bs; see `sample_launch_impl`).
     pub sample_copy: bool,
+    /// The LM head writes bf16 logits (`MINISGL_LOGITS_BF16=1`; off by default): half the
+    /// f32 logits' bytes written by the head and read by the sampler, which reads them
+    /// as they are where no row processes them (else widens them to f32 first). The
+    /// values are the bf16 rounding of the f32 ones, as a bf16 model in transformers
+    /// produces them.
+    pub logits_bf16: bool,
     /// Largest weight the skinny kernel streams, in bytes (`MINISGL_GEMV_MAX_WEIGHT_MB`,
     /// default [`super::GEMV_MAX_WEIGHT_BYTES`]); larger ones go through cuBLAS.
     pub gemv_max_weight: usize,
@@ -450,6 +456,7 @@ impl Default for CudaOptions {
         ) << 20;
         let sample_split = crate::env::flag("MINISGL_SAMPLE_SPLIT", true);
         let sample_copy = crate::env::flag("MINISGL_SAMPLE_COPY", false);
+        let logits_bf16 = crate::env::flag("MINISGL_LOGITS_BF16", false);
         let decode_order = crate::env::flag("MINISGL_DECODE_ORDER", true);
         let mixed_split = crate::env::flag("MINISGL_MIXED_SPLIT", true);
         let prefill_order: PrefillOrder = crate::env::choice("MINISGL_PREFILL_ORDER");
@@ -514,6 +521,7 @@ impl Default for CudaOptions {
             gemv_max_weight,
             sample_split,
             sample_copy,
+            logits_bf16,
             layer_chain,
             chain_attn,
             chain_attn_part,
@@ -638,8 +646,11 @@ pub fn kernel_names(family: &str) -> Vec<String> {
         "sampling" => vec![
             "process_logits",
             "row_partials",
+            "row_partials_bf16",
             "row_select",
+            "row_select_bf16",
             "topk_rows",
+            "topk_rows_bf16",
             "chosen_tokens",
         ],
         _ => vec![],

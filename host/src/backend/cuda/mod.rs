@@ -292,6 +292,8 @@ pub struct CudaBackend {
     pub(crate) sample_split: std::cell::Cell<bool>,
     /// Whether sampling copies logits that no row processes ([`CudaOptions::sample_copy`]).
     pub(crate) sample_copy: bool,
+    /// Whether the LM head writes bf16 logits ([`CudaOptions::logits_bf16`]).
+    pub(crate) logits_bf16: bool,
     /// Whether a layer's products at one decode row run as one `layer_chain` launch
     /// ([`CudaOptions::layer_chain`]; checks and benchmarks compare both).
     pub(crate) layer_chain: std::cell::Cell<bool>,
@@ -340,6 +342,7 @@ impl CudaBackend {
             norm_threads: std::cell::Cell::new(opts.norm_threads),
             sample_split: std::cell::Cell::new(opts.sample_split),
             sample_copy: opts.sample_copy,
+            logits_bf16: opts.logits_bf16,
             layer_chain: std::cell::Cell::new(opts.layer_chain),
             chain_attn: std::cell::Cell::new(opts.chain_attn),
             chain_attn_part: opts.chain_attn_part.max(1),

@@ -20,7 +20,8 @@ pub const MAX_TOPK: usize = 256;
 /// each block streams its whole row (Qwen3's 151,936 f32 logits: 15.6-16.6 µs at batch
 /// 1 under Nsight Compute on the H200, 2026-12-04), so such steps get one wave of
 /// 1,024-thread blocks (two an SM), at most 64 chunks a row of at least 2,048 values (a
-/// multiple of 4, so chunks keep 16-byte alignment). Returns (chunks, values a chunk).
+/// multiple of 8, so chunks keep 16-byte alignment in f32 and bf16). Returns (chunks,
+/// values a chunk).
 pub(crate) fn logit_chunks(rows: usize, vocab: usize, num_sms: usize) -> (usize, usize) {
     const MIN_CHUNK: usize = 2048;
     if rows == 0 || rows >= num_sms {
@@ -30,7 +31,7 @@ pub(crate) fn logit_chunks(rows: usize, vocab: usize, num_sms: usize) -> (usize,
     if want < 2 {
         return (0, 0);
     }
-    let chunk = vocab.div_ceil(want).next_multiple_of(4);
+    let chunk = vocab.div_ceil(want).next_multiple_of(8);
     (vocab.div_ceil(chunk), chunk)
 }
 
@@ -230,13 +231,17 @@ impl CudaBackend {
         // Rows past the specs are padding (a replayed graph's batch).
         let rows = specs.len();
         let st = &self.dev.stream;
-        // Only process_logits writes the logits (penalties, bias, temperature). Where no
-        // row takes it, the kernels read f32 logits where they are: the copy below moved
-        // rows x vocab x 8 bytes a step, 311 MB at Qwen3-0.6B batch 256 (~0.1 ms on an
-        // H100), in no timeline, since it is a copy and not a launch.
+        // Only process_logits writes the logits (penalties, bias, temperature), in f32.
+        // Where no row takes it, the kernels read the logits where they are, f32 or bf16:
+        // the copy below moved rows x vocab x 8 bytes a step, 311 MB at Qwen3-0.6B batch
+        // 256 (~0.1 ms on an H100), in no timeline, since it is a copy and not a launch.
         let processing = specs.iter().any(|s| !matches!(s.mode, SampleMode::Greedy));
-        if let (false, false, Buf::F32(s)) = (processing, self.sample_copy, &logits.buf) {
-            return self.sample_rows(self.ptr(s), rows, vocab, specs);
+        if !processing && !self.sample_copy {
+            let (p, bf16) = match &logits.buf {
+                Buf::F32(s) => (self.ptr(s), false),
+                Buf::Bf16(s) => (self.ptr(s), true),
+            };
+            return self.sample_rows(p, bf16, rows, vocab, specs);
         }
         // Processed logits live in a fresh f32 buffer (the input stays intact).
         let mut lg = self.alloc_f32((rows * vocab).max(1))?;
@@ -259,7 +264,7 @@ impl CudaBackend {
             }
         }
         // lg is dropped after the kernels are enqueued: freed in stream order.
-        self.sample_rows(self.ptr(&lg), rows, vocab, specs)
+        self.sample_rows(self.ptr(&lg), false, rows, vocab, specs)
     }
 
     /// Whether the results of `s` have reached the host.
@@ -281,11 +286,12 @@ impl CudaBackend {
         }?)
     }
 
-    /// Enqueues the sampling of `rows` rows of `vocab` f32 logits at `lgp`, which
-    /// process_logits may rewrite in place.
+    /// Enqueues the sampling of `rows` rows of `vocab` logits at `lgp`: f32, which
+    /// process_logits may rewrite in place, or bf16 (`bf16`) where no row processes them.
     fn sample_rows(
         &self,
         lgp: u64,
+        bf16: bool,
         rows: usize,
         vocab: usize,
         specs: &[SampleSpec],
@@ -326,6 +332,19 @@ impl CudaBackend {
             }
             p.close_row();
         }
+        if bf16 && any_processing {
+            return Err(BackendError::Unsupported(
+                "sampling: bf16 logits with processed rows (widen them to f32 first)".into(),
+            ));
+        }
+        // The kernels that read the logits, in the logits' type.
+        let read = |name: &'static str| -> String {
+            if bf16 {
+                format!("{name}_bf16")
+            } else {
+                name.to_string()
+            }
+        };
         if cand_k > MAX_TOPK || top_n > MAX_TOPK {
             return Err(BackendError::Unsupported(format!(
                 "top-K of {} exceeds the device limit {MAX_TOPK}",
@@ -409,7 +428,7 @@ impl CudaBackend {
             let buf = unsafe { st.alloc::<u32>(3 * rows * chunks) }?;
             let p = self.ptr(&buf);
             self.launch(
-                "row_partials",
+                &read("row_partials"),
                 cfg((r, chunks as u32, 1), 1024),
                 &[
                     Arg::U64(lgp),
@@ -431,7 +450,7 @@ impl CudaBackend {
                 .map_or(0, |(_, p)| p + i * (rows * chunks * 4) as u64)
         };
         self.launch(
-            "row_select",
+            &read("row_select"),
             cfg((r, 1, 1), 1024),
             &[
                 Arg::U64(lgp),
@@ -472,7 +491,7 @@ impl CudaBackend {
         *self.last_chosen.borrow_mut() = Some((chosen, rows));
         let topk_launch = |k: usize, floor: u64, tok: u64, val: u64| {
             self.launch(
-                "topk_rows",
+                &read("topk_rows"),
                 cfg((r, 1, 1), 1024),
                 &[
                     Arg::U64(lgp),
@@ -653,10 +672,10 @@ mod tests {
     #[test]
     fn small_steps_split_their_logits_rows_and_large_ones_do_not() {
         let (sms, vocab) = (132, 151_936);
-        // Batch 1: 64 chunks of a multiple of 4 values covering the row exactly once.
+        // Batch 1: 64 chunks of a multiple of 8 values covering the row exactly once.
         let (n, c) = logit_chunks(1, vocab, sms);
         assert_eq!(n, 64);
-        assert_eq!(c % 4, 0);
+        assert_eq!(c % 8, 0);
         assert!(c * (n - 1) < vocab && c * n >= vocab);
         // One wave of two blocks an SM while rows < SMs (at most 64 chunks a row).
         for rows in [2, 8, 40, 64, 100, 131] {
@@ -673,6 +692,6 @@ mod tests {
         assert_eq!(logit_chunks(0, vocab, sms), (0, 0));
         // Never more than 64 chunks, never under 2,048 values.
         let (n, c) = logit_chunks(1, 10_000, sms);
-        assert_eq!((n, c), (4, 2500));
+        assert_eq!((n, c), (4, 2504));
     }
 }

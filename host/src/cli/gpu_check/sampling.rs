@@ -175,60 +175,125 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
                 rows.push((n.clone(), s));
             }
         }
-        let n = rows.len();
-        let logits = randn(&mut rng, n * vocab, std);
-        let specs: Vec<SampleSpec> = rows.iter().map(|r| r.1.clone()).collect();
-        let lc = cpu.upload(&[n, vocab], HostData::f32(&logits))?;
-        let lg = gpu.upload_f32(&[n, vocab], &logits)?;
-        let t0 = std::time::Instant::now();
-        let og = gpu.sample(&lg, &specs)?;
-        let gpu_ms = t0.elapsed().as_secs_f64() * 1e3;
-        let oc = cpu.sample(&lc, &specs)?;
-        let mut tok_mismatch = Vec::new();
-        let mut max_lp = 0.0f32;
-        let mut list_mismatch = 0;
-        for (i, (a, b)) in og.iter().zip(&oc).enumerate() {
-            if a.token != b.token {
-                tok_mismatch.push(format!(
-                    "row {i} ({}): gpu {} cpu {}",
-                    rows[i].0, a.token, b.token
-                ));
-            }
-            if let (Some(x), Some(y)) = (a.logprob, b.logprob) {
-                max_lp = max_lp.max((x - y).abs());
-            } else if a.logprob.is_some() != b.logprob.is_some() {
-                list_mismatch += 1;
-            }
-            for (la, lb) in [
-                (&a.top_logprobs, &b.top_logprobs),
-                (&a.candidates, &b.candidates),
-            ] {
-                if la.len() != lb.len() || la.iter().zip(lb.iter()).any(|(x, y)| x.token != y.token)
-                {
-                    list_mismatch += 1;
-                }
-                for (x, y) in la.iter().zip(lb.iter()) {
-                    max_lp = max_lp.max((x.logprob - y.logprob).abs());
-                }
-            }
-        }
-        rep.fact(
-            "sampling",
-            format!("vocab={vocab} rows={n} tokens ({path})"),
-            tok_mismatch.is_empty(),
-            if tok_mismatch.is_empty() {
-                format!("all {n} tokens identical; device sample() {gpu_ms:.2} ms")
-            } else {
-                tok_mismatch.join("; ")
-            },
-        );
-        rep.fact(
-            "sampling",
-            format!("vocab={vocab} rows={n} logprobs/top-K lists ({path})"),
-            list_mismatch == 0 && max_lp < 2e-3,
-            format!("{list_mismatch} list mismatches; max |Δ logprob| {max_lp:.2e}"),
-        );
+        // Every recipe in one step: the sampler processes a copy of the logits.
+        let logits = randn(&mut rng, rows.len() * vocab, std);
+        let lg = gpu.upload_f32(&[rows.len(), vocab], &logits)?;
+        compare(cpu, gpu, &rows, vocab, &logits, &lg, path, rep)?;
+        // Only greedy rows: the kernels read the logits where they are, f32 and bf16
+        // (the LM head's output under MINISGL_LOGITS_BF16; the CPU gets the same
+        // bf16-rounded values).
+        let greedy: Vec<(String, SampleSpec)> = rows
+            .iter()
+            .filter(|r| matches!(r.1.mode, SampleMode::Greedy))
+            .cloned()
+            .collect();
+        let logits = randn(&mut rng, greedy.len() * vocab, std);
+        let lg = gpu.upload_f32(&[greedy.len(), vocab], &logits)?;
+        compare(cpu, gpu, &greedy, vocab, &logits, &lg, path, rep)?;
+        let rounded: Vec<f32> = logits
+            .iter()
+            .map(|&v| half::bf16::from_f32(v).to_f32())
+            .collect();
+        let lb = gpu.upload(&[greedy.len(), vocab], HostData::f32(&logits))?;
+        compare(
+            cpu,
+            gpu,
+            &greedy,
+            vocab,
+            &rounded,
+            &lb,
+            &format!("{path}, bf16"),
+            rep,
+        )?;
+        // bf16 logits with processed rows: widened to f32 first.
+        let logits = randn(&mut rng, rows.len() * vocab, std);
+        let rounded: Vec<f32> = logits
+            .iter()
+            .map(|&v| half::bf16::from_f32(v).to_f32())
+            .collect();
+        let lb = gpu.upload(&[rows.len(), vocab], HostData::f32(&logits))?;
+        compare(
+            cpu,
+            gpu,
+            &rows,
+            vocab,
+            &rounded,
+            &lb,
+            &format!("{path}, bf16"),
+            rep,
+        )?;
     }
     gpu.set_sample_split(configured);
+    Ok(())
+}
+
+/// One step of `rows` on `lg` (the device's logits) against the CPU on `logits` (the same
+/// values in f32): every token, logprob and top-K list.
+#[allow(clippy::too_many_arguments)]
+fn compare(
+    cpu: &CpuBackend,
+    gpu: &CudaBackend,
+    rows: &[(String, SampleSpec)],
+    vocab: usize,
+    logits: &[f32],
+    lg: &<CudaBackend as Backend>::Tensor,
+    path: &str,
+    rep: &mut Report,
+) -> Result<()> {
+    let n = rows.len();
+    let what = if rows.iter().all(|r| matches!(r.1.mode, SampleMode::Greedy)) {
+        "greedy rows, in place"
+    } else {
+        "mixed recipes"
+    };
+    let specs: Vec<SampleSpec> = rows.iter().map(|r| r.1.clone()).collect();
+    let lc = cpu.upload(&[n, vocab], HostData::f32(logits))?;
+    let t0 = std::time::Instant::now();
+    let og = gpu.sample(lg, &specs)?;
+    let gpu_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let oc = cpu.sample(&lc, &specs)?;
+    let mut tok_mismatch = Vec::new();
+    let mut max_lp = 0.0f32;
+    let mut list_mismatch = 0;
+    for (i, (a, b)) in og.iter().zip(&oc).enumerate() {
+        if a.token != b.token {
+            tok_mismatch.push(format!(
+                "row {i} ({}): gpu {} cpu {}",
+                rows[i].0, a.token, b.token
+            ));
+        }
+        if let (Some(x), Some(y)) = (a.logprob, b.logprob) {
+            max_lp = max_lp.max((x - y).abs());
+        } else if a.logprob.is_some() != b.logprob.is_some() {
+            list_mismatch += 1;
+        }
+        for (la, lb) in [
+            (&a.top_logprobs, &b.top_logprobs),
+            (&a.candidates, &b.candidates),
+        ] {
+            if la.len() != lb.len() || la.iter().zip(lb.iter()).any(|(x, y)| x.token != y.token) {
+                list_mismatch += 1;
+            }
+            for (x, y) in la.iter().zip(lb.iter()) {
+                max_lp = max_lp.max((x.logprob - y.logprob).abs());
+            }
+        }
+    }
+    rep.fact(
+        "sampling",
+        format!("vocab={vocab} rows={n} {what} tokens ({path})"),
+        tok_mismatch.is_empty(),
+        if tok_mismatch.is_empty() {
+            format!("all {n} tokens identical; device sample() {gpu_ms:.2} ms")
+        } else {
+            tok_mismatch.join("; ")
+        },
+    );
+    rep.fact(
+        "sampling",
+        format!("vocab={vocab} rows={n} {what} logprobs/top-K lists ({path})"),
+        list_mismatch == 0 && max_lp < 2e-3,
+        format!("{list_mismatch} list mismatches; max |Δ logprob| {max_lp:.2e}"),
+    );
     Ok(())
 }

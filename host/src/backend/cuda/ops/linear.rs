@@ -56,7 +56,9 @@ impl CudaBackend {
             &w.shape,
             bias.map(|b| (b.shape.as_slice(), b.numel())),
         )?;
-        let f32_out = x.logits_input;
+        // The LM head's product (its input marked by gather_rows): f32 logits unless the
+        // backend writes them in bf16.
+        let f32_out = x.logits_input && !self.logits_bf16;
         let out = if f32_out {
             CudaTensor {
                 shape: vec![m, n],
@@ -117,12 +119,8 @@ impl CudaBackend {
         out: &mut CudaTensor,
     ) -> Result<(), BackendError> {
         let (m, k, n) = shapes::linear_into(&x.shape, &w.shape, &out.shape)?;
-        if !matches!(out.buf, Buf::F32(_)) {
-            return Err(shape_err(
-                "linear_into",
-                format!("out {:?} must be an f32 buffer", out.shape),
-            ));
-        }
+        // alloc_logits' buffer: f32, or bf16 under `logits_bf16`.
+        let f32_out = matches!(out.buf, Buf::F32(_));
         if m == 0 || n == 0 || k == 0 {
             return Ok(());
         }
@@ -131,7 +129,7 @@ impl CudaBackend {
                 self.bf16_ptr(x, "linear_into")?,
                 self.bf16_ptr(w, "linear_into")?,
             );
-            return self.gemv(xp, wp, 0, self.tptr(out), m, n, k, true);
+            return self.gemv(xp, wp, 0, self.tptr(out), m, n, k, f32_out);
         }
         self.gemm(
             self.bf16_ptr(x, "linear_into")?,
@@ -140,7 +138,7 @@ impl CudaBackend {
             m,
             n,
             k,
-            true,
+            f32_out,
             0.0,
         )
     }

@@ -107,9 +107,14 @@ impl CudaBackend {
         rows: usize,
         cols: usize,
     ) -> Result<CudaTensor, BackendError> {
+        let n = (rows * cols).max(1);
         Ok(CudaTensor {
             shape: vec![rows, cols],
-            buf: Buf::F32(self.dev.stream.alloc_zeros::<f32>((rows * cols).max(1))?),
+            buf: if self.logits_bf16 {
+                Buf::Bf16(self.dev.stream.alloc_zeros::<u16>(n)?)
+            } else {
+                Buf::F32(self.dev.stream.alloc_zeros::<f32>(n)?)
+            },
             f32_copy: None,
             logits_input: false,
             fold: Fold::None,
