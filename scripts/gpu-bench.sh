@@ -399,6 +399,9 @@
 #             check, the fixtures and the engine, the fixture models with the fold on and
 #             with bf16 logits; the 0.6B runner A/Bs of the copy, the fold and bf16 logits,
 #             its default workload with each; the fold's 14B runner A/B while there is time.
+#     part 137: bf16 logits' checks (fixtures, engine), the 0.6B runner A/B at batch 1 / 8 /
+#             128 / 256 and three alternating default-workload pairs; /tmp/bf16-ok when the
+#             checks passed.
 #     part 132: after `device table` in the same call, with PART_LIMIT the seconds the call
 #             has left: the decode timelines of both shapes (batch 1 / 64 / 256, context
 #             ~256), then part 131's prefill timelines while time is left.
@@ -2105,6 +2108,26 @@ device)
             echo "no time left for the 14B fold A/B"
         fi
         pack_logs 136
+    elif [ "$part" = 137 ]; then
+        # bf16 logits (MINISGL_LOGITS_BF16=1) for its default: the fixtures and the engine
+        # with it (part 136 ran out of time for them), the 0.6B runner A/B at batch 1 / 8 /
+        # 128 / 256, and the 0.6B default workload three times each way, alternating. Leaves
+        # /tmp/bf16-ok when the checks passed, for a table run after it in the same call.
+        rm "$out/env.log"  # already printed by the tee above
+        rm -f /tmp/bf16-ok
+        MINISGL_LOGITS_BF16=1 fixture_checks 150 models-engine-bf16
+        if grep -qE "^[0-9]+ checks, 0 failed" "$out/gpu-check-models-engine-bf16.log"; then
+            touch /tmp/bf16-ok
+        fi
+        grep -E "^(ok|FAIL) +model" "$out/gpu-check-models-engine-bf16.log" | cut -c1-200
+        runner_ab qwen3-0.6b -bf16 1,8,128,256 MINISGL_LOGITS_BF16=1
+        grep -E "A/B" "$out/gpu-check-bench-qwen3-0.6b-bf16.log"
+        for v in MINISGL_LOGITS_BF16 none MINISGL_LOGITS_BF16 none MINISGL_LOGITS_BF16 none; do
+            k=$v; [ "$v" = none ] && k=MINISGL_UNUSED
+            n=$(ls "$out" | grep -c "^offline-qwen3-0.6b-$v")
+            eval "$k=1 OFFLINE_TIMEOUT=40 offline_default qwen3-0.6b -$v-$n"
+        done
+        pack_logs 137
     elif [ "$part" = 133 ]; then
         # The norms before qkv and gate_up folded into their weights (MINISGL_FOLD_NORMS=1):
         # every op check (the fold group among them) with it on, the 0.6B runner A/B at

@@ -519,6 +519,20 @@ def test_part_136_checks_then_times_the_sampler_copy_the_fold_and_bf16_logits(tm
             "offline-qwen3-0.6b-MINISGL_LOGITS_BF16.log"} <= archived_logs(out)
 
 
+def test_part_137_checks_bf16_logits_then_alternates_their_timings(tmp_path):
+    _, made, out = run_part(tmp_path, "137")
+    runs = [(a, env) for a, env in made if a[:1] == ["gpu-check"]]
+    assert "--random-model" in runs[0][0] and "--skip-engine" not in runs[0][0], runs[0]
+    assert runs[0][1].get("MINISGL_LOGITS_BF16") == "1", runs[0]
+    ab = [env for a, env in runs if "--bench-model" in a]
+    assert [(e["MINISGL_BENCH_AB"], e["MINISGL_BENCH_BATCHES"]) for e in ab] == [
+        ("MINISGL_LOGITS_BF16=1", "1,8,128,256")], ab
+    offline = [env.get("MINISGL_LOGITS_BF16") for a, env in made if a[:2] == ["bench", "offline"]]
+    assert offline == ["1", None] * 3, offline
+    assert {"gpu-check-models-engine-bf16.log", "offline-qwen3-0.6b-none-2.log",
+            "offline-qwen3-0.6b-MINISGL_LOGITS_BF16-0.log"} <= archived_logs(out)
+
+
 def test_the_table_can_check_only_the_models_and_stop_before_the_14b(tmp_path):
     r, made, out = run_part(tmp_path, "table", TABLE_CHECKS="models", TABLE_14B="0")
     assert "checks: " in r.stdout and "TABLE_14B=0" in r.stdout, r.stdout[-2000:]
