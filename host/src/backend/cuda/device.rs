@@ -320,11 +320,12 @@ pub struct CudaOptions {
     /// them (`MINISGL_SAMPLE_COPY=1`, off by default: the copy the sampler made before
     /// 2026-12-07, kept for A/Bs; see `sample_launch_impl`).
     pub sample_copy: bool,
-    /// The LM head writes bf16 logits (`MINISGL_LOGITS_BF16=1`; off by default): half the
-    /// f32 logits' bytes written by the head and read by the sampler, which reads them
-    /// as they are where no row processes them (else widens them to f32 first). The
-    /// values are the bf16 rounding of the f32 ones, as a bf16 model in transformers
-    /// produces them.
+    /// The LM head writes bf16 logits (on unless `MINISGL_LOGITS_BF16=0`): half the f32
+    /// logits' bytes written by the head and read by the sampler, which reads them as
+    /// they are where no row processes them (else widens them to f32 first). The values
+    /// are the bf16 rounding of the f32 ones, as a bf16 model in transformers (and the
+    /// LM head of vLLM and SGLang) produces them. Qwen3-0.6B on an H100: batch-256 step
+    /// 1.3% faster, default workload 0.5% (docs/results/gpu-2026-12-07-sample.md).
     pub logits_bf16: bool,
     /// Largest weight the skinny kernel streams, in bytes (`MINISGL_GEMV_MAX_WEIGHT_MB`,
     /// default [`super::GEMV_MAX_WEIGHT_BYTES`]); larger ones go through cuBLAS.
@@ -456,7 +457,7 @@ impl Default for CudaOptions {
         ) << 20;
         let sample_split = crate::env::flag("MINISGL_SAMPLE_SPLIT", true);
         let sample_copy = crate::env::flag("MINISGL_SAMPLE_COPY", false);
-        let logits_bf16 = crate::env::flag("MINISGL_LOGITS_BF16", false);
+        let logits_bf16 = crate::env::flag("MINISGL_LOGITS_BF16", true);
         let decode_order = crate::env::flag("MINISGL_DECODE_ORDER", true);
         let mixed_split = crate::env::flag("MINISGL_MIXED_SPLIT", true);
         let prefill_order: PrefillOrder = crate::env::choice("MINISGL_PREFILL_ORDER");
