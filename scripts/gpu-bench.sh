@@ -399,9 +399,11 @@
 #             check, the fixtures and the engine, the fixture models with the fold on and
 #             with bf16 logits; the 0.6B runner A/Bs of the copy, the fold and bf16 logits,
 #             its default workload with each; the fold's 14B runner A/B while there is time.
+#             (Ran 2026-12-07 at 3b13347, an H100: gpu-2026-12-07-sample.md; the 14B A/B
+#             ran out of memory, two 14B runners need an H200.)
 #     part 137: bf16 logits' checks (fixtures, engine), the 0.6B runner A/B at batch 1 / 8 /
 #             128 / 256 and three alternating default-workload pairs; /tmp/bf16-ok when the
-#             checks passed.
+#             checks passed. (Ran 2026-12-07 at 3b13347, an H100: gpu-2026-12-07-sample.md.)
 #     part 132: after `device table` in the same call, with PART_LIMIT the seconds the call
 #             has left: the decode timelines of both shapes (batch 1 / 64 / 256, context
 #             ~256), then part 131's prefill timelines while time is left.
