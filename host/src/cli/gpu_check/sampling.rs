@@ -190,41 +190,33 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
         let logits = randn(&mut rng, greedy.len() * vocab, std);
         let lg = gpu.upload_f32(&[greedy.len(), vocab], &logits)?;
         compare(cpu, gpu, &greedy, vocab, &logits, &lg, path, rep)?;
-        let rounded: Vec<f32> = logits
-            .iter()
-            .map(|&v| half::bf16::from_f32(v).to_f32())
-            .collect();
-        let lb = gpu.upload(&[greedy.len(), vocab], HostData::f32(&logits))?;
-        compare(
-            cpu,
-            gpu,
-            &greedy,
-            vocab,
-            &rounded,
-            &lb,
-            &format!("{path}, bf16"),
-            rep,
-        )?;
+        compare_bf16(cpu, gpu, &greedy, vocab, &logits, path, rep)?;
         // bf16 logits with processed rows: widened to f32 first.
         let logits = randn(&mut rng, rows.len() * vocab, std);
-        let rounded: Vec<f32> = logits
-            .iter()
-            .map(|&v| half::bf16::from_f32(v).to_f32())
-            .collect();
-        let lb = gpu.upload(&[rows.len(), vocab], HostData::f32(&logits))?;
-        compare(
-            cpu,
-            gpu,
-            &rows,
-            vocab,
-            &rounded,
-            &lb,
-            &format!("{path}, bf16"),
-            rep,
-        )?;
+        compare_bf16(cpu, gpu, &rows, vocab, &logits, path, rep)?;
     }
     gpu.set_sample_split(configured);
     Ok(())
+}
+
+/// [`compare`] on `logits` uploaded as bf16 (the LM head's output), the CPU given the
+/// same bf16-rounded values.
+fn compare_bf16(
+    cpu: &CpuBackend,
+    gpu: &CudaBackend,
+    rows: &[(String, SampleSpec)],
+    vocab: usize,
+    logits: &[f32],
+    path: &str,
+    rep: &mut Report,
+) -> Result<()> {
+    let rounded: Vec<f32> = logits
+        .iter()
+        .map(|&v| half::bf16::from_f32(v).to_f32())
+        .collect();
+    let lb = gpu.upload(&[rows.len(), vocab], HostData::f32(logits))?;
+    let path = format!("{path}, bf16");
+    compare(cpu, gpu, rows, vocab, &rounded, &lb, &path, rep)
 }
 
 /// One step of `rows` on `lg` (the device's logits) against the CPU on `logits` (the same
