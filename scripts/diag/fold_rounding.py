@@ -7,7 +7,13 @@ against the f32 forward of the same prompts (37, 11 and 64 random tokens).
 
     python3 scripts/diag/fold_rounding.py NAME [SEED] [TAG,TAG...]
 
-Prints the minimum logits cosine over the rows and the mean of 1 - cosine for both.
+Prints the minimum logits cosine over the rows and the mean of 1 - cosine for each of:
+unfold (the default path), fold (MINISGL_FOLD_NORMS=1 as built since aebbf01: every qkv
+product deferred, a bias added after the row factor) and foldexact (the same with the
+folded weights g * W kept in f32, to separate the weights' rounding from the kernels')
+and foldgemv (the fold on rows the gemv kernels take, 1-4 a step: the norm in the
+product's prologue with a unit weight, its output rounded to bf16 before the folded
+product; that is what the model check's decode steps of three sequences run).
 TAGs name rounding points to leave out (emb, normed, prod, raw, scaled, vscaled, rope,
 attn, res, act), to see which one carries the difference; `scaled` alone gives the path
 of the head dims with a fused build (64, 128, 256). Needs numpy only.
@@ -60,7 +66,8 @@ def rope(x, pos):  # x [T, h, hd], rotate-half
     return x * cos + np.concatenate([-x2, x1], -1) * sin
 def inv(x): return 1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + eps)
 def forward(toks, mode, R):
-    # mode: "f32" | "unfold" | "fold" ; R(x, tag) rounds at the GPU's points
+    # mode: "f32" | "unfold" | "fold" | "foldexact" | "foldgemv"; R(x, tag) rounds at the
+    # GPU's points
     wr = (lambda w: w) if mode == "f32" else bf
     T = len(toks); pos = np.arange(T)
     r = R(wr(emb)[toks], "emb")
@@ -72,14 +79,15 @@ def forward(toks, mode, R):
         bq, bk, bv = [(wr(g(p + f"self_attn.{n}_proj.bias")) if bias else 0) for n in "qkv"]
         Wo = wr(g(p + "self_attn.o_proj.weight"))
         Wg, Wu, Wd = wr(g(p + "mlp.gate_proj.weight")), wr(g(p + "mlp.up_proj.weight")), wr(g(p + "mlp.down_proj.weight"))
-        fold = mode == "fold"
+        fold = mode.startswith("fold")
         if fold:
-            Wq, Wk, Wv = bf(Wq * gin), bf(Wk * gin), bf(Wv * gin); Wg, Wu = bf(Wg * gpost), bf(Wu * gpost)
-        defer_qkv = fold and not bias
-        if defer_qkv:
+            fw = bf if mode == "fold" else (lambda w: w)
+            Wq, Wk, Wv = fw(Wq * gin), fw(Wk * gin), fw(Wv * gin); Wg, Wu = fw(Wg * gpost), fw(Wu * gpost)
+        defer = fold and mode != "foldgemv"
+        if defer:  # the bias after the row factor (aebbf01), in f32 with it
             s = inv(r)
-            q = R(R(r @ Wq.T, "raw") * s, "scaled"); k = R(R(r @ Wk.T, "raw") * s, "scaled")
-            v = R(R(r @ Wv.T, "raw") * s, "vscaled")  # the fused builds round v here too
+            q = R(R(r @ Wq.T, "raw") * s + bq, "scaled"); k = R(R(r @ Wk.T, "raw") * s + bk, "scaled")
+            v = R(R(r @ Wv.T, "raw") * s + bv, "vscaled")  # v is rounded again as it is cached
         else:
             h = R(r * inv(r) * (1 if fold else gin), "normed")
             q, k, v = R(h @ Wq.T + bq, "prod"), R(h @ Wk.T + bk, "prod"), R(h @ Wv.T + bv, "prod")
@@ -90,16 +98,16 @@ def forward(toks, mode, R):
             pr = np.exp(sc - sc.max(-1, keepdims=True)); pr /= pr.sum(-1, keepdims=True)
             o[:, hh] = pr @ v[:, hh // rep]
         o = R(o.reshape(T, nh * hd), "attn")
-        if fold:
+        if defer:
             r = R(r + o @ Wo.T, "res")  # beta = 1: one rounding
             s = inv(r); gr = R(r @ Wg.T, "raw"); ur = R(r @ Wu.T, "raw")
             a = R((lambda x: x / (1 + np.exp(-x)))(gr * s) * (ur * s), "act")
         else:
             r = R(r + R(o @ Wo.T, "prod"), "res")
-            h = R(r * inv(r) * gpost, "normed")
+            h = R(r * inv(r) * (1 if fold else gpost), "normed")
             gg, uu = R(h @ Wg.T, "prod"), R(h @ Wu.T, "prod")
             a = R(gg / (1 + np.exp(-gg)) * uu, "act")
-        if fold and (l + 1 < L) and not bias:
+        if defer and (l + 1 < L):
             r = R(r + a @ Wd.T, "res")
         else:
             r = R(r + R(a @ Wd.T, "prod"), "res")
@@ -110,11 +118,12 @@ def cos(a, b): return float((a * b).sum() / np.sqrt((a * a).sum() * (b * b).sum(
 rng = np.random.default_rng(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
 skip = set(sys.argv[3].split(",")) if len(sys.argv) > 3 else set()
 R = lambda x, tag: x if tag in skip else bf(x)
-worst = {"unfold": 1.0, "fold": 1.0}; mean = {"unfold": [], "fold": []}
+modes = ["unfold", "fold", "foldexact", "foldgemv"]
+worst = {m: 1.0 for m in modes}; mean = {m: [] for m in modes}
 for n in [37, 11, 64]:
     toks = rng.integers(0, c["vocab_size"], n)
     ref = forward(toks, "f32", lambda x, t: x)
-    for m in ["unfold", "fold"]:
+    for m in modes:
         out = forward(toks, m, R)
         cs = [cos(out[i], ref[i]) for i in range(n)]
         worst[m] = min(worst[m], min(cs)); mean[m] += [1 - x for x in cs]
