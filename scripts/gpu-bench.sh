@@ -404,6 +404,8 @@
 #     part 137: bf16 logits' checks (fixtures, engine), the 0.6B runner A/B at batch 1 / 8 /
 #             128 / 256 and three alternating default-workload pairs; /tmp/bf16-ok when the
 #             checks passed. (Ran 2026-12-07 at 3b13347, an H100: gpu-2026-12-07-sample.md.)
+#     part 138: the fixture models over six prompt draws with the fold off and on (the
+#             fold's accuracy question, gpu-2026-12-07-sample.md §3). Not yet run.
 #     part 132: after `device table` in the same call, with PART_LIMIT the seconds the call
 #             has left: the decode timelines of both shapes (batch 1 / 64 / 256, context
 #             ~256), then part 131's prefill timelines while time is left.
@@ -2110,6 +2112,16 @@ device)
             echo "no time left for the 14B fold A/B"
         fi
         pack_logs 136
+    elif [ "$part" = 138 ]; then
+        # The fold's accuracy over six prompt draws instead of one (gpu-2026-12-07-sample.md
+        # §3: one draw's minimum cosine swings more than the fold moves it in emulation):
+        # the fixture models with MINISGL_FOLD_NORMS=0 and =1, --model-seeds 6, each row's
+        # mean 1 - cosine against the CPU reference and the f32 CPU in the log.
+        rm "$out/env.log"  # already printed by the tee above
+        for f in 0 1; do
+            MINISGL_FOLD_NORMS=$f fixture_checks 240 "models-seeds-fold$f" --skip-engine --model-seeds 6
+        done
+        pack_logs 138
     elif [ "$part" = 137 ]; then
         # bf16 logits (MINISGL_LOGITS_BF16=1) for its default: the fixtures and the engine
         # with it (part 136 ran out of time for them), the 0.6B runner A/B at batch 1 / 8 /

@@ -533,6 +533,16 @@ def test_part_137_checks_bf16_logits_then_alternates_their_timings(tmp_path):
             "offline-qwen3-0.6b-MINISGL_LOGITS_BF16-0.log"} <= archived_logs(out)
 
 
+def test_part_138_reads_the_fixtures_over_six_prompt_draws_with_the_fold_off_and_on(tmp_path):
+    _, made, out = run_part(tmp_path, "138")
+    runs = [(a, env) for a, env in made if a[:1] == ["gpu-check"]]
+    assert [env.get("MINISGL_FOLD_NORMS") for _, env in runs] == ["0", "1"], runs
+    for a, _ in runs:
+        assert a[a.index("--model-seeds") + 1] == "6" and "--skip-engine" in a, a
+        assert a.count("--model") >= 7, a
+    assert {"gpu-check-models-seeds-fold0.log", "gpu-check-models-seeds-fold1.log"} <= archived_logs(out)
+
+
 def test_the_table_can_check_only_the_models_and_stop_before_the_14b(tmp_path):
     r, made, out = run_part(tmp_path, "table", TABLE_CHECKS="models", TABLE_14B="0")
     assert "checks: " in r.stdout and "TABLE_14B=0" in r.stdout, r.stdout[-2000:]

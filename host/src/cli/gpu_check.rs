@@ -52,6 +52,11 @@ pub struct GpuCheckArgs {
     /// Decode steps per model comparison.
     #[arg(long, default_value_t = 12)]
     pub decode_steps: usize,
+    /// Draws of the three-prompt model comparison (prompt seeds 42, 43, ...), each
+    /// gated: an A/B of a rounding change reads several, since one draw's minimum cosine
+    /// swings more than such a change moves it.
+    #[arg(long, default_value_t = 1)]
+    pub model_seeds: u64,
     /// Skip the op and kernel tests.
     #[arg(long)]
     pub skip_ops: bool,
@@ -198,7 +203,7 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
         .map(|m| (m, false))
         .chain(args.random_models.iter().map(|m| (m, true)));
     for (m, random) in model_list.filter(|_| compares_models) {
-        if let Err(e) = model::compare(m, random, args.decode_steps, &mut rep) {
+        if let Err(e) = model::compare(m, random, args.decode_steps, args.model_seeds, &mut rep) {
             rep.fact(
                 "model",
                 m.display().to_string(),
