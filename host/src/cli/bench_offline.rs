@@ -785,6 +785,12 @@ fn record_kernel_switches(v: &mut serde_json::Value) {
     v["prefill_order"] = name(&o.prefill_order).into();
     v["sample_split"] = flag(o.sample_split).into();
     v["mixed_split"] = flag(o.mixed_split).into();
+    // Recorded since 2026-12-07 (gpu-2026-12-07-sample.md). Older lines ran f32 logits,
+    // and before bf7c156 the sampler copied them every step; that session's own lines
+    // carry their settings in "env".
+    v["logits_bf16"] = flag(o.logits_bf16).into();
+    v["sample_copy"] = flag(o.sample_copy).into();
+    v["fold_defer"] = flag(o.fold_defer).into();
 }
 
 #[cfg(test)]
