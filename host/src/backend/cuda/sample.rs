@@ -338,12 +338,10 @@ impl CudaBackend {
             ));
         }
         // The kernels that read the logits, in the logits' type.
-        let read = |name: &'static str| -> String {
-            if bf16 {
-                format!("{name}_bf16")
-            } else {
-                name.to_string()
-            }
+        let (partials, select, topk) = if bf16 {
+            ("row_partials_bf16", "row_select_bf16", "topk_rows_bf16")
+        } else {
+            ("row_partials", "row_select", "topk_rows")
         };
         if cand_k > MAX_TOPK || top_n > MAX_TOPK {
             return Err(BackendError::Unsupported(format!(
@@ -428,7 +426,7 @@ impl CudaBackend {
             let buf = unsafe { st.alloc::<u32>(3 * rows * chunks) }?;
             let p = self.ptr(&buf);
             self.launch(
-                &read("row_partials"),
+                partials,
                 cfg((r, chunks as u32, 1), 1024),
                 &[
                     Arg::U64(lgp),
@@ -450,7 +448,7 @@ impl CudaBackend {
                 .map_or(0, |(_, p)| p + i * (rows * chunks * 4) as u64)
         };
         self.launch(
-            &read("row_select"),
+            select,
             cfg((r, 1, 1), 1024),
             &[
                 Arg::U64(lgp),
@@ -491,7 +489,7 @@ impl CudaBackend {
         *self.last_chosen.borrow_mut() = Some((chosen, rows));
         let topk_launch = |k: usize, floor: u64, tok: u64, val: u64| {
             self.launch(
-                &read("topk_rows"),
+                topk,
                 cfg((r, 1, 1), 1024),
                 &[
                     Arg::U64(lgp),
