@@ -34,30 +34,59 @@ fn worst(a: f64, b: f64) -> f64 {
     }
 }
 
-/// Folds into `min` the GPU logits' (`lg`) worst cosine against a reported-only side
-/// reference's on `input`, where there is one.
-fn side_worst(
+/// Row cosines between two runs' logits: the worst (what the gate reads) and the mean
+/// of 1 − cosine, steadier than the minimum, which one row decides
+/// (gpu-2026-12-07-sample.md §3).
+struct Cosines {
+    min: f64,
+    gap: f64,
+    rows: usize,
+}
+
+impl Default for Cosines {
+    fn default() -> Self {
+        Cosines {
+            min: 1.0,
+            gap: 0.0,
+            rows: 0,
+        }
+    }
+}
+
+impl Cosines {
+    fn add(&mut self, c: f64) {
+        self.min = worst(self.min, c);
+        self.gap += 1.0 - c;
+        self.rows += 1;
+    }
+
+    fn mean_gap(&self) -> f64 {
+        self.gap / self.rows.max(1) as f64
+    }
+}
+
+/// Adds the GPU logits' (`lg`) cosines against a reported-only side reference's on
+/// `input` to `cos`, where there is one.
+fn side_add(
     side: Option<&mut impl ModelRunner>,
     input: &StepInput,
     lg: &[Vec<f32>],
-    (min, gap, rows): &mut (f64, f64, usize),
+    cos: &mut Cosines,
 ) -> Result<()> {
     if let Some(r) = side {
         for (c, g) in r.logits(input)?.iter().zip(lg) {
-            let cos = cosine(g, c);
-            *min = worst(*min, cos);
-            *gap += 1.0 - cos;
-            *rows += 1;
+            cos.add(cosine(g, c));
         }
     }
     Ok(())
 }
 
-/// A side reference's (minimum cosine, Σ (1 − cosine), rows) as the report gives it.
-fn side_summary((min, gap, rows): (f64, f64, usize)) -> String {
+/// A side reference's cosines as the report gives them.
+fn side_summary(c: &Cosines) -> String {
     format!(
-        "min cosine {min:.6} (mean 1 - cosine {:.2e})",
-        gap / rows.max(1) as f64
+        "min cosine {:.6} (mean 1 - cosine {:.2e})",
+        c.min,
+        c.mean_gap()
     )
 }
 
@@ -80,23 +109,17 @@ pub(super) fn top2(v: &[f32]) -> (u32, f32, f32) {
 /// difference is a near tie (the reference's own top-2 margin within twice
 /// the largest logit difference between the runs at that row).
 pub(super) struct Agreement {
-    pub min_cos: f64,
-    /// Σ (1 − cosine) over the rows: the mean is steadier than the minimum, which one
-    /// row decides (gpu-2026-12-07-sample.md §3).
-    sum_gap: f64,
+    cos: Cosines,
     first_diff: Option<String>,
     low_margin_diff: bool,
-    pub compared: usize,
 }
 
 impl Default for Agreement {
     fn default() -> Self {
         Agreement {
-            min_cos: 1.0,
-            sum_gap: 0.0,
+            cos: Cosines::default(),
             first_diff: None,
             low_margin_diff: true,
-            compared: 0,
         }
     }
 }
@@ -105,9 +128,7 @@ impl Agreement {
     /// Compare one row; returns the reference's greedy token (what both runs
     /// are fed next, so they stay on one sequence).
     pub fn add(&mut self, step: usize, seq: usize, reference: &[f32], other: &[f32]) -> u32 {
-        let c = cosine(other, reference);
-        self.min_cos = worst(self.min_cos, c);
-        self.sum_gap += 1.0 - c;
+        self.cos.add(cosine(other, reference));
         let (tr, v1, v2) = top2(reference);
         let (to, _, _) = top2(other);
         let max_diff = reference
@@ -115,7 +136,6 @@ impl Agreement {
             .zip(other)
             .map(|(a, b)| (a - b).abs())
             .fold(0.0f32, |m, d| if d.is_nan() { f32::NAN } else { m.max(d) });
-        self.compared += 1;
         if tr != to && self.first_diff.is_none() {
             let margin = v1 - v2;
             self.low_margin_diff = margin <= 2.0 * max_diff; // false for NaN
@@ -129,15 +149,15 @@ impl Agreement {
 
     /// Cosine above 0.999 and no greedy difference but near ties.
     pub fn pass(&self) -> bool {
-        self.min_cos > 0.999 && self.low_margin_diff
+        self.cos.min > 0.999 && self.low_margin_diff
     }
 
     pub fn summary(&self) -> String {
         format!(
             "min logits cosine {:.6} over {} rows (mean 1 - cosine {:.2e}); {}",
-            self.min_cos,
-            self.compared,
-            self.sum_gap / self.compared.max(1) as f64,
+            self.cos.min,
+            self.cos.rows,
+            self.cos.mean_gap(),
             self.first_diff
                 .clone()
                 .unwrap_or_else(|| "greedy tokens identical at every step".into())
@@ -213,14 +233,14 @@ fn compare_prompts(
     } else {
         None
     };
-    let mut vs_unfolded = (1.0f64, 0.0f64, 0usize);
+    let mut vs_unfolded = Cosines::default();
     let mut cpu32 = if random {
         None
     } else {
         Some(cpu_runner(&lm, pages, ps)?)
     };
     let mut gpu = build_runner(&lm, DeviceKind::Cuda, pages, ps)?;
-    let mut vs32 = (1.0f64, 0.0f64, 0usize);
+    let mut vs32 = Cosines::default();
     let mut seqs = random_seqs_seeded(prompts, vocab, per_seq, seed);
     let mut agree = Agreement::default();
     let mut done = vec![0usize; seqs.len()]; // tokens already in the cache
@@ -228,8 +248,8 @@ fn compare_prompts(
         let input = greedy_step(&seqs, &done);
         let lc = cpu.logits(&input)?;
         let lg = gpu.logits(&input)?;
-        side_worst(cpu32.as_mut(), &input, &lg, &mut vs32)?;
-        side_worst(unfolded.as_mut(), &input, &lg, &mut vs_unfolded)?;
+        side_add(cpu32.as_mut(), &input, &lg, &mut vs32)?;
+        side_add(unfolded.as_mut(), &input, &lg, &mut vs_unfolded)?;
         for (i, (c, g)) in lc.iter().zip(&lg).enumerate() {
             let next = agree.add(step, i, c, g);
             done[i] = seqs[i].0.len();
@@ -239,12 +259,12 @@ fn compare_prompts(
     let mut sides = if random {
         String::new()
     } else {
-        format!("; vs the f32-weight CPU: {}", side_summary(vs32))
+        format!("; vs the f32-weight CPU: {}", side_summary(&vs32))
     };
     if folds {
         sides += &format!(
             "; norms folded on both; vs the unfolded bf16 CPU: {}",
-            side_summary(vs_unfolded)
+            side_summary(&vs_unfolded)
         );
     }
     rep.fact(
