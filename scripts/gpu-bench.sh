@@ -406,6 +406,10 @@
 #             checks passed. (Ran 2026-12-07 at 3b13347, an H100: gpu-2026-12-07-sample.md.)
 #     part 138: the fixture models over six prompt draws with the fold off and on (the
 #             fold's accuracy question, gpu-2026-12-07-sample.md §3). Not yet run.
+#     part 139: the fixture models alone over six prompt draws under five settings (fold
+#             off / on / on without its deferral; decode rows through cuBLAS, fold off
+#             and on): where the fold's loss comes from. scripts/diag/fold_seeds.py
+#             summarises the logs.
 #     part 132: after `device table` in the same call, with PART_LIMIT the seconds the call
 #             has left: the decode timelines of both shapes (batch 1 / 64 / 256, context
 #             ~256), then part 131's prefill timelines while time is left.
@@ -2112,6 +2116,26 @@ device)
             echo "no time left for the 14B fold A/B"
         fi
         pack_logs 136
+    elif [ "$part" = 139 ]; then
+        # Where the fold's accuracy goes (gpu-2026-12-07-sample.md §3): the fixture models
+        # alone over six prompt draws under five settings: fold off / on; on with its
+        # deferral off (folded weights, unit norms: the rounding of g · W alone); decode
+        # rows through cuBLAS too (MINISGL_GEMV_ROWS=0), fold off and on (the deferral on
+        # every row, no gemv prologue). One log each, summarised by
+        # scripts/diag/fold_seeds.py.
+        rm "$out/env.log"  # already printed by the tee above
+        models=()
+        for m in tests/fixtures/models/*/; do models+=(--model "$m"); done
+        for cfg in "fold0:MINISGL_FOLD_NORMS=0" "fold1:MINISGL_FOLD_NORMS=1" \
+            "fold1-nodefer:MINISGL_FOLD_NORMS=1 MINISGL_FOLD_DEFER=0" \
+            "fold0-gemv0:MINISGL_FOLD_NORMS=0 MINISGL_GEMV_ROWS=0" \
+            "fold1-gemv0:MINISGL_FOLD_NORMS=1 MINISGL_GEMV_ROWS=0"; do
+            tag=${cfg%%:*}
+            env ${cfg#*:} timeout 150 "$bin" gpu-check --skip-ops --skip-bench --skip-engine \
+                --model-seeds 6 "${models[@]}" --report /tmp/gpu-check-$tag.md \
+                > "$out/gpu-check-seeds-$tag.log" 2>&1
+            echo "seeds $tag rc=$?"; grep -E "checks, " "$out/gpu-check-seeds-$tag.log"
+        done
     elif [ "$part" = 138 ]; then
         # The fold's accuracy over six prompt draws instead of one (gpu-2026-12-07-sample.md
         # §3: one draw's minimum cosine swings more than the fold moves it in emulation):
