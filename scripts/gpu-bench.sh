@@ -390,10 +390,6 @@
 #             model and engine checks with it on, the 0.6B runner A/B at batch 8-256, the
 #             0.6B default workload both ways. (Ran 2026-12-07 at 4487246, an H100:
 #             gpu-2026-12-07-fold.md.)
-#     part 135: after qkv_rope_store_rms_generic (not yet run): the fold group of the op
-#             checks, then the fixture and random-0.6B model checks with the fold off and on;
-#             while the call has time (PART_LIMIT, default 480) MINISGL_HW_BF16's A/B on the
-#             0.6B default workload and the fold's runner A/B on the 14B.
 #     part 136: after the sampler stopped copying unprocessed logits, the fold's qkv bias
 #             moved into the rope kernel and bf16 logits (MINISGL_LOGITS_BF16=1): every op
 #             check, the fixtures and the engine, the fixture models with the fold on and
@@ -2042,38 +2038,6 @@ device)
         done
         prefill_timelines
         pack_logs 132
-    elif [ "$part" = 135 ]; then
-        # After qkv_rope_store_rms_generic (f41a9b5, 2026-12-07; built with no device time
-        # left): the fold group of the op checks (head_dim 96 takes the new kernel), then
-        # the fixture models (head_dims 16 and 32) and the random 0.6B with the fold off
-        # and on, each against its own CPU reference (gpu-2026-12-07-fold.md §6).
-        rm "$out/env.log"  # already printed by the tee above
-        MINISGL_FOLD_NORMS=1 timeout 120 "$bin" gpu-check --fold-only --skip-models --skip-engine \
-            --skip-bench --report /tmp/gpu-check-fold.md > "$out/gpu-check-fold.log" 2>&1
-        echo "gpu-check fold rc=$?"; grep -E "checks, |FAIL" "$out/gpu-check-fold.log" | head -20
-        for f in 0 1; do
-            MINISGL_FOLD_NORMS=$f fixture_checks 120 "models-fold$f" --skip-engine
-            grep -E "^(ok|FAIL) +model" "$out/gpu-check-models-fold$f.log" | cut -c1-300
-        done
-        # While the call has time (PART_LIMIT, default 480): MINISGL_HW_BF16's speed on the
-        # 0.6B default workload (alternating, two runs each; its op checks passed
-        # 2026-12-07), then the fold's runner A/B on the 14B at batch 64 and 256.
-        local_limit=${PART_LIMIT:-480}
-        for d in MINISGL_HW_BF16 none MINISGL_HW_BF16 none; do
-            if fits 60; then
-                k=$d; [ "$d" = none ] && k=
-                MINISGL_KERNEL_DEFINES=$k OFFLINE_TIMEOUT=55 offline_default qwen3-0.6b "-defines-$d"
-            else
-                echo "no time left for the default workload with defines $d"
-            fi
-        done
-        if fits 200; then
-            BENCH_TIMEOUT=$((local_limit - SECONDS - 10)) runner_ab qwen3-14b -fold 64,256 MINISGL_FOLD_NORMS=1
-            grep -E "A/B" "$out/gpu-check-bench-qwen3-14b-fold.log"
-        else
-            echo "no time left for the 14B fold A/B"
-        fi
-        pack_logs 135
     elif [ "$part" = 136 ]; then
         # After the sampler stopped copying logits no row processes (MINISGL_SAMPLE_COPY=1
         # restores the copy), the fold's qkv bias moved into the rope kernel and the LM
@@ -2136,6 +2100,8 @@ device)
                 > "$out/gpu-check-seeds-$tag.log" 2>&1
             echo "seeds $tag rc=$?"; grep -E "checks, " "$out/gpu-check-seeds-$tag.log"
         done
+        python3 scripts/diag/fold_seeds.py "$out"/gpu-check-seeds-*.log | tee "$out/fold-seeds.md"
+        pack_logs 139
     elif [ "$part" = 138 ]; then
         # The fold's accuracy over six prompt draws instead of one (gpu-2026-12-07-sample.md
         # §3: one draw's minimum cosine swings more than the fold moves it in emulation):

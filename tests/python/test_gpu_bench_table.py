@@ -474,24 +474,6 @@ def test_part_132_times_both_shapes_decode_steps_then_the_prefill_steps(tmp_path
             "prefill-timeline-qwen3-14b-100-1024.log"} <= archived_logs(out)
 
 
-def test_part_135_checks_the_fold_group_then_the_models_with_the_fold_off_and_on(tmp_path):
-    _, made, out = run_part(tmp_path, "135")
-    runs = [(a, env) for a, env in made if a[:1] == ["gpu-check"]]
-    assert "--fold-only" in runs[0][0] and runs[0][1].get("MINISGL_FOLD_NORMS") == "1", runs
-    models = [(a, env) for a, env in runs[1:] if "--random-model" in a]
-    assert [env.get("MINISGL_FOLD_NORMS") for _, env in models] == ["0", "1"], models
-    for a, _ in models:
-        assert a.count("--model") >= 7 and "--skip-engine" in a, a
-    offline = [env.get("MINISGL_KERNEL_DEFINES") for a, env in made if a[:2] == ["bench", "offline"]]
-    assert offline == ["MINISGL_HW_BF16", "", "MINISGL_HW_BF16", ""], made
-    ab = [(a, env) for a, env in runs if "--bench-model" in a]
-    assert len(ab) == 1 and ab[0][0][ab[0][0].index("--bench-model") + 1] == ".gpu/qwen3-14b", ab
-    assert ab[0][1]["MINISGL_BENCH_AB"] == "MINISGL_FOLD_NORMS=1", ab
-    assert ab[0][1]["MINISGL_BENCH_BATCHES"] == "64,256", ab
-    assert {"gpu-check-fold.log", "gpu-check-models-fold0.log", "gpu-check-models-fold1.log",
-            "offline-qwen3-0.6b-defines-none.log"} <= archived_logs(out)
-
-
 def test_part_136_checks_then_times_the_sampler_copy_the_fold_and_bf16_logits(tmp_path):
     _, made, out = run_part(tmp_path, "136")
     runs = [(a, env) for a, env in made if a[:1] == ["gpu-check"]]
@@ -541,6 +523,20 @@ def test_part_138_reads_the_fixtures_over_six_prompt_draws_with_the_fold_off_and
         assert a[a.index("--model-seeds") + 1] == "6" and "--skip-engine" in a, a
         assert a.count("--model") >= 7, a
     assert {"gpu-check-models-seeds-fold0.log", "gpu-check-models-seeds-fold1.log"} <= archived_logs(out)
+
+
+def test_part_139_reads_the_fixtures_alone_over_six_draws_under_five_fold_settings(tmp_path):
+    _, made, out = run_part(tmp_path, "139")
+    runs = [(a, env) for a, env in made if a[:1] == ["gpu-check"]]
+    keys = ("MINISGL_FOLD_NORMS", "MINISGL_FOLD_DEFER", "MINISGL_GEMV_ROWS")
+    assert [tuple(env.get(k) for k in keys) for _, env in runs] == [
+        ("0", None, None), ("1", None, None), ("1", "0", None), ("0", None, "0"), ("1", None, "0"),
+    ], runs
+    for a, _ in runs:
+        assert a[a.index("--model-seeds") + 1] == "6" and "--skip-engine" in a, a
+        assert a.count("--model") >= 7 and "--random-model" not in a, a
+    assert {"gpu-check-seeds-fold0.log", "gpu-check-seeds-fold1-nodefer.log",
+            "gpu-check-seeds-fold1-gemv0.log", "fold-seeds.md"} <= archived_logs(out)
 
 
 def test_the_table_can_check_only_the_models_and_stop_before_the_14b(tmp_path):
