@@ -131,18 +131,23 @@ extern "C" __global__ void add_rmsnorm(bf16_t* __restrict__ residual,
 // before (cuBLAS's beta = 1). Rounding differs from the unfused pair: g · W is rounded to
 // bf16 once at load where the pair rounds the normed row, and the add is rounded once.
 
-// w: [n, k] bf16 in place, column c scaled by g[c]. grid: ceil(n * k / 8 / 256); block: 256.
+// w: [n, k] bf16 in place, column c scaled by g[c]. g is the norm weight as loaded (f32):
+// its bf16 copy would round g before the product is rounded, two roundings where an f32
+// checkpoint's reference folds with one. grid: ceil(n * k / 8 / 256); block: 256.
 // k a multiple of 8.
-extern "C" __global__ void scale_cols_bf16(bf16_t* __restrict__ w, const bf16_t* __restrict__ g,
+extern "C" __global__ void scale_cols_bf16(bf16_t* __restrict__ w, const float* __restrict__ g,
                                            long long n8, int k) {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n8) return;
     int c = (int)((i * 8) % k);
     u32x4* w4 = reinterpret_cast<u32x4*>(w) + i;
     u32x4 v = *w4;
-    u32x4 s = *reinterpret_cast<const u32x4*>(g + c);
-    u32 a[4] = {v.x, v.y, v.z, v.w}, b[4] = {s.x, s.y, s.z, s.w};
+    const float4* g4 = reinterpret_cast<const float4*>(g + c);
+    float4 s0 = g4[0], s1 = g4[1];
+    float s[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
+    u32 a[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-    for (int j = 0; j < 4; j++) a[j] = pack_bf16x2(bf_lo(a[j]) * bf_lo(b[j]), bf_hi(a[j]) * bf_hi(b[j]));
+    for (int j = 0; j < 4; j++)
+        a[j] = pack_bf16x2(bf_lo(a[j]) * s[2 * j], bf_hi(a[j]) * s[2 * j + 1]);
     *w4 = u32x4{a[0], a[1], a[2], a[3]};
 }

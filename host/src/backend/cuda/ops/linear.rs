@@ -423,6 +423,11 @@ impl CudaBackend {
         let &[n, k] = w.shape.as_slice() else {
             return Ok(None);
         };
+        // The weight as loaded (every 1-D upload keeps an f32 copy), so g · W is rounded
+        // once, as a reference folding in f32 rounds it.
+        let Some(g32) = norm.f32_copy.as_ref() else {
+            return Ok(None);
+        };
         if !self.fold_norms.get()
             || w.fold != Fold::None
             || n == 0
@@ -439,7 +444,7 @@ impl CudaBackend {
             cfg((g(vectors.div_ceil(256)), 1, 1), 256),
             &[
                 Arg::U64(self.tptr(w)),
-                Arg::U64(self.tptr(norm)),
+                Arg::U64(self.ptr(g32)),
                 Arg::I64(vectors as i64),
                 Arg::I32(k as i32),
             ],
