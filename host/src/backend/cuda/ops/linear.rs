@@ -413,19 +413,16 @@ impl CudaBackend {
     }
 
     /// [`Backend::fold_norm`](crate::backend::Backend::fold_norm): with `fold_norms` on,
-    /// a bf16 `[n, k]` weight's columns scaled by a bf16 `[k]` norm weight in place
+    /// a bf16 `[n, k]` weight's columns scaled by a `[k]` norm weight in place
     /// (`scale_cols_bf16`, k a multiple of 8), and a unit norm for the model to hold.
+    /// The scale is the norm's f32 copy (every 1-D upload keeps one), the weight as
+    /// loaded, so g · W is rounded once, as a reference folding in f32 rounds it.
     pub(super) fn fold_norm_impl(
         &self,
         w: &mut CudaTensor,
         norm: &CudaTensor,
     ) -> Result<Option<CudaTensor>, BackendError> {
-        let &[n, k] = w.shape.as_slice() else {
-            return Ok(None);
-        };
-        // The weight as loaded (every 1-D upload keeps an f32 copy), so g · W is rounded
-        // once, as a reference folding in f32 rounds it.
-        let Some(g32) = norm.f32_copy.as_ref() else {
+        let (&[n, k], Some(g32)) = (w.shape.as_slice(), norm.f32_copy.as_ref()) else {
             return Ok(None);
         };
         if !self.fold_norms.get()
