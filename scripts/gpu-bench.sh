@@ -405,7 +405,8 @@
 #     part 139: the fixture models alone over six prompt draws under five settings (fold
 #             off / on / on without its deferral; decode rows through cuBLAS, fold off
 #             and on): where the fold's loss comes from. scripts/diag/fold_seeds.py
-#             summarises the logs.
+#             summarises the logs. (Ran 2026-12-07 at dc3ffb2, an H100:
+#             gpu-2026-12-07-fold3.md; part 138 is it plus the random 0.6B, fold off / on.)
 #     part 132: after `device table` in the same call, with PART_LIMIT the seconds the call
 #             has left: the decode timelines of both shapes (batch 1 / 64 / 256, context
 #             ~256), then part 131's prefill timelines while time is left.
