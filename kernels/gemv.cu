@@ -55,8 +55,9 @@ __device__ __forceinline__ u32x4 ld_stream(const u32x4* p) {
 }
 
 // The norm prologue in two halves. gemv_norm_issue copies rows 0..m-1 of x ([m, k],
-// the residual the previous kernel wrote) and the norm weight ([k]) into this block's
-// dynamic shared memory ((m + 1) * k bf16) with cp.async; gemv_norm_finish waits for
+// the residual the previous kernel wrote) and the norm weight ([k], if not folded) into
+// this block's dynamic shared memory ((m + 1) * k bf16, or m * k) with cp.async;
+// gemv_norm_finish waits for
 // them, RMS-normalises the rows in place and returns them. The copies are issued
 // before the block's weight stream: behind it they would queue for DRAM, and the
 // first build, which loaded x after the weights and the norm weight after the sum,
@@ -70,7 +71,8 @@ __device__ __forceinline__ void gemv_norm_issue(const bf16_t* __restrict__ x,
     extern __shared__ u32x4 gemv_xs[];
     const u32x4* x4 = reinterpret_cast<const u32x4*>(x);
     const u32x4* w4 = reinterpret_cast<const u32x4*>(norm);
-    for (int i = threadIdx.x; i < (m + 1) * kc; i += blockDim.x) {
+    int rows = norm != nullptr ? m + 1 : m;
+    for (int i = threadIdx.x; i < rows * kc; i += blockDim.x) {
         const u32x4* src = i < m * kc ? x4 + i : w4 + (i - m * kc);
         cp_async16(smem_u32(gemv_xs + i), src, true);
     }
@@ -82,10 +84,17 @@ __device__ __forceinline__ void gemv_norm_issue(const bf16_t* __restrict__ x,
 // every thread that shares the row. Each thread rewrites only the vectors it summed, so
 // the reduction's ordering (barriers or shuffles) already put every read of the row
 // before these writes.
+// With no norm weight (`w4` null: a unit norm whose weight is folded into the product's,
+// Fold::UnitNorm on the host) the row stays as it is and its factor goes to `scale`, which
+// the epilogue applies to the f32 product: normalising here would round x · inv to bf16
+// on top of the folded weight's own rounding, two roundings where the unfolded path has
+// one (docs/results/gpu-2026-12-07-fold3.md §1, item 2). Otherwise `scale` is 1.
 template <typename Sum>
 __device__ __forceinline__ void gemv_norm_row(u32x4* row, const u32x4* w4, int kc, int i0,
-                                              int step, float eps, Sum sum) {
+                                              int step, float eps, float* scale, Sum sum) {
     float inv = rsqrtf(sum(sumsq_bf16x8(row, i0, kc, step)) / (float)(kc * 8) + eps);
+    if (i0 == 0) *scale = w4 != nullptr ? 1.0f : inv;
+    if (w4 == nullptr) return;
     for (int i = i0; i < kc; i += step) {
         u32x4 v = row[i], g = w4[i];
         u32 w[4] = {v.x, v.y, v.z, v.w}, gw[4] = {g.x, g.y, g.z, g.w}, o[4];
@@ -96,10 +105,11 @@ __device__ __forceinline__ void gemv_norm_row(u32x4* row, const u32x4* w4, int k
     }
 }
 
-__device__ __forceinline__ const u32x4* gemv_norm_finish(int m, int kc, float eps) {
+__device__ __forceinline__ const u32x4* gemv_norm_finish(int m, int kc, float eps,
+                                                         bool unit, float* scale) {
     extern __shared__ u32x4 gemv_xs[];
     __shared__ float scratch[32];
-    const u32x4* w4 = gemv_xs + (size_t)m * kc;
+    const u32x4* w4 = unit ? nullptr : gemv_xs + (size_t)m * kc;
     int nt = blockDim.x;
     cp_async_wait<0>();
     __syncthreads();
@@ -110,10 +120,10 @@ __device__ __forceinline__ const u32x4* gemv_norm_finish(int m, int kc, float ep
         // step 1.660 against 1.446 ms). Rounds like rms_norm up to the sum's order.
         int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
         for (int r = warp; r < m; r += nt >> 5)
-            gemv_norm_row(gemv_xs + (size_t)r * kc, w4, kc, lane, 32, eps,
+            gemv_norm_row(gemv_xs + (size_t)r * kc, w4, kc, lane, 32, eps, scale + r,
                           [](float v) { return warp_sum(v); });
     } else {
-        gemv_norm_row(gemv_xs, w4, kc, threadIdx.x, nt, eps,
+        gemv_norm_row(gemv_xs, w4, kc, threadIdx.x, nt, eps, scale,
                       [&](float v) { return block_sum(v, scratch); });
     }
     __syncthreads();
@@ -147,7 +157,8 @@ template <int MR, int NW, bool NORM>
 __device__ __forceinline__ void gemv_dot(const u32x4* const (&wr)[NW],
                                          const bf16_t* __restrict__ x, int m, int kc, int c0,
                                          int c1, int lane, float (&acc)[NW][MR],
-                                         const bf16_t* __restrict__ norm, float eps) {
+                                         const bf16_t* __restrict__ norm, float eps,
+                                         float* scale) {
     constexpr int U = GEMV_LOADS / NW;
     u32x4 wv[NW][U];
     int first = c0 + lane;
@@ -159,7 +170,8 @@ __device__ __forceinline__ void gemv_dot(const u32x4* const (&wr)[NW],
     gemv_issue<NW, U>(wr, wv, first, c1);
     // Under PDL the first weights are in flight before the previous kernel ends.
     if (!NORM) pdl_wait();
-    const u32x4* x4 = NORM ? gemv_norm_finish(m, kc, eps) : reinterpret_cast<const u32x4*>(x);
+    const u32x4* x4 = NORM ? gemv_norm_finish(m, kc, eps, norm == nullptr, scale)
+                           : reinterpret_cast<const u32x4*>(x);
     for (int base = first; base < c1; base += 32 * U) {
         if (base != first) gemv_issue<NW, U>(wr, wv, base, c1);
 #pragma unroll
@@ -211,7 +223,8 @@ __device__ __forceinline__ void gemv_reduce(float (&acc)[NW][MR], int ksplit) {
 // of a block takes column blockIdx.x * (GEMV_WARPS / ksplit) + w / ksplit and part
 // w % ksplit of its k chunks. n: output columns (for EPI_SILU, of the activation: W has
 // 2n rows). k a multiple of 8. NORM: x is normalised with `norm` first (dynamic shared
-// memory (m + 1) * k * 2 bytes).
+// memory (m + 1) * k * 2 bytes), or with `norm` null its rows' factors scale the
+// product (m * k * 2 bytes).
 // One output element of either build: `a` the product (for EPI_SILU the gate), `u` the
 // up product (EPI_SILU only), `b` the bias; `at` its index in y (for EPI_RESIDUAL, the
 // residual stream, added to in place).
@@ -258,14 +271,17 @@ __device__ __forceinline__ void gemv_body_simt(const bf16_t* __restrict__ x,
 #pragma unroll
     for (int j = 0; j < NW; j++)
         wr[j] = reinterpret_cast<const u32x4*>(w + ((size_t)(live ? col : 0) + (size_t)j * n) * k);
-    gemv_dot<MR, NW, NORM>(wr, x, m, kc, c0, c1, lane, acc, norm, eps);
+    // Each row's factor from the norm prologue (1 unless the norm is folded).
+    __shared__ float row_scale[MR];
+    gemv_dot<MR, NW, NORM>(wr, x, m, kc, c0, c1, lane, acc, norm, eps, row_scale);
     gemv_reduce<MR, NW>(acc, ksplit);
     if (!live || warp % ksplit != 0 || lane != 0) return;
     float b = bias != nullptr ? bf2f(bias[col]) : 0.0f;
 #pragma unroll
     for (int r = 0; r < MR; r++) {
         if (r >= m) continue;
-        gemv_store<EPI>(y, (size_t)r * y_stride + col, acc[0][r], acc[NW - 1][r], b);
+        float sc = NORM ? row_scale[r] : 1.0f;
+        gemv_store<EPI>(y, (size_t)r * y_stride + col, acc[0][r] * sc, acc[NW - 1][r] * sc, b);
     }
 }
 
@@ -298,6 +314,8 @@ __device__ __forceinline__ void gemv_body_tc(const bf16_t* __restrict__ x,
     constexpr int NW = EPI == EPI_SILU ? 2 : 1;
     constexpr int U = GEMV_TC_LOADS;
     __shared__ float part[GEMV_WARPS][NW][4][32];
+    // Each row's factor from the norm prologue (1 unless the norm is folded).
+    __shared__ float row_scale[16];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int col0 = (blockIdx.x * (GEMV_WARPS / ksplit) + warp / ksplit) * 8;
     int kb = k / 32, kc = k / 8;
@@ -332,7 +350,8 @@ __device__ __forceinline__ void gemv_body_tc(const bf16_t* __restrict__ x,
     }
     issue(b0);
     if (!NORM) pdl_wait();
-    const u32x4* x4 = NORM ? gemv_norm_finish(m, kc, eps) : reinterpret_cast<const u32x4*>(x);
+    const u32x4* x4 = NORM ? gemv_norm_finish(m, kc, eps, norm == nullptr, row_scale)
+                           : reinterpret_cast<const u32x4*>(x);
     const u32x4 zero = {0u, 0u, 0u, 0u};
     for (int b = b0; b < b1; b += U) {
         if (b != b0) issue(b);
@@ -371,7 +390,8 @@ __device__ __forceinline__ void gemv_body_tc(const bf16_t* __restrict__ x,
         int r = g + (i >> 1) * 8, col = col0 + 2 * t + (i & 1);
         if (r >= m || col >= n) continue;
         float b = bias != nullptr ? bf2f(bias[col]) : 0.0f;
-        gemv_store<EPI>(y, (size_t)r * y_stride + col, acc[0][i], acc[NW - 1][i], b);
+        float sc = NORM ? row_scale[r] : 1.0f;
+        gemv_store<EPI>(y, (size_t)r * y_stride + col, acc[0][i] * sc, acc[NW - 1][i] * sc, b);
     }
 }
 

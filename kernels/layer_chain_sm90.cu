@@ -230,14 +230,20 @@ __device__ __forceinline__ void lc_scale_x(u32x4* x4, const bf16_t* weight, u32x
 // w0: this thread's first 8 weights (element 8 threadIdx.x on), loaded by the caller
 // before the grid barrier that precedes this (lc_norm_w0), so that no weight load waits
 // behind the block reduction.
-__device__ __forceinline__ void lc_norm_x(bf16_t* x, const bf16_t* residual,
-                                          const bf16_t* weight, u32x4 w0, int n, float eps,
-                                          float* scratch) {
+// Returns the factor the product of x still owes: 1, or with `folded` (the norm's weight
+// is folded into the product's, Fold::UnitNorm on the host) x is left as the residual
+// and the factor is inv, applied to the f32 product, so that x · inv is not rounded to
+// bf16 on top of the folded weight's own rounding (as gemv.cu's gemv_norm_row).
+__device__ __forceinline__ float lc_norm_x(bf16_t* x, const bf16_t* residual,
+                                           const bf16_t* weight, u32x4 w0, int n, float eps,
+                                           bool folded, float* scratch) {
     lc_load_x(x, residual, n);
     lc_sync();
     u32x4* x4 = reinterpret_cast<u32x4*>(x);
     float inv = rsqrtf(lc_block_sum(lc_sumsq(x4, n), scratch) / (float)n + eps);
+    if (folded) return inv;
     lc_scale_x(x4, weight, w0, inv, n);
+    return 1.0f;
 }
 
 // This thread's w0 for lc_norm_x (zeros past the weight).
@@ -1042,6 +1048,8 @@ __device__ __forceinline__ void lc_setup(LcSeg* segs, int* nseg_s, u32* nch_s, i
 // residual: [h] bf16, in place. act: [inter] bf16 scratch. qkv_out: [nqkv] bf16, each
 // layer's next qkv (the last layer's is the launch's result; in_norm null: no qkv
 // phase, the model's last layer, which must be the launch's last). Biases may be null.
+// folded: the norms' weights are folded into gate_up's and qkv's (post_norm and in_norm
+// are unit weights): x stays raw and each row's factor scales the f32 products.
 // bar: two u32, zero. window: chunks of the weight stream a block keeps in flight (0:
 // the whole ring); hold: a layer's chunks that may stream before its attention is done
 // (see lc_produce).
@@ -1049,7 +1057,7 @@ template <int GM, bool SPAN>
 __device__ __forceinline__ void layer_chain_impl(
     const bf16_t* attn, const LcAttnArgs& a, const LcLayer* layers, int n_layers,
     bf16_t* residual, bf16_t* act, bf16_t* qkv_out, u32* bar, int h, int qd, int inter,
-    int nqkv, float eps, int stages, int xmax, int acc_rows, int region, int window, int hold) {
+    int nqkv, float eps, int folded, int stages, int xmax, int acc_rows, int region, int window, int hold) {
     extern __shared__ __align__(128) unsigned char lc_smem[];
     __shared__ float scratch[32];
     LcTrace tr(bar);
@@ -1196,13 +1204,13 @@ __device__ __forceinline__ void layer_chain_impl(
         tr.mark(LC_T_SYNC1);
 
         // Phase 1: act = silu(gate) * up of the post-attention-normed residual.
-        lc_norm_x(x, residual, ly.post_norm, post_w0, h, eps, scratch);
+        const float s1 = lc_norm_x(x, residual, ly.post_norm, post_w0, h, eps, folded, scratch);
         lc_zero(acc, acc_rows);
         tr.mark(LC_T_X1);
         lc_consume(segs, nseg_s[1], 1, cs, used, x, acc, full, empty, stages, ring_ptr, tr);
         tr.mark(LC_T_C1);
         for (int j = threadIdx.x; j < nj; j += LC_CONSUMERS) {
-            float gt = bf2f(f2bf(acc[j])), up = bf2f(f2bf(acc[nj + j]));
+            float gt = bf2f(f2bf(acc[j] * s1)), up = bf2f(f2bf(acc[nj + j] * s1));
             act[j0 + j] = f2bf(silu(gt) * up);
         }
         lc_grid_sync(bar, bar_target);
@@ -1220,14 +1228,14 @@ __device__ __forceinline__ void layer_chain_impl(
         tr.mark(LC_T_SYNC3);
 
         // Phase 3: the next layer's qkv of its input-normed residual.
-        lc_norm_x(x, residual, ly.in_norm, in_w0, h, eps, scratch);
+        const float s3 = lc_norm_x(x, residual, ly.in_norm, in_w0, h, eps, folded, scratch);
         lc_zero(acc, acc_rows);
         tr.mark(LC_T_X3);
         lc_consume(segs, nseg_s[1], 3, cs, used, x, acc, full, empty, stages, ring_ptr, tr);
         tr.mark(LC_T_C3);
         for (int r = q0 + threadIdx.x; r < q1; r += LC_CONSUMERS) {
             float bq = r == my_q ? bq_keep : ly.b_qkv != nullptr ? bf2f(ly.b_qkv[r]) : 0.0f;
-            qkv_out[r] = f2bf(acc[r - q0] + bq);
+            qkv_out[r] = f2bf(acc[r - q0] * s3 + bq);
         }
     }
     tr.end();
@@ -1237,12 +1245,12 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
     layer_chain(const bf16_t* attn, const bf16_t* w_o, const bf16_t* b_o, bf16_t* residual,
                 const bf16_t* post_norm, const bf16_t* w_gate_up, const bf16_t* w_down,
                 bf16_t* act, const bf16_t* in_norm, const bf16_t* w_qkv, const bf16_t* b_qkv,
-                bf16_t* qkv_out, u32* bar, int h, int qd, int inter, int nqkv, float eps,
+                bf16_t* qkv_out, u32* bar, int h, int qd, int inter, int nqkv, float eps, int folded,
                 int stages, int xmax, int acc_rows, int region, int window) {
     const LcLayer one{w_o,    b_o,   post_norm, w_gate_up, w_down,  in_norm,
                       w_qkv,  b_qkv, nullptr,   nullptr,   nullptr, nullptr};
     layer_chain_impl<0, false>(attn, LcAttnArgs{}, &one, 1, residual, act, qkv_out, bar, h,
-                               qd, inter, nqkv, eps, stages, xmax, acc_rows, region, window, 0);
+                               qd, inter, nqkv, eps, folded, stages, xmax, acc_rows, region, window, 0);
 }
 
 // The same launch with the layer's attention first (layer_chain_attn_g2/_g4: GQA groups
@@ -1253,7 +1261,7 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
         const bf16_t* w_o, const bf16_t* b_o, bf16_t* residual, const bf16_t* post_norm,      \
         const bf16_t* w_gate_up, const bf16_t* w_down, bf16_t* act, const bf16_t* in_norm,    \
         const bf16_t* w_qkv, const bf16_t* b_qkv, bf16_t* qkv_out, u32* bar, int h, int qd,   \
-        int inter, int nqkv, float eps, int stages, int xmax, int acc_rows, int region,       \
+        int inter, int nqkv, float eps, int folded, int stages, int xmax, int acc_rows, int region,       \
         int window, const bf16_t* qkv, const bf16_t* q_norm, const bf16_t* k_norm,            \
         const int* pos, const float* inv_freq, const int* slots, bf16_t* k_cache,             \
         bf16_t* v_cache, const int* kv_len, const int* page_start, const int* page_ids,       \
@@ -1264,7 +1272,7 @@ extern "C" __global__ void __launch_bounds__(LC_THREADS, 1)
         LcAttnArgs a{qkv,    pos, inv_freq, slots, kv_len,    page_start, page_ids, o_part,   \
                      lse,    attn_out, hq, hkv, page_size, part, scale};                      \
         layer_chain_impl<GM, false>(nullptr, a, &one, 1, residual, act, qkv_out, bar, h, qd,  \
-                                    inter, nqkv, eps, stages, xmax, acc_rows, region, window, \
+                                    inter, nqkv, eps, folded, stages, xmax, acc_rows, region, window, \
                                     0);                                                       \
     }
 LAYER_CHAIN_ATTN(2)
@@ -1292,7 +1300,7 @@ LAYER_CHAIN_ATTN(4)
 // share of them.
 #define LC_SPAN_PARAMS                                                                         \
     bf16_t *residual, bf16_t *act, bf16_t *qkv_out, u32 *bar, int h, int qd, int inter,      \
-        int nqkv, float eps, int stages, int xmax, int acc_rows, int region, int window,     \
+        int nqkv, float eps, int folded, int stages, int xmax, int acc_rows, int region, int window,     \
         int hold, int n_layers, const bf16_t *qkv, const int *pos, const float *inv_freq,    \
         const int *slots, const int *kv_len, const int *page_start, const int *page_ids,     \
         float *o_part, float *lse, bf16_t *attn_out, int hq, int hkv, int page_size, int part, \
@@ -1303,7 +1311,7 @@ LAYER_CHAIN_ATTN(4)
 extern "C" __global__ void __launch_bounds__(LC_THREADS, 1) layer_chain_span_g2(LC_SPAN_PARAMS) {
     const LcAttnArgs a = LC_SPAN_ATTN_ARGS;
     layer_chain_impl<2, true>(nullptr, a, layers.l, n_layers, residual, act, qkv_out, bar, h,
-                              qd, inter, nqkv, eps, stages, xmax, acc_rows, region, window,
+                              qd, inter, nqkv, eps, folded, stages, xmax, acc_rows, region, window,
                               hold);
 }
 
@@ -1347,10 +1355,11 @@ __device__ __forceinline__ void lc_load_rows(bf16_t* x, int xmax, const bf16_t* 
 // go out before one consumer barrier, and one pair of barriers sums all R rows' squares
 // (red: LC_WARPS x R floats), so R rows cost one L2 round trip and one block reduction
 // rather than R of each. Each row's sums run in lc_norm_x's order, so it rounds alike.
+// sc[r]: the factor row r's product still owes (see lc_norm_x; 1 unless `folded`).
 template <int R>
 __device__ __forceinline__ void lc_norm_rows(bf16_t* x, int xmax, const bf16_t* residual,
                                              const bf16_t* weight, u32x4 w0, int n, float eps,
-                                             float* red) {
+                                             bool folded, float* red, float (&sc)[R]) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     lc_load_rows<R>(x, xmax, residual, n);
     lc_sync();
@@ -1367,7 +1376,8 @@ __device__ __forceinline__ void lc_norm_rows(bf16_t* x, int xmax, const bf16_t* 
     for (int r = 0; r < R; r++) {
         const float inv =
             rsqrtf(warp_sum(lane < LC_WARPS ? red[lane * R + r] : 0.0f) / (float)n + eps);
-        lc_scale_x(reinterpret_cast<u32x4*>(x + (size_t)r * xmax), weight, w0, inv, n);
+        sc[r] = folded ? inv : 1.0f;
+        if (!folded) lc_scale_x(reinterpret_cast<u32x4*>(x + (size_t)r * xmax), weight, w0, inv, n);
     }
 }
 
@@ -1381,7 +1391,7 @@ template <int R, int GM = 0>
 __device__ __forceinline__ void layer_chain_rows_impl(
     const bf16_t* attn, const LcAttnArgs& a, const LcLayer* layers, int n_layers,
     bf16_t* residual, bf16_t* act, bf16_t* qkv_out, u32* bar, int h, int qd, int inter,
-    int nqkv, float eps, int stages, int xmax, int acc_rows, int region, int window, int hold) {
+    int nqkv, float eps, int folded, int stages, int xmax, int acc_rows, int region, int window, int hold) {
     extern __shared__ __align__(128) unsigned char lc_smem[];
     __shared__ float red[LC_WARPS * R];
     __shared__ LcSeg segs[LC_SEGS];
@@ -1428,6 +1438,8 @@ __device__ __forceinline__ void layer_chain_rows_impl(
     // rows' loads in flight at once.
     const int mine = o0 + threadIdx.x;
     float keep[R];
+    // Each row's factor its phase-1 or phase-3 product still owes (lc_norm_rows).
+    float sc[R];
     for (int l = 0; l < n_layers; l++) {
         const LcLayer& ly = table[l];
         if constexpr (ATT) {
@@ -1494,7 +1506,7 @@ __device__ __forceinline__ void layer_chain_rows_impl(
                 }
             } else {
                 const bf16_t* w = phase == 1 ? ly.post_norm : ly.in_norm;
-                lc_norm_rows<R>(x, xmax, residual, w, lc_norm_w0(w, h), h, eps, red);
+                lc_norm_rows<R>(x, xmax, residual, w, lc_norm_w0(w, h), h, eps, folded, red, sc);
             }
             lc_zero(acc, R * acc_rows);
             tr.mark(at_x[phase]);
@@ -1507,8 +1519,8 @@ __device__ __forceinline__ void layer_chain_rows_impl(
                 for (int j = threadIdx.x; j < nj; j += LC_CONSUMERS) {
 #pragma unroll
                     for (int r = 0; r < R; r++) {
-                        float gt = bf2f(f2bf(acc[r * acc_rows + j]));
-                        float up = bf2f(f2bf(acc[r * acc_rows + nj + j]));
+                        float gt = bf2f(f2bf(acc[r * acc_rows + j] * sc[r]));
+                        float up = bf2f(f2bf(acc[r * acc_rows + nj + j] * sc[r]));
                         act[(size_t)r * inter + j0 + j] = f2bf(silu(gt) * up);
                     }
                 }
@@ -1517,7 +1529,7 @@ __device__ __forceinline__ void layer_chain_rows_impl(
                     const float bq = ly.b_qkv != nullptr ? bf2f(ly.b_qkv[i]) : 0.0f;
 #pragma unroll
                     for (int r = 0; r < R; r++)
-                        qkv_out[(size_t)r * nqkv + i] = f2bf(acc[r * acc_rows + i - q0] + bq);
+                        qkv_out[(size_t)r * nqkv + i] = f2bf(acc[r * acc_rows + i - q0] * sc[r] + bq);
                 }
             }
         }
@@ -1532,12 +1544,12 @@ __device__ __forceinline__ void layer_chain_rows_impl(
         const bf16_t* attn, const bf16_t* w_o, const bf16_t* b_o, bf16_t* residual,             \
         const bf16_t* post_norm, const bf16_t* w_gate_up, const bf16_t* w_down, bf16_t* act,    \
         const bf16_t* in_norm, const bf16_t* w_qkv, const bf16_t* b_qkv, bf16_t* qkv_out,       \
-        u32* bar, int h, int qd, int inter, int nqkv, float eps, int stages, int xmax,          \
+        u32* bar, int h, int qd, int inter, int nqkv, float eps, int folded, int stages, int xmax,          \
         int acc_rows, int region, int window) {                                                 \
         const LcLayer one{w_o,   b_o,   post_norm, w_gate_up, w_down,  in_norm,                 \
                           w_qkv, b_qkv, nullptr,   nullptr,   nullptr, nullptr};                \
         layer_chain_rows_impl<R>(attn, LcAttnArgs{}, &one, 1, residual, act, qkv_out, bar, h,   \
-                                 qd, inter, nqkv, eps, stages, xmax, acc_rows, region, window,  \
+                                 qd, inter, nqkv, eps, folded, stages, xmax, acc_rows, region, window,  \
                                  0);                                                            \
     }
 LAYER_CHAIN_ROWS(2)
@@ -1551,6 +1563,6 @@ LAYER_CHAIN_ROWS(2)
 extern "C" __global__ void __launch_bounds__(LC_THREADS, 1) layer_chain_span_g2_r2(LC_SPAN_PARAMS) {
     const LcAttnArgs a = LC_SPAN_ATTN_ARGS;
     layer_chain_rows_impl<2, 2>(nullptr, a, layers.l, n_layers, residual, act, qkv_out, bar, h,
-                                qd, inter, nqkv, eps, stages, xmax, acc_rows, region, window,
+                                qd, inter, nqkv, eps, folded, stages, xmax, acc_rows, region, window,
                                 hold);
 }

@@ -382,6 +382,76 @@ fn rows(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Res
     out
 }
 
+/// The products-only chain over norms folded into gate_up's and qkv's weights
+/// (`fold_norm`, the kernel's `folded`: x left raw, each row's factor on the f32
+/// products) at one and two rows, against the CPU's unfolded separate ops; the same
+/// layer unfolded first, so the log shows what the fold's rounding costs beside it.
+/// Called by the fold group, which turns the fold on.
+pub fn folded(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> Result<()> {
+    let rng = &mut ChaCha8Rng::seed_from_u64(seed ^ 0x3e);
+    let (mut kv, step) = one_row(gpu)?;
+    let was = gpu.chain_rows();
+    gpu.set_chain_rows(minisgl::backend::cuda::device::CHAIN_MAX_ROWS);
+    let sm90 = gpu.layer_chain_on() && gpu.dev.cc == (9, 0) && gpu.dev.num_sms == 132;
+    let out = (|| -> Result<()> {
+        for (h, qd, inter, nqkv, bias) in [
+            (1024, 2048, 3072, 4096, false),
+            (1536, 1536, 8960, 2048, true),
+        ] {
+            let mut layer = Layer::random(rng, cpu, gpu, h, qd, inter, nqkv, bias)?;
+            let mut cases = Vec::new();
+            for m in 1..=2 {
+                let attn = pair(rng, cpu, gpu, &[m, qd], 1.0)?;
+                let r = randn(rng, m * h, 1.0);
+                let (mut rc, rg, rg_fold) = (
+                    up(cpu, &[m, h], &r)?,
+                    up(gpu, &[m, h], &r)?,
+                    up(gpu, &[m, h], &r)?,
+                );
+                layer.cpu_products(cpu, &attn.0, &mut rc)?;
+                let qkv_c = layer.cpu_next_qkv(cpu, &rc)?;
+                cases.push((m, attn, rc, rg, rg_fold, qkv_c));
+            }
+            for folded in [false, true] {
+                if folded {
+                    let post = gpu.fold_norm(&mut layer.w_gu.1, &layer.post.1)?;
+                    let inn = gpu.fold_norm(&mut layer.w_qkv.1, &layer.in_norm.1)?;
+                    let (Some(post), Some(inn)) = (post, inn) else {
+                        rep.fact(
+                            "fold",
+                            format!("fold_norm chain h={h}"),
+                            false,
+                            "no unit norm back".into(),
+                        );
+                        return Ok(());
+                    };
+                    (layer.post.1, layer.in_norm.1) = (post, inn);
+                }
+                for (m, attn, rc, rg, rg_fold, qkv_c) in cases.iter_mut() {
+                    let what = format!(
+                        "folded={folded} {m} rows, h={h} q={qd} inter={inter} qkv={nqkv} bias={bias}"
+                    );
+                    let chain = layer.chain(ChainInput::Attn(&attn.1), false);
+                    run_against(
+                        cpu,
+                        gpu,
+                        rep,
+                        ("fold", &what),
+                        sm90,
+                        &chain,
+                        (&mut kv, &step),
+                        if folded { rg_fold } else { rg },
+                        (rc, Some(qkv_c)),
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    })();
+    gpu.set_chain_rows(was);
+    out
+}
+
 fn attn_params<'a, T>(
     hq: usize,
     hkv: usize,

@@ -4,6 +4,7 @@
 //! epilogue. Run with the fold on whatever the environment says, and put back after.
 
 use anyhow::Result;
+use rand::RngCore;
 use rand_chacha::ChaCha8Rng;
 
 use super::attn::Case;
@@ -25,7 +26,11 @@ pub fn run(
 ) -> Result<()> {
     let was = gpu.fold_norms();
     gpu.set_fold_norms(true);
-    let r = silu_and_add(cpu, gpu, rng, rep).and_then(|()| qkv(cpu, gpu, rng, rep));
+    let seed = rng.next_u64();
+    let r = silu_and_add(cpu, gpu, rng, rep)
+        .and_then(|()| gemv_rows(cpu, gpu, rng, rep))
+        .and_then(|()| qkv(cpu, gpu, rng, rep))
+        .and_then(|()| super::chain::folded(cpu, gpu, seed, rep));
     gpu.set_fold_norms(was);
     r
 }
@@ -96,6 +101,84 @@ fn silu_and_add(
             &cpu.to_host(&rc)?,
             T,
         );
+    }
+    Ok(())
+}
+
+/// The gemv rows (1 to 16) over folded weights: `rms_norm_linear` (with a bias) and
+/// `rms_norm_linear_silu_mul` in one `gemv_norm_*` launch each, whose prologue leaves x
+/// raw and whose epilogue scales the f32 product by the row's factor. Against the CPU's
+/// unfolded ops, with the same GPU ops unfolded checked first, so the log shows both.
+fn gemv_rows(
+    cpu: &CpuBackend,
+    gpu: &CudaBackend,
+    rng: &mut ChaCha8Rng,
+    rep: &mut Report,
+) -> Result<()> {
+    for &(m, n, k) in &[
+        (1usize, 4096usize, 1024usize),
+        (2, 3072, 1024),
+        (3, 4096, 1024),
+        (8, 3072, 1024),
+        (16, 4096, 1024),
+        // 14B's width at the prologue's most rows (2n x k within the gemv's 32 MB).
+        (1, 1536, 5120),
+        (2, 1536, 5120),
+    ] {
+        let x = randn(rng, m * k, 1.0);
+        let g = randn(rng, k, 1.0);
+        let w = randn(rng, 2 * n * k, 0.05);
+        let bias = randn(rng, n, 1.0);
+        let (xc, xg) = (up(cpu, &[m, k], &x)?, up(gpu, &[m, k], &x)?);
+        let (gc, gg) = (up(cpu, &[k], &g)?, up(gpu, &[k], &g)?);
+        let (wc, wc1) = (up(cpu, &[2 * n, k], &w)?, up(cpu, &[n, k], &w[..n * k])?);
+        let (bc, bg) = (up(cpu, &[n], &bias)?, up(gpu, &[n], &bias)?);
+        let sc = cpu.to_host(&cpu.rms_norm_linear_silu_mul(&xc, &gc, 1e-6, &wc)?)?;
+        let lc = cpu.to_host(&cpu.rms_norm_linear(&xc, &gc, 1e-6, &wc1, Some(&bc))?)?;
+        for folded in [false, true] {
+            let what = format!("gemv rows folded={folded} m={m} n={n} k={k}");
+            let mut wg = up(gpu, &[2 * n, k], &w)?;
+            let mut wg1 = up(gpu, &[n, k], &w[..n * k])?;
+            let (norm, norm1) = if folded {
+                let (Some(u), Some(u1)) =
+                    (gpu.fold_norm(&mut wg, &gg)?, gpu.fold_norm(&mut wg1, &gg)?)
+                else {
+                    rep.fact(
+                        "fold",
+                        format!("fold_norm {what}"),
+                        false,
+                        "no unit norm back".into(),
+                    );
+                    continue;
+                };
+                (u, u1)
+            } else {
+                (up(gpu, &[k], &g)?, up(gpu, &[k], &g)?)
+            };
+            let prologue = gpu.norm_in_prologue(&xg, &[&wg, &wg1]);
+            rep.fact(
+                "fold",
+                format!("norm_in_prologue {what}"),
+                prologue,
+                format!("answered {prologue} (the gemv prologue takes these rows)"),
+            );
+            let sg = gpu.rms_norm_linear_silu_mul(&xg, &norm, 1e-6, &wg)?;
+            rep.check(
+                "fold",
+                format!("rms_norm_linear_silu_mul {what}"),
+                &gpu.to_host(&sg)?,
+                &sc,
+                T,
+            );
+            let lg = gpu.rms_norm_linear(&xg, &norm1, 1e-6, &wg1, Some(&bg))?;
+            rep.check(
+                "fold",
+                format!("rms_norm_linear +bias {what}"),
+                &gpu.to_host(&lg)?,
+                &lc,
+                T,
+            );
+        }
     }
     Ok(())
 }

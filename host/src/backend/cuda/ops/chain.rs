@@ -138,6 +138,17 @@ fn bf16_1d(t: &CudaTensor, n: usize) -> bool {
     matches!(t.buf, Buf::Bf16(_)) && t.shape.iter().product::<usize>() == n
 }
 
+/// A unit norm standing for one folded into its product's weight.
+fn unit(norm: &CudaTensor) -> bool {
+    norm.fold == Fold::UnitNorm
+}
+
+/// The kernel's `folded` flag: the layer's norms are folded into gate_up and qkv, so the
+/// chain scales their products by each row's factor instead of normalising x.
+fn folded(c: &LayerChain<'_, CudaTensor>) -> bool {
+    unit(c.post_norm)
+}
+
 /// The products-only kernel for `rows` decode rows.
 fn rows_kernel(rows: usize) -> Option<&'static str> {
     match rows {
@@ -259,6 +270,7 @@ impl CudaBackend {
                 && std::ptr::eq(params.inv_freq, p0.inv_freq)
                 && params.scale == p0.scale
                 && c.eps == first.eps
+                && folded(c) == folded(first)
                 && self
                     .chain_plan(residual, c, kv, step)
                     .is_some_and(|(d, _)| {
@@ -326,7 +338,10 @@ impl CudaBackend {
                 (params.q_heads * ATT_HD == qd).then_some(g)?
             }
         };
-        let shapes = ho == h
+        // One `folded` flag covers both of a layer's norms.
+        let norms = c.next.is_none_or(|(n, _, _)| unit(n) == unit(c.post_norm));
+        let shapes = norms
+            && ho == h
             && hg == h
             && gu == 2 * inter
             && hd == h
@@ -453,6 +468,7 @@ impl CudaBackend {
             Arg::I32(d.inter as i32),
             Arg::I32(d.nqkv as i32),
             Arg::F32(c.eps),
+            Arg::I32(folded(c) as i32),
             Arg::I32(p.stages as i32),
             Arg::I32(p.xmax as i32),
             Arg::I32(p.acc as i32),

@@ -472,6 +472,22 @@ impl CudaBackend {
         }
     }
 
+    /// The norm weight a `gemv_norm_*` launch over `m` rows gets, and the rows of its
+    /// shared memory: a folded norm's unit weight is passed as null, so the kernel scales
+    /// the f32 product by each row's factor instead of rounding the normalised rows to
+    /// bf16 before a product whose weight was already rounded with g folded in.
+    fn prologue_norm(
+        &self,
+        norm: &CudaTensor,
+        m: usize,
+        op: &'static str,
+    ) -> Result<(u64, usize), BackendError> {
+        Ok(match norm.fold {
+            Fold::UnitNorm => (0, m),
+            _ => (self.bf16_ptr(norm, op)?, m + 1),
+        })
+    }
+
     /// `linear(rms_norm(x, norm, eps), w, bias)`: at decode sizes one `gemv_norm_bf16`
     /// launch (each block normalises x itself), otherwise the two ops.
     #[allow(clippy::too_many_arguments)]
@@ -495,7 +511,8 @@ impl CudaBackend {
                 2.0 * (m * n * k) as f64,
             );
             let (kernel, mut c, ks) = self.gemv_plan("gemv_norm_bf16", m, n, k)?;
-            c.shared_mem_bytes = ((m + 1) * k * 2) as u32;
+            let (np, smem_rows) = self.prologue_norm(norm, m, "rms_norm_linear")?;
+            c.shared_mem_bytes = (smem_rows * k * 2) as u32;
             let bp = match bias {
                 Some(b) => self.bf16_ptr(b, "rms_norm_linear")?,
                 None => 0,
@@ -505,7 +522,7 @@ impl CudaBackend {
                 c,
                 &[
                     Arg::U64(self.bf16_ptr(x, "rms_norm_linear")?),
-                    Arg::U64(self.bf16_ptr(norm, "rms_norm_linear")?),
+                    Arg::U64(np),
                     Arg::F32(eps),
                     Arg::U64(self.bf16_ptr(w, "rms_norm_linear")?),
                     Arg::U64(bp),
@@ -560,13 +577,14 @@ impl CudaBackend {
                 2.0 * (m * n2 * k) as f64,
             );
             let (kernel, mut c, ks) = self.gemv_plan("gemv_norm_silu", m, n, k)?;
-            c.shared_mem_bytes = ((m + 1) * k * 2) as u32;
+            let (np, smem_rows) = self.prologue_norm(norm, m, "rms_norm_linear_silu_mul")?;
+            c.shared_mem_bytes = (smem_rows * k * 2) as u32;
             self.launch(
                 kernel,
                 c,
                 &[
                     Arg::U64(self.bf16_ptr(x, "rms_norm_linear_silu_mul")?),
-                    Arg::U64(self.bf16_ptr(norm, "rms_norm_linear_silu_mul")?),
+                    Arg::U64(np),
                     Arg::F32(eps),
                     Arg::U64(self.bf16_ptr(w, "rms_norm_linear_silu_mul")?),
                     Arg::U64(self.tptr(&out)),
