@@ -407,6 +407,10 @@
 #             and on): where the fold's loss comes from. scripts/diag/fold_seeds.py
 #             summarises the logs. (Ran 2026-12-07 at dc3ffb2, an H100:
 #             gpu-2026-12-07-fold3.md; part 138 is it plus the random 0.6B, fold off / on.)
+#     part 140: the fold with the row factor on the f32 product in the gemv rows and the
+#             layer chain: the fold group, the chain group, the fixtures over six draws
+#             fold off / on, the checks with the fold on, the 0.6B runner A/B of the fold
+#             at batch 1 / 2 / 64 / 256, the default workload fold off / on.
 #     part 132: after `device table` in the same call, with PART_LIMIT the seconds the call
 #             has left: the decode timelines of both shapes (batch 1 / 64 / 256, context
 #             ~256), then part 131's prefill timelines while time is left.
@@ -2081,6 +2085,50 @@ device)
             echo "no time left for the 14B fold A/B"
         fi
         pack_logs 136
+    elif [ "$part" = 140 ]; then
+        # The fold with each row's factor applied to the f32 product on every path
+        # (after gpu-2026-12-07-fold3.md): gemv_norm_* under a unit norm leave x raw and
+        # scale in the epilogue, and the layer chain does the same (its `folded`
+        # argument). The fold group (gemv rows, qkv, the chain at one and two rows, each
+        # beside the unfolded run); the chain group unfolded (its new argument); the
+        # fixtures over six draws with the fold off and on (fold_seeds.py); the fixtures,
+        # the random 0.6B and the engine with the fold on; the 0.6B runner A/B of the
+        # fold at batch 1 / 2 / 64 / 256; then while the call has time (PART_LIMIT,
+        # default 540) the same checks with the defaults and the 0.6B default workload
+        # with the fold off and on, alternating.
+        rm "$out/env.log"  # already printed by the tee above
+        local_limit=${PART_LIMIT:-540}
+        timeout 200 "$bin" gpu-check --fold-only --skip-models --skip-engine --skip-bench \
+            --report /tmp/gpu-check-fold.md > "$out/gpu-check-fold.log" 2>&1
+        echo "gpu-check fold rc=$?"
+        grep -E "checks, |FAIL" "$out/gpu-check-fold.log" | head -12
+        grep -E "gemv rows|folded=" "$out/gpu-check-fold.log" | grep -v prologue | cut -c1-150
+        chain_check "" plain
+        models=()
+        for m in tests/fixtures/models/*/; do models+=(--model "$m"); done
+        for f in 0 1; do
+            MINISGL_FOLD_NORMS=$f timeout 150 "$bin" gpu-check --skip-ops --skip-bench --skip-engine \
+                --model-seeds 6 "${models[@]}" --report /tmp/gpu-check-seeds-fold$f.md \
+                > "$out/gpu-check-seeds-fold$f.log" 2>&1
+            echo "seeds fold$f rc=$?"; grep -E "checks, |FAIL|prompt draws" "$out/gpu-check-seeds-fold$f.log" | cut -c1-200
+        done
+        python3 scripts/diag/fold_seeds.py "$out"/gpu-check-seeds-*.log | tee "$out/fold-seeds.md"
+        MINISGL_FOLD_NORMS=1 fixture_checks 200 models-engine-fold1
+        grep -E "random weights" "$out/gpu-check-models-engine-fold1.log" | cut -c1-260
+        runner_ab qwen3-0.6b -fold 1,2,64,256 MINISGL_FOLD_NORMS=1
+        grep -E "A/B" "$out/gpu-check-bench-qwen3-0.6b-fold.log"
+        if fits 150; then
+            fixture_checks 150 models-engine
+            grep -E "random weights" "$out/gpu-check-models-engine.log" | cut -c1-260
+        fi
+        for f in 0 1 0 1; do
+            if fits 55; then
+                MINISGL_FOLD_NORMS=$f OFFLINE_TIMEOUT=50 offline_default qwen3-0.6b "-fold$f"
+            else
+                echo "no time left for the default workload with MINISGL_FOLD_NORMS=$f"
+            fi
+        done
+        pack_logs 140
     elif [ "$part" = 139 ]; then
         # Where the fold's accuracy goes (gpu-2026-12-07-sample.md §3): the fixture models
         # alone over six prompt draws under five settings: fold off / on; on with its

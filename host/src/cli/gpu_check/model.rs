@@ -60,6 +60,12 @@ impl Cosines {
         self.rows += 1;
     }
 
+    fn merge(&mut self, o: &Cosines) {
+        self.min = worst(self.min, o.min);
+        self.gap += o.gap;
+        self.rows += o.rows;
+    }
+
     fn mean_gap(&self) -> f64 {
         self.gap / self.rows.max(1) as f64
     }
@@ -149,7 +155,12 @@ impl Agreement {
 
     /// Cosine above 0.999 and no greedy difference but near ties.
     pub fn pass(&self) -> bool {
-        self.cos.min > 0.999 && self.low_margin_diff
+        self.pass_above(0.999)
+    }
+
+    /// Every row's cosine above `floor` and no greedy difference but near ties.
+    fn pass_above(&self, floor: f64) -> bool {
+        self.cos.min > floor && self.low_margin_diff
     }
 
     pub fn summary(&self) -> String {
@@ -165,24 +176,59 @@ impl Agreement {
     }
 }
 
+/// The model gate, set from the unfolded default path's spread over six prompt draws of
+/// the seven fixtures (2026-12-07, an H100; docs/results/gpu-2026-12-07-fold3.md §1),
+/// not from the path under test. The fixtures' 64-wide, two-layer models are
+/// noise-bound: one draw's minimum over its 39 rows ranged 0.99766-0.99965, and 8 of the
+/// 42 draws fell below the old one-draw bar of 0.999, so that bar read the draw, not the
+/// kernels (seed 42, the only draw it read, passed by luck). So a fixture is gated on
+/// what is steady, the mean of 1 − cosine over [`FIXTURE_DRAWS`] draws (at most 2.2e-4
+/// over six draws, 2.7e-4 in any one: [`MEAN_GAP_MAX`] leaves 1.8x), with a per-row floor
+/// ([`FIXTURE_ROW_FLOOR`], 1.7x the worst row's 1 − cosine) for a path that breaks a
+/// few rows only. The real shapes (random weights) read 0.9999 and keep 0.999 a row.
+const FIXTURE_ROW_FLOOR: f64 = 0.996;
+const REAL_ROW_FLOOR: f64 = 0.999;
+const MEAN_GAP_MAX: f64 = 4e-4;
+/// Prompt draws a fixture is gated over unless `--model-seeds` says otherwise (a draw
+/// of the fixtures costs well under a second; of a real shape, tens of seconds of CPU
+/// reference, so those take one).
+pub const FIXTURE_DRAWS: u64 = 4;
+
 /// [`compare_prompts`] on three sequences (decode batches of 3), and for the real shapes
 /// (random weights) on one and on two: batch-1 and batch-2 decode, where a layer's
 /// products run as one `layer_chain` / `layer_chain_r2` launch. The fixtures' 64-wide layers never chain, and one of them
 /// (llama_gqa_tied) reads 0.99882 at one sequence against the 0.999 bar, with its f32
 /// comparison at 0.99856 (2026-12-04): the tiny shapes' rounding, not a path.
-/// `seeds` draws of the three prompts (seed 42, 43, ...; one unless `--model-seeds`): the
-/// gate's minimum over rows swings with the draw, so an A/B of a rounding change reads
-/// several.
+/// `seeds` draws of the three prompts (seed 42, 43, ...; `--model-seeds`, else
+/// [`FIXTURE_DRAWS`] for a fixture and one for a real shape), each gated on its rows'
+/// floor, then all of them on their mean 1 − cosine (see [`MEAN_GAP_MAX`]).
 pub fn compare(
     path: &Path,
     random: bool,
     steps: usize,
-    seeds: u64,
+    seeds: Option<u64>,
     rep: &mut Report,
 ) -> Result<()> {
-    for seed in 42..42 + seeds.max(1) {
-        compare_prompts(path, random, steps, &[37, 11, 64], seed, rep)?;
+    let draws = seeds
+        .unwrap_or(if random { 1 } else { FIXTURE_DRAWS })
+        .max(1);
+    let mut all = Cosines::default();
+    let mut name = String::new();
+    for seed in 42..42 + draws {
+        let (n, c) = compare_prompts(path, random, steps, &[37, 11, 64], seed, rep)?;
+        name = n;
+        all.merge(&c);
     }
+    let gap = all.mean_gap();
+    rep.fact(
+        "model",
+        format!("{name}: {draws} prompt draws"),
+        gap <= MEAN_GAP_MAX,
+        format!(
+            "mean 1 - cosine {gap:.2e} over {} rows (gate {MEAN_GAP_MAX:.0e}), worst row {:.6}",
+            all.rows, all.min
+        ),
+    );
     if random {
         compare_prompts(path, random, steps, &[45], 42, rep)?;
         compare_prompts(path, random, steps, &[45, 20], 42, rep)?;
@@ -197,7 +243,7 @@ fn compare_prompts(
     prompts: &[usize],
     seed: u64,
     rep: &mut Report,
-) -> Result<()> {
+) -> Result<(String, Cosines)> {
     let lm = if random {
         load_random(path, 1)
     } else {
@@ -279,13 +325,17 @@ fn compare_prompts(
                 format!(", prompt seed {seed}")
             }
         ),
-        agree.pass(),
+        agree.pass_above(if random {
+            REAL_ROW_FLOOR
+        } else {
+            FIXTURE_ROW_FLOOR
+        }),
         format!(
             "GPU vs CPU (reference) on the same bf16 weights: {}{sides}",
             agree.summary()
         ),
     );
-    Ok(())
+    Ok((name, agree.cos))
 }
 
 /// Random prompts of `lens` tokens (seed 42), each with `per_seq` pages of
