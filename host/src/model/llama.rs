@@ -220,13 +220,20 @@ impl<B: Backend> Model<B> {
         }
         // Where the backend applies a norm inside the consumer of the product after it,
         // the input and post-attention norms' weights go into the qkv and gate_up weights
-        // now, and the layers hold unit norms in their place (Backend::fold_norm).
-        for layer in &mut layers {
-            if let Some(unit) = backend.fold_norm(&mut layer.w_qkv, &layer.input_norm)? {
-                layer.input_norm = unit;
-            }
-            if let Some(unit) = backend.fold_norm(&mut layer.w_gate_up, &layer.post_attn_norm)? {
-                layer.post_attn_norm = unit;
+        // now, and the layers hold unit norms in their place (Backend::fold_norm). Not on
+        // a split shard: there the all-reduce comes before the norm, which then runs as
+        // its own launch anyway (project_add_norm), so a fold would only add the rounding
+        // of x · inv to bf16 before a product whose weight is already rounded with g in.
+        if !shard.is_split() {
+            for layer in layers.iter_mut() {
+                if let Some(unit) = backend.fold_norm(&mut layer.w_qkv, &layer.input_norm)? {
+                    layer.input_norm = unit;
+                }
+                if let Some(unit) =
+                    backend.fold_norm(&mut layer.w_gate_up, &layer.post_attn_norm)?
+                {
+                    layer.post_attn_norm = unit;
+                }
             }
         }
         let final_norm = up("model.norm.weight", &[h])?;
