@@ -488,6 +488,11 @@ impl CudaBackend {
         self.fold_norms.get()
     }
 
+    /// Whether the LM head writes bf16 logits ([`CudaOptions::logits_bf16`]).
+    pub fn logits_bf16(&self) -> bool {
+        self.logits_bf16
+    }
+
     /// Let skinny products of 3+ rows take the tensor-core build (true) or the scalar
     /// one (false).
     pub fn set_gemv_tc(&self, on: bool) {

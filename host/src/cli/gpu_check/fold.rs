@@ -135,6 +135,7 @@ fn gemv_rows_at_most_16(
         (2, 3072, 1024),
         (3, 4096, 1024),
         (8, 3072, 1024),
+        (15, 4096, 1024),
         (16, 4096, 1024),
         // 14B's width at the prologue's most rows (2n x k within the gemv's 32 MB).
         (1, 1536, 5120),
@@ -170,12 +171,15 @@ fn gemv_rows_at_most_16(
             } else {
                 (up(gpu, &[k], &g)?, up(gpu, &[k], &g)?)
             };
+            // The prologue holds the rows and the norm weight in 32 KB of shared memory:
+            // past that (16 rows of 1,024) the norm runs as its own launch.
+            let fits = (m + 1) * k * 2 <= 32 * 1024;
             let prologue = gpu.norm_in_prologue(&xg, &[&wg, &wg1]);
             rep.fact(
                 "fold",
                 format!("norm_in_prologue {what}"),
-                prologue,
-                format!("answered {prologue} (the gemv prologue takes these rows)"),
+                prologue == fits,
+                format!("answered {prologue}, expected {fits} (rows and norm in 32 KB)"),
             );
             let sg = gpu.rms_norm_linear_silu_mul(&xg, &norm, 1e-6, &wg)?;
             rep.check(
