@@ -397,10 +397,13 @@ impl CudaBackend {
         let &[m, k] = residual.shape.as_slice() else {
             return false;
         };
+        // A folded norm's prologue holds the rows only (its unit weight is not loaded).
+        let folded = consumers.iter().all(|w| w.fold == Fold::Weight);
+        let smem_rows = if folded { m } else { m + 1 };
         self.norm_prologue.get()
             && (1..=self.gemv_rows.get()).contains(&m)
             && k.is_multiple_of(8)
-            && (m + 1) * k * 2 <= NORM_PROLOGUE_SMEM
+            && smem_rows * k * 2 <= NORM_PROLOGUE_SMEM
             && matches!(residual.buf, Buf::Bf16(_))
             // Some build for the rows (the consumers' widths pick which, at launch).
             && self.gemv_kernel("gemv_norm_bf16", m, 0, k).is_some()
