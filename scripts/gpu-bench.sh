@@ -410,7 +410,9 @@
 #     part 140: the fold with the row factor on the f32 product in the gemv rows and the
 #             layer chain: the fold group, the chain group, the fixtures over six draws
 #             fold off / on, the checks with the fold on, the 0.6B runner A/B of the fold
-#             at batch 1 / 2 / 64 / 256, the default workload fold off / on.
+#             at batch 1 / 2 / 64 / 256, the default workload fold off / on. (Ran
+#             2026-12-07 at 5259b6d, an H100: gpu-2026-12-07-fold4.md; the fold is on by
+#             default since, so MINISGL_FOLD_NORMS=0 is the A/B's other side.)
 #     part 132: after `device table` in the same call, with PART_LIMIT the seconds the call
 #             has left: the decode timelines of both shapes (batch 1 / 64 / 256, context
 #             ~256), then part 131's prefill timelines while time is left.
