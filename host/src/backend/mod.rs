@@ -592,7 +592,8 @@ pub trait Backend: Send + 'static {
     /// where it normalises inside the next product (a prologue each block runs, at
     /// decode sizes) more cheaply than after the add; `residual` is the stream the
     /// norms would read and `consumers` the weights of the products that would
-    /// normalise it (a layer's qkv and gate_up). A backend that answers true
+    /// normalise it (the model asks for a layer's qkv and its gate_up apart, and defers
+    /// each norm where its own product says so). A backend that answers true
     /// implements `linear_add`.
     fn norm_in_prologue(&self, residual: &Self::Tensor, consumers: &[&Self::Tensor]) -> bool {
         let _ = (residual, consumers);

@@ -380,12 +380,18 @@ impl<B: Backend> Model<B> {
         // Where the backend normalises inside the next product (or its consumer, for a
         // folded norm), the layers pass the residual and the norm to apply instead of a
         // normed copy: for the qkv products (`defer_attn`) and the gate_up ones
-        // (`defer_mlp`).
+        // (`defer_mlp`), each asked for its own weight. Asked for both at once, a
+        // layer whose qkv takes the gemv prologue but whose gate_up is too large for it
+        // (Qwen3-1.7B / 4B, Llama-3.2-3B at 1-4 rows) normalised qkv's input in a launch
+        // of its own, and under a folded norm rounded x · inv to bf16 in front of a
+        // weight already rounded with g in.
         let whole = !self.shard.is_split();
         let l0 = &self.layers[0];
-        let deferred = whole && b.norm_in_prologue(&residual, &[&l0.w_qkv, &l0.w_gate_up]);
-        let defer_attn = deferred || (whole && b.norm_in_consumer(&residual, &l0.w_qkv));
-        let defer_mlp = deferred || (whole && b.norm_in_consumer(&residual, &l0.w_gate_up));
+        let defers = |w: &B::Tensor| {
+            whole && (b.norm_in_prologue(&residual, &[w]) || b.norm_in_consumer(&residual, w))
+        };
+        let defer_attn = defers(&l0.w_qkv);
+        let defer_mlp = defers(&l0.w_gate_up);
         let first = &l0.input_norm;
         let mut x = if defer_attn {
             Input::Deferred(first)

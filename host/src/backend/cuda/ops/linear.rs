@@ -382,8 +382,8 @@ impl CudaBackend {
     /// Whether the next products should normalise `residual` themselves
     /// ([`Backend::norm_in_prologue`](crate::backend::Backend::norm_in_prologue)): its
     /// rows fit the prologue's shared memory, the prologue kernels were built, and every
-    /// consumer weight goes through the gemv kernels. Where one goes through cuBLAS,
-    /// deferring costs a launch: the product before it adds without the norm
+    /// consumer weight goes through the gemv kernels (the model asks for qkv and gate_up
+    /// apart). Where one goes through cuBLAS, deferring its norm costs a launch: the product before it adds without the norm
     /// (`add_inplace_bf16` after a cuBLAS product) and the consumer normalises in a
     /// launch of its own. The earlier test, a square hidden x hidden weight within the
     /// gemv limit, answered true for Llama-3.1-8B (4096 x 4096 x 2 bytes is exactly the
