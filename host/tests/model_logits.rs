@@ -121,6 +121,65 @@ fn folded_norms_match_hf() {
 }
 
 #[test]
+fn deferred_norms_match_hf() {
+    // The model leaves a residual add's norm to the product that reads it where the
+    // backend says so (the CUDA gemv prologue at decode sizes), asked for qkv and gate_up
+    // apart: only qkv, only gate_up (a layer whose other product is too large for the
+    // prologue, as Qwen3-4B's gate_up is), and both. Every prompt in one ragged step
+    // against HF; each rule must have deferred something, or the run checked nothing new.
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    for name in all_models() {
+        let r = reference(name);
+        let m = minisgl::model::load(&fixture(name)).expect("fixture loads");
+        let c = &m.config;
+        let gate_up_rows = 2 * c.intermediate_size();
+        let qkv_rows = (c.num_heads() + 2 * c.num_kv_heads()) * c.head_dim();
+        // The rule knows a weight by its shape: where qkv's and gate_up's are alike (the
+        // Qwen3 fixtures), only the rule for both tells nothing apart.
+        let rules: &[&str] = if qkv_rows == gate_up_rows {
+            &["both"]
+        } else {
+            &["qkv", "gate_up", "both"]
+        };
+        for &which in rules {
+            let deferred = Arc::new(AtomicUsize::new(0));
+            let count = deferred.clone();
+            let rule = move |shape: &[usize]| {
+                let gate_up = shape.first() == Some(&gate_up_rows);
+                let yes = match which {
+                    "qkv" => !gate_up,
+                    "gate_up" => gate_up,
+                    _ => true,
+                };
+                if yes {
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
+                yes
+            };
+            let backend = CpuBackend::with_deferred_norms(rule);
+            let mut run = Runner::new(backend, &m, NUM_PAGES, PAGE_SIZE).expect("runner");
+            let mut pages = Pages::new(NUM_PAGES);
+            let seqs: Vec<_> = r
+                .prompts
+                .iter()
+                .enumerate()
+                .map(|(i, p)| seq(i as u64, p, 0, &pages.take(pages_for(p.len())), true))
+                .collect();
+            let got = run.logits(&step(seqs)).unwrap();
+            assert!(
+                deferred.load(Ordering::Relaxed) > 0,
+                "{name}: the {which} rule deferred no norm"
+            );
+            for (i, g) in got.iter().enumerate() {
+                let what = format!("norms deferred to {which}, prompt {i}");
+                check(name, &what, g, &r.logits[i]);
+            }
+        }
+    }
+}
+
+#[test]
 fn chunked_prefill_matches_hf() {
     for name in all_models() {
         let r = reference(name);

@@ -88,6 +88,22 @@ pub struct CpuBackend {
     /// Fold the norms before the products into their weights
     /// ([`CpuBackend::with_folded_norms`]).
     fold_norms: bool,
+    /// Which consumer weights (by shape) the model is told normalise their input
+    /// themselves ([`CpuBackend::with_deferred_norms`]).
+    defer_norms: Option<DeferRule>,
+}
+
+/// Picks, by a product weight's shape, whether that product takes its input norm
+/// ([`Backend::norm_in_prologue`]).
+#[derive(Clone)]
+struct DeferRule(Arc<DeferFn>);
+
+type DeferFn = dyn Fn(&[usize]) -> bool + Send + Sync;
+
+impl std::fmt::Debug for DeferRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DeferRule")
+    }
 }
 
 impl Default for CpuBackend {
@@ -107,6 +123,7 @@ impl Default for CpuBackend {
             split_acts: split_acts_from_env(),
             comm: None,
             fold_norms: false,
+            defer_norms: None,
         }
     }
 }
@@ -157,6 +174,20 @@ impl CpuBackend {
         CpuBackend {
             f32_weights: crate::env::flag("MINISGL_CPU_F32_WEIGHTS", false),
             ..CpuBackend::default()
+        }
+    }
+
+    /// A backend that tells the model to leave the norm after a residual add to the
+    /// products whose weights `rule` picks ([`Backend::norm_in_prologue`]), as the CUDA
+    /// backend does where a product normalises its own input at decode sizes: the
+    /// model's deferred flow, including a layer whose qkv defers and whose gate_up
+    /// does not, checked on the CPU against Hugging Face. The products then run the
+    /// norm themselves (the trait's `rms_norm_linear*`), so only the order of the adds
+    /// and norms moves.
+    pub fn with_deferred_norms(rule: impl Fn(&[usize]) -> bool + Send + Sync + 'static) -> Self {
+        CpuBackend {
+            defer_norms: Some(DeferRule(Arc::new(rule))),
+            ..CpuBackend::new()
         }
     }
 
@@ -345,6 +376,12 @@ impl Backend for CpuBackend {
             }
         }
         Ok(CpuTensor::new(shape.to_vec(), data.to_f32()))
+    }
+
+    fn norm_in_prologue(&self, _residual: &CpuTensor, consumers: &[&CpuTensor]) -> bool {
+        self.defer_norms
+            .as_ref()
+            .is_some_and(|r| !consumers.is_empty() && consumers.iter().all(|w| (r.0)(&w.shape)))
     }
 
     fn fold_norm(
