@@ -412,7 +412,7 @@
 #             fold off / on, the checks with the fold on, the 0.6B runner A/B of the fold
 #             at batch 1 / 2 / 64 / 256, the default workload fold off / on. (Ran
 #             2026-12-07 at 5259b6d, an H100: gpu-2026-12-07-fold4.md; the fold is on by
-#             default since, so MINISGL_FOLD_NORMS=0 is the A/B's other side.)
+#             default since, so the A/B's other side is now MINISGL_FOLD_NORMS=0.)
 #     part 132: after `device table` in the same call, with PART_LIMIT the seconds the call
 #             has left: the decode timelines of both shapes (batch 1 / 64 / 256, context
 #             ~256), then part 131's prefill timelines while time is left.
@@ -2096,8 +2096,10 @@ device)
         # fixtures over six draws with the fold off and on (fold_seeds.py); the fixtures,
         # the random 0.6B and the engine with the fold on; the 0.6B runner A/B of the
         # fold at batch 1 / 2 / 64 / 256; then while the call has time (PART_LIMIT,
-        # default 540) the same checks with the defaults and the 0.6B default workload
-        # with the fold off and on, alternating.
+        # default 540) the same checks with the fold off and the 0.6B default workload
+        # with the fold off and on, alternating. (At 5259b6d the fold was opt-in, and the
+        # A/B's other side and the second checks were MINISGL_FOLD_NORMS=1 and the
+        # defaults.)
         rm "$out/env.log"  # already printed by the tee above
         local_limit=${PART_LIMIT:-540}
         timeout 200 "$bin" gpu-check --fold-only --skip-models --skip-engine --skip-bench \
@@ -2117,11 +2119,12 @@ device)
         python3 scripts/diag/fold_seeds.py "$out"/gpu-check-seeds-*.log | tee "$out/fold-seeds.md"
         MINISGL_FOLD_NORMS=1 fixture_checks 200 models-engine-fold1
         grep -E "random weights" "$out/gpu-check-models-engine-fold1.log" | cut -c1-260
-        runner_ab qwen3-0.6b -fold 1,2,64,256 MINISGL_FOLD_NORMS=1
-        grep -E "A/B" "$out/gpu-check-bench-qwen3-0.6b-fold.log"
+        # The fold is the default since 6da8261: the A/B's other side turns it off.
+        runner_ab qwen3-0.6b -nofold 1,2,64,256 MINISGL_FOLD_NORMS=0
+        grep -E "A/B" "$out/gpu-check-bench-qwen3-0.6b-nofold.log"
         if fits 150; then
-            fixture_checks 150 models-engine
-            grep -E "random weights" "$out/gpu-check-models-engine.log" | cut -c1-260
+            MINISGL_FOLD_NORMS=0 fixture_checks 150 models-engine-fold0
+            grep -E "random weights" "$out/gpu-check-models-engine-fold0.log" | cut -c1-260
         fi
         for f in 0 1 0 1; do
             if fits 55; then

@@ -565,3 +565,21 @@ def test_the_table_can_leave_out_the_prefill_attention_bench(tmp_path):
     argvs = [a for a, _ in made]
     assert not any(a[0] == "attn_bench" for a in argvs), argvs
     assert any(a[:1] == ["gpu-check"] and ".gpu/qwen3-0.6b" in a for a in argvs), argvs
+
+
+def test_part_140_checks_the_fold_on_every_path_then_times_it_against_the_fold_off(tmp_path):
+    _, made, out = run_part(tmp_path, "140")
+    runs = [(a, env) for a, env in made if a[:1] == ["gpu-check"]]
+    # The fold group alone first, then the chain group.
+    assert "--fold-only" in runs[0][0] and "--chain-only" in runs[1][0], runs[:2]
+    seeds = [env.get("MINISGL_FOLD_NORMS") for a, env in runs if "--model-seeds" in a]
+    assert seeds == ["0", "1"], runs
+    models = [env.get("MINISGL_FOLD_NORMS") for a, env in runs if "--random-model" in a]
+    assert models == ["1", "0"], runs
+    ab = [env for a, env in runs if "--bench-model" in a]
+    assert [(e["MINISGL_BENCH_AB"], e["MINISGL_BENCH_BATCHES"]) for e in ab] == [
+        ("MINISGL_FOLD_NORMS=0", "1,2,64,256")], ab
+    offline = [env.get("MINISGL_FOLD_NORMS") for a, env in made if a[:2] == ["bench", "offline"]]
+    assert offline == ["0", "1", "0", "1"], offline
+    assert {"gpu-check-fold.log", "gpu-check-seeds-fold1.log", "fold-seeds.md",
+            "gpu-check-bench-qwen3-0.6b-nofold.log"} <= archived_logs(out)
