@@ -413,6 +413,11 @@
 #             at batch 1 / 2 / 64 / 256, the default workload fold off / on. (Ran
 #             2026-12-07 at 5259b6d, an H100: gpu-2026-12-07-fold4.md; the fold is on by
 #             default since, so the A/B's other side is now MINISGL_FOLD_NORMS=0.)
+#     part 141: the per-product norm deferral on a mixed layer (the 0.6B with
+#             MINISGL_GEMV_MAX_WEIGHT_MB=10: qkv on the gemv kernels, gate_up on cuBLAS)
+#             against the CPU, fold on and off, and the default beside it. Not yet run;
+#             the next call: `bash scripts/gpu-bench.sh device 141; GPU_NEED=H200
+#             TABLE_ATTN=0 TABLE_EXTRA=0 bash scripts/gpu-bench.sh device table`.
 #     part 132: after `device table` in the same call, with PART_LIMIT the seconds the call
 #             has left: the decode timelines of both shapes (batch 1 / 64 / 256, context
 #             ~256), then part 131's prefill timelines while time is left.
@@ -2087,6 +2092,24 @@ device)
             echo "no time left for the 14B fold A/B"
         fi
         pack_logs 136
+    elif [ "$part" = 141 ]; then
+        # The per-product norm deferral (f88e4ea) on a mixed layer, which no GPU has run:
+        # with MINISGL_GEMV_MAX_WEIGHT_MB=10 the 0.6B's qkv (8 MiB) takes the gemv
+        # kernels and its gate_up (12 MiB) cuBLAS, so at its three-row decode steps only
+        # qkv's norm goes into a product's prologue. The random 0.6B against the CPU
+        # with the fold on and off, then the same at the default limit beside it.
+        rm "$out/env.log"  # already printed by the tee above
+        for cfg in "mixed-fold1:MINISGL_GEMV_MAX_WEIGHT_MB=10 MINISGL_FOLD_NORMS=1" \
+            "mixed-fold0:MINISGL_GEMV_MAX_WEIGHT_MB=10 MINISGL_FOLD_NORMS=0" \
+            "default:MINISGL_UNUSED=1"; do
+            tag=${cfg%%:*}
+            env ${cfg#*:} timeout 120 "$bin" gpu-check --skip-ops --skip-bench --skip-engine \
+                --random-model .gpu/qwen3-0.6b --report "/tmp/gpu-check-$tag.md" \
+                > "$out/gpu-check-$tag.log" 2>&1
+            echo "$tag rc=$?"; grep -E "checks, |FAIL" "$out/gpu-check-$tag.log" | head -5
+            grep -E "^(ok|FAIL) +model" "$out/gpu-check-$tag.log" | cut -c1-240
+        done
+        pack_logs 141
     elif [ "$part" = 140 ]; then
         # The fold with each row's factor applied to the f32 product on every path
         # (after gpu-2026-12-07-fold3.md): gemv_norm_* under a unit norm leave x raw and

@@ -583,3 +583,15 @@ def test_part_140_checks_the_fold_on_every_path_then_times_it_against_the_fold_o
     assert offline == ["0", "1", "0", "1"], offline
     assert {"gpu-check-fold.log", "gpu-check-seeds-fold1.log", "fold-seeds.md",
             "gpu-check-bench-qwen3-0.6b-nofold.log"} <= archived_logs(out)
+
+
+def test_part_141_checks_the_mixed_layer_deferral_fold_on_and_off(tmp_path):
+    _, made, out = run_part(tmp_path, "141")
+    runs = [(a, env) for a, env in made if a[:1] == ["gpu-check"]]
+    keys = ("MINISGL_GEMV_MAX_WEIGHT_MB", "MINISGL_FOLD_NORMS")
+    assert [tuple(env.get(k) for k in keys) for _, env in runs] == [
+        ("10", "1"), ("10", "0"), (None, None)], runs
+    for a, _ in runs:
+        assert a[a.index("--random-model") + 1] == ".gpu/qwen3-0.6b" and "--skip-engine" in a, a
+    assert {"gpu-check-mixed-fold1.log", "gpu-check-mixed-fold0.log",
+            "gpu-check-default.log"} <= archived_logs(out)
