@@ -7,6 +7,7 @@
 mod support;
 
 use minisgl::backend::cpu::CpuBackend;
+use minisgl::batch::StepInput;
 use minisgl::model::placement::cpu_runner;
 use minisgl::model::runner::{ModelRunner, Runner};
 use support::*;
@@ -21,6 +22,18 @@ fn runner(name: &str) -> Runner<CpuBackend> {
 
 fn pages_for(n: usize) -> usize {
     n.div_ceil(PAGE_SIZE as usize)
+}
+
+/// Every reference prompt as one ragged step, each on fresh pages, sampled.
+fn every_prompt(r: &Reference) -> StepInput {
+    let mut pages = Pages::new(NUM_PAGES);
+    let seqs = r
+        .prompts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| seq(i as u64, p, 0, &pages.take(pages_for(p.len())), true))
+        .collect();
+    step(seqs)
 }
 
 /// Check `got` against HF's `want` with the tolerance of the fixture's dtype.
@@ -72,14 +85,7 @@ fn ragged_batch_matches_hf() {
     for name in all_models() {
         let r = reference(name);
         let mut run = runner(name);
-        let mut pages = Pages::new(NUM_PAGES);
-        let seqs = r
-            .prompts
-            .iter()
-            .enumerate()
-            .map(|(i, p)| seq(i as u64, p, 0, &pages.take(pages_for(p.len())), true))
-            .collect();
-        let got = run.logits(&step(seqs)).unwrap();
+        let got = run.logits(&every_prompt(&r)).unwrap();
         assert_eq!(got.len(), r.prompts.len());
         for (i, g) in got.iter().enumerate() {
             check(name, &format!("batched prompt {i}"), g, &r.logits[i]);
@@ -100,15 +106,8 @@ fn folded_norms_match_hf() {
         let mut folded =
             Runner::new(CpuBackend::with_folded_norms(), &m, NUM_PAGES, PAGE_SIZE).expect("runner");
         let mut plain = runner(name);
-        let mut pages = Pages::new(NUM_PAGES);
-        let seqs: Vec<_> = r
-            .prompts
-            .iter()
-            .enumerate()
-            .map(|(i, p)| seq(i as u64, p, 0, &pages.take(pages_for(p.len())), true))
-            .collect();
-        let got = folded.logits(&step(seqs.clone())).unwrap();
-        let unfolded = plain.logits(&step(seqs)).unwrap();
+        let got = folded.logits(&every_prompt(&r)).unwrap();
+        let unfolded = plain.logits(&every_prompt(&r)).unwrap();
         assert_eq!(got.len(), r.prompts.len());
         for (i, g) in got.iter().enumerate() {
             check(name, &format!("folded norms, prompt {i}"), g, &r.logits[i]);
@@ -159,14 +158,7 @@ fn deferred_norms_match_hf() {
             };
             let backend = CpuBackend::with_deferred_norms(rule);
             let mut run = Runner::new(backend, &m, NUM_PAGES, PAGE_SIZE).expect("runner");
-            let mut pages = Pages::new(NUM_PAGES);
-            let seqs: Vec<_> = r
-                .prompts
-                .iter()
-                .enumerate()
-                .map(|(i, p)| seq(i as u64, p, 0, &pages.take(pages_for(p.len())), true))
-                .collect();
-            let got = run.logits(&step(seqs)).unwrap();
+            let got = run.logits(&every_prompt(&r)).unwrap();
             assert!(
                 deferred.load(Ordering::Relaxed) > 0,
                 "{name}: the {which} rule deferred no norm"

@@ -383,9 +383,9 @@ impl CudaBackend {
     /// ([`Backend::norm_in_prologue`](crate::backend::Backend::norm_in_prologue)): its
     /// rows fit the prologue's shared memory, the prologue kernels were built, and every
     /// consumer weight goes through the gemv kernels (the model asks for qkv and gate_up
-    /// apart). Where one goes through cuBLAS, deferring its norm costs a launch: the product before it adds without the norm
-    /// (`add_inplace_bf16` after a cuBLAS product) and the consumer normalises in a
-    /// launch of its own. The earlier test, a square hidden x hidden weight within the
+    /// apart). Where one goes through cuBLAS, deferring its norm costs a launch: the
+    /// product before it adds without the norm (`add_inplace_bf16` after a cuBLAS
+    /// product) and the consumer normalises in a launch of its own. The earlier test, a square hidden x hidden weight within the
     /// gemv limit, answered true for Llama-3.1-8B (4096 x 4096 x 2 bytes is exactly the
     /// limit) whose qkv and gate_up run on cuBLAS: 31 extra launches a batch-1 step
     /// (Nsight Compute, 2026-12-04).
@@ -397,9 +397,8 @@ impl CudaBackend {
         let &[m, k] = residual.shape.as_slice() else {
             return false;
         };
-        // A folded norm's prologue holds the rows only (its unit weight is not loaded).
         let folded = consumers.iter().all(|w| w.fold == Fold::Weight);
-        let smem_rows = if folded { m } else { m + 1 };
+        let smem_rows = prologue_smem_rows(m, folded);
         self.norm_prologue.get()
             && (1..=self.gemv_rows.get()).contains(&m)
             && k.is_multiple_of(8)
@@ -486,8 +485,8 @@ impl CudaBackend {
         op: &'static str,
     ) -> Result<(u64, usize), BackendError> {
         Ok(match norm.fold {
-            Fold::UnitNorm => (0, m),
-            _ => (self.bf16_ptr(norm, op)?, m + 1),
+            Fold::UnitNorm => (0, prologue_smem_rows(m, true)),
+            _ => (self.bf16_ptr(norm, op)?, prologue_smem_rows(m, false)),
         })
     }
 
@@ -671,6 +670,17 @@ impl CudaBackend {
         }
         let o = self.linear_impl(x, w, bias)?;
         self.add_inplace_impl(residual, &o)
+    }
+}
+
+/// Rows of k bf16 the `gemv_norm_*` prologue keeps in shared memory for `m` rows: the
+/// rows and the norm weight, or for a folded norm the rows only (its unit weight is
+/// never loaded; the kernel gets a null norm).
+fn prologue_smem_rows(m: usize, folded: bool) -> usize {
+    if folded {
+        m
+    } else {
+        m + 1
     }
 }
 
