@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Summarise gpu-check model logs run with --model-seeds (gpu-bench part 138/139).
+"""Summarise gpu-check model logs run with --model-seeds (gpu-bench part 140; parts 138/139,
+removed since, ran it at dc3ffb2).
 
 Each log is one setting (fold off / on / ...). Per fixture model and setting this prints,
 over the prompt draws: how many draws' minimum fell below 0.999 (the one-draw bar before
