@@ -83,16 +83,6 @@ cd "$(dirname "$0")/.."
 case "${1:-}" in
 build)
     gpu_stage qwen3-0.6b qwen3-14b llama-3.1-8b qwen3-32b
-    # The Sarathi example plugin and slices of the Mooncake and Azure traces, read by the
-    # trace replays of earlier rounds (parts 127-130, removed); no part here reads them.
-    rustup target add wasm32-wasip2 >/dev/null 2>&1 || true
-    cargo build --target wasm32-wasip2 --profile plugin -p minisgl-example-sarathi
-    mkdir -p .gpu/plugins .gpu/workloads
-    cp target/wasm32-wasip2/plugin/minisgl_example_sarathi.wasm .gpu/plugins/
-    head -n 400 "$(d=${WORKLOADS:-../shared/workloads}; [ -d "$d" ] || d=/work/shared/workloads; echo "$d")/mooncake_conversation_trace.jsonl" \
-        > .gpu/workloads/mooncake_conversation_400.jsonl
-    head -n 2001 "$(d=${WORKLOADS:-../shared/workloads}; [ -d "$d" ] || d=/work/shared/workloads; echo "$d")/AzureLLMInferenceTrace_conv.csv" \
-        > .gpu/workloads/azure_conv_2000.csv
     ;;
 device)
     part="${2:?a part: table, or a number from the list above}"
