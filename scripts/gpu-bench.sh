@@ -20,7 +20,7 @@
 #             time (a shape the issue does not list; TABLE_EXTRA=0 leaves them out).
 #             Last run: docs/results/gpu-2026-12-07-fold4.md.
 #     part 5: after a prefill-kernel change: attn_bench (the variants in VARIANTS, default
-#             ws, cuDNN beside; NCU=1 adds one Nsight Compute profile), the kernel checks,
+#             ws, cuDNN beside; NCU=1 adds one Nsight Compute profile of the ws build), the kernel checks,
 #             long prompts on both shapes. Last run: docs/results/gpu-2026-12-01-prefill.md.
 #     part 13: the decode step through the runner (CUDA graphs and eager, batch 1-256,
 #             context ~256; the issue's decode-step row) and the kernel benches, on both
@@ -220,11 +220,12 @@ device)
         timeout 420 python3 scripts/gpu/attn_bench.py --jsonl "$jl" --timeout 90 --skip "${SKIP:-}" \
             --variants "${VARIANTS:-ws}" 2>&1 | grep -v "Exception ignored\|driver.pyx\|  launch " | tee "$out/attn.log"
         if [ "${NCU:-0}" = 1 ]; then
-            # Where the kernel's time goes: one launch of the main case under Nsight Compute.
-            timeout 150 ncu --clock-control none --target-processes all -k regex:attn_prefill_sm90 -c 1 \
+            # Where the kernel's time goes: one launch of the main case under Nsight Compute
+            # (the engine's default ws build; NCU_VARIANT names another attn_bench kernel).
+            timeout 150 ncu --clock-control none --target-processes all -k regex:attn_prefill_ws -c 1 \
                 --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
                 --section WarpStateStats --section Occupancy \
-                python3 scripts/gpu/attn_bench.py --only sm90 --cases "8x2048 fresh" --shapes qwen3-14b --reps 1 \
+                python3 scripts/gpu/attn_bench.py --only "${NCU_VARIANT:-ws}" --cases "8x2048 fresh" --shapes qwen3-14b --reps 1 \
                 > "$out/ncu.txt" 2>&1
             echo "ncu rc=$?"
             grep -E "Throughput|Pipe|Busy|Stall|Issued|Eligible|Duration|Bandwidth|Hit Rate" "$out/ncu.txt" | head -60
