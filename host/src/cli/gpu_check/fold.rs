@@ -207,8 +207,9 @@ fn gemv_rows_at_most_16(
 /// (`qkv_rope_store_rms_hd*`, or `qkv_rope_store_rms_generic` at head_dim 96): the
 /// output and the step's cached K and V against the CPU's norm, product and
 /// `qkv_attention`. Decode rows that the split-grid decode would take with the rope
-/// folded in, a mixed step, a prefill, head_dims 64 / 96 / 128 / 256; each without and
-/// with a qkv bias (Qwen2's), which the rope kernel adds after the row factor.
+/// folded in, a mixed step, a prefill, head_dims 64 / 96 / 128 / 256, and a prefill of
+/// more rows than SMs (the launch shape of long prefills and large decode batches); each
+/// without and with a qkv bias (Qwen2's), which the rope kernel adds after the row factor.
 fn qkv(cpu: &CpuBackend, gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> Result<()> {
     let hidden = 512;
     let decode: Vec<(usize, usize)> = (0..24).map(|i| (37 * i + 5, 1)).collect();
@@ -232,6 +233,9 @@ fn qkv(cpu: &CpuBackend, gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Repo
         ),
         Case::new("prefill+decode", 16, 256, 4, 2, [(0, 20), (10, 1)]),
         Case::new("prefill+decode", 16, 96, 6, 2, [(0, 9), (30, 1)]),
+        // At least as many rows as an H100 / H200 has SMs: a block a token, and with 80
+        // heads (20 runs of four, 16 warps) some warps take a second run.
+        Case::new("prefill, a block a token", 16, 128, 64, 8, [(0, 150)]),
     ];
     for (c, with_bias) in cases.iter().flat_map(|c| [(c, false), (c, true)]) {
         let (hd, hq, hkv) = (c.head_dim, c.q_heads, c.kv_heads);
