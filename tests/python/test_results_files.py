@@ -103,3 +103,5 @@ def test_folded_norm_consumers_do_not_spill():
         assert early.get(k) == 0, f"{k} with ROPE_RMS_EARLY=1: {early}"
     spills = kernel_spills("kernels/activation.cu")
     assert spills.get("silu_mul_rms") == 0, f"silu_mul_rms: {spills}"
+    early = kernel_spills("kernels/activation.cu", "-D", "SILU_RMS_EARLY=1")
+    assert early.get("silu_mul_rms") == 0, f"silu_mul_rms with SILU_RMS_EARLY=1: {early}"
