@@ -172,15 +172,16 @@ fn gemv_rows_at_most_16(
                 (up(gpu, &[k], &g)?, up(gpu, &[k], &g)?)
             };
             // The prologue holds the rows and the norm weight (a folded one's unit weight
-            // is not loaded) in 32 KB of shared memory: past that (16 rows of 1,024,
+            // is not loaded) in its shared memory budget: past that (16 rows of 1,024,
             // unfolded) the norm runs as its own launch.
-            let fits = (m + usize::from(!folded)) * k * 2 <= 32 * 1024;
+            let fits =
+                (m + usize::from(!folded)) * k * 2 <= minisgl::backend::cuda::NORM_PROLOGUE_SMEM;
             let prologue = gpu.norm_in_prologue(&xg, &[&wg, &wg1]);
             rep.fact(
                 "fold",
                 format!("norm_in_prologue {what}"),
                 prologue == fits,
-                format!("answered {prologue}, expected {fits} (its shared memory in 32 KB)"),
+                format!("answered {prologue}, expected {fits} (its shared memory budget)"),
             );
             let sg = gpu.rms_norm_linear_silu_mul(&xg, &norm, 1e-6, &wg)?;
             rep.check(

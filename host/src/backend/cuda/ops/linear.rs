@@ -42,7 +42,7 @@ const GEMV_TC_TWO_ROWS_MIN_COLS: usize = 2560;
 
 /// Most shared memory (bytes) the norm prologue of `gemv_norm_*` takes for its rows
 /// and the norm weight: under the 48 KB a launch gets without opting in.
-const NORM_PROLOGUE_SMEM: usize = 32 * 1024;
+pub const NORM_PROLOGUE_SMEM: usize = 32 * 1024;
 
 impl CudaBackend {
     pub(super) fn linear_impl(
@@ -385,10 +385,10 @@ impl CudaBackend {
     /// consumer weight goes through the gemv kernels (the model asks for qkv and gate_up
     /// apart). Where one goes through cuBLAS, deferring its norm costs a launch: the
     /// product before it adds without the norm (`add_inplace_bf16` after a cuBLAS
-    /// product) and the consumer normalises in a launch of its own. The earlier test, a square hidden x hidden weight within the
-    /// gemv limit, answered true for Llama-3.1-8B (4096 x 4096 x 2 bytes is exactly the
-    /// limit) whose qkv and gate_up run on cuBLAS: 31 extra launches a batch-1 step
-    /// (Nsight Compute, 2026-12-04).
+    /// product) and the consumer normalises in a launch of its own. The earlier test, a
+    /// square hidden x hidden weight within the gemv limit, answered true for
+    /// Llama-3.1-8B (4096 x 4096 x 2 bytes is exactly the limit) whose qkv and gate_up
+    /// run on cuBLAS: 31 extra launches a batch-1 step (Nsight Compute, 2026-12-04).
     pub(super) fn norm_in_prologue_impl(
         &self,
         residual: &CudaTensor,

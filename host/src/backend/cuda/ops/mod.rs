@@ -18,7 +18,7 @@ mod tensor;
 
 pub use attention::AttnPath;
 pub use chain::LAYER_CHAIN_MAX_SMEM;
-pub use linear::GEMV_MAX_WEIGHT_BYTES;
+pub use linear::{GEMV_MAX_WEIGHT_BYTES, NORM_PROLOGUE_SMEM};
 
 use super::{CudaBackend, CudaKv, CudaStep, CudaTensor};
 use crate::backend::{
