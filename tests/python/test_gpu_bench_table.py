@@ -273,3 +273,12 @@ def test_part_142_checks_the_early_rope_loads_then_times_them_against_the_defaul
             "gpu-check-models-engine-early1.log", "gpu-check-bench-qwen3-0.6b-early.log",
             "prefill-timeline-early0.log", "prefill-timeline-early1.log",
             "offline-qwen3-0.6b-early1.log"} <= archived_logs(out)
+
+
+def test_part_unmet_runs_the_small_decode_steps_then_the_14b_default_workload(tmp_path):
+    _, made, out = run_part(tmp_path, "unmet")
+    steps = [env for a, env in made if env.get("MINISGL_BENCH_BATCHES")]
+    assert [e["MINISGL_BENCH_BATCHES"] for e in steps] == ["1,64,256"], steps
+    offline = [a for a, _ in made if a[:2] == ["bench", "offline"]]
+    assert [a[a.index("--shape") + 1] for a in offline] == ["qwen3-14b"], offline
+    assert "offline-qwen3-14b.log" in archived_logs(out)
