@@ -15,6 +15,7 @@ mod graphs;
 mod inputs;
 mod model;
 mod ops;
+mod qkv_case;
 mod rates;
 mod report;
 mod rounded_cpu;
@@ -188,10 +189,10 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
         if args.chain_only {
             chain::run(&cpu, gpu, args.seed, &mut rep)?;
         } else if args.fold_only {
-            let mut rng = rand::SeedableRng::seed_from_u64(args.seed ^ 0xf0);
-            fold::run(&cpu, gpu, &mut rng, &mut rep)?;
+            fold_group(&cpu, gpu, args.seed, &mut rep)?;
         } else {
             ops::run(&cpu, gpu, args.seed, &mut rep)?;
+            fold_group(&cpu, gpu, args.seed, &mut rep)?;
             chain::run(&cpu, gpu, args.seed, &mut rep)?;
             attn::run(&cpu, gpu, args.seed, &mut rep)?;
             sampling::run(&cpu, gpu, args.seed, &mut rep)?;
@@ -317,4 +318,16 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
         anyhow::bail!("{} checks failed", rep.failures());
     }
     Ok(())
+}
+
+/// The fold group (`gpu_check/fold.rs`) on its own seed, so that `--fold-only` and a whole
+/// op run draw the same cases.
+fn fold_group(
+    cpu: &CpuBackend,
+    gpu: &CudaBackend,
+    seed: u64,
+    rep: &mut Report,
+) -> anyhow::Result<()> {
+    let mut rng = rand::SeedableRng::seed_from_u64(seed ^ 0xf0);
+    fold::run(cpu, gpu, &mut rng, rep)
 }

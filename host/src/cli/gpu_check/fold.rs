@@ -9,7 +9,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::attn::Case;
 use super::inputs::{cache_f32, qwen3_inv_freq, randn, up};
-use super::ops::{draw, params, prefixed, QkvInputs};
+use super::qkv_case::{draw, params, prefixed, QkvInputs};
 use super::report::Report;
 use minisgl::backend::cpu::CpuBackend;
 use minisgl::backend::cuda::CudaBackend;

@@ -4,14 +4,15 @@ use anyhow::Result;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::attn::{metas, Case};
+use super::attn::Case;
 use super::inputs::{cache_f32, qwen3_inv_freq, randn, up};
+use super::qkv_case::{draw, params, prefixed, QkvInputs};
 use super::report::Report;
 use minisgl::backend::cpu::CpuBackend;
 use minisgl::backend::cuda::device::DecodeRope;
 use minisgl::backend::cuda::ops::AttnPath;
 use minisgl::backend::cuda::{CudaBackend, GEMV_MAX_ROWS, GEMV_SIMT_MAX_ROWS};
-use minisgl::backend::{AttnParams, Backend, KvLayout, StepMeta};
+use minisgl::backend::{Backend, StepMeta};
 
 /// A step of `t` tokens at random positions, one sequence, no pages needed.
 fn flat_step(t: usize, rng: &mut ChaCha8Rng, vocab: u32) -> StepMeta {
@@ -266,100 +267,7 @@ pub fn run(cpu: &CpuBackend, gpu: &CudaBackend, seed: u64, rep: &mut Report) -> 
             T,
         );
     }
-    qkv_attention(cpu, gpu, &mut rng, rep)?;
-    super::fold::run(cpu, gpu, &mut rng, rep)
-}
-
-pub(super) fn params<'a, T>(
-    c: &Case,
-    norms: bool,
-    wq: &'a T,
-    wk: &'a T,
-    inv: &'a T,
-) -> AttnParams<'a, T> {
-    AttnParams {
-        q_heads: c.q_heads,
-        kv_heads: c.kv_heads,
-        head_dim: c.head_dim,
-        q_norm: norms.then_some(wq),
-        k_norm: norms.then_some(wk),
-        inv_freq: inv,
-        eps: 1e-6,
-        scale: 1.0 / (c.head_dim as f32).sqrt(),
-    }
-}
-
-/// A `qkv_attention` case's steps (the prefix to cache, then the step under test), its
-/// cache layout and the prefix's K and V, drawn from `rng`.
-pub(super) struct Drawn {
-    pub layout: KvLayout,
-    pub fill: StepMeta,
-    pub attn: StepMeta,
-    pub kf: Vec<f32>,
-    pub vf: Vec<f32>,
-}
-
-pub(super) fn draw(c: &Case, rng: &mut ChaCha8Rng) -> Drawn {
-    let (num_pages, fill, attn) = metas(c, rng);
-    let layout = KvLayout {
-        num_layers: 1,
-        num_pages,
-        page_size: c.page_size,
-        kv_heads: c.kv_heads,
-        head_dim: c.head_dim,
-    };
-    let n = fill.tokens.len() * c.kv_heads * c.head_dim;
-    let (kf, vf) = (randn(rng, n, 1.0), randn(rng, n, 1.0));
-    Drawn {
-        layout,
-        fill,
-        attn,
-        kf,
-        vf,
-    }
-}
-
-/// What one `qkv_attention` check feeds either backend.
-pub(super) struct QkvInputs<'a> {
-    pub c: &'a Case,
-    pub norms: bool,
-    pub layout: KvLayout,
-    pub fill: &'a StepMeta,
-    pub attn: &'a StepMeta,
-    pub k: &'a [f32],
-    pub v: &'a [f32],
-    /// The qkv rows (empty where a check computes them from a product).
-    pub qkv: &'a [f32],
-    pub wq: &'a [f32],
-    pub wk: &'a [f32],
-    pub inv: &'a [f32],
-}
-
-/// One check's state on a backend before its step: the norm weights and frequencies
-/// uploaded, every position of `fill` cached (the prefix), the `attn` step prepared.
-pub(super) struct Prefixed<B: Backend> {
-    pub wq: B::Tensor,
-    pub wk: B::Tensor,
-    pub inv: B::Tensor,
-    pub kv: B::Kv,
-    pub st: B::Step,
-}
-
-pub(super) fn prefixed<B: Backend>(b: &B, x: &QkvInputs<'_>) -> Result<Prefixed<B>> {
-    let hd = x.c.head_dim;
-    let kvw = x.c.kv_heads * hd;
-    let nf = x.fill.tokens.len();
-    let mut kv = b.alloc_kv(x.layout)?;
-    let fs = b.prepare_step(x.fill)?;
-    let (k, v) = (up(b, &[nf, kvw], x.k)?, up(b, &[nf, kvw], x.v)?);
-    b.store_kv(&mut kv, 0, &k, &v, &fs)?;
-    Ok(Prefixed {
-        wq: up(b, &[hd], x.wq)?,
-        wk: up(b, &[hd], x.wk)?,
-        inv: up(b, &[hd / 2], x.inv)?,
-        kv,
-        st: b.prepare_step(x.attn)?,
-    })
+    qkv_attention(cpu, gpu, &mut rng, rep)
 }
 
 /// Every position of `fill` cached first (the prefix), then `qkv_attention` over
