@@ -37,45 +37,17 @@ extern "C" __global__ void silu_mul(const bf16_t* __restrict__ gate_up, bf16_t* 
 // the row's norm factor rsqrt(mean(res[t]²) + eps), so no norm launch precedes the
 // product. res: [T, hidden] (hidden a multiple of 8). grid: (T, Y), block 128; each block
 // takes the row's factor once and every Y-th run of 128 vectors of the row.
-//
-// SILU_RMS_EARLY=1 (MINISGL_KERNEL_DEFINES; off until a device A/B says otherwise, beside
-// rope.cu's ROPE_RMS_EARLY): each thread loads its first gate and up vectors before the
-// row factor's block reduction, so they are in flight while the residual row is read
-// and summed rather than after the barrier. The arithmetic is unchanged.
-#ifndef SILU_RMS_EARLY
-#define SILU_RMS_EARLY 0
-#endif
 extern "C" __global__ void silu_mul_rms(const bf16_t* __restrict__ gate_up,
                                         const bf16_t* __restrict__ res, bf16_t* __restrict__ out,
                                         int inter, int hidden, float eps) {
     __shared__ float scratch[32];
     const size_t t = blockIdx.x;
-#if SILU_RMS_EARLY
-    const u32x4* g4 = reinterpret_cast<const u32x4*>(gate_up + t * 2 * inter);
-    const u32x4* u4 = reinterpret_cast<const u32x4*>(gate_up + t * 2 * inter + inter);
-    const int first = blockIdx.y * blockDim.x + threadIdx.x;
-    u32x4 g0{}, u0{};
-    if (first < inter / 8) {
-        g0 = g4[first];
-        u0 = u4[first];
-    }
-    const float inv = row_rms_inv(res + t * hidden, hidden, eps, scratch);
-#else
     const float inv = row_rms_inv(res + t * hidden, hidden, eps, scratch);
     const u32x4* g4 = reinterpret_cast<const u32x4*>(gate_up + t * 2 * inter);
     const u32x4* u4 = reinterpret_cast<const u32x4*>(gate_up + t * 2 * inter + inter);
-#endif
     u32x4* o4 = reinterpret_cast<u32x4*>(out + t * inter);
     for (int i = blockIdx.y * blockDim.x + threadIdx.x; i < inter / 8; i += gridDim.y * blockDim.x) {
-#if SILU_RMS_EARLY
-        u32x4 g = g0, u = u0;
-        if (i != first) {
-            g = g4[i];
-            u = u4[i];
-        }
-#else
         u32x4 g = g4[i], u = u4[i];
-#endif
         u32 gw[4] = {g.x, g.y, g.z, g.w};
         u32 uw[4] = {u.x, u.y, u.z, u.w};
         u32 o[4];

@@ -111,16 +111,6 @@ __device__ __forceinline__ void qkv_rope_store_impl(
 // to the normed row's product (it is read in the math loop: the benchmark shapes have
 // none, and their loads stay as they were).
 // grid: (T, Y); block: 32 * warps.
-//
-// ROPE_RMS_EARLY=1 (MINISGL_KERNEL_DEFINES; off until a device A/B says otherwise): each
-// warp issues its first run's head loads and the rope angles before the row factor's
-// block reduction, so their memory latency overlaps the residual row's instead of
-// following the reduction's barrier. In the 2026-12-07 prefill timelines this kernel
-// took 1.49x (0.6B) and 1.89x (14B) its bytes; the prediction is -25-35% in prefill and
-// -10-15% at decode batch 256. The arithmetic and its order are unchanged.
-#ifndef ROPE_RMS_EARLY
-#define ROPE_RMS_EARLY 0
-#endif
 template <int HD>
 __device__ __forceinline__ void qkv_rope_store_rms_impl(
     bf16_t* __restrict__ qkv, int hq, int hkv, int row_stride, const bf16_t* __restrict__ q_norm,
@@ -135,29 +125,6 @@ __device__ __forceinline__ void qkv_rope_store_rms_impl(
     const int t = blockIdx.x;
     const int heads = hq + 2 * hkv;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-#if ROPE_RMS_EARLY
-    bf16_t* row = qkv + (size_t)t * row_stride;
-    const bool rotate = inv_freq != nullptr;
-    const int first = (blockIdx.y * warps + warp) * G;
-    float v[G][PER];
-    if (first < heads) {
-        const int n = min(G, heads - first);
-#pragma unroll
-        for (int g = 0; g < G; g++)
-            if (g < n) load_head<HD>(row + (size_t)(first + g) * HD, lane, v[g]);
-    }
-    float sn[HD / 64], cs[HD / 64];
-    if (rotate) rope_angles<HD>(sn, cs, lane, t, pos, inv_freq);
-    const float inv = row_rms_inv(res + (size_t)t * hidden, hidden, res_eps, scratch);
-    const size_t slot = (size_t)(unsigned)slots[t];
-    for (int h0 = first; h0 < heads; h0 += gridDim.y * warps * G) {
-        const int n = min(G, heads - h0);
-        if (h0 != first) {
-#pragma unroll
-            for (int g = 0; g < G; g++)
-                if (g < n) load_head<HD>(row + (size_t)(h0 + g) * HD, lane, v[g]);
-        }
-#else
     const float inv = row_rms_inv(res + (size_t)t * hidden, hidden, res_eps, scratch);
     bf16_t* row = qkv + (size_t)t * row_stride;
     const size_t slot = (size_t)(unsigned)slots[t];
@@ -170,7 +137,6 @@ __device__ __forceinline__ void qkv_rope_store_rms_impl(
 #pragma unroll
         for (int g = 0; g < G; g++)
             if (g < n) load_head<HD>(row + (size_t)(h0 + g) * HD, lane, v[g]);
-#endif
 #pragma unroll
         for (int g = 0; g < G; g++) {
             if (g >= n) break;

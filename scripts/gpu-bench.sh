@@ -69,12 +69,6 @@
 #             gpu-2026-12-07-fold4.md names it for the next call: `bash
 #             scripts/gpu-bench.sh device 141; GPU_NEED=H200 TABLE_ATTN=0 TABLE_EXTRA=0
 #             bash scripts/gpu-bench.sh device table`.
-#     part 142: ROPE_RMS_EARLY=1 SILU_RMS_EARLY=1 (kernels/rope.cu, activation.cu; opt-in):
-#             the folded norm's consumers issue their first loads before the row factor.
-#             The fold group with them off and on, the fixtures and the engine with them
-#             on, the 0.6B runner A/B at batch 64 / 256, the 0.6B short-prompt prefill step
-#             kernel by kernel both ways, the 0.6B default workload alternating. Not yet
-#             run (gpu-2026-12-07-check.md §3).
 #
 #   Earlier rounds' parts (one-off experiments whose builds, switches and settings have
 #   since gone) were removed on 2026-12-07. Each results file in docs/results/ names the
@@ -330,47 +324,6 @@ device)
         done
         prefill_timelines
         pack_logs 132
-    elif [ "$part" = 142 ]; then
-        # ROPE_RMS_EARLY and SILU_RMS_EARLY (kernels/rope.cu, activation.cu; opt-in, set
-        # together by `early`): the folded norm's two consumers, qkv_rope_store_rms and
-        # silu_mul_rms, issue their first loads before the row factor's block reduction.
-        # The fold group with them off and on (its qkv cases cover decode, mixed and a
-        # prefill of more rows than SMs); the fixtures, the random 0.6B and the engine with
-        # them on; the 0.6B runner A/B at batch 64 / 256; then while the call has time
-        # (PART_LIMIT, default 540) the 0.6B prefill step of 14 short prompts kernel by
-        # kernel with them off and on, and the 0.6B default workload off / on / off / on.
-        rm "$out/env.log"  # already printed by the tee above
-        local_limit=${PART_LIMIT:-540}
-        early() { echo "ROPE_RMS_EARLY=$1 SILU_RMS_EARLY=$1"; }
-        for e in 0 1; do
-            MINISGL_KERNEL_DEFINES="$(early $e)" timeout 150 "$bin" gpu-check --fold-only \
-                --skip-models --skip-engine --skip-bench --report /tmp/gpu-check-fold.md \
-                > "$out/gpu-check-fold-early$e.log" 2>&1
-            echo "gpu-check fold early=$e rc=$?"
-            grep -E "checks, |FAIL" "$out/gpu-check-fold-early$e.log" | head -12
-        done
-        MINISGL_KERNEL_DEFINES="$(early 1)" fixture_checks 150 models-engine-early1
-        grep -E "random weights" "$out/gpu-check-models-engine-early1.log" | cut -c1-260
-        runner_ab qwen3-0.6b -early 64,256 "MINISGL_KERNEL_DEFINES=$(early 1)"
-        grep -E "A/B" "$out/gpu-check-bench-qwen3-0.6b-early.log"
-        for e in 0 1; do
-            if ! fits 40; then echo "no time left for the prefill timeline with early=$e"; continue; fi
-            MINISGL_KERNEL_DEFINES="$(early $e)" timeout $((local_limit - SECONDS - 5)) "$bin" \
-                gpu-check --skip-ops --skip-bench --timeline-model .gpu/qwen3-0.6b \
-                --timeline-batches 0 --timeline-prefill 8192 --timeline-prefill-lens 100,1024 \
-                --timeline-out "$out/prefill-timeline-early$e.md" --report /tmp/timeline-report.md \
-                > "$out/prefill-timeline-early$e.log" 2>&1
-            echo "prefill timeline early=$e rc=$?"
-            grep -E "qkv_rope_store_rms|silu_mul_rms|^Σ" "$out/prefill-timeline-early$e.md" 2>/dev/null
-        done
-        for e in 0 1 0 1; do
-            if fits 55; then
-                MINISGL_KERNEL_DEFINES="$(early $e)" OFFLINE_TIMEOUT=50 offline_default qwen3-0.6b "-early$e"
-            else
-                echo "no time left for the default workload with early=$e"
-            fi
-        done
-        pack_logs 142
     elif [ "$part" = 141 ]; then
         # The per-product norm deferral (f88e4ea) on a mixed layer, which no GPU has run:
         # with MINISGL_GEMV_MAX_WEIGHT_MB=10 the 0.6B's qkv (8 MiB) takes the gemv

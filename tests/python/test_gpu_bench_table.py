@@ -252,29 +252,6 @@ def test_part_141_checks_the_mixed_layer_deferral_fold_on_and_off(tmp_path):
             "gpu-check-default.log"} <= archived_logs(out)
 
 
-def test_part_142_checks_the_early_rope_loads_then_times_them_against_the_default(tmp_path):
-    _, made, out = run_part(tmp_path, "142")
-    defines = lambda env: env.get("MINISGL_KERNEL_DEFINES")  # noqa: E731
-    early = lambda e: f"ROPE_RMS_EARLY={e} SILU_RMS_EARLY={e}"  # noqa: E731
-    checks = [(a, env) for a, env in made if a[:1] == ["gpu-check"] and "--fold-only" in a]
-    assert [defines(env) for _, env in checks] == [early(0), early(1)], checks
-    models = [(a, env) for a, env in made if "--random-model" in a]
-    assert [defines(env) for _, env in models] == [early(1)], models
-    ab = [env for a, env in made if "MINISGL_BENCH_AB" in env]
-    assert [(e["MINISGL_BENCH_AB"], e["MINISGL_BENCH_BATCHES"]) for e in ab] == [
-        ("MINISGL_KERNEL_DEFINES=" + early(1), "64,256")], ab
-    timelines = [(a, env) for a, env in made if "--timeline-prefill" in a]
-    assert [defines(env) for _, env in timelines] == [early(0), early(1)]
-    for a, _ in timelines:
-        assert a[a.index("--timeline-prefill-lens") + 1] == "100,1024", a
-    offline = [env for a, env in made if a[:2] == ["bench", "offline"]]
-    assert [defines(env) for env in offline] == [early(e) for e in "0101"], offline
-    assert {"gpu-check-fold-early0.log", "gpu-check-fold-early1.log",
-            "gpu-check-models-engine-early1.log", "gpu-check-bench-qwen3-0.6b-early.log",
-            "prefill-timeline-early0.log", "prefill-timeline-early1.log",
-            "offline-qwen3-0.6b-early1.log"} <= archived_logs(out)
-
-
 def test_part_unmet_runs_the_small_decode_steps_then_the_14b_default_workload(tmp_path):
     _, made, out = run_part(tmp_path, "unmet")
     steps = [env for a, env in made if env.get("MINISGL_BENCH_BATCHES")]
