@@ -65,10 +65,8 @@
 #             docs/results/gpu-2026-12-07-fold4.md (5259b6d, when the fold was opt-in).
 #     part 141: the per-product norm deferral on a mixed layer (the 0.6B with
 #             MINISGL_GEMV_MAX_WEIGHT_MB=10: qkv on the gemv kernels, gate_up on cuBLAS)
-#             against the CPU, fold on and off, and the default beside it. Not yet run;
-#             gpu-2026-12-07-fold4.md names it for the next call: `bash
-#             scripts/gpu-bench.sh device 141; GPU_NEED=H200 TABLE_ATTN=0 TABLE_EXTRA=0
-#             bash scripts/gpu-bench.sh device table`.
+#             against the CPU, fold on and off, and the default beside it. Last run:
+#             docs/results/gpu-2026-12-07-check.md.
 #
 #   Earlier rounds' parts (one-off experiments whose builds, switches and settings have
 #   since gone) were removed on 2026-12-07. Each results file in docs/results/ names the
