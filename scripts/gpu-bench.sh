@@ -34,6 +34,8 @@
 #             ~256, then the 0.6B kernel benches and replayed graph step (runner.step);
 #             PART15_ONLY_NCU=1 leaves the benches out. scripts/gpu/ncu_steps.py makes the
 #             tables. Last run: docs/results/gpu-2026-12-07-fold3.md.
+#     part 143: the 0.6B batch-256 decode step under Nsight Compute with each kernel's
+#             DRAM and L2 traffic, their throughputs, SM throughput and occupancy.
 #     part 100: every op check, the model and engine checks on the fixtures, the 0.6B
 #             kernel benches and graph decode steps (batch 1-256) with gpu-check's floors at
 #             the rates it measures at start, a 0.6B decode timeline, the 0.6B default
@@ -203,14 +205,18 @@ device)
         # decodes (step 0 is the prefill of BATCHES x CONTEXT tokens, in one step). Rates
         # given (MINISGL_GPU_RATES) keep gpu-check's start-up micro-benchmarks out of the
         # profile: only the steps' launches are profiled.
+        # NCU_METRICS=M1,M2: more metrics, a column each in the tables (several replay
+        # passes a kernel; NCU_CACHE=all then flushes the caches before each pass, so
+        # that every pass sees what the first one did).
         local ctx=${3:-256} tag=$1${3:+-ctx$3}${NCU_TAG:-}
         MINISGL_GPU_RATES=${MINISGL_GPU_RATES:-4.28,670} timeout "${4:-240}" ncu --clock-control none \
-            --cache-control none --metrics gpu__time_duration.sum \
+            --cache-control "${NCU_CACHE:-none}" --metrics "gpu__time_duration.sum${NCU_METRICS:+,$NCU_METRICS}" \
             --csv --page raw "$bin" gpu-check --skip-ops --skip-bench --timeline-model .gpu/$1 \
             --timeline-batches "$2" --timeline-context "$ctx" --timeline-out /tmp/timeline-$tag.md \
             --report /tmp/timeline-report-$tag.md > /tmp/ncu-$tag.csv 2> /tmp/ncu-$tag.err
         echo "ncu $tag rc=$?"
         python3 scripts/gpu/ncu_steps.py /tmp/ncu-$tag.csv ${NCU_TABLES:+--tables "$NCU_TABLES"} \
+            ${NCU_METRICS:+--extra "$NCU_METRICS"} \
             --labels "${NCU_LABELS:-$(echo "$2" | sed 's/\([0-9]*\)/b\1/g')}" > "$out/ncu-steps-$tag.md"
         grep -E "^###" -A8 "$out/ncu-steps-$tag.md"
     }
@@ -251,6 +257,20 @@ device)
         ncu_steps qwen3-14b 1
         [ -n "${PART15_ONLY_NCU:-}" ] || bench_step qwen3-0.6b
         ls "$out"
+    elif [ "$part" = 143 ]; then
+        # What bounds the 0.6B batch-256 step's short kernels (four cuBLAS products at
+        # ~3x their floor, the two folded-norm consumers, the attention at 1.08x): the
+        # step under Nsight Compute with its DRAM and L2 traffic and throughputs, SM
+        # throughput and achieved occupancy per kernel. A product whose L2 throughput is
+        # near its peak pays for re-reading its tiles (fewer, taller tiles or multicast
+        # would help); one far from every peak pays latency (only fewer launches would).
+        local_limit=${PART_LIMIT:-300}
+        m=dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum
+        m=$m,lts__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed
+        m=$m,sm__warps_active.avg.pct_of_peak_sustained_active
+        NCU_CACHE=all NCU_TAG=-mem NCU_METRICS=$m ncu_steps qwen3-0.6b 256 256 $((local_limit - 20))
+        tail -3 /tmp/ncu-qwen3-0.6b-ctx256-mem.err
+        pack_logs 143
     elif [ "$part" = 100 ]; then
         rm "$out/env.log"  # already printed by the tee above
         # After the Hopper GEMM and the 17-64 row gemv builds were removed: every op check

@@ -259,3 +259,18 @@ def test_part_unmet_runs_the_small_decode_steps_then_the_14b_default_workload(tm
     offline = [a for a, _ in made if a[:2] == ["bench", "offline"]]
     assert [a[a.index("--shape") + 1] for a in offline] == ["qwen3-14b"], offline
     assert "offline-qwen3-14b.log" in archived_logs(out)
+
+
+def test_part_143_profiles_the_batch_256_step_with_memory_metrics(tmp_path):
+    _, made, out = run_part(tmp_path, "143")
+    runs = [a for a, _ in made if a[:1] == ["ncu"]]
+    assert len(runs) == 1, made
+    a = runs[0]
+    metrics = a[a.index("--metrics") + 1].split(",")
+    assert metrics[0] == "gpu__time_duration.sum" and "lts__t_bytes.sum" in metrics, a
+    assert "dram__bytes_read.sum" in metrics, a
+    # Several replay passes: each must start from the same (flushed) caches.
+    assert a[a.index("--cache-control") + 1] == "all", a
+    assert a[a.index("--timeline-model") + 1] == ".gpu/qwen3-0.6b", a
+    assert a[a.index("--timeline-batches") + 1] == "256", a
+    assert "ncu-steps-qwen3-0.6b-ctx256-mem.md" in archived_logs(out)
