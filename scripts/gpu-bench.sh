@@ -36,6 +36,8 @@
 #             tables. Last run: docs/results/gpu-2026-12-07-fold3.md.
 #     part 143: the 0.6B batch-256 decode step under Nsight Compute with each kernel's
 #             DRAM and L2 traffic, their throughputs, SM throughput and occupancy.
+#     part 144: every cuBLASLt configuration of the decode products, weights from
+#             memory, against cublasGemmEx (MINISGL_BENCH_GEMM_SWEEP=1).
 #     part 100: every op check, the model and engine checks on the fixtures, the 0.6B
 #             kernel benches and graph decode steps (batch 1-256) with gpu-check's floors at
 #             the rates it measures at start, a 0.6B decode timeline, the 0.6B default
@@ -271,6 +273,15 @@ device)
         NCU_CACHE=all NCU_TAG=-mem NCU_METRICS=$m ncu_steps qwen3-0.6b 256 256 $((local_limit - 20))
         tail -3 /tmp/ncu-qwen3-0.6b-ctx256-mem.err
         pack_logs 143
+    elif [ "$part" = 144 ]; then
+        # Every cuBLASLt configuration the library accepts for the decode products (0.6B
+        # at 128 and 256 rows, 14B o and down at 256), weights from memory, against
+        # cublasGemmEx and the first heuristic candidate (gemm_sweep.rs): whether any
+        # cuBLASLt kernel, clustered ones included, beats what linear runs.
+        local_limit=${PART_LIMIT:-300}
+        MINISGL_BENCH_GEMM_SWEEP=1 BENCH_TIMEOUT=$((local_limit - 20)) bench_step qwen3-0.6b -sweep
+        grep "gemm sweep" "$out/gpu-check-bench-qwen3-0.6b-sweep.log" | cut -c1-400
+        pack_logs 144
     elif [ "$part" = 100 ]; then
         rm "$out/env.log"  # already printed by the tee above
         # After the Hopper GEMM and the 17-64 row gemv builds were removed: every op check

@@ -274,3 +274,13 @@ def test_part_143_profiles_the_batch_256_step_with_memory_metrics(tmp_path):
     assert a[a.index("--timeline-model") + 1] == ".gpu/qwen3-0.6b", a
     assert a[a.index("--timeline-batches") + 1] == "256", a
     assert "ncu-steps-qwen3-0.6b-ctx256-mem.md" in archived_logs(out)
+
+
+def test_part_144_sweeps_the_cublaslt_configurations_of_the_decode_products(tmp_path):
+    _, made, out = run_part(tmp_path, "144")
+    runs = [(a, env) for a, env in made if a[:1] == ["gpu-check"]]
+    assert len(runs) == 1, made
+    a, env = runs[0]
+    assert env.get("MINISGL_BENCH_GEMM_SWEEP") == "1", env
+    assert "--bench-model" in a and "--skip-ops" in a, a
+    assert "gpu-check-bench-qwen3-0.6b-sweep.log" in archived_logs(out)

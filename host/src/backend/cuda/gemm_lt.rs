@@ -15,7 +15,7 @@ use super::device::dptr;
 use super::CudaBackend;
 use crate::backend::BackendError;
 
-fn lt_err(what: &str, e: impl std::fmt::Debug) -> BackendError {
+pub(super) fn lt_err(what: &str, e: impl std::fmt::Debug) -> BackendError {
     BackendError::Device(format!("cuBLASLt {what}: {e:?}"))
 }
 
@@ -43,15 +43,15 @@ impl GemmSurvey {
 
 /// Descriptors of `Y[m, n] = X[m, k] · W[n, k]ᵀ` in bf16 with an f32 accumulator, in
 /// cuBLAS's column-major terms (`Yᵀ = W · Xᵀ`, W read transposed), destroyed on drop.
-struct Desc {
-    op: ltsys::cublasLtMatmulDesc_t,
-    w: ltsys::cublasLtMatrixLayout_t,
-    x: ltsys::cublasLtMatrixLayout_t,
-    y: ltsys::cublasLtMatrixLayout_t,
+pub(super) struct Desc {
+    pub(super) op: ltsys::cublasLtMatmulDesc_t,
+    pub(super) w: ltsys::cublasLtMatrixLayout_t,
+    pub(super) x: ltsys::cublasLtMatrixLayout_t,
+    pub(super) y: ltsys::cublasLtMatrixLayout_t,
 }
 
 impl Desc {
-    fn new(m: usize, n: usize, k: usize) -> Result<Desc, BackendError> {
+    pub(super) fn new(m: usize, n: usize, k: usize) -> Result<Desc, BackendError> {
         use ltsys::cudaDataType::CUDA_R_16BF;
         let op = lt::create_matmul_desc(
             ltsys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
@@ -92,7 +92,7 @@ impl Drop for Desc {
 }
 
 /// Workspace the candidates may use (as `linear`'s cuBLAS handle has).
-const WORKSPACE: usize = 32 << 20;
+pub(super) const WORKSPACE: usize = 32 << 20;
 
 impl CudaBackend {
     /// µs of GPU time per call of `f`: one warm-up call, then `iters` calls recorded
@@ -109,7 +109,7 @@ impl CudaBackend {
     }
 
     /// One warm-up call of `f`, then `iters` calls recorded into an uploaded graph.
-    fn record_calls(
+    pub(super) fn record_calls(
         &self,
         iters: usize,
         f: &mut dyn FnMut() -> Result<(), BackendError>,
@@ -139,7 +139,7 @@ impl CudaBackend {
     /// an H200's 700 W), then all of them take turns for several rounds with no gap
     /// between replays, and each gets its median: every candidate is timed under
     /// the same power state, as a long run of large decode steps meets it.
-    fn time_graphs(
+    pub(super) fn time_graphs(
         &self,
         graphs: &[Option<CudaGraph>],
         iters: usize,

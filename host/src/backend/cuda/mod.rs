@@ -11,6 +11,7 @@
 pub mod device;
 pub mod error;
 mod gemm_lt;
+mod gemm_sweep;
 mod graph;
 pub mod libs;
 pub mod nccl;
@@ -31,6 +32,7 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 pub use device::{AttentionBackend, CudaOptions, Device};
 pub use error::CudaError;
 pub use gemm_lt::GemmSurvey;
+pub use gemm_sweep::{GemmSweep, LtConfig};
 pub use ops::{GEMV_MAX_WEIGHT_BYTES, NORM_PROLOGUE_SMEM};
 
 use super::{BackendError, DeviceTensor, KvLayout, StepMeta};

@@ -131,6 +131,11 @@ pub fn run(
             .map_err(|_| anyhow::anyhow!("MINISGL_BENCH_GEMM_HOLD must be seconds, got {v:?}"))?;
         return gemm_algos(gpu, rep, hold);
     }
+    // MINISGL_BENCH_GEMM_SWEEP=1: every cuBLASLt configuration of the decode products
+    // at 128 and 256 rows, weights from memory (gemm_sweep.rs).
+    if bench_switch("MINISGL_BENCH_GEMM_SWEEP")? {
+        return gemm_sweep(gpu, rep);
+    }
     let mut rng = ChaCha8Rng::seed_from_u64(99);
     // MINISGL_BENCH_PREFILL_ONLY=1: the Hopper prefill kernel under each tile order.
     if bench_switch("MINISGL_BENCH_PREFILL_ONLY")? {
@@ -678,6 +683,49 @@ fn gemm_algos(gpu: &CudaBackend, rep: &mut Report, hold_s: f64) -> Result<()> {
             }
         }
         rep.bench_line(line);
+    }
+    Ok(())
+}
+
+/// Every cuBLASLt configuration the library accepts for the 0.6B products at 128 and
+/// 256 rows and the 14B o and down at 256, each timed from graph replays with its
+/// weight read from memory, against `cublasGemmEx` (what `linear` runs) and
+/// cuBLASLt's first heuristic candidate: one line a shape and row count, with the five
+/// fastest configurations.
+fn gemm_sweep(gpu: &CudaBackend, rep: &mut Report) -> Result<()> {
+    let cases: &[(&str, usize, usize, &[usize])] = &[
+        ("0.6B qkv", 4096, 1024, &[128, 256]),
+        ("0.6B o", 1024, 2048, &[128, 256]),
+        ("0.6B gate_up", 6144, 1024, &[128, 256]),
+        ("0.6B down", 1024, 3072, &[128, 256]),
+        ("14B o", 5120, 5120, &[256]),
+        ("14B down", 5120, 17408, &[256]),
+    ];
+    for &(shape, n, k, rows) in cases {
+        for &m in rows {
+            let s = gpu.sweep_gemm(m, n, k, 1500)?;
+            let mut line = format!(
+                "gemm sweep {shape} n={n} k={k} m={m} ({:.1} MB weight, {} copies, cold): \
+                 cublasGemmEx {:.2} us;",
+                (n * k * 2) as f64 / 1e6,
+                s.copies,
+                s.default_us
+            );
+            match s.heuristic {
+                Some((cfg, us)) => line.push_str(&format!(" Lt heuristic {us:.2} us [{cfg}];")),
+                None => line.push_str(" no Lt heuristic;"),
+            }
+            line.push_str(&format!(
+                " {} configurations checked, {} accepted, {} timed;",
+                s.tried,
+                s.valid,
+                s.timed.len()
+            ));
+            for (cfg, us) in s.timed.iter().take(5) {
+                line.push_str(&format!(" {us:.2} us ({:.2}x) [{cfg}];", s.default_us / us));
+            }
+            rep.bench_line(line);
+        }
     }
     Ok(())
 }
