@@ -68,6 +68,11 @@ fn cluster_name(id: u16) -> &'static str {
         .unwrap_or("?")
 }
 
+/// Configurations re-timed against `cublasGemmEx` in alternating rounds at the end.
+const FINAL: usize = 8;
+/// Seconds of `cublasGemmEx` replays before those rounds (see `time_graphs`).
+const FINAL_HOLD_S: f64 = 0.05;
+
 /// Split-k counts tried where an algorithm supports split-k.
 const SPLITS: &[u32] = &[1, 2, 4, 8];
 
@@ -77,14 +82,17 @@ const SPLITS: &[u32] = &[1, 2, 4, 8];
 pub struct GemmSweep {
     /// `cublasGemmEx` with its own algorithm (what `linear` runs).
     pub default_us: f64,
-    /// cuBLASLt's first heuristic candidate, and its configuration.
+    /// cuBLASLt's first heuristic candidate, and its configuration (a median of the
+    /// same rounds as `default_us`).
     pub heuristic: Option<(LtConfig, f64)>,
     /// Configurations offered to `cublasLtMatmulAlgoCheck`.
     pub tried: usize,
     /// Those it accepted (within the workspace).
     pub valid: usize,
     /// The timed ones, fastest first (at most the sweep's `max_timed`, then each of the
-    /// five fastest again under every stage count its algorithm lists).
+    /// five fastest again under every stage count its algorithm lists). The first
+    /// eight and `default_us` are medians of seven alternating rounds; the rest are
+    /// one replay each.
     pub timed: Vec<(LtConfig, f64)>,
     /// Copies of the weight the graphs cycle through.
     pub copies: usize,
@@ -381,7 +389,8 @@ impl CudaBackend {
         };
 
         let default = record_cycle(&mut |wp| self.gemm(xp, wp, yp, m, n, k, false, 0.0))?;
-        let default_us = self.time_graphs(&[Some(default)], iters, 0.0)?[0].unwrap_or(f64::NAN);
+        let mut graphs = vec![Some(default)];
+        let mut default_us = self.time_graphs(&graphs, iters, 0.0)?[0].unwrap_or(f64::NAN);
 
         let handle = Handle(lt::create_handle().map_err(|e| lt_err("handle", e))?);
         let desc = Desc::new(m, n, k)?;
@@ -418,10 +427,10 @@ impl CudaBackend {
             self.time_graphs(&[Some(g)], iters, 0.0).ok()?[0]
         };
 
-        let heuristic = self.first_heuristic(&handle, &desc)?.and_then(|algo| {
-            let cfg = config_of(&algo);
-            time_one(&algo).map(|us| (cfg, us))
-        });
+        let heuristic_algo = self.first_heuristic(&handle, &desc)?;
+        let mut heuristic = heuristic_algo
+            .as_ref()
+            .and_then(|algo| time_one(algo).map(|us| (config_of(algo), us)));
 
         let mut check = |algo: &ltsys::cublasLtMatmulAlgo_t| -> bool {
             // SAFETY: a plain C struct that the check fills.
@@ -436,18 +445,15 @@ impl CudaBackend {
         };
         let (tried, found) = enumerate(handle.0, &mut check);
         let valid = found.len();
-        let mut timed: Vec<(LtConfig, f64)> = found
+        let mut timed: Vec<(LtConfig, ltsys::cublasLtMatmulAlgo_t, f64)> = found
             .iter()
             .take(max_timed)
-            .filter_map(|(cfg, algo)| time_one(algo).map(|us| (*cfg, us)))
+            .filter_map(|(cfg, algo)| time_one(algo).map(|us| (*cfg, *algo, us)))
             .collect();
-        timed.sort_by(|a, b| a.1.total_cmp(&b.1));
+        timed.sort_by(|a, b| a.2.total_cmp(&b.2));
         // The five fastest again under every stage count their algorithm lists.
         let mut more = Vec::new();
-        for (cfg, _) in timed.iter().take(5) {
-            let Some((_, base)) = found.iter().find(|(c, _)| c == cfg) else {
-                continue;
-            };
+        for (cfg, base, _) in timed.iter().take(5) {
             let stages = cap_list(
                 base,
                 ltsys::cublasLtMatmulAlgoCapAttributes_t::CUBLASLT_ALGO_CAP_STAGES_IDS,
@@ -463,18 +469,41 @@ impl CudaBackend {
                     continue;
                 }
                 if let Some(us) = time_one(&a) {
-                    more.push((
-                        LtConfig {
-                            stages: stage,
-                            ..*cfg
-                        },
-                        us,
-                    ));
+                    let cfg = LtConfig {
+                        stages: stage,
+                        ..*cfg
+                    };
+                    more.push((cfg, a, us));
                 }
             }
         }
         timed.extend(more);
-        timed.sort_by(|a, b| a.1.total_cmp(&b.1));
+        timed.sort_by(|a, b| a.2.total_cmp(&b.2));
+        // One replay each ranked them; the eight fastest, cublasGemmEx and the
+        // heuristic's first are then timed in turns over seven rounds (medians), so
+        // that the figures compared are taken under the same conditions.
+        let top = timed.len().min(FINAL);
+        graphs.push(
+            heuristic_algo
+                .as_ref()
+                .and_then(|algo| record_cycle(&mut |wp| run(algo, wp)).ok()),
+        );
+        for (_, algo, _) in &timed[..top] {
+            graphs.push(record_cycle(&mut |wp| run(algo, wp)).ok());
+        }
+        let medians = self.time_graphs(&graphs, iters, FINAL_HOLD_S)?;
+        default_us = medians[0].unwrap_or(default_us);
+        if let (Some(h), Some(us)) = (heuristic.as_mut(), medians[1]) {
+            h.1 = us;
+        }
+        for (t, us) in timed[..top].iter_mut().zip(&medians[2..]) {
+            if let Some(us) = us {
+                t.2 = *us;
+            }
+        }
+        timed[..top].sort_by(|a, b| a.2.total_cmp(&b.2));
+        drop(graphs);
+        let timed = timed.into_iter().map(|(c, _, us)| (c, us)).collect();
         // Every graph has run; nothing may still use the handle or the buffers.
         dev.stream.synchronize()?;
         drop(desc);
