@@ -91,6 +91,116 @@ impl Drop for Desc {
     }
 }
 
+impl Desc {
+    /// Up to `max` of cuBLASLt's heuristic candidates for this product, in its order,
+    /// each within WORKSPACE (the others are left out).
+    pub(super) fn heuristics(
+        &self,
+        handle: ltsys::cublasLtHandle_t,
+        max: usize,
+    ) -> Result<Vec<ltsys::cublasLtMatmulHeuristicResult_t>, BackendError> {
+        let pref = lt::create_matmul_pref().map_err(|e| lt_err("preference", e))?;
+        let ws_bytes = WORKSPACE as u64;
+        let mut found = vec![
+            // SAFETY: a plain C struct; every field is overwritten by the heuristic for
+            // the first `count` entries, and only those are read.
+            unsafe { std::mem::zeroed::<ltsys::cublasLtMatmulHeuristicResult_t>() };
+            max.max(1)
+        ];
+        let mut count = 0i32;
+        // SAFETY: `pref` is live; the attribute is a u64.
+        let got = unsafe {
+            lt::set_matmul_pref_attribute(
+                pref,
+                ltsys::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                &ws_bytes as *const u64 as *const _,
+                8,
+            )
+        }
+        .map_err(|e| lt_err("workspace preference", e))
+        .and_then(|()| {
+            // SAFETY: the descriptors and `pref` are live; `found` holds `max` entries.
+            unsafe {
+                ltsys::cublasLtMatmulAlgoGetHeuristic(
+                    handle,
+                    self.op,
+                    self.w,
+                    self.x,
+                    self.y,
+                    self.y,
+                    pref,
+                    found.len() as i32,
+                    found.as_mut_ptr(),
+                    &mut count,
+                )
+            }
+            .result()
+            .map_err(|e| lt_err("heuristic", e))
+        });
+        // SAFETY: created above and used only here.
+        unsafe {
+            let _ = lt::destroy_matmul_pref(pref);
+        }
+        got?;
+        found.truncate(count.max(0) as usize);
+        found.retain(|h| {
+            h.state == ltsys::cublasStatus_t::CUBLAS_STATUS_SUCCESS && h.workspaceSize <= WORKSPACE
+        });
+        Ok(found)
+    }
+
+    /// Enqueue `y = x · wᵀ` on `stream` with `algo`.
+    ///
+    /// # Safety
+    /// `w`, `x` and `y` address device buffers of the sizes the layouts describe,
+    /// `work` one of WORKSPACE bytes, and `algo` needs at most that much workspace.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn matmul(
+        &self,
+        handle: ltsys::cublasLtHandle_t,
+        algo: &ltsys::cublasLtMatmulAlgo_t,
+        w: u64,
+        x: u64,
+        y: u64,
+        work: u64,
+        stream: ltsys::cudaStream_t,
+    ) -> Result<(), BackendError> {
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        // SAFETY: the caller's contract; alpha and beta live across the call.
+        unsafe {
+            lt::matmul(
+                handle,
+                self.op,
+                &alpha as *const f32 as *const _,
+                &beta as *const f32 as *const _,
+                w as *const _,
+                self.w,
+                x as *const _,
+                self.x,
+                y as *const _,
+                self.y,
+                y as *mut _,
+                self.y,
+                algo,
+                work as *mut _,
+                WORKSPACE,
+                stream,
+            )
+        }
+        .map_err(|e| lt_err("matmul", e))
+    }
+}
+
+/// Deterministic bf16 values in [-0.05, 0.05] for benchmark operands (bits).
+pub(super) fn bench_values(len: usize, seed: usize) -> Vec<u16> {
+    (0..len)
+        .map(|i| {
+            let v = ((i.wrapping_mul(2_654_435_761) ^ seed) >> 7) % 2001;
+            half::bf16::from_f32(v as f32 / 20_000.0 - 0.05).to_bits()
+        })
+        .collect()
+}
+
 /// Workspace the candidates may use (as `linear`'s cuBLAS handle has).
 pub(super) const WORKSPACE: usize = 32 << 20;
 
@@ -205,16 +315,8 @@ impl CudaBackend {
         hold_s: f64,
     ) -> Result<GemmSurvey, BackendError> {
         let dev = &self.dev;
-        let vals = |len: usize, seed: usize| -> Vec<u16> {
-            (0..len)
-                .map(|i| {
-                    let v = ((i.wrapping_mul(2_654_435_761) ^ seed) >> 7) % 2001;
-                    half::bf16::from_f32(v as f32 / 20_000.0 - 0.05).to_bits()
-                })
-                .collect()
-        };
-        let x = dev.stream.clone_htod(&vals(m * k, 1))?;
-        let w = dev.stream.clone_htod(&vals(n * k, 2))?;
+        let x = dev.stream.clone_htod(&bench_values(m * k, 1))?;
+        let w = dev.stream.clone_htod(&bench_values(n * k, 2))?;
         let y = dev.stream.alloc_zeros::<u16>(m * n)?;
         let ws = dev.stream.alloc_zeros::<u8>(WORKSPACE)?;
         let (xp, wp, yp) = (
@@ -231,76 +333,13 @@ impl CudaBackend {
 
         let handle = lt::create_handle().map_err(|e| lt_err("handle", e))?;
         let desc = Desc::new(m, n, k)?;
-        let pref = lt::create_matmul_pref().map_err(|e| lt_err("preference", e))?;
         let result = (|| -> Result<(), BackendError> {
-            let ws_bytes = WORKSPACE as u64;
-            // SAFETY: `pref` is live; the attribute is a u64.
-            unsafe {
-                lt::set_matmul_pref_attribute(
-                    pref,
-                    ltsys::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                    &ws_bytes as *const u64 as *const _,
-                    8,
-                )
-            }
-            .map_err(|e| lt_err("workspace preference", e))?;
-            let mut found = vec![
-                // SAFETY: a plain C struct; every field is overwritten by the heuristic
-                // for the first `count` entries, and only those are read.
-                unsafe { std::mem::zeroed::<ltsys::cublasLtMatmulHeuristicResult_t>() };
-                max.max(1)
-            ];
-            let mut count = 0i32;
-            // SAFETY: descriptors are live; `found` holds `max` entries.
-            unsafe {
-                ltsys::cublasLtMatmulAlgoGetHeuristic(
-                    handle,
-                    desc.op,
-                    desc.w,
-                    desc.x,
-                    desc.y,
-                    desc.y,
-                    pref,
-                    found.len() as i32,
-                    found.as_mut_ptr(),
-                    &mut count,
-                )
-            }
-            .result()
-            .map_err(|e| lt_err("heuristic", e))?;
-            let (alpha, beta) = (1.0f32, 0.0f32);
             let stream = dev.stream.cu_stream() as ltsys::cudaStream_t;
-            for h in found.iter().take(count.max(0) as usize) {
-                if h.state != ltsys::cublasStatus_t::CUBLAS_STATUS_SUCCESS
-                    || h.workspaceSize > WORKSPACE
-                {
-                    graphs.push(None);
-                    continue;
-                }
+            for h in desc.heuristics(handle, max)? {
                 let g = record(&mut || {
-                    // SAFETY: pointers address the buffers above, of the sizes the
-                    // layouts describe; the workspace is as large as the preference.
-                    unsafe {
-                        lt::matmul(
-                            handle,
-                            desc.op,
-                            &alpha as *const f32 as *const _,
-                            &beta as *const f32 as *const _,
-                            wp as *const _,
-                            desc.w,
-                            xp as *const _,
-                            desc.x,
-                            yp as *const _,
-                            desc.y,
-                            yp as *mut _,
-                            desc.y,
-                            &h.algo,
-                            wsp as *mut _,
-                            WORKSPACE,
-                            stream,
-                        )
-                    }
-                    .map_err(|e| lt_err("matmul", e))
+                    // SAFETY: the buffers above, of the sizes the layouts describe;
+                    // `heuristics` keeps only candidates within WORKSPACE.
+                    unsafe { desc.matmul(handle, &h.algo, wp, xp, yp, wsp, stream) }
                 });
                 graphs.push(g.ok());
             }
@@ -314,12 +353,8 @@ impl CudaBackend {
         drop(graphs);
         // A candidate that failed part-way may have left work on the stream.
         let synced = dev.stream.synchronize();
-        // SAFETY: created above and no longer used: the stream has drained.
-        unsafe {
-            let _ = lt::destroy_matmul_pref(pref);
-        }
         drop(desc);
-        // SAFETY: as above.
+        // SAFETY: created above and no longer used: the stream has drained.
         unsafe {
             let _ = lt::destroy_handle(handle);
         }

@@ -16,7 +16,7 @@ use std::fmt;
 use cudarc::cublaslt::{result as lt, sys as ltsys};
 
 use super::device::dptr;
-use super::gemm_lt::{lt_err, Desc, WORKSPACE};
+use super::gemm_lt::{bench_values, lt_err, Desc, WORKSPACE};
 use super::CudaBackend;
 use crate::backend::BackendError;
 
@@ -359,16 +359,8 @@ impl CudaBackend {
         let dev = &self.dev;
         let copies = (256usize << 20).div_ceil(n * k * 2).clamp(2, 64);
         let iters = copies * 16usize.div_ceil(copies);
-        let fill = |len: usize, seed: usize| -> Vec<u16> {
-            (0..len)
-                .map(|i| {
-                    let v = ((i.wrapping_mul(2_654_435_761) ^ seed) >> 7) % 2001;
-                    half::bf16::from_f32(v as f32 / 20_000.0 - 0.05).to_bits()
-                })
-                .collect()
-        };
-        let x = dev.stream.clone_htod(&fill(m * k, 1))?;
-        let wdata = fill(n * k, 2);
+        let x = dev.stream.clone_htod(&bench_values(m * k, 1))?;
+        let wdata = bench_values(n * k, 2);
         let ws = (0..copies)
             .map(|_| dev.stream.clone_htod(&wdata))
             .collect::<Result<Vec<_>, _>>()?;
@@ -395,39 +387,17 @@ impl CudaBackend {
         let handle = Handle(lt::create_handle().map_err(|e| lt_err("handle", e))?);
         let desc = Desc::new(m, n, k)?;
         let stream = dev.stream.cu_stream() as ltsys::cudaStream_t;
-        let (alpha, beta) = (1.0f32, 0.0f32);
         let run = |algo: &ltsys::cublasLtMatmulAlgo_t, wp: u64| -> Result<(), BackendError> {
-            // SAFETY: the pointers address the buffers above, of the sizes the layouts
-            // describe; the workspace is WORKSPACE bytes, and only configurations
-            // that need at most that much are run.
-            unsafe {
-                lt::matmul(
-                    handle.0,
-                    desc.op,
-                    &alpha as *const f32 as *const _,
-                    &beta as *const f32 as *const _,
-                    wp as *const _,
-                    desc.w,
-                    xp as *const _,
-                    desc.x,
-                    yp as *const _,
-                    desc.y,
-                    yp as *mut _,
-                    desc.y,
-                    algo,
-                    workp as *mut _,
-                    WORKSPACE,
-                    stream,
-                )
-            }
-            .map_err(|e| lt_err("matmul", e))
+            // SAFETY: the buffers above, of the sizes the layouts describe; only
+            // configurations within WORKSPACE are run (`heuristics`, `check`).
+            unsafe { desc.matmul(handle.0, algo, wp, xp, yp, workp, stream) }
         };
         let time_one = |algo: &ltsys::cublasLtMatmulAlgo_t| -> Option<f64> {
             let g = record_cycle(&mut |wp| run(algo, wp)).ok()?;
             self.time_graphs(&[Some(g)], iters, 0.0).ok()?[0]
         };
 
-        let heuristic_algo = self.first_heuristic(&handle, &desc)?;
+        let heuristic_algo = desc.heuristics(handle.0, 1)?.first().map(|h| h.algo);
         let mut heuristic = heuristic_algo
             .as_ref()
             .and_then(|algo| time_one(algo).map(|us| (config_of(algo), us)));
@@ -517,46 +487,6 @@ impl CudaBackend {
             timed,
             copies,
         })
-    }
-
-    /// cuBLASLt's first heuristic candidate for `desc` within the workspace.
-    fn first_heuristic(
-        &self,
-        handle: &Handle,
-        desc: &Desc,
-    ) -> Result<Option<ltsys::cublasLtMatmulAlgo_t>, BackendError> {
-        let pref = lt::create_matmul_pref().map_err(|e| lt_err("preference", e))?;
-        let ws_bytes = WORKSPACE as u64;
-        // SAFETY: `pref` is live; the attribute is a u64.
-        let set = unsafe {
-            lt::set_matmul_pref_attribute(
-                pref,
-                ltsys::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                &ws_bytes as *const u64 as *const _,
-                8,
-            )
-        };
-        // SAFETY: a plain C struct the heuristic fills.
-        let mut found = unsafe { std::mem::zeroed::<ltsys::cublasLtMatmulHeuristicResult_t>() };
-        let mut count = 0i32;
-        let st = match set {
-            // SAFETY: descriptors are live; `found` holds one entry.
-            Ok(()) => unsafe {
-                ltsys::cublasLtMatmulAlgoGetHeuristic(
-                    handle.0, desc.op, desc.w, desc.x, desc.y, desc.y, pref, 1, &mut found,
-                    &mut count,
-                )
-            },
-            Err(_) => ltsys::cublasStatus_t::CUBLAS_STATUS_NOT_SUPPORTED,
-        };
-        // SAFETY: created above, used only in this function.
-        unsafe {
-            let _ = lt::destroy_matmul_pref(pref);
-        }
-        Ok((st == ltsys::cublasStatus_t::CUBLAS_STATUS_SUCCESS
-            && count > 0
-            && found.state == ltsys::cublasStatus_t::CUBLAS_STATUS_SUCCESS)
-            .then_some(found.algo))
     }
 }
 
