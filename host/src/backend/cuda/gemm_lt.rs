@@ -25,8 +25,9 @@ pub struct GemmSurvey {
     /// µs per call of `cublasGemmEx` with the default algorithm (GPU time: calls
     /// replayed from a graph).
     pub default_us: f64,
-    /// µs per call of each heuristic candidate, in cuBLASLt's order (its first is
-    /// what `cublasLtMatmul` would run without tuning); None where it failed.
+    /// µs per call of each heuristic candidate that fits the workspace, in cuBLASLt's
+    /// order (its first is what `cublasLtMatmul` would run without tuning); None
+    /// where its recording failed.
     pub candidates_us: Vec<Option<f64>>,
 }
 
