@@ -202,6 +202,37 @@ pub(super) fn bench_values(len: usize, seed: usize) -> Vec<u16> {
         .collect()
 }
 
+/// (copies, calls a graph) for timing a product of `weight_bytes` as a decode step
+/// reads it, from memory: enough copies that one pass over them overflows the L2
+/// several times, so no call finds its weight there, and at least 16 calls a graph in
+/// whole passes over the copies.
+pub fn cold_copies(weight_bytes: usize) -> (usize, usize) {
+    let copies = (256usize << 20).div_ceil(weight_bytes.max(1)).clamp(2, 64);
+    (copies, copies * 16usize.div_ceil(copies))
+}
+
+/// A cuBLASLt handle, destroyed on drop. Drop it only once the stream that used it
+/// has drained.
+pub(super) struct LtHandle(pub(super) ltsys::cublasLtHandle_t);
+
+impl LtHandle {
+    pub(super) fn new() -> Result<LtHandle, BackendError> {
+        Ok(LtHandle(
+            lt::create_handle().map_err(|e| lt_err("handle", e))?,
+        ))
+    }
+}
+
+impl Drop for LtHandle {
+    fn drop(&mut self) {
+        // SAFETY: created by `lt::create_handle`, destroyed once here; its users
+        // drop it after synchronizing the stream it ran on.
+        unsafe {
+            let _ = lt::destroy_handle(self.0);
+        }
+    }
+}
+
 /// Workspace the candidates may use (as `linear`'s cuBLAS handle has).
 pub(super) const WORKSPACE: usize = 32 << 20;
 
@@ -332,15 +363,15 @@ impl CudaBackend {
             self.gemm(xp, wp, yp, m, n, k, false, 0.0)
         })?)];
 
-        let handle = lt::create_handle().map_err(|e| lt_err("handle", e))?;
+        let handle = LtHandle::new()?;
         let desc = Desc::new(m, n, k)?;
         let result = (|| -> Result<(), BackendError> {
             let stream = dev.stream.cu_stream() as ltsys::cudaStream_t;
-            for h in desc.heuristics(handle, max)? {
+            for h in desc.heuristics(handle.0, max)? {
                 let g = record(&mut || {
                     // SAFETY: the buffers above, of the sizes the layouts describe;
                     // `heuristics` keeps only candidates within WORKSPACE.
-                    unsafe { desc.matmul(handle, &h.algo, wp, xp, yp, wsp, stream) }
+                    unsafe { desc.matmul(handle.0, &h.algo, wp, xp, yp, wsp, stream) }
                 });
                 graphs.push(g.ok());
             }
@@ -355,10 +386,7 @@ impl CudaBackend {
         // A candidate that failed part-way may have left work on the stream.
         let synced = dev.stream.synchronize();
         drop(desc);
-        // SAFETY: created above and no longer used: the stream has drained.
-        unsafe {
-            let _ = lt::destroy_handle(handle);
-        }
+        drop(handle);
         result?;
         synced?;
         let timed = timed?;

@@ -13,10 +13,10 @@
 
 use std::fmt;
 
-use cudarc::cublaslt::{result as lt, sys as ltsys};
+use cudarc::cublaslt::sys as ltsys;
 
 use super::device::dptr;
-use super::gemm_lt::{bench_values, lt_err, Desc, WORKSPACE};
+use super::gemm_lt::{bench_values, cold_copies, Desc, LtHandle, WORKSPACE};
 use super::CudaBackend;
 use crate::backend::BackendError;
 
@@ -211,19 +211,6 @@ const BF16: ltsys::cudaDataType = ltsys::cudaDataType::CUDA_R_16BF;
 const COMPUTE: ltsys::cublasComputeType_t = ltsys::cublasComputeType_t::CUBLAS_COMPUTE_32F;
 const SCALE: ltsys::cudaDataType = ltsys::cudaDataType::CUDA_R_32F;
 
-/// A cuBLASLt handle, destroyed on drop.
-struct Handle(ltsys::cublasLtHandle_t);
-
-impl Drop for Handle {
-    fn drop(&mut self) {
-        // SAFETY: created by `lt::create_handle`, destroyed once here, after the
-        // stream that used it has drained (the sweep synchronizes before returning).
-        unsafe {
-            let _ = lt::destroy_handle(self.0);
-        }
-    }
-}
-
 /// Every configuration `check` accepts: for each algorithm id, tile and cluster shape,
 /// one split under the first stage count that passes (the algorithm's default first),
 /// then each split-k count and reduction scheme under that stage count. Returns
@@ -357,8 +344,7 @@ impl CudaBackend {
         max_timed: usize,
     ) -> Result<GemmSweep, BackendError> {
         let dev = &self.dev;
-        let copies = (256usize << 20).div_ceil(n * k * 2).clamp(2, 64);
-        let iters = copies * 16usize.div_ceil(copies);
+        let (copies, iters) = cold_copies(n * k * 2);
         let x = dev.stream.clone_htod(&bench_values(m * k, 1))?;
         let wdata = bench_values(n * k, 2);
         let ws = (0..copies)
@@ -380,11 +366,11 @@ impl CudaBackend {
             })
         };
 
+        // cublasGemmEx's graph: timed with the finalists at the end.
         let default = record_cycle(&mut |wp| self.gemm(xp, wp, yp, m, n, k, false, 0.0))?;
         let mut graphs = vec![Some(default)];
-        let mut default_us = self.time_graphs(&graphs, iters, 0.0)?[0].unwrap_or(f64::NAN);
 
-        let handle = Handle(lt::create_handle().map_err(|e| lt_err("handle", e))?);
+        let handle = LtHandle::new()?;
         let desc = Desc::new(m, n, k)?;
         let stream = dev.stream.cu_stream() as ltsys::cudaStream_t;
         let run = |algo: &ltsys::cublasLtMatmulAlgo_t, wp: u64| -> Result<(), BackendError> {
@@ -397,10 +383,8 @@ impl CudaBackend {
             self.time_graphs(&[Some(g)], iters, 0.0).ok()?[0]
         };
 
+        // The heuristic's first candidate: timed with the finalists at the end.
         let heuristic_algo = desc.heuristics(handle.0, 1)?.first().map(|h| h.algo);
-        let mut heuristic = heuristic_algo
-            .as_ref()
-            .and_then(|algo| time_one(algo).map(|us| (config_of(algo), us)));
 
         let mut check = |algo: &ltsys::cublasLtMatmulAlgo_t| -> bool {
             // SAFETY: a plain C struct that the check fills.
@@ -462,10 +446,11 @@ impl CudaBackend {
             graphs.push(record_cycle(&mut |wp| run(algo, wp)).ok());
         }
         let medians = self.time_graphs(&graphs, iters, FINAL_HOLD_S)?;
-        default_us = medians[0].unwrap_or(default_us);
-        if let (Some(h), Some(us)) = (heuristic.as_mut(), medians[1]) {
-            h.1 = us;
-        }
+        let default_us = medians[0].unwrap_or(f64::NAN);
+        let heuristic = heuristic_algo
+            .as_ref()
+            .zip(medians[1])
+            .map(|(algo, us)| (config_of(algo), us));
         for (t, us) in timed[..top].iter_mut().zip(&medians[2..]) {
             if let Some(us) = us {
                 t.2 = *us;

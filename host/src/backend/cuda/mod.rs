@@ -31,7 +31,7 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
 pub use device::{AttentionBackend, CudaOptions, Device};
 pub use error::CudaError;
-pub use gemm_lt::GemmSurvey;
+pub use gemm_lt::{cold_copies, GemmSurvey};
 pub use gemm_sweep::{GemmSweep, LtConfig};
 pub use ops::{GEMV_MAX_WEIGHT_BYTES, NORM_PROLOGUE_SMEM};
 

@@ -752,12 +752,8 @@ fn gemv_in_graphs(gpu: &CudaBackend, rng: &mut ChaCha8Rng, rep: &mut Report) -> 
         ("14B o", 5120, 5120),
         ("14B down", 5120, 17408),
     ] {
-        // A decode step streams every weight once, from memory: enough copies of the
-        // weight that one pass over them (a graph of one product each) overflows the
-        // L2 cache several times, so no product finds its weight there.
-        let copies = (256usize << 20).div_ceil(n * k * 2).clamp(2, 64);
-        // At least 16 products a graph, whole passes over the copies.
-        let iters = copies * 16usize.div_ceil(copies);
+        // A decode step streams every weight once, from memory.
+        let (copies, iters) = minisgl::backend::cuda::cold_copies(n * k * 2);
         let data = randn(rng, n * k, 0.05);
         let ws = (0..copies)
             .map(|_| gpu.upload(&[n, k], HostData::f32(&data)))
